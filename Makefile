@@ -1,0 +1,124 @@
+# agentkit - durable, streaming LLM agents for the Unix shell.
+#
+#   make                  build libcore.a, libstore.a and the binaries into build/
+#   make test             run the bats suite against build/bin
+#   make check            the suite twice: plain, then under ASan+UBSan (CI)
+#   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
+#   make bench            benchmarks against the named peers (bench/)
+#   make install PREFIX=/usr/local DESTDIR=
+#   make lint             banned calls, printing/exiting library code
+
+VERSION   := 0.1.0
+CC        ?= cc
+PREFIX    ?= /usr/local
+BINDIR    ?= $(PREFIX)/bin
+MANDIR    ?= $(PREFIX)/share/man
+BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
+ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
+FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+
+CSTD      := -std=c11 -D_GNU_SOURCE
+WARN      := -Wall -Wextra -Wshadow -Wno-unused-parameter
+OPT       ?= -O2 -g
+CFLAGS    ?=
+CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
+LDFLAGS   += -Wl,--as-needed
+LDLIBS    := -ljansson -lyaml -lcurl -luuid -llmdb -lpthread -lm
+
+ifeq ($(SANITIZE),1)
+BUILD     ?= build-san
+OPT       := -O1 -g -fno-omit-frame-pointer
+SANFLAGS  := -fsanitize=address,undefined -fno-sanitize-recover=all
+else
+BUILD     ?= build
+endif
+ifeq ($(DEVELOPER),1)
+WARN      += -Werror
+endif
+
+ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
+
+CORE_SRC  := $(sort $(wildcard libcore/*.c))
+STORE_SRC := $(sort $(wildcard store/*.c))
+CMD_SRC   := $(filter-out cmd/cli.c,$(sort $(wildcard cmd/*.c)))
+PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
+BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
+
+CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
+STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
+CLI_OBJ   := $(BUILD)/cmd/cli.o
+LIBCORE   := $(BUILD)/libcore.a
+LIBSTORE  := $(BUILD)/libstore.a
+
+all: $(BINS) completions
+
+$(BUILD)/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+$(LIBCORE): $(CORE_OBJ)
+	@rm -f $@
+	$(AR) rcs $@ $^
+
+$(LIBSTORE): $(STORE_OBJ) $(LIBCORE)
+	@rm -f $@
+	$(AR) rcs $@ $(STORE_OBJ)
+
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBSTORE) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+
+# Completions are generated from each command's option table.
+COMPLETIONS := $(foreach p,$(PROGS),completions/bash/$(p) completions/zsh/_$(p) completions/fish/$(p).fish)
+completions: $(COMPLETIONS)
+completions/bash/%: $(BUILD)/bin/%
+	@mkdir -p $(dir $@)
+	$< --completion bash >$@
+completions/zsh/_%: $(BUILD)/bin/%
+	@mkdir -p $(dir $@)
+	$< --completion zsh >$@
+completions/fish/%.fish: $(BUILD)/bin/%
+	@mkdir -p $(dir $@)
+	$< --completion fish >$@
+
+test: all
+	@scripts/runtests $(BUILD)
+
+# What CI runs: the suite on the plain build, then on ASan+UBSan.
+check:
+	@$(MAKE) --no-print-directory all
+	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@scripts/runtests build build-san
+
+bench: all
+	@bench/run $(BUILD)
+
+lint:
+	@scripts/lint
+
+install: all
+	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	for p in $(PROGS); do \
+	  install -m 755 $(BUILD)/bin/$$p $(DESTDIR)$(BINDIR)/$$p && \
+	  $(BUILD)/bin/$$p --man >$(DESTDIR)$(MANDIR)/man1/$$p.1 && \
+	  install -m 644 completions/bash/$$p $(DESTDIR)$(BASHCOMPDIR)/$$p && \
+	  install -m 644 completions/zsh/_$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p && \
+	  install -m 644 completions/fish/$$p.fish $(DESTDIR)$(FISHCOMPDIR)/$$p.fish \
+	  || exit 1; \
+	done
+
+uninstall:
+	for p in $(PROGS); do \
+	  rm -f $(DESTDIR)$(BINDIR)/$$p $(DESTDIR)$(MANDIR)/man1/$$p.1 \
+	    $(DESTDIR)$(BASHCOMPDIR)/$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p \
+	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; \
+	done
+
+clean:
+	rm -rf build build-san completions/bash completions/zsh completions/fish
+
+.PHONY: all completions test check bench lint install uninstall clean
+.SECONDARY:
+
+-include $(CORE_OBJ:.o=.d) $(STORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst cmd/%.c,$(BUILD)/cmd/%.d,$(CMD_SRC))

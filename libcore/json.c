@@ -1,0 +1,425 @@
+/* json.c - exact-number JSON on top of jansson; see json.h. */
+#include "json.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define BIGNUM_TAG '\xff'
+#define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
+
+int jv_is_bignum(const json_t *v)
+{
+	return json_is_string(v) && json_string_length(v) > 1
+	       && json_string_value(v)[0] == BIGNUM_TAG;
+}
+
+int jv_is_string(const json_t *v)
+{
+	return json_is_string(v) && !jv_is_bignum(v);
+}
+
+int jv_is_number(const json_t *v)
+{
+	return json_is_number(v) || jv_is_bignum(v);
+}
+
+double jv_number_value(const json_t *v)
+{
+	if (jv_is_bignum(v))
+		return strtod(json_string_value(v) + 1, NULL);
+	return json_number_value(v);
+}
+
+json_t *jv_bignum(const char *p, size_t n)
+{
+	char *s = malloc(n + 1);
+	json_t *v;
+	if (!s)
+		return NULL;
+	s[0] = BIGNUM_TAG;
+	memcpy(s + 1, p, n);
+	v = json_stringn_nocheck(s, n + 1);
+	free(s);
+	return v;
+}
+
+const char *jv_type_name(const json_t *v)
+{
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: return "object";
+	case JSON_ARRAY: return "array";
+	case JSON_STRING: return jv_is_bignum(v) ? "number" : "string";
+	case JSON_INTEGER:
+	case JSON_REAL: return "number";
+	case JSON_TRUE:
+	case JSON_FALSE: return "boolean";
+	default: return "null";
+	}
+}
+
+/*
+ * The rare path: jansson refused a number as too large.  Copy the text,
+ * turning every number token that jansson cannot hold into a string
+ * "\u0000\u00XX<text>" (XX chosen so that no string in the input starts the
+ * same way), parse that, then swap those strings for bignums.
+ */
+static int is_num_char(char c)
+{
+	return (c >= '0' && c <= '9') || c == '-' || c == '+' || c == '.'
+	       || c == 'e' || c == 'E';
+}
+
+static int too_big(const char *p, size_t n)
+{
+	char tmp[64];
+	int real = 0;
+	if (n >= sizeof tmp)
+		return 1;
+	memcpy(tmp, p, n);
+	tmp[n] = 0;
+	for (size_t i = 0; i < n; i++)
+		if (p[i] == '.' || p[i] == 'e' || p[i] == 'E')
+			real = 1;
+	errno = 0;
+	if (real) {
+		double d = strtod(tmp, NULL);
+		return errno == ERANGE && isinf(d);
+	}
+	(void)strtoll(tmp, NULL, 10);
+	return errno == ERANGE;
+}
+
+static char *memcasemem(const char *h, size_t hn, const char *n, size_t nn)
+{
+	for (size_t i = 0; i + nn <= hn; i++)
+		if (!strncasecmp(h + i, n, nn))
+			return (char *)h + i;
+	return NULL;
+}
+
+static int unmark(json_t *v, const char *mark, int depth)
+{
+	size_t i;
+	const char *k;
+	json_t *c;
+	if (depth > JV_MAX_DEPTH)
+		return 0;
+	if (json_is_object(v)) {
+		json_object_foreach(v, k, c) {
+			if (json_is_string(c) && json_string_length(c) > 2
+			    && !memcmp(json_string_value(c), mark, 2)) {
+				json_t *b = jv_bignum(json_string_value(c) + 2,
+				                      json_string_length(c) - 2);
+				if (!b || json_object_set_new(v, k, b))
+					return -1;
+			} else if (unmark(c, mark, depth + 1) < 0)
+				return -1;
+		}
+	} else if (json_is_array(v)) {
+		json_array_foreach(v, i, c) {
+			if (json_is_string(c) && json_string_length(c) > 2
+			    && !memcmp(json_string_value(c), mark, 2)) {
+				json_t *b = jv_bignum(json_string_value(c) + 2,
+				                      json_string_length(c) - 2);
+				if (!b || json_array_set_new(v, i, b))
+					return -1;
+			} else if (unmark(c, mark, depth + 1) < 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+static json_t *parse_bignums(const char *p, size_t n, json_error_t *jerr)
+{
+	char esc[16], mark[2] = { 0, 0 };
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *v = NULL;
+	int in_str = 0;
+	size_t i = 0;
+
+	for (int x = 1; x < 32 && !mark[1]; x++) {
+		snprintf(esc, sizeof esc, "\"\\u0000\\u%04x", x);
+		if (!memcasemem(p, n, esc, strlen(esc)))
+			mark[1] = (char)x;
+	}
+	if (!mark[1])
+		return NULL;
+	snprintf(esc, sizeof esc, "\"\\u0000\\u%04x", mark[1]);
+	while (i < n) {
+		char c = p[i];
+		if (in_str) {
+			size_t j = i;
+			while (j < n && p[j] != '"' && p[j] != '\\')
+				j++;
+			if (j < n && p[j] == '\\')
+				j = j + 2 > n ? n : j + 2;
+			else if (j < n)
+				in_str = 0, j++;
+			if (core_buf_add(&b, p + i, j - i))
+				goto out;
+			i = j;
+		} else if (c == '"') {
+			in_str = 1;
+			if (core_buf_addc(&b, c))
+				goto out;
+			i++;
+		} else if (c == '-' || (c >= '0' && c <= '9')) {
+			size_t j = i;
+			while (j < n && is_num_char(p[j]))
+				j++;
+			if (too_big(p + i, j - i)) {
+				if (core_buf_adds(&b, esc) || core_buf_add(&b, p + i, j - i)
+				    || core_buf_addc(&b, '"'))
+					goto out;
+			} else if (core_buf_add(&b, p + i, j - i))
+				goto out;
+			i = j;
+		} else {
+			if (core_buf_addc(&b, c))
+				goto out;
+			i++;
+		}
+	}
+	v = json_loadb(b.p, b.len, PARSE_FLAGS, jerr);
+	if (v && unmark(v, mark, 0) < 0) {
+		json_decref(v);
+		v = NULL;
+	}
+out:
+	core_buf_release(&b);
+	return v;
+}
+
+json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
+                 struct core_err *e)
+{
+	json_error_t jerr;
+	json_t *v = json_loadb(p, n, PARSE_FLAGS, &jerr);
+	if (!v && (strstr(jerr.text, "too big integer")
+	           || strstr(jerr.text, "real number overflow"))) {
+		json_error_t again;
+		v = parse_bignums(p, n, &again);
+	}
+	if (v)
+		return v;
+	if (json_error_code(&jerr) == json_error_out_of_memory) {
+		core_fail(e, CORE_ENOMEM, "out of memory reading %s", name);
+		return NULL;
+	}
+	if (lineno)
+		core_fail(e, CORE_EINVAL, "invalid JSON: %s (at %s:%zu)",
+		          jerr.text, name, lineno);
+	else
+		core_fail(e, CORE_EINVAL, "invalid JSON: %s (at %s:%d:%d)",
+		          jerr.text, name, jerr.line, jerr.column);
+	return NULL;
+}
+
+/* ---- writing ---- */
+
+static const char hexdig[] = "0123456789abcdef";
+
+enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
+{
+	enum core_status st;
+	size_t i = 0, run;
+	/* Worst case 6 bytes per input byte; reserve for the common case and
+	 * grow as needed. */
+	if ((st = core_buf_grow(out, n + 2)))
+		return st;
+	out->p[out->len++] = '"';
+	while (i < n) {
+		run = i;
+		while (run < n) {
+			unsigned char c = (unsigned char)s[run];
+			if (c < 0x20 || c == '"' || c == '\\')
+				break;
+			run++;
+		}
+		if (run > i && (st = core_buf_add(out, s + i, run - i)))
+			return st;
+		if (run == n)
+			break;
+		unsigned char c = (unsigned char)s[run];
+		char esc[7] = { '\\', 0 };
+		size_t k = 2;
+		switch (c) {
+		case '"': esc[1] = '"'; break;
+		case '\\': esc[1] = '\\'; break;
+		case '\n': esc[1] = 'n'; break;
+		case '\t': esc[1] = 't'; break;
+		case '\r': esc[1] = 'r'; break;
+		case '\b': esc[1] = 'b'; break;
+		case '\f': esc[1] = 'f'; break;
+		default:
+			esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
+			esc[4] = hexdig[c >> 4]; esc[5] = hexdig[c & 15];
+			k = 6;
+		}
+		if ((st = core_buf_add(out, esc, k)))
+			return st;
+		i = run + 1;
+	}
+	return core_buf_addc(out, '"');
+}
+
+static enum core_status dump_real(double d, struct core_buf *out)
+{
+	char tmp[40];
+	int len = 0;
+	/* Shortest of 15..17 significant digits that reads back exactly. */
+	for (int prec = 15; prec <= 17; prec++) {
+		len = snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+		if (prec == 17 || strtod(tmp, NULL) == d)
+			break;
+	}
+	if (!strpbrk(tmp, ".eEn")) {
+		tmp[len++] = '.';
+		tmp[len++] = '0';
+		tmp[len] = 0;
+	}
+	return core_buf_add(out, tmp, (size_t)len);
+}
+
+static enum core_status dump_int(json_int_t i, struct core_buf *out)
+{
+	char tmp[24], *q = tmp + sizeof tmp;
+	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
+	                             : (unsigned long long)i;
+	do
+		*--q = (char)('0' + u % 10);
+	while (u /= 10);
+	if (i < 0)
+		*--q = '-';
+	return core_buf_add(out, q, (size_t)(tmp + sizeof tmp - q));
+}
+
+static enum core_status dump(const json_t *v, struct core_buf *out, int depth)
+{
+	enum core_status st;
+	if (depth > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	switch (json_typeof(v)) {
+	case JSON_OBJECT: {
+		const char *k;
+		json_t *c;
+		int first = 1;
+		if ((st = core_buf_addc(out, '{')))
+			return st;
+		/* Iterate the non-const API: jansson has no const iterator. */
+		json_object_foreach((json_t *)v, k, c) {
+			if (!first && (st = core_buf_addc(out, ',')))
+				return st;
+			first = 0;
+			if ((st = jv_dump_string(k, json_object_iter_key_len(
+			                 json_object_key_to_iter(k)), out))
+			    || (st = core_buf_addc(out, ':'))
+			    || (st = dump(c, out, depth + 1)))
+				return st;
+		}
+		return core_buf_addc(out, '}');
+	}
+	case JSON_ARRAY: {
+		size_t n = json_array_size(v);
+		if ((st = core_buf_addc(out, '[')))
+			return st;
+		for (size_t i = 0; i < n; i++) {
+			if (i && (st = core_buf_addc(out, ',')))
+				return st;
+			if ((st = dump(json_array_get(v, i), out, depth + 1)))
+				return st;
+		}
+		return core_buf_addc(out, ']');
+	}
+	case JSON_STRING:
+		if (jv_is_bignum(v))
+			return core_buf_add(out, json_string_value(v) + 1,
+			                    json_string_length(v) - 1);
+		return jv_dump_string(json_string_value(v), json_string_length(v), out);
+	case JSON_INTEGER:
+		return dump_int(json_integer_value(v), out);
+	case JSON_REAL:
+		return dump_real(json_real_value(v), out);
+	case JSON_TRUE:
+		return core_buf_add(out, "true", 4);
+	case JSON_FALSE:
+		return core_buf_add(out, "false", 5);
+	default:
+		return core_buf_add(out, "null", 4);
+	}
+}
+
+enum core_status jv_dump(const json_t *v, struct core_buf *out)
+{
+	return dump(v, out, 0);
+}
+
+/* ---- equality ---- */
+
+static int num_equal(const json_t *a, const json_t *b)
+{
+	if (json_is_integer(a) && json_is_integer(b))
+		return json_integer_value(a) == json_integer_value(b);
+	if (jv_is_bignum(a) && jv_is_bignum(b)
+	    && json_string_length(a) == json_string_length(b)
+	    && !memcmp(json_string_value(a), json_string_value(b),
+	               json_string_length(a)))
+		return 1;
+	if (json_is_integer(a) || json_is_integer(b)) {
+		/* Exact for integral reals in range (2^53 + 1 != 2^53). */
+		const json_t *i = json_is_integer(a) ? a : b;
+		double d = jv_number_value(i == a ? b : a);
+		if (d >= -9223372036854775808.0 && d < 9223372036854775808.0
+		    && d == floor(d))
+			return (json_int_t)d == json_integer_value(i);
+		return 0;
+	}
+	return jv_number_value(a) == jv_number_value(b);
+}
+
+int jv_equal(const json_t *a, const json_t *b)
+{
+	if (a == b)
+		return 1;
+	if (!a || !b)
+		return 0;
+	if (jv_is_number(a) || jv_is_number(b))
+		return jv_is_number(a) && jv_is_number(b) && num_equal(a, b);
+	if (json_typeof(a) != json_typeof(b))
+		return 0;
+	switch (json_typeof(a)) {
+	case JSON_OBJECT: {
+		const char *k;
+		json_t *c;
+		if (json_object_size(a) != json_object_size(b))
+			return 0;
+		json_object_foreach((json_t *)a, k, c) {
+			json_t *d = json_object_getn(b, k, json_object_iter_key_len(
+			                                 json_object_key_to_iter(k)));
+			if (!d || !jv_equal(c, d))
+				return 0;
+		}
+		return 1;
+	}
+	case JSON_ARRAY: {
+		size_t n = json_array_size(a);
+		if (n != json_array_size(b))
+			return 0;
+		for (size_t i = 0; i < n; i++)
+			if (!jv_equal(json_array_get(a, i), json_array_get(b, i)))
+				return 0;
+		return 1;
+	}
+	case JSON_STRING:
+		return json_string_length(a) == json_string_length(b)
+		       && !memcmp(json_string_value(a), json_string_value(b),
+		                  json_string_length(a));
+	default:
+		return 1;   /* true, false, null */
+	}
+}

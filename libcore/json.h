@@ -1,0 +1,68 @@
+/*
+ * json.h - JSON values for agentkit: jansson trees with exact numbers.
+ *
+ * agentkit uses jansson's json_t for every JSON value.  jansson alone would
+ * reject integers beyond 64 bits and print reals with 17 significant digits
+ * (0.1 as 0.10000000000000001); these functions close both gaps:
+ *
+ *  - jv_parse() reads with jansson (duplicate keys rejected, any value at the
+ *    top, \u0000 allowed).  Only when jansson refuses a number as too large
+ *    does it rewrite those number tokens and parse again, so the common path
+ *    costs nothing extra.  Such a number becomes a "bignum": a jansson string
+ *    whose first byte is 0xFF followed by the number's exact text.  0xFF
+ *    never occurs in UTF-8, and jansson validates every string it parses or
+ *    builds with json_string(), so no real string can be mistaken for one.
+ *  - jv_dump() writes compact JSON: object keys in insertion order (jansson
+ *    keeps it), reals in the shortest form that reads back to the same
+ *    double (with ".0" kept on integral reals), bignums verbatim.
+ *  - jv_equal() is deep equality where numbers compare by value (1 == 1.0),
+ *    as JSON Patch's test op and Genkit's Diff require.
+ *
+ * Code that checks types must use jv_is_string()/jv_is_number(), which know
+ * bignums, rather than json_is_string()/json_is_number().
+ *
+ * Ownership: functions returning json_t * return a new reference (the caller
+ * json_decref()s it); functions taking const json_t * borrow.
+ */
+#ifndef CORE_JSON_H
+#define CORE_JSON_H
+
+#include <jansson.h>
+
+#include "buf.h"
+
+/* Deepest nesting accepted by the parser (jansson's own limit). */
+#define JV_MAX_DEPTH JSON_PARSER_MAX_DEPTH
+
+/*
+ * Parse one JSON value from p[0..n).  name and lineno say where the text
+ * came from, for messages: with lineno > 0 the text is that NDJSON line,
+ * with lineno == 0 it is a whole file and jansson's line and column are
+ * named.  On error returns NULL with CORE_EINVAL in e ("invalid JSON: ...
+ * (at doc.json:3:14)") or CORE_ENOMEM.
+ */
+json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
+                 struct core_err *e);
+
+/* Append v as compact JSON to out.  CORE_ETOOBIG, CORE_ENOMEM, CORE_EINVAL
+ * (nesting deeper than JV_MAX_DEPTH * 4). */
+enum core_status jv_dump(const json_t *v, struct core_buf *out);
+
+/* Deep equality; numbers by value, bignums by text or value. */
+int jv_equal(const json_t *a, const json_t *b);
+
+int jv_is_bignum(const json_t *v);
+int jv_is_string(const json_t *v);     /* a string that is not a bignum */
+int jv_is_number(const json_t *v);     /* integer, real or bignum */
+double jv_number_value(const json_t *v);
+/* A new bignum from the number text p[0..n) (not validated). */
+json_t *jv_bignum(const char *p, size_t n);
+
+/* Name of v's type for messages: "object", "array", "string", "number",
+ * "boolean", "null". */
+const char *jv_type_name(const json_t *v);
+
+/* Append s[0..n) as a JSON string literal (quotes and escapes) to out. */
+enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out);
+
+#endif

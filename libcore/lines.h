@@ -1,0 +1,43 @@
+/*
+ * lines.h - a bounded reader of newline-terminated records (NDJSON).
+ *
+ * Reads from a file descriptor with read(2), so a record is handed out as
+ * soon as its newline arrives (live streams work), and never holds more
+ * than max bytes of one record: a longer record fails with CORE_ETOOBIG and
+ * the message names its line ("record at <stdin>:17 is longer than ...").
+ * A final record without a newline is still a record.  Empty lines (or
+ * lines of only blanks) are skipped, as NDJSON readers do.
+ */
+#ifndef CORE_LINES_H
+#define CORE_LINES_H
+
+#include "buf.h"
+
+struct core_lines {
+	int fd;
+	const char *name;       /* for messages: "<stdin>" or a path; borrowed */
+	size_t lineno;          /* line number of the record last returned */
+	size_t max;             /* longest record accepted, in bytes */
+	struct core_buf buf;    /* read-ahead */
+	size_t start;           /* first unconsumed byte in buf */
+	size_t scanned;         /* bytes after start already searched for '\n' */
+	size_t next_lineno;
+	int eof;
+};
+
+/* Default record limit: 64 MiB, changed with --max-record. */
+#define CORE_LINES_DEFAULT_MAX ((size_t)64 << 20)
+
+void core_lines_init(struct core_lines *r, int fd, const char *name, size_t max);
+void core_lines_release(struct core_lines *r);
+
+/*
+ * The next record: *line points into the reader (valid until the next call;
+ * NUL-terminated, newline and a trailing '\r' removed) and *len is its
+ * length.  At end of input returns CORE_OK with *line == NULL.
+ * Errors: CORE_ETOOBIG, CORE_ESYS, CORE_ENOMEM.
+ */
+enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
+                                 struct core_err *e);
+
+#endif

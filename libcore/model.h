@@ -1,0 +1,71 @@
+/*
+ * model.h - the model layer: one interface for every provider.
+ *
+ * A model is named "provider/name" ("echo", "script/PATH", "openai/gpt-4o",
+ * "googleai/gemini-2.5-flash", "anthropic/claude-...", "ollama/llama3").
+ * model_generate() finds the provider by prefix and runs one generate call:
+ * the request is Genkit-shaped JSON (messages, tool definitions, config),
+ * the response streams as Genkit ModelResponseChunk objects through a
+ * callback and ends with the final message, finish reason and usage.
+ *
+ * Providers never print, never exit, and never put a credential into an
+ * error message.
+ */
+#ifndef CORE_MODEL_H
+#define CORE_MODEL_H
+
+#include <jansson.h>
+
+#include "status.h"
+
+struct model_request {
+	const json_t *messages;   /* array of Message (role, content[, metadata]) */
+	const json_t *tools;      /* array of {name, description, inputSchema,
+	                             outputSchema?} or NULL */
+	const json_t *config;     /* object (temperature, maxOutputTokens, ...) or NULL */
+	const char *key_file;     /* optional file holding the provider's key */
+};
+
+struct model_stream {
+	/*
+	 * Called for each streamed chunk, in order: a ModelResponseChunk
+	 * {"role":"model","index":0,"content":[parts]} (borrowed for the call).
+	 * A non-OK return cancels the call and is returned by model_generate().
+	 * May be NULL.
+	 */
+	enum core_status (*chunk)(void *ctx, const json_t *chunk);
+	/* Polled often (at least every 50 ms while waiting on the network):
+	 * non-zero cancels the call with CORE_ECANCELLED.  May be NULL. */
+	int (*cancelled)(void *ctx);
+	void *ctx;
+};
+
+struct model_response {
+	json_t *message;          /* Message with role "model"; owned */
+	char finish_reason[32];   /* stop, length, blocked, other, unknown, "" */
+	json_t *usage;            /* {"inputTokens", "outputTokens", ...} or NULL; owned */
+};
+
+/* Release what a response owns; a zeroed response is a no-op. */
+void model_response_release(struct model_response *r);
+
+/*
+ * Run one generate call with the model called name.  On failure: a status
+ * naming Genkit's class (CORE_EUNAVAILABLE, CORE_EUNAUTH, CORE_EPERM,
+ * CORE_ENOTFOUND for an unknown provider or model, CORE_EEXHAUSTED,
+ * CORE_EINVAL, CORE_EINTERNAL, CORE_ECANCELLED) and the provider's message.
+ */
+enum core_status model_generate(const char *name, const struct model_request *req,
+                                const struct model_stream *stream,
+                                struct model_response *resp, struct core_err *e);
+
+/* A provider: the prefix before '/' and its generate function (name is the
+ * part after the '/'). */
+struct model_provider {
+	const char *prefix;
+	enum core_status (*generate)(const char *name, const struct model_request *req,
+	                             const struct model_stream *stream,
+	                             struct model_response *resp, struct core_err *e);
+};
+
+#endif

@@ -1,0 +1,82 @@
+/*
+ * status.h - the one status type of agentkit.
+ *
+ * Every function in libcore/ and store/ that can fail returns an
+ * enum core_status and, where the caller passes one, fills a struct core_err
+ * with a formatted detail message.  Only cmd/ turns a status into a message
+ * on stderr and an exit code (core_exit_code()).
+ *
+ * Values are append-only: never renumber, never reuse.  A retired value stays
+ * with a NOT USED comment.
+ */
+#ifndef CORE_STATUS_H
+#define CORE_STATUS_H
+
+#include <stddef.h>
+
+enum core_status {
+	CORE_OK = 0,
+	CORE_FAILED,        /* a run or snapshot ended failed; a test op failed;
+	                       documents differ (jpatch-diff --exit-code) */
+	CORE_ABORTED,       /* caller stop, agent-abort, max turns */
+	CORE_EXPIRED,       /* worker presumed dead (heartbeat stale) */
+	CORE_ENOTFOUND,     /* snapshot, session, agent, tool */
+	CORE_EPRECONDITION, /* wrong state mode, resume of a pending row, ... */
+	CORE_INTERRUPTED,   /* turn paused on a tool interrupt */
+	CORE_UNUSABLE,      /* finished without a usable result (length, blocked) */
+	CORE_EUSAGE,        /* bad flags or arguments */
+	CORE_EINVAL,        /* malformed input: bad JSON, bad patch, bad record */
+	CORE_ETOOBIG,       /* input over a configured limit (malformed input) */
+	CORE_ESYS,          /* system failure; errno kept in core_err.sys */
+	CORE_ENOMEM,        /* out of memory */
+	CORE_ETIMEOUT,      /* agent-wait --timeout ran out */
+	CORE_EPIPE,         /* the reader of stdout went away: a quiet stop */
+	CORE_ECONFLICT,     /* ALREADY_EXISTS: a write lost a race it must not win */
+	CORE_EINTERNAL,     /* INTERNAL: a failure inside a model, tool or handler */
+	CORE_EUNAVAILABLE,  /* UNAVAILABLE: a provider or peer could not be reached */
+	CORE_EPERM,         /* PERMISSION_DENIED */
+	CORE_EUNAUTH,       /* UNAUTHENTICATED */
+	CORE_EEXHAUSTED,    /* RESOURCE_EXHAUSTED: rate limits, quotas, a full store */
+	CORE_ECANCELLED,    /* CANCELLED: the work's context ended */
+	CORE_EDEADLINE,     /* DEADLINE_EXCEEDED: a tool or model took too long */
+	CORE_STATUS_MAX
+};
+
+/*
+ * A failure's detail.  Zero-initialise it (struct core_err e = {0};) and pass
+ * it down; the function that fails first fills it, callers above may prefix
+ * context with core_err_prefix().
+ */
+struct core_err {
+	enum core_status st;
+	int sys;            /* errno for CORE_ESYS, else 0 */
+	char msg[1024];     /* "what failed: why"; truncated past its size */
+};
+
+/* A short text for a status ("not found"); static storage. */
+const char *core_strerror(enum core_status st);
+
+/* The exit code of agentkit's table (DESIGN.md "Exit codes").  The only
+ * function that knows the numbers. */
+int core_exit_code(enum core_status st);
+
+/* Genkit's canonical status name ("NOT_FOUND", "INVALID_ARGUMENT", ...) for
+ * errors written into JSON; and back (unknown names give CORE_EINTERNAL). */
+const char *core_status_name(enum core_status st);
+enum core_status core_status_from_name(const char *name);
+
+/* Fill e (may be NULL) and return st.  The message is printf-formatted. */
+enum core_status core_fail(struct core_err *e, enum core_status st,
+                           const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+/* Like core_fail with CORE_ESYS (or CORE_ENOMEM for ENOMEM), appending
+ * ": strerror(errno)" and keeping errno in e->sys. */
+enum core_status core_fail_sys(struct core_err *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Put "fmt: " in front of e->msg (context added on the way up). */
+void core_err_prefix(struct core_err *e, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,42 @@
+/* util.h - small parsers shared by the commands: durations and sizes. */
+#ifndef CORE_UTIL_H
+#define CORE_UTIL_H
+
+#include <stdint.h>
+
+#include "status.h"
+
+/*
+ * A duration as agentkit spells it: "250ms", "30s", "5m", "1h", or a bare
+ * number of seconds ("1.5").  On success *ms holds milliseconds.
+ * CORE_EUSAGE (message in e) for anything else or a negative value.
+ */
+enum core_status core_parse_duration(const char *s, int64_t *ms,
+                                     struct core_err *e);
+
+/* A byte size: "4096", "64K", "64M", "1G" (powers of 1024). */
+enum core_status core_parse_size(const char *s, uint64_t *bytes,
+                                 struct core_err *e);
+
+/* Milliseconds on the monotonic clock. */
+int64_t core_now_mono_ms(void);
+
+#endif
+
+/* ---- time and IDs ---- */
+
+/* Nanoseconds since the epoch, wall clock. */
+int64_t core_now_ns(void);
+
+/*
+ * RFC 3339 in UTC with nanoseconds, as Go writes time.Time:
+ * "2026-11-30T04:27:34.123456789Z" (trailing zeros of the fraction dropped,
+ * no fraction when zero).  buf must hold CORE_TIME_MAX bytes.
+ */
+#define CORE_TIME_MAX 40
+void core_time_format(int64_t ns, char *buf);
+/* Parse RFC 3339 (any offset, optional fraction).  CORE_EINVAL if not. */
+enum core_status core_time_parse(const char *s, int64_t *ns);
+
+/* A random (version 4) UUID, lower case; buf must hold 37 bytes. */
+void core_uuid(char *buf);

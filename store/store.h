@@ -1,0 +1,163 @@
+/*
+ * store.h - the snapshot store: durable SessionSnapshot rows shared by many
+ * processes.
+ *
+ * Rows are JSON objects shaped exactly as Genkit's SessionSnapshot
+ * (runtime-semantics §8): snapshotId, sessionId, parentId, createdAt,
+ * updatedAt, heartbeatAt, status, finishReason, error, state.  Times are
+ * RFC 3339 strings (core_time_format()).  The store persists what it is
+ * given ("stores persist verbatim"); read shaping (expiry, empty status,
+ * zero updatedAt) is store_shape()'s job, done by the commands and the
+ * runtime, never by the raw reads.
+ *
+ * This interface is what the runtime and the commands use; the LMDB backend
+ * (store/lmdb.c) is the embedded default and a PostgreSQL backend can
+ * implement the same functions later.
+ *
+ * Processes and threads: open a store once per process and close it before
+ * fork(); a child re-opens its own (never use a handle across fork).  A
+ * handle may be used from one thread at a time.
+ *
+ * Ownership: json_t * results are new references the caller json_decref()s;
+ * json_t * arguments are borrowed unless a function says it consumes them.
+ */
+#ifndef STORE_STORE_H
+#define STORE_STORE_H
+
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "../libcore/buf.h"
+#include "../libcore/status.h"
+
+struct store;
+
+/* Flags for reads and saves. */
+#define STORE_METADATA_ONLY 0x1   /* never load (or, on save, touch) the state */
+
+/*
+ * The store location: path if given, else $AGENTKIT_STORE, else
+ * ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store.  Appends to out.
+ */
+enum core_status store_default_path(const char *path, struct core_buf *out,
+                                    struct core_err *e);
+
+/*
+ * Open (creating if needed: directory 0700, files 0600) the store at path.
+ * Errors: CORE_ESYS (cannot create or open, not a directory, a network
+ * filesystem), CORE_EPRECONDITION (an LMDB version known to break with many
+ * processes).  *out is set on success; close with store_close().
+ */
+enum core_status store_open(const char *path, struct store **out,
+                            struct core_err *e);
+void store_close(struct store *s);      /* NULL is a no-op */
+
+/*
+ * The row with this snapshot ID.  CORE_ENOTFOUND when absent ("snapshot 'x'
+ * not found").  With STORE_METADATA_ONLY the state is not read at all and
+ * the result has no "state" member.
+ */
+enum core_status store_get(struct store *s, const char *snapshot_id,
+                           unsigned flags, json_t **row, struct core_err *e);
+
+/*
+ * The session's latest row: greatest createdAt, ties by greater snapshotId,
+ * any status.  CORE_ENOTFOUND when the session has no rows; CORE_EINVAL for
+ * an empty session ID.
+ */
+enum core_status store_latest(struct store *s, const char *session_id,
+                              unsigned flags, json_t **row, struct core_err *e);
+
+/*
+ * Atomic read-modify-write of one row (Genkit's SaveSnapshot).
+ *
+ * fn is called once, inside the write transaction, with the existing row
+ * (NULL if id is empty or the row is absent; without "state" under
+ * STORE_METADATA_ONLY) and sets *next to a new reference, or to NULL for no
+ * write.  It must be quick (no I/O): the write lock is held.  An fn error is
+ * returned and nothing is written.
+ *
+ * The store then: mints a UUID when id is empty, forces next.snapshotId to
+ * id, keeps the existing row's sessionId when it has one, rejects a row
+ * without a session (CORE_EINVAL "store requires sessionId to be set on the
+ * snapshot"), defaults an empty status to "completed".  Under
+ * STORE_METADATA_ONLY a next without "state" keeps the stored state.  A
+ * status change wakes every store_wait_change() in every process.
+ *
+ * *persisted (optional) receives the row as written, or NULL for no write.
+ */
+typedef enum core_status (*store_mutate_fn)(const json_t *existing,
+                                            json_t **next, void *ctx,
+                                            struct core_err *e);
+enum core_status store_save(struct store *s, const char *id, unsigned flags,
+                            store_mutate_fn fn, void *ctx, json_t **persisted,
+                            struct core_err *e);
+
+/*
+ * Write a whole row as given (agent-snap import: restore, migration), replacing
+ * a row with the same snapshotId.  The row must have snapshotId and
+ * sessionId.  Wakes waiters like any other status change.
+ */
+enum core_status store_put(struct store *s, const json_t *row,
+                           struct core_err *e);
+
+/*
+ * Change notification, level-triggered: read the sequence, then read the
+ * rows you care about, then wait with that sequence.  store_wait_change()
+ * returns CORE_OK as soon as any status changed since seq (in any process),
+ * CORE_ETIMEOUT after timeout_ms (a bounded re-read covers lost signals and
+ * heartbeat expiry), never busy-polls.
+ */
+uint32_t store_change_seq(struct store *s);
+enum core_status store_wait_change(struct store *s, uint32_t seq,
+                                   int64_t timeout_ms, struct core_err *e);
+
+/* One session in a listing. */
+struct store_session_info {
+	const char *session_id;      /* borrowed for the callback's duration */
+	const json_t *latest;        /* latest row, metadata only; borrowed */
+	size_t rows;                 /* number of rows (turns, pending rows) */
+};
+
+/* Every session, in session ID order.  A non-OK return from fn stops the
+ * walk and is returned. */
+enum core_status store_sessions(struct store *s,
+                                enum core_status (*fn)(const struct store_session_info *,
+                                                       void *),
+                                void *ctx, struct core_err *e);
+
+/* A session's rows, oldest first (createdAt, then snapshotId); metadata
+ * only unless flags lack STORE_METADATA_ONLY.  CORE_ENOTFOUND when none. */
+enum core_status store_session_rows(struct store *s, const char *session_id,
+                                    unsigned flags,
+                                    enum core_status (*fn)(const json_t *row, void *),
+                                    void *ctx, struct core_err *e);
+
+/* Delete every row of a session.  CORE_ENOTFOUND when none. *deleted
+ * (optional) counts them. */
+enum core_status store_delete_session(struct store *s, const char *session_id,
+                                      size_t *deleted, struct core_err *e);
+
+/*
+ * Prune terminal rows: of each session (or only session_id if non-NULL),
+ * delete terminal rows beyond the newest keep (keep > 0) and terminal rows
+ * created before before_ns (before_ns > 0).  The latest row of a session
+ * and pending/aborting rows are never pruned.
+ */
+enum core_status store_prune(struct store *s, const char *session_id,
+                             size_t keep, int64_t before_ns, size_t *deleted,
+                             struct core_err *e);
+
+/*
+ * Read shaping (runtime-semantics §1.7-1.8), in place on a row the caller
+ * owns: a pending/aborting row whose heartbeatAt is more than timeout_ms
+ * before now reads "expired"; an empty status reads "completed"; a missing
+ * or zero updatedAt reads as createdAt.
+ */
+void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
+
+/* Terminal per Genkit: anything but "pending" and "aborting". */
+int store_status_terminal(const char *status);
+
+#endif

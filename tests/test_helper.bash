@@ -1,0 +1,42 @@
+# test_helper.bash - shared setup for agentkit's bats suites.
+#
+# Puts the binaries under test first on PATH (AGENTKIT_BIN, set by
+# scripts/runtests; build/bin by default), gives every test its own store
+# and agent directory, and loads bats-support/bats-assert.
+
+bats_require_minimum_version 1.5.0
+
+TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
+AGENTKIT_BIN=${AGENTKIT_BIN:-$TOP/build/bin}
+PATH="$AGENTKIT_BIN:$PATH"
+FIXTURES="$TOP/tests/fixtures"
+TESTDATA="$TOP/../shared/testdata"
+export PATH TOP FIXTURES TESTDATA
+
+load /usr/lib/bats/bats-support/load.bash
+load /usr/lib/bats/bats-assert/load.bash
+
+# Every test: a private store, no inherited agent settings.
+common_setup() {
+	export AGENTKIT_STORE="$BATS_TEST_TMPDIR/store"
+	export XDG_STATE_HOME="$BATS_TEST_TMPDIR/state"
+	unset AGENTKIT_PATH
+	# ASan: leaks are errors too, and reports go to stderr.
+	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
+	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
+	cd "$BATS_TEST_TMPDIR" || return 1
+}
+
+# requires CMD...: skip the test when a tool is missing.
+requires() {
+	for c in "$@"; do
+		command -v "$c" >/dev/null 2>&1 || skip "needs $c"
+	done
+}
+
+# The binaries the suite knows about (those built so far).
+agentkit_bins() {
+	for b in agent-run agent-snap agent-wait agent-abort jpatch-diff jpatch-apply; do
+		[ -x "$AGENTKIT_BIN/$b" ] && echo "$b"
+	done
+}
