@@ -50,7 +50,13 @@ CLI_OBJ   := $(BUILD)/cmd/cli.o
 LIBCORE   := $(BUILD)/libcore.a
 LIBSTORE  := $(BUILD)/libstore.a
 
-all: $(BINS) completions
+# Test programs: tests/helpers/*.c are tools the bats suites drive (a fake
+# detached worker, ...); tests/unit/*.c are C unit tests run by tests/unit.bats.
+HELPER_SRC := $(sort $(wildcard tests/helpers/*.c))
+UNIT_SRC  := $(sort $(wildcard tests/unit/*.c))
+TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(HELPER_SRC) $(UNIT_SRC))
+
+all: $(BINS) completions $(TEST_BINS)
 
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
@@ -67,6 +73,10 @@ $(LIBSTORE): $(STORE_OBJ) $(LIBCORE)
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
 
 # Completions are generated from each command's option table.
 COMPLETIONS := $(foreach p,$(PROGS),completions/bash/$(p) completions/zsh/_$(p) completions/fish/$(p).fish)
@@ -121,4 +131,5 @@ clean:
 .PHONY: all completions test check bench lint install uninstall clean
 .SECONDARY:
 
+-include $(patsubst tests/%.c,$(BUILD)/tests/%.d,$(HELPER_SRC) $(UNIT_SRC))
 -include $(CORE_OBJ:.o=.d) $(STORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst cmd/%.c,$(BUILD)/cmd/%.d,$(CMD_SRC))

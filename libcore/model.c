@@ -1,0 +1,40 @@
+/* model.c - find a model's provider by its name and run a generate call. */
+#include "model.h"
+
+#include <string.h>
+
+/*
+ * The providers.  Each lives in its own file (model_echo.c, model_script.c,
+ * provider_openai.c, ...) and defines one struct model_provider; adding a
+ * provider is one line here.
+ */
+extern const struct model_provider model_echo;
+extern const struct model_provider model_script;
+
+static const struct model_provider *const providers[] = {
+	&model_echo,
+	&model_script,
+};
+
+void model_response_release(struct model_response *r)
+{
+	json_decref(r->message);
+	json_decref(r->usage);
+	r->message = r->usage = NULL;
+	r->finish_reason[0] = 0;
+}
+
+enum core_status model_generate(const char *name, const struct model_request *req,
+                                const struct model_stream *stream,
+                                struct model_response *resp, struct core_err *e)
+{
+	const char *slash = strchr(name, '/');
+	size_t plen = slash ? (size_t)(slash - name) : strlen(name);
+	for (size_t i = 0; i < sizeof providers / sizeof providers[0]; i++) {
+		const struct model_provider *p = providers[i];
+		if (strlen(p->prefix) == plen && !strncmp(p->prefix, name, plen))
+			return p->generate(slash ? slash + 1 : "", req, stream, resp, e);
+	}
+	return core_fail(e, CORE_ENOTFOUND, "model '%s' not found (unknown provider '%.*s')",
+	                 name, (int)plen, name);
+}
