@@ -78,6 +78,15 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
 
+# Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh).
+BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c))
+BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
+bench-progs: $(BENCH_STORE)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBSTORE) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+.PHONY: bench-progs
+
 # Completions are generated from each command's option table.
 COMPLETIONS := $(foreach p,$(PROGS),completions/bash/$(p) completions/zsh/_$(p) completions/fish/$(p).fish)
 completions: $(COMPLETIONS)

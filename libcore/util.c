@@ -136,6 +136,9 @@ enum core_status core_time_parse(const char *s, int64_t *ns)
 	if (*p)
 		return CORE_EINVAL;
 	sec = timegm(&tm);
+	/* int64 nanoseconds cover 1677-09-21 .. 2262-04-11. */
+	if ((int64_t)sec - off < -9223372035LL || (int64_t)sec - off > 9223372035LL)
+		return CORE_ETOOBIG;
 	*ns = ((int64_t)sec - off) * 1000000000 + frac;
 	return CORE_OK;
 }

@@ -21,7 +21,6 @@ enum core_status core_parse_size(const char *s, uint64_t *bytes,
 /* Milliseconds on the monotonic clock. */
 int64_t core_now_mono_ms(void);
 
-#endif
 
 /* ---- time and IDs ---- */
 
@@ -35,8 +34,12 @@ int64_t core_now_ns(void);
  */
 #define CORE_TIME_MAX 40
 void core_time_format(int64_t ns, char *buf);
-/* Parse RFC 3339 (any offset, optional fraction).  CORE_EINVAL if not. */
+/* Parse RFC 3339 (any offset, optional fraction).  CORE_EINVAL if not,
+ * CORE_ETOOBIG for a time outside what int64 nanoseconds hold (about the
+ * years 1678 to 2262; Go's zero time "0001-01-01T00:00:00Z" is one). */
 enum core_status core_time_parse(const char *s, int64_t *ns);
 
 /* A random (version 4) UUID, lower case; buf must hold 37 bytes. */
 void core_uuid(char *buf);
+
+#endif

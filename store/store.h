@@ -48,6 +48,13 @@ enum core_status store_default_path(const char *path, struct core_buf *out,
  * Errors: CORE_ESYS (cannot create or open, not a directory, a network
  * filesystem), CORE_EPRECONDITION (an LMDB version known to break with many
  * processes).  *out is set on success; close with store_close().
+ *
+ * Opening the same store twice in one process shares one LMDB environment
+ * (LMDB forbids two).  The environment's map starts at 64 GiB of address
+ * space (the file grows only as used) and doubles when full up to 1 TiB;
+ * AGENTKIT_STORE_MAPSIZE and AGENTKIT_STORE_MAPSIZE_MAX (sizes: "1M", "8G")
+ * override both, so tests can exhaust it.  Network filesystems (NFS, SMB,
+ * 9p, FUSE, ...) are refused unless AGENTKIT_STORE_ALLOW_REMOTE=1.
  */
 enum core_status store_open(const char *path, struct store **out,
                             struct core_err *e);
@@ -141,9 +148,12 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
 
 /*
  * Prune terminal rows: of each session (or only session_id if non-NULL),
- * delete terminal rows beyond the newest keep (keep > 0) and terminal rows
- * created before before_ns (before_ns > 0).  The latest row of a session
- * and pending/aborting rows are never pruned.
+ * delete the terminal rows that are beyond the newest keep rows of their
+ * session (when keep > 0) and created before before_ns (when before_ns is
+ * not 0); with both limits a row must fail both to go (like restic's
+ * --keep-last plus --keep-within).  The latest row of a session and
+ * pending/aborting rows are never pruned.  Messages shared with rows that
+ * stay are kept.  CORE_ENOTFOUND for a session_id without rows.
  */
 enum core_status store_prune(struct store *s, const char *session_id,
                              size_t keep, int64_t before_ns, size_t *deleted,
@@ -159,5 +169,63 @@ void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
 
 /* Terminal per Genkit: anything but "pending" and "aborting". */
 int store_status_terminal(const char *status);
+
+/* ---- additions beyond Genkit's interface ---- */
+
+/*
+ * Check a snapshot or session ID: 1..STORE_ID_MAX bytes of UTF-8 without
+ * control characters.  CORE_EINVAL with "invalid <what> '...': why".
+ */
+#define STORE_ID_MAX 240
+enum core_status store_check_id(const char *id, const char *what,
+                                struct core_err *e);
+
+/* A row store_put() accepts: an object with valid string snapshotId and
+ * sessionId.  CORE_EINVAL with the reason. */
+enum core_status store_check_row(const json_t *row, struct core_err *e);
+
+/*
+ * store_put() for many rows in one write transaction: all are written or,
+ * on any error, none.  rows[i] are borrowed.
+ */
+enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
+                                struct core_err *e);
+
+/*
+ * The heartbeat timeout used by read shaping: AGENTKIT_HEARTBEAT_TIMEOUT
+ * (a duration: "250ms", "2s", "1m") or Genkit's 60 s.  CORE_EUSAGE for a
+ * malformed value.
+ */
+#define STORE_HEARTBEAT_TIMEOUT_MS 60000
+enum core_status store_heartbeat_timeout(int64_t *ms, struct core_err *e);
+
+/*
+ * How a shaped terminal row ended, as a status whose exit code is
+ * agentkit's: completed with finish reason stop/other/unknown/empty →
+ * CORE_OK; length/blocked (or any other reason that carries no result) →
+ * CORE_UNUSABLE; interrupted → CORE_INTERRUPTED; failed → CORE_FAILED;
+ * aborted → CORE_ABORTED; expired → CORE_EXPIRED; an unknown status →
+ * CORE_FAILED.
+ */
+enum core_status store_outcome(const json_t *row);
+
+/*
+ * Block until every row in ids[0..n) reads terminal after shaping
+ * (store_shape with hb_timeout_ms; "aborting" is not terminal, expiry is)
+ * or is missing.  Level-triggered: reads, then sleeps on
+ * store_wait_change() bounded by the next possible expiry, poll_ms and the
+ * deadline.  rows[i] receives the shaped terminal row (full, or without
+ * state under STORE_METADATA_ONLY), or NULL when missing; the caller
+ * json_decref()s them.  deadline_ms is on core_now_mono_ms()'s clock, < 0
+ * for none: CORE_ETIMEOUT when it passes (rows already settled are kept).
+ * progress (optional) is called after each read with the number of rows
+ * still unsettled.
+ */
+enum core_status store_wait_terminal(struct store *s, const char *const *ids,
+                                     size_t n, unsigned flags,
+                                     int64_t hb_timeout_ms, int64_t deadline_ms,
+                                     int64_t poll_ms, json_t **rows,
+                                     void (*progress)(size_t unsettled, void *),
+                                     void *ctx, struct core_err *e);
 
 #endif

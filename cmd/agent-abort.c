@@ -1,0 +1,248 @@
+/* agent-abort.c - abort detached runs: flip pending rows to aborting (the
+ * worker then finalizes them aborted), optionally wait for that. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../libcore/json.h"
+#include "../libcore/util.h"
+#include "../store/store.h"
+
+enum {
+	OPT_STORE = 's',
+	OPT_WAIT = 'w',
+	OPT_TIMEOUT = 't',
+	OPT_HB_TIMEOUT = CLI_LONG + 1,
+};
+
+static const struct cli_opt opts[] = {
+	{ OPT_STORE, "store", "PATH",
+	  "the store directory (default $AGENTKIT_STORE, else "
+	  "${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store)" },
+	{ OPT_WAIT, "wait", NULL,
+	  "then wait until every row is finalized; \"status\" is the final one" },
+	{ OPT_TIMEOUT, "timeout", "DURATION", "with --wait: give up after DURATION (exit 124)" },
+	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
+	  "with --wait: a row whose heartbeat is older reads \"expired\" "
+	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ 0 }
+};
+
+static const struct cli_exitcode exits[] = {
+	{ 0, "every row was found: aborted, or already settled" },
+	{ 4, "a snapshot was not found (the others are still aborted)" },
+	{ 100, "usage error" },
+	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ 124, "--wait --timeout ran out" },
+	{ -1, NULL }
+};
+
+static const struct cli_prog prog = {
+	.name = "agent-abort",
+	.purpose = "abort detached agentkit runs",
+	.synopsis = "[OPTION]... ID...",
+	.description =
+	"Asks the detached runs behind snapshot IDs to stop, as Genkit's Abort "
+	"does: a \"pending\" row becomes \"aborting\" (updatedAt set to now, "
+	"heartbeatAt untouched) in one atomic read-modify-write, and its worker, "
+	"woken at once, cancels its work and finalizes the row \"aborted\" with "
+	"the state of its last finished turn.  A row that is already aborting "
+	"or settled (completed, failed, aborted) is left as it is.  For each ID "
+	"one line {\"snapshotId\", \"previousStatus\", \"status\"} is printed: "
+	"the status before and after the call (an empty status reads "
+	"\"completed\").  A missing ID is reported on stderr; the exit status "
+	"is then 4.\n\n"
+	"With --wait the lines are printed once every row is terminal (as "
+	"agent-wait decides: \"aborting\" is not, an expired heartbeat is), and "
+	"\"status\" is the final status, e.g. \"aborted\", or \"completed\" if "
+	"the run finished before it saw the abort.  If the worker is dead the "
+	"row reads \"expired\" once its last heartbeat is older than the "
+	"heartbeat timeout.",
+	.opts = opts,
+	.examples =
+	"$ agent-abort 7f1c...\n"
+	"  {\"snapshotId\":\"7f1c...\",\"previousStatus\":\"pending\",\"status\":\"aborting\"}\n"
+	"$ agent-abort --wait --timeout 30s \"$id\"\n"
+	"  abort and wait for the worker to finalize the row",
+	.exits = exits,
+};
+
+struct abort_ctx {
+	char previous[64];
+	int found;
+};
+
+static const char *status_of(const json_t *row)
+{
+	const json_t *s = json_object_get(row, "status");
+	const char *v = jv_is_string(s) ? json_string_value(s) : "";
+	return *v ? v : "completed";
+}
+
+/* Genkit's abortPendingSnapshot: only a pending row changes. */
+static enum core_status flip(const json_t *existing, json_t **next, void *ctx,
+                             struct core_err *e)
+{
+	struct abort_ctx *c = ctx;
+	char now[CORE_TIME_MAX];
+	*next = NULL;
+	if (!existing)
+		return CORE_OK;
+	c->found = 1;
+	snprintf(c->previous, sizeof c->previous, "%s", status_of(existing));
+	if (strcmp(c->previous, "pending"))
+		return CORE_OK;
+	if (!(*next = json_deep_copy(existing)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	core_time_format(core_now_ns(), now);
+	json_object_set_new(*next, "status", json_string("aborting"));
+	json_object_set_new(*next, "updatedAt", json_string(now));
+	return CORE_OK;
+}
+
+static enum core_status print_result(const char *id, const char *previous,
+                                     const char *status, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *line = json_pack("{s:s,s:s,s:s}", "snapshotId", id,
+	                         "previousStatus", previous, "status", status);
+	enum core_status st = line ? jv_dump(line, &b) : CORE_ENOMEM;
+	if (st != CORE_OK)
+		st = core_fail(e, st, "cannot print a result: %s", core_strerror(st));
+	else
+		st = cli_write_line(&b, e);
+	json_decref(line);
+	core_buf_release(&b);
+	return st;
+}
+
+struct opts {
+	const char *store;
+	int wait;
+	int64_t timeout_ms, hb_timeout_ms;
+};
+
+static enum core_status run(const struct opts *o, int argc, char **argv)
+{
+	struct core_buf path = CORE_BUF_INIT(4096);
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	struct abort_ctx *res = NULL;
+	const char **ids = NULL;
+	json_t **rows = NULL;
+	enum core_status st = CORE_OK, worst = CORE_OK;
+	size_t i, n = (size_t)argc, found = 0;
+
+	if (!argc)
+		return cli_usage("expected snapshot IDs");
+	for (i = 0; i < n; i++)
+		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
+			return cli_usage("%s", e.msg);
+	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
+	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
+		core_buf_release(&path);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	}
+	core_buf_release(&path);
+	res = calloc(n, sizeof *res);
+	ids = calloc(n, sizeof *ids);
+	rows = calloc(n, sizeof *rows);
+	if (!res || !ids || !rows) {
+		st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (i = 0; i < n; i++) {
+		if ((st = store_save(s, argv[i], STORE_METADATA_ONLY, flip, &res[i], NULL,
+		                     &e)) != CORE_OK)
+			goto fail;
+		if (!res[i].found) {
+			cli_warn("snapshot '%s' not found", argv[i]);
+			worst = CORE_ENOTFOUND;
+			continue;
+		}
+		if (!o->wait) {
+			const char *now = strcmp(res[i].previous, "pending") ? res[i].previous
+			                                                    : "aborting";
+			if ((st = print_result(argv[i], res[i].previous, now, &e)) != CORE_OK)
+				goto fail;
+		}
+		ids[found++] = argv[i];
+	}
+	if (o->wait && found) {
+		size_t k = 0;
+		st = store_wait_terminal(s, ids, found, STORE_METADATA_ONLY, o->hb_timeout_ms,
+		                         o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms
+		                                            : -1,
+		                         2000, rows, NULL, NULL, &e);
+		if (st == CORE_ETIMEOUT) {
+			core_fail(&e, CORE_ETIMEOUT, "timed out after %lldms waiting for the "
+			          "rows to be finalized", (long long)o->timeout_ms);
+			worst = CORE_ETIMEOUT;
+		} else if (st != CORE_OK) {
+			goto fail;
+		}
+		for (i = 0; i < n && k < found; i++) {
+			const char *final;
+			if (!res[i].found)
+				continue;
+			final = rows[k] ? status_of(rows[k]) : NULL;
+			if (!final && worst != CORE_ETIMEOUT) {
+				cli_warn("snapshot '%s' not found", ids[k]);
+				if (worst != CORE_ETIMEOUT)
+					worst = CORE_ENOTFOUND;
+			} else if (final && (st = print_result(ids[k], res[i].previous, final,
+			                                       &e)) != CORE_OK) {
+				goto fail;
+			}
+			k++;
+		}
+		if (worst == CORE_ETIMEOUT)
+			cli_report(&e);
+	}
+	st = worst;
+	goto out;
+fail:
+	cli_report(&e);
+out:
+	if (rows)
+		for (i = 0; i < found; i++)
+			json_decref(rows[i]);
+	free(rows);
+	free(ids);
+	free(res);
+	store_close(s);
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { NULL, 0, -1, 0 };
+	struct core_err e = { 0 };
+	const char *arg, *hb = NULL;
+	int c;
+
+	cli_start(&prog);
+	while ((c = cli_next(argc, argv, &arg)) != -1) {
+		switch (c) {
+		case OPT_STORE: o.store = arg; break;
+		case OPT_WAIT: o.wait = 1; break;
+		case OPT_TIMEOUT:
+			if (core_parse_duration(arg, &o.timeout_ms, &e) != CORE_OK)
+				return cli_finish(cli_usage("--timeout: %s", e.msg));
+			break;
+		case OPT_HB_TIMEOUT: hb = arg; break;
+		}
+	}
+	if (o.timeout_ms >= 0 && !o.wait)
+		return cli_finish(cli_usage("--timeout needs --wait"));
+	if (hb) {
+		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
+			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
+	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+		return cli_finish(cli_usage("%s", e.msg));
+	}
+	return cli_finish(run(&o, argc - optind, argv + optind));
+}

@@ -1,0 +1,509 @@
+/* agent-snap.c - read and manage the snapshot store: rows by ID, a
+ * session's latest row or history, sessions, export/import, rm, prune. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../libcore/json.h"
+#include "../libcore/lines.h"
+#include "../libcore/util.h"
+#include "../store/store.h"
+
+enum {
+	OPT_STORE = 's',
+	OPT_SESSION = 'S',
+	OPT_METADATA = 'm',
+	OPT_KEEP = 'k',
+	OPT_BEFORE = 'b',
+	OPT_HB_TIMEOUT = CLI_LONG + 1,
+};
+
+static const struct cli_opt opts[] = {
+	{ OPT_STORE, "store", "PATH",
+	  "the store directory (default $AGENTKIT_STORE, else "
+	  "${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store)" },
+	{ OPT_SESSION, "session", "SID",
+	  "print the session's latest row (with IDs: check that they belong to SID)" },
+	{ OPT_METADATA, "metadata-only", NULL, "leave out the state (never read)" },
+	{ OPT_KEEP, "keep", "N", "prune: keep the newest N rows of each session" },
+	{ OPT_BEFORE, "before", "TIME",
+	  "prune: only rows created before TIME (RFC 3339, or a duration ago: 24h)" },
+	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
+	  "a pending row whose heartbeat is older reads \"expired\" "
+	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ 0 }
+};
+
+static const struct cli_exitcode exits[] = {
+	{ 0, "success" },
+	{ 4, "a snapshot or session was not found (the others are still printed)" },
+	{ 5, "with --session and IDs: a snapshot belongs to another session" },
+	{ 100, "usage error (bad options, an invalid ID)" },
+	{ 101, "malformed input (import: a bad NDJSON line; nothing is written)" },
+	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ -1, NULL }
+};
+
+static const struct cli_prog prog = {
+	.name = "agent-snap",
+	.purpose = "read and manage the agentkit snapshot store",
+	.synopsis =
+	"[OPTION]... ID...\n"
+	"[OPTION]... --session SID\n"
+	"[OPTION]... get ID...\n"
+	"[OPTION]... sessions\n"
+	"[OPTION]... log SID\n"
+	"[OPTION]... rm SID...\n"
+	"[OPTION]... prune [--keep N] [--before TIME] [SID]\n"
+	"[OPTION]... export [SID]...\n"
+	"[OPTION]... import <ROWS.ndjson",
+	.description =
+	"Prints snapshot rows (SessionSnapshot JSON, one per line) as Genkit's "
+	"getSnapshot shapes them: a pending or aborting row whose heartbeatAt is "
+	"older than the heartbeat timeout reads \"expired\", an empty status "
+	"reads \"completed\", a missing or zero updatedAt reads as createdAt.  "
+	"--session SID prints the session's latest row (greatest createdAt, ties "
+	"by greater snapshotId, any status).  Unknown IDs are reported on stderr "
+	"and the others still printed; the exit status is then 4.  The words "
+	"sessions, log, rm, prune, export, import and get are subcommands; "
+	"'agent-snap get ID' prints a row whose ID is one of those words.\n\n"
+	"sessions prints one line per session: {\"sessionId\", \"snapshotId\" "
+	"(the latest row), \"status\" (its shaped status), \"updatedAt\", "
+	"\"snapshots\" (how many rows the session has)}.\n\n"
+	"log SID prints the session's rows oldest first (createdAt, then "
+	"snapshotId), metadata only, each with its parentId; a row whose parent "
+	"already has an earlier child is a fork and carries \"fork\": true.\n\n"
+	"rm SID deletes every row of the session and prints "
+	"{\"sessionId\", \"deleted\"}.  prune deletes settled rows of every session "
+	"(or of SID): those beyond the newest N (--keep) that were also created "
+	"before TIME (--before); with one limit, that one alone decides.  A "
+	"session's latest row and pending or aborting rows are never pruned.  It "
+	"prints {\"deleted\": N}.\n\n"
+	"export prints the raw rows (not shaped) of every session, or of the "
+	"given ones, as NDJSON; import reads such rows on stdin and writes them "
+	"as given, replacing rows with the same snapshotId.  Every line is "
+	"checked first (an object with string snapshotId and sessionId); a bad "
+	"line is reported with its number and nothing is written.  All rows are "
+	"then written in one transaction, and a status change wakes agent-wait "
+	"like any other write.  import prints {\"imported\": N}.",
+	.opts = opts,
+	.examples =
+	"$ agent-snap 7f1c...\n"
+	"  print one snapshot\n"
+	"$ agent-snap --session build-42 --metadata-only | jq -r .status\n"
+	"  the status of a session's latest row\n"
+	"$ agent-snap log build-42\n"
+	"  the session's history, forks marked\n"
+	"$ agent-snap export >backup.ndjson && agent-snap --store new import <backup.ndjson\n"
+	"  copy a store\n"
+	"$ agent-snap prune --keep 20 --before 720h\n"
+	"  drop old settled rows beyond the newest 20 of each session",
+	.exits = exits,
+	.subcommands = "get sessions log rm prune export import",
+};
+
+struct opts {
+	const char *store, *session;
+	unsigned flags;
+	int64_t hb_timeout_ms;
+	size_t keep;
+	int64_t before_ns;
+	int have_keep, have_before;
+};
+
+static enum core_status print_row(const json_t *row, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = jv_dump(row, &b);
+	if (st != CORE_OK)
+		st = core_fail(e, st, "cannot print a row: %s", core_strerror(st));
+	else
+		st = cli_write_line(&b, e);
+	core_buf_release(&b);
+	return st;
+}
+
+/* Keep the worse of two outcomes: a failure to go on beats "not found". */
+static enum core_status worse(enum core_status a, enum core_status b)
+{
+	if (a == CORE_OK)
+		return b;
+	if (b == CORE_OK || a == CORE_ESYS || a == CORE_EPIPE)
+		return a;
+	return core_exit_code(b) > core_exit_code(a) ? b : a;
+}
+
+static enum core_status show_ids(struct store *s, const struct opts *o, char **ids,
+                                 int n)
+{
+	enum core_status rc = CORE_OK, st;
+	int64_t now = core_now_ns();
+	int i;
+	for (i = 0; i < n; i++) {
+		struct core_err e = { 0 };
+		json_t *row = NULL;
+		const char *sid;
+		st = store_get(s, ids[i], o->flags, &row, &e);
+		if (st == CORE_OK && o->session && (sid = json_string_value(
+		        json_object_get(row, "sessionId"))) && strcmp(sid, o->session))
+			st = core_fail(&e, CORE_EPRECONDITION,
+			               "snapshot '%s' does not belong to session '%s' "
+			               "(snapshot's session: '%s')", ids[i], o->session, sid);
+		if (st == CORE_OK) {
+			store_shape(row, now, o->hb_timeout_ms);
+			st = print_row(row, &e);
+		}
+		json_decref(row);
+		if (st != CORE_OK) {
+			cli_report(&e);
+			rc = worse(rc, st);
+			if (st == CORE_ESYS || st == CORE_EPIPE || st == CORE_ENOMEM)
+				break;
+		}
+	}
+	return rc;
+}
+
+static enum core_status show_latest(struct store *s, const struct opts *o)
+{
+	struct core_err e = { 0 };
+	json_t *row = NULL;
+	enum core_status st = store_latest(s, o->session, o->flags, &row, &e);
+	if (st == CORE_OK) {
+		store_shape(row, core_now_ns(), o->hb_timeout_ms);
+		st = print_row(row, &e);
+	}
+	json_decref(row);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* ---- sessions ---- */
+
+struct sess_ctx {
+	const struct opts *o;
+	struct core_err *e;
+};
+
+static enum core_status print_session(const struct store_session_info *si, void *ctx)
+{
+	struct sess_ctx *c = ctx;
+	json_t *latest = json_deep_copy(si->latest), *line;
+	enum core_status st;
+	if (!latest)
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	store_shape(latest, core_now_ns(), c->o->hb_timeout_ms);
+	line = json_pack("{s:s,s:O?,s:O?,s:O?,s:I}", "sessionId", si->session_id,
+	                 "snapshotId", json_object_get(latest, "snapshotId"),
+	                 "status", json_object_get(latest, "status"),
+	                 "updatedAt", json_object_get(latest, "updatedAt"),
+	                 "snapshots", (json_int_t)si->rows);
+	json_decref(latest);
+	if (!line)
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	st = print_row(line, c->e);
+	json_decref(line);
+	return st;
+}
+
+/* ---- log and export ---- */
+
+struct log_ctx {
+	const struct opts *o;
+	struct core_err *e;
+	int shape;              /* log: shape and mark forks; export: raw */
+	json_t *parents;        /* parentId -> true, for fork marks */
+};
+
+static enum core_status print_log_row(const json_t *row, void *ctx)
+{
+	struct log_ctx *c = ctx;
+	json_t *r;
+	enum core_status st;
+	const char *parent;
+	if (!c->shape)
+		return print_row(row, c->e);
+	if (!(r = json_deep_copy(row)))
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	store_shape(r, core_now_ns(), c->o->hb_timeout_ms);
+	parent = json_string_value(json_object_get(r, "parentId"));
+	if (parent && *parent) {
+		if (json_object_get(c->parents, parent))
+			json_object_set_new(r, "fork", json_true());
+		else
+			json_object_set_new(c->parents, parent, json_true());
+	}
+	st = print_row(r, c->e);
+	json_decref(r);
+	return st;
+}
+
+static enum core_status session_rows(struct store *s, const struct opts *o,
+                                     const char *sid, int shape, unsigned flags)
+{
+	struct core_err e = { 0 };
+	struct log_ctx c = { o, &e, shape, json_object() };
+	enum core_status st = store_session_rows(s, sid, flags, print_log_row, &c, &e);
+	json_decref(c.parents);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+static enum core_status collect(const struct store_session_info *si, void *ctx)
+{
+	return json_array_append_new(ctx, json_string(si->session_id)) ? CORE_ENOMEM : CORE_OK;
+}
+
+static enum core_status export_rows(struct store *s, const struct opts *o, char **sids,
+                                    int n)
+{
+	enum core_status rc = CORE_OK, st;
+	struct core_err e = { 0 };
+	json_t *all = NULL;
+	size_t i, count;
+	if (n == 0) {
+		all = json_array();
+		if ((st = store_sessions(s, collect, all, &e)) != CORE_OK) {
+			json_decref(all);
+			return cli_report(&e);
+		}
+	}
+	count = all ? json_array_size(all) : (size_t)n;
+	for (i = 0; i < count; i++) {
+		const char *sid = all ? json_string_value(json_array_get(all, i)) : sids[i];
+		st = session_rows(s, o, sid, 0, o->flags);
+		rc = worse(rc, st);
+		if (st != CORE_OK && st != CORE_ENOTFOUND)
+			break;
+	}
+	json_decref(all);
+	return rc;
+}
+
+/* ---- import ---- */
+
+static enum core_status import_rows(struct store *s)
+{
+	struct core_lines r;
+	struct core_err e = { 0 };
+	json_t *rows = json_array(), *v;
+	enum core_status st;
+	char *line;
+	size_t len;
+	core_lines_init(&r, 0, "<stdin>", CORE_LINES_DEFAULT_MAX);
+	for (;;) {
+		if ((st = core_lines_next(&r, &line, &len, &e)) != CORE_OK || !line)
+			break;
+		if (!(v = jv_parse(line, len, r.name, r.lineno, &e))) {
+			st = e.st;
+			break;
+		}
+		if ((st = store_check_row(v, &e)) != CORE_OK) {
+			char why[sizeof e.msg];
+			json_decref(v);
+			memcpy(why, e.msg, sizeof why);
+			core_fail(&e, CORE_EINVAL, "%s (at %s:%zu)", why, r.name, r.lineno);
+			break;
+		}
+		json_array_append_new(rows, v);
+	}
+	core_lines_release(&r);
+	if (st == CORE_OK && json_array_size(rows)) {
+		/* jansson keeps the elements in one contiguous table */
+		size_t i, n = json_array_size(rows);
+		json_t **list = malloc(n * sizeof *list);
+		if (!list) {
+			st = core_fail(&e, CORE_ENOMEM, "import: out of memory");
+		} else {
+			for (i = 0; i < n; i++)
+				list[i] = json_array_get(rows, i);
+			st = store_put_rows(s, list, n, &e);
+			free(list);
+		}
+	}
+	if (st == CORE_OK) {
+		json_t *out = json_pack("{s:I}", "imported", (json_int_t)json_array_size(rows));
+		st = print_row(out, &e);
+		json_decref(out);
+	}
+	json_decref(rows);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* ---- rm, prune ---- */
+
+static enum core_status remove_sessions(struct store *s, char **sids, int n)
+{
+	enum core_status rc = CORE_OK, st;
+	int i;
+	for (i = 0; i < n; i++) {
+		struct core_err e = { 0 };
+		size_t deleted = 0;
+		st = store_delete_session(s, sids[i], &deleted, &e);
+		if (st == CORE_OK) {
+			json_t *out = json_pack("{s:s,s:I}", "sessionId", sids[i],
+			                        "deleted", (json_int_t)deleted);
+			st = print_row(out, &e);
+			json_decref(out);
+		}
+		if (st != CORE_OK) {
+			cli_report(&e);
+			rc = worse(rc, st);
+			if (st != CORE_ENOTFOUND)
+				break;
+		}
+	}
+	return rc;
+}
+
+static enum core_status prune(struct store *s, const struct opts *o, char **sids, int n)
+{
+	struct core_err e = { 0 };
+	size_t deleted = 0;
+	enum core_status st;
+	json_t *out;
+	if (!o->have_keep && !o->have_before)
+		return cli_usage("prune needs --keep N, --before TIME or both");
+	if (n > 1)
+		return cli_usage("prune takes at most one SID");
+	st = store_prune(s, n ? sids[0] : NULL, o->have_keep ? o->keep : 0,
+	                 o->have_before ? o->before_ns : 0, &deleted, &e);
+	if (st != CORE_OK)
+		return cli_report(&e);
+	out = json_pack("{s:I}", "deleted", (json_int_t)deleted);
+	st = print_row(out, &e);
+	json_decref(out);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* ---- main ---- */
+
+static enum core_status check_ids(char **ids, int n, const char *what)
+{
+	struct core_err e = { 0 };
+	int i;
+	for (i = 0; i < n; i++)
+		if (store_check_id(ids[i], what, &e) != CORE_OK)
+			return cli_usage("%s", e.msg);
+	return CORE_OK;
+}
+
+static enum core_status parse_before(const char *arg, int64_t *ns)
+{
+	int64_t ms;
+	struct core_err e = { 0 };
+	if (core_time_parse(arg, ns) == CORE_OK)
+		return CORE_OK;
+	if (core_parse_duration(arg, &ms, &e) == CORE_OK) {
+		*ns = core_now_ns() - ms * 1000000;
+		return CORE_OK;
+	}
+	return cli_usage("invalid --before '%s' (an RFC 3339 time or a duration)", arg);
+}
+
+static enum core_status run(struct opts *o, int argc, char **argv)
+{
+	static const char *const subs[] = {
+		"get", "sessions", "log", "rm", "prune", "export", "import", NULL,
+	};
+	struct core_buf path = CORE_BUF_INIT(4096);
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	const char *sub = NULL;
+	enum core_status st;
+	int i;
+
+	if (argc > 0)
+		for (i = 0; subs[i]; i++)
+			if (!strcmp(argv[0], subs[i])) {
+				sub = subs[i];
+				argc--;
+				argv++;
+				break;
+			}
+	if (!sub && !o->session && argc == 0)
+		return cli_usage("expected snapshot IDs, --session SID or a subcommand");
+	if (sub && !strcmp(sub, "get") && argc == 0)
+		return cli_usage("get needs snapshot IDs");
+	if (sub && (!strcmp(sub, "log")) && argc != 1)
+		return cli_usage("log takes one SID");
+	if (sub && !strcmp(sub, "rm") && argc == 0)
+		return cli_usage("rm needs session IDs");
+	if (sub && (!strcmp(sub, "sessions") || !strcmp(sub, "import")) && argc)
+		return cli_usage("%s takes no operands", sub);
+	if (sub && strcmp(sub, "get") && o->session)
+		return cli_usage("--session does not apply to %s", sub);
+	if ((o->have_keep || o->have_before) && (!sub || strcmp(sub, "prune")))
+		return cli_usage("--keep and --before apply to prune");
+	if (o->session && (st = check_ids((char **)&o->session, 1, "session ID")) != CORE_OK)
+		return st;
+	st = check_ids(argv, argc, sub && strcmp(sub, "get") ? "session ID" : "snapshot ID");
+	if (st != CORE_OK)
+		return st;
+
+	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
+	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
+		core_buf_release(&path);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	}
+	core_buf_release(&path);
+
+	if (!sub || !strcmp(sub, "get"))
+		st = argc ? show_ids(s, o, argv, argc) : show_latest(s, o);
+	else if (!strcmp(sub, "sessions")) {
+		struct sess_ctx c = { o, &e };
+		st = store_sessions(s, print_session, &c, &e);
+		if (st != CORE_OK)
+			cli_report(&e);
+	} else if (!strcmp(sub, "log"))
+		st = session_rows(s, o, argv[0], 1, STORE_METADATA_ONLY);
+	else if (!strcmp(sub, "export"))
+		st = export_rows(s, o, argv, argc);
+	else if (!strcmp(sub, "import"))
+		st = import_rows(s);
+	else if (!strcmp(sub, "rm"))
+		st = remove_sessions(s, argv, argc);
+	else
+		st = prune(s, o, argv, argc);
+	store_close(s);
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { 0 };
+	struct core_err e = { 0 };
+	const char *arg, *hb = NULL;
+	int c;
+
+	cli_start(&prog);
+	while ((c = cli_next(argc, argv, &arg)) != -1) {
+		switch (c) {
+		case OPT_STORE: o.store = arg; break;
+		case OPT_SESSION: o.session = arg; break;
+		case OPT_METADATA: o.flags |= STORE_METADATA_ONLY; break;
+		case OPT_KEEP: {
+			char *end;
+			unsigned long long k = strtoull(arg, &end, 10);
+			if (!*arg || *end || *arg == '-' || k == 0)
+				return cli_finish(cli_usage("invalid --keep '%s' (a count of 1 or more)", arg));
+			o.keep = (size_t)k;
+			o.have_keep = 1;
+			break;
+		}
+		case OPT_BEFORE:
+			if (parse_before(arg, &o.before_ns) != CORE_OK)
+				return cli_finish(CORE_EUSAGE);
+			o.have_before = 1;
+			break;
+		case OPT_HB_TIMEOUT: hb = arg; break;
+		}
+	}
+	if (hb) {
+		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
+			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
+	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+		return cli_finish(cli_usage("%s", e.msg));
+	}
+	return cli_finish(run(&o, argc - optind, argv + optind));
+}

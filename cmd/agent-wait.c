@@ -1,0 +1,240 @@
+/* agent-wait.c - block until snapshots settle, print the settled rows and
+ * exit with how they ended. */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../libcore/json.h"
+#include "../libcore/util.h"
+#include "../store/store.h"
+
+enum {
+	OPT_STORE = 's',
+	OPT_SESSION = 'S',
+	OPT_METADATA = 'm',
+	OPT_TIMEOUT = 't',
+	OPT_HB_TIMEOUT = CLI_LONG + 1,
+	OPT_POLL,
+};
+
+static const struct cli_opt opts[] = {
+	{ OPT_STORE, "store", "PATH",
+	  "the store directory (default $AGENTKIT_STORE, else "
+	  "${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store)" },
+	{ OPT_SESSION, "session", "SID", "wait on the session's latest row" },
+	{ OPT_TIMEOUT, "timeout", "DURATION", "give up after DURATION (exit 124)" },
+	{ OPT_METADATA, "metadata-only", NULL, "print the rows without their state" },
+	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
+	  "a row whose heartbeat is older reads \"expired\" and ends the wait "
+	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ OPT_POLL, "poll", "DURATION",
+	  "re-read at least this often even without a wake-up (default 2s)" },
+	{ 0 }
+};
+
+static const struct cli_exitcode exits[] = {
+	{ 0, "every row completed with a usable result (finish reason stop, other, "
+	     "unknown or none)" },
+	{ 1, "a row failed" },
+	{ 2, "a row was aborted" },
+	{ 3, "a row expired (its worker stopped heartbeating)" },
+	{ 4, "a snapshot or session was not found" },
+	{ 6, "a row completed interrupted (waits for a resume)" },
+	{ 7, "a row completed without a usable result (length, blocked)" },
+	{ 100, "usage error" },
+	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ 124, "--timeout ran out" },
+	{ -1, NULL }
+};
+
+static const struct cli_prog prog = {
+	.name = "agent-wait",
+	.purpose = "wait until agentkit snapshots settle",
+	.synopsis = "[OPTION]... ID...\n[OPTION]... --session SID",
+	.description =
+	"Blocks until every snapshot ID reads terminal, then prints the rows "
+	"(one per line, in argument order, shaped as agent-snap prints them).  "
+	"\"pending\" and \"aborting\" are not terminal: a wait rides out an "
+	"abort and returns the finalized \"aborted\" row.  A pending or aborting "
+	"row whose worker stopped heartbeating reads \"expired\", which is "
+	"terminal.  --session SID waits on the session's latest row at the "
+	"time of the call.\n\n"
+	"Waiting costs no CPU: a writer that changes a status wakes every "
+	"waiter (a futex on the store's \"wake\" file); the rows are also "
+	"re-read every --poll interval and when a heartbeat can expire.  When "
+	"stderr is a terminal a one-line status with the elapsed time is shown "
+	"there; otherwise agent-wait is silent until it prints.\n\n"
+	"The exit status says how the rows ended (see below).  With several "
+	"IDs it is the highest of their codes, so any missing row (4) outranks "
+	"a failure (1), and a completion without a usable result (7) outranks "
+	"everything but a timeout.  On --timeout the rows that did settle are "
+	"still printed.",
+	.opts = opts,
+	.examples =
+	"$ id=$(agent-run --detach -m 'summarize the logs' | jq -r .output.snapshotId)\n"
+	"$ agent-wait --timeout 10m \"$id\" | jq -r .state.messages[-1].content[0].text\n"
+	"  start a run in the background, then wait for its answer\n"
+	"$ agent-wait --session nightly --metadata-only >/dev/null && echo ok\n"
+	"  branch on how the latest run of a session ended",
+	.exits = exits,
+};
+
+struct tty {
+	int on;
+	size_t total;
+	int64_t start;
+};
+
+static void progress(size_t unsettled, void *ctx)
+{
+	struct tty *t = ctx;
+	if (!t->on)
+		return;
+	fprintf(stderr, "\r%s: %zu of %zu pending, %llds\033[K", cli_progname, unsettled,
+	        t->total, (long long)((core_now_mono_ms() - t->start) / 1000));
+	fflush(stderr);
+}
+
+static enum core_status print_row(const json_t *row, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = jv_dump(row, &b);
+	if (st != CORE_OK)
+		st = core_fail(e, st, "cannot print a row: %s", core_strerror(st));
+	else
+		st = cli_write_line(&b, e);
+	core_buf_release(&b);
+	return st;
+}
+
+struct opts {
+	const char *store, *session;
+	unsigned flags;
+	int64_t timeout_ms, hb_timeout_ms, poll_ms;
+};
+
+static enum core_status run(const struct opts *o, int argc, char **argv)
+{
+	struct core_buf path = CORE_BUF_INIT(4096);
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	struct tty t = { isatty(2), (size_t)argc, core_now_mono_ms() };
+	json_t **rows = NULL, *latest = NULL;
+	const char **ids = NULL;
+	enum core_status st, worst = CORE_OK;
+	size_t i, n = (size_t)argc;
+
+	if (o->session && argc)
+		return cli_usage("give IDs or --session, not both");
+	if (!o->session && !argc)
+		return cli_usage("expected snapshot IDs or --session SID");
+	for (i = 0; i < n; i++)
+		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
+			return cli_usage("%s", e.msg);
+	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
+	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
+		core_buf_release(&path);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	}
+	core_buf_release(&path);
+	if (o->session) {
+		if ((st = store_latest(s, o->session, STORE_METADATA_ONLY, &latest, &e)) != CORE_OK)
+			goto out;
+		n = t.total = 1;
+	}
+	ids = calloc(n, sizeof *ids);
+	rows = calloc(n, sizeof *rows);
+	if (!ids || !rows) {
+		st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		ids[i] = latest ? json_string_value(json_object_get(latest, "snapshotId"))
+		                : argv[i];
+	st = store_wait_terminal(s, ids, n, o->flags, o->hb_timeout_ms,
+	                         o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms : -1,
+	                         t.on && o->poll_ms > 1000 ? 1000 : o->poll_ms, rows,
+	                         progress, &t, &e);
+	if (t.on)
+		fprintf(stderr, "\r\033[K");
+	if (st != CORE_OK && st != CORE_ETIMEOUT)
+		goto out;
+	if (st == CORE_ETIMEOUT) {
+		size_t left = 0;
+		for (i = 0; i < n; i++)
+			left += !rows[i];
+		core_fail(&e, CORE_ETIMEOUT, "timed out after %lldms with %zu of %zu rows unsettled",
+		          (long long)o->timeout_ms, left, n);
+		worst = CORE_ETIMEOUT;
+	}
+	for (i = 0; i < n; i++) {
+		struct core_err pe = { 0 };
+		enum core_status one;
+		if (rows[i]) {
+			one = store_outcome(rows[i]);
+			if ((st = print_row(rows[i], &pe)) != CORE_OK) {
+				cli_report(&pe);
+				goto out_quiet;
+			}
+		} else if (worst == CORE_ETIMEOUT) {
+			continue;
+		} else {
+			cli_warn("snapshot '%s' not found", ids[i]);
+			one = CORE_ENOTFOUND;
+		}
+		if (core_exit_code(one) > core_exit_code(worst))
+			worst = one;
+	}
+	st = worst;
+	if (st == CORE_ETIMEOUT)
+		cli_report(&e);
+	goto out_quiet;
+out:
+	if (st != CORE_OK)
+		cli_report(&e);
+out_quiet:
+	if (rows)
+		for (i = 0; i < n; i++)
+			json_decref(rows[i]);
+	free(rows);
+	free(ids);
+	json_decref(latest);
+	store_close(s);
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { NULL, NULL, 0, -1, 0, 2000 };
+	struct core_err e = { 0 };
+	const char *arg, *hb = NULL;
+	int c;
+
+	cli_start(&prog);
+	while ((c = cli_next(argc, argv, &arg)) != -1) {
+		switch (c) {
+		case OPT_STORE: o.store = arg; break;
+		case OPT_SESSION: o.session = arg; break;
+		case OPT_METADATA: o.flags |= STORE_METADATA_ONLY; break;
+		case OPT_TIMEOUT:
+			if (core_parse_duration(arg, &o.timeout_ms, &e) != CORE_OK)
+				return cli_finish(cli_usage("--timeout: %s", e.msg));
+			break;
+		case OPT_POLL:
+			if (core_parse_duration(arg, &o.poll_ms, &e) != CORE_OK || o.poll_ms <= 0)
+				return cli_finish(cli_usage("--poll: invalid duration '%s'", arg));
+			break;
+		case OPT_HB_TIMEOUT: hb = arg; break;
+		}
+	}
+	if (hb) {
+		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
+			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
+	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+		return cli_finish(cli_usage("%s", e.msg));
+	}
+	return cli_finish(run(&o, argc - optind, argv + optind));
+}

@@ -1,0 +1,35 @@
+/*
+ * internal.h - helpers shared by the files of store/ (not part of the
+ * store interface; nothing outside store/ includes this).
+ */
+#ifndef STORE_INTERNAL_H
+#define STORE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* SHA-256, for content-addressed message-chain nodes. */
+struct sha256 {
+	uint32_t h[8];
+	uint64_t n;
+	unsigned char buf[64];
+	size_t fill;
+};
+void sha256_init(struct sha256 *c);
+void sha256_add(struct sha256 *c, const void *data, size_t len);
+void sha256_done(struct sha256 *c, unsigned char out[32]);
+
+/*
+ * An RFC 3339 time as nanoseconds since the epoch, never overflowing:
+ * Go's zero time ("0001-01-01T00:00:00Z") and other years before 1678 give
+ * INT64_MIN, years after 2261 give INT64_MAX.  Returns 0 when s is not a
+ * time (*ns untouched), 1 on success.
+ */
+int st_time_ns(const char *s, int64_t *ns);
+
+/* The string member key of row, or NULL when absent or not a string. */
+const char *st_str(const json_t *row, const char *key);
+
+#endif

@@ -1,0 +1,32 @@
+/* path.c - where the store lives, and creating its directory privately.
+ * See store.h. */
+#include "store.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+enum core_status store_default_path(const char *path, struct core_buf *out,
+                                    struct core_err *e)
+{
+	const char *v;
+	enum core_status st;
+	if (path) {
+		if (!*path)
+			return core_fail(e, CORE_EUSAGE, "empty store path");
+		st = core_buf_adds(out, path);
+	} else if ((v = getenv("AGENTKIT_STORE")) && *v) {
+		st = core_buf_adds(out, v);
+	} else if ((v = getenv("XDG_STATE_HOME")) && *v == '/') {
+		st = core_buf_addf(out, "%s/agentkit/store", v);
+	} else if ((v = getenv("HOME")) && *v) {
+		st = core_buf_addf(out, "%s/.local/state/agentkit/store", v);
+	} else {
+		return core_fail(e, CORE_ESYS,
+		                 "no store location: set --store, AGENTKIT_STORE or HOME");
+	}
+	if (st != CORE_OK)
+		return core_fail(e, st, "store path: %s", core_strerror(st));
+	return CORE_OK;
+}

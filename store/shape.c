@@ -1,0 +1,155 @@
+/* shape.c - read shaping, statuses and outcomes, IDs, times.  See store.h. */
+#include "store.h"
+#include "internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../libcore/json.h"
+#include "../libcore/util.h"
+
+const char *st_str(const json_t *row, const char *key)
+{
+	const json_t *v = json_object_get(row, key);
+	return jv_is_string(v) ? json_string_value(v) : NULL;
+}
+
+int st_time_ns(const char *s, int64_t *ns)
+{
+	int year = 0, i;
+	for (i = 0; i < 4; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return 0;
+		year = year * 10 + (s[i] - '0');
+	}
+	if (s[4] != '-')
+		return 0;
+	/* int64 nanoseconds span 1677-09-21 .. 2262-04-11; clamp outside a
+	 * safe margin (the offset and fraction cannot cross it). */
+	if (year < 1678 || year > 2261) {
+		int64_t probe;
+		char tmp[CORE_TIME_MAX + 16];
+		size_t n = strlen(s);
+		if (n >= sizeof tmp)
+			return 0;
+		memcpy(tmp, s, n + 1);
+		memcpy(tmp, "2000", 4);     /* validate the rest of the syntax */
+		if (core_time_parse(tmp, &probe) != CORE_OK)
+			return 0;
+		*ns = year < 1678 ? INT64_MIN : INT64_MAX;
+		return 1;
+	}
+	return core_time_parse(s, ns) == CORE_OK;
+}
+
+int store_status_terminal(const char *status)
+{
+	return !status || (strcmp(status, "pending") && strcmp(status, "aborting"));
+}
+
+/* Go's zero time.Time, or no time at all. */
+static int zero_time(const json_t *v)
+{
+	int64_t ns;
+	if (!v || json_is_null(v))
+		return 1;
+	if (!jv_is_string(v))
+		return 0;
+	if (!json_string_value(v)[0])
+		return 1;
+	return st_time_ns(json_string_value(v), &ns) && ns == INT64_MIN &&
+	       !strncmp(json_string_value(v), "0001-01-01T00:00:00", 19);
+}
+
+void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
+{
+	const char *status = st_str(row, "status");
+	const char *hb = st_str(row, "heartbeatAt");
+	int64_t hb_ns;
+	json_t *created;
+
+	if (!json_is_object(row))
+		return;
+	if (status && !store_status_terminal(status) && hb && st_time_ns(hb, &hb_ns) &&
+	    hb_ns != INT64_MIN && now_ns - hb_ns > timeout_ms * 1000000)
+		json_object_set_new(row, "status", json_string("expired"));
+	else if (!status || !status[0])
+		json_object_set_new(row, "status", json_string("completed"));
+	created = json_object_get(row, "createdAt");
+	if (created && zero_time(json_object_get(row, "updatedAt")))
+		json_object_set(row, "updatedAt", created);
+}
+
+enum core_status store_outcome(const json_t *row)
+{
+	const char *status = st_str(row, "status");
+	const char *reason = st_str(row, "finishReason");
+	if (!status || !status[0] || !strcmp(status, "completed")) {
+		if (!reason || !reason[0] || !strcmp(reason, "stop") ||
+		    !strcmp(reason, "other") || !strcmp(reason, "unknown"))
+			return CORE_OK;
+		if (!strcmp(reason, "interrupted"))
+			return CORE_INTERRUPTED;
+		if (!strcmp(reason, "aborted"))
+			return CORE_ABORTED;
+		if (!strcmp(reason, "failed"))
+			return CORE_FAILED;
+		return CORE_UNUSABLE;
+	}
+	if (!strcmp(status, "aborted"))
+		return CORE_ABORTED;
+	if (!strcmp(status, "expired"))
+		return CORE_EXPIRED;
+	return CORE_FAILED;
+}
+
+enum core_status store_check_id(const char *id, const char *what,
+                                struct core_err *e)
+{
+	size_t n = id ? strlen(id) : 0, i;
+	json_t *probe;
+	if (!n)
+		return core_fail(e, CORE_EINVAL, "invalid %s '': must not be empty", what);
+	if (n > STORE_ID_MAX)
+		return core_fail(e, CORE_EINVAL, "invalid %s '%.40s...': longer than %d bytes",
+		                 what, id, STORE_ID_MAX);
+	for (i = 0; i < n; i++)
+		if ((unsigned char)id[i] < 0x20 || id[i] == 0x7f)
+			return core_fail(e, CORE_EINVAL,
+			                 "invalid %s: contains a control character", what);
+	probe = json_stringn(id, n);     /* jansson validates UTF-8 */
+	if (!probe)
+		return core_fail(e, CORE_EINVAL, "invalid %s: not valid UTF-8", what);
+	json_decref(probe);
+	return CORE_OK;
+}
+
+enum core_status store_heartbeat_timeout(int64_t *ms, struct core_err *e)
+{
+	const char *v = getenv("AGENTKIT_HEARTBEAT_TIMEOUT");
+	enum core_status st;
+	*ms = STORE_HEARTBEAT_TIMEOUT_MS;
+	if (!v || !*v)
+		return CORE_OK;
+	st = core_parse_duration(v, ms, e);
+	if (st != CORE_OK)
+		core_err_prefix(e, "AGENTKIT_HEARTBEAT_TIMEOUT");
+	return st;
+}
+
+enum core_status store_check_row(const json_t *row, struct core_err *e)
+{
+	const char *id = st_str(row, "snapshotId"), *sid = st_str(row, "sessionId");
+	enum core_status st;
+	if (!json_is_object(row))
+		return core_fail(e, CORE_EINVAL, "a snapshot must be a JSON object, not %s",
+		                 jv_type_name(row));
+	if (!id)
+		return core_fail(e, CORE_EINVAL, "snapshot without a string \"snapshotId\"");
+	if (!sid)
+		return core_fail(e, CORE_EINVAL, "store requires sessionId to be set on the snapshot");
+	if ((st = store_check_id(id, "snapshot ID", e)) != CORE_OK ||
+	    (st = store_check_id(sid, "session ID", e)) != CORE_OK)
+		return st;
+	return CORE_OK;
+}

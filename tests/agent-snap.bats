@@ -1,0 +1,186 @@
+#!/usr/bin/env bats
+# agent-snap: shaped reads, sessions, log, rm, prune, export/import, bad input.
+
+load test_helper
+
+setup() {
+	common_setup
+	SW="$AGENTKIT_BIN/../tests/helpers/store-worker"
+	agent-snap import <"$FIXTURES/store/rows.ndjson" >/dev/null
+}
+
+@test "prints a row by ID, and several in argument order" {
+	run -0 --separate-stderr agent-snap done-1
+	assert_output "$(head -1 "$FIXTURES/store/rows.ndjson")"
+	run -0 --separate-stderr agent-snap --metadata-only failed-1 done-1
+	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "failed-1 done-1 "
+	refute_output --partial '"state"'
+}
+
+@test "read shaping: empty status, zero updatedAt, expiry of stale pending and aborting rows" {
+	run -0 --separate-stderr agent-snap -m empty-status
+	assert_output '{"snapshotId":"empty-status","sessionId":"s-a","createdAt":"2026-01-01T00:01:00Z","updatedAt":"2026-01-01T00:01:00Z","parentId":"done-1","status":"completed"}'
+	run -0 --separate-stderr agent-snap -m stale-pending stale-aborting no-beat aborted-1
+	assert_equal "$(jq -r .status <<<"$output" | tr '\n' ' ')" "expired expired pending aborted "
+	# stored rows are never rewritten by a read
+	run -0 --separate-stderr agent-snap export s-d
+	assert_equal "$(jq -r .status <<<"$output" | tr '\n' ' ')" "pending aborting pending "
+}
+
+@test "expiry uses AGENTKIT_HEARTBEAT_TIMEOUT (strictly older)" {
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	echo "{\"snapshotId\":\"live\",\"sessionId\":\"x\",\"status\":\"pending\",\"createdAt\":\"$now\",\"heartbeatAt\":\"$now\"}" | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap -m live
+	assert_equal "$(jq -r .status <<<"$output")" pending
+	sleep 1.2
+	AGENTKIT_HEARTBEAT_TIMEOUT=200ms run -0 --separate-stderr agent-snap -m live
+	assert_equal "$(jq -r .status <<<"$output")" expired
+	run -0 --separate-stderr agent-snap -m --heartbeat-timeout 1h live
+	assert_equal "$(jq -r .status <<<"$output")" pending
+	AGENTKIT_HEARTBEAT_TIMEOUT=soon run -100 --separate-stderr agent-snap live
+	assert_output ""
+}
+
+@test "unknown IDs: exit 4 with a message, the others still printed" {
+	run -4 --separate-stderr agent-snap -m nope done-1 gone
+	assert_equal "$(jq -r .snapshotId <<<"$output")" done-1
+	assert_equal "$stderr" $'agent-snap: snapshot \'nope\' not found\nagent-snap: snapshot \'gone\' not found'
+}
+
+@test "--session prints the latest row; unknown session is 4; IDs are checked against it" {
+	run -0 --separate-stderr agent-snap --session s-b -m
+	assert_equal "$(jq -r .snapshotId <<<"$output")" aborted-1
+	run -4 --separate-stderr agent-snap --session nobody
+	assert_equal "$stderr" "agent-snap: no snapshot found for session 'nobody'"
+	run -5 --separate-stderr agent-snap --session s-b -m failed-1 done-1
+	assert_equal "$(jq -r .snapshotId <<<"$output")" failed-1
+	assert_equal "$stderr" "agent-snap: snapshot 'done-1' does not belong to session 's-b' (snapshot's session: 's-a')"
+}
+
+@test "get prints rows whose IDs are subcommand words" {
+	echo '{"snapshotId":"log","sessionId":"w"}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap get log
+	assert_output '{"snapshotId":"log","sessionId":"w","status":"completed"}'
+}
+
+@test "sessions lists every session with its latest row and row count" {
+	run -0 --separate-stderr agent-snap sessions
+	assert_line --index 0 '{"sessionId":"s-a","snapshotId":"empty-status","status":"completed","updatedAt":"2026-01-01T00:01:00Z","snapshots":2}'
+	assert_line --index 3 '{"sessionId":"s-d","snapshotId":"no-beat","status":"pending","updatedAt":"2020-01-01T00:00:02Z","snapshots":3}'
+	assert_equal "${#lines[@]}" 4
+}
+
+@test "log lists a session oldest first with parents and marks forks" {
+	"$SW" turn f r1 "" a >/dev/null
+	"$SW" turn f r2 r1 b >/dev/null
+	"$SW" turn f r3 r1 c >/dev/null
+	"$SW" turn f r4 r3 d >/dev/null
+	run -0 --separate-stderr agent-snap log f
+	assert_equal "$(jq -c '[.snapshotId, .parentId, .fork]' <<<"$output" | tr '\n' ' ')" '["r1","",null] ["r2","r1",null] ["r3","r1",true] ["r4","r3",null] '
+	refute_output --partial '"state"'
+	run -4 --separate-stderr agent-snap log nobody
+	assert_equal "$stderr" "agent-snap: no snapshot found for session 'nobody'"
+}
+
+@test "rm deletes a session; unknown sessions are 4" {
+	run -4 --separate-stderr agent-snap rm s-a nobody
+	assert_output '{"sessionId":"s-a","deleted":2}'
+	assert_equal "$stderr" "agent-snap: no snapshot found for session 'nobody'"
+	run -4 agent-snap -m done-1
+	run -0 --separate-stderr agent-snap --session s-b -m
+}
+
+@test "prune keeps the latest row and unsettled rows; --before and --keep combine" {
+	for i in 1 2 3 4 5; do
+		echo "{\"snapshotId\":\"p$i\",\"sessionId\":\"pr\",\"createdAt\":\"2026-01-0${i}T00:00:00Z\",\"status\":\"completed\"}"
+	done | agent-snap import >/dev/null
+	echo '{"snapshotId":"p0","sessionId":"pr","createdAt":"2025-01-01T00:00:00Z","status":"pending"}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap prune --keep 2 --before 2026-01-03T00:00:00Z pr
+	assert_output '{"deleted":2}'
+	run -0 --separate-stderr agent-snap log pr
+	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "p0 p3 p4 p5 "
+	run -0 --separate-stderr agent-snap prune --before 1h pr
+	assert_output '{"deleted":2}'
+	run -0 --separate-stderr agent-snap log pr
+	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "p0 p5 "
+	run -100 --separate-stderr agent-snap prune
+	run -100 --separate-stderr agent-snap prune --keep 0
+	run -100 --separate-stderr agent-snap --keep 2 done-1
+}
+
+@test "export then import into another store reproduces every row" {
+	agent-snap export >all.ndjson
+	assert_equal "$(wc -l <all.ndjson)" 9
+	run -0 --separate-stderr agent-snap --store other import <all.ndjson
+	assert_output '{"imported":9}'
+	run -0 --separate-stderr agent-snap --store other export
+	assert_equal "$output" "$(cat all.ndjson)"
+	run -0 --separate-stderr agent-snap export s-c s-b
+	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "length-1 interrupted-1 failed-1 aborted-1 "
+}
+
+@test "import replaces rows with the same ID" {
+	echo '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2027-01-01T00:00:00Z"}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap done-1
+	assert_output '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2027-01-01T00:00:00Z","updatedAt":"2027-01-01T00:00:00Z"}'
+	run -0 --separate-stderr agent-snap -m --session s-a
+	assert_equal "$(jq -r .snapshotId <<<"$output")" empty-status
+	run -0 --separate-stderr agent-snap log s-z
+	assert_equal "${#lines[@]}" 1
+}
+
+@test "import: a malformed line names its line and nothing is written" {
+	run -101 --separate-stderr agent-snap import <"$FIXTURES/store/bad.ndjson"
+	assert_equal "$stderr" "agent-snap: store requires sessionId to be set on the snapshot (at <stdin>:3)"
+	run -4 agent-snap ok-1
+	run -101 --separate-stderr agent-snap import <<<$'{"snapshotId":"a","sessionId":"s"}\n[1,2]'
+	assert_equal "$stderr" "agent-snap: a snapshot must be a JSON object, not array (at <stdin>:2)"
+	run -101 --separate-stderr agent-snap import <<<'{"snapshotId":"a","sessionId":"s"'
+	assert_output ""
+	run -101 --separate-stderr agent-snap import <<<'{"snapshotId":"a\u0001","sessionId":"s"}'
+	assert_equal "$stderr" "agent-snap: invalid snapshot ID: contains a control character (at <stdin>:1)"
+	run -4 agent-snap a
+}
+
+@test "invalid IDs on the command line are usage errors" {
+	run -100 --separate-stderr agent-snap ""
+	assert_equal "${lines[0]:-}" ""
+	assert_equal "$(head -1 <<<"$stderr")" "agent-snap: invalid snapshot ID '': must not be empty"
+	run -100 --separate-stderr agent-snap $'a\x01'
+	run -100 --separate-stderr agent-snap --session "" 
+	run -100 --separate-stderr agent-snap
+	run -100 --separate-stderr agent-snap sessions extra
+}
+
+@test "a store path that is a file is a system error" {
+	touch afile
+	run -111 --separate-stderr agent-snap --store afile x
+	assert_equal "$stderr" "agent-snap: cannot open store 'afile': not a directory"
+	run -111 --separate-stderr agent-snap --store afile/sub x
+	assert_equal "$stderr" "agent-snap: cannot create store directory 'afile/sub': Not a directory"
+}
+
+@test "store location: --store, then AGENTKIT_STORE, then XDG_STATE_HOME, then HOME" {
+	unset AGENTKIT_STORE
+	echo '{"snapshotId":"x","sessionId":"s"}' | agent-snap import >/dev/null
+	[ -f "$XDG_STATE_HOME/agentkit/store/data.mdb" ]
+	unset XDG_STATE_HOME
+	HOME=$PWD/home agent-snap import <<<'{"snapshotId":"y","sessionId":"s"}' >/dev/null
+	[ -f home/.local/state/agentkit/store/data.mdb ]
+	AGENTKIT_STORE=$PWD/envstore agent-snap import <<<'{"snapshotId":"z","sessionId":"s"}' >/dev/null
+	AGENTKIT_STORE=$PWD/envstore run -0 agent-snap --store flag import </dev/null
+	[ -f envstore/data.mdb ] && [ -f flag/data.mdb ]
+}
+
+@test "the store is private: directory 0700, files 0600, whatever the umask" {
+	umask 000
+	agent-snap --store priv/deeper/store import <<<'{"snapshotId":"x","sessionId":"s"}' >/dev/null
+	run stat -c '%a %n' priv priv/deeper priv/deeper/store priv/deeper/store/data.mdb priv/deeper/store/lock.mdb priv/deeper/store/wake
+	assert_output $'700 priv\n700 priv/deeper\n700 priv/deeper/store\n600 priv/deeper/store/data.mdb\n600 priv/deeper/store/lock.mdb\n600 priv/deeper/store/wake'
+}
+
+@test "output errors: /dev/full fails, a closed pipe is quiet" {
+	run -111 --separate-stderr bash -c 'agent-snap done-1 >/dev/full'
+	assert_output ""
+	run -0 bash -c 'agent-snap export | head -c 1 >/dev/null'
+}
