@@ -1,5 +1,6 @@
 /* json.c - exact-number JSON on top of jansson; see json.h. */
 #include "json.h"
+#include "jfast.h"
 
 #include <errno.h>
 #include <math.h>
@@ -199,7 +200,10 @@ json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
                  struct core_err *e)
 {
 	json_error_t jerr;
-	json_t *v = json_loadb(p, n, PARSE_FLAGS, &jerr);
+	json_t *v = jv_parse_fast(p, n);    /* NULL: let jansson judge */
+	if (v)
+		return v;
+	v = json_loadb(p, n, PARSE_FLAGS, &jerr);
 	if (!v && (strstr(jerr.text, "too big integer")
 	           || strstr(jerr.text, "real number overflow"))) {
 		json_error_t again;

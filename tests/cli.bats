@@ -84,7 +84,9 @@ try '$b --help'" ] || fail "$b said: $stderr"
 
 @test "make install puts binaries, man pages and completions under DESTDIR" {
 	requires make
-	run make -C "$TOP" --no-print-directory install DESTDIR="$BATS_TEST_TMPDIR/root" PREFIX=/usr BUILD="$(dirname "$AGENTKIT_BIN")"
+	build=$(dirname "$AGENTKIT_BIN")
+	san=; [ "$(basename "$build")" = build-san ] && san=SANITIZE=1
+	run make -C "$TOP" --no-print-directory install $san DESTDIR="$BATS_TEST_TMPDIR/root" PREFIX=/usr BUILD="$build"
 	[ "$status" -eq 0 ] || fail "$output"
 	for b in $(agentkit_bins); do
 		[ -x "root/usr/bin/$b" ] || fail "no $b"

@@ -1,0 +1,265 @@
+/* jpatch-apply.c - apply JSON Patches to a document, once or along an
+ * NDJSON stream of patches. */
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../libcore/jfast.h"
+#include "../libcore/jpatch.h"
+#include "../libcore/json.h"
+#include "../libcore/lines.h"
+#include "../libcore/util.h"
+
+enum {
+	OPT_LENIENT = 'l',
+	OPT_STREAM = 's',
+	OPT_FINAL = CLI_LONG + 1,
+	OPT_MAX_RECORD,
+};
+
+static const struct cli_opt opts[] = {
+	{ OPT_LENIENT, "lenient", NULL,
+	  "apply as Genkit's ApplyPatch: create missing containers, ignore "
+	  "removals of missing members; in --stream mode skip a bad patch "
+	  "with a warning" },
+	{ OPT_STREAM, "stream", NULL,
+	  "read NDJSON patches on stdin and print the document after each "
+	  "one (starting from INITIAL, default null)" },
+	{ OPT_FINAL, "final", NULL,
+	  "with --stream: print only the last document" },
+	{ OPT_MAX_RECORD, "max-record", "SIZE",
+	  "refuse a document or NDJSON record larger than SIZE (default 64M "
+	  "per record, 1G per document)" },
+	{ 0 }
+};
+
+static const struct cli_exitcode exits[] = {
+	{ 0, "success" },
+	{ 1, "a 'test' operation failed" },
+	{ 100, "usage error" },
+	{ 101, "malformed input: invalid JSON, a malformed patch, or (strict) "
+	       "a patch that does not apply" },
+	{ 111, "system failure (cannot read input, cannot write output)" },
+	{ -1, NULL }
+};
+
+static const struct cli_prog prog = {
+	.name = "jpatch-apply",
+	.purpose = "apply JSON Patches (RFC 6902) to a JSON document",
+	.synopsis = "[OPTION]... DOC PATCH\n[OPTION]... --stream [INITIAL]",
+	.description =
+	"Applies the JSON Patch in the file PATCH to the document in the file "
+	"DOC ('-' reads one of them from stdin) and prints the result as one "
+	"line.  The patch is all or nothing: on any error nothing is printed.  "
+	"Operations are numbered from 0, as a JSON Pointer into the patch "
+	"would number them.\n\n"
+	"By default the rules are RFC 6902 and RFC 6901 to the letter: the "
+	"six operations, '~0' and '~1' escapes, '-' for the end of an array, "
+	"array indexes without leading zeros and within range, 'test' by deep "
+	"equality with numbers compared by value.  --lenient applies Genkit's "
+	"rules instead (a missing container is created as an object, removing "
+	"or replacing a missing member is a no-op, an index out of range is "
+	"ignored) with Genkit's error messages.\n\n"
+	"With --stream, stdin is NDJSON: each line is a patch (an array) or an "
+	"agent-run chunk; a chunk with \"customPatch\" is applied, any other "
+	"chunk (modelChunk, turnEnd, output...) is skipped.  The document after "
+	"each applied patch is printed and flushed at once (with --final only "
+	"the last one, at the end).  A bad line stops the stream with an error "
+	"naming it; with --lenient it is skipped with a warning and the last "
+	"good document stays, as Genkit's AgentConnection does.",
+	.opts = opts,
+	.examples =
+	"$ jpatch-apply doc.json patch.json\n"
+	"  print doc.json with patch.json applied\n"
+	"$ agent-run -m hi my-agent | jpatch-apply --stream --lenient\n"
+	"  follow an agent's custom state live\n"
+	"$ jpatch-apply --stream --final state.json <patches.ndjson\n"
+	"  apply a log of patches and print the end state",
+	.exits = exits,
+};
+
+struct opts {
+	unsigned flags;
+	int stream, final;
+	size_t max_record, max_doc;
+};
+
+static const char *display(const char *path)
+{
+	return strcmp(path, "-") ? path : "<stdin>";
+}
+
+static enum core_status write_doc(const json_t *doc, struct core_buf *out,
+                                  struct core_err *e)
+{
+	enum core_status st;
+	core_buf_reset(out);
+	if ((st = jv_dump(doc, out)))
+		return core_fail(e, st, "cannot write the document: %s",
+		                 st == CORE_EINVAL ? "nested too deep"
+		                                   : core_strerror(st));
+	return cli_write_line(out, e);
+}
+
+static enum core_status run_files(const struct opts *o, const char *docpath,
+                                  const char *patchpath, struct core_err *e)
+{
+	json_t *doc = NULL, *patch = NULL;
+	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+
+	if (!(st = jv_load_file(docpath, o->max_doc, &doc, e))
+	    && !(st = jv_load_file(patchpath, o->max_doc, &patch, e))) {
+		/* The document is ours and dropped on error: patch it in place. */
+		st = jpatch_apply(&doc, patch, o->flags | JPATCH_INPLACE, e);
+		if (st == CORE_EINVAL || st == CORE_FAILED) {
+			size_t n = strlen(e->msg);
+			snprintf(e->msg + n, sizeof e->msg - n, " (at %s)",
+			         display(patchpath));
+		}
+		if (!st)
+			st = write_doc(doc, &out, e);
+	}
+	jv_drop_at_exit(doc);
+	json_decref(patch);
+	core_buf_release(&out);
+	return st;
+}
+
+/*
+ * The patch a stream record carries: the record itself when it is an
+ * array, its "customPatch" when it is an agent-run chunk with one.  NULL
+ * (and CORE_OK) for any other agent-run chunk: nothing to apply.
+ */
+static enum core_status record_patch(const json_t *rec, const json_t **patch,
+                                     struct core_err *e)
+{
+	*patch = NULL;
+	if (json_is_array(rec)) {
+		*patch = rec;
+		return CORE_OK;
+	}
+	if (json_is_object(rec)) {
+		*patch = json_object_get(rec, "customPatch");
+		return CORE_OK;
+	}
+	return core_fail(e, CORE_EINVAL,
+	                 "a record must be a patch (an array) or an agent-run "
+	                 "chunk (an object), not %s", jv_type_name(rec));
+}
+
+static void add_where(struct core_err *e, const struct core_lines *r)
+{
+	size_t n = strlen(e->msg);
+	if (!strstr(e->msg, "(at "))
+		snprintf(e->msg + n, sizeof e->msg - n, " (at %s:%zu)", r->name,
+		         r->lineno);
+}
+
+static enum core_status run_stream(const struct opts *o, const char *initial,
+                                   struct core_err *e)
+{
+	struct core_lines r;
+	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *doc = NULL, *rec;
+	enum core_status st = CORE_OK;
+	int lenient = (o->flags & JPATCH_LENIENT) != 0;
+	char *line;
+	size_t len;
+
+	core_lines_init(&r, 0, "<stdin>", o->max_record);
+	if (initial)
+		st = jv_load_file(initial, o->max_doc, &doc, e);
+	else
+		doc = json_null();
+	while (!st && !(st = core_lines_next(&r, &line, &len, e)) && line) {
+		const json_t *patch = NULL;
+		struct core_err pe = { 0 };
+		enum core_status ps;
+
+		rec = jv_parse(line, len, r.name, r.lineno, &pe);
+		ps = rec ? record_patch(rec, &patch, &pe) : pe.st;
+		/* Strict: the document is dropped on error, so patch in place.
+		 * Lenient: an atomic patch keeps the last good document. */
+		if (!ps && patch)
+			ps = jpatch_apply(&doc, patch,
+			                  o->flags | (lenient ? 0 : JPATCH_INPLACE), &pe);
+		json_decref(rec);
+		if (ps == CORE_EINVAL || ps == CORE_FAILED) {
+			add_where(&pe, &r);
+			if (lenient) {
+				cli_warn("%s; patch skipped", pe.msg);
+				continue;
+			}
+		}
+		if (ps) {
+			*e = pe;
+			st = ps;
+			break;
+		}
+		if (patch && !o->final && !(st = write_doc(doc, &out, e)))
+			st = cli_flush(e);
+	}
+	if (!st && o->final)
+		st = write_doc(doc, &out, e);
+	json_decref(doc);
+	core_lines_release(&r);
+	core_buf_release(&out);
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	struct opts o = { .max_record = CORE_LINES_DEFAULT_MAX,
+	                  .max_doc = (size_t)1 << 30 };
+	struct core_err e = { 0 };
+	enum core_status st;
+	const char *arg;
+	int c;
+	uint64_t size;
+
+	cli_start(&prog);
+	jv_fast_alloc();
+	while ((c = cli_next(argc, argv, &arg)) != -1) {
+		switch (c) {
+		case OPT_LENIENT:
+			o.flags |= JPATCH_LENIENT;
+			break;
+		case OPT_STREAM:
+			o.stream = 1;
+			break;
+		case OPT_FINAL:
+			o.final = 1;
+			break;
+		case OPT_MAX_RECORD:
+			if (core_parse_size(arg, &size, &e) || !size || size > SIZE_MAX / 2)
+				return cli_finish(cli_usage("invalid --max-record '%s'", arg));
+			o.max_record = o.max_doc = (size_t)size;
+			break;
+		}
+	}
+	argc -= optind;
+	argv += optind;
+	if (o.stream) {
+		if (argc > 1)
+			return cli_finish(cli_usage("--stream takes at most one INITIAL document"));
+		if (argc && !strcmp(argv[0], "-"))
+			return cli_finish(cli_usage("with --stream the patches are on stdin; "
+			                            "INITIAL must be a file"));
+		st = run_stream(&o, argc ? argv[0] : NULL, &e);
+	} else {
+		if (o.final)
+			return cli_finish(cli_usage("--final needs --stream"));
+		if (argc != 2)
+			return cli_finish(cli_usage("expected DOC and PATCH, got %d operand%s",
+			                            argc, argc == 1 ? "" : "s"));
+		if (!strcmp(argv[0], "-") && !strcmp(argv[1], "-"))
+			return cli_finish(cli_usage("DOC and PATCH cannot both be stdin"));
+		st = run_files(&o, argv[0], argv[1], &e);
+	}
+	if (st)
+		return cli_finish(cli_report(&e));
+	return cli_finish(CORE_OK);
+}

@@ -1,0 +1,1454 @@
+/* jpatch.c - JSON Patch diff and apply; see jpatch.h. */
+#include "jpatch.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- shared helpers ---- */
+
+/* A reference token of a parsed pointer: bytes, not NUL-terminated. */
+struct tok {
+	const char *p;
+	size_t n;
+};
+
+struct ptr {
+	struct tok *t;
+	size_t n;
+	char *mem;          /* decoded token bytes */
+};
+
+static void ptr_release(struct ptr *p)
+{
+	free(p->t);
+	free(p->mem);
+	memset(p, 0, sizeof *p);
+}
+
+static int is_container(const json_t *v)
+{
+	return json_is_object(v) || json_is_array(v);
+}
+
+/*
+ * Nesting depth of v: 0 for a scalar, 1 for a flat container...  Stops
+ * counting past limit (returns limit + 1), so a walk never goes deeper
+ * than limit frames.
+ */
+static size_t depth_of(const json_t *v, size_t limit)
+{
+	size_t d = 0, i, c;
+	const char *k;
+	json_t *x;
+	if (!is_container(v))
+		return 0;
+	if (!limit)
+		return 1;
+	if (json_is_object(v)) {
+		json_object_foreach((json_t *)v, k, x) {
+			if (is_container(x) && (c = depth_of(x, limit - 1)) > d)
+				d = c;
+			if (d >= limit)
+				break;
+		}
+	} else {
+		json_array_foreach(v, i, x) {
+			if (is_container(x) && (c = depth_of(x, limit - 1)) > d)
+				d = c;
+			if (d >= limit)
+				break;
+		}
+	}
+	return d + 1;
+}
+
+/*
+ * A deep copy that keeps keys with NUL bytes, bignums and key order, and
+ * shares immutable scalars.  Depth is bounded by the callers (values were
+ * measured with depth_of first).  NULL on allocation failure.
+ */
+static json_t *vcopy(const json_t *v)
+{
+	json_t *r, *x;
+	if (json_is_object(v)) {
+		const char *k;
+		if (!(r = json_object()))
+			return NULL;
+		json_object_foreach((json_t *)v, k, x) {
+			json_t *c = vcopy(x);
+			if (!c || json_object_setn_new_nocheck(
+			                  r, k, json_object_iter_key_len(
+			                          json_object_key_to_iter(k)), c)) {
+				json_decref(r);
+				return NULL;
+			}
+		}
+		return r;
+	}
+	if (json_is_array(v)) {
+		size_t i;
+		if (!(r = json_array()))
+			return NULL;
+		json_array_foreach(v, i, x) {
+			if (json_array_append_new(r, vcopy(x))) {
+				json_decref(r);
+				return NULL;
+			}
+		}
+		return r;
+	}
+	return json_incref((json_t *)v);
+}
+
+static size_t key_len(const char *k)
+{
+	return json_object_iter_key_len(json_object_key_to_iter(k));
+}
+
+enum core_status jpatch_escape_token(const char *s, size_t n,
+                                     struct core_buf *out)
+{
+	enum core_status st;
+	size_t i = 0, run;
+	while (i < n) {
+		run = i;
+		while (run < n && s[run] != '~' && s[run] != '/')
+			run++;
+		if (run > i && (st = core_buf_add(out, s + i, run - i)))
+			return st;
+		if (run == n)
+			break;
+		if ((st = core_buf_add(out, s[run] == '~' ? "~0" : "~1", 2)))
+			return st;
+		i = run + 1;
+	}
+	return CORE_OK;
+}
+
+/*
+ * Quote s[0..n) for a message.  go != 0 renders Go's %q (strconv.Quote),
+ * as Genkit's messages do; otherwise 'single quotes' with control bytes
+ * escaped.  Never fails: a buffer that cannot grow is cut short.
+ */
+static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp)
+{
+	size_t len, i;
+	uint32_t c = s[0];
+	if (c < 0x80) {
+		*cp = c;
+		return 1;
+	}
+	if (c >= 0xc2 && c <= 0xdf)
+		len = 2, c &= 0x1f;
+	else if (c >= 0xe0 && c <= 0xef)
+		len = 3, c &= 0x0f;
+	else if (c >= 0xf0 && c <= 0xf4)
+		len = 4, c &= 0x07;
+	else
+		return 0;
+	if (len > n)
+		return 0;
+	for (i = 1; i < len; i++) {
+		if ((s[i] & 0xc0) != 0x80)
+			return 0;
+		c = (c << 6) | (s[i] & 0x3f);
+	}
+	if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
+	    || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
+		return 0;
+	*cp = c;
+	return len;
+}
+
+static int go_printable(uint32_t c)
+{
+	if (c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0xa0) || c == 0xad)
+		return 0;
+	if ((c >= 0x2000 && c <= 0x200f) || (c >= 0x2028 && c <= 0x202f)
+	    || (c >= 0x205f && c <= 0x206f) || c == 0x3000 || c == 0xfeff
+	    || (c >= 0xfff9 && c <= 0xfffb) || c == 0xfffe || c == 0xffff)
+		return 0;
+	return 1;
+}
+
+static void quote(struct core_buf *b, const char *s, size_t n, int go)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	char q = go ? '"' : '\'';
+	size_t i = 0, len;
+	uint32_t cp;
+	core_buf_reset(b);
+	core_buf_addc(b, q);
+	while (i < n) {
+		unsigned char c = u[i];
+		len = utf8_len(u + i, n - i, &cp);
+		if (!len) {
+			core_buf_addf(b, "\\x%02x", c);
+			i++;
+			continue;
+		}
+		if (cp == (uint32_t)q || cp == '\\')
+			core_buf_addc(b, '\\'), core_buf_addc(b, (char)cp);
+		else if (cp == '\n')
+			core_buf_adds(b, "\\n");
+		else if (cp == '\t')
+			core_buf_adds(b, "\\t");
+		else if (cp == '\r')
+			core_buf_adds(b, "\\r");
+		else if (go && cp == '\a')
+			core_buf_adds(b, "\\a");
+		else if (go && cp == '\b')
+			core_buf_adds(b, "\\b");
+		else if (go && cp == '\f')
+			core_buf_adds(b, "\\f");
+		else if (go && cp == '\v')
+			core_buf_adds(b, "\\v");
+		else if (cp < 0x80 && !go_printable(cp))
+			core_buf_addf(b, "\\x%02x", (unsigned)cp);
+		else if (go && !go_printable(cp))
+			core_buf_addf(b, cp > 0xffff ? "\\U%08x" : "\\u%04x",
+			              (unsigned)cp);
+		else
+			core_buf_add(b, s + i, len);
+		i += len;
+	}
+	core_buf_addc(b, q);
+}
+
+/* ================================================================
+ * Diff
+ * ================================================================ */
+
+struct dctx {
+	json_t *patch;
+	struct core_buf path;
+	json_t *s_add, *s_remove, *s_replace;
+	unsigned flags;
+	struct core_err *e;
+};
+
+/* Append {"op":op,"path":<current path>,"value":value} (value borrowed,
+ * NULL for null). */
+static enum core_status emit(struct dctx *c, json_t *op, const json_t *value)
+{
+	json_t *o = json_object(), *p;
+	if (!o)
+		return CORE_ENOMEM;
+	p = json_stringn_nocheck(c->path.len ? c->path.p : "", c->path.len);
+	if (!p || json_object_set_nocheck(o, "op", op)
+	    || json_object_set_new_nocheck(o, "path", p)
+	    || json_object_set_new_nocheck(o, "value",
+	               value ? json_incref((json_t *)value) : json_null())
+	    || json_array_append_new(c->patch, o)) {
+		json_decref(o);
+		return CORE_ENOMEM;
+	}
+	return CORE_OK;
+}
+
+static enum core_status push_index(struct dctx *c, size_t i)
+{
+	return core_buf_addf(&c->path, "/%zu", i);
+}
+
+struct key {
+	const char *k;
+	size_t n;
+	json_t *from, *to;
+};
+
+static int key_cmp(const void *a, const void *b)
+{
+	const struct key *x = a, *y = b;
+	size_t n = x->n < y->n ? x->n : y->n;
+	int r = memcmp(x->k, y->k, n);
+	if (r)
+		return r;
+	return x->n < y->n ? -1 : x->n > y->n;
+}
+
+static enum core_status walk(struct dctx *c, const json_t *from,
+                             const json_t *to, size_t depth);
+
+static enum core_status walk_object(struct dctx *c, const json_t *from,
+                                    const json_t *to, size_t depth)
+{
+	size_t nk = 0, cap = json_object_size(from) + json_object_size(to);
+	struct key *keys;
+	enum core_status st = CORE_OK;
+	const char *k;
+	json_t *x;
+
+	if (!cap)
+		return CORE_OK;
+	if (!(keys = malloc(cap * sizeof *keys)))
+		return CORE_ENOMEM;
+	json_object_foreach((json_t *)from, k, x) {
+		size_t n = key_len(k);
+		keys[nk++] = (struct key){ k, n, x, json_object_getn(to, k, n) };
+	}
+	json_object_foreach((json_t *)to, k, x) {
+		size_t n = key_len(k);
+		if (!json_object_getn(from, k, n))
+			keys[nk++] = (struct key){ k, n, NULL, x };
+	}
+	qsort(keys, nk, sizeof *keys, key_cmp);
+	for (size_t i = 0; i < nk && !st; i++) {
+		size_t mark = c->path.len;
+		if ((st = core_buf_addc(&c->path, '/'))
+		    || (st = jpatch_escape_token(keys[i].k, keys[i].n, &c->path)))
+			break;
+		if (!keys[i].to)
+			st = emit(c, c->s_remove, NULL);
+		else if (!keys[i].from)
+			st = emit(c, c->s_add, keys[i].to);
+		else
+			st = walk(c, keys[i].from, keys[i].to, depth + 1);
+		c->path.len = mark;
+	}
+	free(keys);
+	return st;
+}
+
+/* Genkit's array rule: by index, appends as "/-", tail removed backwards. */
+static enum core_status walk_array_index(struct dctx *c, const json_t *from,
+                                         const json_t *to, size_t depth)
+{
+	size_t nf = json_array_size(from), nt = json_array_size(to);
+	size_t common = nf < nt ? nf : nt, mark = c->path.len;
+	enum core_status st = CORE_OK;
+
+	for (size_t i = 0; i < common && !st; i++) {
+		if (!(st = push_index(c, i)))
+			st = walk(c, json_array_get(from, i), json_array_get(to, i),
+			          depth + 1);
+		c->path.len = mark;
+	}
+	if (st)
+		return st;
+	if (nt > nf && (st = core_buf_add(&c->path, "/-", 2)))
+		return st;
+	for (size_t i = nf; i < nt && !st; i++)
+		st = emit(c, c->s_add, json_array_get(to, i));
+	c->path.len = mark;
+	for (size_t i = nf; i > nt && !st; i--) {
+		if (!(st = push_index(c, i - 1)))
+			st = emit(c, c->s_remove, NULL);
+		c->path.len = mark;
+	}
+	return st;
+}
+
+/* ---- minimal mode: Myers' O(ND) alignment of array elements ---- */
+
+static uint64_t mix(uint64_t h)
+{
+	h ^= h >> 33;
+	h *= 0xff51afd7ed558ccdULL;
+	h ^= h >> 33;
+	h *= 0xc4ceb9fe1a85ec53ULL;
+	h ^= h >> 33;
+	return h;
+}
+
+static uint64_t bytes_hash(const char *s, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ULL;
+	return h;
+}
+
+/* A structural hash consistent with jv_equal (numbers by value, object
+ * member order ignored). */
+static uint64_t vhash(const json_t *v, size_t depth)
+{
+	uint64_t h;
+	size_t i;
+	const char *k;
+	json_t *x;
+	if (depth > JPATCH_MAX_DEPTH)
+		return 7;
+	if (jv_is_number(v)) {
+		double d = jv_number_value(v);
+		uint64_t bits;
+		if (d == 0)
+			d = 0;  /* -0 == 0 */
+		memcpy(&bits, &d, sizeof bits);
+		return mix(bits ^ 0x9e3779b97f4a7c15ULL);
+	}
+	switch (json_typeof(v)) {
+	case JSON_OBJECT:
+		h = 0x51;
+		json_object_foreach((json_t *)v, k, x)
+			h += mix(bytes_hash(k, key_len(k)) * 31 + vhash(x, depth + 1));
+		return mix(h);
+	case JSON_ARRAY:
+		h = 0xa7;
+		json_array_foreach(v, i, x)
+			h = mix(h * 31 + vhash(x, depth + 1));
+		return h;
+	case JSON_STRING:
+		return mix(bytes_hash(json_string_value(v), json_string_length(v)));
+	case JSON_TRUE:
+		return 1;
+	case JSON_FALSE:
+		return 2;
+	default:
+		return 3;
+	}
+}
+
+struct seq {
+	json_t **v;
+	uint64_t *h;
+};
+
+static int seq_eq(const struct seq *a, size_t i, const struct seq *b, size_t j)
+{
+	return a->h[i] == b->h[j] && jv_equal(a->v[i], b->v[j]);
+}
+
+/* Edit operations of the alignment, in order. */
+enum { E_MATCH, E_DEL, E_INS };
+
+/*
+ * Align a[0..n) with b[0..m) (both non-empty, no common prefix or
+ * suffix).  On success *script holds the edits in order and *len their
+ * count.  Gives up (returns 0, no error) when the edit distance passes
+ * dmax: the caller then falls back to the index diff, so time stays
+ * O((n + m) * dmax) and memory O(dmax^2).
+ */
+static int myers(const struct seq *a, size_t n, const struct seq *b, size_t m,
+                 size_t dmax, unsigned char **script, size_t *len,
+                 enum core_status *st)
+{
+	long N = (long)n, M = (long)m, D = -1, off;
+	long lim = (long)dmax, *v, **trace;
+	unsigned char *out;
+	size_t outn = 0;
+
+	*st = CORE_OK;
+	if (lim > N + M)
+		lim = N + M;
+	off = lim + 1;
+	v = calloc((size_t)(2 * off + 1), sizeof *v);
+	trace = calloc((size_t)lim + 1, sizeof *trace);
+	if (!v || !trace) {
+		free(v);
+		free(trace);
+		*st = CORE_ENOMEM;
+		return 0;
+	}
+	v[off + 1] = 0;
+	for (long d = 0; d <= lim && D < 0; d++) {
+		/* Keep V as it was before round d: V[-d-1 .. d+1]. */
+		trace[d] = malloc((size_t)(2 * d + 3) * sizeof **trace);
+		if (!trace[d]) {
+			*st = CORE_ENOMEM;
+			break;
+		}
+		memcpy(trace[d], v + off - d - 1, (size_t)(2 * d + 3) * sizeof *v);
+		for (long k = -d; k <= d; k += 2) {
+			long x, y;
+			if (k == -d || (k != d && v[off + k - 1] < v[off + k + 1]))
+				x = v[off + k + 1];
+			else
+				x = v[off + k - 1] + 1;
+			y = x - k;
+			while (x < N && y < M && seq_eq(a, (size_t)x, b, (size_t)y))
+				x++, y++;
+			v[off + k] = x;
+			if (x >= N && y >= M) {
+				D = d;
+				break;
+			}
+		}
+	}
+	if (D >= 0 && (out = malloc((size_t)(N + M) + 1))) {
+		/* Walk back from (N, M), writing the script back to front. */
+		long x = N, y = M;
+		size_t pos = (size_t)(N + M);
+		for (long d = D; d >= 0; d--) {
+			long *tv = trace[d] + d + 1; /* tv[k] == V[k] before round d */
+			long k = x - y, pk, px, py;
+			if (k == -d || (k != d && tv[k - 1] < tv[k + 1]))
+				pk = k + 1;
+			else
+				pk = k - 1;
+			px = tv[pk];
+			py = px - pk;
+			while (x > px && y > py) {
+				out[--pos] = E_MATCH;
+				x--, y--;
+			}
+			if (d > 0)
+				out[--pos] = x == px ? E_INS : E_DEL;
+			x = px, y = py;
+		}
+		outn = (size_t)(N + M) - pos;
+		memmove(out, out + pos, outn);
+		*script = out;
+		*len = outn;
+	} else if (D >= 0)
+		*st = CORE_ENOMEM;
+	for (long d = 0; d <= lim; d++)
+		free(trace[d]);
+	free(trace);
+	free(v);
+	return D >= 0 && !*st;
+}
+
+static enum core_status walk_array_minimal(struct dctx *c, const json_t *from,
+                                           const json_t *to, size_t depth)
+{
+	size_t nf = json_array_size(from), nt = json_array_size(to);
+	size_t pre = 0, suf = 0, n, m, mark = c->path.len, len = 0;
+	size_t budget, dmax;
+	struct seq a = { 0 }, b = { 0 };
+	unsigned char *script = NULL;
+	enum core_status st = CORE_OK;
+
+	a.v = malloc((nf + 1) * sizeof *a.v);
+	a.h = malloc((nf + 1) * sizeof *a.h);
+	b.v = malloc((nt + 1) * sizeof *b.v);
+	b.h = malloc((nt + 1) * sizeof *b.h);
+	if (!a.v || !a.h || !b.v || !b.h) {
+		st = CORE_ENOMEM;
+		goto out;
+	}
+	for (size_t i = 0; i < nf; i++) {
+		a.v[i] = json_array_get(from, i);
+		a.h[i] = vhash(a.v[i], depth);
+	}
+	for (size_t i = 0; i < nt; i++) {
+		b.v[i] = json_array_get(to, i);
+		b.h[i] = vhash(b.v[i], depth);
+	}
+	while (pre < nf && pre < nt && seq_eq(&a, pre, &b, pre))
+		pre++;
+	while (suf < nf - pre && suf < nt - pre
+	       && seq_eq(&a, nf - 1 - suf, &b, nt - 1 - suf))
+		suf++;
+	n = nf - pre - suf;
+	m = nt - pre - suf;
+	if (!n && !m)
+		goto out;
+	/*
+	 * Work budget: about 2e7 element comparisons, at most 1024 edits.
+	 * Myers only has to beat aligning the middle by index (a changed
+	 * element costs a deletion and an insertion there), so the search
+	 * stops at that cost: records edited in place never pay for it.
+	 */
+	budget = 20000000 / (n + m + 1);
+	dmax = budget < 32 ? 32 : budget > 1024 ? 1024 : budget;
+	if (n && m) {
+		struct seq a2 = { a.v + pre, a.h + pre }, b2 = { b.v + pre, b.h + pre };
+		size_t common = n < m ? n : m, icost = n > m ? n - m : m - n;
+		for (size_t t = 0; t < common; t++)
+			icost += a2.h[t] != b2.h[t] ? 2 : 0;
+		if (dmax >= icost)
+			dmax = icost - 1;
+		if (!dmax || !myers(&a2, n, &b2, m, dmax, &script, &len, &st)) {
+			if (st)
+				goto out;
+			/* The index alignment of the middle, as a script. */
+			if (!(script = malloc(2 * (n + m) + 1))) {
+				st = CORE_ENOMEM;
+				goto out;
+			}
+			len = 0;
+			for (size_t t = 0; t < common; t++) {
+				if (seq_eq(&a2, t, &b2, t))
+					script[len++] = E_MATCH;
+				else
+					script[len++] = E_DEL, script[len++] = E_INS;
+			}
+			for (size_t t = common; t < n; t++)
+				script[len++] = E_DEL;
+			for (size_t t = common; t < m; t++)
+				script[len++] = E_INS;
+		}
+	} else {
+		/* Only deletions or only insertions. */
+		if (!(script = malloc(n + m + 1))) {
+			st = CORE_ENOMEM;
+			goto out;
+		}
+		memset(script, n ? E_DEL : E_INS, n + m);
+		len = n + m;
+	}
+
+	/*
+	 * Turn the script into operations.  pos is the index in the array as
+	 * patched so far (elements before it already equal to[]).  A run of
+	 * deletions and insertions pairs its elements up front and diffs them
+	 * in place (a changed record becomes edits inside it), then removes or
+	 * inserts the rest.
+	 */
+	{
+		size_t pos = pre, i = pre, j = pre, s = 0;
+		while (s < len && !st) {
+			size_t k = 0, ins = 0, p;
+			if (script[s] == E_MATCH) {
+				pos++, i++, j++, s++;
+				continue;
+			}
+			while (s < len && script[s] != E_MATCH) {
+				if (script[s] == E_DEL)
+					k++;
+				else
+					ins++;
+				s++;
+			}
+			p = k < ins ? k : ins;
+			for (size_t t = 0; t < p && !st; t++) {
+				if (!(st = push_index(c, pos + t)))
+					st = walk(c, a.v[i + t], b.v[j + t], depth + 1);
+				c->path.len = mark;
+			}
+			for (size_t t = p; t < k && !st; t++) {
+				if (!(st = push_index(c, pos + p)))
+					st = emit(c, c->s_remove, NULL);
+				c->path.len = mark;
+			}
+			for (size_t t = p; t < ins && !st; t++) {
+				if (!(st = push_index(c, pos + t)))
+					st = emit(c, c->s_add, b.v[j + t]);
+				c->path.len = mark;
+			}
+			pos += ins, i += k, j += ins;
+		}
+	}
+out:
+	free(script);
+	free(a.v);
+	free(a.h);
+	free(b.v);
+	free(b.h);
+	return st;
+}
+
+static enum core_status walk(struct dctx *c, const json_t *from,
+                             const json_t *to, size_t depth)
+{
+	if (from == to)
+		return CORE_OK;
+	if (depth > JPATCH_MAX_DEPTH)
+		return core_fail(c->e, CORE_EINVAL,
+		                 "document nests deeper than %d levels",
+		                 JPATCH_MAX_DEPTH);
+	if (json_is_object(from) && json_is_object(to))
+		return walk_object(c, from, to, depth);
+	if (json_is_array(from) && json_is_array(to)) {
+		if (c->flags & JPATCH_MINIMAL)
+			return walk_array_minimal(c, from, to, depth);
+		return walk_array_index(c, from, to, depth);
+	}
+	if (jv_equal(from, to))
+		return CORE_OK;
+	return emit(c, c->s_replace, to);
+}
+
+enum core_status jpatch_diff(const json_t *from, const json_t *to,
+                             unsigned flags, json_t **patch,
+                             struct core_err *e)
+{
+	struct dctx c = { 0 };
+	enum core_status st;
+
+	*patch = NULL;
+	c.flags = flags;
+	c.e = e;
+	core_buf_init(&c.path, CORE_BUF_UNLIMITED);
+	c.patch = json_array();
+	c.s_add = json_string("add");
+	c.s_remove = json_string("remove");
+	c.s_replace = json_string("replace");
+	if (!c.patch || !c.s_add || !c.s_remove || !c.s_replace)
+		st = CORE_ENOMEM;
+	else
+		st = walk(&c, from ? from : json_null(), to ? to : json_null(), 0);
+	json_decref(c.s_add);
+	json_decref(c.s_remove);
+	json_decref(c.s_replace);
+	core_buf_release(&c.path);
+	if (st) {
+		json_decref(c.patch);
+		if (st == CORE_ENOMEM)
+			return core_fail(e, st, "out of memory computing a patch");
+		return st;
+	}
+	*patch = c.patch;
+	return CORE_OK;
+}
+
+/* ================================================================
+ * Apply
+ * ================================================================ */
+
+enum opkind { OP_ADD, OP_REMOVE, OP_REPLACE, OP_MOVE, OP_COPY, OP_TEST, OP_BAD };
+
+static const char *const op_names[] = {
+	"add", "remove", "replace", "move", "copy", "test"
+};
+
+struct op {
+	enum opkind kind;
+	const char *name;           /* the "op" text (may be unknown) */
+	size_t name_n;
+	const char *path, *from;    /* raw pointer texts */
+	size_t path_n, from_n;
+	const json_t *value;        /* borrowed from the patch; NULL = null */
+	struct ptr pp, fp;
+	int skip;                   /* lenient: a null operation */
+};
+
+struct actx {
+	unsigned flags;
+	size_t opi;
+	const struct op *op;
+	struct core_err *e;
+	struct core_buf q1, q2;
+};
+
+static enum core_status afail(struct actx *c, enum core_status st,
+                              const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+static enum core_status afail(struct actx *c, enum core_status st,
+                              const char *fmt, ...)
+{
+	char msg[900];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof msg, fmt, ap);
+	va_end(ap);
+	return core_fail(c->e, st, "patch op %zu: %s", c->opi, msg);
+}
+
+static const char *q(struct actx *c, struct core_buf *b, const char *s,
+                     size_t n)
+{
+	quote(b, s, n, (c->flags & JPATCH_LENIENT) != 0);
+	return b->p ? b->p : "''";
+}
+
+static const char *qpath(struct actx *c)
+{
+	return q(c, &c->q1, c->op->path, c->op->path_n);
+}
+
+/*
+ * Split a pointer into unescaped tokens.  Strict: RFC 6901 ("~" must be
+ * followed by "0" or "1").  Lenient: Genkit's rules ("~1" then "~0"
+ * replaced; any other "~" kept).
+ */
+static enum core_status parse_ptr(struct actx *c, const char *s, size_t n,
+                                  struct ptr *p, const char *what)
+{
+	size_t nt = 0, i;
+	char *w;
+	int lenient = (c->flags & JPATCH_LENIENT) != 0;
+
+	memset(p, 0, sizeof *p);
+	if (!n)
+		return CORE_OK;
+	if (s[0] != '/') {
+		if (lenient)
+			return afail(c, CORE_EINVAL,
+			             "jsonpatch: invalid JSON Pointer %s: must start with \"/\"",
+			             q(c, &c->q2, s, n));
+		return afail(c, CORE_EINVAL,
+		             "invalid JSON pointer %s in '%s': must be empty or start with '/'",
+		             q(c, &c->q2, s, n), what);
+	}
+	for (i = 0; i < n; i++)
+		nt += s[i] == '/';
+	if (nt > JPATCH_MAX_DEPTH)
+		return afail(c, CORE_EINVAL, "'%s' has more than %d tokens",
+		             what, JPATCH_MAX_DEPTH);
+	p->t = malloc(nt * sizeof *p->t);
+	p->mem = malloc(n);
+	if (!p->t || !p->mem) {
+		ptr_release(p);
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	}
+	w = p->mem;
+	for (i = 1; i <= n; i++) {
+		const char *start = w;
+		while (i < n && s[i] != '/') {
+			if (s[i] == '~' && i + 1 < n && (s[i + 1] == '0' || s[i + 1] == '1')) {
+				*w++ = s[i + 1] == '0' ? '~' : '/';
+				i += 2;
+			} else if (s[i] == '~' && !lenient) {
+				enum core_status st = afail(c, CORE_EINVAL,
+				        "invalid JSON pointer %s in '%s': '~' must be followed by '0' or '1'",
+				        q(c, &c->q2, s, n), what);
+				ptr_release(p);
+				return st;
+			} else
+				*w++ = s[i++];
+		}
+		p->t[p->n++] = (struct tok){ start, (size_t)(w - start) };
+	}
+	return CORE_OK;
+}
+
+/* Strict array index: "0" or a digit string without leading zeros. */
+static int strict_index(const struct tok *t, size_t *idx)
+{
+	size_t v = 0;
+	if (!t->n || (t->p[0] == '0' && t->n > 1))
+		return 0;
+	for (size_t i = 0; i < t->n; i++) {
+		if (t->p[i] < '0' || t->p[i] > '9')
+			return 0;
+		if (v > ((size_t)-1 - 9) / 10)
+			return 0;
+		v = v * 10 + (size_t)(t->p[i] - '0');
+	}
+	*idx = v;
+	return 1;
+}
+
+/*
+ * Genkit's arrayIndex: Go's strconv.Atoi (an optional sign, then digits,
+ * within int64), negative rejected; "-" is the length when allow_end.
+ */
+static int lenient_index(const struct tok *t, size_t len, int allow_end,
+                         size_t *idx)
+{
+	size_t i = 0;
+	uint64_t v = 0;
+	int neg = 0;
+	if (t->n == 1 && t->p[0] == '-') {
+		*idx = len;
+		return allow_end;
+	}
+	if (t->n && (t->p[0] == '+' || t->p[0] == '-'))
+		neg = t->p[0] == '-', i = 1;
+	if (i == t->n)
+		return 0;
+	for (; i < t->n; i++) {
+		if (t->p[i] < '0' || t->p[i] > '9')
+			return 0;
+		if (v > (UINT64_C(9223372036854775808) - 9) / 10 + 1)
+			return 0;
+		v = v * 10 + (uint64_t)(t->p[i] - '0');
+		if (v > UINT64_C(9223372036854775808))
+			return 0;
+	}
+	if (neg ? v > 0 : v > UINT64_C(9223372036854775807))
+		return 0;   /* negative, or past int64 */
+	*idx = v > SIZE_MAX ? SIZE_MAX : (size_t)v;
+	return 1;
+}
+
+/* ---- reading an operation ---- */
+
+static int ascii_ieq(const char *a, size_t an, const char *b)
+{
+	size_t bn = strlen(b);
+	if (an != bn)
+		return 0;
+	for (size_t i = 0; i < an; i++) {
+		char x = a[i], y = b[i];
+		if (x >= 'A' && x <= 'Z')
+			x = (char)(x - 'A' + 'a');
+		if (x != y)
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * The members op, path, from, value of an operation object.  Strict: exact
+ * names.  Lenient: as Go's encoding/json fills Genkit's struct: names match
+ * case-insensitively, a later member wins, null leaves a string unset.
+ */
+static enum core_status read_member(struct actx *c, const json_t *o,
+                                    const char *name, const json_t **out,
+                                    int *present)
+{
+	*present = 0;
+	*out = NULL;
+	if (!(c->flags & JPATCH_LENIENT)) {
+		json_t *v = json_object_get(o, name);
+		if (v) {
+			*present = 1;
+			*out = v;
+		}
+		return CORE_OK;
+	}
+	{
+		const char *k;
+		json_t *v;
+		json_object_foreach((json_t *)o, k, v) {
+			if (!ascii_ieq(k, key_len(k), name))
+				continue;
+			if (json_is_null(v) && strcmp(name, "value"))
+				continue;
+			*present = 1;
+			*out = v;
+		}
+	}
+	return CORE_OK;
+}
+
+static enum core_status read_string(struct actx *c, const json_t *o,
+                                    const char *name, const char **s,
+                                    size_t *n, int required)
+{
+	const json_t *v;
+	int present;
+	read_member(c, o, name, &v, &present);
+	*s = "";
+	*n = 0;
+	if (!present) {
+		if (required && !(c->flags & JPATCH_LENIENT))
+			return afail(c, CORE_EINVAL, "missing '%s'", name);
+		return CORE_OK;
+	}
+	if (!jv_is_string(v))
+		return afail(c, CORE_EINVAL, "'%s' must be a string, not %s", name,
+		             jv_type_name(v));
+	*s = json_string_value(v);
+	*n = json_string_length(v);
+	return CORE_OK;
+}
+
+static enum core_status read_op(struct actx *c, const json_t *o, struct op *op)
+{
+	enum core_status st;
+	int lenient = (c->flags & JPATCH_LENIENT) != 0, present;
+
+	memset(op, 0, sizeof *op);
+	c->op = op;
+	if (lenient && json_is_null(o)) {
+		op->skip = 1;
+		return CORE_OK;
+	}
+	if (!json_is_object(o))
+		return afail(c, CORE_EINVAL, "must be an object, not %s",
+		             jv_type_name(o));
+	if ((st = read_string(c, o, "op", &op->name, &op->name_n, 1))
+	    || (st = read_string(c, o, "path", &op->path, &op->path_n, 1)))
+		return st;
+	op->kind = OP_BAD;
+	for (int k = 0; k < OP_BAD; k++)
+		if (op->name_n == strlen(op_names[k])
+		    && !memcmp(op->name, op_names[k], op->name_n))
+			op->kind = (enum opkind)k;
+	if (op->kind == OP_BAD && !lenient)
+		return afail(c, CORE_EINVAL, "unknown op %s",
+		             q(c, &c->q2, op->name, op->name_n));
+	/* Go type-checks "from" whatever the op; RFC 6902 reads it for move
+	 * and copy only. */
+	if ((lenient || op->kind == OP_MOVE || op->kind == OP_COPY)
+	    && (st = read_string(c, o, "from", &op->from, &op->from_n, 1)))
+		return st;
+	read_member(c, o, "value", &op->value, &present);
+	if (!present && !lenient
+	    && (op->kind == OP_ADD || op->kind == OP_REPLACE || op->kind == OP_TEST))
+		return afail(c, CORE_EINVAL, "missing 'value'");
+	if (op->value && json_is_null(op->value))
+		op->value = NULL;
+	/* Genkit parses the path before it looks at the op. */
+	if ((st = parse_ptr(c, op->path, op->path_n, &op->pp, "path")))
+		return st;
+	if (op->kind == OP_BAD)
+		return afail(c, CORE_EINVAL, "jsonpatch: unsupported op %s",
+		             q(c, &c->q2, op->name, op->name_n));
+	if ((op->kind == OP_MOVE || op->kind == OP_COPY)
+	    && (st = parse_ptr(c, op->from, op->from_n, &op->fp, "from")))
+		return st;
+	if (op->value && op->pp.n + depth_of(op->value, JPATCH_MAX_DEPTH)
+	                 > JPATCH_MAX_DEPTH)
+		return afail(c, CORE_EINVAL,
+		             "the value would nest deeper than %d levels",
+		             JPATCH_MAX_DEPTH);
+	return CORE_OK;
+}
+
+static json_t *value_copy(const json_t *v)
+{
+	return v ? vcopy(v) : json_null();
+}
+
+/* ---- strict (RFC 6902) ---- */
+
+/* The value at t[0..n) or NULL.  *bad is set when a token is not an array
+ * index at all (rather than a missing member). */
+static json_t *sget(json_t *root, const struct tok *t, size_t n)
+{
+	json_t *cur = root;
+	for (size_t i = 0; i < n && cur; i++) {
+		if (json_is_object(cur))
+			cur = json_object_getn(cur, t[i].p, t[i].n);
+		else if (json_is_array(cur)) {
+			size_t idx;
+			if (!strict_index(&t[i], &idx) || idx >= json_array_size(cur))
+				return NULL;
+			cur = json_array_get(cur, idx);
+		} else
+			return NULL;
+	}
+	return cur;
+}
+
+static enum core_status not_found(struct actx *c, const char *s, size_t n)
+{
+	return afail(c, CORE_EINVAL, "path %s does not exist", q(c, &c->q2, s, n));
+}
+
+/* Add value (owned) at p: RFC 6902 4.1. */
+static enum core_status sadd(struct actx *c, json_t **doc, const struct ptr *p,
+                             const char *raw, size_t rawn, json_t *value)
+{
+	json_t *parent;
+	const struct tok *last;
+	if (!value)
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	if (!p->n) {
+		json_decref(*doc);
+		*doc = value;
+		return CORE_OK;
+	}
+	last = &p->t[p->n - 1];
+	parent = sget(*doc, p->t, p->n - 1);
+	if (json_is_object(parent)) {
+		if (json_object_setn_new_nocheck(parent, last->p, last->n, value))
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		return CORE_OK;
+	}
+	if (json_is_array(parent)) {
+		size_t idx, len = json_array_size(parent);
+		if (last->n == 1 && last->p[0] == '-')
+			idx = len;
+		else if (!strict_index(last, &idx)) {
+			json_decref(value);
+			return afail(c, CORE_EINVAL, "path %s: %s is not an array index",
+			             q(c, &c->q1, raw, rawn),
+			             q(c, &c->q2, last->p, last->n));
+		} else if (idx > len) {
+			json_decref(value);
+			return afail(c, CORE_EINVAL,
+			             "path %s: index %zu is out of range (the array has %zu elements)",
+			             q(c, &c->q1, raw, rawn), idx, len);
+		}
+		if (json_array_insert_new(parent, idx, value))
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		return CORE_OK;
+	}
+	json_decref(value);
+	return not_found(c, raw, rawn);
+}
+
+static enum core_status sremove(struct actx *c, json_t *doc, const struct ptr *p,
+                                const char *raw, size_t rawn)
+{
+	json_t *parent;
+	const struct tok *last;
+	if (!p->n)
+		return afail(c, CORE_EINVAL, "cannot remove the whole document");
+	last = &p->t[p->n - 1];
+	parent = sget(doc, p->t, p->n - 1);
+	if (json_is_object(parent)) {
+		if (json_object_deln(parent, last->p, last->n))
+			return not_found(c, raw, rawn);
+		return CORE_OK;
+	}
+	if (json_is_array(parent)) {
+		size_t idx;
+		if (!strict_index(last, &idx) || idx >= json_array_size(parent)
+		    || json_array_remove(parent, idx))
+			return not_found(c, raw, rawn);
+		return CORE_OK;
+	}
+	return not_found(c, raw, rawn);
+}
+
+static enum core_status sreplace(struct actx *c, json_t **doc,
+                                 const struct ptr *p, json_t *value)
+{
+	json_t *parent;
+	const struct tok *last;
+	size_t idx;
+	if (!value)
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	if (!p->n) {
+		json_decref(*doc);
+		*doc = value;
+		return CORE_OK;
+	}
+	last = &p->t[p->n - 1];
+	parent = sget(*doc, p->t, p->n - 1);
+	if (json_is_object(parent) && json_object_getn(parent, last->p, last->n)) {
+		if (json_object_setn_new_nocheck(parent, last->p, last->n, value))
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		return CORE_OK;
+	}
+	if (json_is_array(parent) && strict_index(last, &idx)
+	    && idx < json_array_size(parent)) {
+		if (json_array_set_new(parent, idx, value))
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		return CORE_OK;
+	}
+	json_decref(value);
+	return not_found(c, c->op->path, c->op->path_n);
+}
+
+static int tok_eq(const struct tok *a, const struct tok *b)
+{
+	return a->n == b->n && !memcmp(a->p, b->p, a->n);
+}
+
+static enum core_status apply_strict(struct actx *c, json_t **doc,
+                                     const struct op *op)
+{
+	json_t *v;
+	switch (op->kind) {
+	case OP_ADD:
+		return sadd(c, doc, &op->pp, op->path, op->path_n,
+		            value_copy(op->value));
+	case OP_REMOVE:
+		return sremove(c, *doc, &op->pp, op->path, op->path_n);
+	case OP_REPLACE:
+		return sreplace(c, doc, &op->pp, value_copy(op->value));
+	case OP_TEST:
+		v = sget(*doc, op->pp.t, op->pp.n);
+		if (!v)
+			return afail(c, CORE_FAILED, "test failed: path %s does not exist",
+			             qpath(c));
+		if (!jv_equal(v, op->value ? op->value : json_null()))
+			return afail(c, CORE_FAILED, "test failed at %s", qpath(c));
+		return CORE_OK;
+	case OP_COPY:
+	case OP_MOVE:
+		v = sget(*doc, op->fp.t, op->fp.n);
+		if (!v)
+			return afail(c, CORE_EINVAL, "'from' path %s does not exist",
+			             q(c, &c->q2, op->from, op->from_n));
+		if (op->pp.n + depth_of(v, JPATCH_MAX_DEPTH) > JPATCH_MAX_DEPTH)
+			return afail(c, CORE_EINVAL,
+			             "the value would nest deeper than %d levels",
+			             JPATCH_MAX_DEPTH);
+		if (op->kind == OP_COPY)
+			return sadd(c, doc, &op->pp, op->path, op->path_n, vcopy(v));
+		if (op->fp.n <= op->pp.n) {
+			size_t i = 0;
+			while (i < op->fp.n && tok_eq(&op->fp.t[i], &op->pp.t[i]))
+				i++;
+			if (i == op->fp.n && op->fp.n == op->pp.n)
+				return CORE_OK;     /* moving a value onto itself */
+			if (i == op->fp.n)
+				return afail(c, CORE_EINVAL,
+				             "cannot move %s into its own child %s",
+				             q(c, &c->q2, op->from, op->from_n), qpath(c));
+		}
+		json_incref(v);
+		{
+			enum core_status st = sremove(c, *doc, &op->fp, op->from,
+			                              op->from_n);
+			if (st) {
+				json_decref(v);
+				return st;
+			}
+		}
+		return sadd(c, doc, &op->pp, op->path, op->path_n, v);
+	default:
+		return afail(c, CORE_EINVAL, "unknown op");
+	}
+}
+
+/* ---- lenient (Genkit's applyOp) ---- */
+
+static int lenient_get_index(const json_t *arr, const struct tok *t, size_t *idx)
+{
+	return lenient_index(t, json_array_size(arr), 0, idx)
+	       && *idx < json_array_size(arr);
+}
+
+static json_t *lget(json_t *node, const struct tok *t, size_t n)
+{
+	json_t *cur = node;
+	for (size_t i = 0; i < n; i++) {
+		size_t idx;
+		if (json_is_object(cur))
+			cur = json_object_getn(cur, t[i].p, t[i].n);
+		else if (json_is_array(cur) && lenient_get_index(cur, &t[i], &idx))
+			cur = json_array_get(cur, idx);
+		else
+			return NULL;
+		if (!cur)
+			return NULL;
+	}
+	return cur;
+}
+
+/* setMember: node and value owned; returns the node (owned) or NULL. */
+static json_t *lset_member(json_t *node, const struct tok *t, json_t *value,
+                           int is_add)
+{
+	size_t idx, len;
+	if (json_is_object(node)) {
+		if (json_object_setn_new_nocheck(node, t->p, t->n, value)) {
+			json_decref(node);
+			return NULL;
+		}
+		return node;
+	}
+	if (json_is_array(node)) {
+		len = json_array_size(node);
+		if (t->n == 1 && t->p[0] == '-') {
+			if (json_array_append_new(node, value)) {
+				json_decref(node);
+				return NULL;
+			}
+			return node;
+		}
+		if (!lenient_index(t, len, is_add, &idx)
+		    || (is_add ? idx > len : idx >= len)) {
+			json_decref(value);
+			return node;
+		}
+		if (is_add ? json_array_insert_new(node, idx, value)
+		           : json_array_set_new(node, idx, value)) {
+			json_decref(node);
+			return NULL;
+		}
+		return node;
+	}
+	json_decref(node);
+	if (!(node = json_object()))
+		return json_decref(value), NULL;
+	return lset_member(node, t, value, is_add);
+}
+
+/* setPath: node and value owned (either may be NULL for null); returns the
+ * resulting node (owned), NULL only when memory ran out. */
+static json_t *lset(json_t *node, const struct tok *t, size_t n, json_t *value,
+                    int is_add)
+{
+	json_t *child, *res;
+	size_t idx;
+	if (!value)
+		return json_decref(node), NULL;
+	if (!n) {
+		json_decref(node);
+		return value;
+	}
+	if (!node || json_is_null(node)) {
+		json_decref(node);
+		if (!(node = json_object()))
+			return json_decref(value), NULL;
+	}
+	if (n == 1)
+		return lset_member(node, t, value, is_add);
+	if (json_is_object(node)) {
+		child = json_object_getn(node, t->p, t->n);
+		if (!child || !is_container(child))
+			child = json_object();
+		else
+			json_incref(child);
+		res = lset(child, t + 1, n - 1, value, is_add);
+		if (!res || json_object_setn_new_nocheck(node, t->p, t->n, res))
+			return json_decref(node), NULL;
+		return node;
+	}
+	if (json_is_array(node)) {
+		if (!lenient_get_index(node, t, &idx)) {
+			json_decref(value);
+			return node;
+		}
+		child = json_array_get(node, idx);
+		if (!is_container(child))
+			child = json_object();
+		else
+			json_incref(child);
+		res = lset(child, t + 1, n - 1, value, is_add);
+		if (!res || json_array_set_new(node, idx, res))
+			return json_decref(node), NULL;
+		return node;
+	}
+	/* A scalar where a container is needed: replace it with an object. */
+	json_decref(node);
+	if (!(node = json_object()))
+		return json_decref(value), NULL;
+	return lset(node, t, n, value, is_add);
+}
+
+/* removePath: node owned; returns the resulting node (owned, NULL = null). */
+static json_t *lremove(json_t *node, const struct tok *t, size_t n)
+{
+	json_t *child;
+	size_t idx;
+	if (!n) {
+		json_decref(node);
+		return json_null();
+	}
+	if (!node || json_is_null(node))
+		return node;
+	if (n == 1) {
+		if (json_is_object(node))
+			json_object_deln(node, t->p, t->n);
+		else if (json_is_array(node) && lenient_get_index(node, t, &idx))
+			json_array_remove(node, idx);
+		return node;
+	}
+	if (json_is_object(node)) {
+		if ((child = json_object_getn(node, t->p, t->n))) {
+			json_t *res = lremove(json_incref(child), t + 1, n - 1);
+			json_object_setn_new_nocheck(node, t->p, t->n, res ? res : json_null());
+		}
+	} else if (json_is_array(node) && lenient_get_index(node, t, &idx)) {
+		json_t *res = lremove(json_incref(json_array_get(node, idx)), t + 1, n - 1);
+		json_array_set_new(node, idx, res ? res : json_null());
+	}
+	return node;
+}
+
+static enum core_status apply_lenient(struct actx *c, json_t **doc,
+                                      const struct op *op)
+{
+	json_t *v, *res;
+	switch (op->kind) {
+	case OP_ADD:
+	case OP_REPLACE:
+		res = lset(*doc, op->pp.t, op->pp.n, value_copy(op->value),
+		           op->kind == OP_ADD);
+		break;
+	case OP_REMOVE:
+		res = lremove(*doc, op->pp.t, op->pp.n);
+		break;
+	case OP_TEST:
+		v = lget(*doc, op->pp.t, op->pp.n);
+		if (!jv_equal(v ? v : json_null(), op->value ? op->value : json_null()))
+			return afail(c, CORE_FAILED, "jsonpatch: test failed at %s",
+			             qpath(c));
+		return CORE_OK;
+	case OP_MOVE:
+	case OP_COPY:
+		v = lget(*doc, op->fp.t, op->fp.n);
+		if (v && op->pp.n + depth_of(v, JPATCH_MAX_DEPTH) > JPATCH_MAX_DEPTH)
+			return afail(c, CORE_EINVAL,
+			             "the value would nest deeper than %d levels",
+			             JPATCH_MAX_DEPTH);
+		v = v ? vcopy(v) : json_null();
+		if (!v)
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		if (op->kind == OP_MOVE) {
+			*doc = lremove(*doc, op->fp.t, op->fp.n);
+			if (!*doc)
+				*doc = json_null();
+		}
+		res = lset(*doc, op->pp.t, op->pp.n, v, 1);
+		break;
+	default:
+		return afail(c, CORE_EINVAL, "jsonpatch: unsupported op %s",
+		             q(c, &c->q2, op->name, op->name_n));
+	}
+	*doc = res ? res : json_null();
+	if (!res)
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
+}
+
+/*
+ * Atomicity.  Every malformed operation is caught while reading the patch,
+ * before the document is touched.  What is left can fail only at run time:
+ * in strict mode any operation (a missing path), a move even after its
+ * removal; in lenient mode a test, and a move or copy that would nest too
+ * deep.  When such an operation comes after a change, the patch runs on a
+ * copy so that a failure leaves the caller's document as it was.
+ */
+static int needs_copy(const struct op *ops, size_t n, unsigned flags)
+{
+	int changed = 0;
+	if (flags & JPATCH_INPLACE)
+		return 0;
+	for (size_t i = 0; i < n; i++) {
+		int can_fail;
+		if (ops[i].skip)
+			continue;
+		if (flags & JPATCH_LENIENT)
+			can_fail = ops[i].kind == OP_TEST || ops[i].kind == OP_MOVE
+			           || ops[i].kind == OP_COPY;
+		else
+			can_fail = 1;
+		if (can_fail && (changed || ops[i].kind == OP_MOVE))
+			return 1;
+		if (ops[i].kind != OP_TEST)
+			changed = 1;
+	}
+	return 0;
+}
+
+enum core_status jpatch_apply(json_t **doc, const json_t *patch,
+                              unsigned flags, struct core_err *e)
+{
+	struct actx c = { 0 };
+	struct op *ops = NULL;
+	size_t n = 0, i;
+	enum core_status st = CORE_OK;
+	json_t *work;
+
+	c.flags = flags;
+	c.e = e;
+	core_buf_init(&c.q1, 4096);
+	core_buf_init(&c.q2, 4096);
+	if (!json_is_array(patch)) {
+		st = core_fail(e, CORE_EINVAL, "a patch must be an array, not %s",
+		               jv_type_name(patch));
+		goto out;
+	}
+	n = json_array_size(patch);
+	if (n && !(ops = calloc(n, sizeof *ops))) {
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+		goto out;
+	}
+	for (i = 0; i < n && !st; i++) {
+		c.opi = i;
+		st = read_op(&c, json_array_get(patch, i), &ops[i]);
+	}
+	if (st)
+		goto out;
+
+	work = *doc ? *doc : json_null();
+	if (needs_copy(ops, n, flags)) {
+		if (!(work = vcopy(work))) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			goto out;
+		}
+	} else
+		*doc = NULL;    /* work owns the document now */
+	for (i = 0; i < n && !st; i++) {
+		if (ops[i].skip)
+			continue;
+		c.opi = i;
+		c.op = &ops[i];
+		st = (flags & JPATCH_LENIENT) ? apply_lenient(&c, &work, &ops[i])
+		                              : apply_strict(&c, &work, &ops[i]);
+	}
+	if (!*doc) {
+		*doc = work;        /* in place: success or not, hand it back */
+	} else if (st) {
+		json_decref(work);  /* the copy; the caller's document is intact */
+	} else {
+		json_decref(*doc);
+		*doc = work;
+	}
+out:
+	for (i = 0; ops && i < n; i++) {
+		ptr_release(&ops[i].pp);
+		ptr_release(&ops[i].fp);
+	}
+	free(ops);
+	core_buf_release(&c.q1);
+	core_buf_release(&c.q2);
+	return st;
+}
