@@ -10,10 +10,18 @@
  */
 extern const struct model_provider model_echo;
 extern const struct model_provider model_script;
+extern const struct model_provider model_openai;
+extern const struct model_provider model_googleai;
+extern const struct model_provider model_anthropic;
+extern const struct model_provider model_ollama;
 
 static const struct model_provider *const providers[] = {
 	&model_echo,
 	&model_script,
+	&model_openai,
+	&model_googleai,
+	&model_anthropic,
+	&model_ollama,
 };
 
 void model_response_release(struct model_response *r)

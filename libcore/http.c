@@ -1,0 +1,458 @@
+/* http.c - streaming POST over libcurl with timeouts, retries, cancellation. */
+#include "http.h"
+
+#include <ctype.h>
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "buf.h"
+#include "util.h"
+
+#ifndef AGENTKIT_VERSION
+#define AGENTKIT_VERSION "0"
+#endif
+
+/* How often cancellation and the inactivity clock are checked. */
+#define POLL_MS 20
+/* Longest error body kept; the rest is dropped (messages need the start). */
+#define ERR_BODY_MAX (1u << 20)
+#define BACKOFF_CAP_MS 30000
+
+static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
+static CURLcode curl_init_rc;
+
+static void init_curl(void)
+{
+	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+}
+
+static enum core_status env_ms(const char *name, int64_t *out, struct core_err *e)
+{
+	const char *v = getenv(name);
+	if (!v || !*v)
+		return CORE_OK;
+	if (core_parse_duration(v, out, e)) {
+		core_err_prefix(e, "%s", name);
+		return e ? e->st : CORE_EUSAGE;
+	}
+	return CORE_OK;
+}
+
+enum core_status http_limits_from_env(struct http_limits *l, struct core_err *e)
+{
+	const char *v;
+	enum core_status st;
+	l->connect_ms = 30000;
+	l->idle_ms = 600000;
+	l->retries = 3;
+	l->budget_ms = 120000;
+	l->backoff_ms = 500;
+	if ((st = env_ms("AGENTKIT_HTTP_CONNECT_TIMEOUT", &l->connect_ms, e)) ||
+	    (st = env_ms("AGENTKIT_HTTP_IDLE_TIMEOUT", &l->idle_ms, e)) ||
+	    (st = env_ms("AGENTKIT_HTTP_RETRY_BUDGET", &l->budget_ms, e)) ||
+	    (st = env_ms("AGENTKIT_HTTP_BACKOFF", &l->backoff_ms, e)))
+		return st;
+	v = getenv("AGENTKIT_HTTP_RETRIES");
+	if (v && *v) {
+		char *end;
+		long n = strtol(v, &end, 10);
+		if (*end || n < 0 || n > 100)
+			return core_fail(e, CORE_EUSAGE,
+			                 "AGENTKIT_HTTP_RETRIES: '%s' is not a count from 0 to 100", v);
+		l->retries = (int)n;
+	}
+	return CORE_OK;
+}
+
+int64_t http_parse_retry_after(const char *v)
+{
+	char *end;
+	double s;
+	while (*v == ' ' || *v == '\t')
+		v++;
+	if (!*v)
+		return -1;
+	s = strtod(v, &end);
+	if (end != v) {
+		while (*end == ' ' || *end == '\t' || *end == '\r' || *end == '\n')
+			end++;
+		if (!*end)
+			return s < 0 ? -1 : (int64_t)(s * 1000.0);
+	}
+	{
+		time_t t = curl_getdate(v, NULL);
+		if (t == (time_t)-1)
+			return -1;
+		t -= time(NULL);
+		return t < 0 ? 0 : (int64_t)t * 1000;
+	}
+}
+
+/* One attempt's state, shared with the libcurl callbacks. */
+struct attempt {
+	const struct http_call *c;
+	CURL *h;
+	int started;             /* first body byte seen: mode decided */
+	int err_mode;            /* collecting an error document */
+	long status;
+	char ctype[128];
+	int64_t retry_after_ms;  /* from headers, -1 none */
+	int should_retry;        /* x-should-retry: -1 absent, 0, 1 */
+	int64_t last_rx;         /* monotonic ms of the last byte received */
+	size_t passed;           /* 2xx body bytes given to on_body */
+	struct core_buf errbody;
+	enum core_status body_st;/* on_body's failure, if any */
+	struct core_err *e;
+};
+
+static int ct_is(const char *ct, const char *prefix)
+{
+	return !strncasecmp(ct, prefix, strlen(prefix));
+}
+
+static size_t on_header(char *p, size_t size, size_t n, void *ud)
+{
+	struct attempt *a = ud;
+	size_t len = size * n, nl, vl;
+	const char *colon;
+	char val[256];
+	a->last_rx = core_now_mono_ms();
+	if (len >= 5 && !memcmp(p, "HTTP/", 5)) {
+		/* A new response (after 100 Continue, say): forget the last. */
+		a->ctype[0] = 0;
+		a->retry_after_ms = -1;
+		a->should_retry = -1;
+		return len;
+	}
+	colon = memchr(p, ':', len);
+	if (!colon)
+		return len;
+	nl = (size_t)(colon - p);
+	colon++;
+	while (colon < p + len && (*colon == ' ' || *colon == '\t'))
+		colon++;
+	vl = (size_t)(p + len - colon);
+	while (vl && (colon[vl - 1] == '\r' || colon[vl - 1] == '\n' || colon[vl - 1] == ' '))
+		vl--;
+	if (vl >= sizeof val)
+		vl = sizeof val - 1;
+	memcpy(val, colon, vl);
+	val[vl] = 0;
+#define IS(name) (nl == sizeof(name) - 1 && !strncasecmp(p, name, nl))
+	if (IS("content-type")) {
+		snprintf(a->ctype, sizeof a->ctype, "%s", val);
+	} else if (IS("retry-after-ms")) {
+		char *end;
+		double ms = strtod(val, &end);
+		if (end != val && ms >= 0)
+			a->retry_after_ms = (int64_t)ms;
+	} else if (IS("retry-after")) {
+		/* retry-after-ms, when also present, is more precise and wins. */
+		if (a->retry_after_ms < 0)
+			a->retry_after_ms = http_parse_retry_after(val);
+	} else if (IS("x-should-retry")) {
+		if (!strcasecmp(val, "true"))
+			a->should_retry = 1;
+		else if (!strcasecmp(val, "false"))
+			a->should_retry = 0;
+	}
+#undef IS
+	return len;
+}
+
+static size_t on_write(char *p, size_t size, size_t n, void *ud)
+{
+	struct attempt *a = ud;
+	size_t len = size * n;
+	a->last_rx = core_now_mono_ms();
+	if (!a->started) {
+		const char *want = a->c->stream_type;
+		a->started = 1;
+		curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &a->status);
+		if (a->status < 200 || a->status > 299)
+			a->err_mode = 1;
+		else if (want && a->ctype[0] && !ct_is(a->ctype, want))
+			a->err_mode = 1;
+	}
+	if (a->err_mode) {
+		size_t room = ERR_BODY_MAX - a->errbody.len;
+		core_buf_add(&a->errbody, p, len < room ? len : room);
+		return len;
+	}
+	a->passed += len;
+	a->body_st = a->c->on_body(a->c->ctx, p, len, a->e);
+	return a->body_st ? 0 : len;
+}
+
+static int is_cancelled(const struct http_call *c)
+{
+	return c->cancelled && c->cancelled(c->ctx);
+}
+
+/* Sleep ms, waking every POLL_MS to check cancellation. */
+static enum core_status nap(const struct http_call *c, int64_t ms, struct core_err *e)
+{
+	int64_t end = core_now_mono_ms() + ms;
+	for (;;) {
+		int64_t left = end - core_now_mono_ms();
+		struct timespec ts;
+		if (is_cancelled(c))
+			return core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
+		if (left <= 0)
+			return CORE_OK;
+		if (left > POLL_MS)
+			left = POLL_MS;
+		ts.tv_sec = 0;
+		ts.tv_nsec = (long)left * 1000000L;
+		nanosleep(&ts, NULL);
+	}
+}
+
+static int status_retryable(long s)
+{
+	return s == 408 || s == 409 || s == 429 || (s >= 500 && s <= 599);
+}
+
+/* The URL without its query string (which could carry a legacy key). */
+static void url_for_message(const char *url, char *out, size_t n)
+{
+	size_t q = strcspn(url, "?#");
+	snprintf(out, n, "%.*s", (int)q, url);
+}
+
+static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hdrs,
+                       struct attempt *a, char *errbuf)
+{
+	const char *ca;
+	curl_easy_setopt(h, CURLOPT_URL, c->url);
+	curl_easy_setopt(h, CURLOPT_POST, 1L);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
+	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
+	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
+	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->limits.connect_ms);
+	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	curl_easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
+	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* The curl tool's CA variables; libcurl itself only knows its
+	 * compiled-in defaults.  Proxy variables libcurl reads itself. */
+	if ((ca = getenv("CURL_CA_BUNDLE")) && *ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	else if ((ca = getenv("SSL_CERT_FILE")) && *ca)
+		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+	if ((ca = getenv("SSL_CERT_DIR")) && *ca)
+		curl_easy_setopt(h, CURLOPT_CAPATH, ca);
+}
+
+enum outcome { DONE, RETRY, FAIL };
+
+__attribute__((format(printf, 2, 3)))
+static void err_suffix(struct core_err *e, const char *fmt, ...)
+{
+	va_list ap;
+	size_t n;
+	if (!e)
+		return;
+	n = strlen(e->msg);
+	va_start(ap, fmt);
+	vsnprintf(e->msg + n, sizeof e->msg - n, fmt, ap);
+	va_end(ap);
+}
+
+/* One request.  Returns DONE (OK), FAIL (st final) or RETRY (st/e hold the
+ * error; *delay the server's wish or -1). */
+static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
+                                 struct curl_slist *hdrs, struct http_result *res,
+                                 enum core_status *st, int64_t *delay,
+                                 struct core_err *e)
+{
+	struct attempt a;
+	char errbuf[CURL_ERROR_SIZE] = "";
+	char where[512];
+	CURLcode rc = CURLE_OK;
+	int running = 1, idle = 0, cancel = 0;
+	CURLMsg *msg;
+	int left;
+	memset(&a, 0, sizeof a);
+	a.c = c;
+	a.h = h;
+	a.retry_after_ms = -1;
+	a.should_retry = -1;
+	a.e = e;
+	core_buf_init(&a.errbody, ERR_BODY_MAX);
+	a.last_rx = core_now_mono_ms();
+	*delay = -1;
+	url_for_message(c->url, where, sizeof where);
+
+	if (c->on_attempt)
+		c->on_attempt(c->ctx);
+	set_common(h, c, hdrs, &a, errbuf);
+	res->attempts++;
+	curl_multi_add_handle(m, h);
+	for (;;) {
+		CURLMcode mc = curl_multi_perform(m, &running);
+		if (mc != CURLM_OK) {
+			rc = CURLE_OUT_OF_MEMORY;
+			snprintf(errbuf, sizeof errbuf, "%s", curl_multi_strerror(mc));
+			break;
+		}
+		if (!running)
+			break;
+		if (is_cancelled(c)) {
+			cancel = 1;
+			break;
+		}
+		if (c->limits.idle_ms > 0 &&
+		    core_now_mono_ms() - a.last_rx > c->limits.idle_ms) {
+			idle = 1;
+			break;
+		}
+		curl_multi_poll(m, NULL, 0, POLL_MS, NULL);
+	}
+	while ((msg = curl_multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			rc = msg->data.result;
+	curl_multi_remove_handle(m, h);
+	if (!a.started)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.status);
+	res->status = a.status;
+	res->body_bytes += a.passed;
+
+	if (cancel) {
+		*st = core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
+		goto fail;
+	}
+	if (a.body_st) {
+		*st = a.body_st;
+		goto fail;
+	}
+	if (idle) {
+		*st = core_fail(e, CORE_EUNAVAILABLE,
+		                "%s: no data from %s for %lld ms (inactivity timeout)",
+		                c->what, where, (long long)c->limits.idle_ms);
+		goto transport;
+	}
+	if (rc != CURLE_OK && !(a.err_mode && a.status)) {
+		*st = core_fail(e, CORE_EUNAVAILABLE, "%s: %s: %s", c->what, where,
+		                errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		goto transport;
+	}
+	if (a.err_mode || a.status < 200 || a.status > 299) {
+		struct http_error he;
+		int twoxx = a.status >= 200 && a.status <= 299;
+		he.status = a.status;
+		he.body = a.errbody.p ? a.errbody.p : "";
+		he.body_len = a.errbody.len;
+		he.content_type = a.ctype;
+		he.retryable = !twoxx && status_retryable(a.status);
+		if (!twoxx && a.should_retry >= 0)
+			he.retryable = a.should_retry;
+		he.retry_after_ms = a.retry_after_ms;
+		*st = c->on_error(c->ctx, &he, e);
+		*delay = he.retry_after_ms;
+		core_buf_release(&a.errbody);
+		return he.retryable ? RETRY : FAIL;
+	}
+	core_buf_release(&a.errbody);
+	*st = CORE_OK;
+	return DONE;
+transport:
+	core_buf_release(&a.errbody);
+	/* Retry only while nothing of the body was passed on. */
+	return a.passed ? FAIL : RETRY;
+fail:
+	core_buf_release(&a.errbody);
+	return FAIL;
+}
+
+enum core_status http_post(const struct http_call *c, struct http_result *res,
+                           struct core_err *e)
+{
+	struct http_result dummy;
+	struct curl_slist *hdrs = NULL;
+	enum core_status st = CORE_OK;
+	int64_t start = core_now_mono_ms();
+	unsigned seed = (unsigned)core_now_ns() ^ (unsigned)(uintptr_t)&dummy;
+	CURL *h = NULL;
+	CURLM *m = NULL;
+	int retry;
+
+	if (!res)
+		res = &dummy;
+	memset(res, 0, sizeof *res);
+	pthread_once(&curl_once, init_curl);
+	if (curl_init_rc != CURLE_OK)
+		return core_fail(e, CORE_EINTERNAL, "%s: libcurl: %s", c->what,
+		                 curl_easy_strerror(curl_init_rc));
+	for (const char *const *p = c->headers; p && *p; p++) {
+		struct curl_slist *n = curl_slist_append(hdrs, *p);
+		if (!n) {
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", c->what);
+			goto out;
+		}
+		hdrs = n;
+	}
+	/* No "Expect: 100-continue" round trip for large bodies. */
+	{
+		struct curl_slist *n = curl_slist_append(hdrs, "Expect:");
+		if (!n) {
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", c->what);
+			goto out;
+		}
+		hdrs = n;
+	}
+	h = curl_easy_init();
+	m = curl_multi_init();
+	if (!h || !m) {
+		st = core_fail(e, CORE_ENOMEM, "%s: cannot create a libcurl handle", c->what);
+		goto out;
+	}
+	for (retry = 0;; retry++) {
+		int64_t delay, backoff;
+		enum outcome o = attempt_once(c, h, m, hdrs, res, &st, &delay, e);
+		if (o != RETRY)
+			break;
+		if (retry >= c->limits.retries) {
+			if (retry)
+				err_suffix(e, " (gave up after %d attempts)", retry + 1);
+			break;
+		}
+		backoff = c->limits.backoff_ms;
+		for (int i = 0; i < retry && backoff < BACKOFF_CAP_MS; i++)
+			backoff *= 2;
+		if (backoff > BACKOFF_CAP_MS)
+			backoff = BACKOFF_CAP_MS;
+		/* Jitter: take off up to a quarter, so clients spread out. */
+		backoff -= (int64_t)((double)backoff * 0.25 * (rand_r(&seed) / (RAND_MAX + 1.0)));
+		if (delay < 0)
+			delay = backoff;
+		if (core_now_mono_ms() + delay - start > c->limits.budget_ms) {
+			err_suffix(e, " (gave up after %d attempts: retry budget of %lld ms spent)",
+			           retry + 1, (long long)c->limits.budget_ms);
+			break;
+		}
+		if ((st = nap(c, delay, e)))
+			break;
+	}
+out:
+	if (m)
+		curl_multi_cleanup(m);
+	if (h)
+		curl_easy_cleanup(h);
+	curl_slist_free_all(hdrs);
+	return st;
+}

@@ -1,0 +1,118 @@
+/*
+ * http.h - one HTTP POST with streaming body, retries and cancellation
+ * (libcurl), as the model providers need it.
+ *
+ * http_post() sends a JSON body and hands the response body of a 2xx reply
+ * to the caller's on_body function slice by slice as it arrives.  Around
+ * that it does what every provider needs and none should repeat:
+ *
+ *  - timeouts: a connect timeout and an inactivity timeout (no byte for N
+ *    ms), never a total timeout, so long silent thinking and long streams
+ *    both work;
+ *  - retries on 408, 409, 429, 5xx, 529 and on transport failures, with
+ *    exponential backoff and jitter, honouring x-should-retry,
+ *    retry-after-ms, Retry-After (seconds or an HTTP date) and a hint from
+ *    the error body (on_error), bounded in count and in total time, and
+ *    only while no byte of a 2xx body has been passed to on_body: a stream
+ *    cut after output started is reported, never replayed;
+ *  - cancellation: cancelled() is polled at least every 20 ms (while
+ *    connecting, waiting for bytes and sleeping between attempts) and stops
+ *    the transfer with CORE_ECANCELLED;
+ *  - a non-2xx reply, or a 2xx reply whose Content-Type is application/json
+ *    when a stream was expected, is collected (bounded) and given to
+ *    on_error, which maps the provider's error document;
+ *  - proxies from the environment (libcurl reads http_proxy, https_proxy,
+ *    no_proxy itself) and CA settings as the curl tool reads them
+ *    (CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR).
+ *
+ * Limits come from the environment, read by http_limits_from_env():
+ * AGENTKIT_HTTP_CONNECT_TIMEOUT (default 30s), AGENTKIT_HTTP_IDLE_TIMEOUT
+ * (default 10m), AGENTKIT_HTTP_RETRIES (default 3), AGENTKIT_HTTP_RETRY_BUDGET
+ * (default 2m), AGENTKIT_HTTP_BACKOFF (first delay, default 500ms; doubled
+ * each attempt, capped at 30s); durations as util.h spells them.
+ *
+ * Thread safety: libcurl is initialised once (pthread_once); one http_post
+ * per thread at a time is fine.  Nothing here prints.
+ */
+#ifndef CORE_HTTP_H
+#define CORE_HTTP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "status.h"
+
+struct http_limits {
+	int64_t connect_ms;
+	int64_t idle_ms;
+	int retries;             /* retries after the first attempt */
+	int64_t budget_ms;       /* no retry is started past this much time */
+	int64_t backoff_ms;      /* first backoff delay */
+};
+
+/* The defaults, overridden by the AGENTKIT_HTTP_* variables.  A malformed
+ * variable is CORE_EUSAGE with a message naming it. */
+enum core_status http_limits_from_env(struct http_limits *l, struct core_err *e);
+
+/* What on_error learns about a failed reply and may adjust. */
+struct http_error {
+	long status;             /* HTTP status; 0 for a transport failure */
+	const char *body;        /* the error body (NUL-terminated), may be "" */
+	size_t body_len;
+	const char *content_type;/* may be "" */
+	int retryable;           /* in: the status-code decision; out: final */
+	int64_t retry_after_ms;  /* in: from headers, -1 if none; out: final */
+};
+
+struct http_call {
+	const char *url;
+	const char *const *headers;   /* "Name: value" strings, NULL-terminated */
+	const char *body;             /* request body (JSON), kept for replays */
+	size_t body_len;
+	/* The Content-Type prefix a streamed reply has ("text/event-stream");
+	 * NULL accepts any.  A 2xx reply with a different type, or with
+	 * application/json, goes to on_error. */
+	const char *stream_type;
+	const char *what;             /* for messages: "openai" */
+	struct http_limits limits;
+
+	/* A new attempt starts: forget parse state from a previous one. */
+	void (*on_attempt)(void *ctx);
+	/* Bytes of a 2xx body.  Non-OK stops the transfer; that status and
+	 * the message in e are http_post()'s result. */
+	enum core_status (*on_body)(void *ctx, const char *p, size_t n,
+	                            struct core_err *e);
+	/*
+	 * A failed reply: fill e with the mapped status and the provider's
+	 * message (never a credential) and return that status; may change
+	 * err->retryable (a quota 429 is final) and err->retry_after_ms (a
+	 * body hint).  Also called for a 2xx reply of the wrong type, with
+	 * retryable 0.
+	 */
+	enum core_status (*on_error)(void *ctx, struct http_error *err,
+	                             struct core_err *e);
+	int (*cancelled)(void *ctx);  /* may be NULL */
+	void *ctx;
+};
+
+/* What happened, for callers and tests. */
+struct http_result {
+	long status;             /* HTTP status of the last attempt (0: none) */
+	int attempts;            /* requests sent */
+	size_t body_bytes;       /* 2xx body bytes passed to on_body */
+};
+
+/*
+ * Run the call.  CORE_OK when a 2xx body was read to its end (the caller's
+ * parser decides whether it was complete).  Otherwise: the status from
+ * on_body or on_error, CORE_ECANCELLED, CORE_EUNAVAILABLE for transport
+ * failures and the inactivity timeout, CORE_ENOMEM.  res may be NULL.
+ */
+enum core_status http_post(const struct http_call *c, struct http_result *res,
+                           struct core_err *e);
+
+/* Parse a Retry-After value (seconds, fractional allowed, or an HTTP
+ * date) into milliseconds from now; -1 if unparseable.  Exposed for tests. */
+int64_t http_parse_retry_after(const char *v);
+
+#endif

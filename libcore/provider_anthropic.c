@@ -1,0 +1,429 @@
+/*
+ * provider_anthropic.c - "anthropic/MODEL": the Messages API, streamed.
+ *
+ * System messages become the top-level "system"; tool messages become user
+ * messages whose tool_result blocks come first (the API's rule), in the
+ * order of the tool_use blocks they answer.  Tool input arrives as
+ * input_json_delta fragments, assembled per block index and handed on
+ * whole at content_block_stop.
+ */
+#include "provider_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+#define MAX_BLOCKS 256
+
+struct block {
+	int tool;
+	char *id, *name;
+	struct core_buf json;
+};
+
+struct anth {
+	struct prov_out o;
+	struct block blocks[MAX_BLOCKS];
+	long input_tokens, cached_tokens;
+};
+
+static const char *const key_envs[] = { "ANTHROPIC_API_KEY", NULL };
+static const char *const url_envs[] = { "ANTHROPIC_BASE_URL", NULL };
+
+/* ---- request ---- */
+
+static json_t *media_block(const json_t *m)
+{
+	const char *url = json_string_value(json_object_get(m, "url"));
+	char *mime = NULL;
+	const char *data;
+	json_t *b;
+	if (!url)
+		return NULL;
+	if (prov_data_url(url, &mime, &data)) {
+		b = json_pack("{s:s, s:{s:s, s:s, s:s}}", "type", strncmp(mime, "image/", 6) ? "document" : "image",
+		              "source", "type", "base64", "media_type", mime, "data", data);
+		free(mime);
+		return b;
+	}
+	return json_pack("{s:s, s:{s:s, s:s}}", "type", "image", "source", "type", "url", "url", url);
+}
+
+static json_t *tool_input(const json_t *in)
+{
+	if (json_is_object(in))
+		return json_incref((json_t *)in);
+	if (!in || json_is_null(in))
+		return json_object();
+	return json_pack("{s:O}", "input", in);
+}
+
+/* Append blocks to the last message if it has role, else add a message.
+ * front: put them before the message's existing blocks. */
+static void add_blocks(json_t *out, const char *role, json_t *blocks, int front)
+{
+	size_t n = json_array_size(out);
+	json_t *last = n ? json_array_get(out, n - 1) : NULL;
+	if (!json_array_size(blocks)) {
+		json_decref(blocks);
+		return;
+	}
+	if (last && !strcmp(json_string_value(json_object_get(last, "role")), role)) {
+		json_t *c = json_object_get(last, "content");
+		if (front) {
+			json_array_extend(blocks, c);
+			json_object_set_new(last, "content", blocks);
+		} else {
+			json_array_extend(c, blocks);
+			json_decref(blocks);
+		}
+		return;
+	}
+	json_array_append_new(out, json_pack("{s:s, s:o}", "role", role, "content", blocks));
+}
+
+static enum core_status build(const json_t *msgs, json_t *out, json_t **system,
+                              struct core_err *e)
+{
+	struct core_buf sys = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *prev_model = NULL;
+	size_t i;
+	json_t *m;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *content = json_object_get(m, "content");
+		json_t *blocks = json_array(), *p;
+		size_t j;
+		if (!role || !json_is_array(content)) {
+			json_decref(blocks);
+			core_buf_release(&sys);
+			return core_fail(e, CORE_EINVAL, "anthropic: message %zu has no role or content", i);
+		}
+		if (!strcmp(role, "system")) {
+			char *t = prov_text(content);
+			if (sys.len && t && *t)
+				core_buf_adds(&sys, "\n\n");
+			core_buf_adds(&sys, t ? t : "");
+			free(t);
+			json_decref(blocks);
+			continue;
+		}
+		if (!strcmp(role, "tool")) {
+			json_t *rs = prov_ordered_responses(prev_model, m);
+			json_array_foreach(rs, j, p) {
+				const json_t *r = json_object_get(p, "toolResponse");
+				const char *ref = json_string_value(json_object_get(r, "ref"));
+				const char *name = json_string_value(json_object_get(r, "name"));
+				char *t = prov_output_text(json_object_get(r, "output"));
+				json_array_append_new(blocks, json_pack("{s:s, s:s, s:s}", "type", "tool_result",
+				        "tool_use_id", ref && *ref ? ref : name ? name : "", "content", t ? t : ""));
+				free(t);
+			}
+			json_decref(rs);
+			add_blocks(out, "user", blocks, 1);
+			continue;
+		}
+		if (strcmp(role, "user") && strcmp(role, "model")) {
+			json_decref(blocks);
+			core_buf_release(&sys);
+			return core_fail(e, CORE_EINVAL, "anthropic: message %zu has unknown role '%s'", i, role);
+		}
+		json_array_foreach(content, j, p) {
+			const json_t *t = json_object_get(p, "text"), *v;
+			if ((v = json_object_get(p, "toolRequest"))) {
+				const char *ref = json_string_value(json_object_get(v, "ref"));
+				const char *name = json_string_value(json_object_get(v, "name"));
+				json_array_append_new(blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use",
+				        "id", ref && *ref ? ref : name ? name : "", "name", name ? name : "",
+				        "input", tool_input(json_object_get(v, "input"))));
+			} else if ((v = json_object_get(p, "media"))) {
+				json_t *b = media_block(v);
+				if (b)
+					json_array_append_new(blocks, b);
+			} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
+				/* Thinking goes back unchanged, and only with its signature. */
+				const json_t *sig = json_object_get(json_object_get(p, "metadata"), "signature");
+				if (jv_is_string(sig))
+					json_array_append_new(blocks, json_pack("{s:s, s:O, s:O}", "type", "thinking",
+					                                        "thinking", v, "signature", sig));
+			} else if (jv_is_string(t) && json_string_length(t)) {
+				json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text", t));
+			}
+		}
+		add_blocks(out, strcmp(role, "model") ? "user" : "assistant", blocks, 0);
+		if (!strcmp(role, "model"))
+			prev_model = m;
+	}
+	*system = sys.len ? json_stringn(sys.p, sys.len) : NULL;
+	core_buf_release(&sys);
+	return CORE_OK;
+}
+
+static json_t *build_tools(const json_t *tools)
+{
+	json_t *arr = json_array(), *t;
+	size_t i;
+	json_array_foreach(tools, i, t) {
+		const json_t *schema = json_object_get(t, "inputSchema");
+		json_t *o = json_pack("{s:O}", "name", json_object_get(t, "name"));
+		if (json_object_get(t, "description"))
+			json_object_set(o, "description", json_object_get(t, "description"));
+		json_object_set_new(o, "input_schema", json_is_object(schema)
+		                    ? json_incref((json_t *)schema)
+		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+		json_array_append_new(arr, o);
+	}
+	return arr;
+}
+
+/* ---- response ---- */
+
+static void blocks_clear(struct anth *s)
+{
+	for (int i = 0; i < MAX_BLOCKS; i++) {
+		free(s->blocks[i].id);
+		free(s->blocks[i].name);
+		core_buf_release(&s->blocks[i].json);
+		memset(&s->blocks[i], 0, sizeof s->blocks[i]);
+	}
+}
+
+static const char *map_stop(const char *r)
+{
+	if (!strcmp(r, "end_turn") || !strcmp(r, "stop_sequence") || !strcmp(r, "tool_use"))
+		return "stop";
+	if (!strcmp(r, "max_tokens") || !strcmp(r, "model_context_window_exceeded"))
+		return "length";
+	if (!strcmp(r, "refusal"))
+		return "blocked";
+	return "other";
+}
+
+static enum core_status error_type_status(const char *t)
+{
+	static const struct { const char *type; enum core_status st; } map[] = {
+		{ "invalid_request_error", CORE_EINVAL }, { "authentication_error", CORE_EUNAUTH },
+		{ "billing_error", CORE_EPERM }, { "permission_error", CORE_EPERM },
+		{ "not_found_error", CORE_ENOTFOUND }, { "request_too_large", CORE_EINVAL },
+		{ "rate_limit_error", CORE_EEXHAUSTED }, { "timeout_error", CORE_EDEADLINE },
+		{ "api_error", CORE_EINTERNAL }, { "overloaded_error", CORE_EUNAVAILABLE },
+	};
+	for (size_t i = 0; t && i < sizeof map / sizeof map[0]; i++)
+		if (!strcmp(map[i].type, t))
+			return map[i].st;
+	return CORE_EINTERNAL;
+}
+
+static void set_usage(struct anth *s, const json_t *out_tokens)
+{
+	json_t *u = json_object();
+	json_object_set_new(u, "inputTokens", json_integer(s->input_tokens));
+	if (json_is_integer(out_tokens))
+		json_object_set(u, "outputTokens", (json_t *)out_tokens);
+	if (s->cached_tokens)
+		json_object_set_new(u, "cachedContentTokens", json_integer(s->cached_tokens));
+	json_decref(s->o.usage);
+	s->o.usage = u;
+}
+
+/* Attach a thinking block's signature to the reasoning part it ends. */
+static void add_signature(struct anth *s, const json_t *sig)
+{
+	size_t n;
+	json_t *last;
+	prov_flush(&s->o);
+	n = json_array_size(s->o.parts);
+	last = n ? json_array_get(s->o.parts, n - 1) : NULL;
+	if (last && json_object_get(last, "reasoning")) {
+		json_t *md = json_object_get(last, "metadata");
+		if (!md)
+			json_object_set_new(last, "metadata", md = json_object());
+		json_object_set(md, "signature", (json_t *)sig);
+	}
+}
+
+static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+{
+	struct anth *s = ctx;
+	json_t *v = prov_parse(&s->o, data, n);
+	const char *t;
+	const json_t *ix;
+	struct block *b = NULL;
+	enum core_status st = CORE_OK;
+	if (!v)
+		return s->o.e ? s->o.e->st : CORE_EINVAL;
+	t = json_string_value(json_object_get(v, "type"));
+	if (!t)
+		t = type;
+	ix = json_object_get(v, "index");
+	if (json_is_integer(ix) && json_integer_value(ix) >= 0 && json_integer_value(ix) < MAX_BLOCKS)
+		b = &s->blocks[json_integer_value(ix)];
+	if (!strcmp(t, "error")) {
+		const json_t *err = json_object_get(v, "error");
+		const char *et = json_string_value(json_object_get(err, "type"));
+		const char *msg = json_string_value(json_object_get(err, "message"));
+		st = core_fail(s->o.e, error_type_status(et), "anthropic: error in stream: %s (%s)",
+		               msg ? msg : "unknown error", et ? et : "error");
+	} else if (!strcmp(t, "message_start")) {
+		const json_t *u = json_object_get(json_object_get(v, "message"), "usage");
+		s->input_tokens = (long)json_integer_value(json_object_get(u, "input_tokens"));
+		s->cached_tokens = (long)json_integer_value(json_object_get(u, "cache_read_input_tokens"));
+		set_usage(s, json_object_get(u, "output_tokens"));
+	} else if (!strcmp(t, "content_block_start") && b) {
+		const json_t *cb = json_object_get(v, "content_block");
+		const char *bt = json_string_value(json_object_get(cb, "type"));
+		if (bt && (!strcmp(bt, "tool_use") || !strcmp(bt, "server_tool_use"))) {
+			const char *id = json_string_value(json_object_get(cb, "id"));
+			const char *name = json_string_value(json_object_get(cb, "name"));
+			b->tool = 1;
+			free(b->id);
+			free(b->name);
+			b->id = strdup(id ? id : "");
+			b->name = strdup(name ? name : "");
+			core_buf_release(&b->json);
+			core_buf_init(&b->json, PROV_EVENT_MAX);
+		}
+	} else if (!strcmp(t, "content_block_delta")) {
+		const json_t *d = json_object_get(v, "delta"), *x;
+		const char *dt = json_string_value(json_object_get(d, "type"));
+		if (!dt) {
+			/* unknown shape: ignore */
+		} else if (!strcmp(dt, "text_delta") && jv_is_string(x = json_object_get(d, "text")) &&
+		           json_string_length(x)) {
+			st = prov_emit(&s->o, json_pack("{s:O}", "text", x));
+		} else if (!strcmp(dt, "thinking_delta") && jv_is_string(x = json_object_get(d, "thinking")) &&
+		           json_string_length(x)) {
+			st = prov_emit(&s->o, json_pack("{s:O}", "reasoning", x));
+		} else if (!strcmp(dt, "signature_delta") && jv_is_string(x = json_object_get(d, "signature"))) {
+			add_signature(s, x);
+		} else if (!strcmp(dt, "input_json_delta") && b && b->tool &&
+		           jv_is_string(x = json_object_get(d, "partial_json"))) {
+			if (core_buf_add(&b->json, json_string_value(x), json_string_length(x)))
+				st = core_fail(s->o.e, CORE_ETOOBIG, "anthropic: tool input too long");
+		}
+	} else if (!strcmp(t, "content_block_stop") && b && b->tool) {
+		json_t *input;
+		struct core_err pe = {0};
+		input = b->json.len ? jv_parse(b->json.p, b->json.len, "input", 0, &pe) : json_object();
+		if (!input) {
+			st = core_fail(s->o.e, CORE_EINTERNAL, "anthropic: tool call '%s' has invalid JSON input: %s",
+			               b->name, pe.msg);
+		} else {
+			st = prov_emit(&s->o, json_pack("{s:{s:s, s:s, s:o}}", "toolRequest", "name", b->name,
+			                                 "ref", b->id, "input", input));
+		}
+		b->tool = 0;
+	} else if (!strcmp(t, "message_delta")) {
+		const char *r = json_string_value(json_object_get(json_object_get(v, "delta"), "stop_reason"));
+		if (r)
+			snprintf(s->o.finish, sizeof s->o.finish, "%s", map_stop(r));
+		set_usage(s, json_object_get(json_object_get(v, "usage"), "output_tokens"));
+	} else if (!strcmp(t, "message_stop")) {
+		s->o.done = 1;
+	}
+	/* ping and event types added later: nothing to do. */
+	json_decref(v);
+	return st;
+}
+
+static enum core_status on_error(void *ctx, struct http_error *he, struct core_err *e)
+{
+	struct anth *s = ctx;
+	struct core_err pe = {0};
+	json_t *doc = jv_parse(he->body, he->body_len, "error", 0, &pe);
+	const json_t *err = json_object_get(doc, "error");
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	const char *et = json_string_value(json_object_get(err, "type"));
+	enum core_status st;
+	if (he->status >= 200 && he->status <= 299)
+		st = prov_fail_http(&s->o, he, et ? error_type_status(et) : CORE_EUNAVAILABLE, msg, e);
+	else
+		st = prov_fail_http(&s->o, he, prov_http_status(he->status), msg, e);
+	json_decref(doc);
+	return st;
+}
+
+static enum core_status anth_generate(const char *name, const struct model_request *req,
+                                      const struct model_stream *stream,
+                                      struct model_response *resp, struct core_err *e)
+{
+	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
+		"stopSequences", "version", "apiKey", "stream", "model", "messages", "system",
+		"tools", NULL };
+	struct anth *s = calloc(1, sizeof *s);
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	json_t *b = NULL, *msgs = NULL, *system = NULL;
+	const json_t *cfg = req->config;
+	enum core_status st;
+	const char *headers[5];
+	if (!s)
+		return core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+	prov_out_init(&s->o, "anthropic", stream, e);
+	if (!*name) {
+		st = core_fail(e, CORE_ENOTFOUND, "anthropic: no model name (use anthropic/MODEL)");
+		goto out;
+	}
+	if ((st = prov_key("anthropic", key_envs, req->key_file, &key, e)))
+		goto out;
+	s->o.key = key;
+	base = prov_env_url(url_envs, "https://api.anthropic.com");
+	if (!base || !(url = prov_strf("%s/v1/messages", base)) ||
+	    !(auth = prov_strf("x-api-key: %s", key))) {
+		st = core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+		goto out;
+	}
+	msgs = json_array();
+	if ((st = build(req->messages, msgs, &system, e)))
+		goto out;
+	b = json_pack("{s:s}", "model", name);
+	json_object_set_new(b, "max_tokens", prov_cfg(cfg, "maxOutputTokens")
+	                    ? json_incref((json_t *)prov_cfg(cfg, "maxOutputTokens"))
+	                    : json_integer(4096));
+	if (system)
+		json_object_set(b, "system", system);
+	json_object_set(b, "messages", msgs);
+	if (json_array_size(req->tools))
+		json_object_set_new(b, "tools", build_tools(req->tools));
+	json_object_set_new(b, "stream", json_true());
+	prov_map(b, "temperature", cfg, "temperature");
+	prov_map(b, "top_p", cfg, "topP");
+	prov_map(b, "top_k", cfg, "topK");
+	prov_map(b, "stop_sequences", cfg, "stopSequences");
+	if (cfg)
+		prov_pass_through(b, cfg, skip);
+	if (!(body = prov_dump(b))) {
+		st = core_fail(e, CORE_ENOMEM, "anthropic: cannot encode the request");
+		goto out;
+	}
+	headers[0] = auth;
+	headers[1] = "anthropic-version: 2023-06-01";
+	headers[2] = "Content-Type: application/json";
+	headers[3] = "Accept: text/event-stream";
+	headers[4] = NULL;
+	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
+	               on_event, on_error, s, "message_stop");
+	if (!st)
+		prov_out_finish(&s->o, resp);
+out:
+	blocks_clear(s);
+	prov_out_release(&s->o);
+	json_decref(b);
+	json_decref(msgs);
+	json_decref(system);
+	free(body);
+	if (auth) {
+		memset(auth, 0, strlen(auth));
+		free(auth);
+	}
+	if (key) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	free(url);
+	free(base);
+	free(s);
+	return st;
+}
+
+const struct model_provider model_anthropic = { "anthropic", anth_generate };

@@ -1,0 +1,502 @@
+/* provider_common.c - plumbing shared by the HTTP model providers. */
+#include "provider_common.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "buf.h"
+#include "json.h"
+
+void prov_out_init(struct prov_out *o, const char *what,
+                   const struct model_stream *stream, struct core_err *e)
+{
+	memset(o, 0, sizeof *o);
+	o->what = what;
+	o->stream = stream;
+	o->e = e;
+	o->parts = json_array();
+	core_buf_init(&o->tail, CORE_BUF_UNLIMITED);
+}
+
+void prov_out_release(struct prov_out *o)
+{
+	json_decref(o->parts);
+	json_decref(o->usage);
+	o->parts = o->usage = NULL;
+	sse_release(&o->sse);
+	core_buf_release(&o->tail);
+	o->tail_key = NULL;
+}
+
+void prov_out_reset(struct prov_out *o)
+{
+	json_array_clear(o->parts);
+	core_buf_reset(&o->tail);
+	o->tail_key = NULL;
+	json_decref(o->usage);
+	o->usage = NULL;
+	o->finish[0] = 0;
+	o->done = 0;
+	sse_reset(&o->sse);
+}
+
+/* Is p exactly {"KEY": string} (no metadata)? */
+static const json_t *only_string(const json_t *p, const char *key)
+{
+	const json_t *v = json_object_get(p, key);
+	return v && json_object_size(p) == 1 && jv_is_string(v) ? v : NULL;
+}
+
+void prov_flush(struct prov_out *o)
+{
+	if (o->tail_key) {
+		json_array_append_new(o->parts, json_pack("{s:s%}", o->tail_key,
+		                                          o->tail.p ? o->tail.p : "", o->tail.len));
+		o->tail_key = NULL;
+	}
+	core_buf_reset(&o->tail);
+}
+
+void prov_add_part(struct prov_out *o, json_t *part)
+{
+	static const char *const merge[] = { "text", "reasoning" };
+	for (size_t i = 0; i < 2; i++) {
+		const json_t *v = only_string(part, merge[i]);
+		if (!v)
+			continue;
+		if (o->tail_key != merge[i])
+			prov_flush(o);
+		if (core_buf_add(&o->tail, json_string_value(v), json_string_length(v)) == CORE_OK) {
+			o->tail_key = merge[i];
+			json_decref(part);
+			return;
+		}
+	}
+	prov_flush(o);
+	json_array_append_new(o->parts, part);
+}
+
+enum core_status prov_emit(struct prov_out *o, json_t *part)
+{
+	enum core_status st = CORE_OK;
+	if (o->stream && o->stream->chunk) {
+		json_t *chunk = json_pack("{s:s, s:i, s:[O]}", "role", "model", "index", 0,
+		                          "content", part);
+		if (!chunk) {
+			json_decref(part);
+			return core_fail(o->e, CORE_ENOMEM, "%s: out of memory", o->what);
+		}
+		o->emitted++;
+		st = o->stream->chunk(o->stream->ctx, chunk);
+		json_decref(chunk);
+		if (st)
+			core_fail(o->e, st, "%s: stopped by the stream's reader (%s)", o->what,
+			          core_strerror(st));
+	}
+	prov_add_part(o, part);
+	return st;
+}
+
+void prov_out_finish(struct prov_out *o, struct model_response *resp)
+{
+	prov_flush(o);
+	resp->message = json_pack("{s:s, s:O}", "role", "model", "content", o->parts);
+	snprintf(resp->finish_reason, sizeof resp->finish_reason, "%s", o->finish);
+	resp->usage = o->usage;
+	o->usage = NULL;
+}
+
+static char *trim_dup(const char *s, size_t n)
+{
+	while (n && (s[0] == ' ' || s[0] == '\t'))
+		s++, n--;
+	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+		n--;
+	return strndup(s, n);
+}
+
+enum core_status prov_key(const char *what, const char *const *envs,
+                          const char *key_file, char **key, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(64 * 1024);
+	*key = NULL;
+	if (key_file && *key_file) {
+		enum core_status st = core_buf_read_file(&b, key_file, e);
+		size_t n;
+		if (st) {
+			core_buf_release(&b);
+			core_err_prefix(e, "%s: key file", what);
+			return st;
+		}
+		n = strcspn(b.p ? b.p : "", "\n");
+		*key = trim_dup(b.p ? b.p : "", n);
+		core_buf_release(&b);
+		if (!*key)
+			return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		if (!**key) {
+			free(*key);
+			*key = NULL;
+			return core_fail(e, CORE_EUNAUTH, "%s: key file '%s' is empty", what, key_file);
+		}
+		return CORE_OK;
+	}
+	for (const char *const *v = envs; *v; v++) {
+		const char *s = getenv(*v);
+		if (s && *s) {
+			*key = trim_dup(s, strlen(s));
+			return *key ? CORE_OK : core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		}
+	}
+	core_buf_adds(&b, envs[0]);
+	for (const char *const *v = envs + 1; *v; v++)
+		core_buf_addf(&b, "%s%s", v[1] ? ", " : " or ", *v);
+	core_fail(e, CORE_EUNAUTH, "%s: no API key: set %s or give a key file", what,
+	          b.p ? b.p : "");
+	core_buf_release(&b);
+	return CORE_EUNAUTH;
+}
+
+char *prov_env_url(const char *const *envs, const char *dflt)
+{
+	const char *s = dflt;
+	size_t n;
+	for (const char *const *v = envs; *v; v++) {
+		const char *x = getenv(*v);
+		if (x && *x) {
+			s = x;
+			break;
+		}
+	}
+	n = strlen(s);
+	while (n && s[n - 1] == '/')
+		n--;
+	return strndup(s, n);
+}
+
+enum core_status prov_http_status(long s)
+{
+	switch (s) {
+	case 400: case 413: case 422: return CORE_EINVAL;
+	case 401: return CORE_EUNAUTH;
+	case 402: case 403: return CORE_EPERM;
+	case 404: return CORE_ENOTFOUND;
+	case 408: case 504: return CORE_EDEADLINE;
+	case 409: return CORE_ABORTED;
+	case 429: return CORE_EEXHAUSTED;
+	case 502: case 503: case 529: return CORE_EUNAVAILABLE;
+	}
+	if (s >= 500)
+		return CORE_EINTERNAL;
+	return CORE_EINTERNAL;
+}
+
+const char *prov_http_reason(long s)
+{
+	switch (s) {
+	case 200: return "OK";
+	case 400: return "Bad Request";
+	case 401: return "Unauthorized";
+	case 402: return "Payment Required";
+	case 403: return "Forbidden";
+	case 404: return "Not Found";
+	case 408: return "Request Timeout";
+	case 409: return "Conflict";
+	case 413: return "Payload Too Large";
+	case 422: return "Unprocessable Entity";
+	case 429: return "Too Many Requests";
+	case 500: return "Internal Server Error";
+	case 502: return "Bad Gateway";
+	case 503: return "Service Unavailable";
+	case 504: return "Gateway Timeout";
+	case 529: return "Overloaded";
+	}
+	return "";
+}
+
+json_t *prov_parse(struct prov_out *o, const char *data, size_t n)
+{
+	json_t *v = jv_parse(data, n, o->what, 0, o->e);
+	if (!v)
+		core_err_prefix(o->e, "%s: bad stream event", o->what);
+	return v;
+}
+
+/*
+ * Remove the key, and tokens that look like a masked copy of it (OpenAI
+ * answers "Incorrect API key provided: sk-abc***xyz"), from a message.
+ */
+static void redact(struct core_err *e, const char *key)
+{
+	char out[sizeof e->msg];
+	size_t klen, o = 0;
+	const char *p;
+	if (!e || !key || (klen = strlen(key)) < 4)
+		return;
+	for (p = e->msg; *p && o + 16 < sizeof out;) {
+		int tokstart = p == e->msg || p[-1] == ' ' || p[-1] == '"' || p[-1] == '\'' ||
+		               p[-1] == ':' || p[-1] == '=' || p[-1] == '(';
+		if (!strncmp(p, key, klen) ||
+		    (tokstart && klen >= 8 && !strncmp(p, key, 4))) {
+			size_t t = strcspn(p, " \"',;)");
+			memcpy(out + o, "[redacted]", 10);
+			o += 10;
+			p += t > klen && !strncmp(p, key, klen) ? klen : t;
+			continue;
+		}
+		out[o++] = *p++;
+	}
+	out[o] = 0;
+	memcpy(e->msg, out, o + 1);
+}
+
+struct post_ctx {
+	struct prov_out *o;
+	sse_event_fn on_event;
+	enum core_status (*on_error)(void *, struct http_error *, struct core_err *);
+	void *ctx;
+};
+
+static void post_attempt(void *ud)
+{
+	struct post_ctx *pc = ud;
+	prov_out_reset(pc->o);
+}
+
+static enum core_status post_body(void *ud, const char *p, size_t n, struct core_err *e)
+{
+	struct post_ctx *pc = ud;
+	return sse_feed(&pc->o->sse, p, n, e);
+}
+
+static enum core_status post_error(void *ud, struct http_error *he, struct core_err *e)
+{
+	struct post_ctx *pc = ud;
+	return pc->on_error(pc->ctx, he, e);
+}
+
+static int post_cancelled(void *ud)
+{
+	struct post_ctx *pc = ud;
+	const struct model_stream *s = pc->o->stream;
+	return s && s->cancelled && s->cancelled(s->ctx);
+}
+
+enum core_status prov_post(struct prov_out *o, const char *url,
+                           const char *const *headers, const char *body,
+                           const char *stream_type, enum sse_mode mode,
+                           sse_event_fn on_event,
+                           enum core_status (*on_error)(void *, struct http_error *,
+                                                        struct core_err *),
+                           void *ctx, const char *terminator)
+{
+	struct post_ctx pc = { o, on_event, on_error, ctx };
+	struct http_call c;
+	struct http_result res;
+	enum core_status st;
+	memset(&c, 0, sizeof c);
+	if ((st = http_limits_from_env(&c.limits, o->e)))
+		return st;
+	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
+	c.url = url;
+	c.headers = headers;
+	c.body = body;
+	c.body_len = strlen(body);
+	c.stream_type = stream_type;
+	c.what = o->what;
+	c.on_attempt = post_attempt;
+	c.on_body = post_body;
+	c.on_error = post_error;
+	c.cancelled = post_cancelled;
+	c.ctx = &pc;
+	st = http_post(&c, &res, o->e);
+	if (!st)
+		st = sse_finish(&o->sse, o->e);
+	if (!st && !o->done)
+		st = core_fail(o->e, CORE_EUNAVAILABLE,
+		               "%s: the stream ended before %s (truncated after %zu bytes)",
+		               o->what, terminator, res.body_bytes);
+	if (st)
+		redact(o->e, o->key);
+	return st;
+}
+
+/* ---- Genkit message helpers ---- */
+
+char *prov_text(const json_t *content)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	size_t i;
+	json_t *p;
+	json_array_foreach(content, i, p) {
+		const json_t *t = json_object_get(p, "text");
+		if (jv_is_string(t) && json_object_size(p) - (json_object_get(p, "metadata") != NULL) == 1)
+			core_buf_add(&b, json_string_value(t), json_string_length(t));
+	}
+	return core_buf_detach(&b, NULL);
+}
+
+char *prov_dump(const json_t *v)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (jv_dump(v ? v : json_null(), &b)) {
+		core_buf_release(&b);
+		return NULL;
+	}
+	return core_buf_detach(&b, NULL);
+}
+
+char *prov_output_text(const json_t *output)
+{
+	if (jv_is_string(output))
+		return strndup(json_string_value(output), json_string_length(output));
+	return prov_dump(output);
+}
+
+int prov_data_url(const char *url, char **mime, const char **data)
+{
+	const char *semi, *comma;
+	if (strncmp(url, "data:", 5))
+		return 0;
+	comma = strchr(url, ',');
+	semi = strstr(url, ";base64,");
+	if (!comma || !semi || semi + 7 != comma)
+		return 0;
+	*mime = strndup(url + 5, (size_t)(semi - url - 5));
+	*data = comma + 1;
+	return *mime != NULL;
+}
+
+json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg)
+{
+	json_t *out = json_array(), *reqs = json_array(), *left = json_array();
+	const json_t *content = json_object_get(tool_msg, "content");
+	size_t i, j;
+	json_t *p;
+	json_array_foreach(json_object_get(prev_model, "content"), i, p)
+		if (json_object_get(p, "toolRequest"))
+			json_array_append(reqs, json_object_get(p, "toolRequest"));
+	json_array_foreach(content, i, p)
+		if (json_object_get(p, "toolResponse"))
+			json_array_append(left, p);
+	/* For each request in order, take the response with its ref, else
+	 * the first with its name. */
+	json_array_foreach(reqs, i, p) {
+		const char *ref = json_string_value(json_object_get(p, "ref"));
+		const char *name = json_string_value(json_object_get(p, "name"));
+		size_t hit = (size_t)-1;
+		json_t *r;
+		json_array_foreach(left, j, r) {
+			const json_t *tr = json_object_get(r, "toolResponse");
+			const char *rref = json_string_value(json_object_get(tr, "ref"));
+			if (ref && rref && !strcmp(ref, rref)) {
+				hit = j;
+				break;
+			}
+		}
+		if (hit == (size_t)-1)
+			json_array_foreach(left, j, r) {
+				const json_t *tr = json_object_get(r, "toolResponse");
+				const char *rname = json_string_value(json_object_get(tr, "name"));
+				const char *rref = json_string_value(json_object_get(tr, "ref"));
+				if (name && rname && !strcmp(name, rname) && (!ref || !rref)) {
+					hit = j;
+					break;
+				}
+			}
+		if (hit != (size_t)-1) {
+			json_array_append(out, json_array_get(left, hit));
+			json_array_remove(left, hit);
+		}
+	}
+	json_array_extend(out, left);
+	json_decref(left);
+	json_decref(reqs);
+	return out;
+}
+
+void prov_pass_through(json_t *dst, const json_t *config, const char *const *skip)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)config, k, v) {
+		int known = 0;
+		for (const char *const *s = skip; *s && !known; s++)
+			known = !strcmp(*s, k);
+		if (!known && !json_object_get(dst, k))
+			json_object_set(dst, k, v);
+	}
+}
+
+const json_t *prov_cfg(const json_t *config, const char *key)
+{
+	const json_t *v = json_object_get(config, key);
+	return v && !json_is_null(v) ? v : NULL;
+}
+
+void prov_map(json_t *dst, const char *key, const json_t *config, const char *from)
+{
+	const json_t *v = prov_cfg(config, from);
+	if (v)
+		json_object_set(dst, key, (json_t *)v);
+}
+
+enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
+                                enum core_status st, const char *msg,
+                                struct core_err *e)
+{
+	char snippet[201];
+	if (!msg || !*msg) {
+		/* Not the expected error document: show its start, one line. */
+		size_t n = he->body_len < 200 ? he->body_len : 200, i;
+		memcpy(snippet, he->body, n);
+		snippet[n] = 0;
+		for (i = 0; i < n; i++)
+			if (snippet[i] == '\n' || snippet[i] == '\r' || snippet[i] == '\t')
+				snippet[i] = ' ';
+		msg = snippet;
+	}
+	if (he->status >= 200 && he->status <= 299)
+		return core_fail(e, st, "%s: unexpected Content-Type '%s' for a stream (HTTP %ld)%s%s",
+		                 o->what, he->content_type, he->status, *msg ? ": " : "", msg);
+	return core_fail(e, st, "%s: HTTP %ld%s%s%s%s", o->what, he->status,
+	                 *prov_http_reason(he->status) ? " " : "", prov_http_reason(he->status),
+	                 *msg ? ": " : "", msg);
+}
+
+int64_t prov_delay_hint(const char *text, const char *after)
+{
+	const char *p = text ? strstr(text, after) : NULL;
+	char *end;
+	double v;
+	if (!p)
+		return -1;
+	p += strlen(after);
+	while (*p == ' ' || *p == '"')
+		p++;
+	v = strtod(p, &end);
+	if (end == p || v < 0)
+		return -1;
+	if (!strncmp(end, "ms", 2))
+		return (int64_t)v;
+	if (*end == 's')
+		return (int64_t)(v * 1000.0);
+	if (*end == 'm')
+		return (int64_t)(v * 60000.0);
+	return -1;
+}
+
+char *prov_strf(const char *fmt, ...)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	va_list ap;
+	enum core_status st;
+	va_start(ap, fmt);
+	st = core_buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	if (st) {
+		core_buf_release(&b);
+		return NULL;
+	}
+	return core_buf_detach(&b, NULL);
+}

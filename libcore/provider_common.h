@@ -1,0 +1,142 @@
+/*
+ * provider_common.h - what the HTTP model providers (provider_*.c) share:
+ * keys and base URLs from the environment, the streamed-output
+ * accumulator, the HTTP/SSE plumbing, status mapping and small Genkit
+ * message helpers.
+ *
+ * Ownership: functions returning char * or json_t * return new memory or a
+ * new reference for the caller; const json_t * arguments are borrowed.
+ */
+#ifndef CORE_PROVIDER_COMMON_H
+#define CORE_PROVIDER_COMMON_H
+
+#include <jansson.h>
+
+#include "http.h"
+#include "model.h"
+#include "sse.h"
+
+/* Longest streamed event or NDJSON line accepted (base64 media can be big). */
+#define PROV_EVENT_MAX ((size_t)64 << 20)
+
+/*
+ * One generate call's output side.  Providers embed it first in their own
+ * state.  parts accumulates the final message content: consecutive text
+ * deltas merge into one text part, consecutive reasoning deltas into one
+ * reasoning part.
+ */
+struct prov_out {
+	const char *what;               /* "openai", for messages */
+	const struct model_stream *stream;
+	struct core_err *e;
+	const char *key;                /* redacted from every message; may be NULL */
+	json_t *parts;                  /* final content; owned */
+	json_t *usage;                  /* GenerationUsage or NULL; owned */
+	char finish[32];                /* Genkit finish reason */
+	int done;                       /* the stream's terminator was seen */
+	int emitted;                    /* chunks handed to the caller */
+	struct sse_parser sse;
+	/* The trailing text or reasoning part still being merged; kept as
+	 * bytes so n deltas cost O(n), moved into parts by prov_flush(). */
+	struct core_buf tail;
+	const char *tail_key;           /* "text", "reasoning" or NULL */
+};
+
+void prov_out_init(struct prov_out *o, const char *what,
+                   const struct model_stream *stream, struct core_err *e);
+void prov_out_release(struct prov_out *o);
+/* Forget the output of a failed attempt (nothing was emitted yet). */
+void prov_out_reset(struct prov_out *o);
+
+/*
+ * Stream one part to the caller as a ModelResponseChunk and add it to the
+ * final content.  Consumes part.  Errors: the chunk callback's status.
+ */
+enum core_status prov_emit(struct prov_out *o, json_t *part);
+/* Add a part to the final content without streaming it.  Consumes part. */
+void prov_add_part(struct prov_out *o, json_t *part);
+/* Move the merged trailing part into parts (before looking at parts). */
+void prov_flush(struct prov_out *o);
+/* Move the result into resp (message, finish reason, usage). */
+void prov_out_finish(struct prov_out *o, struct model_response *resp);
+
+/*
+ * The API key: the key file's first line when req->key_file is set, else
+ * the first non-empty variable of envs (NULL-terminated).  *key is
+ * malloc()ed.  CORE_EUNAUTH when none is found; the message names the
+ * variables, never a value.
+ */
+enum core_status prov_key(const char *what, const char *const *envs,
+                          const char *key_file, char **key, struct core_err *e);
+/* The first non-empty variable of envs, else dflt, without a trailing '/'.
+ * malloc()ed; NULL only when out of memory. */
+char *prov_env_url(const char *const *envs, const char *dflt);
+
+/*
+ * POST body (JSON text) to url and feed the streamed reply, framed by mode,
+ * to on_event (ctx = the provider state, whose first member is o).
+ * on_error maps an error document.  A stream that ends without o->done
+ * set is a truncated stream (CORE_EUNAVAILABLE).  Every failure message
+ * has the key redacted.
+ */
+enum core_status prov_post(struct prov_out *o, const char *url,
+                           const char *const *headers, const char *body,
+                           const char *stream_type, enum sse_mode mode,
+                           sse_event_fn on_event,
+                           enum core_status (*on_error)(void *, struct http_error *,
+                                                        struct core_err *),
+                           void *ctx, const char *terminator);
+
+/* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
+ * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
+ * 429 RESOURCE_EXHAUSTED, 503/502/529 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
+ * other 5xx INTERNAL). */
+enum core_status prov_http_status(long status);
+/* A short text for an HTTP status ("Too Many Requests"), "" if unknown. */
+const char *prov_http_reason(long status);
+
+/*
+ * Fill e for a failed reply: "WHAT: HTTP 429 Too Many Requests: MSG", or
+ * for a 2xx reply of the wrong type "WHAT: unexpected Content-Type ...".
+ * msg may be NULL (then the start of the body is used).  Returns st.
+ */
+enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
+                                enum core_status st, const char *msg,
+                                struct core_err *e);
+/* A "try again in 1.5s" / "retryDelay":"37s" style hint in text, in ms;
+ * -1 if none.  after is the text that precedes the number. */
+int64_t prov_delay_hint(const char *text, const char *after);
+
+/* Parse a streamed event's JSON; CORE_EINVAL in o->e naming the provider. */
+json_t *prov_parse(struct prov_out *o, const char *data, size_t n);
+
+/* ---- Genkit message helpers ---- */
+
+/* The text parts of a content array joined; malloc()ed ("" when none). */
+char *prov_text(const json_t *content);
+/* A toolResponse output as wire text: a string as is, else compact JSON. */
+char *prov_output_text(const json_t *output);
+/* printf into new memory (malloc()ed); NULL when out of memory. */
+char *prov_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Compact JSON of v; malloc()ed, NULL on failure. */
+char *prov_dump(const json_t *v);
+/*
+ * A media URL split: for "data:TYPE;base64,DATA" *mime (malloc()ed) and
+ * *data (pointing into url) are set and 1 is returned; 0 for other URLs.
+ */
+int prov_data_url(const char *url, char **mime, const char **data);
+/*
+ * The toolResponse parts of a tool message, ordered as the toolRequest
+ * parts of the model message before it (matched by ref, then by name);
+ * unmatched responses keep their order at the end.  New array of borrowed
+ * part references (json_incref'd).
+ */
+json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg);
+/* Copy config keys not in skip (NULL-terminated) into dst. */
+void prov_pass_through(json_t *dst, const json_t *config, const char *const *skip);
+/* Config value of key or NULL (borrowed). */
+const json_t *prov_cfg(const json_t *config, const char *key);
+/* Set dst[key] = config[from] when present (new reference). */
+void prov_map(json_t *dst, const char *key, const json_t *config, const char *from);
+
+#endif

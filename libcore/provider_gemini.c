@@ -1,0 +1,464 @@
+/*
+ * provider_gemini.c - "googleai/MODEL": the Gemini API,
+ * streamGenerateContent?alt=sse.
+ *
+ * Gemini usually sends no call ids: a functionCall is matched to its
+ * functionResponse by position and name.  So tool requests get a ref only
+ * when Gemini gave an id (kept in the part's metadata.callId too, since
+ * the runtime gives refless requests refs of its own); going back, calls
+ * and responses carry an id only when Gemini gave one, and responses are
+ * put in the order of the calls they answer.  Thought signatures ride in
+ * metadata.signature and go back unchanged.
+ */
+#include "provider_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+struct gem {
+	struct prov_out o;
+};
+
+static const char *const key_envs[] = { "GEMINI_API_KEY", "GOOGLE_API_KEY", NULL };
+static const char *const url_envs[] = { "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", NULL };
+
+/* ---- request ---- */
+
+/* JSON Schema keys the Gemini Schema subset refuses, removed recursively. */
+static json_t *clean_schema(const json_t *s)
+{
+	json_t *out;
+	if (json_is_array(s)) {
+		size_t i;
+		json_t *v;
+		out = json_array();
+		json_array_foreach(s, i, v)
+			json_array_append_new(out, clean_schema(v));
+		return out;
+	}
+	if (!json_is_object(s))
+		return json_deep_copy(s);
+	out = json_object();
+	{
+		const char *k;
+		json_t *v;
+		json_object_foreach((json_t *)s, k, v) {
+			if (!strcmp(k, "$schema") || !strcmp(k, "additionalProperties"))
+				continue;
+			json_object_set_new(out, k, clean_schema(v));
+		}
+	}
+	return out;
+}
+
+static json_t *media_part(const json_t *m)
+{
+	const char *url = json_string_value(json_object_get(m, "url"));
+	const char *ct = json_string_value(json_object_get(m, "contentType"));
+	char *mime = NULL;
+	const char *data;
+	json_t *p;
+	if (!url)
+		return NULL;
+	if (prov_data_url(url, &mime, &data)) {
+		p = json_pack("{s:{s:s, s:s}}", "inlineData", "mimeType", ct ? ct : mime, "data", data);
+		free(mime);
+		return p;
+	}
+	p = json_pack("{s:{s:s}}", "fileData", "fileUri", url);
+	if (ct)
+		json_object_set_new(json_object_get(p, "fileData"), "mimeType", json_string(ct));
+	return p;
+}
+
+static void add_signature(json_t *part, const json_t *src)
+{
+	const json_t *sig = json_object_get(json_object_get(src, "metadata"), "signature");
+	if (jv_is_string(sig))
+		json_object_set(part, "thoughtSignature", (json_t *)sig);
+}
+
+/* The request part of prev_model that response r answers (or NULL). */
+static const json_t *call_for(const json_t *prev_model, const json_t *r, size_t pos)
+{
+	const char *ref = json_string_value(json_object_get(r, "ref"));
+	size_t i, n = 0;
+	json_t *p;
+	json_array_foreach(json_object_get(prev_model, "content"), i, p) {
+		const json_t *tr = json_object_get(p, "toolRequest");
+		const char *tref;
+		if (!tr)
+			continue;
+		tref = json_string_value(json_object_get(tr, "ref"));
+		if (ref && tref && !strcmp(ref, tref))
+			return p;
+		if (!ref && n == pos)
+			return p;
+		n++;
+	}
+	return NULL;
+}
+
+static enum core_status build(const json_t *msgs, json_t *contents, json_t **system,
+                              struct core_err *e)
+{
+	json_t *sys = json_array();
+	const json_t *prev_model = NULL;
+	size_t i;
+	json_t *m;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *content = json_object_get(m, "content");
+		json_t *parts = json_array(), *p;
+		size_t j;
+		if (!role || !json_is_array(content)) {
+			json_decref(parts);
+			json_decref(sys);
+			return core_fail(e, CORE_EINVAL, "googleai: message %zu has no role or content", i);
+		}
+		if (!strcmp(role, "tool")) {
+			json_t *rs = prov_ordered_responses(prev_model, m);
+			json_array_foreach(rs, j, p) {
+				const json_t *r = json_object_get(p, "toolResponse");
+				const json_t *out = json_object_get(r, "output");
+				const json_t *call = call_for(prev_model, r, j);
+				const json_t *cid = json_object_get(json_object_get(call, "metadata"), "callId");
+				json_t *fr = json_pack("{s:O}", "name", json_object_get(r, "name"));
+				if (jv_is_string(cid))
+					json_object_set(fr, "id", (json_t *)cid);
+				json_object_set_new(fr, "response", json_is_object(out)
+				        ? json_incref((json_t *)out)
+				        : json_pack("{s:O, s:O}", "name", json_object_get(r, "name"),
+				                    "content", out ? out : json_null()));
+				json_array_append_new(parts, json_pack("{s:o}", "functionResponse", fr));
+			}
+			json_decref(rs);
+			if (json_array_size(parts))
+				json_array_append_new(contents, json_pack("{s:s, s:o}", "role", "user", "parts", parts));
+			else
+				json_decref(parts);
+			continue;
+		}
+		json_array_foreach(content, j, p) {
+			const json_t *v, *t = json_object_get(p, "text");
+			json_t *part = NULL;
+			if ((v = json_object_get(p, "toolRequest"))) {
+				const json_t *in = json_object_get(v, "input");
+				const json_t *cid = json_object_get(json_object_get(p, "metadata"), "callId");
+				json_t *fc = json_pack("{s:O}", "name", json_object_get(v, "name"));
+				if (jv_is_string(cid))
+					json_object_set(fc, "id", (json_t *)cid);
+				json_object_set_new(fc, "args", json_is_object(in) ? json_incref((json_t *)in)
+				                    : in && !json_is_null(in) ? json_pack("{s:O}", "input", in)
+				                    : json_object());
+				part = json_pack("{s:o}", "functionCall", fc);
+				add_signature(part, p);
+			} else if ((v = json_object_get(p, "media"))) {
+				part = media_part(v);
+			} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
+				part = json_pack("{s:O, s:b}", "text", v, "thought", 1);
+				add_signature(part, p);
+			} else if ((v = json_object_get(p, "custom")) && json_is_object(v)) {
+				part = json_deep_copy(v);
+			} else if (jv_is_string(t) && json_string_length(t)) {
+				part = json_pack("{s:O}", "text", t);
+				add_signature(part, p);
+			}
+			if (part)
+				json_array_append_new(parts, part);
+		}
+		if (!strcmp(role, "system")) {
+			json_array_extend(sys, parts);
+			json_decref(parts);
+			continue;
+		}
+		if (strcmp(role, "user") && strcmp(role, "model")) {
+			json_decref(parts);
+			json_decref(sys);
+			return core_fail(e, CORE_EINVAL, "googleai: message %zu has unknown role '%s'", i, role);
+		}
+		if (!strcmp(role, "model"))
+			prev_model = m;
+		if (json_array_size(parts))
+			json_array_append_new(contents, json_pack("{s:s, s:o}", "role", role, "parts", parts));
+		else
+			json_decref(parts);
+	}
+	*system = json_array_size(sys) ? json_pack("{s:o}", "parts", sys) : (json_decref(sys), NULL);
+	return CORE_OK;
+}
+
+static json_t *build_tools(const json_t *tools)
+{
+	json_t *decls = json_array(), *t;
+	size_t i;
+	json_array_foreach(tools, i, t) {
+		const json_t *schema = json_object_get(t, "inputSchema");
+		json_t *d = json_pack("{s:O}", "name", json_object_get(t, "name"));
+		if (json_object_get(t, "description"))
+			json_object_set(d, "description", json_object_get(t, "description"));
+		if (json_is_object(schema))
+			json_object_set_new(d, "parameters", clean_schema(schema));
+		json_array_append_new(decls, d);
+	}
+	return json_pack("[{s:o}]", "functionDeclarations", decls);
+}
+
+static void map_config(json_t *b, const json_t *cfg)
+{
+	static const char *const top[] = { "safetySettings", "toolConfig", "cachedContent",
+		"labels", NULL };
+	static const char *const skip[] = { "safetySettings", "toolConfig", "cachedContent",
+		"labels", "version", "apiKey", "contents", "systemInstruction", "tools", NULL };
+	json_t *gc = json_object();
+	if (cfg) {
+		for (const char *const *k = top; *k; k++)
+			prov_map(b, *k, cfg, *k);
+		/* Genkit's names are Gemini's names; everything else is passed
+		 * into generationConfig as given (temperature, topK, ...). */
+		prov_pass_through(gc, cfg, skip);
+	}
+	if (json_object_size(gc))
+		json_object_set(b, "generationConfig", gc);
+	json_decref(gc);
+}
+
+/* ---- response ---- */
+
+static const char *map_finish(const char *f)
+{
+	static const char *const blocked[] = { "SAFETY", "RECITATION", "LANGUAGE", "BLOCKLIST",
+		"PROHIBITED_CONTENT", "SPII", "IMAGE_SAFETY", "IMAGE_PROHIBITED_CONTENT",
+		"IMAGE_RECITATION", NULL };
+	static const char *const other[] = { "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL",
+		"NO_IMAGE", "IMAGE_OTHER", "OTHER", "MISSING_THOUGHT_SIGNATURE",
+		"TOO_MANY_TOOL_CALLS", NULL };
+	if (!strcmp(f, "STOP"))
+		return "stop";
+	if (!strcmp(f, "MAX_TOKENS"))
+		return "length";
+	for (const char *const *b = blocked; *b; b++)
+		if (!strcmp(*b, f))
+			return "blocked";
+	for (const char *const *o = other; *o; o++)
+		if (!strcmp(*o, f))
+			return "other";
+	return "unknown";
+}
+
+static void map_usage(struct gem *s, const json_t *u)
+{
+	static const char *const from[] = { "promptTokenCount", "candidatesTokenCount",
+		"totalTokenCount", "thoughtsTokenCount", "cachedContentTokenCount" };
+	static const char *const to[] = { "inputTokens", "outputTokens", "totalTokens",
+		"thoughtsTokens", "cachedContentTokens" };
+	json_t *g = json_object();
+	for (size_t i = 0; i < 5; i++) {
+		const json_t *v = json_object_get(u, from[i]);
+		if (json_is_integer(v))
+			json_object_set(g, to[i], (json_t *)v);
+	}
+	json_decref(s->o.usage);
+	s->o.usage = g;
+}
+
+static json_t *signed_part(json_t *part, const json_t *src, const char *cid)
+{
+	const json_t *sig = json_object_get(src, "thoughtSignature");
+	json_t *md = NULL;
+	if (jv_is_string(sig) || cid) {
+		md = json_object();
+		if (jv_is_string(sig))
+			json_object_set(md, "signature", (json_t *)sig);
+		if (cid)
+			json_object_set_new(md, "callId", json_string(cid));
+		json_object_set_new(part, "metadata", md);
+	}
+	return part;
+}
+
+static enum core_status status_from_doc(const json_t *err, long http)
+{
+	const char *name = json_string_value(json_object_get(err, "status"));
+	size_t i;
+	json_t *d;
+	json_array_foreach(json_object_get(err, "details"), i, d) {
+		const char *reason = json_string_value(json_object_get(d, "reason"));
+		if (reason && !strcmp(reason, "API_KEY_INVALID"))
+			return CORE_EUNAUTH;
+	}
+	if (name && strcmp(name, "UNKNOWN")) {
+		enum core_status st = core_status_from_name(name);
+		if (st != CORE_EINTERNAL || !strcmp(name, "INTERNAL"))
+			return st;
+	}
+	return http ? prov_http_status(http) : CORE_EINTERNAL;
+}
+
+static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+{
+	struct gem *s = ctx;
+	json_t *v = prov_parse(&s->o, data, n), *p;
+	const json_t *cand, *fr, *err;
+	enum core_status st = CORE_OK;
+	size_t i;
+	if (!v)
+		return s->o.e ? s->o.e->st : CORE_EINVAL;
+	if ((err = json_object_get(v, "error"))) {
+		const char *msg = json_string_value(json_object_get(err, "message"));
+		const char *name = json_string_value(json_object_get(err, "status"));
+		st = core_fail(s->o.e, status_from_doc(err, (long)json_integer_value(json_object_get(err, "code"))),
+		               "googleai: error in stream: %s%s%s%s", msg ? msg : "unknown error",
+		               name ? " (" : "", name ? name : "", name ? ")" : "");
+		json_decref(v);
+		return st;
+	}
+	if (json_is_object(json_object_get(v, "usageMetadata")))
+		map_usage(s, json_object_get(v, "usageMetadata"));
+	cand = json_array_get(json_object_get(v, "candidates"), 0);
+	if (!cand) {
+		const char *br = json_string_value(json_object_get(json_object_get(v, "promptFeedback"),
+		                                                   "blockReason"));
+		if (br) {
+			snprintf(s->o.finish, sizeof s->o.finish, "blocked");
+			s->o.done = 1;
+		}
+		json_decref(v);
+		return CORE_OK;
+	}
+	json_array_foreach(json_object_get(json_object_get(cand, "content"), "parts"), i, p) {
+		const json_t *t = json_object_get(p, "text"), *x;
+		json_t *part = NULL;
+		if ((x = json_object_get(p, "functionCall"))) {
+			const char *id = json_string_value(json_object_get(x, "id"));
+			const json_t *args = json_object_get(x, "args");
+			json_t *tr = json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
+			                       "input", args ? args : json_object());
+			if (id && *id)
+				json_object_set_new(tr, "ref", json_string(id));
+			else
+				id = NULL;
+			part = signed_part(json_pack("{s:o}", "toolRequest", tr), p, id);
+		} else if (jv_is_string(t) && json_is_true(json_object_get(p, "thought"))) {
+			part = signed_part(json_pack("{s:O}", "reasoning", t), p, NULL);
+		} else if (jv_is_string(t)) {
+			if (!json_string_length(t) && !json_object_get(p, "thoughtSignature"))
+				continue;
+			part = signed_part(json_pack("{s:O}", "text", t), p, NULL);
+		} else if ((x = json_object_get(p, "inlineData"))) {
+			const char *mime = json_string_value(json_object_get(x, "mimeType"));
+			const char *d = json_string_value(json_object_get(x, "data"));
+			char *url = NULL;
+			if (mime && d && (url = prov_strf("data:%s;base64,%s", mime, d))) {
+				part = json_pack("{s:{s:s, s:s}}", "media", "url", url, "contentType", mime);
+				free(url);
+			}
+		} else if (json_object_size(p)) {
+			/* executableCode, codeExecutionResult, ...: kept as custom. */
+			part = json_pack("{s:O}", "custom", p);
+		}
+		if (part && (st = prov_emit(&s->o, part)))
+			break;
+	}
+	if (!st && jv_is_string(fr = json_object_get(cand, "finishReason"))) {
+		snprintf(s->o.finish, sizeof s->o.finish, "%s", map_finish(json_string_value(fr)));
+		s->o.done = 1;
+	}
+	json_decref(v);
+	return st;
+}
+
+static enum core_status on_error(void *ctx, struct http_error *he, struct core_err *e)
+{
+	struct gem *s = ctx;
+	struct core_err pe = {0};
+	json_t *doc = jv_parse(he->body, he->body_len, "error", 0, &pe);
+	const json_t *err = json_object_get(doc, "error"), *d;
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	enum core_status st = err ? status_from_doc(err, he->status) : prov_http_status(he->status);
+	size_t i;
+	if (he->status >= 200 && he->status <= 299 && !err)
+		st = CORE_EUNAVAILABLE;
+	json_array_foreach(json_object_get(err, "details"), i, d) {
+		const char *delay = json_string_value(json_object_get(d, "retryDelay"));
+		if (delay && he->retry_after_ms < 0)
+			he->retry_after_ms = prov_delay_hint(delay, "");
+	}
+	/* A daily quota does not come back by waiting. */
+	if (he->status == 429 && strstr(he->body, "PerDay"))
+		he->retryable = 0;
+	st = prov_fail_http(&s->o, he, st, msg, e);
+	json_decref(doc);
+	return st;
+}
+
+static enum core_status gem_generate(const char *name, const struct model_request *req,
+                                     const struct model_stream *stream,
+                                     struct model_response *resp, struct core_err *e)
+{
+	struct gem *s = calloc(1, sizeof *s);
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	json_t *b = NULL, *contents = NULL, *system = NULL;
+	enum core_status st;
+	const char *headers[4];
+	if (!s)
+		return core_fail(e, CORE_ENOMEM, "googleai: out of memory");
+	prov_out_init(&s->o, "googleai", stream, e);
+	if (!*name || strchr(name, '?') || strchr(name, '#')) {
+		st = core_fail(e, CORE_ENOTFOUND, "googleai: bad model name '%s' (use googleai/MODEL)", name);
+		goto out;
+	}
+	if ((st = prov_key("googleai", key_envs, req->key_file, &key, e)))
+		goto out;
+	s->o.key = key;
+	base = prov_env_url(url_envs, "https://generativelanguage.googleapis.com");
+	if (!base || !(url = prov_strf("%s/v1beta/models/%s:streamGenerateContent?alt=sse", base,
+	                      !strncmp(name, "models/", 7) ? name + 7 : name)) ||
+	    !(auth = prov_strf("x-goog-api-key: %s", key))) {
+		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
+		goto out;
+	}
+	contents = json_array();
+	if ((st = build(req->messages, contents, &system, e)))
+		goto out;
+	b = json_pack("{s:O}", "contents", contents);
+	if (system)
+		json_object_set(b, "systemInstruction", system);
+	if (json_array_size(req->tools))
+		json_object_set_new(b, "tools", build_tools(req->tools));
+	map_config(b, req->config);
+	if (!(body = prov_dump(b))) {
+		st = core_fail(e, CORE_ENOMEM, "googleai: cannot encode the request");
+		goto out;
+	}
+	headers[0] = auth;
+	headers[1] = "Content-Type: application/json";
+	headers[2] = "Accept: text/event-stream";
+	headers[3] = NULL;
+	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
+	               on_event, on_error, s, "a chunk with a finishReason");
+	if (!st)
+		prov_out_finish(&s->o, resp);
+out:
+	prov_out_release(&s->o);
+	json_decref(b);
+	json_decref(contents);
+	json_decref(system);
+	free(body);
+	if (auth) {
+		memset(auth, 0, strlen(auth));
+		free(auth);
+	}
+	if (key) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	free(url);
+	free(base);
+	free(s);
+	return st;
+}
+
+const struct model_provider model_googleai = { "googleai", gem_generate };

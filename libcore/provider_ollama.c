@@ -1,0 +1,333 @@
+/*
+ * provider_ollama.c - "ollama/MODEL": Ollama's native /api/chat, streamed
+ * as NDJSON.  No key.  The server is OLLAMA_HOST ("host", "host:port" or
+ * a URL; default 127.0.0.1:11434).  Tool calls arrive whole; tool results
+ * go back one "tool" message per result, with tool_name (and tool_call_id
+ * when the call had an id).
+ */
+#include "provider_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+struct oll {
+	struct prov_out o;
+};
+
+/* ---- request ---- */
+
+static json_t *tool_calls(const json_t *content)
+{
+	json_t *arr = json_array(), *p;
+	size_t i;
+	json_array_foreach(content, i, p) {
+		const json_t *tr = json_object_get(p, "toolRequest"), *in;
+		json_t *c;
+		if (!tr)
+			continue;
+		in = json_object_get(tr, "input");
+		c = json_pack("{s:{s:O, s:o}}", "function", "name", json_object_get(tr, "name"),
+		              "arguments", json_is_object(in) ? json_incref((json_t *)in)
+		              : in && !json_is_null(in) ? json_pack("{s:O}", "input", in) : json_object());
+		json_array_append_new(arr, c);
+	}
+	return arr;
+}
+
+static json_t *images(const json_t *content)
+{
+	json_t *arr = json_array(), *p;
+	size_t i;
+	json_array_foreach(content, i, p) {
+		const char *url = json_string_value(json_object_get(json_object_get(p, "media"), "url"));
+		char *mime;
+		const char *data;
+		if (url && prov_data_url(url, &mime, &data)) {
+			json_array_append_new(arr, json_string(data));
+			free(mime);
+		}
+	}
+	return arr;
+}
+
+static char *reasoning_text(const json_t *content)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *p;
+	size_t i;
+	json_array_foreach(content, i, p) {
+		const json_t *r = json_object_get(p, "reasoning");
+		if (jv_is_string(r))
+			core_buf_add(&b, json_string_value(r), json_string_length(r));
+	}
+	return core_buf_detach(&b, NULL);
+}
+
+static enum core_status build(const json_t *msgs, json_t *out, struct core_err *e)
+{
+	const json_t *prev_model = NULL;
+	size_t i;
+	json_t *m;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *content = json_object_get(m, "content");
+		json_t *msg, *x;
+		char *t;
+		if (!role || !json_is_array(content))
+			return core_fail(e, CORE_EINVAL, "ollama: message %zu has no role or content", i);
+		if (!strcmp(role, "tool")) {
+			json_t *rs = prov_ordered_responses(prev_model, m), *p;
+			size_t j;
+			json_array_foreach(rs, j, p) {
+				const json_t *r = json_object_get(p, "toolResponse");
+				const char *ref = json_string_value(json_object_get(r, "ref"));
+				char *ot = prov_output_text(json_object_get(r, "output"));
+				msg = json_pack("{s:s, s:s, s:O}", "role", "tool", "content", ot ? ot : "",
+				                "tool_name", json_object_get(r, "name"));
+				if (ref && *ref)
+					json_object_set_new(msg, "tool_call_id", json_string(ref));
+				json_array_append_new(out, msg);
+				free(ot);
+			}
+			json_decref(rs);
+			continue;
+		}
+		if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "model"))
+			return core_fail(e, CORE_EINVAL, "ollama: message %zu has unknown role '%s'", i, role);
+		t = prov_text(content);
+		msg = json_pack("{s:s, s:s}", "role", strcmp(role, "model") ? role : "assistant",
+		                "content", t ? t : "");
+		free(t);
+		x = images(content);
+		if (json_array_size(x))
+			json_object_set(msg, "images", x);
+		json_decref(x);
+		if (!strcmp(role, "model")) {
+			char *r = reasoning_text(content);
+			if (r && *r)
+				json_object_set_new(msg, "thinking", json_string(r));
+			free(r);
+			x = tool_calls(content);
+			if (json_array_size(x))
+				json_object_set(msg, "tool_calls", x);
+			json_decref(x);
+			prev_model = m;
+		}
+		json_array_append_new(out, msg);
+	}
+	return CORE_OK;
+}
+
+static json_t *build_tools(const json_t *tools)
+{
+	json_t *arr = json_array(), *t;
+	size_t i;
+	json_array_foreach(tools, i, t) {
+		const json_t *schema = json_object_get(t, "inputSchema");
+		json_t *fn = json_pack("{s:O}", "name", json_object_get(t, "name"));
+		if (json_object_get(t, "description"))
+			json_object_set(fn, "description", json_object_get(t, "description"));
+		json_object_set_new(fn, "parameters", json_is_object(schema)
+		                    ? json_incref((json_t *)schema)
+		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+	}
+	return arr;
+}
+
+static void map_config(json_t *b, const json_t *cfg)
+{
+	static const char *const top[] = { "format", "think", "keep_alive", NULL };
+	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
+		"stopSequences", "seed", "format", "think", "keep_alive", "version", "apiKey",
+		"options", "model", "messages", "tools", "stream", NULL };
+	json_t *opts = json_object();
+	if (cfg) {
+		for (const char *const *k = top; *k; k++)
+			prov_map(b, *k, cfg, *k);
+		if (json_is_object(prov_cfg(cfg, "options")))
+			json_object_update(opts, (json_t *)prov_cfg(cfg, "options"));
+		prov_map(opts, "temperature", cfg, "temperature");
+		prov_map(opts, "num_predict", cfg, "maxOutputTokens");
+		prov_map(opts, "top_p", cfg, "topP");
+		prov_map(opts, "top_k", cfg, "topK");
+		prov_map(opts, "stop", cfg, "stopSequences");
+		prov_map(opts, "seed", cfg, "seed");
+		/* Anything else is a Modelfile parameter (num_ctx, min_p, ...). */
+		prov_pass_through(opts, cfg, skip);
+	}
+	if (json_object_size(opts))
+		json_object_set(b, "options", opts);
+	json_decref(opts);
+}
+
+/* ---- response ---- */
+
+static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+{
+	struct oll *s = ctx;
+	json_t *v = prov_parse(&s->o, data, n), *c;
+	const json_t *msg, *x, *err;
+	enum core_status st = CORE_OK;
+	size_t i;
+	(void)type;
+	if (!v)
+		return s->o.e ? s->o.e->st : CORE_EINVAL;
+	if ((err = json_object_get(v, "error"))) {
+		const char *m = json_string_value(err);
+		if (!m)
+			m = json_string_value(json_object_get(err, "message"));
+		st = core_fail(s->o.e, CORE_EINTERNAL, "ollama: error in stream: %s", m ? m : "unknown error");
+		json_decref(v);
+		return st;
+	}
+	msg = json_object_get(v, "message");
+	if (jv_is_string(x = json_object_get(msg, "thinking")) && json_string_length(x))
+		st = prov_emit(&s->o, json_pack("{s:O}", "reasoning", x));
+	if (!st && jv_is_string(x = json_object_get(msg, "content")) && json_string_length(x))
+		st = prov_emit(&s->o, json_pack("{s:O}", "text", x));
+	json_array_foreach(json_object_get(msg, "tool_calls"), i, c) {
+		const json_t *fn = json_object_get(c, "function"), *args;
+		const char *id = json_string_value(json_object_get(c, "id"));
+		json_t *tr;
+		if (st)
+			break;
+		args = json_object_get(fn, "arguments");
+		if (jv_is_string(args)) {
+			/* Arguments as a JSON string (an OpenAI habit): decode. */
+			struct core_err pe = {0};
+			json_t *a = jv_parse(json_string_value(args), json_string_length(args), "arguments", 0, &pe);
+			tr = json_pack("{s:O, s:o}", "name", json_object_get(fn, "name"), "input",
+			               a ? a : json_incref((json_t *)args));
+		} else {
+			tr = json_pack("{s:O, s:O}", "name", json_object_get(fn, "name"), "input",
+			               args ? args : json_object());
+		}
+		if (id && *id)
+			json_object_set_new(tr, "ref", json_string(id));
+		st = prov_emit(&s->o, json_pack("{s:o}", "toolRequest", tr));
+	}
+	if (!st && json_is_true(json_object_get(v, "done"))) {
+		const char *r = json_string_value(json_object_get(v, "done_reason"));
+		json_t *u = json_object();
+		snprintf(s->o.finish, sizeof s->o.finish, "%s", r && !strcmp(r, "length") ? "length" : "stop");
+		if (json_is_integer(x = json_object_get(v, "prompt_eval_count")))
+			json_object_set(u, "inputTokens", (json_t *)x);
+		if (json_is_integer(x = json_object_get(v, "eval_count")))
+			json_object_set(u, "outputTokens", (json_t *)x);
+		if (json_object_size(u)) {
+			json_decref(s->o.usage);
+			s->o.usage = u;
+		} else {
+			json_decref(u);
+		}
+		s->o.done = 1;
+	}
+	json_decref(v);
+	return st;
+}
+
+static enum core_status on_error(void *ctx, struct http_error *he, struct core_err *e)
+{
+	struct oll *s = ctx;
+	struct core_err pe = {0};
+	json_t *doc = jv_parse(he->body, he->body_len, "error", 0, &pe);
+	const json_t *err = json_object_get(doc, "error");
+	const char *msg = json_string_value(err);
+	enum core_status st;
+	if (!msg)
+		msg = json_string_value(json_object_get(err, "message"));
+	if (he->status >= 200 && he->status <= 299)
+		st = prov_fail_http(&s->o, he, err ? CORE_EINTERNAL : CORE_EUNAVAILABLE, msg, e);
+	else
+		st = prov_fail_http(&s->o, he, prov_http_status(he->status), msg, e);
+	json_decref(doc);
+	return st;
+}
+
+/* OLLAMA_HOST as Ollama reads it: scheme and port optional. */
+static char *host_url(void)
+{
+	const char *h = getenv("OLLAMA_HOST");
+	const char *scheme = "http://", *rest, *colon;
+	char *url = NULL;
+	size_t n;
+	if (!h || !*h)
+		h = "127.0.0.1:11434";
+	if (strstr(h, "://"))
+		scheme = "";
+	rest = *scheme ? h : strstr(h, "://") + 3;
+	n = strcspn(rest, "/");
+	if (rest[0] == '[') {
+		/* [v6]:port */
+		const char *close = memchr(rest, ']', n);
+		colon = close && close + 1 < rest + n && close[1] == ':' ? close + 1 : NULL;
+	} else {
+		colon = memchr(rest, ':', n);
+	}
+	n = strlen(h);
+	while (n && h[n - 1] == '/')
+		n--;
+	if (!(url = prov_strf("%s%.*s%s", scheme, (int)n, h, colon ? "" : ":11434")))
+		return NULL;
+	/* "0.0.0.0" binds everywhere on the server side; connect locally. */
+	if (!strncmp(url, "http://0.0.0.0", 14)) {
+		memcpy(url + 7, "127.0.0", 7);
+	}
+	return url;
+}
+
+static enum core_status oll_generate(const char *name, const struct model_request *req,
+                                     const struct model_stream *stream,
+                                     struct model_response *resp, struct core_err *e)
+{
+	struct oll *s = calloc(1, sizeof *s);
+	char *base = NULL, *url = NULL, *body = NULL;
+	json_t *b = NULL, *msgs = NULL;
+	enum core_status st;
+	const char *headers[3];
+	if (!s)
+		return core_fail(e, CORE_ENOMEM, "ollama: out of memory");
+	prov_out_init(&s->o, "ollama", stream, e);
+	if (!*name) {
+		st = core_fail(e, CORE_ENOTFOUND, "ollama: no model name (use ollama/MODEL)");
+		goto out;
+	}
+	base = host_url();
+	if (!base || !(url = prov_strf("%s/api/chat", base))) {
+		st = core_fail(e, CORE_ENOMEM, "ollama: out of memory");
+		goto out;
+	}
+	msgs = json_array();
+	if ((st = build(req->messages, msgs, e)))
+		goto out;
+	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
+	if (json_array_size(req->tools))
+		json_object_set_new(b, "tools", build_tools(req->tools));
+	json_object_set_new(b, "stream", json_true());
+	map_config(b, req->config);
+	if (!(body = prov_dump(b))) {
+		st = core_fail(e, CORE_ENOMEM, "ollama: cannot encode the request");
+		goto out;
+	}
+	headers[0] = "Content-Type: application/json";
+	headers[1] = "Accept: application/x-ndjson";
+	headers[2] = NULL;
+	st = prov_post(&s->o, url, headers, body, "application/x-ndjson", SSE_MODE_NDJSON,
+	               on_event, on_error, s, "a \"done\": true line");
+	if (!st)
+		prov_out_finish(&s->o, resp);
+out:
+	prov_out_release(&s->o);
+	json_decref(b);
+	json_decref(msgs);
+	free(body);
+	free(url);
+	free(base);
+	free(s);
+	return st;
+}
+
+const struct model_provider model_ollama = { "ollama", oll_generate };

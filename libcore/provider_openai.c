@@ -1,0 +1,472 @@
+/*
+ * provider_openai.c - "openai/MODEL": Chat Completions, streamed (SSE).
+ *
+ * Also reaches the OpenAI-compatible servers (Ollama /v1, llama.cpp, vLLM)
+ * through OPENAI_BASE_URL.  Parallel tool calls arrive as argument
+ * fragments keyed by index; they are assembled and handed on whole when
+ * the choice finishes.
+ */
+#include "provider_common.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "json.h"
+
+#define MAX_CALLS 128
+
+struct oai_call {
+	char *id, *name;
+	struct core_buf args;
+	int used;
+};
+
+struct oai {
+	struct prov_out o;          /* first: prov_post's ctx */
+	struct oai_call calls[MAX_CALLS];
+	int ncalls;                 /* highest index used + 1 */
+	int calls_sent;
+	char refusal;
+};
+
+static const char *const key_envs[] = { "OPENAI_API_KEY", NULL };
+static const char *const url_envs[] = { "OPENAI_BASE_URL", NULL };
+
+/* ---- request ---- */
+
+static json_t *user_content(const json_t *content)
+{
+	json_t *arr = json_array();
+	int media = 0;
+	size_t i;
+	json_t *p;
+	json_array_foreach(content, i, p) {
+		const json_t *m = json_object_get(p, "media");
+		const json_t *t = json_object_get(p, "text");
+		if (m && jv_is_string(json_object_get(m, "url"))) {
+			media = 1;
+			json_array_append_new(arr, json_pack("{s:s, s:{s:O}}", "type", "image_url",
+			                                     "image_url", "url", json_object_get(m, "url")));
+		} else if (jv_is_string(t) && !json_object_get(p, "toolResponse")) {
+			json_array_append_new(arr, json_pack("{s:s, s:O}", "type", "text", "text", t));
+		}
+	}
+	if (!media) {
+		/* Text only: a plain string, which every compatible server takes. */
+		char *s = prov_text(content);
+		json_decref(arr);
+		arr = json_string(s ? s : "");
+		free(s);
+	}
+	return arr;
+}
+
+static json_t *tool_call(const json_t *tr)
+{
+	const char *name = json_string_value(json_object_get(tr, "name"));
+	const char *ref = json_string_value(json_object_get(tr, "ref"));
+	const json_t *input = json_object_get(tr, "input");
+	char *args = prov_dump(input ? input : json_object());
+	json_t *c;
+	if (!input && args) {
+		free(args);
+		args = strdup("{}");
+	}
+	/* Genkit's rule: the call id is the ref, else the tool's name. */
+	c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ref && *ref ? ref : name ? name : "",
+	              "type", "function", "function", "name", name ? name : "",
+	              "arguments", args ? args : "{}");
+	free(args);
+	return c;
+}
+
+static enum core_status build_messages(const json_t *msgs, json_t *out, struct core_err *e)
+{
+	size_t i;
+	json_t *m;
+	const json_t *prev_model = NULL;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		const json_t *content = json_object_get(m, "content");
+		if (!role || !json_is_array(content))
+			return core_fail(e, CORE_EINVAL, "openai: message %zu has no role or content", i);
+		if (!strcmp(role, "system")) {
+			char *t = prov_text(content);
+			json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system",
+			                                     "content", t ? t : ""));
+			free(t);
+		} else if (!strcmp(role, "user")) {
+			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user",
+			                                     "content", user_content(content)));
+		} else if (!strcmp(role, "model")) {
+			json_t *a = json_object(), *calls = json_array();
+			char *t = prov_text(content);
+			size_t j;
+			json_t *p;
+			json_array_foreach(content, j, p)
+				if (json_object_get(p, "toolRequest"))
+					json_array_append_new(calls, tool_call(json_object_get(p, "toolRequest")));
+			json_object_set_new(a, "role", json_string("assistant"));
+			json_object_set_new(a, "content", t && (*t || !json_array_size(calls))
+			                    ? json_string(t) : json_null());
+			if (json_array_size(calls))
+				json_object_set(a, "tool_calls", calls);
+			json_decref(calls);
+			free(t);
+			json_array_append_new(out, a);
+			prev_model = m;
+		} else if (!strcmp(role, "tool")) {
+			json_t *rs = prov_ordered_responses(prev_model, m);
+			size_t j;
+			json_t *p;
+			json_array_foreach(rs, j, p) {
+				const json_t *r = json_object_get(p, "toolResponse");
+				const char *ref = json_string_value(json_object_get(r, "ref"));
+				const char *name = json_string_value(json_object_get(r, "name"));
+				char *out_text = prov_output_text(json_object_get(r, "output"));
+				json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool",
+				        "tool_call_id", ref && *ref ? ref : name ? name : "",
+				        "content", out_text ? out_text : "null"));
+				free(out_text);
+			}
+			json_decref(rs);
+		} else {
+			return core_fail(e, CORE_EINVAL, "openai: message %zu has unknown role '%s'", i, role);
+		}
+	}
+	return CORE_OK;
+}
+
+static json_t *build_tools(const json_t *tools)
+{
+	json_t *arr = json_array();
+	size_t i;
+	json_t *t;
+	json_array_foreach(tools, i, t) {
+		json_t *fn = json_object();
+		const json_t *schema = json_object_get(t, "inputSchema");
+		json_object_set(fn, "name", json_object_get(t, "name"));
+		if (json_object_get(t, "description"))
+			json_object_set(fn, "description", json_object_get(t, "description"));
+		json_object_set_new(fn, "parameters", schema && json_is_object(schema)
+		                    ? json_incref((json_t *)schema)
+		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn));
+	}
+	return arr;
+}
+
+static void map_config(json_t *body, const json_t *cfg, int official)
+{
+	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
+		"stopSequences", "presencePenalty", "frequencyPenalty", "seed", "version",
+		"apiKey", "stream", "stream_options", "model", "messages", "tools", NULL };
+	if (!cfg)
+		return;
+	prov_map(body, "temperature", cfg, "temperature");
+	/* max_tokens is deprecated at OpenAI (reasoning models refuse it), but
+	 * it is what the compatible servers know. */
+	prov_map(body, official ? "max_completion_tokens" : "max_tokens", cfg, "maxOutputTokens");
+	prov_map(body, "top_p", cfg, "topP");
+	prov_map(body, "stop", cfg, "stopSequences");
+	prov_map(body, "presence_penalty", cfg, "presencePenalty");
+	prov_map(body, "frequency_penalty", cfg, "frequencyPenalty");
+	prov_map(body, "seed", cfg, "seed");
+	prov_pass_through(body, cfg, skip);
+}
+
+/* ---- response ---- */
+
+static void map_usage(struct oai *s, const json_t *u)
+{
+	json_t *g = json_object();
+	const json_t *v;
+	if ((v = json_object_get(u, "prompt_tokens")) && json_is_integer(v))
+		json_object_set(g, "inputTokens", (json_t *)v);
+	if ((v = json_object_get(u, "completion_tokens")) && json_is_integer(v))
+		json_object_set(g, "outputTokens", (json_t *)v);
+	if ((v = json_object_get(u, "total_tokens")) && json_is_integer(v))
+		json_object_set(g, "totalTokens", (json_t *)v);
+	v = json_object_get(json_object_get(u, "completion_tokens_details"), "reasoning_tokens");
+	if (json_is_integer(v) && json_integer_value(v))
+		json_object_set(g, "thoughtsTokens", (json_t *)v);
+	v = json_object_get(json_object_get(u, "prompt_tokens_details"), "cached_tokens");
+	if (json_is_integer(v) && json_integer_value(v))
+		json_object_set(g, "cachedContentTokens", (json_t *)v);
+	json_decref(s->o.usage);
+	s->o.usage = g;
+}
+
+static const char *map_finish(const char *f)
+{
+	if (!strcmp(f, "stop") || !strcmp(f, "tool_calls"))
+		return "stop";
+	if (!strcmp(f, "length"))
+		return "length";
+	if (!strcmp(f, "content_filter"))
+		return "blocked";
+	return "other";
+}
+
+static void calls_clear(struct oai *s)
+{
+	for (int i = 0; i < s->ncalls; i++) {
+		free(s->calls[i].id);
+		free(s->calls[i].name);
+		core_buf_release(&s->calls[i].args);
+		memset(&s->calls[i], 0, sizeof s->calls[i]);
+	}
+	s->ncalls = 0;
+	s->calls_sent = 0;
+}
+
+/* Hand on the assembled tool calls, once. */
+static enum core_status send_calls(struct oai *s)
+{
+	enum core_status st;
+	if (s->calls_sent)
+		return CORE_OK;
+	s->calls_sent = 1;
+	for (int i = 0; i < s->ncalls; i++) {
+		struct oai_call *c = &s->calls[i];
+		json_t *input, *tr;
+		if (!c->used)
+			continue;
+		if (!c->args.len) {
+			input = json_object();
+		} else {
+			struct core_err pe = {0};
+			input = jv_parse(c->args.p, c->args.len, "arguments", 0, &pe);
+			if (!input)
+				return core_fail(s->o.e, CORE_EINTERNAL,
+				                 "openai: tool call '%s' has invalid JSON arguments: %s",
+				                 c->name ? c->name : "", pe.msg);
+		}
+		tr = json_pack("{s:s, s:o}", "name", c->name ? c->name : "", "input", input);
+		if (c->id && *c->id)
+			json_object_set_new(tr, "ref", json_string(c->id));
+		if ((st = prov_emit(&s->o, json_pack("{s:o}", "toolRequest", tr))))
+			return st;
+	}
+	return CORE_OK;
+}
+
+static enum core_status add_call_delta(struct oai *s, const json_t *d)
+{
+	const json_t *ix = json_object_get(d, "index"), *fn = json_object_get(d, "function");
+	const json_t *args = json_object_get(fn, "arguments");
+	const char *id = json_string_value(json_object_get(d, "id"));
+	const char *name = json_string_value(json_object_get(fn, "name"));
+	json_int_t i = json_is_integer(ix) ? json_integer_value(ix) : s->ncalls;
+	struct oai_call *c;
+	if (i < 0 || i >= MAX_CALLS)
+		return core_fail(s->o.e, CORE_EINTERNAL, "openai: tool call index %lld out of range",
+		                 (long long)i);
+	c = &s->calls[i];
+	if (!c->used) {
+		c->used = 1;
+		core_buf_init(&c->args, PROV_EVENT_MAX);
+	}
+	if (i >= s->ncalls)
+		s->ncalls = (int)i + 1;
+	/* Never overwrite a stored id or name with an empty one. */
+	if (id && *id && !c->id)
+		c->id = strdup(id);
+	if (name && *name && !c->name)
+		c->name = strdup(name);
+	if (jv_is_string(args)) {
+		if (core_buf_add(&c->args, json_string_value(args), json_string_length(args)))
+			return core_fail(s->o.e, CORE_ETOOBIG, "openai: tool call arguments too long");
+	} else if (json_is_object(args)) {
+		/* Some proxies send the arguments as an object. */
+		char *t = prov_dump(args);
+		core_buf_reset(&c->args);
+		core_buf_adds(&c->args, t ? t : "{}");
+		free(t);
+	}
+	return CORE_OK;
+}
+
+static enum core_status stream_error(struct oai *s, const json_t *err)
+{
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	const char *type = json_string_value(json_object_get(err, "type"));
+	const json_t *code = json_object_get(err, "code");
+	enum core_status st = CORE_EINTERNAL;
+	if (json_is_integer(code))
+		st = prov_http_status((long)json_integer_value(code));
+	else if (type && strstr(type, "rate_limit"))
+		st = CORE_EEXHAUSTED;
+	else if (type && (strstr(type, "overloaded") || strstr(type, "unavailable")))
+		st = CORE_EUNAVAILABLE;
+	if (!msg && jv_is_string(err))
+		msg = json_string_value(err);
+	return core_fail(s->o.e, st, "openai: error in stream: %s%s%s%s", msg ? msg : "unknown error",
+	                 type ? " (" : "", type ? type : "", type ? ")" : "");
+}
+
+static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+{
+	struct oai *s = ctx;
+	json_t *v, *ch;
+	size_t i;
+	enum core_status st = CORE_OK;
+	if (n == 6 && !memcmp(data, "[DONE]", 6)) {
+		s->o.done = 1;
+		return send_calls(s);
+	}
+	if (!n)
+		return CORE_OK;
+	if (!(v = prov_parse(&s->o, data, n)))
+		return s->o.e ? s->o.e->st : CORE_EINVAL;
+	if (json_object_get(v, "error") || !strcmp(type, "error")) {
+		st = stream_error(s, json_object_get(v, "error") ? json_object_get(v, "error") : v);
+		json_decref(v);
+		return st;
+	}
+	json_array_foreach(json_object_get(v, "choices"), i, ch) {
+		const json_t *d = json_object_get(ch, "delta");
+		const json_t *t, *tc, *fr = json_object_get(ch, "finish_reason");
+		const json_t *ix = json_object_get(ch, "index");
+		size_t j;
+		if (json_is_integer(ix) && json_integer_value(ix) != 0)
+			continue; /* n > 1: only the first choice is the reply */
+		t = json_object_get(d, "reasoning_content");
+		if (!jv_is_string(t))
+			t = json_object_get(d, "reasoning");
+		if (jv_is_string(t) && json_string_length(t) &&
+		    (st = prov_emit(&s->o, json_pack("{s:O}", "reasoning", t))))
+			break;
+		t = json_object_get(d, "content");
+		if (jv_is_string(t) && json_string_length(t) &&
+		    (st = prov_emit(&s->o, json_pack("{s:O}", "text", t))))
+			break;
+		t = json_object_get(d, "refusal");
+		if (jv_is_string(t) && json_string_length(t)) {
+			s->refusal = 1;
+			if ((st = prov_emit(&s->o, json_pack("{s:O}", "text", t))))
+				break;
+		}
+		json_array_foreach(json_object_get(d, "tool_calls"), j, tc)
+			if ((st = add_call_delta(s, tc)))
+				break;
+		if (st)
+			break;
+		if (jv_is_string(fr)) {
+			snprintf(s->o.finish, sizeof s->o.finish, "%s",
+			         s->refusal ? "blocked" : map_finish(json_string_value(fr)));
+			if ((st = send_calls(s)))
+				break;
+		}
+	}
+	if (!st && json_is_object(json_object_get(v, "usage")))
+		map_usage(s, json_object_get(v, "usage"));
+	json_decref(v);
+	return st;
+}
+
+static enum core_status on_error(void *ctx, struct http_error *he, struct core_err *e)
+{
+	struct oai *s = ctx;
+	struct core_err pe = {0};
+	json_t *doc = jv_parse(he->body, he->body_len, "error", 0, &pe);
+	const json_t *err = json_object_get(doc, "error");
+	const char *msg, *code;
+	enum core_status st;
+	/* vLLM's older flat shape: {"object":"error","message":...}. */
+	if (!json_is_object(err) && json_is_object(doc) && json_object_get(doc, "message"))
+		err = doc;
+	msg = json_string_value(json_object_get(err, "message"));
+	if (!msg && jv_is_string(err))
+		msg = json_string_value(err);
+	code = json_string_value(json_object_get(err, "code"));
+	if (he->status >= 200 && he->status <= 299) {
+		st = err ? stream_error(s, err) : prov_fail_http(&s->o, he, CORE_EUNAVAILABLE, msg, e);
+		json_decref(doc);
+		return st;
+	}
+	st = prov_http_status(he->status);
+	if (code && !strcmp(code, "insufficient_quota"))
+		he->retryable = 0; /* billing: waiting does not help */
+	if (he->retry_after_ms < 0)
+		he->retry_after_ms = prov_delay_hint(msg, "try again in");
+	st = prov_fail_http(&s->o, he, st, msg, e);
+	json_decref(doc);
+	return st;
+}
+
+static void on_attempt_reset(struct oai *s)
+{
+	calls_clear(s);
+	s->refusal = 0;
+}
+
+static enum core_status oai_generate(const char *name, const struct model_request *req,
+                                     const struct model_stream *stream,
+                                     struct model_response *resp, struct core_err *e)
+{
+	struct oai *s = calloc(1, sizeof *s);
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	json_t *b = NULL, *msgs = NULL;
+	enum core_status st;
+	const char *headers[4];
+	if (!s)
+		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
+	prov_out_init(&s->o, "openai", stream, e);
+	if (!*name) {
+		st = core_fail(e, CORE_ENOTFOUND, "openai: no model name (use openai/MODEL)");
+		goto out;
+	}
+	if ((st = prov_key("openai", key_envs, req->key_file, &key, e)))
+		goto out;
+	s->o.key = key;
+	base = prov_env_url(url_envs, "https://api.openai.com/v1");
+	if (!base || !(url = prov_strf("%s/chat/completions", base)) ||
+	    !(auth = prov_strf("Authorization: Bearer %s", key))) {
+		st = core_fail(e, CORE_ENOMEM, "openai: out of memory");
+		goto out;
+	}
+	msgs = json_array();
+	if ((st = build_messages(req->messages, msgs, e)))
+		goto out;
+	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
+	if (json_array_size(req->tools))
+		json_object_set_new(b, "tools", build_tools(req->tools));
+	json_object_set_new(b, "stream", json_true());
+	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
+	map_config(b, req->config, !strcmp(base, "https://api.openai.com/v1"));
+	if (!(body = prov_dump(b))) {
+		st = core_fail(e, CORE_ENOMEM, "openai: cannot encode the request");
+		goto out;
+	}
+	headers[0] = auth;
+	headers[1] = "Content-Type: application/json";
+	headers[2] = "Accept: text/event-stream";
+	headers[3] = NULL;
+	/* Each attempt starts clean: prov_post resets o; reset calls here too. */
+	on_attempt_reset(s);
+	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
+	               on_event, on_error, s, "data: [DONE]");
+	if (!st)
+		prov_out_finish(&s->o, resp);
+out:
+	calls_clear(s);
+	prov_out_release(&s->o);
+	json_decref(b);
+	json_decref(msgs);
+	free(body);
+	if (auth) {
+		memset(auth, 0, strlen(auth));
+		free(auth);
+	}
+	if (key) {
+		memset(key, 0, strlen(key));
+		free(key);
+	}
+	free(url);
+	free(base);
+	free(s);
+	return st;
+}
+
+const struct model_provider model_openai = { "openai", oai_generate };
