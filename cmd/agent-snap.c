@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../libcore/agent_ext.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
 #include "../libcore/util.h"
@@ -18,6 +19,8 @@ enum {
 	OPT_KEEP = 'k',
 	OPT_BEFORE = 'b',
 	OPT_HB_TIMEOUT = CLI_LONG + 1,
+	OPT_AGENT = 'a',
+	OPT_AGENTS = CLI_LONG + 2,
 };
 
 static const struct cli_opt opts[] = {
@@ -27,6 +30,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_SESSION, "session", "SID",
 	  "print the session's latest row (with IDs: check that they belong to SID)" },
 	{ OPT_METADATA, "metadata-only", NULL, "leave out the state (never read)" },
+	{ OPT_AGENT, "agent", "AGENT",
+	  "read states as AGENT's clients see them: through its state transform (docs/transforms.md)" },
+	{ OPT_AGENTS, "agents", "DIR", "look for AGENT.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
 	{ OPT_KEEP, "keep", "N", "prune: keep the newest N rows of each session" },
 	{ OPT_BEFORE, "before", "TIME",
 	  "prune: only rows created before TIME (RFC 3339, or a duration ago: 24h)" },
@@ -111,6 +117,8 @@ struct opts {
 	size_t keep;
 	int64_t before_ns;
 	int have_keep, have_before;
+	const char *agent, *agents_dir;   /* -a: read through its state transform */
+	struct agent_ext *x;
 };
 
 static enum core_status print_row(const json_t *row, struct core_err *e)
@@ -153,7 +161,8 @@ static enum core_status show_ids(struct store *s, const struct opts *o, char **i
 			               "(snapshot's session: '%s')", ids[i], o->session, sid);
 		if (st == CORE_OK) {
 			store_shape(row, now, o->hb_timeout_ms);
-			st = print_row(row, &e);
+			if ((st = agent_ext_snap_row(o->x, row, &e)) == CORE_OK)
+				st = print_row(row, &e);
 		}
 		json_decref(row);
 		if (st != CORE_OK) {
@@ -173,7 +182,8 @@ static enum core_status show_latest(struct store *s, const struct opts *o)
 	enum core_status st = store_latest(s, o->session, o->flags, &row, &e);
 	if (st == CORE_OK) {
 		store_shape(row, core_now_ns(), o->hb_timeout_ms);
-		st = print_row(row, &e);
+		if ((st = agent_ext_snap_row(o->x, row, &e)) == CORE_OK)
+			st = print_row(row, &e);
 	}
 	json_decref(row);
 	return st == CORE_OK ? st : cli_report(&e);
@@ -441,9 +451,14 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	if (st != CORE_OK)
 		return st;
 
+	if (o->agent && (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK) {
+		core_buf_release(&path);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	}
 	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
 	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
 		core_buf_release(&path);
+		agent_ext_free(o->x);
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
 	core_buf_release(&path);
@@ -466,6 +481,7 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	else
 		st = prune(s, o, argv, argc);
 	store_close(s);
+	agent_ext_free(o->x);
 	return st;
 }
 
@@ -497,6 +513,8 @@ int main(int argc, char **argv)
 			o.have_before = 1;
 			break;
 		case OPT_HB_TIMEOUT: hb = arg; break;
+		case OPT_AGENT: o.agent = arg; break;
+		case OPT_AGENTS: o.agents_dir = arg; break;
 		}
 	}
 	if (hb) {

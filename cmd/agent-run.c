@@ -1,0 +1,952 @@
+/* agent-run.c - run an agent: AgentInput in, AgentStreamChunk NDJSON out,
+ * one final output line. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "../libcore/agent.h"
+#include "../libcore/agent_ext.h"
+#include "../libcore/detach.h"
+#include "../libcore/json.h"
+#include "../libcore/lines.h"
+#include "../libcore/runtime.h"
+#include "../libcore/util.h"
+#include "../store/store.h"
+
+enum {
+	OPT_MESSAGE = 'm',
+	OPT_SESSION = 's',
+	OPT_FORMAT = 'f',
+	OPT_MODEL = CLI_LONG + 1,
+	OPT_SYSTEM,
+	OPT_TOOL,
+	OPT_MAX_TURNS,
+	OPT_CONFIG,
+	OPT_AGENTS,
+	OPT_PROMPT,
+	OPT_INPUT,
+	OPT_SNAPSHOT,
+	OPT_STATE,
+	OPT_INIT,
+	OPT_STORE,
+	OPT_NO_STORE,
+	OPT_DESCRIBE,
+	OPT_MAX_RECORD,
+	OPT_DETACH = 'd',
+	OPT_HB_INTERVAL = CLI_LONG + 100,
+	OPT_HB_TIMEOUT,
+	OPT_EXEC = CLI_LONG + 300,
+	OPT_DOCS,
+	OPT_STATE_TRANSFORM,
+	OPT_STREAM_TRANSFORM,
+	OPT_LIST,
+};
+
+static const struct cli_opt opts[] = {
+	{ OPT_MESSAGE, "message", "TEXT", "run one turn with this user text (repeatable: one turn each)" },
+	{ OPT_SESSION, "session", "ID", "resume the session's latest snapshot, or start a session under ID" },
+	{ OPT_SNAPSHOT, "snapshot", "ID", "resume from this snapshot (with --session: it must belong to it)" },
+	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
+	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
+	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
+	{ OPT_NO_STORE, "no-store", NULL, "client-managed state: no store, the final state is in output.state" },
+	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
+	{ OPT_PROMPT, "prompt", "NAME", "render this shared prompt (with --input) instead of the agent's own" },
+	{ OPT_INPUT, "input", "JSON", "the prompt's input (default: its front matter's input.default)" },
+	{ OPT_MODEL, "model", "NAME", "the model: echo, script/PATH, provider/name (overrides the prompt's)" },
+	{ OPT_SYSTEM, "system", "TEXT", "inline agent: the system instruction" },
+	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
+	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
+	{ OPT_CONFIG, "config", "JSON", "model configuration object (temperature, maxOutputTokens, ...)" },
+	{ OPT_FORMAT, "format", "FORMAT", "ndjson (default when stdout is not a terminal) or text" },
+	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
+	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
+	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
+	  "the pending snapshot ID at once (docs/detach.md)" },
+	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
+	  "a detached worker beats its row this often (default $AGENTKIT_HEARTBEAT_INTERVAL, else 30s)" },
+	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
+	  "a pending row whose beat is older is presumed dead (default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ OPT_EXEC, "exec", "CMD", "a custom agent: the handler command CMD runs each turn (docs/custom-agents.md)" },
+	{ OPT_DOCS, "docs", "CMD", "grounding: CMD gets the conversation, prints documents for the turn (docs/transforms.md)" },
+	{ OPT_STATE_TRANSFORM, "state-transform", "CMD", "filter the state clients see through CMD, an NDJSON filter" },
+	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
+	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ 0 }
+};
+
+static const struct cli_exitcode exits[] = {
+	{ 0, "completed with a usable result (finish reason stop, other, unknown or empty); detached" },
+	{ 1, "the turn failed (a model or tool failure)" },
+	{ 2, "aborted (max turns; SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run)" },
+	{ 4, "not found: the agent, a tool, the model or the snapshot" },
+	{ 5, "failed precondition (wrong state mode, resume of a pending row)" },
+	{ 6, "interrupted: a tool interrupted; resume with a {\"resume\":...} input" },
+	{ 7, "finished without a usable result (finish reason length or blocked)" },
+	{ 100, "usage error" },
+	{ 101, "malformed input (bad NDJSON, an invalid AgentInput or init)" },
+	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ -1, NULL }
+};
+
+static const struct cli_prog prog = {
+	.name = "agent-run",
+	.purpose = "run an agent turn by turn and stream what it does as NDJSON",
+	.synopsis = "[OPTION]... [AGENT] [-m TEXT]...\n[OPTION]... --model NAME [--system TEXT] [--tool NAME]... [-m TEXT]...",
+	.description =
+	"Runs AGENT (a name looked up as NAME.prompt in --agents DIR, "
+	"$AGENTKIT_PATH and ./agents, or a path to a .prompt file), or an "
+	"inline agent defined by --model, --system, --tool, --max-turns and "
+	"--config.  Each -m TEXT is one turn; without -m, each line of stdin "
+	"is one AgentInput ({\"message\":...}, {\"resume\":{...}}, {} to "
+	"re-attempt), run in order.\n\n"
+	"stdout is NDJSON: the AgentStreamChunk objects of every turn "
+	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
+	"then exactly one final line: {\"output\": AgentOutput}, or "
+	"{\"error\": {\"status\", \"message\"}} when the invocation never "
+	"started (bad init, unknown agent or snapshot).  --format text prints "
+	"the model's text as it streams and a summary on stderr.\n\n"
+	"Sessions are server-managed by default: every committed turn writes "
+	"one snapshot to the store, --session ID resumes a session's latest "
+	"snapshot (or starts one under ID) and --snapshot ID a given one.  "
+	"With --no-store the state is client-managed: pass it in with --state "
+	"FILE and take it from output.state.  The session ID is printed on "
+	"every output.\n\n"
+	"Tools are executables with a JSON manifest (tools/NAME.json beside "
+	"the agent, in DIR/tools of the agent path, or ./tools); see "
+	"docs/agent-run.md for the tool protocol and the script/PATH model "
+	"format.\n\n"
+	"Detached runs (docs/detach.md): --detach, or an input line with "
+	"\"detach\": true, writes a \"pending\" snapshot row, prints "
+	"{\"output\": {\"finishReason\": \"detached\", \"sessionId\", "
+	"\"snapshotId\"}} and exits 0 at once, while a background worker (its "
+	"own session, stdio detached) runs the inputs read so far, beats the row "
+	"and finalizes it completed, failed or aborted.  Follow it with "
+	"agent-wait ID, stop it with agent-abort ID.  The worker's log is "
+	"STORE/logs/ID.log beside the store.\n\n"
+	"SIGINT, SIGTERM and SIGHUP (or the reader of stdout going away) stop an "
+	"attached run: the turn in flight is cancelled, a turn that committed is "
+	"written \"aborted\", the final line still names the resume point, exit "
+	"2.  A second signal ends agent-run at once.",
+	.opts = opts,
+	.examples =
+	"$ agent-run --no-store --model echo -m hi\n"
+	"  one turn with the offline echo model, state in output.state\n"
+	"$ agent-run tasks -m 'add buy milk' | jpatch-apply --stream\n"
+	"  run the tasks agent and follow its custom state live\n"
+	"$ agent-run tasks --session \"$id\" -m 'and mark it done'\n"
+	"  continue a session from its latest snapshot\n"
+	"$ echo '{\"resume\":{\"respond\":[...]}}' | agent-run tasks --session \"$id\"\n"
+	"  answer an interrupted tool and go on\n"
+	"$ id=$(agent-run tasks --detach -m 'plan the week' | jq -r .output.snapshotId)\n"
+	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
+	.exits = exits,
+};
+
+struct out_ctx {
+	int text;               /* --format text */
+	int midline;            /* text printed without a newline yet */
+	enum core_status st;    /* first write failure */
+	struct core_err err;
+	struct core_buf line;
+	int pipe;               /* stdout is a pipe or socket */
+	int gone;               /* ... whose reader went away: a caller stop */
+};
+
+/* ---- caller stops (runtime-semantics §2.5) ---- */
+
+static volatile sig_atomic_t stop_signal;   /* the first SIGINT/SIGTERM/SIGHUP */
+static int devnull = -1;                    /* for stdin and stdout once stopped */
+static struct detach_watch *watch;          /* the detached worker's watcher */
+static struct agent_ext *ext;               /* --exec, transforms, --docs (agent_ext.h) */
+
+static void on_stop_signal(int sig)
+{
+	if (stop_signal) {
+		/* The second one: end at once, as the signal does by default. */
+		signal(sig, SIG_DFL);
+		raise(sig);
+		return;
+	}
+	stop_signal = sig;
+	/* A read of stdin blocked between turns sees EOF after EINTR. */
+	if (devnull >= 0)
+		dup2(devnull, 0);
+}
+
+static void catch_stop_signals(void)
+{
+	struct sigaction sa;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = on_stop_signal;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_flags = 0;        /* no SA_RESTART: a blocked read returns EINTR */
+	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
+	for (int i = 0; i < 3; i++) {
+		struct sigaction old;
+		/* SIGINT and SIGHUP ignored on entry (a background job of a
+		 * script, nohup) stay ignored, as Unix tools do. */
+		if (sigs[i] != SIGTERM && sigaction(sigs[i], NULL, &old) == 0
+		    && old.sa_handler == SIG_IGN)
+			continue;
+		sigaction(sigs[i], &sa, NULL);
+	}
+}
+
+/* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
+ * (detached) the abort flip. */
+static int run_cancelled(void *ctx)
+{
+	struct out_ctx *o = ctx;
+	if (stop_signal || o->gone)
+		return 1;
+	if (watch)
+		return detach_watch_aborted(watch);
+	if (o->pipe) {
+		struct pollfd p = { .fd = 1, .events = 0 };
+		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)))
+			o->gone = 1;
+	}
+	return o->gone;
+}
+
+static enum core_status write_json(struct out_ctx *o, const json_t *v)
+{
+	core_buf_reset(&o->line);
+	if (jv_dump(v, &o->line))
+		return core_fail(&o->err, CORE_ENOMEM, "out of memory");
+	enum core_status st = cli_write_line(&o->line, &o->err);
+	if (!st)
+		st = cli_flush(&o->err);
+	return st;
+}
+
+static enum core_status show_chunk(void *ctx, const json_t *chunk)
+{
+	struct out_ctx *o = ctx;
+	enum core_status st = CORE_OK;
+	if (o->st)
+		return o->st;
+	if (!o->text) {
+		st = write_json(o, chunk);
+	} else {
+		const json_t *mc = json_object_get(chunk, "modelChunk");
+		const char *role = json_string_value(json_object_get(mc, "role"));
+		size_t i;
+		json_t *p;
+		if (mc && role && !strcmp(role, "model"))
+			json_array_foreach(json_object_get(mc, "content"), i, p) {
+				const json_t *t = json_object_get(p, "text");
+				if (json_is_string(t) && json_string_length(t)) {
+					st = cli_write(json_string_value(t), json_string_length(t), &o->err);
+					o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
+				}
+			}
+		if (!st && json_object_get(chunk, "turnEnd") && o->midline) {
+			st = cli_write("\n", 1, &o->err);
+			o->midline = 0;
+		}
+		if (!st)
+			st = cli_flush(&o->err);
+	}
+	if (st == CORE_EPIPE)
+		o->gone = 1;
+	if (st)
+		o->st = st;
+	return st;
+}
+
+/* §7.2: the stream transform on every forwarded chunk; null drops it, a
+ * failure stops the stream and fails the invocation (agent_ext_failed). */
+static enum core_status on_chunk(void *ctx, const json_t *chunk)
+{
+	struct core_err e = { 0 };
+	json_t *shown = NULL;
+	if (agent_ext_chunk(ext, chunk, &shown, &e) || !shown)
+		return CORE_OK;
+	enum core_status st = show_chunk(ctx, shown);
+	json_decref(shown);
+	return st;
+}
+
+/* agent-run --list: the agents on the agent path, one per line. */
+static enum core_status list_agents(struct out_ctx *o, const char *agents_dir)
+{
+	struct core_err e = { 0 };
+	json_t *list = NULL, *a;
+	size_t i;
+	enum core_status st = agent_ext_list(agents_dir, &list, &e);
+	if (st)
+		return cli_report(&e);
+	json_array_foreach(list, i, a)
+		if ((st = write_json(o, a)))
+			break;
+	json_decref(list);
+	if (st && st != CORE_EPIPE)
+		cli_report(&o->err);
+	return st;
+}
+
+static void on_warn(void *ctx, const char *msg)
+{
+	cli_warn("%s", msg);
+}
+
+/* The final {"error": ...} line of an invocation that never started. */
+static enum core_status init_failed(struct out_ctx *o, const struct core_err *e)
+{
+	cli_report(e);
+	if (!o->text) {
+		json_t *line = json_pack("{s:{s:s, s:s}}", "error", "status", core_status_name(e->st),
+		                         "message", e->msg);
+		if (line)
+			write_json(o, line);
+		json_decref(line);
+	}
+	return e->st;
+}
+
+static enum core_status set_init(json_t *init, const char *key, json_t *v)
+{
+	if (json_object_get(init, key)) {
+		json_decref(v);
+		return cli_usage("the init's '%s' is given twice (--init and a flag)", key);
+	}
+	json_object_set_new(init, key, v);
+	return CORE_OK;
+}
+
+static json_t *user_message(const char *text)
+{
+	return json_pack("{s:{s:[{s:s}], s:s}}", "message", "content", "text", text, "role", "user");
+}
+
+/* ---- detached runs (runtime-semantics §2; docs/detach.md) ---- */
+
+struct detach_ctx {
+	struct runtime *rt;
+	const struct agent *agent;
+	struct store **store;       /* main's handle: closed before the fork */
+	const char *store_path;     /* the store directory */
+	int64_t hb_interval_ms;
+	json_t **queue;             /* inputs for the background, in order */
+	size_t n, cap;
+	int role;                   /* DETACH_NONE, DETACH_CALLER, DETACH_WORKER */
+	char id[STORE_ID_MAX + 1];  /* the pending row */
+	struct core_buf log;        /* the worker's log file */
+	enum core_status worker_st; /* the worker: how the row was finalized */
+};
+
+enum { DETACH_NONE, DETACH_CALLER, DETACH_WORKER };
+
+static void queue_release(struct detach_ctx *d)
+{
+	for (size_t i = 0; i < d->n; i++)
+		json_decref(d->queue[i]);
+	free(d->queue);
+	d->queue = NULL;
+	d->n = d->cap = 0;
+}
+
+static int has_payload(const json_t *in)
+{
+	const json_t *m = json_object_get(in, "message"), *r = json_object_get(in, "resume");
+	return json_is_object(m) || json_array_size(json_object_get(r, "respond"))
+	    || json_array_size(json_object_get(r, "restart"));
+}
+
+/*
+ * Queue an input for the background (§2.1): "detach" is cleared; a detach
+ * input is queued only when it carries a payload, so a bare
+ * {"detach":true} causes no extra turn.
+ */
+static enum core_status queue_input(struct detach_ctx *d, const json_t *in)
+{
+	int detach = json_is_true(json_object_get(in, "detach"));
+	if (detach && !has_payload(in))
+		return CORE_OK;
+	if (d->n == d->cap) {
+		size_t cap = d->cap ? 2 * d->cap : 8;
+		json_t **q = realloc(d->queue, cap * sizeof *q);
+		if (!q)
+			return CORE_ENOMEM;
+		d->queue = q;
+		d->cap = cap;
+	}
+	json_t *c = json_copy((json_t *)in);
+	if (!c)
+		return CORE_ENOMEM;
+	json_object_del(c, "detach");
+	d->queue[d->n++] = c;
+	return CORE_OK;
+}
+
+/* The worker's log lines: "TIME agent-run[PID]: text". */
+static void wlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void wlog(const char *fmt, ...)
+{
+	char now[CORE_TIME_MAX];
+	va_list ap;
+	core_time_format(core_now_ns(), now);
+	fprintf(stderr, "%s %s[%ld]: ", now, cli_progname, (long)getpid());
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+/* The row the worker would have finalized, when it could not start. */
+static void abandon(struct detach_ctx *d, const json_t *pending, const struct core_err *why)
+{
+	struct core_err e = { 0 };
+	char msg[sizeof e.msg + 200];
+	snprintf(msg, sizeof msg, "agent \"%s\": detach: %s", d->agent->name, why->msg);
+	rt_fail(d->rt, why->st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, msg);
+	if (!store_open(d->store_path, d->store, &e)) {
+		json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt);
+		struct detach_result r = { 0, output, state };
+		if (output && state)
+			detach_finalize(*d->store, pending, &r, NULL, &e);
+		json_decref(output);
+		json_decref(state);
+	}
+}
+
+/* The worker: run the queue without streaming, beat, finalize (§2.2-2.3). */
+static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
+                                   const json_t *pending)
+{
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	devnull = -1;   /* detach_fork() closed it with every other descriptor */
+	enum core_status st = store_open(d->store_path, &s, &e);
+	if (!st)
+		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, 0, &watch, &e);
+	if (st) {
+		wlog("cannot start: %s", e.msg);
+		detach_ready(p, &e);
+		store_close(s);
+		return st;
+	}
+	/* Logged before the caller returns, so the log names the worker. */
+	const char *parent = json_string_value(json_object_get(pending, "parentId"));
+	wlog("worker started: agent %s, session %s, snapshot %s, parent %s, %zu input%s, heartbeat every %lldms",
+	     d->agent->name, rt_session_id(d->rt), d->id, parent ? parent : "(none)", d->n,
+	     d->n == 1 ? "" : "s", (long long)d->hb_interval_ms);
+	detach_ready(p, NULL);
+	*d->store = s;
+	rt_detach(d->rt, s);
+
+	for (size_t i = 0; i < d->n; i++) {
+		st = rt_turn(d->rt, d->queue[i]);
+		wlog("input %zu of %zu: %s", i + 1, d->n, st ? "the invocation ended" : "turn done");
+		if (st)
+			break;
+	}
+	int aborted = detach_watch_aborted(watch) || stop_signal;
+	if (stop_signal)
+		wlog("stopped by signal %d", (int)stop_signal);
+	else if (aborted)
+		wlog("the abort flip was seen");
+	agent_ext_finish(ext, d->rt);
+	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
+	struct detach_result r = { aborted, output, state };
+	detach_watch_quiesce(watch);
+	st = output && state ? detach_finalize(s, pending, &r, &row, &e)
+	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
+	if (st) {
+		wlog("cannot finalize the row: %s", e.msg);
+	} else if (!row) {
+		wlog("the row was already settled; nothing written");
+	} else {
+		const json_t *err = json_object_get(row, "error");
+		const char *reason = json_string_value(json_object_get(row, "finishReason"));
+		wlog("finalized %s%s%s%s%s", json_string_value(json_object_get(row, "status")),
+		     reason ? ", finish reason " : "", reason ? reason : "",
+		     err ? ": " : "", err ? json_string_value(json_object_get(err, "message")) : "");
+		st = store_outcome(row);
+	}
+	long beats = 0, failed = 0;
+	struct core_err be = { 0 };
+	detach_watch_end(watch, &beats, &failed, &be);
+	watch = NULL;
+	if (failed)
+		wlog("%ld of %ld heartbeats failed, the last: %s", failed, beats + failed, be.msg);
+	json_decref(row);
+	json_decref(output);
+	json_decref(state);
+	return st;
+}
+
+/*
+ * Detach with the queued inputs (§2.2): capability check, the pending row
+ * chained to the last committed row, the worker.  Returns CORE_OK in the
+ * caller (d->role DETACH_CALLER: print the detached output) and in the
+ * worker (DETACH_WORKER, d->worker_st says how it ended); otherwise the
+ * invocation failed (rt_fail) and its output is the failed one.
+ */
+static enum core_status detach_start(struct detach_ctx *d)
+{
+	struct core_err e = { 0 };
+	char msg[sizeof e.msg + 200];
+	json_t *pending = NULL;
+	enum core_status st;
+	if (!*d->store) {
+		snprintf(msg, sizeof msg, "agent \"%s\": detach requires a session store", d->agent->name);
+		rt_fail(d->rt, CORE_EPRECONDITION, msg);
+		return CORE_EPRECONDITION;
+	}
+	if ((st = detach_pending(*d->store, rt_session_id(d->rt), rt_last_snapshot_id(d->rt),
+	                         &pending, &e))) {
+		snprintf(msg, sizeof msg, "agent \"%s\": detach: save pending snapshot: %s",
+		         d->agent->name, e.msg);
+		rt_fail(d->rt, st, msg);
+		return st;
+	}
+	snprintf(d->id, sizeof d->id, "%s", json_string_value(json_object_get(pending, "snapshotId")));
+	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e)))
+		goto fail;
+
+	/* The handle never crosses fork(); buffered output must not be doubled. */
+	store_close(*d->store);
+	*d->store = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	struct detach_proc p;
+	if ((st = detach_fork(d->log.p, &p, &e)))
+		goto fail;
+	if (p.worker) {
+		d->role = DETACH_WORKER;
+		d->worker_st = worker_run(d, &p, pending);
+		json_decref(pending);
+		return CORE_OK;
+	}
+	if ((st = detach_wait_ready(&p, &e)))
+		goto fail;
+	d->role = DETACH_CALLER;
+	json_decref(pending);
+	return CORE_OK;
+fail:
+	abandon(d, pending, &e);
+	json_decref(pending);
+	return st;
+}
+
+/* One stdin line as an AgentInput: *in is NULL for a "null" line; errors
+ * end the invocation (rt_fail) naming the line. */
+static enum core_status parse_input(struct runtime *rt, const char *line, size_t len,
+                                    size_t lineno, json_t **in)
+{
+	struct core_err e = { 0 };
+	*in = jv_parse(line, len, "<stdin>", lineno, &e);
+	if (!*in) {
+		rt_fail(rt, e.st, e.msg);
+		return e.st;
+	}
+	if (json_is_null(*in)) {
+		json_decref(*in);
+		*in = NULL;
+		return CORE_OK;
+	}
+	if (rt_input_check(*in, &e)) {
+		char msg[sizeof e.msg + 40];
+		snprintf(msg, sizeof msg, "%s (at <stdin>:%zu)", e.msg, lineno);
+		rt_fail(rt, CORE_EINVAL, msg);
+		json_decref(*in);
+		*in = NULL;
+		return CORE_EINVAL;
+	}
+	return CORE_OK;
+}
+
+/*
+ * Queue stdin's lines: all of them (--detach), or only those already
+ * written (a "detach" line: the reader drains what is there without
+ * blocking, later lines are not read).
+ */
+static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr, int nonblock)
+{
+	struct core_err e = { 0 };
+	enum core_status st = CORE_OK;
+	int fl = nonblock ? fcntl(0, F_GETFL) : -1;
+	int restore = fl >= 0 && !(fl & O_NONBLOCK) && fcntl(0, F_SETFL, fl | O_NONBLOCK) == 0;
+	char *line;
+	size_t len;
+	for (;;) {
+		st = core_lines_next(lr, &line, &len, &e);
+		if (st == CORE_ESYS && nonblock && (e.sys == EAGAIN || e.sys == EWOULDBLOCK)) {
+			st = CORE_OK;
+			break;
+		}
+		if (st) {
+			rt_fail(d->rt, st == CORE_ESYS ? CORE_ESYS : CORE_EINVAL, e.msg);
+			break;
+		}
+		if (!line)
+			break;
+		json_t *in;
+		if ((st = parse_input(d->rt, line, len, lr->lineno, &in)))
+			break;
+		if (in && (st = queue_input(d, in))) {
+			rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+			json_decref(in);
+			break;
+		}
+		json_decref(in);
+	}
+	if (restore)
+		fcntl(0, F_SETFL, fl);
+	return st;
+}
+
+/* Run stdin's AgentInput lines; stops at the first failed turn, or
+ * detaches at a "detach" line. */
+static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int detach_all)
+{
+	struct core_lines lr;
+	struct core_err e = { 0 };
+	enum core_status st = CORE_OK;
+	char *line;
+	size_t len;
+	core_lines_init(&lr, 0, "<stdin>", max_record);
+	if (detach_all) {
+		if (!(st = queue_stdin(d, &lr, 0)) && !stop_signal)
+			st = detach_start(d);
+		core_lines_release(&lr);
+		return st;
+	}
+	for (;;) {
+		if ((st = core_lines_next(&lr, &line, &len, &e))) {
+			rt_fail(d->rt, st == CORE_ESYS ? CORE_ESYS : CORE_EINVAL, e.msg);
+			break;
+		}
+		if (!line || stop_signal)
+			break;
+		json_t *in;
+		if ((st = parse_input(d->rt, line, len, lr.lineno, &in)))
+			break;
+		if (!in)
+			continue;
+		if (json_is_true(json_object_get(in, "detach"))) {
+			/* §2.1: this input (if it has a payload) and the lines
+			 * already written go to the background. */
+			st = queue_input(d, in);
+			json_decref(in);
+			if (st) {
+				rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+				break;
+			}
+			if (*d->store && (st = queue_stdin(d, &lr, 1)))
+				break;
+			st = detach_start(d);
+			break;
+		}
+		st = rt_turn(d->rt, in);
+		json_decref(in);
+		if (st)
+			break;
+	}
+	core_lines_release(&lr);
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	const char *arg, *store_path = NULL, *format = NULL, *state_file = NULL, *init_json = NULL;
+	const char *session = NULL, *snapshot = NULL;
+	const char **messages = NULL, **tools = NULL;
+	size_t nmsg = 0, ntools = 0;
+	uint64_t max_record = CORE_LINES_DEFAULT_MAX;
+	int no_store = 0, describe = 0, detach = 0, key;
+	int64_t hb_interval = -1, hb_timeout = -1;
+	struct core_buf store_dir = CORE_BUF_INIT(4096);
+	struct detach_ctx det = { 0 };
+	struct agent_spec spec = { 0 };
+	struct agent_ext_spec xspec = { 0 };
+	int list = 0;
+	struct core_err e = { 0 };
+	struct out_ctx o = { 0 };
+	struct agent *agent = NULL;
+	struct store *store = NULL;
+	struct runtime *rt = NULL;
+	json_t *init = NULL, *output = NULL;
+	enum core_status st = CORE_OK;
+
+	cli_start(&prog);
+	core_buf_init(&o.line, CORE_BUF_UNLIMITED);
+	while ((key = cli_next(argc, argv, &arg)) != -1) {
+		switch (key) {
+		case OPT_MESSAGE:
+		case OPT_TOOL: {
+			const char ***v = key == OPT_MESSAGE ? &messages : &tools;
+			size_t *n = key == OPT_MESSAGE ? &nmsg : &ntools;
+			const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
+			if (!nv) {
+				st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+				goto out;
+			}
+			nv[(*n)++] = arg;
+			nv[*n] = NULL;
+			*v = nv;
+			break;
+		}
+		case OPT_SESSION: session = arg; break;
+		case OPT_SNAPSHOT: snapshot = arg; break;
+		case OPT_STATE: state_file = arg; break;
+		case OPT_INIT: init_json = arg; break;
+		case OPT_STORE: store_path = arg; break;
+		case OPT_NO_STORE: no_store = 1; break;
+		case OPT_AGENTS: spec.agents_dir = arg; break;
+		case OPT_PROMPT: spec.prompt = arg; break;
+		case OPT_INPUT: spec.input_json = arg; break;
+		case OPT_MODEL: spec.model = arg; break;
+		case OPT_SYSTEM: spec.system = arg; break;
+		case OPT_CONFIG: spec.config_json = arg; break;
+		case OPT_DESCRIBE: describe = 1; break;
+		case OPT_FORMAT: format = arg; break;
+		case OPT_MAX_TURNS: {
+			char *end;
+			long n = strtol(arg, &end, 10);
+			if (*arg == 0 || *end || n < 1 || n > 1000000) {
+				st = cli_usage("max turns must be greater than 0, got '%s'", arg);
+				goto out;
+			}
+			spec.max_turns = (int)n;
+			break;
+		}
+		case OPT_DETACH: detach = 1; break;
+		case OPT_EXEC: xspec.exec = arg; spec.model_optional = 1; break;
+		case OPT_DOCS: xspec.docs = arg; break;
+		case OPT_STATE_TRANSFORM: xspec.state_transform = arg; break;
+		case OPT_STREAM_TRANSFORM: xspec.stream_transform = arg; break;
+		case OPT_LIST: list = 1; break;
+		case OPT_HB_INTERVAL:
+		case OPT_HB_TIMEOUT: {
+			int64_t *ms = key == OPT_HB_INTERVAL ? &hb_interval : &hb_timeout;
+			if (core_parse_duration(arg, ms, &e) || *ms <= 0) {
+				st = cli_usage("--heartbeat-%s: %s", key == OPT_HB_INTERVAL ? "interval" : "timeout",
+				               e.msg[0] ? e.msg : "must be positive");
+				goto out;
+			}
+			break;
+		}
+		case OPT_MAX_RECORD:
+			if (core_parse_size(arg, &max_record, &e) || max_record == 0) {
+				st = cli_usage("--max-record: %s", e.msg[0] ? e.msg : "must be positive");
+				goto out;
+			}
+			break;
+		}
+	}
+	if (optind < argc)
+		spec.name = argv[optind++];
+	if (optind < argc) {
+		st = cli_usage("unexpected argument '%s'", argv[optind]);
+		goto out;
+	}
+	if (format && strcmp(format, "ndjson") && strcmp(format, "text")) {
+		st = cli_usage("--format must be ndjson or text, not '%s'", format);
+		goto out;
+	}
+	o.text = format ? !strcmp(format, "text") : isatty(1);
+	if (no_store && store_path) {
+		st = cli_usage("--store and --no-store exclude each other");
+		goto out;
+	}
+	spec.tools = tools;
+
+	/* The init: --init, then the flags. */
+	if (init_json) {
+		init = jv_parse(init_json, strlen(init_json), "--init", 0, &e);
+		if (!init) {
+			st = init_failed(&o, &e);
+			goto out;
+		}
+	} else if (!(init = json_object())) {
+		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+		goto out;
+	}
+	if (json_is_object(init)) {
+		if (session && (st = set_init(init, "sessionId", json_string(session))))
+			goto out;
+		if (snapshot && (st = set_init(init, "snapshotId", json_string(snapshot))))
+			goto out;
+		if (state_file) {
+			struct core_buf b = CORE_BUF_INIT(max_record);
+			json_t *s = NULL;
+			if (!(st = core_buf_read_file(&b, state_file, &e)))
+				s = jv_parse(b.p ? b.p : "", b.len, state_file, 0, &e);
+			core_buf_release(&b);
+			if (!s) {
+				st = init_failed(&o, &e);
+				goto out;
+			}
+			if ((st = set_init(init, "state", s)))
+				goto out;
+		}
+	}
+
+	if (list) {
+		st = list_agents(&o, spec.agents_dir);
+		goto out;
+	}
+	if ((st = agent_load(&spec, &agent, &e)) || (st = agent_ext_load(agent, &xspec, &ext, &e))) {
+		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&o, &e);
+		goto out;
+	}
+	if (describe) {
+		json_t *d = NULL;
+		if ((st = agent_ext_describe(agent, ext, !no_store, &d, &e))) {
+			st = init_failed(&o, &e);
+			goto out;
+		}
+		st = write_json(&o, d);
+		json_decref(d);
+		if (st)
+			cli_report(&o.err);
+		goto out;
+	}
+	/* Heartbeats: the flags, else the environment, else Genkit's. */
+	static const char *const hb_env[2] = { "AGENTKIT_HEARTBEAT_INTERVAL", "AGENTKIT_HEARTBEAT_TIMEOUT" };
+	int64_t *hb[2] = { &hb_interval, &hb_timeout };
+	for (int i = 0; i < 2; i++) {
+		const char *v = getenv(hb_env[i]);
+		if (*hb[i] < 0 && v && *v && (core_parse_duration(v, hb[i], &e) || *hb[i] <= 0)) {
+			st = cli_usage("%s: %s", hb_env[i], e.msg[0] ? e.msg : "must be positive");
+			goto out;
+		}
+	}
+	if (hb_interval < 0)
+		hb_interval = DETACH_HEARTBEAT_INTERVAL_MS;
+	if (!no_store) {
+		if (!(st = store_default_path(store_path, &store_dir, &e)))
+			st = store_open(store_dir.p, &store, &e);
+		if (st) {
+			st = init_failed(&o, &e);
+			goto out;
+		}
+	}
+
+	struct rt_sink sink = { on_chunk, on_warn, &o };
+	struct rt_config cfg = { .agent = agent, .store = store, .init = init, .sink = &sink };
+	cfg.heartbeat_timeout_ms = hb_timeout > 0 ? hb_timeout : 0;
+	cfg.cancelled = run_cancelled;
+	cfg.cancel_ctx = &o;
+	cfg.ext = ext;
+	if ((st = rt_open(&cfg, &rt, &e))) {
+		st = init_failed(&o, &e);
+		goto out;
+	}
+
+	/* Caller stops (§2.5) from here on. */
+	struct stat sb;
+	o.pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
+	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+	catch_stop_signals();
+
+	det.rt = rt;
+	det.agent = agent;
+	det.store = &store;
+	det.store_path = store_dir.p;
+	det.hb_interval_ms = hb_interval;
+	core_buf_init(&det.log, CORE_BUF_UNLIMITED);
+	if (nmsg) {
+		for (size_t i = 0; i < nmsg; i++) {
+			json_t *in = user_message(messages[i]);
+			if (detach) {
+				st = in ? queue_input(&det, in) : CORE_ENOMEM;
+				if (st)
+					rt_fail(rt, CORE_ENOMEM, "out of memory");
+			} else {
+				st = in ? rt_turn(rt, in) : CORE_ENOMEM;
+			}
+			json_decref(in);
+			if (st)
+				break;
+		}
+		if (detach && !st && !stop_signal)
+			detach_start(&det);
+	} else {
+		run_stdin(&det, (size_t)max_record, detach);
+	}
+	if (det.role == DETACH_WORKER) {
+		st = det.worker_st;
+		goto out;
+	}
+	if (det.role == DETACH_CALLER) {
+		/* §2.2 step 6: the detached output, at once. */
+		output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
+		                   "sessionId", rt_session_id(rt), "snapshotId", det.id);
+		st = output ? CORE_OK : CORE_ENOMEM;
+		if (output && !o.text) {
+			json_t *line = json_pack("{s:O}", "output", output);
+			st = line ? write_json(&o, line) : CORE_ENOMEM;
+			json_decref(line);
+			if (st)
+				cli_report(&o.err);
+		} else if (output) {
+			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
+			        rt_session_id(rt), det.id, det.log.p);
+		}
+		goto out;
+	}
+	if (stop_signal || o.gone)
+		rt_abort(rt);   /* stopped between turns; a no-op once a turn ended it */
+
+	agent_ext_finish(ext, rt);      /* a custom agent's end, failed transforms */
+	output = rt_output(rt);
+	if (!output) {
+		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+		goto out;
+	}
+	if (agent_ext_output(ext, output, &e))  /* its result, the state transform */
+		cli_warn("the state is omitted from the failed output: %s", e.msg);
+	st = rt_output_status(output);
+	const json_t *err = json_object_get(output, "error");
+	if (err && !o.gone)     /* a reader that went away is a quiet stop */
+		cli_warn("%s", json_string_value(json_object_get(err, "message")));
+	if (!o.text) {
+		json_t *line = json_pack("{s:O}", "output", output);
+		if (!o.st && line)
+			o.st = write_json(&o, line);
+		json_decref(line);
+	} else {
+		const char *reason = json_string_value(json_object_get(output, "finishReason"));
+		const char *snap = json_string_value(json_object_get(output, "snapshotId"));
+		fprintf(stderr, "%s: %s, session %s%s%s\n", cli_progname,
+		        reason && *reason ? reason : "completed",
+		        rt_session_id(rt), snap ? ", snapshot " : "", snap ? snap : "");
+	}
+	if (o.st && o.st != CORE_EPIPE)
+		st = cli_report(&o.err);
+	if (o.gone && st == CORE_ABORTED && devnull >= 0) {
+		/* The reader went away and the run ended as a caller stop: exit
+		 * with that (2), not with the quiet EPIPE stop. */
+		dup2(devnull, 1);
+		clearerr(stdout);
+	}
+out:
+	queue_release(&det);
+	core_buf_release(&det.log);
+	core_buf_release(&store_dir);
+	if (devnull >= 0)
+		close(devnull);
+	json_decref(output);
+	json_decref(init);
+	rt_free(rt);
+	agent_ext_free(ext);
+	store_close(store);
+	agent_free(agent);
+	free(messages);
+	free(tools);
+	core_buf_release(&o.line);
+	return cli_finish(st);
+}

@@ -1,0 +1,586 @@
+/* coproc.c - long-lived co-processes over pipes (custom agents, transforms). */
+#include "coproc.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "json.h"
+#include "util.h"
+
+extern char **environ;
+
+static const char *const provider_keys[] = {
+	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
+};
+
+/* Longest wait between cancellation checks and reap attempts. */
+#define SLICE_MS 50
+
+static int name_is(const char *entry, const char *name, size_t n)
+{
+	return !strncmp(entry, name, n) && entry[n] == '=';
+}
+
+static size_t name_len(const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+	return eq ? (size_t)(eq - entry) : strlen(entry);
+}
+
+/* Our environment minus provider keys and names env_add sets, plus env_add.
+ * The array is new, the strings are borrowed (they outlive the fork). */
+static char **child_env(const char *const *env_add)
+{
+	size_t n = 0, k = 0;
+	for (char **p = environ; p && *p; p++)
+		n++;
+	for (const char *const *a = env_add; a && *a; a++)
+		n++;
+	char **env = calloc(n + 1, sizeof *env);
+	if (!env)
+		return NULL;
+	for (char **p = environ; p && *p; p++) {
+		size_t len = name_len(*p);
+		int drop = 0;
+		for (const char *const *q = provider_keys; *q && !drop; q++)
+			drop = strlen(*q) == len && !strncmp(*q, *p, len);
+		for (const char *const *a = env_add; a && *a && !drop; a++)
+			drop = name_len(*a) == len && name_is(*a, *p, len);
+		if (!drop)
+			env[k++] = *p;
+	}
+	for (const char *const *a = env_add; a && *a; a++)
+		env[k++] = (char *)*a;
+	env[k] = NULL;
+	return env;
+}
+
+/*
+ * Whether cmd is one simple command (no operators, redirections,
+ * substitutions or keywords outside quotes, no leading assignment): then
+ * the shell exec()s it, so the command itself holds our pipes and its
+ * closing stdout is seen at once (dash does not exec a lone command).
+ */
+static int simple_command(const char *cmd)
+{
+	static const char *const keywords[] = { "if", "for", "while", "until", "case", "{", "!",
+	                                        "exec", "time", NULL };
+	char q = 0;
+	size_t first = strcspn(cmd + strspn(cmd, " \t"), " \t");
+	const char *w = cmd + strspn(cmd, " \t");
+	if (!first || memchr(w, '=', first))
+		return 0;
+	for (int i = 0; keywords[i]; i++)
+		if (strlen(keywords[i]) == first && !strncmp(w, keywords[i], first))
+			return 0;
+	for (const char *p = cmd; *p; p++) {
+		if (q) {
+			if (*p == q)
+				q = 0;
+			else if (q == '"' && (*p == '$' || *p == '`' || *p == '\\'))
+				return 0;
+			continue;
+		}
+		if (*p == '\'' || *p == '"')
+			q = *p;
+		else if (strchr(";&|<>()`$\\\n#*?[~", *p))
+			return 0;
+	}
+	return !q;
+}
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+static void close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+enum core_status coproc_start(const char *cmd, const char *what,
+                              const char *const *env_add, size_t max_line,
+                              struct coproc **out, struct core_err *e)
+{
+	int in[2] = { -1, -1 }, op[2] = { -1, -1 }, ep[2] = { -1, -1 };
+	struct coproc *c = calloc(1, sizeof *c);
+	char **env = NULL, *execd = NULL;
+	if (c)
+		c->in_fd = c->out_fd = c->err_fd = -1;
+	if (!c || !(c->what = strdup(what)) || !(env = child_env(env_add))) {
+		free(env);
+		coproc_free(c);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	c->max_line = max_line ? max_line : (size_t)64 << 20;
+	core_buf_init(&c->rbuf, c->max_line + 65536);
+	core_buf_init(&c->errbuf, COPROC_STDERR_MAX + 1);
+	if (pipe2(in, O_CLOEXEC) || pipe2(op, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
+		core_fail_sys(e, "cannot start %s: pipe", what);
+		goto fail;
+	}
+	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
+		execd = NULL;
+	char *const argv[] = { "sh", "-c", execd ? execd : (char *)cmd, NULL };
+	pid_t pid = fork();
+	if (pid < 0) {
+		core_fail_sys(e, "cannot start %s: fork", what);
+		goto fail;
+	}
+	if (pid == 0) {
+		/* The child: own process group, default signals, only 0-2 open. */
+		static const int sigs[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
+		sigset_t none;
+		setpgid(0, 0);
+		for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+			signal(sigs[i], SIG_DFL);
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		if (dup2(in[0], 0) < 0 || dup2(op[1], 1) < 0 || dup2(ep[1], 2) < 0)
+			_exit(127);
+		closefrom(3);
+		execve("/bin/sh", argv, env);
+		_exit(127);
+	}
+	setpgid(pid, pid);
+	c->owner = getpid();
+	free(execd);
+	free(env);
+	env = NULL;
+	close(in[0]);
+	close(op[1]);
+	close(ep[1]);
+	c->pid = pid;
+	c->in_fd = in[1];
+	c->out_fd = op[0];
+	c->err_fd = ep[0];
+	set_nonblock(c->in_fd);
+	set_nonblock(c->out_fd);
+	set_nonblock(c->err_fd);
+	*out = c;
+	return CORE_OK;
+fail:
+	free(execd);
+	free(env);
+	for (int i = 0; i < 2; i++) {
+		close_fd(&in[i]);
+		close_fd(&op[i]);
+		close_fd(&ep[i]);
+	}
+	coproc_free(c);
+	return e->st;
+}
+
+/* ---- waiting ---- */
+
+/* Reap the child if it has exited.  Before reaping, stragglers of its
+ * process group (background jobs holding our pipes) are killed: the pid
+ * cannot be reused while it is an unreaped zombie. */
+static int try_reap(struct coproc *c)
+{
+	siginfo_t si;
+	if (c->reaped || c->pid <= 0)
+		return 1;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+		return 0;
+	kill(-c->pid, SIGKILL);
+	int status = 0;
+	if (waitpid(c->pid, &status, 0) == c->pid) {
+		c->wstatus = status;
+		c->reaped = 1;
+	}
+	return c->reaped;
+}
+
+/* Keep the head of stderr, drop the rest. */
+static void drain_err(struct coproc *c)
+{
+	char tmp[4096];
+	for (;;) {
+		ssize_t r = read(c->err_fd, tmp, sizeof tmp);
+		if (r > 0) {
+			size_t room = COPROC_STDERR_MAX - c->errbuf.len;
+			if (c->errbuf.len < COPROC_STDERR_MAX)
+				core_buf_add(&c->errbuf, tmp, (size_t)r < room ? (size_t)r : room);
+			continue;
+		}
+		if (r == 0)
+			c->err_eof = 1;
+		else if (errno == EINTR)
+			continue;
+		else if (errno != EAGAIN && errno != EWOULDBLOCK)
+			c->err_eof = 1;
+		return;
+	}
+}
+
+/* Read what stdout has into rbuf. */
+static enum core_status fill(struct coproc *c, struct core_err *e)
+{
+	char tmp[65536];
+	for (;;) {
+		ssize_t r = read(c->out_fd, tmp, sizeof tmp);
+		if (r > 0) {
+			if (c->rstart && c->rstart == c->rbuf.len) {
+				core_buf_reset(&c->rbuf);
+				c->rstart = 0;
+			} else if (c->rstart > 65536) {
+				memmove(c->rbuf.p, c->rbuf.p + c->rstart, c->rbuf.len - c->rstart);
+				c->rbuf.len -= c->rstart;
+				c->rbuf.p[c->rbuf.len] = 0;
+				c->rstart = 0;
+			}
+			if (core_buf_add(&c->rbuf, tmp, (size_t)r))
+				return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
+				                 c->what, c->max_line);
+			continue;
+		}
+		if (r == 0)
+			c->out_eof = 1;
+		else if (errno == EINTR)
+			continue;
+		else if (errno != EAGAIN && errno != EWOULDBLOCK)
+			return core_fail_sys(e, "cannot read from %s", c->what);
+		return CORE_OK;
+	}
+}
+
+/*
+ * Wait up to ms for something to happen: stdout readable (read ahead),
+ * stderr (drained), and, with want_write, room on stdin (*writable set).
+ */
+static enum core_status wait_once(struct coproc *c, int64_t ms, int want_write,
+                                  int *writable, struct core_err *e)
+{
+	struct pollfd p[3];
+	int n = 0, iout = -1, ierr = -1, iin = -1;
+	if (!c->out_eof && c->out_fd >= 0) {
+		p[n] = (struct pollfd){ c->out_fd, POLLIN, 0 };
+		iout = n++;
+	}
+	if (!c->err_eof && c->err_fd >= 0) {
+		p[n] = (struct pollfd){ c->err_fd, POLLIN, 0 };
+		ierr = n++;
+	}
+	if (want_write && c->in_fd >= 0) {
+		p[n] = (struct pollfd){ c->in_fd, POLLOUT, 0 };
+		iin = n++;
+	}
+	if (writable)
+		*writable = 0;
+	int r = poll(p, (nfds_t)n, (int)ms);
+	if (r < 0) {
+		if (errno == EINTR)
+			return CORE_OK;
+		return core_fail_sys(e, "cannot wait for %s", c->what);
+	}
+	if (iout >= 0 && p[iout].revents) {
+		enum core_status st = fill(c, e);
+		if (st)
+			return st;
+	}
+	if (ierr >= 0 && p[ierr].revents)
+		drain_err(c);
+	if (iin >= 0 && p[iin].revents && writable)
+		*writable = 1;
+	return CORE_OK;
+}
+
+static int64_t slice(int64_t deadline)
+{
+	if (deadline < 0)
+		return SLICE_MS;
+	int64_t left = deadline - core_now_mono_ms();
+	return left < 0 ? 0 : left < SLICE_MS ? left : SLICE_MS;
+}
+
+/* After stdout closed: give the process a moment to exit (and finish its
+ * stderr) so the message can say how it ended. */
+static void settle(struct coproc *c, int64_t ms)
+{
+	int64_t deadline = core_now_mono_ms() + ms;
+	struct core_err ignore = { 0 };
+	while (!try_reap(c) && core_now_mono_ms() < deadline)
+		if (wait_once(c, slice(deadline), 0, NULL, &ignore))
+			break;
+	while (!c->err_eof && c->err_fd >= 0 && core_now_mono_ms() < deadline)
+		if (wait_once(c, slice(deadline), 0, NULL, &ignore))
+			break;
+}
+
+void coproc_describe(struct coproc *c, struct core_buf *out)
+{
+	try_reap(c);
+	if (!c->reaped)
+		core_buf_adds(out, "is still running");
+	else if (WIFEXITED(c->wstatus))
+		core_buf_addf(out, "exited with status %d", WEXITSTATUS(c->wstatus));
+	else if (WIFSIGNALED(c->wstatus))
+		core_buf_addf(out, "was killed by signal %d (%s)", WTERMSIG(c->wstatus),
+		              strsignal(WTERMSIG(c->wstatus)));
+	else
+		core_buf_adds(out, "ended");
+	/* The stderr head, trimmed, on one line. */
+	size_t n = c->errbuf.len;
+	const char *s = c->errbuf.p ? c->errbuf.p : "";
+	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
+		n--;
+	if (n) {
+		core_buf_adds(out, ": ");
+		for (size_t i = 0; i < n; i++)
+			core_buf_addc(out, s[i] == '\n' ? ' ' : s[i]);
+		if (c->errbuf.len >= COPROC_STDERR_MAX)
+			core_buf_adds(out, "...");
+	}
+}
+
+/* Fail with "<what> <event> (<how it ended>: <stderr>)". */
+static enum core_status fail_gone(struct coproc *c, const char *event, struct core_err *e)
+{
+	struct core_buf how = CORE_BUF_INIT(COPROC_STDERR_MAX + 256);
+	settle(c, 500);
+	coproc_describe(c, &how);
+	core_fail(e, CORE_EINTERNAL, "%s %s (%s)", c->what, event, how.p ? how.p : "");
+	core_buf_release(&how);
+	return CORE_EINTERNAL;
+}
+
+static enum core_status check_cancel(struct coproc *c, const struct coproc_cancel *cancel,
+                                     struct core_err *e)
+{
+	if (cancel && cancel->fn && cancel->fn(cancel->ctx))
+		return core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
+	return CORE_OK;
+}
+
+static enum core_status timed_out(struct coproc *c, int64_t timeout_ms, struct core_err *e)
+{
+	return core_fail(e, CORE_EDEADLINE, "%s did not answer within %lld ms", c->what,
+	                 (long long)timeout_ms);
+}
+
+/* ---- writing and reading ---- */
+
+enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
+                                   int64_t timeout_ms, const struct coproc_cancel *cancel,
+                                   struct core_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : core_now_mono_ms() + timeout_ms;
+	size_t off = 0, total = n + 1;
+	enum core_status st;
+	if (c->in_fd < 0)
+		return fail_gone(c, "has its input closed", e);
+	while (off < total) {
+		const char *src = off < n ? p + off : "\n";
+		size_t len = off < n ? n - off : 1;
+		ssize_t w = write(c->in_fd, src, len);
+		if (w > 0) {
+			off += (size_t)w;
+			continue;
+		}
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w < 0 && errno == EPIPE)
+			return fail_gone(c, "closed its input", e);
+		if (w < 0 && errno != EAGAIN && errno != EWOULDBLOCK)
+			return core_fail_sys(e, "cannot write to %s", c->what);
+		if ((st = check_cancel(c, cancel, e)))
+			return st;
+		if (deadline >= 0 && core_now_mono_ms() >= deadline)
+			return timed_out(c, timeout_ms, e);
+		int writable;
+		if ((st = wait_once(c, slice(deadline), 1, &writable, e)))
+			return st;
+	}
+	return CORE_OK;
+}
+
+enum core_status coproc_write_json(struct coproc *c, const json_t *v, int64_t timeout_ms,
+                                   const struct coproc_cancel *cancel, struct core_err *e)
+{
+	struct core_buf line = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = jv_dump(v, &line);
+	if (st)
+		st = core_fail(e, st, "cannot encode a line for %s", c->what);
+	else
+		st = coproc_write_line(c, line.p, line.len, timeout_ms, cancel, e);
+	core_buf_release(&line);
+	return st;
+}
+
+/* Take a complete line out of rbuf, skipping blank ones.  1 if one was found. */
+static int take_line(struct coproc *c, char **line, size_t *len)
+{
+	for (;;) {
+		char *start = c->rbuf.p ? c->rbuf.p + c->rstart : NULL;
+		size_t avail = c->rbuf.len - c->rstart;
+		char *nl = start ? memchr(start, '\n', avail) : NULL;
+		if (!nl) {
+			if (!c->out_eof || !avail)
+				return 0;
+			/* A last line without a newline is still a line. */
+			nl = start + avail;
+			c->rbuf.p[c->rbuf.len] = 0;
+		}
+		size_t n = (size_t)(nl - start);
+		c->rstart += n + (nl < c->rbuf.p + c->rbuf.len ? 1 : 0);
+		*nl = 0;
+		if (n && start[n - 1] == '\r')
+			start[--n] = 0;
+		c->lineno++;
+		size_t i = 0;
+		while (i < n && (start[i] == ' ' || start[i] == '\t'))
+			i++;
+		if (i == n)
+			continue;
+		*line = start;
+		*len = n;
+		return 1;
+	}
+}
+
+enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
+                                  const struct coproc_cancel *cancel,
+                                  char **line, size_t *len, struct core_err *e)
+{
+	int64_t deadline = timeout_ms < 0 ? -1 : core_now_mono_ms() + timeout_ms;
+	enum core_status st;
+	for (;;) {
+		if (take_line(c, line, len)) {
+			if (*len > c->max_line)
+				return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
+				                 c->what, c->max_line);
+			return CORE_OK;
+		}
+		if (c->rbuf.len - c->rstart > c->max_line)
+			return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
+			                 c->what, c->max_line);
+		if (c->out_eof)
+			return fail_gone(c, "closed its output", e);
+		if ((st = check_cancel(c, cancel, e)))
+			return st;
+		if (deadline >= 0 && core_now_mono_ms() >= deadline)
+			return timed_out(c, timeout_ms, e);
+		if ((st = wait_once(c, slice(deadline), 0, NULL, e)))
+			return st;
+	}
+}
+
+enum core_status coproc_read_json(struct coproc *c, int64_t timeout_ms,
+                                  const struct coproc_cancel *cancel,
+                                  json_t **v, struct core_err *e)
+{
+	char *line;
+	size_t len;
+	struct core_err pe = { 0 };
+	enum core_status st = coproc_read_line(c, timeout_ms, cancel, &line, &len, e);
+	if (st)
+		return st;
+	if (!(*v = jv_parse(line, len, "stdout", c->lineno, &pe))) {
+		if (pe.st == CORE_ENOMEM)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		return core_fail(e, CORE_EINTERNAL, "%s wrote malformed output: %s", c->what, pe.msg);
+	}
+	return CORE_OK;
+}
+
+/* ---- ending ---- */
+
+/* Wait up to ms for the child to exit, draining its output meanwhile. */
+static int wait_exit(struct coproc *c, int64_t ms)
+{
+	int64_t deadline = core_now_mono_ms() + ms;
+	struct core_err ignore = { 0 };
+	while (!try_reap(c)) {
+		if (core_now_mono_ms() >= deadline)
+			return 0;
+		/* Discard stdout: nobody reads it any more. */
+		if (c->rbuf.len > 65536) {
+			core_buf_reset(&c->rbuf);
+			c->rstart = 0;
+		}
+		if (c->out_eof && c->err_eof) {
+			struct timespec ts = { 0, 5 * 1000000 };
+			nanosleep(&ts, NULL);
+		} else if (wait_once(c, slice(deadline), 0, NULL, &ignore)) {
+			core_buf_reset(&c->rbuf);
+			c->rstart = 0;
+		}
+	}
+	return 1;
+}
+
+int coproc_close(struct coproc *c, int64_t grace_ms)
+{
+	if (!c)
+		return 0;
+	if (grace_ms < 0)
+		grace_ms = COPROC_DEFAULT_GRACE_MS;
+	close_fd(&c->in_fd);
+	if (c->pid > 0 && !c->reaped && !wait_exit(c, grace_ms)) {
+		kill(-c->pid, SIGTERM);
+		kill(c->pid, SIGTERM);
+		if (!wait_exit(c, grace_ms))
+			coproc_kill(c);
+	}
+	return c->reaped && WIFEXITED(c->wstatus) && WEXITSTATUS(c->wstatus) == 0;
+}
+
+void coproc_kill(struct coproc *c)
+{
+	if (!c || c->pid <= 0 || c->reaped)
+		return;
+	kill(-c->pid, SIGKILL);
+	kill(c->pid, SIGKILL);
+	int status = 0;
+	while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
+		;
+	c->wstatus = status;
+	c->reaped = 1;
+	/* Keep what it said before dying. */
+	if (!c->err_eof && c->err_fd >= 0)
+		drain_err(c);
+}
+
+int coproc_exited(const struct coproc *c)
+{
+	return c->reaped;
+}
+
+const char *coproc_stderr(const struct coproc *c)
+{
+	return c->errbuf.p ? c->errbuf.p : "";
+}
+
+int coproc_inherited(const struct coproc *c)
+{
+	return c->pid > 0 && c->owner != getpid();
+}
+
+void coproc_free(struct coproc *c)
+{
+	if (!c)
+		return;
+	if (!coproc_inherited(c))
+		coproc_close(c, -1);
+	close_fd(&c->in_fd);
+	close_fd(&c->out_fd);
+	close_fd(&c->err_fd);
+	core_buf_release(&c->rbuf);
+	core_buf_release(&c->errbuf);
+	free(c->what);
+	free(c);
+}

@@ -1,0 +1,152 @@
+/*
+ * coproc.h - a long-lived co-process spoken to in NDJSON over pipes.
+ *
+ * Custom agents (--exec) and state/stream transforms are commands that stay
+ * up for the whole invocation: agentkit writes a line to the command's
+ * stdin and reads lines from its stdout, with a timeout on every wait.
+ *
+ * The command is a string run with /bin/sh -c (as cron and git run their
+ * command strings), in its own process group, with the caller's environment
+ * minus the provider keys (OPENAI_API_KEY, GEMINI_API_KEY, GOOGLE_API_KEY,
+ * ANTHROPIC_API_KEY) plus the variables the caller adds, and no descriptor
+ * of ours but the three pipes (everything above 2 is closed in the child).
+ * Its stderr is captured (the first COPROC_STDERR_MAX bytes are kept, the
+ * rest drained) for error messages.
+ *
+ * Failures are named, never guessed: the command exited (with its status),
+ * closed its stdout, wrote a line longer than the limit, or did not answer
+ * within the timeout.  coproc_close() ends the process and always reaps it:
+ * close its stdin, wait up to the grace period, SIGTERM the group, wait the
+ * grace again, SIGKILL.  No zombies are left behind.
+ *
+ * The caller must ignore SIGPIPE (cmd/cli.c does): a write to a command
+ * that is gone fails with EPIPE, reported as "closed its stdin".
+ *
+ * Ownership: struct coproc owns its descriptors, buffers and the child;
+ * coproc_free() closes (as coproc_close) and frees.  Nothing here prints
+ * or exits.
+ */
+#ifndef CORE_COPROC_H
+#define CORE_COPROC_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <jansson.h>
+
+#include "buf.h"
+#include "status.h"
+
+#define COPROC_STDERR_MAX 2048
+#define COPROC_DEFAULT_GRACE_MS 1000
+
+struct coproc {
+	pid_t pid;              /* 0 once reaped */
+	pid_t owner;            /* the process that started it */
+	int in_fd, out_fd, err_fd;
+	char *what;             /* "state transform 'jq ...'" for messages */
+	size_t max_line;        /* longest line accepted from the command */
+	size_t lineno;          /* lines read so far */
+	struct core_buf rbuf;   /* stdout read-ahead */
+	size_t rstart;          /* first unconsumed byte of rbuf */
+	struct core_buf errbuf; /* the head of stderr */
+	int out_eof, err_eof;
+	int wstatus;            /* waitpid status once reaped */
+	int reaped;
+};
+
+/* Cancellation: polled at least every 50 ms while waiting; non-zero stops
+ * the wait with CORE_ECANCELLED.  fn may be NULL. */
+struct coproc_cancel {
+	int (*fn)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Start cmd with /bin/sh -c.  what names it in messages (copied).  env_add
+ * is a NULL-terminated list of "NAME=VALUE" strings added to (or replacing
+ * in) the environment; may be NULL.  max_line 0 means 64 MiB.
+ * Errors: CORE_ESYS (pipe, fork), CORE_ENOMEM.  A command that cannot be
+ * executed shows up later as an exit (127) with sh's message on stderr.
+ */
+enum core_status coproc_start(const char *cmd, const char *what,
+                              const char *const *env_add, size_t max_line,
+                              struct coproc **out, struct core_err *e);
+
+/*
+ * Write p[0..n) and a newline to the command's stdin, waiting at most
+ * timeout_ms (< 0: forever) for room.  While waiting, stdout is read ahead
+ * and stderr drained, so a command that writes while it reads cannot
+ * deadlock us.  Errors (messages name the command and, when it has ended,
+ * its exit and stderr): CORE_EINTERNAL (it closed its stdin or exited),
+ * CORE_EDEADLINE (timeout), CORE_ECANCELLED, CORE_ETOOBIG (read-ahead over
+ * the line limit), CORE_ESYS.
+ */
+enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
+                                   int64_t timeout_ms,
+                                   const struct coproc_cancel *cancel,
+                                   struct core_err *e);
+
+/* jv_dump(v) as one line, then coproc_write_line(). */
+enum core_status coproc_write_json(struct coproc *c, const json_t *v,
+                                   int64_t timeout_ms,
+                                   const struct coproc_cancel *cancel,
+                                   struct core_err *e);
+
+/*
+ * Read the next non-blank line from stdout, waiting at most timeout_ms
+ * (< 0: forever).  *line points into c (valid until the next call; NUL
+ * terminated, newline and a trailing '\r' removed).  Errors:
+ * CORE_EINTERNAL "closed its output" (EOF before a line: the message says
+ * how it exited if it did), CORE_ETOOBIG (a line over max_line),
+ * CORE_EDEADLINE, CORE_ECANCELLED, CORE_ESYS.
+ */
+enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
+                                  const struct coproc_cancel *cancel,
+                                  char **line, size_t *len, struct core_err *e);
+
+/*
+ * Read one line and parse it as JSON (*v a new reference).  A line that is
+ * not JSON is CORE_EINTERNAL "wrote malformed output: ..." naming the line;
+ * other errors as coproc_read_line().
+ */
+enum core_status coproc_read_json(struct coproc *c, int64_t timeout_ms,
+                                  const struct coproc_cancel *cancel,
+                                  json_t **v, struct core_err *e);
+
+/*
+ * End the command: close its stdin, wait up to grace_ms (< 0: the default)
+ * for it to exit on its own, then SIGTERM its process group, wait grace_ms
+ * again, then SIGKILL, and reap it.  Returns 1 when it exited on its own
+ * with status 0, else 0.  Idempotent.
+ */
+int coproc_close(struct coproc *c, int64_t grace_ms);
+
+/* Kill the process group at once (SIGKILL) and reap. */
+void coproc_kill(struct coproc *c);
+
+/* Non-zero once the command has been reaped (coproc_close, coproc_kill, or
+ * seen exiting while waiting). */
+int coproc_exited(const struct coproc *c);
+
+/*
+ * Append to out how the command ended and what it said: "exited with
+ * status 3", "was killed by signal 9", or "is still running", followed by
+ * ": <stderr head>" when it wrote to stderr.
+ */
+void coproc_describe(struct coproc *c, struct core_buf *out);
+
+/* The captured head of stderr (never NULL; may be ""). */
+const char *coproc_stderr(const struct coproc *c);
+
+/*
+ * Non-zero in a forked child of the process that started the command (a
+ * detached worker): the command is not ours to talk to or wait for.
+ * coproc_free() then only closes our copies of the pipes.
+ */
+int coproc_inherited(const struct coproc *c);
+
+void coproc_free(struct coproc *c);     /* NULL is a no-op */
+
+#endif

@@ -1,0 +1,464 @@
+/*
+ * detach.c - detached runs: pending row, daemon worker, heartbeat-and-abort
+ * watcher, finalize (runtime-semantics §1.6, §2.2-2.3).  See detach.h.
+ */
+#include "detach.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../store/store.h"
+#include "util.h"
+
+static const char *status_of(const json_t *row)
+{
+	const char *s = json_string_value(json_object_get(row, "status"));
+	return s ? s : "";
+}
+
+static void now_str(char *buf)
+{
+	core_time_format(core_now_ns(), buf);
+}
+
+/* ---- the pending row ---- */
+
+static enum core_status fn_put(const json_t *existing, json_t **next, void *ctx,
+                               struct core_err *e)
+{
+	*next = json_incref(ctx);
+	return CORE_OK;
+}
+
+enum core_status detach_pending(struct store *s, const char *session_id,
+                                const char *parent_id, json_t **row,
+                                struct core_err *e)
+{
+	char id[37], now[CORE_TIME_MAX];
+	core_uuid(id);
+	now_str(now);
+	json_t *r = json_pack("{s:s, s:s}", "createdAt", now, "heartbeatAt", now);
+	if (!r)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (parent_id && *parent_id)
+		json_object_set_new(r, "parentId", json_string(parent_id));
+	json_object_set_new(r, "sessionId", json_string(session_id));
+	json_object_set_new(r, "snapshotId", json_string(id));
+	json_object_set_new(r, "status", json_string("pending"));
+	json_object_set_new(r, "updatedAt", json_string(now));
+	enum core_status st = store_save(s, id, 0, fn_put, r, row, e);
+	json_decref(r);
+	return st;
+}
+
+enum core_status detach_log_path(const char *store_dir, const char *id,
+                                 struct core_buf *out, struct core_err *e)
+{
+	size_t base = out->len;
+	if (core_buf_addf(out, "%s/logs", store_dir))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (mkdir(out->p + base, 0700) < 0 && errno != EEXIST)
+		return core_fail_sys(e, "cannot create '%s'", out->p + base);
+	if (core_buf_addf(out, "/%s.log", id))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
+}
+
+/* ---- the daemon ---- */
+
+/* Report on the readiness pipe: "k", or "e" + status byte + message. */
+static void report(int fd, const struct core_err *err)
+{
+	char buf[sizeof err->msg + 2];
+	size_t n;
+	if (!err || err->st == CORE_OK) {
+		buf[0] = 'k';
+		n = 1;
+	} else {
+		buf[0] = 'e';
+		buf[1] = (char)err->st;
+		n = strlen(err->msg);
+		memcpy(buf + 2, err->msg, n);
+		n += 2;
+	}
+	for (size_t off = 0; off < n;) {
+		ssize_t w = write(fd, buf + off, n - off);
+		if (w < 0 && errno == EINTR)
+			continue;
+		if (w <= 0)
+			break;
+		off += (size_t)w;
+	}
+}
+
+/* Close every descriptor from 3 up, but keep. */
+static void close_others(int keep)
+{
+	if (keep > 3)
+		close_range(3, (unsigned)keep - 1, 0);
+	if (close_range((unsigned)keep + 1, ~0U, 0) == 0)
+		return;
+	long max = sysconf(_SC_OPEN_MAX);
+	if (max < 0 || max > 65536)
+		max = 65536;
+	for (int fd = 3; fd < max; fd++)
+		if (fd != keep)
+			close(fd);
+}
+
+/* The worker's stdio: /dev/null in and out, the log for stderr. */
+static enum core_status worker_stdio(const char *log_path, struct core_err *e)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+	if (null < 0)
+		return core_fail_sys(e, "cannot open /dev/null");
+	int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
+	if (log < 0) {
+		core_fail_sys(e, "cannot open the worker log '%s'", log_path);
+		close(null);
+		return e->st;
+	}
+	fchmod(log, 0600);
+	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log, 2) < 0) {
+		core_fail_sys(e, "cannot redirect the worker's stdio");
+		close(null);
+		close(log);
+		return e->st;
+	}
+	close(null);
+	close(log);
+	return CORE_OK;
+}
+
+enum core_status detach_fork(const char *log_path, struct detach_proc *p,
+                             struct core_err *e)
+{
+	int pfd[2];
+	memset(p, 0, sizeof *p);
+	p->fd = -1;
+	if (pipe2(pfd, O_CLOEXEC) < 0)
+		return core_fail_sys(e, "cannot start the worker: pipe");
+	pid_t pid = fork();
+	if (pid < 0) {
+		core_fail_sys(e, "cannot start the worker: fork");
+		close(pfd[0]);
+		close(pfd[1]);
+		return e->st;
+	}
+	if (pid == 0) {
+		/* The intermediate child: a new session, then the worker. */
+		struct core_err ce = { 0 };
+		close(pfd[0]);
+		if (setsid() < 0) {
+			core_fail_sys(&ce, "cannot start the worker: setsid");
+			report(pfd[1], &ce);
+			_exit(1);
+		}
+		pid_t g = fork();
+		if (g < 0) {
+			core_fail_sys(&ce, "cannot start the worker: fork");
+			report(pfd[1], &ce);
+			_exit(1);
+		}
+		if (g > 0)
+			_exit(0);
+		/* The worker: never a session leader, so it can never acquire a
+		 * controlling terminal. */
+		signal(SIGHUP, SIG_IGN);
+		if (worker_stdio(log_path, &ce)) {
+			report(pfd[1], &ce);
+			_exit(1);
+		}
+		close_others(pfd[1]);
+		p->worker = 1;
+		p->fd = pfd[1];
+		p->pid = getpid();
+		return CORE_OK;
+	}
+	close(pfd[1]);
+	int status;
+	while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+		;
+	p->worker = 0;
+	p->fd = pfd[0];
+	return CORE_OK;
+}
+
+void detach_ready(struct detach_proc *p, const struct core_err *err)
+{
+	if (p->fd < 0)
+		return;
+	if (err && err->st == CORE_OK)
+		err = NULL;
+	report(p->fd, err);
+	close(p->fd);
+	p->fd = -1;
+}
+
+enum core_status detach_wait_ready(struct detach_proc *p, struct core_err *e)
+{
+	char buf[sizeof e->msg + 2];
+	size_t n = 0;
+	while (n < sizeof buf - 1) {
+		ssize_t r = read(p->fd, buf + n, sizeof buf - 1 - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r <= 0)
+			break;
+		n += (size_t)r;
+	}
+	close(p->fd);
+	p->fd = -1;
+	if (n >= 1 && buf[0] == 'k')
+		return CORE_OK;
+	if (n >= 2 && buf[0] == 'e') {
+		buf[n] = 0;
+		enum core_status st = (enum core_status)(unsigned char)buf[1];
+		if (st <= CORE_OK || st >= CORE_STATUS_MAX)
+			st = CORE_ESYS;
+		return core_fail(e, st, "%s", buf + 2);
+	}
+	return core_fail(e, CORE_ESYS, "the worker exited before it started");
+}
+
+/* ---- the watcher ---- */
+
+struct detach_watch {
+	struct store *s;
+	char *id;
+	int64_t interval_ms, wind_down_ms;
+	pthread_t thread;
+	atomic_int aborted, stop;
+	long beats, failed;
+	struct core_err last;
+};
+
+/* Genkit's beatHeartbeat: heartbeatAt only, on pending and aborting rows. */
+static enum core_status fn_beat(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e)
+{
+	char now[CORE_TIME_MAX];
+	*next = NULL;
+	if (!existing || store_status_terminal(status_of(existing)))
+		return CORE_OK;
+	if (!(*next = json_deep_copy(existing)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	now_str(now);
+	json_object_set_new(*next, "heartbeatAt", json_string(now));
+	return CORE_OK;
+}
+
+static void *watch_main(void *arg)
+{
+	struct detach_watch *w = arg;
+	int64_t next_beat = core_now_mono_ms() + w->interval_ms, abort_at = -1;
+	for (;;) {
+		/* Level-triggered: take the sequence, then read the row. */
+		uint32_t seq = store_change_seq(w->s);
+		struct core_err e = { 0 };
+		json_t *row = NULL;
+		int terminal = 0;
+		if (store_get(w->s, w->id, STORE_METADATA_ONLY, &row, &e) == CORE_OK) {
+			const char *status = status_of(row);
+			if ((!strcmp(status, "aborting") || !strcmp(status, "aborted"))
+			    && !atomic_load(&w->aborted)) {
+				abort_at = core_now_mono_ms();
+				atomic_store(&w->aborted, 1);
+			}
+			terminal = store_status_terminal(status);
+		}
+		json_decref(row);
+		if (terminal || atomic_load(&w->stop))
+			break;
+		int64_t now = core_now_mono_ms();
+		if (now >= next_beat) {
+			if (abort_at < 0 || now - abort_at <= w->wind_down_ms) {
+				struct core_err be = { 0 };
+				if (store_save(w->s, w->id, STORE_METADATA_ONLY, fn_beat, NULL, NULL, &be)) {
+					w->failed++;
+					w->last = be;
+				} else {
+					w->beats++;
+				}
+			}
+			while (next_beat <= now)
+				next_beat += w->interval_ms;
+		}
+		int64_t wait = next_beat - core_now_mono_ms();
+		enum core_status st = store_wait_change(w->s, seq, wait < 0 ? 0 : wait, &e);
+		if (st != CORE_OK && st != CORE_ETIMEOUT) {
+			/* The wake-up failed: fall back to sleeping, never spin. */
+			struct timespec ts = { 0, 100 * 1000000L };
+			nanosleep(&ts, NULL);
+		}
+	}
+	return NULL;
+}
+
+enum core_status detach_watch_start(const char *store_path, const char *id,
+                                    int64_t interval_ms, int64_t wind_down_ms,
+                                    struct detach_watch **out, struct core_err *e)
+{
+	struct detach_watch *w = calloc(1, sizeof *w);
+	enum core_status st;
+	if (!w || !(w->id = strdup(id))) {
+		free(w);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	w->interval_ms = interval_ms > 0 ? interval_ms : DETACH_HEARTBEAT_INTERVAL_MS;
+	w->wind_down_ms = wind_down_ms > 0 ? wind_down_ms : DETACH_WIND_DOWN_MS;
+	atomic_init(&w->aborted, 0);
+	atomic_init(&w->stop, 0);
+	if ((st = store_open(store_path, &w->s, e)))
+		goto fail;
+	int rc = pthread_create(&w->thread, NULL, watch_main, w);
+	if (rc) {
+		errno = rc;
+		st = core_fail_sys(e, "cannot start the heartbeat thread");
+		goto fail;
+	}
+	*out = w;
+	return CORE_OK;
+fail:
+	store_close(w->s);
+	free(w->id);
+	free(w);
+	return st;
+}
+
+int detach_watch_aborted(const struct detach_watch *w)
+{
+	return w && atomic_load(&((struct detach_watch *)w)->aborted);
+}
+
+void detach_watch_quiesce(struct detach_watch *w)
+{
+	if (w)
+		atomic_store(&w->stop, 1);
+}
+
+void detach_watch_end(struct detach_watch *w, long *beats, long *failed,
+                      struct core_err *last_err)
+{
+	if (!w)
+		return;
+	atomic_store(&w->stop, 1);
+	pthread_join(w->thread, NULL);
+	if (beats)
+		*beats = w->beats;
+	if (failed)
+		*failed = w->failed;
+	if (last_err)
+		*last_err = w->last;
+	store_close(w->s);
+	free(w->id);
+	free(w);
+}
+
+/* ---- finalize ---- */
+
+struct fin_ctx {
+	const json_t *pending;
+	const struct detach_result *r;
+};
+
+/* A row with its members in SessionSnapshot's order (Go's field order),
+ * anything unknown after them.  Consumes row. */
+static json_t *row_ordered(json_t *row)
+{
+	static const char *const keys[] = {
+		"createdAt", "error", "finishReason", "heartbeatAt", "parentId",
+		"sessionId", "snapshotId", "state", "status", "updatedAt",
+	};
+	json_t *o = json_object(), *v;
+	const char *k;
+	if (!o) {
+		json_decref(row);
+		return NULL;
+	}
+	for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+		if ((v = json_object_get(row, keys[i])))
+			json_object_set(o, keys[i], v);
+	json_object_foreach(row, k, v)
+		if (!json_object_get(o, k))
+			json_object_set(o, k, v);
+	json_decref(row);
+	return o;
+}
+
+static void set_copy(json_t *dst, const char *key, const json_t *v)
+{
+	if (v)
+		json_object_set_new(dst, key, json_deep_copy(v));
+}
+
+static enum core_status fn_finalize(const json_t *existing, json_t **next, void *ctx,
+                                    struct core_err *e)
+{
+	struct fin_ctx *f = ctx;
+	const struct detach_result *r = f->r;
+	char now[CORE_TIME_MAX];
+	json_t *n;
+	now_str(now);
+	*next = NULL;
+	if (existing && !strcmp(status_of(existing), "aborting")) {
+		if (!(n = json_deep_copy(existing)))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		json_object_set_new(n, "finishReason", json_string("aborted"));
+		json_object_del(n, "heartbeatAt");
+		set_copy(n, "state", r->state);
+		json_object_set_new(n, "status", json_string("aborted"));
+		json_object_set_new(n, "updatedAt", json_string(now));
+		if (!(*next = row_ordered(n)))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		return CORE_OK;
+	}
+	if (existing && store_status_terminal(status_of(existing)))
+		return CORE_OK;
+
+	const json_t *err = json_object_get(r->output, "error");
+	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
+	const char *status;
+	if (r->aborted_by_user) {
+		status = reason = "aborted";
+	} else if (err) {
+		status = reason = reason && !strcmp(reason, "aborted") ? "aborted" : "failed";
+	} else {
+		status = "completed";
+	}
+	if (!(n = json_object()))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	set_copy(n, "createdAt", json_object_get(f->pending, "createdAt"));
+	set_copy(n, "error", err);
+	if (reason && *reason)
+		json_object_set_new(n, "finishReason", json_string(reason));
+	set_copy(n, "parentId", json_object_get(f->pending, "parentId"));
+	set_copy(n, "sessionId", json_object_get(f->pending, "sessionId"));
+	set_copy(n, "snapshotId", json_object_get(f->pending, "snapshotId"));
+	set_copy(n, "state", r->state);
+	json_object_set_new(n, "status", json_string(status));
+	json_object_set_new(n, "updatedAt", json_string(now));
+	*next = n;
+	return CORE_OK;
+}
+
+enum core_status detach_finalize(struct store *s, const json_t *pending,
+                                 const struct detach_result *r, json_t **persisted,
+                                 struct core_err *e)
+{
+	struct fin_ctx f = { pending, r };
+	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
+	if (!id)
+		return core_fail(e, CORE_EINVAL, "finalize: the pending row has no snapshotId");
+	return store_save(s, id, 0, fn_finalize, &f, persisted, e);
+}

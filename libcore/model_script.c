@@ -1,0 +1,336 @@
+/*
+ * model_script.c - the "script/PATH" model: replays scripted responses.
+ *
+ * The script is a file of replies, one JSON object per line (blank lines
+ * and lines starting with '#' are skipped).  docs/agent-run.md documents
+ * the format; in short, a reply has any of
+ *
+ *   "when":         {"user": TEXT, "models": N}  which requests it answers
+ *   "chunks":       ["Hel", "lo"]      text streamed with these boundaries
+ *   "text":         "Hello"            text streamed as one chunk
+ *   "toolRequests": [{"name", "input"?, "ref"?}, ...]   (parallel requests)
+ *   "content":      [Part, ...]        raw parts, streamed as one chunk
+ *   "finishReason": "stop"             (the default)
+ *   "usage":        {...}              passed through
+ *   "error":        {"status": "UNAVAILABLE", "message": "model timeout"}
+ *                                       fail after streaming the chunks
+ *   "delay":        "200ms"            wait this long before each chunk (a
+ *                                       slow stream; a duration as util.h
+ *                                       spells it, or a number of seconds)
+ *
+ * The stream's cancelled() callback is polled between chunks and every few
+ * milliseconds of a delay; a cancelled call fails with CORE_ECANCELLED.
+ *
+ * The reply is chosen from the request alone, so the same script gives the
+ * same answers however a session is split over processes: with N the
+ * number of "model" messages in the request and U the text of its last user
+ * message, the first reply whose "when" matches (every key given must
+ * match: "user" equals U, "models" equals N) wins; otherwise the N-th
+ * (0-based) reply among those without "when".
+ */
+#include "model.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "buf.h"
+#include "json.h"
+#include "util.h"
+
+#define SCRIPT_MAX_BYTES ((size_t)64 << 20)
+
+static size_t count_model_messages(const json_t *messages)
+{
+	size_t n = 0, i;
+	const json_t *m;
+	json_array_foreach(messages, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		if (role && !strcmp(role, "model"))
+			n++;
+	}
+	return n;
+}
+
+static enum core_status last_user_text(const json_t *messages, struct core_buf *out)
+{
+	for (size_t i = json_array_size(messages); i-- > 0;) {
+		const json_t *m = json_array_get(messages, i);
+		const char *role = json_string_value(json_object_get(m, "role"));
+		if (!role || strcmp(role, "user"))
+			continue;
+		size_t j;
+		const json_t *part;
+		json_array_foreach(json_object_get(m, "content"), j, part) {
+			const json_t *t = json_object_get(part, "text");
+			if (json_is_string(t) && core_buf_add(out, json_string_value(t), json_string_length(t)))
+				return CORE_ENOMEM;
+		}
+		break;
+	}
+	return core_buf_add(out, "", 0);
+}
+
+static int when_matches(const json_t *when, size_t models, const char *user)
+{
+	const json_t *u = json_object_get(when, "user"), *n = json_object_get(when, "models");
+	if (u && (!json_is_string(u) || strcmp(json_string_value(u), user)))
+		return 0;
+	if (n && (!json_is_integer(n) || json_integer_value(n) != (json_int_t)models))
+		return 0;
+	return 1;
+}
+
+/* Load the script and pick the reply for this request (new reference). */
+static enum core_status pick_reply(const char *path, const json_t *messages, json_t **reply,
+                                   struct core_err *e)
+{
+	struct core_buf file = CORE_BUF_INIT(SCRIPT_MAX_BYTES), user = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+	struct core_err fe = { 0 };
+	json_t *positional = NULL;
+	size_t models = count_model_messages(messages), seen = 0, lineno = 0;
+
+	*reply = NULL;
+	if ((st = core_buf_read_file(&file, path, &fe))) {
+		core_buf_release(&file);
+		return core_fail(e, st == CORE_ESYS && fe.sys == ENOENT ? CORE_ENOTFOUND : st,
+		                 "script model: %s", fe.msg);
+	}
+	if ((st = last_user_text(messages, &user)))
+		goto nomem;
+	char *p = file.p ? file.p : "", *end = p + file.len;
+	while (p < end && !*reply) {
+		char *nl = memchr(p, '\n', (size_t)(end - p));
+		char *stop = nl ? nl : end;
+		lineno++;
+		char *q = p;
+		while (q < stop && (*q == ' ' || *q == '\t' || *q == '\r'))
+			q++;
+		if (q < stop && *q != '#') {
+			json_t *r = jv_parse(p, (size_t)(stop - p), path, lineno, &fe);
+			if (!r) {
+				st = core_fail(e, fe.st, "script model: %s", fe.msg);
+				goto out;
+			}
+			if (!json_is_object(r)) {
+				json_decref(r);
+				st = core_fail(e, CORE_EINVAL, "script model: a reply must be a JSON object (at %s:%zu)",
+				               path, lineno);
+				goto out;
+			}
+			const json_t *when = json_object_get(r, "when");
+			if (when) {
+				if (when_matches(when, models, user.p))
+					*reply = json_incref(r);
+			} else if (seen++ == models && !positional) {
+				positional = json_incref(r);
+			}
+			json_decref(r);
+		}
+		p = stop + 1;
+	}
+	if (!*reply && positional) {
+		*reply = positional;
+		positional = NULL;
+	}
+	if (!*reply)
+		st = core_fail(e, CORE_EPRECONDITION,
+		               "script model: %s has no reply for this request (model messages so far: %zu, last user text: \"%.200s\")",
+		               path, models, user.p);
+	goto out;
+nomem:
+	st = core_fail(e, CORE_ENOMEM, "out of memory");
+out:
+	json_decref(positional);
+	core_buf_release(&file);
+	core_buf_release(&user);
+	return st;
+}
+
+#define CANCEL_POLL_MS 5
+
+static int cancelled(const struct model_stream *stream)
+{
+	return stream && stream->cancelled && stream->cancelled(stream->ctx);
+}
+
+/* Wait delay_ms, polling cancellation. */
+static enum core_status pause_for(const struct model_stream *stream, int64_t delay_ms)
+{
+	int64_t end = core_now_mono_ms() + delay_ms;
+	for (;;) {
+		if (cancelled(stream))
+			return CORE_ECANCELLED;
+		int64_t left = end - core_now_mono_ms();
+		if (left <= 0)
+			return CORE_OK;
+		if (left > CANCEL_POLL_MS)
+			left = CANCEL_POLL_MS;
+		struct timespec ts = { 0, (long)left * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+}
+
+/* Stream one chunk of content (nothing for an empty one) after the delay. */
+static enum core_status emit(const struct model_stream *stream, int64_t delay_ms, json_t *content)
+{
+	if (!json_array_size(content))
+		return cancelled(stream) ? CORE_ECANCELLED : CORE_OK;
+	enum core_status pst = pause_for(stream, delay_ms);
+	if (pst)
+		return pst;
+	if (!stream || !stream->chunk)
+		return CORE_OK;
+	json_t *c = json_pack("{s:s, s:i, s:O}", "role", "model", "index", 0, "content", content);
+	if (!c)
+		return CORE_ENOMEM;
+	enum core_status st = stream->chunk(stream->ctx, c);
+	json_decref(c);
+	return st;
+}
+
+static enum core_status bad(struct core_err *e, const char *path, const char *what)
+{
+	return core_fail(e, CORE_EINVAL, "script model: %s: %s", path, what);
+}
+
+static enum core_status script_generate(const char *path, const struct model_request *req,
+                                        const struct model_stream *stream,
+                                        struct model_response *resp, struct core_err *e)
+{
+	json_t *reply = NULL, *content = NULL;
+	struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+	size_t i;
+	const json_t *v;
+
+	if (!*path)
+		return core_fail(e, CORE_ENOTFOUND, "model 'script/' names no script file");
+	if ((st = pick_reply(path, req->messages, &reply, e)))
+		return st;
+	if (!(content = json_array()))
+		goto nomem;
+
+	int64_t delay = 0;
+	const json_t *d = json_object_get(reply, "delay");
+	if (d) {
+		struct core_err de = { 0 };
+		char num[64];
+		const char *ds = json_string_value(d);
+		if (jv_is_number(d)) {
+			snprintf(num, sizeof num, "%.17g", json_number_value(d));
+			ds = num;
+		}
+		if (!ds || core_parse_duration(ds, &delay, &de)) {
+			st = bad(e, path, "'delay' must be a duration (\"200ms\", \"1s\") or a number of seconds");
+			goto out;
+		}
+	}
+
+	/* Text: streamed chunk by chunk, then one text part in the message. */
+	const json_t *chunks = json_object_get(reply, "chunks"), *t = json_object_get(reply, "text");
+	if (chunks && !json_is_array(chunks)) {
+		st = bad(e, path, "'chunks' must be an array of strings");
+		goto out;
+	}
+	if (t && !jv_is_string(t)) {
+		st = bad(e, path, "'text' must be a string");
+		goto out;
+	}
+	json_array_foreach(chunks, i, v) {
+		if (!jv_is_string(v)) {
+			st = bad(e, path, "'chunks' must be an array of strings");
+			goto out;
+		}
+		json_t *one = json_pack("[{s:O}]", "text", v);
+		if (!one || core_buf_add(&text, json_string_value(v), json_string_length(v))) {
+			json_decref(one);
+			goto nomem;
+		}
+		st = emit(stream, delay, one);
+		json_decref(one);
+		if (st) {
+			core_fail(e, st, "script model: %s", core_strerror(st));
+			goto out;
+		}
+	}
+	if (t) {
+		json_t *one = json_pack("[{s:O}]", "text", t);
+		if (!one || core_buf_add(&text, json_string_value(t), json_string_length(t))) {
+			json_decref(one);
+			goto nomem;
+		}
+		st = emit(stream, delay, one);
+		json_decref(one);
+		if (st) {
+			core_fail(e, st, "script model: %s", core_strerror(st));
+			goto out;
+		}
+	}
+	if ((chunks || t) && json_array_append_new(content, json_pack("{s:s%}", "text",
+	                                                              text.p ? text.p : "", text.len)))
+		goto nomem;
+
+	/* Tool requests and raw parts: one chunk, as providers send them. */
+	json_t *rest = json_array();
+	if (!rest)
+		goto nomem;
+	const json_t *reqs = json_object_get(reply, "toolRequests"), *parts = json_object_get(reply, "content");
+	if ((reqs && !json_is_array(reqs)) || (parts && !json_is_array(parts))) {
+		json_decref(rest);
+		st = bad(e, path, "'toolRequests' and 'content' must be arrays");
+		goto out;
+	}
+	json_array_foreach(parts, i, v)
+		json_array_append(rest, (json_t *)v);
+	json_array_foreach(reqs, i, v) {
+		if (!json_is_object(v) || !jv_is_string(json_object_get(v, "name"))) {
+			json_decref(rest);
+			st = bad(e, path, "each tool request needs a 'name'");
+			goto out;
+		}
+		json_array_append_new(rest, json_pack("{s:O}", "toolRequest", v));
+	}
+	if ((st = emit(stream, delay, rest))) {
+		json_decref(rest);
+		core_fail(e, st, "script model: %s", core_strerror(st));
+		goto out;
+	}
+	json_array_extend(content, rest);
+	json_decref(rest);
+
+	const json_t *err = json_object_get(reply, "error");
+	if (err) {
+		const char *status = json_string_value(json_object_get(err, "status"));
+		const char *msg = json_string_value(json_object_get(err, "message"));
+		st = core_status_from_name(status ? status : "INTERNAL");
+		if (st == CORE_OK)
+			st = CORE_EINTERNAL;
+		core_fail(e, st, "%s", msg ? msg : "scripted failure");
+		goto out;
+	}
+	const json_t *fr = json_object_get(reply, "finishReason");
+	if (fr && (!jv_is_string(fr) || json_string_length(fr) >= sizeof resp->finish_reason)) {
+		st = bad(e, path, "'finishReason' must be a short string");
+		goto out;
+	}
+	resp->message = json_pack("{s:s, s:O}", "role", "model", "content", content);
+	if (!resp->message)
+		goto nomem;
+	snprintf(resp->finish_reason, sizeof resp->finish_reason, "%s", fr ? json_string_value(fr) : "stop");
+	if ((v = json_object_get(reply, "usage")))
+		resp->usage = json_deep_copy(v);
+	st = CORE_OK;
+	goto out;
+nomem:
+	st = core_fail(e, CORE_ENOMEM, "out of memory");
+out:
+	json_decref(reply);
+	json_decref(content);
+	core_buf_release(&text);
+	return st;
+}
+
+const struct model_provider model_script = { "script", script_generate };

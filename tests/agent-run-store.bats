@@ -1,0 +1,149 @@
+#!/usr/bin/env bats
+# agent-run with the store: one snapshot per committed turn, resume by
+# snapshot or session, failed turns committed or rolled back, the resume
+# rules of runtime-semantics §4.2, and prompt-file agents.
+
+load test_helper
+
+setup() {
+	common_setup
+	TOOLS="$FIXTURES/tools"
+}
+
+last() { printf '%s\n' "$output" | tail -n 1; }
+chunks() { printf '%s\n' "$output" | sed '$d'; }
+script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
+M="script/model.ndjson"
+
+@test "one turn writes exactly one row: reserved ID in turnEnd and output, no parent (SingleTurnSnapshot)" {
+	run -0 --separate-stderr agent-run --model echo -m hi
+	id=$(chunks | jq -r 'select(.turnEnd) | .turnEnd.snapshotId')
+	[ "$(last | jq -r .output.snapshotId)" = "$id" ]
+	sid=$(last | jq -r .output.sessionId)
+	[ "$(agent-snap log "$sid" | wc -l)" = 1 ]
+	row=$(agent-snap "$id")
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .sessionId == "'"$sid"'", has("parentId"), .status, .finishReason, .state.sessionId == "'"$sid"'", (.state.messages | length), .createdAt == .updatedAt, has("heartbeatAt")]' <<<"$row")" = '[true,true,false,"completed","stop",true,2,true,false]' ]
+	[[ "$(jq -r .createdAt <<<"$row")" =~ ^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:.]+Z$ ]]
+}
+
+@test "three turns: three rows chained by parentId, output names the last (MultiTurnSnapshot)" {
+	run -0 --separate-stderr agent-run --model echo -m a -m b -m c
+	ids=($(chunks | jq -r 'select(.turnEnd) | .turnEnd.snapshotId'))
+	[ "${#ids[@]}" = 3 ]
+	[ "$(last | jq -r .output.snapshotId)" = "${ids[2]}" ]
+	[ "$(agent-snap "${ids[1]}" | jq -r .parentId)" = "${ids[0]}" ]
+	[ "$(agent-snap "${ids[2]}" | jq -r .parentId)" = "${ids[1]}" ]
+}
+
+@test "resume by --snapshot: new row with the history, parent is the resumed row, same session (ResumeFromSnapshot)" {
+	run -0 --separate-stderr agent-run --model echo -m one
+	snap=$(last | jq -r .output.snapshotId)
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model echo --snapshot "$snap" -m two
+	[ "$(last | jq -r .output.sessionId)" = "$sid" ]
+	row=$(agent-snap "$(last | jq -r .output.snapshotId)")
+	[ "$(jq -c '[.parentId == "'"$snap"'", [.state.messages[].content[0].text]]' <<<"$row")" = '[true,["one","one","two","two"]]' ]
+}
+
+@test "resume by --session: the latest row; an unknown session ID starts fresh under it (ResumeFromSessionID_NewConversation)" {
+	run -0 --separate-stderr agent-run --model echo --session my-chat -m one
+	[ "$(last | jq -r .output.sessionId)" = my-chat ]
+	first=$(last | jq -r .output.snapshotId)
+	[ "$(agent-snap "$first" | jq -c 'has("parentId")')" = false ]
+	run -0 --separate-stderr agent-run --model echo --session my-chat -m two
+	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.parentId == "'"$first"'", (.state.messages | length)]')" = '[true,4]' ]
+}
+
+@test "--session with --snapshot asserts ownership; an unknown snapshot is NOT_FOUND (ResumeFromSnapshotID_WithSessionID)" {
+	run -0 --separate-stderr agent-run --model echo --session s1 -m one
+	snap=$(last | jq -r .output.snapshotId)
+	run -0 --separate-stderr agent-run --model echo --session s1 --snapshot "$snap" -m two
+	run -101 --separate-stderr agent-run --model echo --session other --snapshot "$snap" -m two
+	[ "$output" = "{\"error\":{\"status\":\"INVALID_ARGUMENT\",\"message\":\"snapshot \\\"$snap\\\" does not belong to session \\\"other\\\" (snapshot's session: \\\"s1\\\")\"}}" ]
+	run -4 --separate-stderr agent-run --model echo --snapshot nope -m two
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"snapshot \"nope\" not found"}}' ]
+	[ "$stderr" = 'agent-run: snapshot "nope" not found' ]
+}
+
+@test "uncommitted failure: no row, the output names the previous row (FailedTurn_ServerManagedReturnsLastTurnSnapshot)" {
+	script '{"when":{"user":"one"},"text":"1"}' '{"when":{"user":"boom"},"error":{"status":"UNAVAILABLE","message":"model timeout"}}'
+	run -1 --separate-stderr agent-run --model $M -m one -m boom
+	first=$(chunks | jq -r 'select(.turnEnd.snapshotId) | .turnEnd.snapshotId')
+	[ "$(chunks | tail -n 1)" = '{"turnEnd":{"finishReason":"failed"}}' ]
+	[ "$(last | jq -c '.output | [.snapshotId == "'"$first"'", .finishReason, .error.status, has("state")]')" = '[true,"failed","UNAVAILABLE",false]' ]
+	[ "$(agent-snap log "$(last | jq -r .output.sessionId)" | wc -l)" = 1 ]
+	# After a resume, a first-turn failure points at the resumed row (FailedFirstTurn_AfterResume).
+	run -1 --separate-stderr agent-run --model $M --snapshot "$first" -m boom
+	[ "$(last | jq -r .output.snapshotId)" = "$first" ]
+}
+
+@test "committed failure: the failed row is a resume point, and --session resumes its tip (ResumeFromErrorSnapshot_Allowed)" {
+	script '{"when":{"user":"go"},"toolRequests":[{"name":"fail","ref":"1","input":{}}]}' '{"when":{"user":"again"},"text":"fine"}'
+	run -1 --separate-stderr agent-run --model $M --tool "$TOOLS/fail.json" --session s -m go
+	failed=$(last | jq -r .output.snapshotId)
+	[ "$(agent-snap "$failed" | jq -r .status)" = failed ]
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/fail.json" --session s -m again
+	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.parentId == "'"$failed"'", [.state.messages[].role]]')" = '[true,["user","user","model"]]' ]
+}
+
+@test "resume rules: pending, aborting and stateless aborted rows are refused with Genkit's messages (§4.2)" {
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	{
+		echo "{\"snapshotId\":\"p1\",\"sessionId\":\"s\",\"parentId\":\"root\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}"
+		echo "{\"snapshotId\":\"p2\",\"sessionId\":\"s2\",\"parentId\":\"root\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"2000-01-01T00:00:00Z\"}"
+		echo "{\"snapshotId\":\"p3\",\"sessionId\":\"s3\",\"status\":\"aborting\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}"
+		echo "{\"snapshotId\":\"p4\",\"sessionId\":\"s4\",\"status\":\"aborting\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"2000-01-01T00:00:00Z\"}"
+		echo "{\"snapshotId\":\"p5\",\"sessionId\":\"s5\",\"parentId\":\"parent-1\",\"status\":\"aborted\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\"}"
+	} | agent-snap import >/dev/null
+	expect() {
+		run -5 --separate-stderr agent-run --model echo "$1" "$2" -m hi
+		[ "$output" = "{\"error\":{\"status\":\"FAILED_PRECONDITION\",\"message\":$3}}" ] || { echo "got $output"; return 1; }
+	}
+	expect --snapshot p1 '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
+	expect --session s '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
+	expect --snapshot p2 '"snapshot \"p2\" is still pending but its worker stopped heartbeating and is presumed dead; abort it, then resume from its parent snapshot \"root\""'
+	expect --snapshot p3 '"snapshot \"p3\" is still being finalized: its invocation was aborted and has not recorded the state yet; retry this same snapshot ID"'
+	expect --snapshot p4 '"snapshot \"p4\" is still aborting but its worker stopped heartbeating and is presumed dead. It recorded no progress, so there is nothing to resume"'
+	expect --snapshot p5 '"snapshot \"p5\" was aborted before its invocation recorded any state; resume from its parent snapshot \"parent-1\""'
+}
+
+@test "session ID: stable across resumes, on every row and state (SessionID_AssignedAndStable)" {
+	run -0 --separate-stderr agent-run --model echo -m a -m b
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model echo --snapshot "$(last | jq -r .output.snapshotId)" -m c
+	[ "$(last | jq -r .output.sessionId)" = "$sid" ]
+	[ "$(agent-snap log "$sid" | jq -r .sessionId | sort -u)" = "$sid" ]
+	[ "$(agent-snap --session "$sid" | jq -r .state.sessionId)" = "$sid" ]
+}
+
+@test "prompt agent: found by name in --agents, AGENTKIT_PATH and ./agents; history and {{@state}} rendered" {
+	mkdir -p agents/tools lib
+	cp "$TOOLS/addTask" "$TOOLS/addTask.json" agents/tools/
+	cat >agents/helper.prompt <<-'EOF'
+	---
+	model: echo
+	tools: [addTask]
+	description: A helper.
+	---
+	{{role "system"}}Tasks: {{json @state.tasks}}
+	{{history}}
+	EOF
+	run -0 --separate-stderr agent-run helper --describe
+	[ "$(printf '%s\n' "$output" | jq -c '[.name, .description, .model, [.tools[].name], .maxTurns, .metadata.agent]')" = '["helper","A helper.","echo",["addTask"],5,{"stateManagement":"server","abortable":true}]' ]
+	run -0 --separate-stderr agent-run helper -m hi
+	sid=$(last | jq -r .output.sessionId)
+	[ "$(agent-snap --session "$sid" | jq -c '[.state.messages[] | [.role, .content[0].text]]')" = '[["user","hi"],["model","hi"]]' ]
+	mv agents/helper.prompt lib/
+	run -4 --separate-stderr agent-run helper -m hi
+	AGENTKIT_PATH="$BATS_TEST_TMPDIR/lib" run -0 --separate-stderr agent-run helper -m hi
+	run -0 --separate-stderr agent-run --agents lib helper -m hi
+	run -0 --separate-stderr agent-run lib/helper.prompt -m hi
+}
+
+@test "prompt agent: an invalid front matter names the file and line" {
+	mkdir agents
+	printf -- '---\nmodel: [echo\n---\nhi\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run bad -m hi
+	[ "$(jq -r .error.status <<<"$output")" = INVALID_ARGUMENT ]
+	[[ "$(jq -r .error.message <<<"$output")" == agents/bad.prompt:* ]]
+}

@@ -1,0 +1,196 @@
+#!/usr/bin/env bats
+# agent-run: executable tools, custom state, artifacts, parallel calls,
+# tool failures, max turns, interrupts and resume validation
+# (runtime-semantics §3.4, §3.6-3.8; DESIGN.md §3).
+
+load test_helper
+
+setup() {
+	common_setup
+	SCRIPTS="$FIXTURES/scripts"
+	TOOLS="$FIXTURES/tools"
+}
+
+last() { printf '%s\n' "$output" | tail -n 1; }
+chunks() { printf '%s\n' "$output" | sed '$d'; }
+script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
+M="script/model.ndjson"
+
+@test "tool loop: two rounds leave six session messages (PromptAgent_ToolLoopMessages)" {
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"toolRequests":[{"name":"farewell","ref":"2","input":{"name":"ann"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/farewell.json" -m hi
+	[ "$(last | jq -c '[.output.state.messages[] | .role + ":" + (.content[0] | .text // .toolRequest.name // .toolResponse.output)]')" = '["user:hi","model:greet","tool:hello ann","model:farewell","tool:bye ann","model:done"]' ]
+	# Chunk indexes count the messages generated in the turn.
+	[ "$(chunks | jq -c 'select(.modelChunk) | [.modelChunk.role, .modelChunk.index]' | tr -d '\n')" = '["model",0]["tool",1]["model",2]["tool",3]["model",4]' ]
+}
+
+@test "tools are found in ./tools by name, and a missing one is NOT_FOUND at start" {
+	mkdir tools
+	cp "$TOOLS/greet" "$TOOLS/greet.json" tools/
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}}]}' '{"text":"ok"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool greet -m hi
+	run -4 --separate-stderr agent-run --no-store --model $M --tool nosuch -m hi
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"tool '"'"'nosuch'"'"' not found (searched: agents/tools, tools)"}}' ]
+}
+
+@test "a tool the model asks for but the agent lacks is NOT_FOUND" {
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}}]}'
+	run -4 --separate-stderr agent-run --no-store --model $M -m hi
+	[ "$(last | jq -c .output.error)" = '{"status":"NOT_FOUND","message":"generate: tool \"greet\" not found"}' ]
+}
+
+@test "custom state: first patch of a turn replaces the document, later ones are diffs; jpatch-apply follows it" {
+	script '{"toolRequests":[{"name":"addTask","ref":"1","input":{"title":"milk"}}]}' \
+		'{"toolRequests":[{"name":"addTask","ref":"2","input":{"title":"eggs"}}]}' \
+		'{"toolRequests":[{"name":"toggleTask","ref":"3","input":{"id":1}}]}' '{"text":"ok"}' \
+		'{"toolRequests":[{"name":"toggleTask","ref":"4","input":{"id":2}}]}' '{"text":"ok too"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/addTask.json" --tool "$TOOLS/toggleTask.json" -m go -m more
+	[ "$(chunks | jq -c 'select(.customPatch) | .customPatch')" = '[{"op":"replace","path":"","value":{"tasks":[{"id":1,"title":"milk","done":false}],"nextId":2}}]
+[{"op":"replace","path":"/nextId","value":3},{"op":"add","path":"/tasks/-","value":{"id":2,"title":"eggs","done":false}}]
+[{"op":"replace","path":"/tasks/0/done","value":true}]
+[{"op":"replace","path":"","value":{"tasks":[{"id":1,"title":"milk","done":true},{"id":2,"title":"eggs","done":true}],"nextId":3}}]' ]
+	# The live document ends equal to the final state.
+	live=$(printf '%s\n' "$output" | jpatch-apply --stream --final)
+	[ "$live" = "$(last | jq -c .output.state.custom)" ]
+	[ "$live" = '{"tasks":[{"id":1,"title":"milk","done":true},{"id":2,"title":"eggs","done":true}],"nextId":3}' ]
+	# The second turn starts over with a whole-document replace.
+	[ "$(chunks | jq -c 'select(.customPatch or .turnEnd) | keys[0]' | tr -d '\n')" = '"customPatch""customPatch""customPatch""turnEnd""customPatch""turnEnd"' ]
+}
+
+@test "artifacts: streamed as sent, replaced by name in the output; parts ride on the tool response (Artifacts)" {
+	script '{"toolRequests":[{"name":"artifacts","ref":"1","input":{}}]}' '{"text":"ok"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/artifacts.json" -m hi
+	[ "$(chunks | jq -c 'select(.artifact) | .artifact')" = '{"name":"code.go","parts":[{"text":"v1"}]}
+{"name":"notes.md","parts":[{"text":"n"}]}
+{"name":"code.go","parts":[{"text":"v2"}]}' ]
+	[ "$(last | jq -c .output.artifacts)" = '[{"name":"code.go","parts":[{"text":"v2"}]},{"name":"notes.md","parts":[{"text":"n"}]}]' ]
+	[ "$(last | jq -c '.output.state.messages[2].content[0].toolResponse')" = '{"name":"artifacts","ref":"1","output":"sent","content":[{"text":"see code.go"}]}' ]
+}
+
+@test "parallel tool requests run at the same time and answer in one tool message" {
+	mkdir rdv
+	export RENDEZVOUS_DIR="$BATS_TEST_TMPDIR/rdv"
+	run -0 --separate-stderr agent-run --no-store --model "script/$SCRIPTS/parallel.ndjson" --tool "$TOOLS/rendezvous.json" -m go
+	[ "$(last | jq -c '.output.state.messages[2] | [.role, [.content[].toolResponse.output]]')" = '["tool",["a met b","b met a"]]' ]
+}
+
+@test "tool context: stdin and environment carry the turn context; provider keys are hidden (TurnContext)" {
+	script '{"toolRequests":[{"name":"context","ref":"1","input":{}}]}' '{"text":"a"}' \
+		'{"toolRequests":[{"name":"context","ref":"2","input":{}}]}' '{"text":"b"}'
+	export OPENAI_API_KEY=sk-secret AGENTKIT_SNAPSHOT_ID=stale
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/context.json" -m one -m two
+	ids=$(chunks | jq -r 'select(.turnEnd) | .turnEnd.snapshotId' | tr '\n' ' ')
+	sid=$(last | jq -r .output.sessionId)
+	set -- $ids
+	first=$(agent-snap "$1" | jq -c '.state.messages[2].content[0].toolResponse.output')
+	[ "$first" = "{\"stdin\":{\"sessionId\":\"$sid\",\"snapshotId\":\"$1\",\"parentSnapshotId\":\"\",\"turnIndex\":0},\"env\":{\"sessionId\":\"$sid\",\"snapshotId\":\"$1\",\"parentSnapshotId\":\"\",\"turnIndex\":\"0\",\"openaiKey\":\"unset\"}}" ]
+	second=$(agent-snap "$2" | jq -c '.state.messages[6].content[0].toolResponse.output.stdin')
+	[ "$second" = "{\"sessionId\":\"$sid\",\"snapshotId\":\"$2\",\"parentSnapshotId\":\"$1\",\"turnIndex\":1}" ]
+	# Client-managed: no snapshot IDs.  A manifest may ask for a key.
+	script '{"toolRequests":[{"name":"secret","ref":"1","input":{}}]}' '{"text":"a"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/secret.json" -m one
+	[ "$(last | jq -c '.output.state.messages[2].content[0].toolResponse.output.env | [.snapshotId, .parentSnapshotId, .openaiKey]')" = '["","","sk-secret"]' ]
+}
+
+@test "tool failure: non-zero exit fails the turn with the tool's stderr; the row keeps the user message (§3.4, §3.8)" {
+	script '{"toolRequests":[{"name":"fail","ref":"1","input":{}}]}'
+	run -1 --separate-stderr agent-run --model $M --tool "$TOOLS/fail.json" -m hi
+	[ "$stderr" = 'agent-run: generate: tool "fail" failed: exited with status 3: boom: the disk is on fire' ]
+	[ "$(chunks | tail -n 1 | jq -c '.turnEnd | [.finishReason, (.snapshotId | length)]')" = '["failed",36]' ]
+	snap=$(last | jq -r .output.snapshotId)
+	[ "$(agent-snap "$snap" | jq -c '[.status, .finishReason, .error, [.state.messages[].role]]')" = '["failed","failed",{"status":"INTERNAL","message":"generate: tool \"fail\" failed: exited with status 3: boom: the disk is on fire"},["user"]]' ]
+}
+
+@test "tool failure: a later round commits what the completed rounds left; timeouts and garbage are failures" {
+	script '{"toolRequests":[{"name":"greet","ref":"g","input":{}}]}' '{"toolRequests":[{"name":"slow","ref":"s","input":{}}]}'
+	run -1 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/slow.json" -m hi
+	[ "$stderr" = 'agent-run: generate: tool "slow" failed: timed out after 300ms: still thinking' ]
+	[ "$(last | jq -c '[.output.state.messages[].role]')" = '["user","model","tool"]' ]
+	script '{"toolRequests":[{"name":"garbage","ref":"1","input":{}}]}'
+	run -1 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/garbage.json" -m hi
+	[ "$stderr" = "agent-run: generate: tool \"garbage\" failed: wrote malformed output: invalid JSON: invalid token near 'this' (at stdout:1)" ]
+}
+
+@test "max turns: the tool loop stops with aborted (2) and the row is aborted" {
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}}]}' '{"toolRequests":[{"name":"greet","ref":"2","input":{}}]}'
+	run -2 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --max-turns 1 -m hi
+	[ "$(last | jq -c '.output | [.finishReason, .error]')" = '["aborted",{"status":"ABORTED","message":"generate: exceeded maximum tool call iterations (1)"}]' ]
+	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.status, .finishReason, [.state.messages[].role]]')" = '["aborted","aborted",["user","model","tool"]]' ]
+	run -100 --separate-stderr agent-run --model echo --max-turns 0 -m hi
+}
+
+@test "interrupt: the turn ends interrupted (6) with a tool chunk of the interrupt parts (PromptAgent_ForwardsInterruptedFinishReason)" {
+	run -6 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" -m paint
+	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk')" = '{"content":[{"toolRequest":{"name":"ask","ref":"q1","input":{"q":"which color?"}},"metadata":{"interrupt":{"question":"which color?"}}}],"index":0,"role":"tool"}' ]
+	[ "$(last | jq -c '.output | [.finishReason, [.message.content[].metadata]]')" = '["interrupted",[null,{"interrupt":{"question":"which color?"}},{"pendingOutput":"hello ann"}]]' ]
+	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.status, .finishReason]')" = '["completed","interrupted"]' ]
+}
+
+@test "resume: respond answers the interrupt, pending outputs are replayed, the model goes on" {
+	run -6 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" -m paint
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" --session "$sid" \
+		<<<'{"resume":{"respond":[{"toolResponse":{"name":"ask","ref":"q1","output":"blue"}}]}}'
+	[ "$(chunks | head -n 1)" = '{"modelChunk":{"content":[{"toolResponse":{"name":"ask","ref":"q1","output":"blue"},"metadata":{"interruptResponse":true}},{"toolResponse":{"name":"greet","ref":"g1","output":"hello ann"},"metadata":{"source":"pending"}}],"index":0,"role":"tool"}}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = "Thanks for answering." ]
+	[ "$(agent-snap --session "$sid" | jq -c '.state.messages[1].content[1].metadata')" = '{"resolvedInterrupt":{"question":"which color?"}}' ]
+}
+
+@test "resume: a restarted tool sees its resume data" {
+	run -6 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" -m paint
+	snap=$(last | jq -r .output.snapshotId)
+	run -0 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" --snapshot "$snap" \
+		<<<'{"resume":{"restart":[{"toolRequest":{"name":"ask","ref":"q1","input":{"q":"which color?"}},"metadata":{"resumed":{"color":"red"}}}]}}'
+	[ "$(chunks | head -n 1 | jq -c '.modelChunk.content[0].toolResponse.output')" = '{"answer":{"color":"red"}}' ]
+}
+
+@test "resume: a restart that interrupts again commits as interrupted without calling the model (PromptAgent_RestartInterruptsAgain)" {
+	script '{"toolRequests":[{"name":"ask","ref":"q1","input":{"q":"?"}}]}'
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" -m hi
+	snap=$(last | jq -r .output.snapshotId)
+	# resumed:false makes the ask tool interrupt again; the script has no second reply.
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --snapshot "$snap" \
+		<<<'{"resume":{"restart":[{"toolRequest":{"name":"ask","ref":"q1","input":{"q":"?"}},"metadata":{"resumed":false}}]}}'
+	[ -z "$stderr" ]
+	row=$(agent-snap "$(last | jq -r .output.snapshotId)")
+	[ "$(jq -c '[.status, .finishReason, .parentId == "'"$snap"'", (.state.messages | length), .state.messages[1].content[0].metadata]' <<<"$row")" = '["completed","interrupted",true,2,{"interrupt":{"question":"?"}}]' ]
+}
+
+@test "resume validation: every case of ValidateResumeAgainstHistory, with its exact message, before anything runs" {
+	script '{"toolRequests":[{"name":"greet","ref":"old","input":{"name":"x"}}]}' '{"text":"done"}' \
+		'{"toolRequests":[{"name":"ask","ref":"q1","input":{"n":1}}]}'
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" -m one -m two
+	sid=$(last | jq -r .output.sessionId)
+	snap=$(last | jq -r .output.snapshotId)
+	check() {
+		run -101 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" --snapshot "$snap" <<<"$1"
+		[ "$(last | jq -c .output.error)" = "{\"status\":\"INVALID_ARGUMENT\",\"message\":$2}" ] || { echo "got: $(last)"; return 1; }
+		[ "$(chunks)" = '{"turnEnd":{"finishReason":"failed"}}' ]
+		[ "$(last | jq -r .output.snapshotId)" = "$snap" ]
+	}
+	check '{"resume":{"respond":[{"toolResponse":{"name":"greet","ref":"old","output":1}}]}}' \
+		'"resume.respond references tool \"greet\" (ref: old) from an earlier turn which is no longer pending; only tool requests from the most recent model response can be resumed"'
+	check '{"resume":{"respond":[{"toolResponse":{"name":"ask","ref":"nope","output":1}}]}}' \
+		'"resume.respond references tool \"ask\" (ref: nope) which was not found in session history"'
+	check '{"resume":{"restart":[{"toolRequest":{"name":"nosuch","input":{}}}]}}' \
+		'"resume.restart references tool \"nosuch\" which was not found in session history"'
+	check '{"resume":{"restart":[{"toolRequest":{"name":"ask","ref":"q1","input":{"n":2}}}]}}' \
+		'"resume.restart for tool \"ask\" (ref: q1) has modified inputs that do not match the original tool request in session history; restart inputs must exactly match the interrupted tool request"'
+	# Restarts are checked before responds; 1 equals 1.0.
+	check '{"resume":{"respond":[{"toolResponse":{"name":"x","ref":"y"}}],"restart":[{"toolRequest":{"name":"ask","ref":"q1","input":{"n":3}}}]}}' \
+		'"resume.restart for tool \"ask\" (ref: q1) has modified inputs that do not match the original tool request in session history; restart inputs must exactly match the interrupted tool request"'
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --snapshot "$snap" \
+		<<<'{"resume":{"restart":[{"toolRequest":{"name":"ask","ref":"q1","input":{"n":1.0}},"metadata":{"resumed":false}}]}}'
+	# The store holds no row from the rejected attempts.
+	[ "$(agent-snap log "$sid" | wc -l)" = 3 ]
+}
+
+@test "resume: after a completed round the old requests are no longer pending" {
+	script '{"toolRequests":[{"name":"greet","ref":"g","input":{}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" -m hi
+	snap=$(last | jq -r .output.snapshotId)
+	run -101 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --snapshot "$snap" \
+		<<<'{"resume":{"respond":[{"toolResponse":{"name":"greet","ref":"g","output":1}}]}}'
+	[ "$(last | jq -r .output.error.message)" = 'resume.respond references tool "greet" (ref: g) from an earlier turn which is no longer pending; only tool requests from the most recent model response can be resumed' ]
+}
