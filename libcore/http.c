@@ -146,7 +146,10 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 	val[vl] = 0;
 #define IS(name) (nl == sizeof(name) - 1 && !strncasecmp(p, name, nl))
 	if (IS("content-type")) {
-		snprintf(a->ctype, sizeof a->ctype, "%s", val);
+		/* Longer content types are cut; only the media type is read. */
+		size_t cn = vl < sizeof a->ctype - 1 ? vl : sizeof a->ctype - 1;
+		memcpy(a->ctype, val, cn);
+		a->ctype[cn] = 0;
 	} else if (IS("retry-after-ms")) {
 		char *end;
 		double ms = strtod(val, &end);
