@@ -410,7 +410,7 @@ static void abandon(struct detach_ctx *d, const json_t *pending, const struct co
 	char msg[sizeof e.msg + 200];
 	snprintf(msg, sizeof msg, "agent \"%s\": detach: %s", d->agent->name, why->msg);
 	rt_fail(d->rt, why->st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, msg);
-	if (!store_open(d->store_path, d->store, &e)) {
+	if (*d->store || !store_open(d->store_path, d->store, &e)) {
 		json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt);
 		struct detach_result r = { 0, output, state };
 		if (output && state)

@@ -295,26 +295,3 @@ void agent_free(struct agent *a)
 	list_free(a->tool_dirs);
 	free(a);
 }
-
-json_t *agent_describe(const struct agent *a, int server_managed)
-{
-	json_t *d = json_object(), *meta = json_object();
-	if (!d || !meta) {
-		json_decref(d);
-		json_decref(meta);
-		return NULL;
-	}
-	json_object_set_new(d, "name", json_string(a->name));
-	if (a->description)
-		json_object_set_new(d, "description", json_string(a->description));
-	json_object_set_new(d, "model", json_string(a->model));
-	json_object_set(d, "tools", a->tools);
-	json_object_set_new(d, "maxTurns", json_integer(a->max_turns));
-	json_object_set_new(meta, "stateManagement", json_string(server_managed ? "server" : "client"));
-	/* abortable: a store that can observe aborts, i.e. any agentkit store. */
-	json_object_set_new(meta, "abortable", json_boolean(server_managed));
-	if (a->state_schema)
-		json_object_set(meta, "stateSchema", a->state_schema);
-	json_object_set_new(d, "metadata", meta);
-	return d;
-}

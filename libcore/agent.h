@@ -69,11 +69,6 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
                             struct core_err *e);
 void agent_free(struct agent *a);
 
-/*
- * The agent's descriptor (agent-run --describe): {name, description?, model,
- * tools, maxTurns, metadata: {stateManagement, abortable, stateSchema?}}.
- * server_managed says whether a store is configured.  New reference.
- */
-json_t *agent_describe(const struct agent *a, int server_managed);
+/* The descriptor (agent-run --describe) is agent_ext_describe(), agent_ext.h. */
 
 #endif

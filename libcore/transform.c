@@ -1,6 +1,7 @@
 /* transform.c - state and stream transforms: NDJSON filters that fail closed. */
 #include "transform.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,7 +27,8 @@ enum core_status transform_new(const char *kind, const char *cmd, int64_t timeou
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	/* Messages name the command, shortened. */
-	sprintf(t->what, "%s '%.*s%s'", kind, n > 60 ? 57 : (int)n, cmd, n > 60 ? "..." : "");
+	snprintf(t->what, strlen(kind) + 80, "%s '%.*s%s'", kind, n > 60 ? 57 : (int)n, cmd,
+	         n > 60 ? "..." : "");
 	t->timeout_ms = timeout_ms > 0 ? timeout_ms : TRANSFORM_DEFAULT_TIMEOUT_MS;
 	*out = t;
 	return CORE_OK;
