@@ -164,16 +164,8 @@ static json_t *build_tools(const json_t *tools)
 {
 	json_t *arr = json_array(), *t;
 	size_t i;
-	json_array_foreach(tools, i, t) {
-		const json_t *schema = json_object_get(t, "inputSchema");
-		json_t *o = json_pack("{s:O}", "name", json_object_get(t, "name"));
-		if (json_object_get(t, "description"))
-			json_object_set(o, "description", json_object_get(t, "description"));
-		json_object_set_new(o, "input_schema", json_is_object(schema)
-		                    ? json_incref((json_t *)schema)
-		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-		json_array_append_new(arr, o);
-	}
+	json_array_foreach(tools, i, t)
+		json_array_append_new(arr, prov_tool_decl(t, "input_schema"));
 	return arr;
 }
 
@@ -412,14 +404,8 @@ out:
 	json_decref(msgs);
 	json_decref(system);
 	free(body);
-	if (auth) {
-		memset(auth, 0, strlen(auth));
-		free(auth);
-	}
-	if (key) {
-		memset(key, 0, strlen(key));
-		free(key);
-	}
+	prov_secret_free(auth);
+	prov_secret_free(key);
 	free(url);
 	free(base);
 	free(s);

@@ -500,3 +500,38 @@ char *prov_strf(const char *fmt, ...)
 	}
 	return core_buf_detach(&b, NULL);
 }
+
+json_t *prov_tool_decl(const json_t *tool, const char *schema_key)
+{
+	const json_t *schema = json_object_get(tool, "inputSchema");
+	json_t *d = json_pack("{s:O}", "name", json_object_get(tool, "name"));
+	if (!d)
+		return NULL;
+	if (json_object_get(tool, "description"))
+		json_object_set(d, "description", json_object_get(tool, "description"));
+	json_object_set_new(d, schema_key, json_is_object(schema)
+	                    ? json_incref((json_t *)schema)
+	                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
+	return d;
+}
+
+json_t *prov_function_tools(const json_t *tools)
+{
+	json_t *arr = json_array(), *t;
+	size_t i;
+	json_array_foreach(tools, i, t)
+		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function",
+		                                     "function", prov_tool_decl(t, "parameters")));
+	return arr;
+}
+
+void prov_secret_free(char *s)
+{
+	if (s) {
+		/* volatile: the wipe must not be optimised away before free() */
+		volatile char *p = s;
+		while (*p)
+			*p++ = 0;
+		free(s);
+	}
+}

@@ -120,6 +120,21 @@ char *prov_output_text(const json_t *output);
 char *prov_strf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 /* Compact JSON of v; malloc()ed, NULL on failure. */
 char *prov_dump(const json_t *v);
+
+/*
+ * One tool declaration in the shape most providers share: {"name",
+ * "description"?, schema_key: the tool's inputSchema, or an empty object
+ * schema when it has none}.  A new reference.
+ */
+json_t *prov_tool_decl(const json_t *tool, const char *schema_key);
+
+/* The tools as OpenAI-style [{"type":"function","function":decl}] (OpenAI,
+ * Ollama).  A new reference. */
+json_t *prov_function_tools(const json_t *tools);
+
+/* Wipe a secret (a key, an Authorization header) and free it; NULL is a
+ * no-op. */
+void prov_secret_free(char *s);
 /*
  * A media URL split: for "data:TYPE;base64,DATA" *mime (malloc()ed) and
  * *data (pointing into url) are set and 1 is returned; 0 for other URLs.

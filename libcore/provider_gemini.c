@@ -447,14 +447,8 @@ out:
 	json_decref(contents);
 	json_decref(system);
 	free(body);
-	if (auth) {
-		memset(auth, 0, strlen(auth));
-		free(auth);
-	}
-	if (key) {
-		memset(key, 0, strlen(key));
-		free(key);
-	}
+	prov_secret_free(auth);
+	prov_secret_free(key);
 	free(url);
 	free(base);
 	free(s);

@@ -120,23 +120,6 @@ static enum core_status build(const json_t *msgs, json_t *out, struct core_err *
 	return CORE_OK;
 }
 
-static json_t *build_tools(const json_t *tools)
-{
-	json_t *arr = json_array(), *t;
-	size_t i;
-	json_array_foreach(tools, i, t) {
-		const json_t *schema = json_object_get(t, "inputSchema");
-		json_t *fn = json_pack("{s:O}", "name", json_object_get(t, "name"));
-		if (json_object_get(t, "description"))
-			json_object_set(fn, "description", json_object_get(t, "description"));
-		json_object_set_new(fn, "parameters", json_is_object(schema)
-		                    ? json_incref((json_t *)schema)
-		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn));
-	}
-	return arr;
-}
-
 static void map_config(json_t *b, const json_t *cfg)
 {
 	static const char *const top[] = { "format", "think", "keep_alive", NULL };
@@ -305,7 +288,7 @@ static enum core_status oll_generate(const char *name, const struct model_reques
 		goto out;
 	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
 	if (json_array_size(req->tools))
-		json_object_set_new(b, "tools", build_tools(req->tools));
+		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	map_config(b, req->config);
 	if (!(body = prov_dump(b))) {

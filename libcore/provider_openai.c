@@ -137,25 +137,6 @@ static enum core_status build_messages(const json_t *msgs, json_t *out, struct c
 	return CORE_OK;
 }
 
-static json_t *build_tools(const json_t *tools)
-{
-	json_t *arr = json_array();
-	size_t i;
-	json_t *t;
-	json_array_foreach(tools, i, t) {
-		json_t *fn = json_object();
-		const json_t *schema = json_object_get(t, "inputSchema");
-		json_object_set(fn, "name", json_object_get(t, "name"));
-		if (json_object_get(t, "description"))
-			json_object_set(fn, "description", json_object_get(t, "description"));
-		json_object_set_new(fn, "parameters", schema && json_is_object(schema)
-		                    ? json_incref((json_t *)schema)
-		                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function", "function", fn));
-	}
-	return arr;
-}
-
 static void map_config(json_t *body, const json_t *cfg, int official)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
@@ -431,7 +412,7 @@ static enum core_status oai_generate(const char *name, const struct model_reques
 		goto out;
 	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
 	if (json_array_size(req->tools))
-		json_object_set_new(b, "tools", build_tools(req->tools));
+		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
 	map_config(b, req->config, !strcmp(base, "https://api.openai.com/v1"));
@@ -455,14 +436,8 @@ out:
 	json_decref(b);
 	json_decref(msgs);
 	free(body);
-	if (auth) {
-		memset(auth, 0, strlen(auth));
-		free(auth);
-	}
-	if (key) {
-		memset(key, 0, strlen(key));
-		free(key);
-	}
+	prov_secret_free(auth);
+	prov_secret_free(key);
 	free(url);
 	free(base);
 	free(s);
