@@ -183,7 +183,7 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	struct coproc *c = NULL;
 	struct core_buf out = CORE_BUF_INIT((size_t)64 << 20);
 	struct core_err le = { 0 };
-	json_t *raw = NULL, *docs = NULL;
+	json_t *raw = NULL, *docs = NULL, *empty = NULL;
 	enum core_status st;
 	char *line;
 	size_t len;
@@ -197,12 +197,23 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	size_t n = strlen(x->docs_cmd);
 	snprintf(what, sizeof what, "docs command '%.*s%s'", n > 60 ? 57 : (int)n, x->docs_cmd,
 	         n > 60 ? "..." : "");
-	if ((st = coproc_start(x->docs_cmd, what, NULL, 0, &c, &le))
-	    || (st = coproc_write_json(c, history ? history : json_array(), x->transform_timeout_ms,
-	                               NULL, &le)))
+	if ((st = coproc_start(x->docs_cmd, what, NULL, 0, &c, &le)))
 		goto fail;
-	close(c->in_fd);
-	c->in_fd = -1;
+	if (!history && !(history = empty = json_array())) {
+		st = core_fail(&le, CORE_ENOMEM, "out of memory");
+		goto fail;
+	}
+	st = coproc_write_json(c, history, x->transform_timeout_ms, NULL, &le);
+	/* A command that answers without reading the conversation (echo
+	 * '[...]') may close its end first: like any filter, it is judged by
+	 * its output and exit status below, not by the broken pipe. */
+	if (st && st != CORE_EINTERNAL)
+		goto fail;
+	le.msg[0] = 0;
+	if (c->in_fd >= 0) {
+		close(c->in_fd);
+		c->in_fd = -1;
+	}
 	/* The whole of stdout is one JSON value (it may span lines). */
 	for (;;) {
 		st = coproc_read_line(c, x->transform_timeout_ms, NULL, &line, &len, &le);
@@ -254,6 +265,7 @@ fail:
 	core_buf_release(&out);
 	json_decref(raw);
 	json_decref(docs);
+	json_decref(empty);
 	return st ? e->st : CORE_OK;
 }
 

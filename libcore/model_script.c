@@ -149,7 +149,7 @@ out:
 	return st;
 }
 
-#define CANCEL_POLL_MS 5
+#define CANCEL_POLL_MS 20
 
 static int cancelled(const struct model_stream *stream)
 {

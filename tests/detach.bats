@@ -1,0 +1,288 @@
+#!/usr/bin/env bats
+# Detached runs end to end (runtime-semantics §2, §4.2; docs/detach.md):
+# agent-run --detach and {"detach":true}, the background worker, its
+# heartbeat, agent-abort, agent-wait, expiry after kill -9.
+
+load test_helper
+
+setup() {
+	common_setup
+	D="$FIXTURES/detach"
+	export HANG_PIDFILE="$BATS_TEST_TMPDIR/hang.pids"
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	AR=(agent-run --model "script/$D/convo.ndjson" --tool "$D/greet.json" --tool "$D/ask.json"
+		--tool "$D/hang.json" --tool "$D/stubborn.json")
+}
+
+# Workers log to files, so a sanitizer report (tests on build-san) would go
+# unseen: once the workers have exited, their logs must have none.
+teardown() {
+	local log pid
+	for log in "$AGENTKIT_STORE"/logs/*.log; do
+		[ -f "$log" ] || continue
+		pid=$(sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$log")
+		[ -z "$pid" ] || wait_for 20 gone "$pid"
+	done
+	if grep -l "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log 2>/dev/null; then
+		cat "$AGENTKIT_STORE"/logs/*.log >&2
+		return 1
+	fi
+}
+gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
+
+msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
+last() { tail -n 1 <<<"$output"; }
+id_of() { jq -r .output.snapshotId <<<"$1"; }
+
+# wait_for SECONDS CMD...: retry CMD every 50ms until it succeeds.
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
+		sleep 0.05
+	done
+}
+status_is() { [ "$(agent-snap -m "$1" | jq -r .status)" = "$2" ]; }
+beating() { [ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]; }
+worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/logs/$1.log"; }
+
+@test "--detach on the first input: the detached output at once, exit 0, the worker completes the row" {
+	run -0 --separate-stderr "${AR[@]}" --detach -m one -m two
+	[ "${#lines[@]}" = 1 ]
+	assert_equal "$(jq -c '.output | keys' <<<"$output")" '["finishReason","sessionId","snapshotId"]'
+	assert_equal "$(jq -r .output.finishReason <<<"$output")" detached
+	assert_equal "$stderr" ""
+	id=$(id_of "$output")
+	sid=$(jq -r .output.sessionId <<<"$output")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .sessionId == "'"$sid"'", has("parentId"), has("heartbeatAt"), has("error")]' <<<"$output")" \
+		'["completed","stop",true,false,false,false]'
+	assert_equal "$(jq -c '[.state.messages[] | .role + ":" + .content[0].text]' <<<"$output")" \
+		'["user:one","model:ok 0","user:two","model:ok 1"]'
+	# One row: the pending row, finalized (no turn-end rows in the background).
+	assert_equal "$(agent-snap log "$sid" | wc -l)" 1
+	# The log beside the store, private.
+	log="$AGENTKIT_STORE/logs/$id.log"
+	assert_equal "$(stat -c %a "$AGENTKIT_STORE/logs") $(stat -c %a "$log")" "700 600"
+	grep -q "worker started: agent inline, session $sid, snapshot $id, parent (none), 2 inputs" "$log"
+	grep -q "finalized completed, finish reason stop" "$log"
+}
+
+@test "a detach line mid-conversation: earlier turns stream and commit, the rest runs in the background" {
+	run -0 --separate-stderr "${AR[@]}" < <(msg one; echo '{"detach":true,"message":{"content":[{"text":"two"}]}}'; msg three)
+	assert_equal "${#lines[@]}" 3
+	assert_equal "$(jq -c .modelChunk <<<"${lines[0]}")" '{"content":[{"text":"ok 0"}],"index":0,"role":"model"}'
+	first=$(jq -r .turnEnd.snapshotId <<<"${lines[1]}")
+	id=$(id_of "${lines[2]}")
+	[ "$first" != "$id" ]
+	run -0 timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .parentId]' <<<"$output")" '["completed","'"$first"'"]'
+	assert_equal "$(jq -c '[.state.messages[].content[0].text]' <<<"$output")" \
+		'["one","ok 0","two","ok 1","three","ok 2"]'
+	# Resuming the session continues from the finalized row.
+	run -0 "${AR[@]}" --session "$(jq -r .sessionId <<<"$output")" -m four
+	assert_equal "$(last | jq -c '[.output.message.content[0].text]')" '["ok 3"]'
+}
+
+@test "a bare {\"detach\":true} runs no extra turn; the row keeps the state so far" {
+	run -0 --separate-stderr "${AR[@]}" < <(msg one; echo '{"detach":true}')
+	first=$(jq -r .turnEnd.snapshotId <<<"${lines[1]}")
+	id=$(id_of "${lines[2]}")
+	run -0 timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .parentId, [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["completed","'"$first"'",["one","ok 0"]]'
+}
+
+@test "detach needs a store: a failed output, FAILED_PRECONDITION, exit 5" {
+	run -5 --separate-stderr "${AR[@]}" --no-store --detach -m one
+	assert_equal "$(last | jq -c '.output | [.finishReason, .error]')" \
+		'["failed",{"status":"FAILED_PRECONDITION","message":"agent \"inline\": detach requires a session store"}]'
+	assert_equal "$stderr" 'agent-run: agent "inline": detach requires a session store'
+}
+
+@test "--detach reads all of stdin first: a malformed line fails before anything is written" {
+	run -101 --separate-stderr "${AR[@]}" --detach < <(msg one; echo '{"message":')
+	assert_equal "$(last | jq -r .output.finishReason)" failed
+	run -0 agent-snap sessions
+	assert_output ""
+}
+
+@test "background outcomes: agent-wait's exit code agrees with agent-run's" {
+	for case in "fail 1 failed failed" "long 7 completed length" "ask 6 completed interrupted" "one 0 completed stop"; do
+		set -- $case
+		run -"$2" "${AR[@]}" -m "$1"
+		run -0 "${AR[@]}" --detach -m "$1"
+		id=$(id_of "$output")
+		run -"$2" --separate-stderr timeout 20 agent-wait "$id"
+		assert_equal "$(jq -r '.status + " " + .finishReason' <<<"$output")" "$3 $4"
+	done
+	run -0 "${AR[@]}" --detach -m fail
+	run -1 timeout 20 agent-wait "$(id_of "$output")"
+	assert_equal "$(jq -c .error <<<"$output")" '{"status":"UNAVAILABLE","message":"generate: model melted"}'
+	# max turns: aborted (2) both ways.
+	run -2 "${AR[@]}" --max-turns 1 -m loop
+	run -0 "${AR[@]}" --max-turns 1 --detach -m loop
+	run -2 timeout 20 agent-wait "$(id_of "$output")"
+	assert_equal "$(jq -c '[.status, .finishReason, .error.message]' <<<"$output")" \
+		'["aborted","aborted","generate: exceeded maximum tool call iterations (1)"]'
+}
+
+@test "abort while a slow model streams: aborted with the state through the last finished turn" {
+	run -0 "${AR[@]}" -m one
+	parent=$(last | jq -r .output.snapshotId)
+	run -0 "${AR[@]}" --snapshot "$parent" --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 beating "$id"
+	run -0 agent-abort "$id"
+	assert_output '{"snapshotId":"'"$id"'","previousStatus":"pending","status":"aborting"}'
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .parentId, has("heartbeatAt"), [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["aborted","aborted","'"$parent"'",false,["one","ok 0"]]'
+	grep -q "the abort flip was seen" "$AGENTKIT_STORE/logs/$id.log"
+	# An aborted row with state resumes.
+	run -0 "${AR[@]}" --snapshot "$id" -m two
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "ok 1"
+}
+
+@test "abort while a tool runs: its process group is terminated, the row aborted" {
+	run -0 "${AR[@]}" --detach -m hang
+	id=$(id_of "$output")
+	wait_for 10 test -s "$HANG_PIDFILE"
+	wait_for 10 eval '[ "$(wc -l <"$HANG_PIDFILE")" = 2 ]'
+	run -0 agent-abort "$id"
+	run -2 timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason]' <<<"$output")" '["aborted","aborted"]'
+	for pid in $(cat "$HANG_PIDFILE"); do
+		wait_for 10 eval "! kill -0 $pid 2>/dev/null"
+	done
+}
+
+@test "abort of a tool that ignores SIGTERM: SIGKILL after the grace" {
+	run -0 "${AR[@]}" --detach -m stuck
+	id=$(id_of "$output")
+	wait_for 10 test -s "$HANG_PIDFILE"
+	pid=$(cat "$HANG_PIDFILE")
+	run -0 agent-abort "$id"
+	run -2 timeout 20 agent-wait "$id"
+	wait_for 10 eval "! kill -0 $pid 2>/dev/null"
+}
+
+@test "abort of settled and missing rows; wait on a missing row" {
+	run -0 "${AR[@]}" --detach -m one
+	id=$(id_of "$output")
+	run -0 timeout 20 agent-wait "$id"
+	run -0 agent-abort "$id"
+	assert_output '{"snapshotId":"'"$id"'","previousStatus":"completed","status":"completed"}'
+	run -4 --separate-stderr agent-abort nope
+	assert_equal "$stderr" "agent-abort: snapshot 'nope' not found"
+	run -4 --separate-stderr agent-wait nope
+}
+
+@test "agent-abort --wait returns the row the worker finalized" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 beating "$id"
+	run -0 --separate-stderr timeout 20 agent-abort --wait --timeout 15s "$id"
+	assert_output '{"snapshotId":"'"$id"'","previousStatus":"pending","status":"aborted"}'
+}
+
+@test "wait across processes: several waiters see the same finalized row" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	pids=()
+	for i in 1 2 3; do
+		timeout 30 agent-wait "$id" >"w$i.out" 2>&1 3>&- &
+		pids+=($!)
+	done
+	wait_for 10 beating "$id"
+	run -0 agent-abort "$id"
+	for pid in "${pids[@]}"; do
+		rc=0
+		wait "$pid" || rc=$?
+		assert_equal "$rc" 2
+	done
+	assert_equal "$(sort -u w*.out | wc -l)" 1
+	assert_equal "$(jq -r .status w1.out)" aborted
+}
+
+@test "the worker heartbeats its row while it runs; a resume of the live row is refused" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	b1=$(agent-snap -m "$id" | jq -r .heartbeatAt)
+	wait_for 10 eval '[ "$(agent-snap -m "$id" | jq -r .heartbeatAt)" != "$b1" ]'
+	run -5 --separate-stderr "${AR[@]}" --snapshot "$id" -m more
+	assert_equal "$stderr" "agent-run: snapshot \"$id\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"
+	run -0 agent-abort "$id"
+	run -2 timeout 20 agent-wait "$id"
+}
+
+@test "SIGTERM to the worker finalizes the row aborted" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 beating "$id"
+	kill -TERM "$(worker_pid "$id")"
+	run -2 timeout 20 agent-wait "$id"
+	grep -q "stopped by signal 15" "$AGENTKIT_STORE/logs/$id.log"
+}
+
+@test "kill -9 of the worker at random moments: a consistent store, expired, resumable from the parent" {
+	run -0 "${AR[@]}" -m one
+	parent=$(last | jq -r .output.snapshotId)
+	for i in $(seq 20); do
+		run -0 "${AR[@]}" --snapshot "$parent" --detach -m slow
+		id=$(id_of "$output")
+		pid=$(worker_pid "$id")
+		sleep "0.$((RANDOM % 4))$((RANDOM % 10))"
+		kill -9 "$pid"
+		# Dead: the row reads expired once its last beat is stale.
+		run -3 timeout 20 agent-wait --heartbeat-timeout 300ms "$id"
+		assert_equal "$(jq -r .status <<<"$output")" expired
+		AGENTKIT_HEARTBEAT_TIMEOUT=300ms run -5 --separate-stderr "${AR[@]}" --snapshot "$id" -m again
+		assert_equal "$stderr" "agent-run: snapshot \"$id\" is still pending but its worker stopped heartbeating and is presumed dead; abort it, then resume from its parent snapshot \"$parent\""
+		run -0 agent-snap export
+		run -0 "${AR[@]}" --snapshot "$parent" -m again
+	done
+	# Aborted while dead: aborting, then expired, with the aborting message.
+	run -0 agent-abort "$id"
+	AGENTKIT_HEARTBEAT_TIMEOUT=300ms run -5 --separate-stderr "${AR[@]}" --snapshot "$id" -m again
+	assert_equal "$stderr" "agent-run: snapshot \"$id\" is still aborting but its worker stopped heartbeating and is presumed dead; resume from its parent snapshot \"$parent\""
+	run -3 agent-wait --heartbeat-timeout 300ms "$id"
+}
+
+@test "a detached run from a shell with no terminal and stdin closed returns at once" {
+	requires setsid timeout
+	run -0 --separate-stderr timeout 10 setsid "${AR[@]}" --detach -m slow </dev/null
+	id=$(id_of "$output")
+	# The worker holds none of the caller's pipes: $(...) returns at once.
+	out=$(timeout 10 setsid "${AR[@]}" --detach -m one </dev/null 2>&1)
+	run -0 timeout 20 agent-wait "$(id_of "$out")"
+	run -0 agent-abort "$id"
+	run -2 timeout 20 agent-wait "$id"
+}
+
+@test "--format text: a one-line summary on stderr with the log's path" {
+	run -0 --separate-stderr "${AR[@]}" --format text --detach -m one
+	assert_output ""
+	[[ "$stderr" =~ ^agent-run:\ detached,\ session\ [0-9a-f-]+,\ snapshot\ ([0-9a-f-]+)\ \(log:\ (.*)\)$ ]]
+	assert_equal "${BASH_REMATCH[2]}" "$AGENTKIT_STORE/logs/${BASH_REMATCH[1]}.log"
+	run -0 timeout 20 agent-wait "${BASH_REMATCH[1]}"
+}
+
+@test "heartbeat flags and variables are checked" {
+	run -100 --separate-stderr "${AR[@]}" --heartbeat-interval 0 -m x
+	run -100 --separate-stderr "${AR[@]}" --heartbeat-timeout soon -m x
+	AGENTKIT_HEARTBEAT_INTERVAL=-1s run -100 --separate-stderr "${AR[@]}" -m x
+	run -0 "${AR[@]}" --heartbeat-interval 50ms --heartbeat-timeout 1s --detach -m one
+	run -0 timeout 20 agent-wait "$(id_of "$output")"
+}
+
+@test "a worker that cannot start: a failed output, and the pending row finalized failed" {
+	mkdir -p "$AGENTKIT_STORE"
+	agent-snap sessions >/dev/null
+	touch "$AGENTKIT_STORE/logs"
+	run -1 --separate-stderr "${AR[@]}" --detach -m one
+	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$AGENTKIT_STORE/logs/"*".log': Not a directory" ]]
+	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
+	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'
+}
