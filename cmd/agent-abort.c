@@ -106,16 +106,11 @@ static enum core_status flip(const json_t *existing, json_t **next, void *ctx,
 static enum core_status print_result(const char *id, const char *previous,
                                      const char *status, struct core_err *e)
 {
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *line = json_pack("{s:s,s:s,s:s}", "snapshotId", id,
 	                         "previousStatus", previous, "status", status);
-	enum core_status st = line ? jv_dump(line, &b) : CORE_ENOMEM;
-	if (st != CORE_OK)
-		st = core_fail(e, st, "cannot print a result: %s", core_strerror(st));
-	else
-		st = cli_write_line(&b, e);
+	enum core_status st = line ? cli_write_json(line, e)
+	                           : core_fail(e, CORE_ENOMEM, "out of memory");
 	json_decref(line);
-	core_buf_release(&b);
 	return st;
 }
 
@@ -238,11 +233,7 @@ int main(int argc, char **argv)
 	}
 	if (o.timeout_ms >= 0 && !o.wait)
 		return cli_finish(cli_usage("--timeout needs --wait"));
-	if (hb) {
-		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
-			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
-	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
-	}
 	return cli_finish(run(&o, argc - optind, argv + optind));
 }

@@ -666,7 +666,8 @@ int main(int argc, char **argv)
 	size_t nmsg = 0, ntools = 0;
 	uint64_t max_record = CORE_LINES_DEFAULT_MAX;
 	int no_store = 0, describe = 0, detach = 0, key;
-	int64_t hb_interval = -1, hb_timeout = -1;
+	int64_t hb_interval, hb_timeout;
+	const char *hb_interval_flag = NULL, *hb_timeout_flag = NULL;
 	struct core_buf store_dir = CORE_BUF_INIT(4096);
 	struct detach_ctx det = { 0 };
 	struct agent_spec spec = { 0 };
@@ -728,16 +729,8 @@ int main(int argc, char **argv)
 		case OPT_STATE_TRANSFORM: xspec.state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec.stream_transform = arg; break;
 		case OPT_LIST: list = 1; break;
-		case OPT_HB_INTERVAL:
-		case OPT_HB_TIMEOUT: {
-			int64_t *ms = key == OPT_HB_INTERVAL ? &hb_interval : &hb_timeout;
-			if (core_parse_duration(arg, ms, &e) || *ms <= 0) {
-				st = cli_usage("--heartbeat-%s: %s", key == OPT_HB_INTERVAL ? "interval" : "timeout",
-				               e.msg[0] ? e.msg : "must be positive");
-				goto out;
-			}
-			break;
-		}
+		case OPT_HB_INTERVAL: hb_interval_flag = arg; break;
+		case OPT_HB_TIMEOUT: hb_timeout_flag = arg; break;
 		case OPT_MAX_RECORD:
 			if (core_parse_size(arg, &max_record, &e) || max_record == 0) {
 				st = cli_usage("--max-record: %s", e.msg[0] ? e.msg : "must be positive");
@@ -815,17 +808,13 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	/* Heartbeats: the flags, else the environment, else Genkit's. */
-	static const char *const hb_env[2] = { "AGENTKIT_HEARTBEAT_INTERVAL", "AGENTKIT_HEARTBEAT_TIMEOUT" };
-	int64_t *hb[2] = { &hb_interval, &hb_timeout };
-	for (int i = 0; i < 2; i++) {
-		const char *v = getenv(hb_env[i]);
-		if (*hb[i] < 0 && v && *v && (core_parse_duration(v, hb[i], &e) || *hb[i] <= 0)) {
-			st = cli_usage("%s: %s", hb_env[i], e.msg[0] ? e.msg : "must be positive");
-			goto out;
-		}
+	if (core_duration_setting("--heartbeat-interval", hb_interval_flag,
+	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
+	                          &hb_interval, &e)
+	    || store_heartbeat_timeout(hb_timeout_flag, &hb_timeout, &e)) {
+		st = cli_usage("%s", e.msg);
+		goto out;
 	}
-	if (hb_interval < 0)
-		hb_interval = DETACH_HEARTBEAT_INTERVAL_MS;
 	if (!no_store) {
 		if (!(st = store_default_path(store_path, &store_dir, &e)))
 			st = store_open(store_dir.p, &store, &e);
@@ -837,7 +826,7 @@ int main(int argc, char **argv)
 
 	struct rt_sink sink = { on_chunk, on_warn, &o };
 	struct rt_config cfg = { .agent = agent, .store = store, .init = init, .sink = &sink };
-	cfg.heartbeat_timeout_ms = hb_timeout > 0 ? hb_timeout : 0;
+	cfg.heartbeat_timeout_ms = hb_timeout;
 	cfg.cancelled = run_cancelled;
 	cfg.cancel_ctx = &o;
 	cfg.ext = ext;

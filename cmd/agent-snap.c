@@ -121,18 +121,6 @@ struct opts {
 	struct agent_ext *x;
 };
 
-static enum core_status print_row(const json_t *row, struct core_err *e)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st = jv_dump(row, &b);
-	if (st != CORE_OK)
-		st = core_fail(e, st, "cannot print a row: %s", core_strerror(st));
-	else
-		st = cli_write_line(&b, e);
-	core_buf_release(&b);
-	return st;
-}
-
 /* Keep the worse of two outcomes: a failure to go on beats "not found". */
 static enum core_status worse(enum core_status a, enum core_status b)
 {
@@ -162,7 +150,7 @@ static enum core_status show_ids(struct store *s, const struct opts *o, char **i
 		if (st == CORE_OK) {
 			store_shape(row, now, o->hb_timeout_ms);
 			if ((st = agent_ext_snap_row(o->x, row, &e)) == CORE_OK)
-				st = print_row(row, &e);
+				st = cli_write_json(row, &e);
 		}
 		json_decref(row);
 		if (st != CORE_OK) {
@@ -183,7 +171,7 @@ static enum core_status show_latest(struct store *s, const struct opts *o)
 	if (st == CORE_OK) {
 		store_shape(row, core_now_ns(), o->hb_timeout_ms);
 		if ((st = agent_ext_snap_row(o->x, row, &e)) == CORE_OK)
-			st = print_row(row, &e);
+			st = cli_write_json(row, &e);
 	}
 	json_decref(row);
 	return st == CORE_OK ? st : cli_report(&e);
@@ -212,7 +200,7 @@ static enum core_status print_session(const struct store_session_info *si, void 
 	json_decref(latest);
 	if (!line)
 		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	st = print_row(line, c->e);
+	st = cli_write_json(line, c->e);
 	json_decref(line);
 	return st;
 }
@@ -233,7 +221,7 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 	enum core_status st;
 	const char *parent;
 	if (!c->shape)
-		return print_row(row, c->e);
+		return cli_write_json(row, c->e);
 	if (!(r = json_deep_copy(row)))
 		return core_fail(c->e, CORE_ENOMEM, "out of memory");
 	store_shape(r, core_now_ns(), c->o->hb_timeout_ms);
@@ -244,7 +232,7 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 		else
 			json_object_set_new(c->parents, parent, json_true());
 	}
-	st = print_row(r, c->e);
+	st = cli_write_json(r, c->e);
 	json_decref(r);
 	return st;
 }
@@ -333,7 +321,7 @@ static enum core_status import_rows(struct store *s)
 	}
 	if (st == CORE_OK) {
 		json_t *out = json_pack("{s:I}", "imported", (json_int_t)json_array_size(rows));
-		st = print_row(out, &e);
+		st = cli_write_json(out, &e);
 		json_decref(out);
 	}
 	json_decref(rows);
@@ -353,7 +341,7 @@ static enum core_status remove_sessions(struct store *s, char **sids, int n)
 		if (st == CORE_OK) {
 			json_t *out = json_pack("{s:s,s:I}", "sessionId", sids[i],
 			                        "deleted", (json_int_t)deleted);
-			st = print_row(out, &e);
+			st = cli_write_json(out, &e);
 			json_decref(out);
 		}
 		if (st != CORE_OK) {
@@ -381,7 +369,7 @@ static enum core_status prune(struct store *s, const struct opts *o, char **sids
 	if (st != CORE_OK)
 		return cli_report(&e);
 	out = json_pack("{s:I}", "deleted", (json_int_t)deleted);
-	st = print_row(out, &e);
+	st = cli_write_json(out, &e);
 	json_decref(out);
 	return st == CORE_OK ? st : cli_report(&e);
 }
@@ -517,11 +505,7 @@ int main(int argc, char **argv)
 		case OPT_AGENTS: o.agents_dir = arg; break;
 		}
 	}
-	if (hb) {
-		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
-			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
-	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
-	}
 	return cli_finish(run(&o, argc - optind, argv + optind));
 }

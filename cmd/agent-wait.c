@@ -98,18 +98,6 @@ static void progress(size_t unsettled, void *ctx)
 	fflush(stderr);
 }
 
-static enum core_status print_row(const json_t *row, struct core_err *e)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st = jv_dump(row, &b);
-	if (st != CORE_OK)
-		st = core_fail(e, st, "cannot print a row: %s", core_strerror(st));
-	else
-		st = cli_write_line(&b, e);
-	core_buf_release(&b);
-	return st;
-}
-
 struct opts {
 	const char *store, *session;
 	unsigned flags;
@@ -175,7 +163,7 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 		enum core_status one;
 		if (rows[i]) {
 			one = store_outcome(rows[i]);
-			if ((st = print_row(rows[i], &pe)) != CORE_OK) {
+			if ((st = cli_write_json(rows[i], &pe)) != CORE_OK) {
 				cli_report(&pe);
 				goto out_quiet;
 			}
@@ -230,11 +218,7 @@ int main(int argc, char **argv)
 		case OPT_HB_TIMEOUT: hb = arg; break;
 		}
 	}
-	if (hb) {
-		if (core_parse_duration(hb, &o.hb_timeout_ms, &e) != CORE_OK)
-			return cli_finish(cli_usage("--heartbeat-timeout: %s", e.msg));
-	} else if (store_heartbeat_timeout(&o.hb_timeout_ms, &e) != CORE_OK) {
+	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
-	}
 	return cli_finish(run(&o, argc - optind, argv + optind));
 }

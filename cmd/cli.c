@@ -102,6 +102,17 @@ enum core_status cli_write_line(const struct core_buf *b, struct core_err *e)
 	return CORE_OK;
 }
 
+enum core_status cli_write_json(const json_t *v, struct core_err *e)
+{
+	/* One buffer per process, reused: a line is written whole or not at all. */
+	static struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+	core_buf_reset(&b);
+	if ((st = jv_dump(v, &b)))
+		return core_fail(e, st, "cannot write a JSON line: %s", core_strerror(st));
+	return cli_write_line(&b, e);
+}
+
 enum core_status cli_flush(struct core_err *e)
 {
 	if (fflush(stdout) == EOF)

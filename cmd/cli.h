@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "../libcore/buf.h"
+#include "../libcore/json.h"
 #include "../libcore/status.h"
 
 /* Option keys above 255 are long-only. */
@@ -74,6 +75,8 @@ enum core_status cli_usage(const char *fmt, ...) __attribute__((format(printf, 1
 enum core_status cli_write(const void *p, size_t n, struct core_err *e);
 /* Write b's bytes and a newline. */
 enum core_status cli_write_line(const struct core_buf *b, struct core_err *e);
+/* Write v as one line of compact JSON (jv_dump) and a newline. */
+enum core_status cli_write_json(const json_t *v, struct core_err *e);
 enum core_status cli_flush(struct core_err *e);
 
 /*

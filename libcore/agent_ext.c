@@ -33,18 +33,6 @@ static const char context_preface[] = "\n\nUse the following information to comp
 
 /* ---- loading ---- */
 
-static enum core_status env_duration(const char *name, int64_t *ms, struct core_err *e)
-{
-	const char *v = getenv(name);
-	struct core_err pe = { 0 };
-	*ms = 0;
-	if (!v || !*v)
-		return CORE_OK;
-	if (core_parse_duration(v, ms, &pe) || *ms <= 0)
-		return core_fail(e, CORE_EUSAGE, "%s: %s", name, pe.msg[0] ? pe.msg : "must be positive");
-	return CORE_OK;
-}
-
 /* A string front-matter key, or the flag that overrides it. */
 static enum core_status pick(const struct agent *a, const char *flag, const char *key,
                              const char **out, struct core_err *e)
@@ -110,12 +98,11 @@ enum core_status agent_ext_load(const struct agent *a, const struct agent_ext_sp
 	if ((st = pick(a, spec->exec, "exec", &exec, e)) || (st = pick(a, spec->docs, "docs", &docs, e))
 	    || (st = pick(a, spec->state_transform, "stateTransform", &stf, e))
 	    || (st = pick(a, spec->stream_transform, "streamTransform", &xtf, e))
-	    || (st = env_duration("AGENTKIT_EXEC_TIMEOUT", &exec_ms, e))
-	    || (st = env_duration("AGENTKIT_TRANSFORM_TIMEOUT", &x->transform_timeout_ms, e))
+	    || (st = core_duration_setting(NULL, NULL, "AGENTKIT_EXEC_TIMEOUT", 0, &exec_ms, e))
+	    || (st = core_duration_setting(NULL, NULL, "AGENTKIT_TRANSFORM_TIMEOUT",
+	                                     TRANSFORM_DEFAULT_TIMEOUT_MS, &x->transform_timeout_ms, e))
 	    || (st = load_schema(a, &x->state_schema, e)))
 		goto fail;
-	if (!x->transform_timeout_ms)
-		x->transform_timeout_ms = TRANSFORM_DEFAULT_TIMEOUT_MS;
 	if ((exec && (st = custom_agent_new(exec, exec_ms, &x->custom, e)))
 	    || (stf && (st = transform_new("state transform", stf, x->transform_timeout_ms, &x->state_tf, e)))
 	    || (xtf && (st = transform_new("stream transform", xtf, x->transform_timeout_ms, &x->stream_tf, e))))

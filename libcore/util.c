@@ -35,6 +35,26 @@ bad:
 	                 "invalid duration '%s' (use e.g. 250ms, 30s, 5m, 1h)", s);
 }
 
+enum core_status core_duration_setting(const char *flag_name, const char *flag_value,
+                                       const char *env, int64_t dflt_ms, int64_t *ms,
+                                       struct core_err *e)
+{
+	const char *v = flag_value, *name = flag_name;
+	struct core_err pe = { 0 };
+	if (!v) {
+		v = env ? getenv(env) : NULL;
+		name = env;
+	}
+	*ms = dflt_ms;
+	if (!v || !*v)
+		return CORE_OK;
+	if (core_parse_duration(v, ms, &pe))
+		return core_fail(e, CORE_EUSAGE, "%s: %s", name, pe.msg);
+	if (*ms <= 0)
+		return core_fail(e, CORE_EUSAGE, "%s: must be positive", name);
+	return CORE_OK;
+}
+
 enum core_status core_parse_size(const char *s, uint64_t *bytes,
                                  struct core_err *e)
 {

@@ -14,6 +14,16 @@
 enum core_status core_parse_duration(const char *s, int64_t *ms,
                                      struct core_err *e);
 
+/*
+ * A positive duration setting: flag_value when given (named flag_name in
+ * messages), else the environment variable env (when set and not empty),
+ * else dflt_ms.  CORE_EUSAGE "NAME: invalid duration ..." or "NAME: must be
+ * positive" otherwise.
+ */
+enum core_status core_duration_setting(const char *flag_name, const char *flag_value,
+                                       const char *env, int64_t dflt_ms, int64_t *ms,
+                                       struct core_err *e);
+
 /* A byte size: "4096", "64K", "64M", "1G" (powers of 1024). */
 enum core_status core_parse_size(const char *s, uint64_t *bytes,
                                  struct core_err *e);

@@ -124,17 +124,12 @@ enum core_status store_check_id(const char *id, const char *what,
 	return CORE_OK;
 }
 
-enum core_status store_heartbeat_timeout(int64_t *ms, struct core_err *e)
+enum core_status store_heartbeat_timeout(const char *flag, int64_t *ms,
+                                         struct core_err *e)
 {
-	const char *v = getenv("AGENTKIT_HEARTBEAT_TIMEOUT");
-	enum core_status st;
-	*ms = STORE_HEARTBEAT_TIMEOUT_MS;
-	if (!v || !*v)
-		return CORE_OK;
-	st = core_parse_duration(v, ms, e);
-	if (st != CORE_OK)
-		core_err_prefix(e, "AGENTKIT_HEARTBEAT_TIMEOUT");
-	return st;
+	return core_duration_setting("--heartbeat-timeout", flag,
+	                             "AGENTKIT_HEARTBEAT_TIMEOUT",
+	                             STORE_HEARTBEAT_TIMEOUT_MS, ms, e);
 }
 
 enum core_status store_check_row(const json_t *row, struct core_err *e)

@@ -192,12 +192,14 @@ enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
                                 struct core_err *e);
 
 /*
- * The heartbeat timeout used by read shaping: AGENTKIT_HEARTBEAT_TIMEOUT
- * (a duration: "250ms", "2s", "1m") or Genkit's 60 s.  CORE_EUSAGE for a
- * malformed value.
+ * The heartbeat timeout used by read shaping: the --heartbeat-timeout
+ * flag's value when not NULL, else AGENTKIT_HEARTBEAT_TIMEOUT (a duration:
+ * "250ms", "2s", "1m"), else Genkit's 60 s.  CORE_EUSAGE for a malformed or
+ * non-positive value.
  */
 #define STORE_HEARTBEAT_TIMEOUT_MS 60000
-enum core_status store_heartbeat_timeout(int64_t *ms, struct core_err *e);
+enum core_status store_heartbeat_timeout(const char *flag, int64_t *ms,
+                                         struct core_err *e);
 
 /*
  * How a shaped terminal row ended, as a status whose exit code is
