@@ -1,0 +1,75 @@
+#!/usr/bin/env bats
+# agent-run end to end over each real provider's wire protocol (against
+# scripts/mock-model): a tool interrupt, a resume in a second process that
+# sends the answer back to the model, and a caller stop while the model
+# stream stalls.
+
+load test_helper
+load provider_helper
+
+setup() { provider_setup; }
+teardown() { mock_stop; }
+
+TOOLS="$TOP/tests/fixtures/tools"
+
+last() { tail -n 1 <<<"$output"; }
+
+# interrupt_resume DIALECT: turn 1 asks the interrupting tool, the resume
+# answers it and the model's second reply ends the turn.
+interrupt_resume() {
+	local dialect=$1 model
+	model=$(model_for "$dialect")
+	printf '%s\n' '{"tools":[{"name":"ask","args":{"q":"which color?"},"id":"call_1"}]}' \
+		'{"text":"Blue it is."}' >turns.ndjson
+	mock_start "$dialect" turns.ndjson sk-test-1234
+	run -6 --separate-stderr agent-run --model "$model" --tool "$TOOLS/ask.json" -m paint
+	[ "$(last | jq -r .output.finishReason)" = interrupted ] || fail "turn 1: $output"
+	sid=$(last | jq -r .output.sessionId)
+	ref=$(last | jq -r '.output.message.content[] | select(.toolRequest) | .toolRequest.ref')
+	[ -n "$ref" ] && [ "$ref" != null ] || fail "no ref: $output"
+	[ "$(last | jq -c '[.output.message.content[] | select(.toolRequest) | .metadata.interrupt]')" = '[{"question":"which color?"}]' ]
+
+	run -0 --separate-stderr agent-run --model "$model" --tool "$TOOLS/ask.json" --session "$sid" \
+		<<<'{"resume":{"respond":[{"toolResponse":{"name":"ask","ref":"'"$ref"'","output":"blue-answer"}}]}}'
+	[ "$(last | jq -r .output.message.content[0].text)" = "Blue it is." ] || fail "turn 2: $output"
+	[ "$(mock_requests)" = 2 ]
+	# The first request declared the tool; the second carried the answer back.
+	[ "$(jq -s '.[0].body | tostring | (contains("ask") and (contains("which color") | not))' "$MOCK_LOG")" = true ]
+	[ "$(jq -s '.[1].body | tostring | contains("blue-answer")' "$MOCK_LOG")" = true ]
+	auth=ok; [ "$dialect" = ollama ] && auth=none   # Ollama takes no key
+	[ "$(jq -s -c '[.[].auth] | unique' "$MOCK_LOG")" = "[\"$auth\"]" ]
+	# The key never reached the store.
+	run -1 grep -r sk-test-1234 "$AGENTKIT_STORE"
+}
+
+@test "openai: interrupt, resume in a second process, the answer reaches the model" {
+	interrupt_resume openai
+}
+
+@test "gemini: interrupt, resume in a second process, the answer reaches the model" {
+	interrupt_resume gemini
+}
+
+@test "anthropic: interrupt, resume in a second process, the answer reaches the model" {
+	interrupt_resume anthropic
+}
+
+@test "ollama: interrupt, resume in a second process, the answer reaches the model" {
+	interrupt_resume ollama
+}
+
+@test "a caller stop (SIGTERM) during a stalled stream cancels the request and exits 2 with the resume point" {
+	printf '%s\n' '{"chunks":["Thinking ","hard"],"stall":30}' >turns.ndjson
+	mock_start openai turns.ndjson sk-test-1234
+	agent-run --model openai/gpt-4o -m hi >out.ndjson 2>err.txt 3>&- &
+	pid=$!
+	for _ in $(seq 1 200); do
+		grep -q modelChunk out.ndjson 2>/dev/null && break
+		sleep 0.025
+	done
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 2 ] || fail "exit $rc: $(cat err.txt)"
+	[ "$(tail -n 1 out.ndjson | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
+}
