@@ -658,284 +658,363 @@ static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int d
 	return st;
 }
 
-int main(int argc, char **argv)
-{
-	const char *arg, *store_path = NULL, *format = NULL, *state_file = NULL, *init_json = NULL;
-	const char *session = NULL, *snapshot = NULL;
-	const char **messages = NULL, **tools = NULL;
-	size_t nmsg = 0, ntools = 0;
-	uint64_t max_record = CORE_LINES_DEFAULT_MAX;
-	int no_store = 0, describe = 0, detach = 0, key;
-	int64_t hb_interval, hb_timeout;
-	const char *hb_interval_flag = NULL, *hb_timeout_flag = NULL;
-	struct core_buf store_dir = CORE_BUF_INIT(4096);
-	struct detach_ctx det = { 0 };
-	struct agent_spec spec = { 0 };
-	struct agent_ext_spec xspec = { 0 };
-	int list = 0;
-	struct core_err e = { 0 };
-	struct out_ctx o = { 0 };
-	struct agent *agent = NULL;
-	struct store *store = NULL;
-	struct runtime *rt = NULL;
-	json_t *init = NULL, *output = NULL;
-	enum core_status st = CORE_OK;
+/* ---- main's phases ---- */
 
-	cli_start(&prog);
-	core_buf_init(&o.line, CORE_BUF_UNLIMITED);
-	while ((key = cli_next(argc, argv, &arg)) != -1) {
+/* The command line, as parse_options() leaves it. */
+struct run_opts {
+	struct agent_spec spec;         /* the agent; spec.tools is tools */
+	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
+	const char *store_path, *state_file, *init_json, *session, *snapshot;
+	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
+	const char **messages, **tools;         /* NULL-terminated, or NULL */
+	size_t nmsg, ntools;
+	uint64_t max_record;
+	int text;                       /* --format text (default: stdout is a terminal) */
+	int no_store, describe, detach, list;
+};
+
+/* What main() holds; released at its out: label. */
+struct run {
+	struct run_opts opts;
+	struct out_ctx o;
+	json_t *init;                   /* the AgentInit */
+	struct agent *agent;
+	struct core_buf store_dir;
+	struct store *store;
+	struct runtime *rt;
+	struct detach_ctx det;
+	json_t *output;                 /* the final AgentOutput */
+};
+
+static enum core_status report_oom(void)
+{
+	return cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+}
+
+/* Append arg to the NULL-terminated *v of *n items (-m, --tool). */
+static enum core_status push_arg(const char ***v, size_t *n, const char *arg)
+{
+	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
+	if (!nv)
+		return report_oom();
+	nv[(*n)++] = arg;
+	nv[*n] = NULL;
+	*v = nv;
+	return CORE_OK;
+}
+
+static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
+{
+	struct agent_spec *spec = &op->spec;
+	struct agent_ext_spec *xspec = &op->xspec;
+	struct core_err e = { 0 };
+	const char *arg, *format = NULL;
+	enum core_status st = CORE_OK;
+	int key;
+	op->max_record = CORE_LINES_DEFAULT_MAX;
+	while (!st && (key = cli_next(argc, argv, &arg)) != -1) {
 		switch (key) {
-		case OPT_MESSAGE:
-		case OPT_TOOL: {
-			const char ***v = key == OPT_MESSAGE ? &messages : &tools;
-			size_t *n = key == OPT_MESSAGE ? &nmsg : &ntools;
-			const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
-			if (!nv) {
-				st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
-				goto out;
-			}
-			nv[(*n)++] = arg;
-			nv[*n] = NULL;
-			*v = nv;
-			break;
-		}
-		case OPT_SESSION: session = arg; break;
-		case OPT_SNAPSHOT: snapshot = arg; break;
-		case OPT_STATE: state_file = arg; break;
-		case OPT_INIT: init_json = arg; break;
-		case OPT_STORE: store_path = arg; break;
-		case OPT_NO_STORE: no_store = 1; break;
-		case OPT_AGENTS: spec.agents_dir = arg; break;
-		case OPT_PROMPT: spec.prompt = arg; break;
-		case OPT_INPUT: spec.input_json = arg; break;
-		case OPT_MODEL: spec.model = arg; break;
-		case OPT_SYSTEM: spec.system = arg; break;
-		case OPT_CONFIG: spec.config_json = arg; break;
-		case OPT_DESCRIBE: describe = 1; break;
+		case OPT_MESSAGE: st = push_arg(&op->messages, &op->nmsg, arg); break;
+		case OPT_TOOL: st = push_arg(&op->tools, &op->ntools, arg); break;
+		case OPT_SESSION: op->session = arg; break;
+		case OPT_SNAPSHOT: op->snapshot = arg; break;
+		case OPT_STATE: op->state_file = arg; break;
+		case OPT_INIT: op->init_json = arg; break;
+		case OPT_STORE: op->store_path = arg; break;
+		case OPT_NO_STORE: op->no_store = 1; break;
+		case OPT_AGENTS: spec->agents_dir = arg; break;
+		case OPT_PROMPT: spec->prompt = arg; break;
+		case OPT_INPUT: spec->input_json = arg; break;
+		case OPT_MODEL: spec->model = arg; break;
+		case OPT_SYSTEM: spec->system = arg; break;
+		case OPT_CONFIG: spec->config_json = arg; break;
+		case OPT_DESCRIBE: op->describe = 1; break;
 		case OPT_FORMAT: format = arg; break;
 		case OPT_MAX_TURNS: {
 			char *end;
 			long n = strtol(arg, &end, 10);
-			if (*arg == 0 || *end || n < 1 || n > 1000000) {
+			if (*arg == 0 || *end || n < 1 || n > 1000000)
 				st = cli_usage("max turns must be greater than 0, got '%s'", arg);
-				goto out;
-			}
-			spec.max_turns = (int)n;
+			spec->max_turns = (int)n;
 			break;
 		}
-		case OPT_DETACH: detach = 1; break;
-		case OPT_EXEC: xspec.exec = arg; spec.model_optional = 1; break;
-		case OPT_DOCS: xspec.docs = arg; break;
-		case OPT_STATE_TRANSFORM: xspec.state_transform = arg; break;
-		case OPT_STREAM_TRANSFORM: xspec.stream_transform = arg; break;
-		case OPT_LIST: list = 1; break;
-		case OPT_HB_INTERVAL: hb_interval_flag = arg; break;
-		case OPT_HB_TIMEOUT: hb_timeout_flag = arg; break;
+		case OPT_DETACH: op->detach = 1; break;
+		case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
+		case OPT_DOCS: xspec->docs = arg; break;
+		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
+		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
+		case OPT_LIST: op->list = 1; break;
+		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
+		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_MAX_RECORD:
-			if (core_parse_size(arg, &max_record, &e) || max_record == 0) {
+			if (core_parse_size(arg, &op->max_record, &e) || op->max_record == 0)
 				st = cli_usage("--max-record: %s", e.msg[0] ? e.msg : "must be positive");
-				goto out;
-			}
 			break;
 		}
 	}
+	if (st)
+		return st;
 	if (optind < argc)
-		spec.name = argv[optind++];
-	if (optind < argc) {
-		st = cli_usage("unexpected argument '%s'", argv[optind]);
-		goto out;
-	}
-	if (format && strcmp(format, "ndjson") && strcmp(format, "text")) {
-		st = cli_usage("--format must be ndjson or text, not '%s'", format);
-		goto out;
-	}
-	o.text = format ? !strcmp(format, "text") : isatty(1);
-	if (no_store && store_path) {
-		st = cli_usage("--store and --no-store exclude each other");
-		goto out;
-	}
-	spec.tools = tools;
+		spec->name = argv[optind++];
+	if (optind < argc)
+		return cli_usage("unexpected argument '%s'", argv[optind]);
+	if (format && strcmp(format, "ndjson") && strcmp(format, "text"))
+		return cli_usage("--format must be ndjson or text, not '%s'", format);
+	op->text = format ? !strcmp(format, "text") : isatty(1);
+	if (op->no_store && op->store_path)
+		return cli_usage("--store and --no-store exclude each other");
+	spec->tools = op->tools;
+	return CORE_OK;
+}
 
-	/* The init: --init, then the flags. */
-	if (init_json) {
-		init = jv_parse(init_json, strlen(init_json), "--init", 0, &e);
-		if (!init) {
-			st = init_failed(&o, &e);
-			goto out;
-		}
-	} else if (!(init = json_object())) {
-		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
-		goto out;
-	}
-	if (json_is_object(init)) {
-		if (session && (st = set_init(init, "sessionId", json_string(session))))
-			goto out;
-		if (snapshot && (st = set_init(init, "snapshotId", json_string(snapshot))))
-			goto out;
-		if (state_file) {
-			struct core_buf b = CORE_BUF_INIT(max_record);
-			json_t *s = NULL;
-			if (!(st = core_buf_read_file(&b, state_file, &e)))
-				s = jv_parse(b.p ? b.p : "", b.len, state_file, 0, &e);
-			core_buf_release(&b);
-			if (!s) {
-				st = init_failed(&o, &e);
-				goto out;
-			}
-			if ((st = set_init(init, "state", s)))
-				goto out;
-		}
-	}
+/* --state FILE as JSON (bounded by --max-record); NULL with e set. */
+static json_t *read_state(const char *file, size_t max, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(max);
+	json_t *s = NULL;
+	if (!core_buf_read_file(&b, file, e))
+		s = jv_parse(b.p ? b.p : "", b.len, file, 0, e);
+	core_buf_release(&b);
+	return s;
+}
 
-	if (list) {
-		st = list_agents(&o, spec.agents_dir);
-		goto out;
+/* The init: --init, then the flags (each key given once). */
+static enum core_status build_init(struct run *r)
+{
+	const struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	enum core_status st = CORE_OK;
+	if (op->init_json) {
+		r->init = jv_parse(op->init_json, strlen(op->init_json), "--init", 0, &e);
+		if (!r->init)
+			return init_failed(&r->o, &e);
+	} else if (!(r->init = json_object())) {
+		return report_oom();
 	}
-	if ((st = agent_load(&spec, &agent, &e)) || (st = agent_ext_load(agent, &xspec, &ext, &e))) {
-		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&o, &e);
-		goto out;
+	if (!json_is_object(r->init))
+		return CORE_OK;         /* rt_open() reports it */
+	if (op->session && (st = set_init(r->init, "sessionId", json_string(op->session))))
+		return st;
+	if (op->snapshot && (st = set_init(r->init, "snapshotId", json_string(op->snapshot))))
+		return st;
+	if (op->state_file) {
+		json_t *s = read_state(op->state_file, (size_t)op->max_record, &e);
+		if (!s)
+			return init_failed(&r->o, &e);
+		st = set_init(r->init, "state", s);
 	}
-	if (describe) {
-		json_t *d = NULL;
-		if ((st = agent_ext_describe(agent, ext, !no_store, &d, &e))) {
-			st = init_failed(&o, &e);
-			goto out;
-		}
-		st = write_json(&o, d);
-		json_decref(d);
-		if (st)
-			cli_report(&o.err);
-		goto out;
-	}
+	return st;
+}
+
+/* The agent and its extensions (ext). */
+static enum core_status load_agent(struct run *r)
+{
+	struct core_err e = { 0 };
+	enum core_status st = agent_load(&r->opts.spec, &r->agent, &e);
+	if (!st)
+		st = agent_ext_load(r->agent, &r->opts.xspec, &ext, &e);
+	if (st)
+		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	return st;
+}
+
+/* agent-run --describe: the agent's descriptor line. */
+static enum core_status describe_agent(struct run *r)
+{
+	struct core_err e = { 0 };
+	json_t *d = NULL;
+	enum core_status st = agent_ext_describe(r->agent, ext, !r->opts.no_store, &d, &e);
+	if (st)
+		return init_failed(&r->o, &e);
+	st = write_json(&r->o, d);
+	json_decref(d);
+	if (st)
+		cli_report(&r->o.err);
+	return st;
+}
+
+/* Heartbeat settings, the store (unless --no-store) and the runtime. */
+static enum core_status open_runtime(struct run *r)
+{
+	const struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	int64_t hb_interval, hb_timeout;
+	enum core_status st;
 	/* Heartbeats: the flags, else the environment, else Genkit's. */
-	if (core_duration_setting("--heartbeat-interval", hb_interval_flag,
+	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
 	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
 	                          &hb_interval, &e)
-	    || store_heartbeat_timeout(hb_timeout_flag, &hb_timeout, &e)) {
-		st = cli_usage("%s", e.msg);
-		goto out;
+	    || store_heartbeat_timeout(op->hb_timeout, &hb_timeout, &e))
+		return cli_usage("%s", e.msg);
+	if (!op->no_store) {
+		if (!(st = store_default_path(op->store_path, &r->store_dir, &e)))
+			st = store_open(r->store_dir.p, &r->store, &e);
+		if (st)
+			return init_failed(&r->o, &e);
 	}
-	if (!no_store) {
-		if (!(st = store_default_path(store_path, &store_dir, &e)))
-			st = store_open(store_dir.p, &store, &e);
-		if (st) {
-			st = init_failed(&o, &e);
-			goto out;
-		}
-	}
+	struct rt_sink sink = { on_chunk, on_warn, &r->o };    /* rt_open() copies it */
+	struct rt_config cfg = {
+		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
+		.heartbeat_timeout_ms = hb_timeout,
+		.cancelled = run_cancelled, .cancel_ctx = &r->o,
+		.ext = ext,
+	};
+	if ((st = rt_open(&cfg, &r->rt, &e)))
+		return init_failed(&r->o, &e);
+	r->det.rt = r->rt;
+	r->det.agent = r->agent;
+	r->det.store = &r->store;
+	r->det.store_path = r->store_dir.p;
+	r->det.hb_interval_ms = hb_interval;
+	return CORE_OK;
+}
 
-	struct rt_sink sink = { on_chunk, on_warn, &o };
-	struct rt_config cfg = { .agent = agent, .store = store, .init = init, .sink = &sink };
-	cfg.heartbeat_timeout_ms = hb_timeout;
-	cfg.cancelled = run_cancelled;
-	cfg.cancel_ctx = &o;
-	cfg.ext = ext;
-	if ((st = rt_open(&cfg, &rt, &e))) {
-		st = init_failed(&o, &e);
-		goto out;
-	}
-
-	/* Caller stops (§2.5) from here on. */
+/* Caller stops (§2.5) from here on. */
+static void watch_caller_stops(struct out_ctx *o)
+{
 	struct stat sb;
-	o.pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
+	o->pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
 	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	catch_stop_signals();
+}
 
-	det.rt = rt;
-	det.agent = agent;
-	det.store = &store;
-	det.store_path = store_dir.p;
-	det.hb_interval_ms = hb_interval;
-	core_buf_init(&det.log, CORE_BUF_UNLIMITED);
-	if (nmsg) {
-		for (size_t i = 0; i < nmsg; i++) {
-			json_t *in = user_message(messages[i]);
-			if (detach) {
-				st = in ? queue_input(&det, in) : CORE_ENOMEM;
-				if (st)
-					rt_fail(rt, CORE_ENOMEM, "out of memory");
-			} else {
-				st = in ? rt_turn(rt, in) : CORE_ENOMEM;
-			}
-			json_decref(in);
+/* Each -m TEXT as one turn, or (--detach) queued for the background. */
+static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
+                         int detach)
+{
+	enum core_status st = CORE_OK;
+	for (size_t i = 0; i < n && !st; i++) {
+		json_t *in = user_message(messages[i]);
+		if (detach) {
+			st = in ? queue_input(d, in) : CORE_ENOMEM;
 			if (st)
-				break;
+				rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		} else {
+			st = in ? rt_turn(d->rt, in) : CORE_ENOMEM;
 		}
-		if (detach && !st && !stop_signal)
-			detach_start(&det);
-	} else {
-		run_stdin(&det, (size_t)max_record, detach);
+		json_decref(in);
 	}
-	if (det.role == DETACH_WORKER) {
-		st = det.worker_st;
-		goto out;
-	}
-	if (det.role == DETACH_CALLER) {
-		/* §2.2 step 6: the detached output, at once. */
-		output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
-		                   "sessionId", rt_session_id(rt), "snapshotId", det.id);
-		st = output ? CORE_OK : CORE_ENOMEM;
-		if (output && !o.text) {
-			json_t *line = json_pack("{s:O}", "output", output);
-			st = line ? write_json(&o, line) : CORE_ENOMEM;
-			json_decref(line);
-			if (st)
-				cli_report(&o.err);
-		} else if (output) {
-			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
-			        rt_session_id(rt), det.id, det.log.p);
-		}
-		goto out;
-	}
-	if (stop_signal || o.gone)
-		rt_abort(rt);   /* stopped between turns; a no-op once a turn ended it */
+	if (detach && !st && !stop_signal)
+		detach_start(d);
+}
 
-	agent_ext_finish(ext, rt);      /* a custom agent's end, failed transforms */
-	output = rt_output(rt);
-	if (!output) {
-		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
-		goto out;
+/* The inputs: -m, else stdin.  How they went is in the runtime
+ * (rt_output) and, once detached, in r->det.role. */
+static void run_inputs(struct run *r)
+{
+	if (r->opts.nmsg)
+		run_messages(&r->det, r->opts.messages, r->opts.nmsg, r->opts.detach);
+	else
+		run_stdin(&r->det, (size_t)r->opts.max_record, r->opts.detach);
+}
+
+/* §2.2 step 6: the caller's detached output, at once. */
+static enum core_status print_detached(struct run *r)
+{
+	const char *session = rt_session_id(r->rt);
+	r->output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
+	                      "sessionId", session, "snapshotId", r->det.id);
+	if (!r->output)
+		return CORE_ENOMEM;
+	if (r->o.text) {
+		fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
+		        session, r->det.id, r->det.log.p);
+		return CORE_OK;
 	}
-	if (agent_ext_output(ext, output, &e))  /* its result, the state transform */
+	json_t *line = json_pack("{s:O}", "output", r->output);
+	enum core_status st = line ? write_json(&r->o, line) : CORE_ENOMEM;
+	json_decref(line);
+	if (st)
+		cli_report(&r->o.err);
+	return st;
+}
+
+/* The final line of an attached run: {"output": AgentOutput} (or, with
+ * --format text, a summary on stderr); its status is the exit status. */
+static enum core_status print_output(struct run *r)
+{
+	struct out_ctx *o = &r->o;
+	struct core_err e = { 0 };
+	if (stop_signal || o->gone)
+		rt_abort(r->rt);        /* stopped between turns; a no-op once a turn ended it */
+	agent_ext_finish(ext, r->rt);   /* a custom agent's end, failed transforms */
+	if (!(r->output = rt_output(r->rt)))
+		return report_oom();
+	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
-	st = rt_output_status(output);
-	const json_t *err = json_object_get(output, "error");
-	if (err && !o.gone)     /* a reader that went away is a quiet stop */
+	enum core_status st = rt_output_status(r->output);
+	const json_t *err = json_object_get(r->output, "error");
+	if (err && !o->gone)    /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (!o.text) {
-		json_t *line = json_pack("{s:O}", "output", output);
-		if (!o.st && line)
-			o.st = write_json(&o, line);
+	if (!o->text) {
+		json_t *line = json_pack("{s:O}", "output", r->output);
+		if (!o->st && line)
+			o->st = write_json(o, line);
 		json_decref(line);
 	} else {
-		const char *reason = json_string_value(json_object_get(output, "finishReason"));
-		const char *snap = json_string_value(json_object_get(output, "snapshotId"));
+		const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
+		const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
 		fprintf(stderr, "%s: %s, session %s%s%s\n", cli_progname,
 		        reason && *reason ? reason : "completed",
-		        rt_session_id(rt), snap ? ", snapshot " : "", snap ? snap : "");
+		        rt_session_id(r->rt), snap ? ", snapshot " : "", snap ? snap : "");
 	}
-	if (o.st && o.st != CORE_EPIPE)
-		st = cli_report(&o.err);
-	if (o.gone && st == CORE_ABORTED && devnull >= 0) {
+	if (o->st && o->st != CORE_EPIPE)
+		st = cli_report(&o->err);
+	if (o->gone && st == CORE_ABORTED && devnull >= 0) {
 		/* The reader went away and the run ended as a caller stop: exit
 		 * with that (2), not with the quiet EPIPE stop. */
 		dup2(devnull, 1);
 		clearerr(stdout);
 	}
+	return st;
+}
+
+int main(int argc, char **argv)
+{
+	struct run r = { .store_dir = CORE_BUF_INIT(4096) };
+	enum core_status st;
+
+	cli_start(&prog);
+	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
+	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
+	if ((st = parse_options(argc, argv, &r.opts)))
+		goto out;
+	r.o.text = r.opts.text;
+	if ((st = build_init(&r)))
+		goto out;
+	if (r.opts.list) {
+		st = list_agents(&r.o, r.opts.spec.agents_dir);
+		goto out;
+	}
+	if ((st = load_agent(&r)))
+		goto out;
+	if (r.opts.describe) {
+		st = describe_agent(&r);
+		goto out;
+	}
+	if ((st = open_runtime(&r)))
+		goto out;
+	watch_caller_stops(&r.o);
+	run_inputs(&r);
+	switch (r.det.role) {
+	case DETACH_WORKER: st = r.det.worker_st; break;
+	case DETACH_CALLER: st = print_detached(&r); break;
+	default: st = print_output(&r); break;
+	}
 out:
-	queue_release(&det);
-	core_buf_release(&det.log);
-	core_buf_release(&store_dir);
+	json_decref(r.output);
+	queue_release(&r.det);
+	core_buf_release(&r.det.log);
+	rt_free(r.rt);
+	store_close(r.store);
+	core_buf_release(&r.store_dir);
+	agent_ext_free(ext);
+	agent_free(r.agent);
+	json_decref(r.init);
 	if (devnull >= 0)
 		close(devnull);
-	json_decref(output);
-	json_decref(init);
-	rt_free(rt);
-	agent_ext_free(ext);
-	store_close(store);
-	agent_free(agent);
-	free(messages);
-	free(tools);
-	core_buf_release(&o.line);
+	free(r.opts.messages);
+	free(r.opts.tools);
+	core_buf_release(&r.o.line);
 	return cli_finish(st);
 }
