@@ -40,6 +40,7 @@ enum {
 	OPT_NO_STORE,
 	OPT_DESCRIBE,
 	OPT_MAX_RECORD,
+	OPT_KEY_FILE,
 	OPT_DETACH = 'd',
 	OPT_HB_INTERVAL = CLI_LONG + 100,
 	OPT_HB_TIMEOUT,
@@ -69,6 +70,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_FORMAT, "format", "FORMAT", "ndjson (default when stdout is not a terminal) or text" },
 	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
+	{ OPT_KEY_FILE, "key-file", "FILE",
+	  "read the model provider's API key from FILE (default $AGENTKIT_KEY_FILE, else the "
+	  "provider's variable: OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY)" },
 	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
 	  "the pending snapshot ID at once (docs/detach.md)" },
 	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
@@ -741,6 +745,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_DETACH: op->detach = 1; break;
 		case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
 		case OPT_DOCS: xspec->docs = arg; break;
+		case OPT_KEY_FILE: spec->key_file = arg; break;
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;

@@ -259,6 +259,13 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 	}
 	if (spec->max_turns > 0)
 		a->max_turns = spec->max_turns;
+	{
+		const char *kf = spec->key_file ? spec->key_file : getenv("AGENTKIT_KEY_FILE");
+		if (kf && *kf && !(a->key_file = strdup(kf))) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			goto fail;
+		}
+	}
 	/* A custom agent (--exec, or exec: in the front matter) needs no model. */
 	if (!a->model && !spec->model_optional
 	    && !(a->prompt && json_object_get(prompt_meta(a->prompt), "exec"))) {
@@ -287,6 +294,7 @@ void agent_free(struct agent *a)
 	free(a->description);
 	free(a->model);
 	free(a->system);
+	free(a->key_file);
 	json_decref(a->config);
 	json_decref(a->tools);
 	json_decref(a->input);

@@ -43,6 +43,9 @@ struct agent {
 	json_t *state_schema;   /* front matter state schema, or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */
+	char *key_file;         /* the provider key's file (--key-file,
+	                           $AGENTKIT_KEY_FILE), or NULL: the provider's
+	                           own environment variable */
 };
 
 /* What the command line says about an agent. */
@@ -57,6 +60,7 @@ struct agent_spec {
 	const char *const *tools;/* --tool values, NULL-terminated (may be NULL) */
 	int max_turns;           /* --max-turns, 0 when not given */
 	int model_optional;      /* a custom agent (--exec) may have no model */
+	const char *key_file;    /* --key-file, or NULL */
 };
 
 /*

@@ -200,6 +200,7 @@ static enum core_status serve_generate(struct custom_agent *ca, struct runtime *
 		mr.messages = msgs;
 		mr.tools = json_object_get(req, "tools");
 		mr.config = json_object_get(req, "config") ? json_object_get(req, "config") : a->config;
+		mr.key_file = a->key_file;
 		st = model_generate(model, &mr, &ms, &resp, &me);
 		json_decref(msgs);
 		if (g.st) {

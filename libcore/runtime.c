@@ -1085,6 +1085,7 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		req.messages = reqmsgs;
 		req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
 		req.config = a->config;
+		req.key_file = a->key_file;
 		enum core_status st = model_generate(a->model, &req, &stream, &resp, &e);
 		json_decref(reqmsgs);
 		if (st) {

@@ -147,3 +147,22 @@ M="script/model.ndjson"
 	[ "$(jq -r .error.status <<<"$output")" = INVALID_ARGUMENT ]
 	[[ "$(jq -r .error.message <<<"$output")" == agents/bad.prompt:* ]]
 }
+
+@test "--prompt NAME --input JSON: a shared prompt rendered with the agent's own input (WithNamedPrompt)" {
+	mkdir -p agents
+	printf -- '---\nmodel: echo\ninput:\n  default: {who: nobody}\n---\nSay hi to {{who}}.\n' >agents/greeter.prompt
+	# The template's user message comes last (history goes before it), and
+	# the echo model answers with the last user text: the rendered prompt.
+	run -0 --separate-stderr agent-run support --prompt greeter --input '{"who":"ann"}' --no-store -m hi
+	[ "$(last | jq -r .output.message.content[0].text)" = "Say hi to ann." ]
+	run -0 --separate-stderr agent-run support --prompt greeter --no-store -m hi
+	[ "$(last | jq -r .output.message.content[0].text)" = "Say hi to nobody." ]
+	# The scaffolding is not stored: the session keeps the user's turn.
+	[ "$(last | jq -c '[.output.state.messages[] | .content[0].text]')" = '["hi","Say hi to nobody."]' ]
+	run -0 --separate-stderr agent-run support --prompt greeter --describe
+	[ "$(jq -r .name <<<"$output")" = support ]
+	run -100 --separate-stderr agent-run support --prompt greeter --input '[1' --no-store -m hi
+	[[ "$stderr" == *"--input"* ]] || fail "$stderr"
+	run -4 --separate-stderr agent-run support --prompt nosuch --no-store -m hi
+	[[ "$stderr" == *"nosuch"*"not found"* ]] || fail "$stderr"
+}

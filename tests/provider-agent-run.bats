@@ -73,3 +73,20 @@ interrupt_resume() {
 	[ "$rc" -eq 2 ] || fail "exit $rc: $(cat err.txt)"
 	[ "$(tail -n 1 out.ndjson | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
 }
+
+@test "--key-file and AGENTKIT_KEY_FILE give the provider its key; a wrong key fails without echoing it" {
+	printf '%s\n' '{"text":"hi there"}' '{"text":"again"}' >turns.ndjson
+	mock_start anthropic turns.ndjson sk-file-5678
+	unset ANTHROPIC_API_KEY
+	printf 'sk-file-5678\n' >key.txt
+	run -0 --separate-stderr agent-run --model anthropic/claude-sonnet-4-5 --key-file key.txt -m hello
+	[ "$(last | jq -r .output.message.content[0].text)" = "hi there" ]
+	AGENTKIT_KEY_FILE=key.txt run -0 --separate-stderr agent-run --no-store --model anthropic/claude-sonnet-4-5 -m hello
+	[ "$(last | jq -r .output.message.content[0].text)" = "again" ]
+	[ "$(jq -s -c '[.[].auth]' "$MOCK_LOG")" = '["ok","ok"]' ]
+	printf 'sk-wrong-0000\n' >bad.txt
+	run -1 --separate-stderr agent-run --model anthropic/claude-sonnet-4-5 --key-file bad.txt -m hello
+	[ "$(last | jq -r .output.error.status)" = UNAUTHENTICATED ]
+	[[ "$output$stderr" != *sk-wrong-0000* ]] || fail "the key was echoed"
+	run -1 grep -r -e sk-file-5678 -e sk-wrong-0000 "$AGENTKIT_STORE"
+}
