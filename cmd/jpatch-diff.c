@@ -2,6 +2,7 @@
  * consecutive documents of an NDJSON stream. */
 #include <fcntl.h>
 #include <pthread.h>
+#include <sys/stat.h>
 #include <stdint.h>
 #include <string.h>
 #include <unistd.h>
@@ -143,7 +144,12 @@ static enum core_status run_files(const struct opts *o, const char *a,
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
 	pthread_t t;
-	int threaded = !pthread_create(&t, NULL, load_thread, &from);
+	struct stat sa, sb;
+	/* A thread pays off only for large documents (start-up matters for
+	 * small ones). */
+	int big = strcmp(a, "-") && strcmp(b, "-") && !stat(a, &sa) && !stat(b, &sb)
+	          && sa.st_size + sb.st_size >= (off_t)1 << 20;
+	int threaded = big && !pthread_create(&t, NULL, load_thread, &from);
 
 	load_thread(&to);
 	if (threaded)

@@ -496,6 +496,7 @@ enum core_status jv_load_file(const char *path, size_t max, json_t **out,
 
 #ifndef JFAST_NO_ARENA
 #define ARENA_MAP ((size_t)32 << 20)
+#define ARENA_FIRST ((size_t)1 << 20)
 #define ARENA_CLASSES 40          /* blocks of 16 .. 640 bytes, header included */
 #define ARENA_BIG 0xffff
 
@@ -504,6 +505,7 @@ struct arena_free {
 };
 
 static __thread char *arena_p, *arena_end;
+static __thread unsigned arena_regions;
 static __thread struct arena_free *arena_lists[ARENA_CLASSES];
 
 static void *arena_malloc(size_t n)
@@ -523,15 +525,20 @@ static void *arena_malloc(size_t n)
 	}
 	sz = cls * 16;
 	if ((size_t)(arena_end - arena_p) < sz) {
-		void *m = mmap(NULL, ARENA_MAP, PROT_READ | PROT_WRITE,
+		/* The first region is small and of ordinary pages, so a tiny
+		 * document costs no 2 MB huge-page fault (the kernel zeroes
+		 * every page it hands out); large documents get huge pages. */
+		size_t map = arena_regions++ ? ARENA_MAP : ARENA_FIRST;
+		void *m = mmap(NULL, map, PROT_READ | PROT_WRITE,
 		               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 		if (m == MAP_FAILED)
 			return NULL;
-		madvise(m, ARENA_MAP, MADV_HUGEPAGE);
+		if (map == ARENA_MAP)
+			madvise(m, map, MADV_HUGEPAGE);
 		/* Blocks start 8 bytes in, so that the block after the header
 		 * is 16-byte aligned. */
 		arena_p = (char *)m + 8;
-		arena_end = (char *)m + ARENA_MAP;
+		arena_end = (char *)m + map;
 	}
 	h = (uint64_t *)arena_p;
 	arena_p += sz;
