@@ -12,13 +12,10 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "spawn.h"
 #include "util.h"
 
 extern char **environ;
-
-static const char *const provider_keys[] = {
-	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
-};
 
 /* Longest wait between cancellation checks and reap attempts. */
 #define SLICE_MS 50
@@ -49,8 +46,7 @@ static char **child_env(const char *const *env_add)
 	for (char **p = environ; p && *p; p++) {
 		size_t len = name_len(*p);
 		int drop = 0;
-		for (const char *const *q = provider_keys; *q && !drop; q++)
-			drop = strlen(*q) == len && !strncmp(*q, *p, len);
+		drop = spawn_env_listed(spawn_provider_keys, *p);
 		for (const char *const *a = env_add; a && *a && !drop; a++)
 			drop = name_len(*a) == len && name_is(*a, *p, len);
 		if (!drop)
@@ -96,25 +92,10 @@ static int simple_command(const char *cmd)
 	return !q;
 }
 
-static void set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 enum core_status coproc_start(const char *cmd, const char *what,
                               const char *const *env_add, size_t max_line,
                               struct coproc **out, struct core_err *e)
 {
-	int in[2] = { -1, -1 }, op[2] = { -1, -1 }, ep[2] = { -1, -1 };
 	struct coproc *c = calloc(1, sizeof *c);
 	char **env = NULL, *execd = NULL;
 	if (c)
@@ -127,60 +108,25 @@ enum core_status coproc_start(const char *cmd, const char *what,
 	c->max_line = max_line ? max_line : (size_t)64 << 20;
 	core_buf_init(&c->rbuf, c->max_line + 65536);
 	core_buf_init(&c->errbuf, COPROC_STDERR_MAX + 1);
-	if (pipe2(in, O_CLOEXEC) || pipe2(op, O_CLOEXEC) || pipe2(ep, O_CLOEXEC)) {
-		core_fail_sys(e, "cannot start %s: pipe", what);
-		goto fail;
-	}
 	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
 		execd = NULL;
-	char *const argv[] = { "sh", "-c", execd ? execd : (char *)cmd, NULL };
-	pid_t pid = fork();
-	if (pid < 0) {
-		core_fail_sys(e, "cannot start %s: fork", what);
-		goto fail;
+	char *const argv[] = { "/bin/sh", "-c", execd ? execd : (char *)cmd, NULL };
+	struct spawn sp;
+	if (spawn_start(argv, env, what, &sp, e)) {
+		free(execd);
+		free(env);
+		coproc_free(c);
+		return e->st;
 	}
-	if (pid == 0) {
-		/* The child: own process group, default signals, only 0-2 open. */
-		static const int sigs[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
-		sigset_t none;
-		setpgid(0, 0);
-		for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
-			signal(sigs[i], SIG_DFL);
-		sigemptyset(&none);
-		sigprocmask(SIG_SETMASK, &none, NULL);
-		if (dup2(in[0], 0) < 0 || dup2(op[1], 1) < 0 || dup2(ep[1], 2) < 0)
-			_exit(127);
-		closefrom(3);
-		execve("/bin/sh", argv, env);
-		_exit(127);
-	}
-	setpgid(pid, pid);
 	c->owner = getpid();
 	free(execd);
 	free(env);
-	env = NULL;
-	close(in[0]);
-	close(op[1]);
-	close(ep[1]);
-	c->pid = pid;
-	c->in_fd = in[1];
-	c->out_fd = op[0];
-	c->err_fd = ep[0];
-	set_nonblock(c->in_fd);
-	set_nonblock(c->out_fd);
-	set_nonblock(c->err_fd);
+	c->pid = sp.pid;
+	c->in_fd = sp.in_fd;
+	c->out_fd = sp.out_fd;
+	c->err_fd = sp.err_fd;
 	*out = c;
 	return CORE_OK;
-fail:
-	free(execd);
-	free(env);
-	for (int i = 0; i < 2; i++) {
-		close_fd(&in[i]);
-		close_fd(&op[i]);
-		close_fd(&ep[i]);
-	}
-	coproc_free(c);
-	return e->st;
 }
 
 /* ---- waiting ---- */
@@ -529,7 +475,7 @@ int coproc_close(struct coproc *c, int64_t grace_ms)
 		return 0;
 	if (grace_ms < 0)
 		grace_ms = COPROC_DEFAULT_GRACE_MS;
-	close_fd(&c->in_fd);
+	spawn_close_fd(&c->in_fd);
 	if (c->pid > 0 && !c->reaped && !wait_exit(c, grace_ms)) {
 		kill(-c->pid, SIGTERM);
 		kill(c->pid, SIGTERM);
@@ -576,9 +522,9 @@ void coproc_free(struct coproc *c)
 		return;
 	if (!coproc_inherited(c))
 		coproc_close(c, -1);
-	close_fd(&c->in_fd);
-	close_fd(&c->out_fd);
-	close_fd(&c->err_fd);
+	spawn_close_fd(&c->in_fd);
+	spawn_close_fd(&c->out_fd);
+	spawn_close_fd(&c->err_fd);
 	core_buf_release(&c->rbuf);
 	core_buf_release(&c->errbuf);
 	free(c->what);

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "spawn.h"
 #include "util.h"
 
 extern char **environ;
@@ -23,11 +24,6 @@ extern char **environ;
 #define MANIFEST_MAX ((size_t)1 << 20)
 #define STDERR_KEEP 2048
 #define TOOL_LINE_MAX ((size_t)64 << 20)
-
-/* Provider keys a tool never sees unless its manifest names them. */
-static const char *const provider_keys[] = {
-	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
-};
 
 /* The context variables the runtime sets itself. */
 static const char *const context_vars[] = {
@@ -270,14 +266,6 @@ void tool_call_release(struct tool_call *c)
 	core_buf_release(&c->err_buf);
 }
 
-static int listed(const char *const *list, const char *var, size_t n)
-{
-	for (; list && *list; list++)
-		if (strlen(*list) == n && !strncmp(*list, var, n))
-			return 1;
-	return 0;
-}
-
 /* The child's environment: ours minus provider keys and stale context, plus
  * the turn's context.  One block of strings owned by *env. */
 static char **build_env(const struct tool *t, const struct tool_context *ctx)
@@ -290,11 +278,10 @@ static char **build_env(const struct tool *t, const struct tool_context *ctx)
 		return NULL;
 	size_t k = 0;
 	for (char **p = environ; p && *p; p++) {
-		const char *eq = strchr(*p, '=');
-		size_t len = eq ? (size_t)(eq - *p) : strlen(*p);
-		if (listed(context_vars, *p, len))
+		if (spawn_env_listed(context_vars, *p))
 			continue;
-		if (listed(provider_keys, *p, len) && !listed((const char *const *)t->env_allow, *p, len))
+		if (spawn_env_listed(spawn_provider_keys, *p)
+		    && !spawn_env_listed((const char *const *)t->env_allow, *p))
 			continue;
 		if (!(env[k++] = strdup(*p)))
 			goto nomem;
@@ -314,70 +301,18 @@ nomem:
 	return NULL;
 }
 
-static void set_nonblock(int fd)
-{
-	int fl = fcntl(fd, F_GETFL);
-	if (fl >= 0)
-		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
-}
-
-static void close_fd(int *fd)
-{
-	if (*fd >= 0)
-		close(*fd);
-	*fd = -1;
-}
-
 static enum core_status spawn(struct tool_call *c, char **env, struct core_err *e)
 {
-	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
-	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
-		core_fail_sys(e, "cannot run tool '%s': pipe", c->tool->name);
-		goto fail;
-	}
-	pid_t pid = fork();
-	if (pid < 0) {
-		core_fail_sys(e, "cannot run tool '%s': fork", c->tool->name);
-		goto fail;
-	}
-	if (pid == 0) {
-		/* The child: its own process group, so a timeout kills it all. */
-		setpgid(0, 0);
-		signal(SIGPIPE, SIG_DFL);
-		if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
-			_exit(127);
-		char *const *argv = c->tool->argv;
-		if (strchr(argv[0], '/'))
-			execve(argv[0], argv, env);
-		else
-			execvpe(argv[0], argv, env);
-		/* The message lands in the stderr pipe, i.e. in the tool failure. */
-		int saved = errno;
-		char msg[512];
-		int len = snprintf(msg, sizeof msg, "cannot execute '%s': %s", argv[0], strerror(saved));
-		if (len > 0 && write(2, msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1) < 0)
-			_exit(127);
-		_exit(saved == ENOENT ? 127 : 126);
-	}
-	setpgid(pid, pid);
-	close(in[0]);
-	close(out[1]);
-	close(err[1]);
-	c->pid = pid;
-	c->in_fd = in[1];
-	c->out_fd = out[0];
-	c->err_fd = err[0];
-	set_nonblock(c->in_fd);
-	set_nonblock(c->out_fd);
-	set_nonblock(c->err_fd);
+	struct spawn sp;
+	char what[300];
+	snprintf(what, sizeof what, "tool '%s'", c->tool->name);
+	if (spawn_start(c->tool->argv, env, what, &sp, e))
+		return e->st;
+	c->pid = sp.pid;
+	c->in_fd = sp.in_fd;
+	c->out_fd = sp.out_fd;
+	c->err_fd = sp.err_fd;
 	return CORE_OK;
-fail:
-	for (int i = 0; i < 2; i++) {
-		close_fd(&in[i]);
-		close_fd(&out[i]);
-		close_fd(&err[i]);
-	}
-	return e->st;
 }
 
 /* Mark the call failed (first failure wins) and stop the tool. */
@@ -620,7 +555,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 				call_fail(c, CORE_EDEADLINE, "timed out");
 			}
 			if (c->in_fd >= 0 && c->killed)
-				close_fd(&c->in_fd);
+				spawn_close_fd(&c->in_fd);
 			if (c->in_fd >= 0)
 				pfd[k++] = (struct pollfd){ .fd = c->in_fd, .events = POLLOUT };
 			if (c->out_fd >= 0)
@@ -633,7 +568,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 				if (r == c->pid || (r < 0 && errno == ECHILD)) {
 					c->done = 1;
 					c->pid = -1;
-					close_fd(&c->in_fd);
+					spawn_close_fd(&c->in_fd);
 					finish(c, r > 0 ? status : 0);
 					continue;
 				}
@@ -664,16 +599,16 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 					c->stdin_off += (size_t)w;
 				/* EPIPE: the tool did not read its input; that is its business. */
 				if ((w < 0 && errno != EAGAIN && errno != EINTR) || c->stdin_off == c->stdin_buf.len)
-					close_fd(&c->in_fd);
+					spawn_close_fd(&c->in_fd);
 			}
 			if (c->out_fd >= 0) {
 				int eof = pump(c->out_fd, &c->out_buf, 0, c);
 				drain_lines(c, ev, eof);
 				if (eof)
-					close_fd(&c->out_fd);
+					spawn_close_fd(&c->out_fd);
 			}
 			if (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c))
-				close_fd(&c->err_fd);
+				spawn_close_fd(&c->err_fd);
 		}
 	}
 	free(pfd);
@@ -687,9 +622,9 @@ nomem:
 			waitpid(c->pid, NULL, 0);
 			c->pid = -1;
 		}
-		close_fd(&c->in_fd);
-		close_fd(&c->out_fd);
-		close_fd(&c->err_fd);
+		spawn_close_fd(&c->in_fd);
+		spawn_close_fd(&c->out_fd);
+		spawn_close_fd(&c->err_fd);
 	}
 	free(pfd);
 	return st;

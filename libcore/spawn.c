@@ -1,0 +1,107 @@
+/* spawn.c - children on pipes, in their own process group; see spawn.h. */
+#include "spawn.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+const char *const spawn_provider_keys[] = {
+	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
+};
+
+int spawn_env_listed(const char *const *names, const char *entry)
+{
+	const char *eq = strchr(entry, '=');
+	size_t len = eq ? (size_t)(eq - entry) : strlen(entry);
+	for (; names && *names; names++)
+		if (strlen(*names) == len && !strncmp(*names, entry, len))
+			return 1;
+	return 0;
+}
+
+static void set_nonblock(int fd)
+{
+	int fl = fcntl(fd, F_GETFL);
+	if (fl >= 0)
+		fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+}
+
+void spawn_close_fd(int *fd)
+{
+	if (*fd >= 0)
+		close(*fd);
+	*fd = -1;
+}
+
+/* In the child, between fork and exec: only async-signal-safe calls. */
+static void child(char *const argv[], char *const env[], int in, int out, int err)
+{
+	static const int sigs[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
+	sigset_t none;
+	char msg[512];
+	int len, saved;
+	setpgid(0, 0);
+	for (size_t i = 0; i < sizeof sigs / sizeof *sigs; i++)
+		signal(sigs[i], SIG_DFL);
+	sigemptyset(&none);
+	sigprocmask(SIG_SETMASK, &none, NULL);
+	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
+		_exit(127);
+	closefrom(3);
+	if (strchr(argv[0], '/'))
+		execve(argv[0], argv, env);
+	else
+		execvpe(argv[0], argv, env);
+	/* The message lands in the stderr pipe, so in the caller's error. */
+	saved = errno;
+	len = snprintf(msg, sizeof msg, "cannot execute '%s': %s", argv[0], strerror(saved));
+	if (len > 0 && write(2, msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1) < 0)
+		_exit(127);
+	_exit(saved == ENOENT ? 127 : 126);
+}
+
+enum core_status spawn_start(char *const argv[], char *const env[], const char *what,
+                             struct spawn *s, struct core_err *e)
+{
+	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
+	pid_t pid;
+	s->pid = -1;
+	s->in_fd = s->out_fd = s->err_fd = -1;
+	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
+		core_fail_sys(e, "cannot start %s: pipe", what);
+		goto fail;
+	}
+	if ((pid = fork()) < 0) {
+		core_fail_sys(e, "cannot start %s: fork", what);
+		goto fail;
+	}
+	if (pid == 0)
+		child(argv, env, in[0], out[1], err[1]);
+	/* Both sides set the group: whichever runs first, signals sent right
+	 * after this returns reach the child's group. */
+	setpgid(pid, pid);
+	close(in[0]);
+	close(out[1]);
+	close(err[1]);
+	s->pid = pid;
+	s->in_fd = in[1];
+	s->out_fd = out[0];
+	s->err_fd = err[0];
+	set_nonblock(s->in_fd);
+	set_nonblock(s->out_fd);
+	set_nonblock(s->err_fd);
+	return CORE_OK;
+fail:
+	for (int i = 0; i < 2; i++) {
+		if (in[i] >= 0)
+			close(in[i]);
+		if (out[i] >= 0)
+			close(out[i]);
+		if (err[i] >= 0)
+			close(err[i]);
+	}
+	return e->st;
+}

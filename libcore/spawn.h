@@ -1,0 +1,43 @@
+/*
+ * spawn.h - start a child process with its stdin, stdout and stderr on
+ * pipes: how agentkit runs tools, custom-agent handlers, transforms and
+ * retrieval commands.
+ *
+ * The child runs in its own process group (so a timeout or an abort can
+ * signal everything it started), with default signal dispositions and an
+ * empty signal mask (what the caller ignores or blocks is not inherited),
+ * and with only descriptors 0-2 open.  argv[0] with a '/' is executed as
+ * is, otherwise looked up on PATH; when exec fails the child writes
+ * "cannot execute 'x': why" to its stderr pipe and exits 127 (not found)
+ * or 126.  The parent's ends are non-blocking and close-on-exec.
+ */
+#ifndef CORE_SPAWN_H
+#define CORE_SPAWN_H
+
+#include <sys/types.h>
+
+#include "status.h"
+
+/* Provider key variables: never passed to a child unless allowed. */
+extern const char *const spawn_provider_keys[];
+
+/* Is the environment entry "NAME=..." one of names (a NULL-terminated list)? */
+int spawn_env_listed(const char *const *names, const char *entry);
+
+/* Close *fd if open and mark it closed (-1). */
+void spawn_close_fd(int *fd);
+
+struct spawn {
+	pid_t pid;
+	int in_fd, out_fd, err_fd;
+};
+
+/*
+ * Fork and exec argv with environment env (both borrowed; they only need
+ * to live through the call).  what names the child in messages ("cannot
+ * start WHAT: fork: ...").  CORE_ESYS on failure, with nothing left open.
+ */
+enum core_status spawn_start(char *const argv[], char *const env[], const char *what,
+                             struct spawn *s, struct core_err *e);
+
+#endif
