@@ -105,8 +105,8 @@ test: all
 
 # What CI runs: the suite on the plain build, then on ASan+UBSan.
 check:
-	@$(MAKE) --no-print-directory all
-	@$(MAKE) --no-print-directory SANITIZE=1 all
+	@$(MAKE) --no-print-directory -j2 all
+	@$(MAKE) --no-print-directory -j2 SANITIZE=1 all
 	@scripts/runtests build build-san
 
 bench: all
