@@ -161,6 +161,47 @@ static int is_short(int key)
 	return key > 0 && key < CLI_LONG;
 }
 
+#define HELP_WIDTH 79
+
+/*
+ * Print text[0..n) word-wrapped to HELP_WIDTH: the first line continues a
+ * line already at column col, later lines start with indent spaces.  Runs of
+ * blanks collapse; a newline in the text ends the line.
+ */
+static void wrap(const char *text, size_t n, int col, int indent)
+{
+	const char *p = text, *end = text + n;
+	while (p < end) {
+		const char *w = p;
+		while (w < end && *w == ' ')
+			w++;
+		if (w < end && *w == '\n') {
+			putchar('\n');
+			printf("%*s", indent, "");
+			col = indent;
+			p = w + 1;
+			continue;
+		}
+		const char *we = w;
+		while (we < end && *we != ' ' && *we != '\n')
+			we++;
+		if (we == w)
+			break;
+		int len = (int)(we - w);
+		if (col > indent && col + 1 + len > HELP_WIDTH) {
+			printf("\n%*s", indent, "");
+			col = indent;
+		} else if (col > indent) {
+			putchar(' ');
+			col++;
+		}
+		printf("%.*s", len, w);
+		col += len;
+		p = we;
+	}
+	putchar('\n');
+}
+
 static void help_opt(const struct cli_opt *o, void *ctx)
 {
 	char left[64];
@@ -172,9 +213,10 @@ static void help_opt(const struct cli_opt *o, void *ctx)
 		snprintf(left, sizeof left, "    --%s%s%s", o->name,
 		         o->arg ? "=" : "", o->arg ? o->arg : "");
 	if (strlen(left) > 24)
-		printf("  %s\n  %24s  %s\n", left, "", o->help);
+		printf("  %s\n  %24s  ", left, "");
 	else
-		printf("  %-24s  %s\n", left, o->help);
+		printf("  %-24s  ", left);
+	wrap(o->help, strlen(o->help), 28, 28);
 }
 
 static void print_lines(const char *first, const char *rest, const char *text)
@@ -193,15 +235,28 @@ static void help(void)
 {
 	printf("%s - %s\n\n", prog->name, prog->purpose);
 	print_lines("Usage: ", "       ", prog->synopsis);
-	if (prog->description)
-		printf("\n%s", prog->description);
+	if (prog->description) {
+		/* Paragraphs are separated by blank lines in the source text. */
+		for (const char *p = prog->description; *p;) {
+			const char *e = strstr(p, "\n\n");
+			size_t len = e ? (size_t)(e - p) : strlen(p);
+			putchar('\n');
+			wrap(p, len, 0, 0);
+			p += len + (e ? 2 : 0);
+		}
+	}
 	printf("\nOptions:\n");
 	each_opt(help_opt, NULL);
-	if (prog->examples)
-		printf("\nExamples:\n%s", prog->examples);
+	if (prog->examples) {
+		size_t n = strlen(prog->examples);
+		printf("\nExamples:\n%s%s", prog->examples,
+		       n && prog->examples[n - 1] != '\n' ? "\n" : "");
+	}
 	printf("\nExit status:\n");
-	for (const struct cli_exitcode *x = prog->exits; x->code >= 0; x++)
-		printf("  %-4d  %s\n", x->code, x->meaning);
+	for (const struct cli_exitcode *x = prog->exits; x->code >= 0; x++) {
+		printf("  %-4d  ", x->code);
+		wrap(x->meaning, strlen(x->meaning), 8, 8);
+	}
 	printf("\nagentkit %s\n", AGENTKIT_VERSION);
 }
 
