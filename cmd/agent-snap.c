@@ -3,6 +3,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -64,7 +65,8 @@ static const struct cli_prog prog = {
 	"[OPTION]... rm SID...\n"
 	"[OPTION]... prune [--keep N] [--before TIME] [SID]\n"
 	"[OPTION]... export [SID]...\n"
-	"[OPTION]... import <ROWS.ndjson",
+	"[OPTION]... import <ROWS.ndjson\n"
+	"[OPTION]... worker-log ID",
 	.description =
 	"Prints snapshot rows (SessionSnapshot JSON, one per line) as Genkit's "
 	"getSnapshot shapes them: a pending or aborting row whose heartbeatAt is "
@@ -73,7 +75,7 @@ static const struct cli_prog prog = {
 	"--session SID prints the session's latest row (greatest createdAt, ties "
 	"by greater snapshotId, any status).  Unknown IDs are reported on stderr "
 	"and the others still printed; the exit status is then 4.  The words "
-	"sessions, log, rm, prune, export, import and get are subcommands; "
+	"sessions, log, rm, prune, export, import, worker-log and get are subcommands; "
 	"'agent-snap get ID' prints a row whose ID is one of those words.\n\n"
 	"sessions prints one line per session: {\"sessionId\", \"snapshotId\" "
 	"(the latest row), \"status\" (its shaped status), \"updatedAt\", "
@@ -87,6 +89,9 @@ static const struct cli_prog prog = {
 	"before TIME (--before); with one limit, that one alone decides.  A "
 	"session's latest row and pending or aborting rows are never pruned.  It "
 	"prints {\"deleted\": N}.\n\n"
+	"worker-log ID prints the log a detached run's worker kept for snapshot "
+	"ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
+	"the abort it saw, how it finalized the row.\n\n"
 	"export prints the raw rows (not shaped) of every session, or of the "
 	"given ones, as NDJSON; import reads such rows on stdin and writes them "
 	"as given, replacing rows with the same snapshotId.  Every line is "
@@ -107,7 +112,7 @@ static const struct cli_prog prog = {
 	"$ agent-snap prune --keep 20 --before 720h\n"
 	"  drop old settled rows beyond the newest 20 of each session",
 	.exits = exits,
-	.subcommands = "get sessions log rm prune export import",
+	.subcommands = "get sessions log rm prune export import worker-log",
 };
 
 struct opts {
@@ -399,10 +404,31 @@ static enum core_status parse_before(const char *arg, int64_t *ns)
 	return cli_usage("invalid --before '%s' (an RFC 3339 time or a duration)", arg);
 }
 
+/* The detached worker's log for snapshot id, copied to stdout as it is. */
+static enum core_status worker_log(const char *store_dir, const char *id)
+{
+	struct core_buf path = CORE_BUF_INIT(4096), text = CORE_BUF_INIT((size_t)1 << 30);
+	struct core_err e = { 0 };
+	enum core_status st;
+	if (core_buf_addf(&path, "%s/logs/%s.log", store_dir, id)) {
+		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+	} else if (access(path.p, F_OK) < 0 && errno == ENOENT) {
+		cli_warn("no worker log for snapshot '%s' (only detached runs have one)", id);
+		st = CORE_ENOTFOUND;
+	} else if ((st = core_buf_read_file(&text, path.p, &e)) != CORE_OK) {
+		st = cli_report(&e);
+	} else if ((st = cli_write(text.p, text.len, &e)) != CORE_OK) {
+		st = cli_report(&e);
+	}
+	core_buf_release(&path);
+	core_buf_release(&text);
+	return st;
+}
+
 static enum core_status run(struct opts *o, int argc, char **argv)
 {
 	static const char *const subs[] = {
-		"get", "sessions", "log", "rm", "prune", "export", "import", NULL,
+		"get", "sessions", "log", "rm", "prune", "export", "import", "worker-log", NULL,
 	};
 	struct core_buf path = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
@@ -425,6 +451,8 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		return cli_usage("get needs snapshot IDs");
 	if (sub && (!strcmp(sub, "log")) && argc != 1)
 		return cli_usage("log takes one SID");
+	if (sub && !strcmp(sub, "worker-log") && argc != 1)
+		return cli_usage("worker-log takes one snapshot ID");
 	if (sub && !strcmp(sub, "rm") && argc == 0)
 		return cli_usage("rm needs session IDs");
 	if (sub && (!strcmp(sub, "sessions") || !strcmp(sub, "import")) && argc)
@@ -435,13 +463,21 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		return cli_usage("--keep and --before apply to prune");
 	if (o->session && (st = check_ids((char **)&o->session, 1, "session ID")) != CORE_OK)
 		return st;
-	st = check_ids(argv, argc, sub && strcmp(sub, "get") ? "session ID" : "snapshot ID");
+	st = check_ids(argv, argc, sub && strcmp(sub, "get") && strcmp(sub, "worker-log")
+	                           ? "session ID" : "snapshot ID");
 	if (st != CORE_OK)
 		return st;
 
 	if (o->agent && (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK) {
 		core_buf_release(&path);
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	}
+	if (sub && !strcmp(sub, "worker-log")) {
+		st = store_default_path(o->store, &path, &e);
+		st = st ? cli_report(&e) : worker_log(path.p, argv[0]);
+		core_buf_release(&path);
+		agent_ext_free(o->x);
+		return st;
 	}
 	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
 	    (st = store_open(path.p, &s, &e)) != CORE_OK) {

@@ -67,6 +67,11 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	assert_equal "$(stat -c %a "$AGENTKIT_STORE/logs") $(stat -c %a "$log")" "700 600"
 	grep -q "worker started: agent inline, session $sid, snapshot $id, parent (none), 2 inputs" "$log"
 	grep -q "finalized completed, finish reason stop" "$log"
+	# agent-snap prints it; a snapshot without a worker has none.
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	assert_equal "$output" "$(cat "$log")"
+	run -4 --separate-stderr agent-snap worker-log no-such-snapshot
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one)"
 }
 
 @test "a detach line mid-conversation: earlier turns stream and commit, the rest runs in the background" {
