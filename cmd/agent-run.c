@@ -135,7 +135,7 @@ static const struct cli_prog prog = {
 	"own session, stdio detached) runs the inputs read so far, beats the row "
 	"and finalizes it completed, failed or aborted.  Follow it with "
 	"agent-wait ID, stop it with agent-abort ID.  The worker's log is "
-	"STORE/logs/ID.log beside the store.\n\n"
+	"STORE/logs/ID.log beside the store; agent-snap worker-log ID prints it.\n\n"
 	"SIGINT, SIGTERM and SIGHUP (or the reader of stdout going away) stop an "
 	"attached run: the turn in flight is cancelled, a turn that committed is "
 	"written \"aborted\", the final line still names the resume point, exit "
