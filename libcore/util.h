@@ -1,4 +1,5 @@
-/* util.h - small parsers shared by the commands: durations and sizes. */
+/* util.h - small helpers shared across agentkit: durations, sizes, clocks,
+ * RFC 3339 times and UUIDs. */
 #ifndef CORE_UTIL_H
 #define CORE_UTIL_H
 
