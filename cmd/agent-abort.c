@@ -122,7 +122,6 @@ struct opts {
 
 static enum core_status run(const struct opts *o, int argc, char **argv)
 {
-	struct core_buf path = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
 	struct abort_ctx *res = NULL;
@@ -136,12 +135,9 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
-	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
-	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
-		core_buf_release(&path);
+	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
-	core_buf_release(&path);
 	res = calloc(n, sizeof *res);
 	ids = calloc(n, sizeof *ids);
 	rows = calloc(n, sizeof *rows);

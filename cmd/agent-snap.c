@@ -405,12 +405,14 @@ static enum core_status parse_before(const char *arg, int64_t *ns)
 }
 
 /* The detached worker's log for snapshot id, copied to stdout as it is. */
-static enum core_status worker_log(const char *store_dir, const char *id)
+static enum core_status worker_log(const char *store, const char *id)
 {
 	struct core_buf path = CORE_BUF_INIT(4096), text = CORE_BUF_INIT((size_t)1 << 30);
 	struct core_err e = { 0 };
 	enum core_status st;
-	if (core_buf_addf(&path, "%s/logs/%s.log", store_dir, id)) {
+	if ((st = store_default_path(store, &path, &e)) != CORE_OK) {
+		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	} else if (core_buf_addf(&path, "/logs/%s.log", id)) {
 		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
 	} else if (access(path.p, F_OK) < 0 && errno == ENOENT) {
 		cli_warn("no worker log for snapshot '%s' (only detached runs have one)", id);
@@ -430,7 +432,6 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	static const char *const subs[] = {
 		"get", "sessions", "log", "rm", "prune", "export", "import", "worker-log", NULL,
 	};
-	struct core_buf path = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
 	const char *sub = NULL;
@@ -468,24 +469,16 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	if (st != CORE_OK)
 		return st;
 
-	if (o->agent && (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK) {
-		core_buf_release(&path);
+	if (o->agent && (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
-	}
 	if (sub && !strcmp(sub, "worker-log")) {
-		st = store_default_path(o->store, &path, &e);
-		st = st ? cli_report(&e) : worker_log(path.p, argv[0]);
-		core_buf_release(&path);
 		agent_ext_free(o->x);
-		return st;
+		return worker_log(o->store, argv[0]);
 	}
-	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
-	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
-		core_buf_release(&path);
+	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
 		agent_ext_free(o->x);
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
-	core_buf_release(&path);
 
 	if (!sub || !strcmp(sub, "get"))
 		st = argc ? show_ids(s, o, argv, argc) : show_latest(s, o);

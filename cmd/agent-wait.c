@@ -106,7 +106,6 @@ struct opts {
 
 static enum core_status run(const struct opts *o, int argc, char **argv)
 {
-	struct core_buf path = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
 	struct tty t = { isatty(2), (size_t)argc, core_now_mono_ms() };
@@ -122,12 +121,9 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
-	if ((st = store_default_path(o->store, &path, &e)) != CORE_OK ||
-	    (st = store_open(path.p, &s, &e)) != CORE_OK) {
-		core_buf_release(&path);
+	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
-	core_buf_release(&path);
 	if (o->session) {
 		if ((st = store_latest(s, o->session, STORE_METADATA_ONLY, &latest, &e)) != CORE_OK)
 			goto out;

@@ -44,6 +44,14 @@ enum core_status store_default_path(const char *path, struct core_buf *out,
                                     struct core_err *e);
 
 /*
+ * store_default_path() then store_open(): the store a command's --store
+ * flag (path, or NULL) names.  Errors as both; CORE_EUSAGE for an empty
+ * path.
+ */
+enum core_status store_open_default(const char *path, struct store **out,
+                                    struct core_err *e);
+
+/*
  * Open (creating if needed: directory 0700, files 0600) the store at path.
  * Errors: CORE_ESYS (cannot create or open, not a directory, a network
  * filesystem), CORE_EPRECONDITION (an LMDB version known to break with many
