@@ -31,33 +31,6 @@ static void ws(struct fp *f)
 		f->p++;
 }
 
-/* Valid UTF-8 sequence at s (as jansson's utf8 check: no overlongs, no
- * surrogates, up to U+10FFFF); its length or 0. */
-static size_t utf8_seq(const unsigned char *s, const unsigned char *end)
-{
-	uint32_t c = s[0];
-	size_t len, i;
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, c &= 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, c &= 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, c &= 0x07;
-	else
-		return 0;
-	if ((size_t)(end - s) < len)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
-	    || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	return len;
-}
-
 static int hex4(const char *p, uint32_t *v)
 {
 	*v = 0;
@@ -117,8 +90,9 @@ static int string(struct fp *f, const char **s, size_t *n)
 			return 0;
 		unsigned char c = (unsigned char)*f->p;
 		if (c >= 0x80) {
-			size_t k = utf8_seq((const unsigned char *)f->p,
-			                    (const unsigned char *)f->end);
+			uint32_t cp;
+			size_t k = jv_utf8_decode((const unsigned char *)f->p,
+			                          (size_t)(f->end - f->p), &cp);
 			if (!k)
 				return 0;
 			f->p += k;

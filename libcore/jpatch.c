@@ -128,41 +128,7 @@ enum core_status jpatch_escape_token(const char *s, size_t n,
 	return CORE_OK;
 }
 
-/*
- * Quote s[0..n) for a message.  go != 0 renders Go's %q (strconv.Quote),
- * as Genkit's messages do; otherwise 'single quotes' with control bytes
- * escaped.  Never fails: a buffer that cannot grow is cut short.
- */
-static size_t utf8_len(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	size_t len, i;
-	uint32_t c = s[0];
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, c &= 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, c &= 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, c &= 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
-	    || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	*cp = c;
-	return len;
-}
-
+/* Printable as Go's strconv.Quote judges (IsPrint, roughly). */
 static int go_printable(uint32_t c)
 {
 	if (c < 0x20 || c == 0x7f || (c >= 0x80 && c <= 0xa0) || c == 0xad)
@@ -174,6 +140,11 @@ static int go_printable(uint32_t c)
 	return 1;
 }
 
+/*
+ * Quote s[0..n) for a message.  go != 0 renders Go's %q (strconv.Quote),
+ * as Genkit's messages do; otherwise 'single quotes' with control bytes
+ * escaped.  Never fails: a buffer that cannot grow is cut short.
+ */
 static void quote(struct core_buf *b, const char *s, size_t n, int go)
 {
 	const unsigned char *u = (const unsigned char *)s;
@@ -184,7 +155,7 @@ static void quote(struct core_buf *b, const char *s, size_t n, int go)
 	core_buf_addc(b, q);
 	while (i < n) {
 		unsigned char c = u[i];
-		len = utf8_len(u + i, n - i, &cp);
+		len = jv_utf8_decode(u + i, n - i, &cp);
 		if (!len) {
 			core_buf_addf(b, "\\x%02x", c);
 			i++;
