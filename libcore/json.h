@@ -53,6 +53,14 @@ enum core_status jv_dump(const json_t *v, struct core_buf *out);
 /* Deep equality; numbers by value, bignums by text or value. */
 int jv_equal(const json_t *a, const json_t *b);
 
+/*
+ * Sameness as bytes: 1 when jv_dump() would write exactly the same text for
+ * a and b (same types, same key order, bitwise-equal reals).  As cheap as
+ * memcmp over the strings; the store uses it to recognise history it has
+ * already hashed without serializing it again.
+ */
+int jv_same(const json_t *a, const json_t *b);
+
 int jv_is_bignum(const json_t *v);
 int jv_is_string(const json_t *v);     /* a string that is not a bignum */
 int jv_is_number(const json_t *v);     /* integer, real or bignum */
