@@ -10,17 +10,6 @@
 
 #include <jansson.h>
 
-/* SHA-256, for content-addressed message-chain nodes. */
-struct sha256 {
-	uint32_t h[8];
-	uint64_t n;
-	unsigned char buf[64];
-	size_t fill;
-};
-void sha256_init(struct sha256 *c);
-void sha256_add(struct sha256 *c, const void *data, size_t len);
-void sha256_done(struct sha256 *c, unsigned char out[32]);
-
 /*
  * An RFC 3339 time as nanoseconds since the epoch, never overflowing:
  * Go's zero time ("0001-01-01T00:00:00Z") and other years before 1678 give

@@ -33,6 +33,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
+#include <openssl/sha.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -79,9 +80,29 @@ struct env {
 	char *path;
 };
 
+/*
+ * The history this handle wrote last.  A long-lived writer (agent-run
+ * reading many turns, a detached worker, an import) then finds the part of
+ * the next row's history it has already hashed by comparing trees
+ * (jv_same(), memcmp speed) instead of serializing every message again, so
+ * a turn costs O(its new messages).  Node keys are content addresses
+ * (SHA-256 over the previous key and the message's bytes), so a match holds
+ * whatever other processes did since; that the nodes still exist is checked
+ * inside the write transaction.  msgs are private deep copies: the caller's
+ * trees may change after the save.  The first state a handle writes is not
+ * kept, so a one-shot process never pays for the copy.
+ */
+struct msg_cache {
+	json_t *msgs;           /* array of copies, or NULL */
+	unsigned char *keys;    /* node key of each message, NODE bytes apiece */
+	size_t cap;             /* messages keys has room for */
+	unsigned long writes;   /* states written through the handle */
+};
+
 struct store {
 	struct env *e;
 	pid_t pid;
+	struct msg_cache mc;
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -566,6 +587,8 @@ void store_close(struct store *s)
 		}
 		pthread_mutex_unlock(&reg_lock);
 	}
+	json_decref(s->mc.msgs);
+	free(s->mc.keys);
 	free(s);
 }
 
@@ -887,8 +910,50 @@ static int old_tail(struct env *v, MDB_txn *t, MDB_val *id, unsigned char *tail,
 
 struct wctx {
 	struct core_err *e;
-	struct core_buf tmp;
+	struct core_buf tmp, tmp2;      /* scratch for encoding */
+	struct msg_cache *mc;
 };
+
+/* How many leading messages of msgs the cache holds unchanged; their node
+ * keys go into keys. */
+static size_t cache_prefix(const struct msg_cache *mc, const json_t *msgs,
+                           unsigned char *keys)
+{
+	size_t i, n = json_array_size(msgs), c = json_array_size(mc->msgs);
+	for (i = 0; i < n && i < c; i++)
+		if (!jv_same(json_array_get(msgs, i), json_array_get(mc->msgs, i)))
+			break;
+	memcpy(keys, mc->keys, i * NODE);
+	return i;
+}
+
+/* Remember msgs and their node keys; the cache's first `same` messages are
+ * already theirs.  Best effort: out of memory empties the cache. */
+static void cache_keep(struct msg_cache *mc, const json_t *msgs,
+                       const unsigned char *keys, size_t same)
+{
+	size_t i, n = json_array_size(msgs);
+	if (mc->writes++ == 0)
+		return;
+	if (!mc->msgs && !(mc->msgs = json_array()))
+		return;
+	while (json_array_size(mc->msgs) > same)
+		json_array_remove(mc->msgs, json_array_size(mc->msgs) - 1);
+	if (n > mc->cap) {
+		unsigned char *k = realloc(mc->keys, n * NODE);
+		if (!k)
+			goto drop;
+		mc->keys = k;
+		mc->cap = n;
+	}
+	for (i = same; i < n; i++)
+		if (json_array_append_new(mc->msgs, json_deep_copy(json_array_get(msgs, i))))
+			goto drop;
+	memcpy(mc->keys + same * NODE, keys + same * NODE, (n - same) * NODE);
+	return;
+drop:
+	json_array_clear(mc->msgs);
+}
 
 /* Write the state of row id: new messages as chain nodes, then the state
  * record; the old record's chain is released. */
@@ -980,7 +1045,7 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 	MDB_val k = { strlen(id), (void *)id }, d;
 	const json_t *msgs = json_is_object(state) ? json_object_get(state, "messages") : NULL;
 	unsigned char hdr[STATE_HDR] = { 1 }, prev_tail[NODE], *keys = NULL;
-	size_t n = 0, pos = 0, i, have, matched = 0;
+	size_t n = 0, pos = 0, i, have, matched = 0, cached, *recs = NULL;
 	json_t *rest = NULL;
 	int rc = 0, had;
 	uint32_t refs;
@@ -1004,24 +1069,37 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 		json_object_foreach((json_t *)state, key, x)
 			if (strcmp(key, "messages") && json_object_set(rest, key, x))
 				goto nomem;
-		/* node keys of the whole history: the prefix shared with a hint
-		 * chain (this row's old state, else its parent's) is found by
-		 * comparing bytes; only the rest is hashed */
-		if ((rc = hint_prefix(v, t, had ? prev_tail : NULL, parent, msgs, keys,
-		                      &matched, w)))
+		/* node keys of the whole history: the prefix the handle wrote last
+		 * is found by comparing trees, else the prefix shared with a hint
+		 * chain (this row's old state, else its parent's) by comparing
+		 * bytes; only the rest is hashed */
+		cached = cache_prefix(w->mc, msgs, keys);
+		matched = cached;
+		if (!matched && (rc = hint_prefix(v, t, had ? prev_tail : NULL, parent,
+		                                  msgs, keys, &matched, w)))
 			goto out;
+		/* each new message once as its msg record, prev seq | prev key |
+		 * JSON: the key is SHA-256 over all but the seq */
+		recs = calloc(n - matched + 1, sizeof *recs);
+		if (!recs)
+			goto nomem;
+		core_buf_reset(&w->tmp);
 		for (i = matched; i < n; i++) {
-			struct sha256 c;
-			core_buf_reset(&w->tmp);
-			if (jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
+			size_t at = w->tmp.len;
+			recs[i - matched] = at;
+			if (core_buf_add(&w->tmp, zero_node, 8) != CORE_OK ||
+			    core_buf_add(&w->tmp, i ? keys + (i - 1) * NODE : zero_node,
+			                 NODE) != CORE_OK ||
+			    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
 				goto nomem;
-			sha256_init(&c);
-			sha256_add(&c, i ? keys + (i - 1) * NODE : zero_node, NODE);
-			sha256_add(&c, w->tmp.p, w->tmp.len);
-			sha256_done(&c, keys + i * NODE);
+			SHA256((unsigned char *)w->tmp.p + at + 8, w->tmp.len - at - 8,
+			       keys + i * NODE);
 		}
-		/* the longest prefix already stored (a node implies its prefix) */
-		for (have = n; have > matched; have--) {
+		recs[n - matched] = w->tmp.len;
+		cache_keep(w->mc, msgs, keys, cached);
+		/* the longest prefix already stored (a node implies its prefix);
+		 * a cached prefix may have been deleted since */
+		for (have = n; have > 0; have--) {
 			uint64_t sq;
 			rc = node_seq(v, t, keys + (have - 1) * NODE, &sq);
 			if (rc == 0)
@@ -1048,16 +1126,22 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 				unsigned char sk[8], nv[12];
 				MDB_val mk = { 8, sk }, nk = { NODE, keys + i * NODE };
 				const unsigned char *prev = i ? keys + (i - 1) * NODE : zero_node;
+				/* have < matched only when a cached prefix is gone:
+				 * rebuild those records */
+				if (i < matched) {
+					core_buf_reset(&w->tmp2);
+					if (core_buf_add(&w->tmp2, zero_node, 8) != CORE_OK ||
+					    core_buf_add(&w->tmp2, prev, NODE) != CORE_OK ||
+					    jv_dump(json_array_get(msgs, i), &w->tmp2) != CORE_OK)
+						goto nomem;
+					d.mv_data = w->tmp2.p;
+					d.mv_size = w->tmp2.len;
+				} else {
+					d.mv_data = w->tmp.p + recs[i - matched];
+					d.mv_size = recs[i - matched + 1] - recs[i - matched];
+				}
+				put_be64(d.mv_data, prev_seq);
 				put_be64(sk, ++last);
-				core_buf_reset(&w->tmp);
-				if (core_buf_add(&w->tmp, sk, 8) != CORE_OK)
-					goto nomem;
-				put_be64((unsigned char *)w->tmp.p, prev_seq);
-				if (core_buf_add(&w->tmp, prev, NODE) != CORE_OK ||
-				    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
-					goto nomem;
-				d.mv_size = w->tmp.len;
-				d.mv_data = w->tmp.p;
 				if ((rc = mdb_put(t, v->dbi[DB_MSG], &mk, &d, MDB_APPEND)))
 					goto out;
 				put_be64(nv, last);
@@ -1095,6 +1179,7 @@ nomem:
 	rc = ENOMEM;
 out:
 	free(keys);
+	free(recs);
 	json_decref(rest);
 	return rc;
 }
@@ -1278,7 +1363,8 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
                                   void *ctx, struct core_err *e)
 {
 	struct env *v = s->e;
-	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED) };
+	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), &s->mc };
 	enum core_status st = CORE_OK;
 	for (;;) {
 		MDB_txn *t;
@@ -1314,6 +1400,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 		break;
 	}
 	core_buf_release(&w.tmp);
+	core_buf_release(&w.tmp2);
 	return st;
 }
 

@@ -285,3 +285,65 @@ save() { "$SW" save "$@"; }
 	run -0 --separate-stderr "$SW" get k2
 	assert_output --partial '"state":{"messages":"odd"}'
 }
+
+# history_check N: the rows h1..hN hold exactly the messages the writer
+# printed after saving each (byte for byte: no jq in between).
+history_check() {
+	local i=1 line got
+	while IFS= read -r line; do
+		[ "$i" -le "$1" ] || break
+		got=$("$SW" get "h$i")
+		got=${got#*'"state":{"messages":'}
+		assert_equal "h$i ${got%"},\"snapshotId\":\"h$i\"}"}" "h$i $line"
+		i=$((i + 1))
+	done <"$BATS_TEST_TMPDIR/printed"
+	[ "$i" -gt "$1" ]
+}
+
+@test "extra: a long-lived writer stores exactly the history it holds, edits in place included" {
+	"$SW" history s >"$BATS_TEST_TMPDIR/printed" <<'IN'
+{"append":{"role":"user","content":[{"text":"a"}]}}
+{"append":{"role":"model","content":[{"text":"b"}]}}
+{"save":"h1"}
+{"append":{"role":"user","content":[{"text":"c"}]}}
+{"save":"h2"}
+{"append":{"role":"model","content":[{"text":"d"}]}}
+{"save":"h3"}
+{"edit":[1,"role","tool"]}
+{"save":"h4"}
+{"truncate":2}
+{"append":{"role":"user","content":[{"text":"e\n\"\u0001é"}]}}
+{"save":"h5"}
+{"edit":[2,"n",1]}
+{"save":"h6"}
+{"edit":[2,"n",1.0]}
+{"save":"h7"}
+{"edit":[0,"content",[{"text":"A"}]]}
+{"save":"h8"}
+IN
+	assert_equal "$(wc -l <"$BATS_TEST_TMPDIR/printed")" 8
+	history_check 8
+	# one node per distinct prefix: a ab abc abcd | ab' ab'c ab'cd | ab'e |
+	# ab'e1 | ab'e1.0 | A Ab' Ab'e1.0
+	requires mdb_stat
+	run -0 mdb_stat -s msg "$AGENTKIT_STORE"
+	assert_output --partial "Entries: 13"
+}
+
+@test "extra: a long-lived writer whose stored history was deleted writes it again" {
+	"$SW" history s >"$BATS_TEST_TMPDIR/printed" <<'IN'
+{"append":{"role":"user","content":[{"text":"a"}]}}
+{"save":"h0"}
+{"append":{"role":"model","content":[{"text":"b"}]}}
+{"save":"h0"}
+{"rm":true}
+{"append":{"role":"user","content":[{"text":"c"}]}}
+{"save":"h1"}
+{"append":{"role":"model","content":[{"text":"d"}]}}
+{"save":"h2"}
+IN
+	sed -i 1,2d "$BATS_TEST_TMPDIR/printed"
+	history_check 2
+	run -0 agent-snap log s
+	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "h1 h2 "
+}

@@ -23,6 +23,16 @@
  *     hammer SID                     write turn rows forever (kill -9 test)
  *     subscribe ID TIMEOUT           print the status, then every change,
  *                                    until terminal/missing/TIMEOUT
+ *     history SID                    a long-lived writer of one session:
+ *                                    NDJSON edits on stdin change one live
+ *                                    message array in place, as a runtime
+ *                                    holding a session would:
+ *                                      {"append":MSG}  {"truncate":N}
+ *                                      {"edit":[I,KEY,VALUE]} (in place)
+ *                                      {"save":ID}  (parent: the last save;
+ *                                                    prints the messages)
+ *                                      {"rm":true}  (the session, through
+ *                                                    another handle)
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -200,6 +210,60 @@ static enum core_status do_turn(struct store *s, const char *sid, const char *id
 	return st;
 }
 
+struct hist {
+	const char *sid;
+	char parent[STORE_ID_MAX + 1];
+	json_t *msgs;           /* live, changed in place between saves */
+};
+
+static enum core_status fn_hist(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e)
+{
+	struct hist *h = ctx;
+	char now[CORE_TIME_MAX];
+	now_str(now);
+	*next = json_pack("{s:s,s:s,s:s,s:s,s:{s:O}}", "sessionId", h->sid, "parentId",
+	                  h->parent, "createdAt", now, "status", "completed", "state",
+	                  "messages", h->msgs);
+	return *next ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+}
+
+static enum core_status run_history(struct store *s, const char *path, const char *sid,
+                                    struct core_err *e)
+{
+	struct hist h = { sid, "", json_array() };
+	enum core_status st = CORE_OK;
+	char line[65536];
+	size_t lineno = 0;
+	while (st == CORE_OK && fgets(line, sizeof line, stdin)) {
+		json_t *cmd = jv_parse(line, strlen(line), "stdin", ++lineno, e), *x;
+		if (!cmd)
+			return e->st;
+		if ((x = json_object_get(cmd, "append"))) {
+			json_array_append(h.msgs, x);
+		} else if ((x = json_object_get(cmd, "truncate"))) {
+			while (json_array_size(h.msgs) > (size_t)json_integer_value(x))
+				json_array_remove(h.msgs, json_array_size(h.msgs) - 1);
+		} else if ((x = json_object_get(cmd, "edit"))) {
+			json_object_set(json_array_get(h.msgs, json_integer_value(json_array_get(x, 0))),
+			                json_string_value(json_array_get(x, 1)), json_array_get(x, 2));
+		} else if ((x = json_object_get(cmd, "save"))) {
+			st = store_save(s, json_string_value(x), 0, fn_hist, &h, NULL, e);
+			snprintf(h.parent, sizeof h.parent, "%s", json_string_value(x));
+			print(h.msgs);
+		} else if (json_object_get(cmd, "rm")) {
+			struct store *other;
+			if ((st = store_open(path, &other, e)) == CORE_OK) {
+				st = store_delete_session(other, sid, NULL, e);
+				store_close(other);
+			}
+		}
+		json_decref(cmd);
+	}
+	json_decref(h.msgs);
+	return st;
+}
+
 static int64_t duration(const char *s)
 {
 	int64_t ms = 0;
@@ -335,6 +399,9 @@ int main(int argc, char **argv)
 			row = NULL;
 			memcpy(parent, id, sizeof id);
 		}
+	} else if (!strcmp(cmd, "history")) {
+		NEED(1);
+		st = run_history(s, path.p, argv[0], &e);
 	} else if (!strcmp(cmd, "subscribe")) {
 		int64_t end;
 		char last[32] = "";
