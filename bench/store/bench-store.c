@@ -84,16 +84,73 @@ static enum core_status fn_turn(const json_t *existing, json_t **next, void *ctx
 	return CORE_OK;
 }
 
-/* n turns of one session; returns commits/s; *bytes gets the turn's raw
- * message bytes. */
-static double run_turns(struct store *s, const char *sid, int n, size_t *bytes,
-                        double *last_rate)
+/* Raw LMDB: synced txns each putting the bytes a turn writes. */
+struct raw {
+	MDB_env *env;
+	MDB_dbi dbi;
+	char *val;
+	size_t bytes;
+	long next;
+};
+
+static void raw_open(struct raw *r, const char *dir, size_t bytes)
+{
+	MDB_txn *t;
+	r->bytes = bytes;
+	r->next = 0;
+	if (!(r->val = malloc(bytes)))
+		die("raw", NULL);
+	memset(r->val, 'x', bytes);
+	mkdir(dir, 0700);
+	if (mdb_env_create(&r->env) || mdb_env_set_mapsize(r->env, (size_t)1 << 32) ||
+	    mdb_env_set_maxdbs(r->env, 4) || mdb_env_open(r->env, dir, MDB_NOTLS, 0600) ||
+	    mdb_txn_begin(r->env, NULL, 0, &t) || mdb_dbi_open(t, "raw", MDB_CREATE, &r->dbi) ||
+	    mdb_txn_commit(t))
+		die("raw open", NULL);
+}
+
+/* Seconds for k synced txns. */
+static double raw_batch(struct raw *r, int k)
+{
+	double t0 = now_s();
+	while (k-- > 0) {
+		char key[32];
+		MDB_val kv = { (size_t)snprintf(key, sizeof key, "row-%08ld", r->next++), key };
+		MDB_val d = { r->bytes, r->val };
+		MDB_txn *t;
+		if (mdb_txn_begin(r->env, NULL, 0, &t) || mdb_put(t, r->dbi, &kv, &d, 0) ||
+		    mdb_txn_commit(t))
+			die("raw txn", NULL);
+	}
+	return now_s() - t0;
+}
+
+static void raw_close(struct raw *r)
+{
+	mdb_env_close(r->env);
+	free(r->val);
+}
+
+/* Time spent on commits and on raw txns: all turns, and the last tenth. */
+struct timing {
+	double store, raw, store_last, raw_last;
+	int n, n_last;
+};
+
+/*
+ * n turns of one session.  With raw, every block of 10 commits is followed
+ * by 10 raw txns, so both see the same disk weather.  *bytes (optional)
+ * gets the turn's raw message bytes.
+ */
+#define BLOCK 10
+static void run_turns(struct store *s, const char *sid, int n, size_t *bytes,
+                      struct raw *raw, struct timing *tm)
 {
 	struct turn_ctx t = { json_pack("{s:[],s:{s:i},s:s}", "messages", "custom", "turn", 0,
 	                                "sessionId", sid), sid, "" };
 	char id[64], parent[64] = "";
-	double t0 = now_s(), tl = 0;
 	struct core_err e = { 0 };
+	double t0 = now_s();
 	int i;
 	for (i = 0; i < n; i++) {
 		json_t *msgs = json_object_get(t.state, "messages");
@@ -109,69 +166,56 @@ static double run_turns(struct store *s, const char *sid, int n, size_t *bytes,
 		json_array_append_new(msgs, m);
 		snprintf(id, sizeof id, "%s-%06d", sid, i);
 		t.parent = parent;
-		if (i == n - n / 10)
-			tl = now_s();
 		if (store_save(s, id, 0, fn_turn, &t, NULL, &e) != CORE_OK)
 			die("save", &e);
 		memcpy(parent, id, sizeof id);
+		if (tm && ((i + 1) % BLOCK == 0 || i + 1 == n)) {
+			int k = (i % BLOCK) + 1, last = i + 1 > n - n / 10;
+			double ds = now_s() - t0, dr = raw ? raw_batch(raw, k) : 0;
+			tm->store += ds;
+			tm->raw += dr;
+			tm->n += k;
+			if (last) {
+				tm->store_last += ds;
+				tm->raw_last += dr;
+				tm->n_last += k;
+			}
+			t0 = now_s();
+		}
 	}
-	if (last_rate)
-		*last_rate = (n / 10) / (now_s() - tl);
 	json_decref(t.state);
-	return n / (now_s() - t0);
 }
 
-/* Raw LMDB: n synced txns each putting the same bytes a turn writes. */
-static double raw_txns(const char *dir, int n, size_t bytes)
+static void report(const char *name, int n, double store_s, double raw_s)
 {
-	MDB_env *env;
-	MDB_dbi dbi;
-	MDB_txn *t;
-	char *val = malloc(bytes);
-	double t0;
-	int i;
-	memset(val, 'x', bytes);
-	mkdir(dir, 0700);
-	if (mdb_env_create(&env) || mdb_env_set_mapsize(env, (size_t)1 << 32) ||
-	    mdb_env_set_maxdbs(env, 4) || mdb_env_open(env, dir, MDB_NOTLS, 0600))
-		die("raw open", NULL);
-	mdb_txn_begin(env, NULL, 0, &t);
-	mdb_dbi_open(t, "raw", MDB_CREATE, &dbi);
-	mdb_txn_commit(t);
-	t0 = now_s();
-	for (i = 0; i < n; i++) {
-		char key[32];
-		MDB_val k = { (size_t)snprintf(key, sizeof key, "row-%08d", i), key };
-		MDB_val d = { bytes, val };
-		if (mdb_txn_begin(env, NULL, 0, &t) || mdb_put(t, dbi, &k, &d, 0) ||
-		    mdb_txn_commit(t))
-			die("raw txn", NULL);
-	}
-	t0 = n / (now_s() - t0);
-	mdb_env_close(env);
-	free(val);
-	return t0;
+	printf("turn_commits_per_s_%s %.0f commits/s, raw %.0f txn/s, ratio %.0f %%\n",
+	       name, n / store_s, n / raw_s, 100 * raw_s / store_s);
 }
 
 static void bench_turns(const char *dir, int n)
 {
 	struct core_buf raw = CORE_BUF_INIT(4096);
+	struct timing a = { 0 }, b = { 0 };
+	struct raw r;
 	struct store *s;
 	size_t bytes = 0;
-	double rate, last, rawrate, rate_short;
+	char name[64];
 	core_buf_addf(&raw, "%s-raw", dir);
 	s = open_store(dir);
-	rate_short = run_turns(s, "short", 20, NULL, NULL);
-	rate = run_turns(s, "long", n, &bytes, &last);
+	/* the bytes a turn writes: two messages plus ~600 B of row, state
+	 * and index */
+	run_turns(s, "probe", 1, &bytes, NULL, NULL);
+	raw_open(&r, raw.p, bytes + 600);
+	run_turns(s, "short", 20, NULL, &r, &a);
+	run_turns(s, "long", n, NULL, &r, &b);
 	store_close(s);
-	/* same bytes per txn: the two messages plus ~600 B of row/state/index */
-	rawrate = raw_txns(raw.p, n, bytes + 600);
-	printf("turn_commits_per_s_first20 %.0f commits/s\n", rate_short);
-	printf("turn_commits_per_s_%d_turns %.0f commits/s\n", n, rate);
-	printf("turn_commits_per_s_last10pct %.0f commits/s\n", last);
-	printf("raw_lmdb_synced_txns_per_s %.0f txn/s (%zu B each)\n", rawrate, bytes + 600);
-	printf("ratio_first20 %.0f %%\n", 100 * rate_short / rawrate);
-	printf("ratio_%d_turns %.0f %%\n", n, 100 * rate / rawrate);
+	raw_close(&r);
+	printf("raw txn size %zu B (interleaved in blocks of %d)\n", bytes + 600, BLOCK);
+	report("first20", a.n, a.store, a.raw);
+	snprintf(name, sizeof name, "%d_turns", n);
+	report(name, b.n, b.store, b.raw);
+	snprintf(name, sizeof name, "last_%d_of_%d", b.n_last, n);
+	report(name, b.n_last, b.store_last, b.raw_last);
 	core_buf_release(&raw);
 }
 
@@ -283,7 +327,7 @@ static void bench_growth(const char *dir, int n)
 	struct stat st;
 	size_t bytes = 0;
 	double t0 = now_s();
-	run_turns(s, "grow", n, &bytes, NULL);
+	run_turns(s, "grow", n, &bytes, NULL, NULL);
 	store_close(s);
 	core_buf_addf(&p, "%s/data.mdb", dir);
 	stat(p.p, &st);
