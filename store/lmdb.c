@@ -33,7 +33,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <linux/futex.h>
-#include <openssl/sha.h>
+#include <openssl/evp.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -912,7 +912,27 @@ struct wctx {
 	struct core_err *e;
 	struct core_buf tmp, tmp2;      /* scratch for encoding */
 	struct msg_cache *mc;
+	EVP_MD_CTX *md;                 /* for node keys; made on first use */
 };
+
+/* libcrypto's SHA-256, fetched once: the one-shot calls fetch it per call. */
+static EVP_MD *sha256_md;
+static void fetch_sha256(void)
+{
+	sha256_md = EVP_MD_fetch(NULL, "SHA256", NULL);
+}
+
+/* out = SHA-256(p[0..n)): a node key. */
+static int node_key(struct wctx *w, const void *p, size_t n, unsigned char *out)
+{
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, fetch_sha256);
+	if (!sha256_md || (!w->md && !(w->md = EVP_MD_CTX_new())) ||
+	    !EVP_DigestInit_ex(w->md, sha256_md, NULL) || !EVP_DigestUpdate(w->md, p, n) ||
+	    !EVP_DigestFinal_ex(w->md, out, NULL))
+		return ENOMEM;
+	return 0;
+}
 
 /* How many leading messages of msgs the cache holds unchanged; their node
  * keys go into keys. */
@@ -1092,8 +1112,9 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 			                 NODE) != CORE_OK ||
 			    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
 				goto nomem;
-			SHA256((unsigned char *)w->tmp.p + at + 8, w->tmp.len - at - 8,
-			       keys + i * NODE);
+			if ((rc = node_key(w, w->tmp.p + at + 8, w->tmp.len - at - 8,
+			                   keys + i * NODE)))
+				goto out;
 		}
 		recs[n - matched] = w->tmp.len;
 		cache_keep(w->mc, msgs, keys, cached);
@@ -1364,7 +1385,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 {
 	struct env *v = s->e;
 	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
-	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), &s->mc };
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), &s->mc, NULL };
 	enum core_status st = CORE_OK;
 	for (;;) {
 		MDB_txn *t;
@@ -1401,6 +1422,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 	}
 	core_buf_release(&w.tmp);
 	core_buf_release(&w.tmp2);
+	EVP_MD_CTX_free(w.md);
 	return st;
 }
 
