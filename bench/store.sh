@@ -15,7 +15,9 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
 echo "## durable turn-end commits, one writer (sync commits)"
-"$b" turns "$work/turns" 300
+for n in 100 300 1000; do
+	"$b" turns "$work/turns$n" "$n"
+done
 echo "## latest by session, in-process"
 "$b" latest "$work/latest" 100000 10
 echo "## metadata read, state size"
