@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "../libcore/agent_ext.h"
+#include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
 #include "../libcore/util.h"
@@ -88,7 +89,7 @@ static const struct cli_prog prog = {
 	"(or of SID): those beyond the newest N (--keep) that were also created "
 	"before TIME (--before); with one limit, that one alone decides.  A "
 	"session's latest row and pending or aborting rows are never pruned.  It "
-	"prints {\"deleted\": N}.\n\n"
+	"prints {\"deleted\": N}.  Both remove the deleted rows' worker logs.\n\n"
 	"worker-log ID prints the log a detached run's worker kept for snapshot "
 	"ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
 	"the abort it saw, how it finalized the row.\n\n"
@@ -335,14 +336,17 @@ static enum core_status import_rows(struct store *s)
 
 /* ---- rm, prune ---- */
 
-static enum core_status remove_sessions(struct store *s, char **sids, int n)
+/* rm and prune take the deleted rows' worker logs with them. */
+static enum core_status remove_sessions(struct store *s, const char *dir, char **sids,
+                                        int n)
 {
 	enum core_status rc = CORE_OK, st;
 	int i;
 	for (i = 0; i < n; i++) {
 		struct core_err e = { 0 };
 		size_t deleted = 0;
-		st = store_delete_session(s, sids[i], &deleted, &e);
+		st = store_delete_session(s, sids[i], &deleted, detach_log_remove,
+		                          (void *)dir, &e);
 		if (st == CORE_OK) {
 			json_t *out = json_pack("{s:s,s:I}", "sessionId", sids[i],
 			                        "deleted", (json_int_t)deleted);
@@ -359,7 +363,8 @@ static enum core_status remove_sessions(struct store *s, char **sids, int n)
 	return rc;
 }
 
-static enum core_status prune(struct store *s, const struct opts *o, char **sids, int n)
+static enum core_status prune(struct store *s, const char *dir, const struct opts *o,
+                              char **sids, int n)
 {
 	struct core_err e = { 0 };
 	size_t deleted = 0;
@@ -370,7 +375,8 @@ static enum core_status prune(struct store *s, const struct opts *o, char **sids
 	if (n > 1)
 		return cli_usage("prune takes at most one SID");
 	st = store_prune(s, n ? sids[0] : NULL, o->have_keep ? o->keep : 0,
-	                 o->have_before ? o->before_ns : 0, &deleted, &e);
+	                 o->have_before ? o->before_ns : 0, &deleted, detach_log_remove,
+	                 (void *)dir, &e);
 	if (st != CORE_OK)
 		return cli_report(&e);
 	out = json_pack("{s:I}", "deleted", (json_int_t)deleted);
@@ -407,21 +413,22 @@ static enum core_status parse_before(const char *arg, int64_t *ns)
 /* The detached worker's log for snapshot id, copied to stdout as it is. */
 static enum core_status worker_log(const char *store, const char *id)
 {
-	struct core_buf path = CORE_BUF_INIT(4096), text = CORE_BUF_INIT((size_t)1 << 30);
+	struct core_buf dir = CORE_BUF_INIT(4096), path = CORE_BUF_INIT(4096);
+	struct core_buf text = CORE_BUF_INIT((size_t)1 << 30);
 	struct core_err e = { 0 };
 	enum core_status st;
-	if ((st = store_default_path(store, &path, &e)) != CORE_OK) {
+	if ((st = store_default_path(store, &dir, &e)) != CORE_OK) {
 		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
-	} else if (core_buf_addf(&path, "/logs/%s.log", id)) {
-		st = cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
-	} else if (access(path.p, F_OK) < 0 && errno == ENOENT) {
+	} else if ((st = detach_log_name(dir.p, id, &path, &e)) == CORE_ENOTFOUND ||
+	           (st == CORE_OK && access(path.p, F_OK) < 0 && errno == ENOENT)) {
 		cli_warn("no worker log for snapshot '%s' (only detached runs have one)", id);
 		st = CORE_ENOTFOUND;
-	} else if ((st = core_buf_read_file(&text, path.p, &e)) != CORE_OK) {
+	} else if (st != CORE_OK || (st = core_buf_read_file(&text, path.p, &e)) != CORE_OK) {
 		st = cli_report(&e);
 	} else if ((st = cli_write(text.p, text.len, &e)) != CORE_OK) {
 		st = cli_report(&e);
 	}
+	core_buf_release(&dir);
 	core_buf_release(&path);
 	core_buf_release(&text);
 	return st;
@@ -493,10 +500,16 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		st = export_rows(s, o, argv, argc);
 	else if (!strcmp(sub, "import"))
 		st = import_rows(s);
-	else if (!strcmp(sub, "rm"))
-		st = remove_sessions(s, argv, argc);
-	else
-		st = prune(s, o, argv, argc);
+	else if (!strcmp(sub, "rm") || !strcmp(sub, "prune")) {
+		struct core_buf dir = CORE_BUF_INIT(4096);
+		if ((st = store_default_path(o->store, &dir, &e)) != CORE_OK)
+			cli_report(&e);
+		else if (!strcmp(sub, "rm"))
+			st = remove_sessions(s, dir.p, argv, argc);
+		else
+			st = prune(s, dir.p, o, argv, argc);
+		core_buf_release(&dir);
+	}
 	store_close(s);
 	agent_ext_free(o->x);
 	return st;

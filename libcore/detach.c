@@ -74,6 +74,24 @@ enum core_status detach_log_path(const char *store_dir, const char *id,
 	return CORE_OK;
 }
 
+enum core_status detach_log_name(const char *store_dir, const char *id,
+                                 struct core_buf *out, struct core_err *e)
+{
+	if (strchr(id, '/'))
+		return core_fail(e, CORE_ENOTFOUND, "snapshot '%s' cannot have a worker log", id);
+	if (core_buf_addf(out, "%s/logs/%s.log", store_dir, id))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
+}
+
+void detach_log_remove(const char *id, void *store_dir)
+{
+	struct core_buf path = CORE_BUF_INIT(4096);
+	if (detach_log_name(store_dir, id, &path, NULL) == CORE_OK)
+		unlink(path.p);
+	core_buf_release(&path);
+}
+
 /* ---- the daemon ---- */
 
 /* Report on the readiness pipe: "k", or "e" + status byte + message. */

@@ -51,6 +51,19 @@ enum core_status detach_pending(struct store *s, const char *session_id,
 enum core_status detach_log_path(const char *store_dir, const char *id,
                                  struct core_buf *out, struct core_err *e);
 
+/*
+ * The same path for reading or removing a log (no directory is made).
+ * CORE_ENOTFOUND for an ID no worker can have (one containing '/': workers'
+ * IDs are UUIDs), so a crafted ID never names a file outside the logs.
+ */
+enum core_status detach_log_name(const char *store_dir, const char *id,
+                                 struct core_buf *out, struct core_err *e);
+
+/* Remove snapshot id's worker log, if it has one.  A store_deleted_fn for
+ * store_delete_session()/store_prune() with the store directory as ctx;
+ * errors are ignored (the row is gone either way). */
+void detach_log_remove(const char *id, void *store_dir);
+
 /* Which side of detach_fork() this process is on. */
 struct detach_proc {
 	int worker;     /* 1 in the worker, 0 in the caller */

@@ -1751,7 +1751,17 @@ struct del_ctx {
 	int64_t before_ns;
 	int prune;
 	size_t deleted;
+	struct core_buf gone;   /* IDs deleted, NUL-terminated, when wanted */
+	int want_ids;
 };
+
+/* Report the rows delete_op deleted, once its transaction committed. */
+static void report_gone(const struct del_ctx *c, store_deleted_fn fn, void *ctx)
+{
+	size_t off;
+	for (off = 0; fn && off < c->gone.len; off += strlen(c->gone.p + off) + 1)
+		fn(c->gone.p + off, ctx);
+}
 
 static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
 {
@@ -1762,6 +1772,7 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 	if (!b)
 		return ENOMEM;
 	c->deleted = 0;
+	core_buf_reset(&c->gone);       /* a retry starts over */
 	/* newest first; the batch cursor restarts after the last key, so
 	 * deleting the rows already listed is safe */
 	do {
@@ -1790,8 +1801,12 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 				}
 				json_decref(row);
 			}
-			if (!(rc = delete_row(v, t, b->ids[i], w->e)))
+			if (!(rc = delete_row(v, t, b->ids[i], w->e))) {
 				c->deleted++;
+				if (c->want_ids && core_buf_add(&c->gone, b->ids[i],
+				                                strlen(b->ids[i]) + 1) != CORE_OK)
+					rc = ENOMEM;
+			}
 		}
 	} while (!rc && b->n == BATCH);
 	free(b);
@@ -1801,23 +1816,28 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 }
 
 enum core_status store_delete_session(struct store *s, const char *session_id,
-                                      size_t *deleted, struct core_err *e)
+                                      size_t *deleted, store_deleted_fn fn, void *ctx,
+                                      struct core_err *e)
 {
-	struct del_ctx c = { session_id, 0, 0, 0, 0 };
+	struct del_ctx c = { session_id, 0, 0, 0, 0, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
+	                     fn != NULL };
 	enum core_status st;
 	if (deleted)
 		*deleted = 0;
 	if ((st = check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
 		return st;
-	if ((st = run_write(s, "delete session", delete_op, &c, e)) != CORE_OK)
-		return st;
-	if (!c.deleted)
-		return core_fail(e, CORE_ENOTFOUND, "no snapshot found for session '%s'",
-		                 session_id);
-	if (deleted)
-		*deleted = c.deleted;
-	return CORE_OK;
+	st = run_write(s, "delete session", delete_op, &c, e);
+	if (st == CORE_OK && !c.deleted)
+		st = core_fail(e, CORE_ENOTFOUND, "no snapshot found for session '%s'",
+		               session_id);
+	if (st == CORE_OK) {
+		report_gone(&c, fn, ctx);
+		if (deleted)
+			*deleted = c.deleted;
+	}
+	core_buf_release(&c.gone);
+	return st;
 }
 
 static enum core_status collect_session(const struct store_session_info *si, void *ctx)
@@ -1828,7 +1848,7 @@ static enum core_status collect_session(const struct store_session_info *si, voi
 
 enum core_status store_prune(struct store *s, const char *session_id,
                              size_t keep, int64_t before_ns, size_t *deleted,
-                             struct core_err *e)
+                             store_deleted_fn fn, void *ctx, struct core_err *e)
 {
 	struct core_buf ids = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
@@ -1848,9 +1868,13 @@ enum core_status store_prune(struct store *s, const char *session_id,
 	}
 	/* one short write transaction per session */
 	for (off = 0; st == CORE_OK && off < ids.len; off += strlen(ids.p + off) + 1) {
-		struct del_ctx c = { ids.p + off, keep, before_ns, 1, 0 };
-		st = run_write(s, "prune", delete_op, &c, e);
-		total += c.deleted;
+		struct del_ctx c = { ids.p + off, keep, before_ns, 1, 0,
+		                     CORE_BUF_INIT(CORE_BUF_UNLIMITED), fn != NULL };
+		if ((st = run_write(s, "prune", delete_op, &c, e)) == CORE_OK) {
+			report_gone(&c, fn, ctx);
+			total += c.deleted;
+		}
+		core_buf_release(&c.gone);
 	}
 	if (st == CORE_ENOMEM || st == CORE_ETOOBIG)
 		core_fail(e, CORE_ENOMEM, "prune: out of memory");

@@ -149,10 +149,15 @@ enum core_status store_session_rows(struct store *s, const char *session_id,
                                     enum core_status (*fn)(const json_t *row, void *),
                                     void *ctx, struct core_err *e);
 
+/* Called once per deleted row, after the deletion committed (agent-snap
+ * removes the row's worker log).  The ID is borrowed for the call. */
+typedef void (*store_deleted_fn)(const char *snapshot_id, void *ctx);
+
 /* Delete every row of a session.  CORE_ENOTFOUND when none. *deleted
- * (optional) counts them. */
+ * (optional) counts them; fn (optional) hears of each. */
 enum core_status store_delete_session(struct store *s, const char *session_id,
-                                      size_t *deleted, struct core_err *e);
+                                      size_t *deleted, store_deleted_fn fn, void *ctx,
+                                      struct core_err *e);
 
 /*
  * Prune terminal rows: of each session (or only session_id if non-NULL),
@@ -161,11 +166,12 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
  * not 0); with both limits a row must fail both to go (like restic's
  * --keep-last plus --keep-within).  The latest row of a session and
  * pending/aborting rows are never pruned.  Messages shared with rows that
- * stay are kept.  CORE_ENOTFOUND for a session_id without rows.
+ * stay are kept.  CORE_ENOTFOUND for a session_id without rows.  *deleted
+ * and fn as for store_delete_session().
  */
 enum core_status store_prune(struct store *s, const char *session_id,
                              size_t keep, int64_t before_ns, size_t *deleted,
-                             struct core_err *e);
+                             store_deleted_fn fn, void *ctx, struct core_err *e);
 
 /*
  * Read shaping (runtime-semantics §1.7-1.8), in place on a row the caller

@@ -291,3 +291,28 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
 	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'
 }
+
+@test "rm and prune remove the worker logs of the rows they delete, and no others" {
+	run -0 --separate-stderr "${AR[@]}" --detach -m one
+	a=$(id_of "$output")
+	sid=$(jq -r .output.sessionId <<<"$output")
+	timeout 20 agent-wait "$a" >/dev/null
+	run -0 --separate-stderr "${AR[@]}" --detach --session "$sid" -m two
+	b=$(id_of "$output")
+	run -0 --separate-stderr "${AR[@]}" --detach -m three
+	c=$(id_of "$output")
+	timeout 20 agent-wait "$b" "$c" >/dev/null
+	pids="$(worker_pid "$a") $(worker_pid "$b")"
+	for pid in $pids; do wait_for 20 gone "$pid"; done
+	logs="$AGENTKIT_STORE/logs"
+	run -0 agent-snap prune --keep 1 "$sid"
+	assert_output '{"deleted":1}'
+	assert_equal "$([ -e "$logs/$a.log" ] || echo gone) $([ -e "$logs/$b.log" ] && echo kept)" "gone kept"
+	run -0 agent-snap rm "$sid"
+	assert_output "{\"sessionId\":\"$sid\",\"deleted\":1}"
+	assert_equal "$([ -e "$logs/$b.log" ] || echo gone) $([ -e "$logs/$c.log" ] && echo kept)" "gone kept"
+	# an ID with a slash never names a file outside the logs
+	echo secret >"$AGENTKIT_STORE/x.log"
+	run -4 --separate-stderr agent-snap worker-log ../x
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one)"
+}

@@ -254,7 +254,7 @@ static enum core_status run_history(struct store *s, const char *path, const cha
 		} else if (json_object_get(cmd, "rm")) {
 			struct store *other;
 			if ((st = store_open(path, &other, e)) == CORE_OK) {
-				st = store_delete_session(other, sid, NULL, e);
+				st = store_delete_session(other, sid, NULL, NULL, NULL, e);
 				store_close(other);
 			}
 		}
