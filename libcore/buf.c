@@ -5,7 +5,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 void core_buf_init(struct core_buf *b, size_t max)
@@ -123,8 +125,15 @@ enum core_status core_buf_read_file(struct core_buf *b, const char *path,
 	int stdin_ = !strcmp(path, "-");
 	int fd = stdin_ ? 0 : open(path, O_RDONLY | O_CLOEXEC);
 	enum core_status st = CORE_OK;
+	struct stat sb;
 	if (fd < 0)
 		return core_fail_sys(e, "cannot open '%s'", path);
+	/* a regular file in one read: room for all of it and the read that
+	 * sees its end (the loop still copes if it grows or shrinks) */
+	if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0 &&
+	    (uint64_t)sb.st_size < b->max)
+		core_buf_grow(b, (size_t)sb.st_size + 65536 < b->max
+		                 ? (size_t)sb.st_size + 65536 : b->max);
 	for (;;) {
 		ssize_t n;
 		st = core_buf_grow(b, 65536);

@@ -7,9 +7,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -422,35 +420,12 @@ json_t *jv_parse_fast(const char *p, size_t n)
 enum core_status jv_load_file(const char *path, size_t max, json_t **out,
                               struct core_err *e)
 {
-	int is_stdin = !strcmp(path, "-");
-	const char *name = is_stdin ? "<stdin>" : path;
+	const char *name = strcmp(path, "-") ? path : "<stdin>";
 	struct core_buf b = CORE_BUF_INIT(max);
 	enum core_status st;
-	struct stat sb;
-	int fd;
-
+	/* read, not mmap: a file truncated under a mapping would kill the
+	 * process with SIGBUS instead of giving an error */
 	*out = NULL;
-	if (!is_stdin) {
-		if ((fd = open(path, O_RDONLY | O_CLOEXEC)) < 0)
-			return core_fail_sys(e, "cannot open '%s'", path);
-		if (!fstat(fd, &sb) && S_ISREG(sb.st_mode) && sb.st_size > 0) {
-			void *m;
-			if ((uint64_t)sb.st_size > max) {
-				close(fd);
-				return core_fail(e, CORE_ETOOBIG,
-				                 "'%s' is larger than %zu bytes", path, max);
-			}
-			m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
-			close(fd);
-			if (m == MAP_FAILED)
-				return core_fail_sys(e, "cannot read '%s'", path);
-			madvise(m, (size_t)sb.st_size, MADV_SEQUENTIAL);
-			*out = jv_parse(m, (size_t)sb.st_size, name, 0, e);
-			munmap(m, (size_t)sb.st_size);
-			return *out ? CORE_OK : e->st;
-		}
-		close(fd);
-	}
 	if (!(st = core_buf_read_file(&b, path, e))
 	    && !(*out = jv_parse(b.p ? b.p : "", b.len, name, 0, e)))
 		st = e->st;
