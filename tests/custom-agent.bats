@@ -258,7 +258,7 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 	chmod +x wait.sh
 	agent-run --exec ./wait.sh -m one -m wait >out.ndjson 2>err.txt &
 	pid=$!
-	while [ ! -e waiting ]; do sleep 0.05; done
+	wait_for 20 test -e waiting
 	kill -TERM "$pid"
 	rc=0
 	wait "$pid" || rc=$?
@@ -284,7 +284,7 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 	export D="$BATS_TEST_TMPDIR"
 	run -0 --separate-stderr agent-run --exec "$D/wait.sh" --detach -m one -m wait
 	id=$(last | jq -r .output.snapshotId)
-	while [ ! -e "$D/waiting" ]; do sleep 0.05; done
+	wait_for 20 test -e "$D/waiting"
 	run -0 --separate-stderr agent-abort "$id"
 	run -2 --separate-stderr agent-wait "$id"
 	[ "$(printf '%s\n' "$output" | jq -c '[.status, .finishReason, .state.custom]')" = '["aborted","aborted",{"counter":1}]' ]

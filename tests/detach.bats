@@ -34,15 +34,6 @@ msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
 last() { tail -n 1 <<<"$output"; }
 id_of() { jq -r .output.snapshotId <<<"$1"; }
 
-# wait_for SECONDS CMD...: retry CMD every 50ms until it succeeds.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
-		sleep 0.05
-	done
-}
 status_is() { [ "$(agent-snap -m "$1" | jq -r .status)" = "$2" ]; }
 beating() { [ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]; }
 worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/logs/$1.log"; }

@@ -15,15 +15,6 @@ setup() {
 
 msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
 
-# wait_for SECONDS CMD...: retry CMD every 50ms until it succeeds.
-wait_for() {
-	local end=$((SECONDS + $1))
-	shift
-	until "$@"; do
-		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
-		sleep 0.05
-	done
-}
 has_line() { grep -q "$2" "$1" 2>/dev/null; }
 
 # start ARGS...: agent-run in the background with SIGINT at its default (a

@@ -20,6 +20,8 @@ load /usr/lib/bats/bats-assert/load.bash
 common_setup() {
 	export AGENTKIT_STORE="$BATS_TEST_TMPDIR/store"
 	export XDG_STATE_HOME="$BATS_TEST_TMPDIR/state"
+	# every save that says which messages it kept from its base is checked
+	export AGENTKIT_STORE_VERIFY=1
 	unset AGENTKIT_PATH
 	# ASan: leaks are errors too, and reports go to stderr.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
@@ -38,5 +40,15 @@ requires() {
 agentkit_bins() {
 	for b in agent-run agent-snap agent-wait agent-abort jpatch-diff jpatch-apply; do
 		[ -x "$AGENTKIT_BIN/$b" ] && echo "$b"
+	done
+}
+
+# wait_for SECONDS CMD...: retry CMD every 50ms until it succeeds.
+wait_for() {
+	local end=$((SECONDS + $1))
+	shift
+	until "$@"; do
+		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
+		sleep 0.05
 	done
 }
