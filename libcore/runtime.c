@@ -36,6 +36,7 @@ struct runtime {
 	json_t *state;          /* live SessionState {artifacts?, custom?, messages, sessionId} */
 	json_t *last_good;      /* client-managed: state at the last commit (or the initial one) */
 	char *last_snapshot_id; /* resume point: last committed row, or the resumed row, or NULL */
+	size_t base_kept;       /* leading state messages that are last_snapshot_id's, unchanged */
 	long turn_index;
 	char last_reason[32];
 
@@ -164,6 +165,21 @@ static json_t *messages_of(struct runtime *rt)
 		json_object_set_new(rt->state, "messages", m);
 	}
 	return m;
+}
+
+/*
+ * How many of the first limit messages of now are those of old, byte for
+ * byte.  Keeps base_kept true when the history is replaced: the save can
+ * then tell the store which messages it already holds (store_save_on), so
+ * the store never compares or re-hashes them.
+ */
+static size_t kept_prefix(const json_t *old, const json_t *now, size_t limit)
+{
+	size_t i;
+	for (i = 0; i < limit && i < json_array_size(old) && i < json_array_size(now); i++)
+		if (!jv_same(json_array_get(old, i), json_array_get(now, i)))
+			break;
+	return i;
 }
 
 /* Re-order a SessionState's members as Go writes them and stamp the
@@ -437,6 +453,7 @@ static enum core_status load_session(struct runtime *rt, const json_t *init, str
 		const json_t *s = json_object_get(row, "state");
 		rt->state = json_is_object(s) ? json_deep_copy(s) : json_object();
 		rt->last_snapshot_id = strdup(json_string_value(json_object_get(row, "snapshotId")));
+		rt->base_kept = json_array_size(json_object_get(s, "messages"));
 		const char *owner = json_string_value(json_object_get(row, "sessionId"));
 		if (owner && *owner)
 			rt->session_id = strdup(owner);
@@ -1290,8 +1307,11 @@ static void agent_turn(struct runtime *rt, const json_t *input, struct turn_resu
 		return;
 	}
 	generate(&g, resume, r);
-	if (r->committed)
-		json_object_set_new(rt->state, "messages", session_messages(g.msgs, 0));
+	if (r->committed) {
+		json_t *now = session_messages(g.msgs, 0);
+		rt->base_kept = kept_prefix(history, now, rt->base_kept);
+		json_object_set_new(rt->state, "messages", now);
+	}
 	json_decref(g.msgs);
 }
 
@@ -1335,8 +1355,11 @@ static const char *write_snapshot(struct runtime *rt, const struct turn_result *
 	json_object_set_new(row, "status", json_string(terminal_status(r)));
 	json_object_set_new(row, "updatedAt", json_string(now));
 	struct save_ctx sc = { row };
+	struct store_base base = { rt->last_snapshot_id, rt->base_kept };
 	struct core_err e = { 0 };
-	enum core_status st = store_save(rt->store, rt->snapshot_id, 0, save_fn, &sc, NULL, &e);
+	enum core_status st = store_save_on(rt->store, rt->snapshot_id, 0,
+	                                    rt->last_snapshot_id ? &base : NULL, save_fn, &sc,
+	                                    NULL, &e);
 	json_decref(row);
 	if (st) {
 		warn(rt, "cannot save snapshot '%s': %s", rt->snapshot_id, e.msg);
@@ -1359,6 +1382,7 @@ static void end_turn(struct runtime *rt, const struct turn_result *r)
 	if (written) {
 		free(rt->last_snapshot_id);
 		rt->last_snapshot_id = strdup(written);
+		rt->base_kept = json_array_size(messages_of(rt));
 	}
 	if (r->committed && (!rt->store || rt->detached)) {
 		json_decref(rt->last_good);
@@ -1614,6 +1638,7 @@ void rt_set_messages(struct runtime *rt, const json_t *messages)
 	json_t *v;
 	json_array_foreach(messages, i, v)
 		json_array_append_new(m, message_ordered(v));
+	rt->base_kept = kept_prefix(messages_of(rt), m, rt->base_kept);
 	json_object_set_new(rt->state, "messages", m);
 }
 

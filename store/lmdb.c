@@ -99,11 +99,59 @@ struct msg_cache {
 	unsigned long writes;   /* states written through the handle */
 };
 
+/*
+ * The message chain of a row as this handle last read or wrote it: what a
+ * save's base (store_save_on) refers to.  Content-addressed like every
+ * node key, so it stays true when the row is later replaced or deleted;
+ * only whether its nodes still exist needs checking.
+ */
+struct chain_ref {
+	char id[STORE_ID_MAX + 1];
+	unsigned char tail[NODE];
+	uint32_t count;
+};
+#define NREFS 4
+
 struct store {
 	struct env *e;
 	pid_t pid;
 	struct msg_cache mc;
+	struct chain_ref refs[NREFS];   /* most recent rows, a ring */
+	unsigned next_ref;
+	int verify;                     /* AGENTKIT_STORE_VERIFY: check bases */
 };
+
+static void ref_forget(struct store *s, const char *id)
+{
+	unsigned i;
+	for (i = 0; i < NREFS; i++)
+		if (!strcmp(s->refs[i].id, id))
+			*s->refs[i].id = 0;
+}
+
+static void ref_remember(struct store *s, const char *id, const unsigned char *tail,
+                         uint32_t count)
+{
+	struct chain_ref *r = NULL;
+	unsigned i;
+	for (i = 0; i < NREFS && !r; i++)
+		if (!strcmp(s->refs[i].id, id))
+			r = &s->refs[i];
+	if (!r)
+		r = &s->refs[s->next_ref++ % NREFS];
+	snprintf(r->id, sizeof r->id, "%s", id);
+	memcpy(r->tail, tail, NODE);
+	r->count = count;
+}
+
+static const struct chain_ref *ref_find(const struct store *s, const char *id)
+{
+	unsigned i;
+	for (i = 0; i < NREFS; i++)
+		if (*s->refs[i].id && !strcmp(s->refs[i].id, id))
+			return &s->refs[i];
+	return NULL;
+}
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct env *reg;
@@ -523,6 +571,7 @@ enum core_status store_open(const char *path, struct store **out,
 	struct store *s;
 	struct env *v, **pp;
 	struct stat st;
+	const char *x;
 	int maj, min, patch;
 	enum core_status rc;
 
@@ -542,6 +591,7 @@ enum core_status store_open(const char *path, struct store **out,
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 	s->pid = getpid();
+	s->verify = (x = getenv("AGENTKIT_STORE_VERIFY")) && *x && strcmp(x, "0");
 
 	pthread_mutex_lock(&reg_lock);
 	for (pp = &reg; (v = *pp); pp = &v->next) {
@@ -678,7 +728,7 @@ static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned 
 }
 
 static enum core_status read_state(struct env *v, MDB_txn *t, const MDB_val *id,
-                                   json_t **out, struct core_err *e)
+                                   json_t **out, struct chain_ref *ref, struct core_err *e)
 {
 	MDB_val d;
 	const unsigned char *h;
@@ -702,15 +752,21 @@ static enum core_status read_state(struct env *v, MDB_txn *t, const MDB_val *id,
 		json_decref(rest);
 		return st;
 	}
+	if (ref) {
+		memcpy(ref->tail, h + 10, NODE);
+		ref->count = get_be32(h + 6);
+	}
 	*out = insert_at(rest, get_be32(h + 2), "messages", msgs);
 	json_decref(rest);
 	return *out ? CORE_OK : core_fail(e, CORE_ENOMEM, "read state: out of memory");
 }
 
 /* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
- * without a message). */
+ * without a message).  ref (optional) receives the row's message chain;
+ * its count stays 0 when the row has none or only metadata was read. */
 static enum core_status read_row(struct env *v, MDB_txn *t, const char *id,
-                                 unsigned flags, json_t **out, struct core_err *e)
+                                 unsigned flags, json_t **out, struct chain_ref *ref,
+                                 struct core_err *e)
 {
 	MDB_val k = { strlen(id), (void *)id }, d;
 	const unsigned char *h;
@@ -731,7 +787,7 @@ static enum core_status read_row(struct env *v, MDB_txn *t, const char *id,
 		*out = meta;
 		return CORE_OK;
 	}
-	if ((st = read_state(v, t, &k, &state, e)) != CORE_OK) {
+	if ((st = read_state(v, t, &k, &state, ref, e)) != CORE_OK) {
 		json_decref(meta);
 		return st;
 	}
@@ -791,6 +847,7 @@ static int latest_id(struct env *v, MDB_txn *t, const char *sid, char *id)
 enum core_status store_get(struct store *s, const char *snapshot_id,
                            unsigned flags, json_t **row, struct core_err *e)
 {
+	struct chain_ref ref = { .count = 0 };
 	MDB_txn *t;
 	enum core_status st;
 	int rc;
@@ -800,8 +857,10 @@ enum core_status store_get(struct store *s, const char *snapshot_id,
 		return st;
 	if ((rc = txn_begin(s->e, 0, &t, NULL)))
 		return mdb_fail(e, rc, "read snapshot");
-	st = read_row(s->e, t, snapshot_id, flags, row, e);
+	st = read_row(s->e, t, snapshot_id, flags, row, &ref, e);
 	txn_abort(s->e, t, 0, NULL);
+	if (st == CORE_OK && ref.count)
+		ref_remember(s, snapshot_id, ref.tail, ref.count);
 	if (st == CORE_ENOTFOUND)
 		return core_fail(e, st, "snapshot '%s' not found", snapshot_id);
 	return st;
@@ -810,6 +869,7 @@ enum core_status store_get(struct store *s, const char *snapshot_id,
 enum core_status store_latest(struct store *s, const char *session_id,
                               unsigned flags, json_t **row, struct core_err *e)
 {
+	struct chain_ref ref = { .count = 0 };
 	MDB_txn *t;
 	char id[512];
 	enum core_status st;
@@ -825,12 +885,14 @@ enum core_status store_latest(struct store *s, const char *session_id,
 		return mdb_fail(e, rc, "read latest snapshot");
 	rc = latest_id(s->e, t, session_id, id);
 	if (rc == 0)
-		st = read_row(s->e, t, id, flags, row, e);
+		st = read_row(s->e, t, id, flags, row, &ref, e);
 	else if (rc == MDB_NOTFOUND)
 		st = CORE_ENOTFOUND;
 	else
 		st = mdb_fail(e, rc, "read latest snapshot");
 	txn_abort(s->e, t, 0, NULL);
+	if (st == CORE_OK && ref.count)
+		ref_remember(s, id, ref.tail, ref.count);
 	if (st == CORE_ENOTFOUND)
 		return core_fail(e, st, "no snapshot found for session '%s'", session_id);
 	return st;
@@ -911,8 +973,9 @@ static int old_tail(struct env *v, MDB_txn *t, MDB_val *id, unsigned char *tail,
 struct wctx {
 	struct core_err *e;
 	struct core_buf tmp, tmp2;      /* scratch for encoding */
-	struct msg_cache *mc;
+	struct store *s;
 	EVP_MD_CTX *md;                 /* for node keys; made on first use */
+	const struct store_base *base;  /* a save's base, or NULL */
 };
 
 /* libcrypto's SHA-256, fetched once: the one-shot calls fetch it per call. */
@@ -943,7 +1006,8 @@ static size_t cache_prefix(const struct msg_cache *mc, const json_t *msgs,
 	for (i = 0; i < n && i < c; i++)
 		if (!jv_same(json_array_get(msgs, i), json_array_get(mc->msgs, i)))
 			break;
-	memcpy(keys, mc->keys, i * NODE);
+	if (i)
+		memcpy(keys, mc->keys, i * NODE);
 	return i;
 }
 
@@ -969,10 +1033,74 @@ static void cache_keep(struct msg_cache *mc, const json_t *msgs,
 	for (i = same; i < n; i++)
 		if (json_array_append_new(mc->msgs, json_deep_copy(json_array_get(msgs, i))))
 			goto drop;
-	memcpy(mc->keys + same * NODE, keys + same * NODE, (n - same) * NODE);
+	if (n > same)
+		memcpy(mc->keys + same * NODE, keys + same * NODE, (n - same) * NODE);
 	return;
 drop:
 	json_array_clear(mc->msgs);
+}
+
+/*
+ * The save's base (store_save_on()): its first kept messages are those of a
+ * chain this handle read or wrote, so the key of message kept-1 is found by
+ * walking that chain back from its tail without reading a message.  Only
+ * keys[kept-1] is set; the new nodes link to it and nothing needs the
+ * others.  *matched stays 0 when the base cannot be used (unknown to the
+ * handle, shorter than kept, its nodes since deleted).
+ */
+static int base_prefix(struct env *v, MDB_txn *t, const struct wctx *w, size_t n,
+                       unsigned char *keys, size_t *matched)
+{
+	const struct store_base *b = w->base;
+	const struct chain_ref *r;
+	unsigned char cur[NODE], sk[8];
+	uint64_t seq;
+	uint32_t j;
+	int rc;
+	*matched = 0;
+	if (!b || !b->id || !b->kept || b->kept > n || !(r = ref_find(w->s, b->id)) ||
+	    r->count < b->kept)
+		return 0;
+	memcpy(cur, r->tail, NODE);
+	for (j = r->count;; j--) {
+		MDB_val k = { 8, sk }, d;
+		if ((rc = node_seq(v, t, cur, &seq)))
+			return rc == MDB_NOTFOUND ? 0 : rc;
+		if (j == b->kept)
+			break;
+		put_be64(sk, seq);
+		if ((rc = mdb_get(t, v->dbi[DB_MSG], &k, &d)))
+			return rc == MDB_NOTFOUND ? MDB_CORRUPTED : rc;
+		if (d.mv_size < MSG_HDR)
+			return MDB_CORRUPTED;
+		memcpy(cur, (unsigned char *)d.mv_data + 8, NODE);
+	}
+	memcpy(keys + (b->kept - 1) * NODE, cur, NODE);
+	*matched = b->kept;
+	return 0;
+}
+
+/* AGENTKIT_STORE_VERIFY: the base's claim checked the slow way, by hashing
+ * the messages said to be unchanged (tests run with it on). */
+static int base_verify(struct wctx *w, const json_t *msgs, size_t kept,
+                       const unsigned char *key)
+{
+	unsigned char k[NODE] = { 0 };
+	size_t i;
+	int rc;
+	for (i = 0; i < kept; i++) {
+		core_buf_reset(&w->tmp2);
+		if (core_buf_add(&w->tmp2, k, NODE) != CORE_OK ||
+		    jv_dump(json_array_get(msgs, i), &w->tmp2) != CORE_OK)
+			return ENOMEM;
+		if ((rc = node_key(w, w->tmp2.p, w->tmp2.len, k)))
+			return rc;
+	}
+	if (!memcmp(k, key, NODE))
+		return 0;
+	core_fail(w->e, CORE_EINTERNAL, "save snapshot: the first %zu messages are not "
+	          "those of the base row '%s' (the caller's claim is wrong)", kept, w->base->id);
+	return -1;
 }
 
 /* Write the state of row id: new messages as chain nodes, then the state
@@ -984,7 +1112,7 @@ drop:
  * keys[0..*matched).  Costs one node read and one memcmp per message
  * instead of hashing the whole history on every turn.
  */
-static int hint_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail,
+static int chain_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail,
                        const char *parent_id, const json_t *msgs, unsigned char *keys,
                        size_t *matched, struct wctx *w)
 {
@@ -1010,7 +1138,7 @@ static int hint_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail,
 	} else {
 		return 0;
 	}
-	/* the hint chain's length is unknown here: walk it back into vals */
+	/* the chain's length is unknown here: walk it back into vals */
 	{
 		size_t cap = n + 1;
 		unsigned char cur[8];
@@ -1067,7 +1195,7 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 	unsigned char hdr[STATE_HDR] = { 1 }, prev_tail[NODE], *keys = NULL;
 	size_t n = 0, pos = 0, i, have, matched = 0, cached, *recs = NULL;
 	json_t *rest = NULL;
-	int rc = 0, had;
+	int rc = 0, had, based = 0;
 	uint32_t refs;
 	uint64_t sq_unused;
 
@@ -1089,14 +1217,22 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 		json_object_foreach((json_t *)state, key, x)
 			if (strcmp(key, "messages") && json_object_set(rest, key, x))
 				goto nomem;
-		/* node keys of the whole history: the prefix the handle wrote last
-		 * is found by comparing trees, else the prefix shared with a hint
-		 * chain (this row's old state, else its parent's) by comparing
-		 * bytes; only the rest is hashed */
-		cached = cache_prefix(w->mc, msgs, keys);
-		matched = cached;
-		if (!matched && (rc = hint_prefix(v, t, had ? prev_tail : NULL, parent,
-		                                  msgs, keys, &matched, w)))
+		/* node keys of the history: the prefix already stored comes from
+		 * the save's base without reading it, else from the history the
+		 * handle wrote last by comparing trees, else from a stored chain
+		 * (this row's old state, else its parent's) by comparing bytes;
+		 * only the rest is hashed */
+		if ((rc = base_prefix(v, t, w, n, keys, &matched)))
+			goto out;
+		based = matched > 0;
+		if (based && w->s->verify &&
+		    (rc = base_verify(w, msgs, matched, keys + (matched - 1) * NODE)))
+			goto out;
+		cached = based ? 0 : cache_prefix(&w->s->mc, msgs, keys);
+		if (!based)
+			matched = cached;
+		if (!matched && (rc = chain_prefix(v, t, had ? prev_tail : NULL, parent,
+		                                   msgs, keys, &matched, w)))
 			goto out;
 		/* each new message once as its msg record, prev seq | prev key |
 		 * JSON: the key is SHA-256 over all but the seq */
@@ -1117,9 +1253,17 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 				goto out;
 		}
 		recs[n - matched] = w->tmp.len;
-		cache_keep(w->mc, msgs, keys, cached);
-		/* the longest prefix already stored (a node implies its prefix);
-		 * a cached prefix may have been deleted since */
+		if (based)
+			json_array_clear(w->s->mc.msgs);        /* now stale */
+		else
+			cache_keep(&w->s->mc, msgs, keys, cached);
+		if (n)
+			ref_remember(w->s, id, keys + (n - 1) * NODE, (uint32_t)n);
+		else
+			ref_forget(w->s, id);
+		/* the longest prefix already stored (a node implies its prefix):
+		 * a cached prefix may have been deleted since, a base's node was
+		 * just seen (so keys below it, unset then, are never read) */
 		for (have = n; have > 0; have--) {
 			uint64_t sq;
 			rc = node_seq(v, t, keys + (have - 1) * NODE, &sq);
@@ -1185,6 +1329,7 @@ static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *
 			memcpy(hdr + 10, keys + (n - 1) * NODE, NODE);
 	} else {
 		rest = json_incref((json_t *)state);
+		ref_forget(w->s, id);
 	}
 	if (had && (rc = node_release(v, t, prev_tail)))
 		goto out;
@@ -1385,7 +1530,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 {
 	struct env *v = s->e;
 	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
-	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), &s->mc, NULL };
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL, NULL };
 	enum core_status st = CORE_OK;
 	for (;;) {
 		MDB_txn *t;
@@ -1431,6 +1576,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 struct save_ctx {
 	const char *id;
 	unsigned flags;
+	const struct store_base *base;
 	store_mutate_fn fn;
 	void *fctx;
 	int called;
@@ -1446,11 +1592,12 @@ static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wc
 	enum core_status st;
 	int rc;
 
-	st = read_row(v, t, c->id, c->flags, &existing, w->e);
+	st = read_row(v, t, c->id, c->flags, &existing, NULL, w->e);
 	if (st != CORE_OK && st != CORE_ENOTFOUND)
 		return -1;
 	/* fn runs once; a retry after growing the map reuses its answer when
 	 * the row it saw is unchanged */
+	w->base = c->base;
 	if (c->called && ((!existing && !c->seen) ||
 	                  (existing && c->seen && jv_equal(existing, c->seen)))) {
 		json_decref(existing);
@@ -1474,8 +1621,10 @@ static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wc
 		core_fail(w->e, CORE_EINVAL, "save snapshot: the new row is not an object");
 		return -1;
 	}
+	/* the members set below must not show in fn's object: a shallow copy
+	 * (the state, whole histories, stays shared) */
 	if (next == existing || next->refcount > 1) {
-		json_t *copy = json_deep_copy(next);
+		json_t *copy = json_copy(next);
 		json_decref(next);
 		if (!(next = copy))
 			return ENOMEM;
@@ -1505,6 +1654,13 @@ enum core_status store_save(struct store *s, const char *id, unsigned flags,
                             store_mutate_fn fn, void *ctx, json_t **persisted,
                             struct core_err *e)
 {
+	return store_save_on(s, id, flags, NULL, fn, ctx, persisted, e);
+}
+
+enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
+                               const struct store_base *base, store_mutate_fn fn,
+                               void *ctx, json_t **persisted, struct core_err *e)
+{
 	struct save_ctx c = { 0 };
 	char minted[37];
 	enum core_status st;
@@ -1520,6 +1676,7 @@ enum core_status store_save(struct store *s, const char *id, unsigned flags,
 	}
 	c.id = id;
 	c.flags = flags;
+	c.base = base;
 	c.fn = fn;
 	c.fctx = ctx;
 	st = run_write(s, "save snapshot", save_op, &c, e);
@@ -1653,7 +1810,7 @@ enum core_status store_session_rows(struct store *s, const char *session_id,
 		}
 		rc = index_batch(s->e, t, session_id, 0, b);
 		for (i = 0; rc == 0 && i < b->n; i++) {
-			st = read_row(s->e, t, b->ids[i], flags, &rows[got], e);
+			st = read_row(s->e, t, b->ids[i], flags, &rows[got], NULL, e);
 			if (st == CORE_OK)
 				got++;
 			else if (st != CORE_ENOTFOUND)
@@ -1721,7 +1878,7 @@ enum core_status store_sessions(struct store *s,
 				b[n].rows = d.mv_size == 8 ? get_be64(d.mv_data) : 0;
 				b[n].latest = NULL;
 				if (latest_id(s->e, t, b[n].sid, id) == 0)
-					read_row(s->e, t, id, STORE_METADATA_ONLY, &b[n].latest, e);
+					read_row(s->e, t, id, STORE_METADATA_ONLY, &b[n].latest, NULL, e);
 				n++;
 				rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 			}
@@ -1784,7 +1941,7 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 				const char *status, *created;
 				int64_t ns = 0;
 				enum core_status st = read_row(v, t, b->ids[i], STORE_METADATA_ONLY,
-				                               &row, w->e);
+				                               &row, NULL, w->e);
 				if (st != CORE_OK) {
 					rc = st == CORE_ENOTFOUND ? 0 : -1;
 					continue;

@@ -100,7 +100,8 @@ enum core_status store_latest(struct store *s, const char *session_id,
  * STORE_METADATA_ONLY a next without "state" keeps the stored state.  A
  * status change wakes every store_wait_change() in every process.
  *
- * *persisted (optional) receives the row as written, or NULL for no write.
+ * *persisted (optional) receives the row as written, or NULL for no write;
+ * it may share members (the state) with the row fn returned.
  */
 typedef enum core_status (*store_mutate_fn)(const json_t *existing,
                                             json_t **next, void *ctx,
@@ -108,6 +109,32 @@ typedef enum core_status (*store_mutate_fn)(const json_t *existing,
 enum core_status store_save(struct store *s, const char *id, unsigned flags,
                             store_mutate_fn fn, void *ctx, json_t **persisted,
                             struct core_err *e);
+
+/*
+ * store_save() for a row whose history continues one the caller read or
+ * wrote through this handle: the first base->kept messages of the new
+ * row's state.messages are, unchanged, the first base->kept messages of row
+ * base->id as this handle last read (store_get, store_latest) or wrote it.
+ * The store links them to that row's stored chain without reading or
+ * comparing them, so a turn's save costs O(its new messages) however long
+ * the session.  The caller vouches for the claim (the runtime builds its
+ * history so that it holds by construction); with AGENTKIT_STORE_VERIFY=1
+ * in the environment at store_open() the store checks it and fails the save
+ * with CORE_EINTERNAL when it is wrong (the test suite runs so).  A base the
+ * handle does not know, or whose stored messages are gone, is ignored and
+ * the store finds the shared history itself, as store_save() does.
+ *
+ * Without a base the store compares: a handle keeps the history it last
+ * wrote and finds the unchanged part of the next by comparing values, and
+ * a handle's first save compares bytes with the parent's stored chain.
+ */
+struct store_base {
+	const char *id;         /* a snapshot ID */
+	size_t kept;            /* leading messages unchanged from it */
+};
+enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
+                               const struct store_base *base, store_mutate_fn fn,
+                               void *ctx, json_t **persisted, struct core_err *e);
 
 /*
  * Write a whole row as given (agent-snap import: restore, migration), replacing

@@ -347,3 +347,56 @@ IN
 	run -0 agent-snap log s
 	assert_equal "$(jq -r .snapshotId <<<"$output" | tr '\n' ' ')" "h1 h2 "
 }
+
+@test "extra: a save's base links the kept messages to the stored chain, whatever the base's distance" {
+	"$SW" history s >"$BATS_TEST_TMPDIR/printed" <<'IN'
+{"append":{"role":"user","content":[{"text":"a"}]}}
+{"append":{"role":"model","content":[{"text":"b"}]}}
+{"save":"h1"}
+{"append":{"role":"user","content":[{"text":"c"}]}}
+{"append":{"role":"model","content":[{"text":"d"}]}}
+{"save":"h2","kept":2}
+{"append":{"role":"user","content":[{"text":"e"}]}}
+{"save":"h3","kept":4}
+{"truncate":1}
+{"append":{"role":"model","content":[{"text":"B"}]}}
+{"save":"h4","kept":1}
+{"append":{"role":"user","content":[{"text":"x"}]}}
+{"save":"h5","kept":2}
+{"save":"h6","kept":3,"base":"unknown-to-the-handle"}
+IN
+	history_check 6
+	requires mdb_stat
+	# a ab abc abcd abcde | aB aBx: nothing stored twice
+	run -0 mdb_stat -s msg "$AGENTKIT_STORE"
+	assert_output --partial "Entries: 7"
+}
+
+@test "extra: a wrong base claim fails the save under AGENTKIT_STORE_VERIFY, and is trusted without it" {
+	in='{"append":{"role":"user","content":[{"text":"a"}]}}
+{"save":"w1"}
+{"edit":[0,"role","tool"]}
+{"append":{"role":"model","content":[{"text":"b"}]}}
+{"save":"w2","kept":1}'
+	run -1 --separate-stderr "$SW" history s <<<"$in"
+	assert_equal "$stderr" "store-worker: save snapshot: the first 1 messages are not those of the base row 'w1' (the caller's claim is wrong)"
+	run -4 --separate-stderr "$SW" get w2
+	# without the check the claim is what the store goes by: message 0 is
+	# w1's (so it was linked, not compared)
+	agent-snap rm s >/dev/null
+	AGENTKIT_STORE_VERIFY=0 "$SW" history s <<<"$in" >/dev/null
+	run -0 --separate-stderr "$SW" get w2
+	assert_equal "$(jq -c '[.state.messages[].role]' <<<"$output")" '["user","model"]'
+}
+
+@test "extra: a base whose stored messages were deleted is ignored, and the history written again" {
+	"$SW" history s >"$BATS_TEST_TMPDIR/printed" <<'IN'
+{"append":{"role":"user","content":[{"text":"a"}]}}
+{"save":"h0"}
+{"rm":true}
+{"append":{"role":"model","content":[{"text":"b"}]}}
+{"save":"h1","kept":1,"base":"h0"}
+IN
+	sed -i 1d "$BATS_TEST_TMPDIR/printed"
+	history_check 1
+}

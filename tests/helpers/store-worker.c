@@ -31,6 +31,9 @@
  *                                      {"edit":[I,KEY,VALUE]} (in place)
  *                                      {"save":ID}  (parent: the last save;
  *                                                    prints the messages)
+ *                                      {"save":ID,"kept":K,"base":B}  with
+ *                                        store_save_on(): K messages kept
+ *                                        from B (default: the last save)
  *                                      {"rm":true}  (the session, through
  *                                                    another handle)
  */
@@ -248,7 +251,12 @@ static enum core_status run_history(struct store *s, const char *path, const cha
 			json_object_set(json_array_get(h.msgs, json_integer_value(json_array_get(x, 0))),
 			                json_string_value(json_array_get(x, 1)), json_array_get(x, 2));
 		} else if ((x = json_object_get(cmd, "save"))) {
-			st = store_save(s, json_string_value(x), 0, fn_hist, &h, NULL, e);
+			const json_t *b = json_object_get(cmd, "base");
+			struct store_base base = { b ? json_string_value(b) : h.parent,
+			                           (size_t)json_integer_value(json_object_get(cmd, "kept")) };
+			st = store_save_on(s, json_string_value(x), 0,
+			                   json_object_get(cmd, "kept") ? &base : NULL, fn_hist, &h,
+			                   NULL, e);
 			snprintf(h.parent, sizeof h.parent, "%s", json_string_value(x));
 			print(h.msgs);
 		} else if (json_object_get(cmd, "rm")) {
