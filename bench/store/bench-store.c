@@ -5,7 +5,8 @@
  *   bench-store turns DIR N            durable turn-end commits/s (one
  *                                      writer, 2 messages of ~1.5 KB per
  *                                      turn) vs raw LMDB synced txns of the
- *                                      same bytes
+ *                                      same bytes, saves naming their base
+ *                                      (as agent-run's) and plain ones
  *   bench-store latest DIR SESSIONS ROWS   latest-by-session, in-process
  *   bench-store meta DIR               metadata read, 1 MB vs 1 KB state
  *   bench-store growth DIR N           data.mdb bytes for an N-turn session
@@ -143,7 +144,7 @@ struct timing {
  * gets the turn's raw message bytes.
  */
 #define BLOCK 10
-static void run_turns(struct store *s, const char *sid, int n, size_t *bytes,
+static void run_turns(struct store *s, const char *sid, int n, int based, size_t *bytes,
                       struct raw *raw, struct timing *tm)
 {
 	struct turn_ctx t = { json_pack("{s:[],s:{s:i},s:s}", "messages", "custom", "turn", 0,
@@ -166,7 +167,10 @@ static void run_turns(struct store *s, const char *sid, int n, size_t *bytes,
 		json_array_append_new(msgs, m);
 		snprintf(id, sizeof id, "%s-%06d", sid, i);
 		t.parent = parent;
-		if (store_save(s, id, 0, fn_turn, &t, NULL, &e) != CORE_OK)
+		/* based: the history continues the parent's, as agent-run says */
+		struct store_base base = { parent, 2 * (size_t)i };
+		if (store_save_on(s, id, 0, based && i ? &base : NULL, fn_turn, &t, NULL,
+		                  &e) != CORE_OK)
 			die("save", &e);
 		memcpy(parent, id, sizeof id);
 		if (tm && ((i + 1) % BLOCK == 0 || i + 1 == n)) {
@@ -194,28 +198,37 @@ static void report(const char *name, int n, double store_s, double raw_s)
 
 static void bench_turns(const char *dir, int n)
 {
+	static const char *const how[2] = { "compared", "based" };
 	struct core_buf raw = CORE_BUF_INIT(4096);
-	struct timing a = { 0 }, b = { 0 };
 	struct raw r;
 	struct store *s;
 	size_t bytes = 0;
-	char name[64];
+	char name[96], sid[32];
 	core_buf_addf(&raw, "%s-raw", dir);
 	s = open_store(dir);
 	/* the bytes a turn writes: two messages plus ~600 B of row, state
 	 * and index */
-	run_turns(s, "probe", 1, &bytes, NULL, NULL);
+	run_turns(s, "probe", 1, 0, &bytes, NULL, NULL);
 	raw_open(&r, raw.p, bytes + 600);
-	run_turns(s, "short", 20, NULL, &r, &a);
-	run_turns(s, "long", n, NULL, &r, &b);
+	printf("raw txn size %zu B (interleaved in blocks of %d)\n", bytes + 600, BLOCK);
+	/* based: each save names its parent as its base (what agent-run
+	 * does); compared: plain saves, the store finds the shared history
+	 * itself (the handle's copy of the last history) */
+	for (int b = 1; b >= 0; b--) {
+		struct timing a = { 0 }, l = { 0 };
+		snprintf(sid, sizeof sid, "short-%s", how[b]);
+		run_turns(s, sid, 20, b, NULL, &r, &a);
+		snprintf(sid, sizeof sid, "long-%s", how[b]);
+		run_turns(s, sid, n, b, NULL, &r, &l);
+		snprintf(name, sizeof name, "first20_%s", how[b]);
+		report(name, a.n, a.store, a.raw);
+		snprintf(name, sizeof name, "%d_turns_%s", n, how[b]);
+		report(name, l.n, l.store, l.raw);
+		snprintf(name, sizeof name, "last_%d_of_%d_%s", l.n_last, n, how[b]);
+		report(name, l.n_last, l.store_last, l.raw_last);
+	}
 	store_close(s);
 	raw_close(&r);
-	printf("raw txn size %zu B (interleaved in blocks of %d)\n", bytes + 600, BLOCK);
-	report("first20", a.n, a.store, a.raw);
-	snprintf(name, sizeof name, "%d_turns", n);
-	report(name, b.n, b.store, b.raw);
-	snprintf(name, sizeof name, "last_%d_of_%d", b.n_last, n);
-	report(name, b.n_last, b.store_last, b.raw_last);
 	core_buf_release(&raw);
 }
 
@@ -327,7 +340,7 @@ static void bench_growth(const char *dir, int n)
 	struct stat st;
 	size_t bytes = 0;
 	double t0 = now_s();
-	run_turns(s, "grow", n, &bytes, NULL, NULL);
+	run_turns(s, "grow", n, 1, &bytes, NULL, NULL);
 	store_close(s);
 	core_buf_addf(&p, "%s/data.mdb", dir);
 	stat(p.p, &st);
