@@ -81,11 +81,11 @@ struct env {
 };
 
 /*
- * The history this handle wrote last.  A long-lived writer (agent-run
- * reading many turns, a detached worker, an import) then finds the part of
- * the next row's history it has already hashed by comparing trees
- * (jv_same(), memcmp speed) instead of serializing every message again, so
- * a turn costs O(its new messages).  Node keys are content addresses
+ * The history this handle wrote last, for saves without a base (an import,
+ * a worker's final row, a custom agent that rewrote its history): the part
+ * of the next row's history already hashed is found by comparing trees
+ * (jv_same(), memory speed) instead of serializing every message again.
+ * Node keys are content addresses
  * (SHA-256 over the previous key and the message's bytes), so a match holds
  * whatever other processes did since; that the nodes still exist is checked
  * inside the write transaction.  msgs are private deep copies: the caller's
@@ -142,6 +142,15 @@ static void ref_remember(struct store *s, const char *id, const unsigned char *t
 	snprintf(r->id, sizeof r->id, "%s", id);
 	memcpy(r->tail, tail, NODE);
 	r->count = count;
+}
+
+/* After a full read: the row's chain, or none. */
+static void remember_read(struct store *s, const char *id, const struct chain_ref *r)
+{
+	if (r->count)
+		ref_remember(s, id, r->tail, r->count);
+	else
+		ref_forget(s, id);
 }
 
 static const struct chain_ref *ref_find(const struct store *s, const char *id)
@@ -859,8 +868,8 @@ enum core_status store_get(struct store *s, const char *snapshot_id,
 		return mdb_fail(e, rc, "read snapshot");
 	st = read_row(s->e, t, snapshot_id, flags, row, &ref, e);
 	txn_abort(s->e, t, 0, NULL);
-	if (st == CORE_OK && ref.count)
-		ref_remember(s, snapshot_id, ref.tail, ref.count);
+	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
+		remember_read(s, snapshot_id, &ref);
 	if (st == CORE_ENOTFOUND)
 		return core_fail(e, st, "snapshot '%s' not found", snapshot_id);
 	return st;
@@ -891,8 +900,8 @@ enum core_status store_latest(struct store *s, const char *session_id,
 	else
 		st = mdb_fail(e, rc, "read latest snapshot");
 	txn_abort(s->e, t, 0, NULL);
-	if (st == CORE_OK && ref.count)
-		ref_remember(s, id, ref.tail, ref.count);
+	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
+		remember_read(s, id, &ref);
 	if (st == CORE_ENOTFOUND)
 		return core_fail(e, st, "no snapshot found for session '%s'", session_id);
 	return st;
@@ -1103,8 +1112,6 @@ static int base_verify(struct wctx *w, const json_t *msgs, size_t kept,
 	return -1;
 }
 
-/* Write the state of row id: new messages as chain nodes, then the state
- * record; the old record's chain is released. */
 /*
  * How many leading messages of msgs are, byte for byte, the messages of a
  * stored chain: the chain whose tail is own_tail (when not NULL and not
@@ -1187,6 +1194,8 @@ static int chain_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail
 	return 0;
 }
 
+/* Write the state of row id: new messages as chain nodes, then the state
+ * record; the old record's chain is released. */
 static int write_state(struct env *v, MDB_txn *t, const char *id, const json_t *state,
                        const char *parent, struct wctx *w)
 {
