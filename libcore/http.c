@@ -32,6 +32,56 @@ static void init_curl(void)
 	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
 }
 
+/*
+ * One multi handle per thread, kept between calls: the easy handles added
+ * to a multi handle share its connection cache, so the model calls of a
+ * tool loop or of a multi-turn session reuse the open (TLS) connection
+ * instead of a new handshake each.  A thread's handle is freed when the
+ * thread exits; the main thread's lives as long as the process.
+ *
+ * A forked child (the detached worker, which closes the fds it inherits,
+ * or a tool before its exec) abandons the handle untouched: its sockets
+ * are the parent's, or closed and their numbers soon reused by other
+ * files, so libcurl must never look at them again.  The child starts a
+ * pool of its own when it calls.
+ */
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+static int pool_ok;
+static CURLM *pool_abandoned;   /* kept reachable, never used */
+
+static void pool_free(void *m)
+{
+	curl_multi_cleanup(m);
+}
+
+static void pool_forget(void)
+{
+	pool_abandoned = pthread_getspecific(pool_key);
+	pthread_setspecific(pool_key, NULL);
+}
+
+static void pool_init(void)
+{
+	pool_ok = pthread_key_create(&pool_key, pool_free) == 0 &&
+	          pthread_atfork(NULL, NULL, pool_forget) == 0;
+}
+
+/* This thread's multi handle (NULL when out of memory); *own says the
+ * caller must clean it up (no pool could be kept). */
+static CURLM *pool_multi(int *own)
+{
+	CURLM *m;
+	pthread_once(&pool_once, pool_init);
+	if (pool_ok && (m = pthread_getspecific(pool_key))) {
+		*own = 0;
+		return m;
+	}
+	m = curl_multi_init();
+	*own = !pool_ok || pthread_setspecific(pool_key, m) != 0;
+	return m;
+}
+
 static enum core_status env_ms(const char *name, int64_t *out, struct core_err *e)
 {
 	const char *v = getenv(name);
@@ -392,7 +442,7 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 	unsigned seed = (unsigned)core_now_ns() ^ (unsigned)(uintptr_t)&dummy;
 	CURL *h = NULL;
 	CURLM *m = NULL;
-	int retry;
+	int retry, own_m = 0;
 
 	if (!res)
 		res = &dummy;
@@ -419,7 +469,7 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 		hdrs = n;
 	}
 	h = curl_easy_init();
-	m = curl_multi_init();
+	m = pool_multi(&own_m);
 	if (!h || !m) {
 		st = core_fail(e, CORE_ENOMEM, "%s: cannot create a libcurl handle", c->what);
 		goto out;
@@ -452,7 +502,7 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 			break;
 	}
 out:
-	if (m)
+	if (m && own_m)
 		curl_multi_cleanup(m);
 	if (h)
 		curl_easy_cleanup(h);

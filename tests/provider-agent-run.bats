@@ -90,3 +90,42 @@ interrupt_resume() {
 	[[ "$output$stderr" != *sk-wrong-0000* ]] || fail "the key was echoed"
 	run -1 grep -r -e sk-file-5678 -e sk-wrong-0000 "$AGENTKIT_STORE"
 }
+
+# tool_loop DIALECT: one turn, two model calls (a tool round between them)
+# in one process: the second call reuses the first one's connection.
+tool_loop() {
+	local dialect=$1 model
+	model=$(model_for "$dialect")
+	printf '%s\n' '{"tools":[{"name":"greet","args":{"name":"Ada"},"id":"call_1"}]}' \
+		'{"text":"Greeted."}' >turns.ndjson
+	mock_start "$dialect" turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --model "$model" --tool "$TOOLS/greet.json" -m hi
+	[ "$(last | jq -r .output.message.content[0].text)" = Greeted. ] || fail "$output"
+	[ "$(mock_requests)" = 2 ]
+	[ "$(jq -s '.[1].body | tostring | contains("hello Ada")' "$MOCK_LOG")" = true ]
+	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 1
+}
+
+@test "openai: a tool loop's model calls share one kept-alive connection" {
+	tool_loop openai
+}
+
+@test "anthropic: a tool loop's model calls share one kept-alive connection" {
+	tool_loop anthropic
+}
+
+@test "a detach line after an attached turn: the worker leaves the caller's connection alone and opens its own" {
+	printf '%s\n' '{"text":"first"}' '{"text":"second"}' >turns.ndjson
+	mock_start openai turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --model openai/gpt-4o < <(
+		echo '{"message":{"content":[{"text":"one"}]}}'
+		echo '{"detach":true,"message":{"content":[{"text":"two"}]}}')
+	id=$(last | jq -r .output.snapshotId)
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, [.state.messages[] | .content[0].text]]' <<<"$output")" \
+		'["completed",["one","first","two","second"]]'
+	[ "$(mock_requests)" = 2 ]
+	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 2
+	grep -q "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log && fail "$(cat "$AGENTKIT_STORE"/logs/*.log)"
+	true
+}
