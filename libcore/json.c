@@ -429,13 +429,18 @@ static int num_equal(const json_t *a, const json_t *b)
 	return jv_number_value(a) == jv_number_value(b);
 }
 
-int jv_equal(const json_t *a, const json_t *b)
+/*
+ * Deep equality, two ways: loose (jv_equal: numbers by value, objects as
+ * key sets) or exact (jv_same: what jv_dump would write, so types, key
+ * order and the bits of reals count).
+ */
+static int equal(const json_t *a, const json_t *b, int exact)
 {
 	if (a == b)
 		return 1;
 	if (!a || !b)
 		return 0;
-	if (jv_is_number(a) || jv_is_number(b))
+	if (!exact && (jv_is_number(a) || jv_is_number(b)))
 		return jv_is_number(a) && jv_is_number(b) && num_equal(a, b);
 	if (json_typeof(a) != json_typeof(b))
 		return 0;
@@ -443,51 +448,25 @@ int jv_equal(const json_t *a, const json_t *b)
 	case JSON_OBJECT: {
 		const char *k;
 		json_t *c;
+		void *i, *j;
 		if (json_object_size(a) != json_object_size(b))
 			return 0;
-		json_object_foreach((json_t *)a, k, c) {
-			json_t *d = json_object_getn(b, k, json_object_iter_key_len(
-			                                 json_object_key_to_iter(k)));
-			if (!d || !jv_equal(c, d))
-				return 0;
+		if (!exact) {
+			json_object_foreach((json_t *)a, k, c) {
+				json_t *d = json_object_getn(b, k, json_object_iter_key_len(
+				                                 json_object_key_to_iter(k)));
+				if (!d || !equal(c, d, 0))
+					return 0;
+			}
+			return 1;
 		}
-		return 1;
-	}
-	case JSON_ARRAY: {
-		size_t n = json_array_size(a);
-		if (n != json_array_size(b))
-			return 0;
-		for (size_t i = 0; i < n; i++)
-			if (!jv_equal(json_array_get(a, i), json_array_get(b, i)))
-				return 0;
-		return 1;
-	}
-	case JSON_STRING:
-		return json_string_length(a) == json_string_length(b)
-		       && !memcmp(json_string_value(a), json_string_value(b),
-		                  json_string_length(a));
-	default:
-		return 1;   /* true, false, null */
-	}
-}
-
-int jv_same(const json_t *a, const json_t *b)
-{
-	if (a == b)
-		return 1;
-	if (!a || !b || json_typeof(a) != json_typeof(b))
-		return 0;
-	switch (json_typeof(a)) {
-	case JSON_OBJECT: {
-		void *i = json_object_iter((json_t *)a), *j = json_object_iter((json_t *)b);
-		if (json_object_size(a) != json_object_size(b))
-			return 0;
-		for (; i && j; i = json_object_iter_next((json_t *)a, i),
-		               j = json_object_iter_next((json_t *)b, j)) {
+		for (i = json_object_iter((json_t *)a), j = json_object_iter((json_t *)b);
+		     i && j; i = json_object_iter_next((json_t *)a, i),
+		             j = json_object_iter_next((json_t *)b, j)) {
 			size_t n = json_object_iter_key_len(i);
 			if (n != json_object_iter_key_len(j) ||
 			    memcmp(json_object_iter_key(i), json_object_iter_key(j), n) ||
-			    !jv_same(json_object_iter_value(i), json_object_iter_value(j)))
+			    !equal(json_object_iter_value(i), json_object_iter_value(j), 1))
 				return 0;
 		}
 		return !i && !j;
@@ -497,11 +476,11 @@ int jv_same(const json_t *a, const json_t *b)
 		if (n != json_array_size(b))
 			return 0;
 		for (size_t i = 0; i < n; i++)
-			if (!jv_same(json_array_get(a, i), json_array_get(b, i)))
+			if (!equal(json_array_get(a, i), json_array_get(b, i), exact))
 				return 0;
 		return 1;
 	}
-	case JSON_STRING:   /* bignums too: their text is the string */
+	case JSON_STRING:   /* bignums too, when exact: their text is the string */
 		return json_string_length(a) == json_string_length(b)
 		       && !memcmp(json_string_value(a), json_string_value(b),
 		                  json_string_length(a));
@@ -514,4 +493,14 @@ int jv_same(const json_t *a, const json_t *b)
 	default:
 		return 1;   /* true, false, null */
 	}
+}
+
+int jv_equal(const json_t *a, const json_t *b)
+{
+	return equal(a, b, 0);
+}
+
+int jv_same(const json_t *a, const json_t *b)
+{
+	return equal(a, b, 1);
 }
