@@ -313,6 +313,29 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
 
 enum outcome { DONE, RETRY, FAIL };
 
+/* Transport failures that are configuration, not weather. */
+static int transport_permanent(CURLcode rc)
+{
+	switch (rc) {
+	case CURLE_UNSUPPORTED_PROTOCOL:
+	case CURLE_URL_MALFORMAT:
+	case CURLE_NOT_BUILT_IN:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+		return 1;
+	default:
+		return 0;
+	}
+}
+
 __attribute__((format(printf, 2, 3)))
 static void err_suffix(struct core_err *e, const char *fmt, ...)
 {
@@ -425,8 +448,9 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	return DONE;
 transport:
 	core_buf_release(&a.errbody);
-	/* Retry only while nothing of the body was passed on. */
-	return a.passed ? FAIL : RETRY;
+	/* Retry only while nothing of the body was passed on, and never what
+	 * another attempt cannot change (a certificate, a bad URL). */
+	return a.passed || transport_permanent(rc) ? FAIL : RETRY;
 fail:
 	core_buf_release(&a.errbody);
 	return FAIL;

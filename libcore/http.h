@@ -9,7 +9,8 @@
  *  - timeouts: a connect timeout and an inactivity timeout (no byte for N
  *    ms), never a total timeout, so long silent thinking and long streams
  *    both work;
- *  - retries on 408, 409, 429, 5xx, 529 and on transport failures, with
+ *  - retries on 408, 409, 429, 5xx, 529 and on transport failures (not
+ *    on what another attempt cannot change: a certificate, a URL), with
  *    exponential backoff and jitter, honouring x-should-retry,
  *    retry-after-ms, Retry-After (seconds or an HTTP date) and a hint from
  *    the error body (on_error), bounded in count and in total time, and

@@ -91,14 +91,16 @@ interrupt_resume() {
 	run -1 grep -r -e sk-file-5678 -e sk-wrong-0000 "$AGENTKIT_STORE"
 }
 
-# tool_loop DIALECT: one turn, two model calls (a tool round between them)
-# in one process: the second call reuses the first one's connection.
+# tool_loop DIALECT [CA_VAR]: one turn, two model calls (a tool round
+# between them) in one process: the second call reuses the first one's
+# connection.  With CA_VAR, that variable names the mock's certificate.
 tool_loop() {
 	local dialect=$1 model
 	model=$(model_for "$dialect")
 	printf '%s\n' '{"tools":[{"name":"greet","args":{"name":"Ada"},"id":"call_1"}]}' \
 		'{"text":"Greeted."}' >turns.ndjson
 	mock_start "$dialect" turns.ndjson sk-test-1234
+	[ -z "${2-}" ] || export "$2=$MOCK_CERT"
 	run -0 --separate-stderr agent-run --model "$model" --tool "$TOOLS/greet.json" -m hi
 	[ "$(last | jq -r .output.message.content[0].text)" = Greeted. ] || fail "$output"
 	[ "$(mock_requests)" = 2 ]
@@ -128,4 +130,22 @@ tool_loop() {
 	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 2
 	grep -q "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log && fail "$(cat "$AGENTKIT_STORE"/logs/*.log)"
 	true
+}
+
+@test "https: the certificate CURL_CA_BUNDLE names is trusted; the tool loop's calls share one TLS connection" {
+	MOCK_TLS=1 tool_loop openai CURL_CA_BUNDLE
+}
+
+@test "https: SSL_CERT_FILE is honoured as the curl tool honours it" {
+	MOCK_TLS=1 tool_loop anthropic SSL_CERT_FILE
+}
+
+@test "https: an untrusted certificate fails at once with curl's reason, and is not retried" {
+	echo '{"text":"never"}' >turns.ndjson
+	MOCK_TLS=1 mock_start openai turns.ndjson sk-test-1234
+	run -1 --separate-stderr agent-run --model openai/gpt-4o -m hi
+	[[ "$stderr" == *"SSL certificate problem: self-signed certificate"* ]] || fail "$stderr"
+	[[ "$stderr" != *"gave up after"* ]] || fail "retried: $stderr"
+	assert_equal "$(last | jq -r .output.error.status)" UNAVAILABLE
+	[ "$(mock_requests)" = 0 ]
 }

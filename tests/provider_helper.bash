@@ -12,6 +12,7 @@ provider_setup() {
 	common_setup
 	unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
 	unset OPENAI_API_KEY GEMINI_API_KEY GOOGLE_API_KEY ANTHROPIC_API_KEY
+	unset CURL_CA_BUNDLE SSL_CERT_FILE SSL_CERT_DIR MOCK_TLS
 	export AGENTKIT_HTTP_BACKOFF=5ms AGENTKIT_HTTP_IDLE_TIMEOUT=20s
 	export AGENTKIT_HTTP_CONNECT_TIMEOUT=5s
 	MOCK_PID=
@@ -27,25 +28,34 @@ model_for() {
 	esac
 }
 
+# mock_start DIALECT SCRIPT [KEY]: the mock on a free port, the providers'
+# base URLs pointed at it; with MOCK_TLS=1 it speaks HTTPS with a fresh
+# self-signed certificate for 127.0.0.1 in $MOCK_CERT (not trusted unless a
+# test says so).
 mock_start() {
 	local dialect=$1 script=$2 key=${3-}
+	local args=(--dialect "$dialect" --script "$script" --port-file "$BATS_TEST_TMPDIR/port")
 	MOCK_LOG="$BATS_TEST_TMPDIR/requests.$dialect.ndjson"
 	: >"$MOCK_LOG"
 	rm -f "$BATS_TEST_TMPDIR/port"
-	if [ -n "$key" ]; then
-		"$MOCK" --dialect "$dialect" --script "$script" --log "$MOCK_LOG" --key "$key" \
-			--port-file "$BATS_TEST_TMPDIR/port" >/dev/null 2>"$BATS_TEST_TMPDIR/mock.err" 3>&- &
-	else
-		"$MOCK" --dialect "$dialect" --script "$script" --log "$MOCK_LOG" \
-			--port-file "$BATS_TEST_TMPDIR/port" >/dev/null 2>"$BATS_TEST_TMPDIR/mock.err" 3>&- &
+	[ -z "$key" ] || args+=(--key "$key")
+	MOCK_SCHEME=http
+	if [ "${MOCK_TLS-}" = 1 ]; then
+		MOCK_CERT="$BATS_TEST_TMPDIR/mock-cert.pem"
+		openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1 \
+			-addext subjectAltName=IP:127.0.0.1 -keyout "$BATS_TEST_TMPDIR/mock-key.pem" \
+			-out "$MOCK_CERT" 2>/dev/null || return 1
+		args+=(--tls-cert "$MOCK_CERT" --tls-key "$BATS_TEST_TMPDIR/mock-key.pem")
+		MOCK_SCHEME=https
 	fi
+	"$MOCK" "${args[@]}" --log "$MOCK_LOG" >/dev/null 2>"$BATS_TEST_TMPDIR/mock.err" 3>&- &
 	MOCK_PID=$!
 	for _ in $(seq 1 200); do
 		[ -s "$BATS_TEST_TMPDIR/port" ] && break
 		sleep 0.025
 	done
 	MOCK_PORT=$(cat "$BATS_TEST_TMPDIR/port") || return 1
-	local base="http://127.0.0.1:$MOCK_PORT"
+	local base="$MOCK_SCHEME://127.0.0.1:$MOCK_PORT"
 	export OPENAI_BASE_URL="$base/v1" GEMINI_BASE_URL="$base" ANTHROPIC_BASE_URL="$base"
 	export OLLAMA_HOST="127.0.0.1:$MOCK_PORT"
 	if [ -n "$key" ]; then
