@@ -187,7 +187,13 @@ static json_t *parse_bignums(const char *p, size_t n, json_error_t *jerr)
 		}
 	}
 	v = json_loadb(b.p, b.len, PARSE_FLAGS, jerr);
-	if (v && unmark(v, mark, 0) < 0) {
+	if (v && json_is_string(v) && json_string_length(v) > 2
+	    && !memcmp(json_string_value(v), mark, 2)) {
+		/* the whole document is one big number */
+		json_t *big = jv_bignum(json_string_value(v) + 2, json_string_length(v) - 2);
+		json_decref(v);
+		v = big;
+	} else if (v && unmark(v, mark, 0) < 0) {
 		json_decref(v);
 		v = NULL;
 	}
