@@ -17,6 +17,7 @@
 #include "tools.h"
 #include "util.h"
 #include "prompt.h"
+#include "schema.h"
 
 #define TAG_HISTORY "_genkit_history"
 #define TAG_PROMPT "_genkit_prompt"
@@ -834,6 +835,16 @@ static int run_calls(struct runtime *rt, json_t *m, const size_t *idx, const jso
 		}
 		calls[i].input = json_object_get(tr, "input");
 		calls[i].resumed = resumed ? resumed[i] : NULL;
+		/* the input the model wrote must match the tool's declared
+		 * schema, or no tool of the round runs */
+		struct core_err se = { 0 };
+		if (calls[i].tool->input_schema &&
+		    schema_check(calls[i].tool->input_schema, calls[i].input, &se)) {
+			r->st = CORE_EINTERNAL;
+			snprintf(r->msg, sizeof r->msg, "generate: tool \"%s\" failed: invalid input: %s",
+			         name, se.msg);
+			return 1;
+		}
 	}
 	struct tool_context tc;
 	struct tool_events ev = { on_custom, on_artifact, rt, is_cancelled };

@@ -143,7 +143,8 @@ static enum core_status read_manifest(struct tool *t, const char *stem, struct c
 			}
 			json_object_set(t->definition, schemas[i], (json_t *)v);
 		}
-	if (!json_object_get(t->definition, "inputSchema"))
+	t->input_schema = json_object_get(t->definition, "inputSchema");
+	if (!t->input_schema)
 		json_object_set_new(t->definition, "inputSchema", json_pack("{s:s}", "type", "object"));
 
 	t->timeout_ms = TOOL_DEFAULT_TIMEOUT_MS;

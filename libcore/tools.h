@@ -48,6 +48,8 @@ struct tool {
 	char *manifest;        /* the manifest's path */
 	json_t *definition;    /* {name, description, inputSchema, outputSchema?}
 	                          as the model sees it */
+	const json_t *input_schema;  /* the manifest's inputSchema (borrowed from
+	                                definition), or NULL: none declared */
 	char **argv;           /* NULL-terminated; argv[0] resolved */
 	char **env_allow;      /* NULL-terminated provider variables to keep */
 	int64_t timeout_ms;

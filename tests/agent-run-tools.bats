@@ -102,6 +102,23 @@ M="script/model.ndjson"
 	[ "$(agent-snap "$snap" | jq -c '[.status, .finishReason, .error, [.state.messages[].role]]')" = '["failed","failed",{"status":"INTERNAL","message":"generate: tool \"fail\" failed: exited with status 3: boom: the disk is on fire"},["user"]]' ]
 }
 
+@test "tool input is checked against the manifest's inputSchema before any tool of the round runs" {
+	# addTask requires a string title; greet (no schema) would run first
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}},{"name":"addTask","ref":"2","input":{"title":7}}]}'
+	run -1 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/addTask.json" -m hi
+	[ "$stderr" = 'agent-run: generate: tool "addTask" failed: invalid input: /title: expected a string, got a number' ]
+	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool")')" = "" ]
+	snap=$(last | jq -r .output.snapshotId)
+	[ "$(agent-snap "$snap" | jq -c '[.status, .error.status, [.state.messages[].role]]')" = '["failed","INTERNAL",["user"]]' ]
+	script '{"toolRequests":[{"name":"addTask","ref":"1","input":{}}]}'
+	run -1 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/addTask.json" -m hi
+	[ "$stderr" = 'agent-run: generate: tool "addTask" failed: invalid input: missing required property "title"' ]
+	# valid input runs
+	script '{"toolRequests":[{"name":"addTask","ref":"1","input":{"title":"milk"}}]}' '{"text":"added"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/addTask.json" -m hi
+	[ "$(last | jq -r .output.message.content[0].text)" = added ]
+}
+
 @test "tool failure: a later round commits what the completed rounds left; timeouts and garbage are failures" {
 	script '{"toolRequests":[{"name":"greet","ref":"g","input":{}}]}' '{"toolRequests":[{"name":"slow","ref":"s","input":{}}]}'
 	run -1 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/slow.json" -m hi
