@@ -293,13 +293,20 @@ void coproc_describe(struct coproc *c, struct core_buf *out)
 	}
 }
 
-/* Fail with "<what> <event> (<how it ended>: <stderr>)". */
+/*
+ * Fail because a pipe closed: "<what> exited with status N: <stderr>" once
+ * the process has ended (which pipe noticed first is a race, so it is not
+ * named), else "<what> <event> (is still running: <stderr>)".
+ */
 static enum core_status fail_gone(struct coproc *c, const char *event, struct core_err *e)
 {
 	struct core_buf how = CORE_BUF_INIT(COPROC_STDERR_MAX + 256);
 	settle(c, 500);
 	coproc_describe(c, &how);
-	core_fail(e, CORE_EINTERNAL, "%s %s (%s)", c->what, event, how.p ? how.p : "");
+	if (c->reaped)
+		core_fail(e, CORE_EINTERNAL, "%s %s", c->what, how.p ? how.p : "ended");
+	else
+		core_fail(e, CORE_EINTERNAL, "%s %s (%s)", c->what, event, how.p ? how.p : "");
 	core_buf_release(&how);
 	return CORE_EINTERNAL;
 }

@@ -167,7 +167,7 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 	first=$(chunks | jq -r 'select(.turnEnd) | .turnEnd.snapshotId' | head -n 1)
 	[ "$(last | jq -c '[.output.finishReason, .output.error.status, .output.snapshotId == "'"$first"'"]')" = '["failed","INTERNAL",true]' ]
 	msg=$(last | jq -r .output.error.message)
-	[ "$msg" = "custom agent '$H' closed its output (exited with status 3: handler crashed on purpose)" ]
+	[ "$msg" = "custom agent '$H' exited with status 3: handler crashed on purpose" ]
 	[ "$stderr" = "agent-run: $msg" ]
 }
 
@@ -181,7 +181,7 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 	run -1 --separate-stderr agent-run --no-store --exec ./once.sh -m one -m two
 	[ "$(chunks | jq -c 'select(.turnEnd)')" = '{"turnEnd":{"finishReason":"stop"}}
 {"turnEnd":{"finishReason":"failed"}}' ]
-	[[ "$(last | jq -r .output.error.message)" =~ ^"custom agent './once.sh' closed its "(input|output)" (exited with status 0)"$ ]]
+	[ "$(last | jq -r .output.error.message)" = "custom agent './once.sh' exited with status 0" ]
 	# The last good state: the first turn.
 	[ "$(last | jq -c '[.output.state.messages[].content[0].text]')" = '["one"]' ]
 }
@@ -228,7 +228,7 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 
 @test "a handler command that does not exist fails the first turn" {
 	run -1 --separate-stderr agent-run --no-store --exec ./no-such-handler -m one
-	[[ "$(last | jq -r .output.error.message)" == "custom agent './no-such-handler' closed its output (exited with status 127: "*"not found)" ]]
+	[[ "$(last | jq -r .output.error.message)" == "custom agent './no-such-handler' exited with status 127: "*"not found" ]]
 }
 
 @test "the handler's environment has no provider keys" {
