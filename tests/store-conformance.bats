@@ -216,9 +216,9 @@ save() { "$SW" save "$@"; }
 	save p '{"sessionId":"s","status":"pending"}' >/dev/null
 	"$SW" subscribe p 10s >sub.out &
 	pid=$!
-	for _ in $(seq 100); do [ -s sub.out ] && break; sleep 0.02; done
+	wait_for 10 test -s sub.out
 	"$SW" abort p >/dev/null
-	sleep 0.1
+	wait_for 10 grep -q aborting sub.out
 	"$SW" finalize p >/dev/null
 	wait "$pid"
 	run cat sub.out
