@@ -210,8 +210,8 @@ json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
 	if (v)
 		return v;
 	v = json_loadb(p, n, PARSE_FLAGS, &jerr);
-	if (!v && (strstr(jerr.text, "too big integer")
-	           || strstr(jerr.text, "real number overflow"))) {
+	/* jansson: "too big integer", "too big negative integer" */
+	if (!v && (strstr(jerr.text, "too big") || strstr(jerr.text, "real number overflow"))) {
 		json_error_t again;
 		v = parse_bignums(p, n, &again);
 	}

@@ -84,6 +84,10 @@ apply() { # DOC-JSON PATCH-JSON [flags...]: run jpatch-apply on two files
 	apply '{"z":1,"a":2,"m":3}' '[{"op":"add","path":"/big","value":123456789012345678901234567890},{"op":"add","path":"/f","value":0.1},{"op":"add","path":"/s","value":"a\u0000b\u00e9"},{"op":"replace","path":"/a","value":2.50}]'
 	[ "$status" -eq 0 ]
 	assert_output '{"z":1,"a":2.5,"m":3,"big":123456789012345678901234567890,"f":0.1,"s":"a\u0000bé"}'
+	# negative ones too, just past the 64-bit range and far beyond
+	apply '[-9223372036854775809,-455265009763967318716549719312,9223372036854775808]' '[]'
+	[ "$status" -eq 0 ]
+	assert_output '[-9223372036854775809,-455265009763967318716549719312,9223372036854775808]'
 	# a document that is one big number, and a patch test against it
 	apply '123456789012345678901234567890' '[{"op":"test","path":"","value":123456789012345678901234567890}]'
 	[ "$status" -eq 0 ]
