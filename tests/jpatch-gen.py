@@ -17,7 +17,7 @@ KEYS = ["a", "b", "c", "~", "/", "a/b", "~1", "0", "1", "-", "", "é", "k l"]
 def scalar(r):
     return r.choice([None, True, False, 0, 1, -7, 2.5, 1e21, 123456789012,
                      "", "x", "~/", "ünï", "a\u0000b", r.randint(-100, 100),
-                     r.random()])
+                     r.random(), 2**63, -2**63 - 1, r.randint(-10**30, 10**30)])
 
 
 def value(r, depth):
