@@ -3,6 +3,7 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
+#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,12 +25,71 @@
 #define ERR_BODY_MAX (1u << 20)
 #define BACKOFF_CAP_MS 30000
 
+/*
+ * libcurl is loaded with the first request rather than at start-up: with
+ * the thirty-odd libraries it brings it is most of the start-up time of
+ * agent-run and agent-snap (about 4 ms), and a run with an offline model,
+ * or a command that never calls a model, does not need it.
+ */
+#define LIBCURL "libcurl.so.4"
+static struct {
+	CURLcode (*global_init)(long);
+	CURL *(*easy_init)(void);
+	void (*easy_cleanup)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	const char *(*easy_strerror)(CURLcode);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_cleanup)(CURLM *);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_perform)(CURLM *, int *);
+	CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	const char *(*multi_strerror)(CURLMcode);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+	time_t (*getdate)(const char *, const time_t *);
+	int ok;
+	char why[256];          /* why not, when !ok */
+} cu;
+
 static pthread_once_t curl_once = PTHREAD_ONCE_INIT;
-static CURLcode curl_init_rc;
 
 static void init_curl(void)
 {
-	curl_init_rc = curl_global_init(CURL_GLOBAL_DEFAULT);
+	static const char *const names[] = {
+		"curl_global_init", "curl_easy_init", "curl_easy_cleanup", "curl_easy_setopt",
+		"curl_easy_getinfo", "curl_easy_strerror", "curl_multi_init",
+		"curl_multi_cleanup", "curl_multi_add_handle", "curl_multi_remove_handle",
+		"curl_multi_perform", "curl_multi_poll", "curl_multi_info_read",
+		"curl_multi_strerror", "curl_slist_append", "curl_slist_free_all",
+		"curl_getdate",
+	};
+	void **slots[] = {
+		(void **)&cu.global_init, (void **)&cu.easy_init, (void **)&cu.easy_cleanup,
+		(void **)&cu.easy_setopt, (void **)&cu.easy_getinfo, (void **)&cu.easy_strerror,
+		(void **)&cu.multi_init, (void **)&cu.multi_cleanup, (void **)&cu.multi_add_handle,
+		(void **)&cu.multi_remove_handle, (void **)&cu.multi_perform,
+		(void **)&cu.multi_poll, (void **)&cu.multi_info_read, (void **)&cu.multi_strerror,
+		(void **)&cu.slist_append, (void **)&cu.slist_free_all, (void **)&cu.getdate,
+	};
+	CURLcode rc;
+	void *h = dlopen(LIBCURL, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(cu.why, sizeof cu.why, "%s", dlerror());
+		return;
+	}
+	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+		if (!(*slots[i] = dlsym(h, names[i]))) {
+			snprintf(cu.why, sizeof cu.why, "%s has no %s", LIBCURL, names[i]);
+			return;
+		}
+	if ((rc = cu.global_init(CURL_GLOBAL_DEFAULT)) != CURLE_OK) {
+		snprintf(cu.why, sizeof cu.why, "%s", cu.easy_strerror(rc));
+		return;
+	}
+	cu.ok = 1;
 }
 
 /*
@@ -52,7 +112,7 @@ static CURLM *pool_abandoned;   /* kept reachable, never used */
 
 static void pool_free(void *m)
 {
-	curl_multi_cleanup(m);
+	cu.multi_cleanup(m);
 }
 
 static void pool_forget(void)
@@ -77,7 +137,7 @@ static CURLM *pool_multi(int *own)
 		*own = 0;
 		return m;
 	}
-	m = curl_multi_init();
+	m = cu.multi_init();
 	*own = !pool_ok || pthread_setspecific(pool_key, m) != 0;
 	return m;
 }
@@ -135,13 +195,15 @@ int64_t http_parse_retry_after(const char *v)
 		if (!*end)
 			return s < 0 ? -1 : (int64_t)(s * 1000.0);
 	}
-	{
-		time_t t = curl_getdate(v, NULL);
+	pthread_once(&curl_once, init_curl);
+	if (cu.ok) {
+		time_t t = cu.getdate(v, NULL);
 		if (t == (time_t)-1)
 			return -1;
 		t -= time(NULL);
 		return t < 0 ? 0 : (int64_t)t * 1000;
 	}
+	return -1;
 }
 
 /* One attempt's state, shared with the libcurl callbacks. */
@@ -227,7 +289,7 @@ static size_t on_write(char *p, size_t size, size_t n, void *ud)
 	if (!a->started) {
 		const char *want = a->c->stream_type;
 		a->started = 1;
-		curl_easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &a->status);
+		cu.easy_getinfo(a->h, CURLINFO_RESPONSE_CODE, &a->status);
 		if (a->status < 200 || a->status > 299)
 			a->err_mode = 1;
 		else if (want && a->ctype[0] && !ct_is(a->ctype, want))
@@ -283,32 +345,32 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
                        struct attempt *a, char *errbuf)
 {
 	const char *ca;
-	curl_easy_setopt(h, CURLOPT_URL, c->url);
-	curl_easy_setopt(h, CURLOPT_POST, 1L);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
-	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
-	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
-	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(h, CURLOPT_WRITEDATA, a);
-	curl_easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(h, CURLOPT_HEADERDATA, a);
-	curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
-	curl_easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->limits.connect_ms);
-	curl_easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-	curl_easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
-	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	cu.easy_setopt(h, CURLOPT_URL, c->url);
+	cu.easy_setopt(h, CURLOPT_POST, 1L);
+	cu.easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+	cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	cu.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
+	cu.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
+	cu.easy_setopt(h, CURLOPT_WRITEDATA, a);
+	cu.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
+	cu.easy_setopt(h, CURLOPT_HEADERDATA, a);
+	cu.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
+	cu.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->limits.connect_ms);
+	cu.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
+	cu.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	cu.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	cu.easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
+	cu.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
 	/* The curl tool's CA variables; libcurl itself only knows its
 	 * compiled-in defaults.  Proxy variables libcurl reads itself. */
 	if ((ca = getenv("CURL_CA_BUNDLE")) && *ca)
-		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
 	else if ((ca = getenv("SSL_CERT_FILE")) && *ca)
-		curl_easy_setopt(h, CURLOPT_CAINFO, ca);
+		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
 	if ((ca = getenv("SSL_CERT_DIR")) && *ca)
-		curl_easy_setopt(h, CURLOPT_CAPATH, ca);
+		cu.easy_setopt(h, CURLOPT_CAPATH, ca);
 }
 
 enum outcome { DONE, RETRY, FAIL };
@@ -378,12 +440,12 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 		c->on_attempt(c->ctx);
 	set_common(h, c, hdrs, &a, errbuf);
 	res->attempts++;
-	curl_multi_add_handle(m, h);
+	cu.multi_add_handle(m, h);
 	for (;;) {
-		CURLMcode mc = curl_multi_perform(m, &running);
+		CURLMcode mc = cu.multi_perform(m, &running);
 		if (mc != CURLM_OK) {
 			rc = CURLE_OUT_OF_MEMORY;
-			snprintf(errbuf, sizeof errbuf, "%s", curl_multi_strerror(mc));
+			snprintf(errbuf, sizeof errbuf, "%s", cu.multi_strerror(mc));
 			break;
 		}
 		if (!running)
@@ -397,14 +459,14 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 			idle = 1;
 			break;
 		}
-		curl_multi_poll(m, NULL, 0, POLL_MS, NULL);
+		cu.multi_poll(m, NULL, 0, POLL_MS, NULL);
 	}
-	while ((msg = curl_multi_info_read(m, &left)))
+	while ((msg = cu.multi_info_read(m, &left)))
 		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
 			rc = msg->data.result;
-	curl_multi_remove_handle(m, h);
+	cu.multi_remove_handle(m, h);
 	if (!a.started)
-		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.status);
+		cu.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.status);
 	res->status = a.status;
 	res->body_bytes += a.passed;
 
@@ -424,7 +486,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	}
 	if (rc != CURLE_OK && !(a.err_mode && a.status)) {
 		*st = core_fail(e, CORE_EUNAVAILABLE, "%s: %s: %s", c->what, where,
-		                errbuf[0] ? errbuf : curl_easy_strerror(rc));
+		                errbuf[0] ? errbuf : cu.easy_strerror(rc));
 		goto transport;
 	}
 	if (a.err_mode || a.status < 200 || a.status > 299) {
@@ -472,11 +534,10 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 		res = &dummy;
 	memset(res, 0, sizeof *res);
 	pthread_once(&curl_once, init_curl);
-	if (curl_init_rc != CURLE_OK)
-		return core_fail(e, CORE_EINTERNAL, "%s: libcurl: %s", c->what,
-		                 curl_easy_strerror(curl_init_rc));
+	if (!cu.ok)
+		return core_fail(e, CORE_ESYS, "%s: cannot use libcurl: %s", c->what, cu.why);
 	for (const char *const *p = c->headers; p && *p; p++) {
-		struct curl_slist *n = curl_slist_append(hdrs, *p);
+		struct curl_slist *n = cu.slist_append(hdrs, *p);
 		if (!n) {
 			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", c->what);
 			goto out;
@@ -485,14 +546,14 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 	}
 	/* No "Expect: 100-continue" round trip for large bodies. */
 	{
-		struct curl_slist *n = curl_slist_append(hdrs, "Expect:");
+		struct curl_slist *n = cu.slist_append(hdrs, "Expect:");
 		if (!n) {
 			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", c->what);
 			goto out;
 		}
 		hdrs = n;
 	}
-	h = curl_easy_init();
+	h = cu.easy_init();
 	m = pool_multi(&own_m);
 	if (!h || !m) {
 		st = core_fail(e, CORE_ENOMEM, "%s: cannot create a libcurl handle", c->what);
@@ -527,9 +588,9 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 	}
 out:
 	if (m && own_m)
-		curl_multi_cleanup(m);
+		cu.multi_cleanup(m);
 	if (h)
-		curl_easy_cleanup(h);
-	curl_slist_free_all(hdrs);
+		cu.easy_cleanup(h);
+	cu.slist_free_all(hdrs);
 	return st;
 }
