@@ -3,7 +3,6 @@
 
 #include <ctype.h>
 #include <curl/curl.h>
-#include <dlfcn.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -75,16 +74,9 @@ static void init_curl(void)
 		(void **)&cu.slist_append, (void **)&cu.slist_free_all, (void **)&cu.getdate,
 	};
 	CURLcode rc;
-	void *h = dlopen(LIBCURL, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(cu.why, sizeof cu.why, "%s", dlerror());
+	if (!core_dl_load(LIBCURL, names, slots, sizeof names / sizeof *names, cu.why,
+	                  sizeof cu.why))
 		return;
-	}
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (!(*slots[i] = dlsym(h, names[i]))) {
-			snprintf(cu.why, sizeof cu.why, "%s has no %s", LIBCURL, names[i]);
-			return;
-		}
 	if ((rc = cu.global_init(CURL_GLOBAL_DEFAULT)) != CURLE_OK) {
 		snprintf(cu.why, sizeof cu.why, "%s", cu.easy_strerror(rc));
 		return;

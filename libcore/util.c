@@ -1,6 +1,7 @@
 /* util.c - durations, sizes, clocks. */
 #include "util.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
@@ -168,4 +169,20 @@ void core_uuid(char *buf)
 	uuid_t u;
 	uuid_generate_random(u);
 	uuid_unparse_lower(u, buf);
+}
+
+int core_dl_load(const char *soname, const char *const *names, void **const *slots,
+                 size_t n, char *why, size_t whylen)
+{
+	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	if (!h) {
+		snprintf(why, whylen, "%s", dlerror());
+		return 0;
+	}
+	for (size_t i = 0; i < n; i++)
+		if (!(*slots[i] = dlsym(h, names[i]))) {
+			snprintf(why, whylen, "%s has no %s", soname, names[i]);
+			return 0;
+		}
+	return 1;
 }

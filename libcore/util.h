@@ -3,6 +3,7 @@
 #ifndef CORE_UTIL_H
 #define CORE_UTIL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "status.h"
@@ -52,5 +53,14 @@ enum core_status core_time_parse(const char *s, int64_t *ns);
 
 /* A random (version 4) UUID, lower case; buf must hold 37 bytes. */
 void core_uuid(char *buf);
+
+/*
+ * A library loaded on first use rather than at start-up (libcurl, libcrypto):
+ * dlopen(soname) and resolve names[i] into *slots[i] for i < n.  Returns 1,
+ * or 0 with why (whylen bytes) saying what is missing.  The library stays
+ * loaded.
+ */
+int core_dl_load(const char *soname, const char *const *names, void **const *slots,
+                 size_t n, char *why, size_t whylen);
 
 #endif

@@ -31,7 +31,6 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <dlfcn.h>
 #include <limits.h>
 #include <linux/futex.h>
 #include <openssl/evp.h>
@@ -1016,16 +1015,9 @@ static void crypto_load(void)
 	void **slots[] = { (void **)&crypto.md_fetch, (void **)&crypto.ctx_new,
 	                   (void **)&crypto.ctx_free, (void **)&crypto.init,
 	                   (void **)&crypto.update, (void **)&crypto.final };
-	void *h = dlopen(LIBCRYPTO, RTLD_NOW | RTLD_LOCAL);
-	if (!h) {
-		snprintf(crypto.why, sizeof crypto.why, "%s", dlerror());
+	if (!core_dl_load(LIBCRYPTO, names, slots, sizeof names / sizeof *names, crypto.why,
+	                  sizeof crypto.why))
 		return;
-	}
-	for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-		if (!(*slots[i] = dlsym(h, names[i]))) {
-			snprintf(crypto.why, sizeof crypto.why, "%s has no %s", LIBCRYPTO, names[i]);
-			return;
-		}
 	if (!(crypto.sha256 = crypto.md_fetch(NULL, "SHA256", NULL)))
 		snprintf(crypto.why, sizeof crypto.why, "%s has no SHA-256", LIBCRYPTO);
 }
