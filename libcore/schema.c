@@ -22,18 +22,10 @@ struct ctx {
 	int broken;             /* the schema itself is unusable */
 };
 
-static const char *kind(const json_t *v)
+/* "a ", "an " or nothing before a JSON type's name in a message. */
+static const char *article(const char *type)
 {
-	switch (json_typeof(v)) {
-	case JSON_OBJECT: return "an object";
-	case JSON_ARRAY: return "an array";
-	case JSON_STRING: return jv_is_bignum(v) ? "a number" : "a string";
-	case JSON_INTEGER:
-	case JSON_REAL: return "a number";
-	case JSON_TRUE:
-	case JSON_FALSE: return "a boolean";
-	default: return "null";
-	}
+	return !strcmp(type, "null") ? "" : strchr("aeiou", *type) ? "an " : "a ";
 }
 
 __attribute__((format(printf, 2, 3)))
@@ -322,15 +314,14 @@ static int check(struct ctx *c, const json_t *s, const json_t *v)
 		json_array_foreach(x, i, m)
 			hit |= json_is_string(m) && type_is(json_string_value(m), v);
 		if (!hit) {
+			const char *got = jv_type_name(v);
 			if (json_is_string(x))
-				snprintf(text, sizeof text, "%s%s", strchr("aeiou", *json_string_value(x))
-				         ? "an " : "a ", json_string_value(x));
+				snprintf(text, sizeof text, "%s%s", article(json_string_value(x)),
+				         json_string_value(x));
 			else
 				shown(x, text, sizeof text);
-			if (!strcmp(text, "a null"))
-				snprintf(text, sizeof text, "null");
-			ok = fail(c, "expected %s%s, got %s", json_is_string(x) ? "" : "one of ",
-			          text, kind(v));
+			ok = fail(c, "expected %s%s, got %s%s", json_is_string(x) ? "" : "one of ",
+			          text, article(got), got);
 			goto out;
 		}
 	}
