@@ -344,11 +344,11 @@ static enum core_status anth_generate(const char *name, const struct model_reque
 		"stopSequences", "version", "apiKey", "stream", "model", "messages", "system",
 		"tools", NULL };
 	struct anth *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
 	json_t *b = NULL, *msgs = NULL, *system = NULL;
 	const json_t *cfg = req->config;
 	enum core_status st;
-	const char *headers[5];
+	const char *headers[3];
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
 	prov_out_init(&s->o, "anthropic", stream, e);
@@ -384,26 +384,17 @@ static enum core_status anth_generate(const char *name, const struct model_reque
 	prov_map(b, "stop_sequences", cfg, "stopSequences");
 	if (cfg)
 		prov_pass_through(b, cfg, skip);
-	if (!(body = prov_dump(b))) {
-		st = core_fail(e, CORE_ENOMEM, "anthropic: cannot encode the request");
-		goto out;
-	}
 	headers[0] = auth;
 	headers[1] = "anthropic-version: 2023-06-01";
-	headers[2] = "Content-Type: application/json";
-	headers[3] = "Accept: text/event-stream";
-	headers[4] = NULL;
-	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
-	               on_event, on_error, s, "message_stop");
-	if (!st)
-		prov_out_finish(&s->o, resp);
+	headers[2] = NULL;
+	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
+	               "message_stop", resp);
 out:
 	blocks_clear(s);
 	prov_out_release(&s->o);
 	json_decref(b);
 	json_decref(msgs);
 	json_decref(system);
-	free(body);
 	prov_secret_free(auth);
 	prov_secret_free(key);
 	free(url);

@@ -98,7 +98,8 @@ enum core_status prov_emit(struct prov_out *o, json_t *part)
 	return st;
 }
 
-void prov_out_finish(struct prov_out *o, struct model_response *resp)
+/* Move the result into resp (message, finish reason, usage). */
+static void prov_out_finish(struct prov_out *o, struct model_response *resp)
 {
 	prov_flush(o);
 	resp->message = json_pack("{s:s, s:O}", "role", "model", "content", o->parts);
@@ -283,26 +284,39 @@ static int post_cancelled(void *ud)
 }
 
 enum core_status prov_post(struct prov_out *o, const char *url,
-                           const char *const *headers, const char *body,
-                           const char *stream_type, enum sse_mode mode,
-                           sse_event_fn on_event,
+                           const char *const *headers, const json_t *b,
+                           enum sse_mode mode, sse_event_fn on_event,
                            enum core_status (*on_error)(void *, struct http_error *,
                                                         struct core_err *),
-                           void *ctx, const char *terminator)
+                           void *ctx, const char *terminator,
+                           struct model_response *resp)
 {
+	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
+	const char *all[8];
+	char accept[64];
 	struct post_ctx pc = { o, on_event, on_error, ctx };
 	struct http_call c;
 	struct http_result res;
 	enum core_status st;
+	size_t n = 0;
+	char *body = prov_dump(b);
+	if (!body)
+		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
+	for (; headers && *headers && n < 5; headers++)
+		all[n++] = *headers;
+	snprintf(accept, sizeof accept, "Accept: %s", type);
+	all[n++] = "Content-Type: application/json";
+	all[n++] = accept;
+	all[n] = NULL;
 	memset(&c, 0, sizeof c);
 	if ((st = http_limits_from_env(&c.limits, o->e)))
-		return st;
+		goto out;
 	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
 	c.url = url;
-	c.headers = headers;
+	c.headers = all;
 	c.body = body;
 	c.body_len = strlen(body);
-	c.stream_type = stream_type;
+	c.stream_type = type;
 	c.what = o->what;
 	c.on_attempt = post_attempt;
 	c.on_body = post_body;
@@ -318,6 +332,10 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		               o->what, terminator, res.body_bytes);
 	if (st)
 		redact(o->e, o->key);
+	else
+		prov_out_finish(o, resp);
+out:
+	free(body);
 	return st;
 }
 

@@ -57,8 +57,6 @@ enum core_status prov_emit(struct prov_out *o, json_t *part);
 void prov_add_part(struct prov_out *o, json_t *part);
 /* Move the merged trailing part into parts (before looking at parts). */
 void prov_flush(struct prov_out *o);
-/* Move the result into resp (message, finish reason, usage). */
-void prov_out_finish(struct prov_out *o, struct model_response *resp);
 
 /*
  * The API key: the key file's first line when req->key_file is set, else
@@ -73,19 +71,21 @@ enum core_status prov_key(const char *what, const char *const *envs,
 char *prov_env_url(const char *const *envs, const char *dflt);
 
 /*
- * POST body (JSON text) to url and feed the streamed reply, framed by mode,
- * to on_event (ctx = the provider state, whose first member is o).
- * on_error maps an error document.  A stream that ends without o->done
- * set is a truncated stream (CORE_EUNAVAILABLE).  Every failure message
- * has the key redacted.
+ * POST request b as JSON to url, with the provider's headers (NULL-
+ * terminated, may be NULL) then Content-Type and the Accept of mode's
+ * stream, and feed the streamed reply, framed by mode, to on_event (ctx =
+ * the provider state, whose first member is o); on success the response
+ * goes into resp (message, finish reason, usage).  on_error maps an error document.  A
+ * stream that ends without o->done set is a truncated stream
+ * (CORE_EUNAVAILABLE).  Every failure message has the key redacted.
  */
 enum core_status prov_post(struct prov_out *o, const char *url,
-                           const char *const *headers, const char *body,
-                           const char *stream_type, enum sse_mode mode,
-                           sse_event_fn on_event,
+                           const char *const *headers, const json_t *b,
+                           enum sse_mode mode, sse_event_fn on_event,
                            enum core_status (*on_error)(void *, struct http_error *,
                                                         struct core_err *),
-                           void *ctx, const char *terminator);
+                           void *ctx, const char *terminator,
+                           struct model_response *resp);
 
 /* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
  * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,

@@ -399,10 +399,10 @@ static enum core_status gem_generate(const char *name, const struct model_reques
                                      struct model_response *resp, struct core_err *e)
 {
 	struct gem *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
 	json_t *b = NULL, *contents = NULL, *system = NULL;
 	enum core_status st;
-	const char *headers[4];
+	const char *headers[2];
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "googleai: out of memory");
 	prov_out_init(&s->o, "googleai", stream, e);
@@ -429,24 +429,15 @@ static enum core_status gem_generate(const char *name, const struct model_reques
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", build_tools(req->tools));
 	map_config(b, req->config);
-	if (!(body = prov_dump(b))) {
-		st = core_fail(e, CORE_ENOMEM, "googleai: cannot encode the request");
-		goto out;
-	}
 	headers[0] = auth;
-	headers[1] = "Content-Type: application/json";
-	headers[2] = "Accept: text/event-stream";
-	headers[3] = NULL;
-	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
-	               on_event, on_error, s, "a chunk with a finishReason");
-	if (!st)
-		prov_out_finish(&s->o, resp);
+	headers[1] = NULL;
+	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
+	               "a chunk with a finishReason", resp);
 out:
 	prov_out_release(&s->o);
 	json_decref(b);
 	json_decref(contents);
 	json_decref(system);
-	free(body);
 	prov_secret_free(auth);
 	prov_secret_free(key);
 	free(url);

@@ -267,10 +267,9 @@ static enum core_status oll_generate(const char *name, const struct model_reques
                                      struct model_response *resp, struct core_err *e)
 {
 	struct oll *s = calloc(1, sizeof *s);
-	char *base = NULL, *url = NULL, *body = NULL;
+	char *base = NULL, *url = NULL;
 	json_t *b = NULL, *msgs = NULL;
 	enum core_status st;
-	const char *headers[3];
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "ollama: out of memory");
 	prov_out_init(&s->o, "ollama", stream, e);
@@ -291,22 +290,12 @@ static enum core_status oll_generate(const char *name, const struct model_reques
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	map_config(b, req->config);
-	if (!(body = prov_dump(b))) {
-		st = core_fail(e, CORE_ENOMEM, "ollama: cannot encode the request");
-		goto out;
-	}
-	headers[0] = "Content-Type: application/json";
-	headers[1] = "Accept: application/x-ndjson";
-	headers[2] = NULL;
-	st = prov_post(&s->o, url, headers, body, "application/x-ndjson", SSE_MODE_NDJSON,
-	               on_event, on_error, s, "a \"done\": true line");
-	if (!st)
-		prov_out_finish(&s->o, resp);
+	st = prov_post(&s->o, url, NULL, b, SSE_MODE_NDJSON, on_event, on_error, s,
+	               "a \"done\": true line", resp);
 out:
 	prov_out_release(&s->o);
 	json_decref(b);
 	json_decref(msgs);
-	free(body);
 	free(url);
 	free(base);
 	free(s);

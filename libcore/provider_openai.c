@@ -387,10 +387,10 @@ static enum core_status oai_generate(const char *name, const struct model_reques
                                      struct model_response *resp, struct core_err *e)
 {
 	struct oai *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL, *body = NULL;
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
 	json_t *b = NULL, *msgs = NULL;
 	enum core_status st;
-	const char *headers[4];
+	const char *headers[2];
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
 	prov_out_init(&s->o, "openai", stream, e);
@@ -416,26 +416,17 @@ static enum core_status oai_generate(const char *name, const struct model_reques
 	json_object_set_new(b, "stream", json_true());
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
 	map_config(b, req->config, !strcmp(base, "https://api.openai.com/v1"));
-	if (!(body = prov_dump(b))) {
-		st = core_fail(e, CORE_ENOMEM, "openai: cannot encode the request");
-		goto out;
-	}
 	headers[0] = auth;
-	headers[1] = "Content-Type: application/json";
-	headers[2] = "Accept: text/event-stream";
-	headers[3] = NULL;
+	headers[1] = NULL;
 	/* Each attempt starts clean: prov_post resets o; reset calls here too. */
 	on_attempt_reset(s);
-	st = prov_post(&s->o, url, headers, body, "text/event-stream", SSE_MODE_SSE,
-	               on_event, on_error, s, "data: [DONE]");
-	if (!st)
-		prov_out_finish(&s->o, resp);
+	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
+	               "data: [DONE]", resp);
 out:
 	calls_clear(s);
 	prov_out_release(&s->o);
 	json_decref(b);
 	json_decref(msgs);
-	free(body);
 	prov_secret_free(auth);
 	prov_secret_free(key);
 	free(url);
