@@ -182,8 +182,7 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 			final = rows[k] ? status_of(rows[k]) : NULL;
 			if (!final && worst != CORE_ETIMEOUT) {
 				cli_warn("snapshot '%s' not found", ids[k]);
-				if (worst != CORE_ETIMEOUT)
-					worst = CORE_ENOTFOUND;
+				worst = CORE_ENOTFOUND;
 			} else if (final && (st = print_result(ids[k], res[i].previous, final,
 			                                       &e)) != CORE_OK) {
 				goto fail;

@@ -672,7 +672,7 @@ struct run_opts {
 	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
-	uint64_t max_record;
+	size_t max_record;
 	int text;                       /* --format text (default: stdout is a terminal) */
 	int no_store, describe, detach, list;
 };
@@ -711,7 +711,6 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 {
 	struct agent_spec *spec = &op->spec;
 	struct agent_ext_spec *xspec = &op->xspec;
-	struct core_err e = { 0 };
 	const char *arg, *format = NULL;
 	enum core_status st = CORE_OK;
 	int key;
@@ -752,8 +751,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_MAX_RECORD:
-			if (core_parse_size(arg, &op->max_record, &e) || op->max_record == 0)
-				st = cli_usage("--max-record: %s", e.msg[0] ? e.msg : "must be positive");
+			st = cli_size("--max-record", arg, &op->max_record);
 			break;
 		}
 	}

@@ -1,6 +1,7 @@
 /* cli.c - option parsing, help, man pages, completions and checked output
  * shared by the agentkit commands.  See cli.h. */
 #include "cli.h"
+#include "../libcore/util.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -76,6 +77,18 @@ enum core_status cli_usage(const char *fmt, ...)
 	va_end(ap);
 	fprintf(stderr, "\ntry '%s --help'\n", cli_progname);
 	return CORE_EUSAGE;
+}
+
+enum core_status cli_size(const char *flag, const char *arg, size_t *out)
+{
+	struct core_err e = { 0 };
+	uint64_t v;
+	if (core_parse_size(arg, &v, &e))
+		return cli_usage("%s: %s", flag, e.msg);
+	if (!v || v > SIZE_MAX / 2)
+		return cli_usage("%s: '%s' is out of range", flag, arg);
+	*out = (size_t)v;
+	return CORE_OK;
 }
 
 /* ---- output ---- */

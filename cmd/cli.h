@@ -69,6 +69,9 @@ void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 enum core_status cli_report(const struct core_err *e);
 /* Print "prog: message" and "try 'prog --help'"; return CORE_EUSAGE. */
 enum core_status cli_usage(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A size flag's value ("64M"), at least 1 and at most SIZE_MAX / 2:
+ * CORE_OK with *out, else cli_usage() naming the flag. */
+enum core_status cli_size(const char *flag, const char *arg, size_t *out);
 
 /* Write to stdout.  CORE_EPIPE when the reader went away, CORE_ESYS
  * (message in e) for any other failure. */

@@ -218,7 +218,6 @@ int main(int argc, char **argv)
 	enum core_status st;
 	const char *arg;
 	int c;
-	uint64_t size;
 
 	cli_start(&prog);
 	jv_fast_alloc();
@@ -234,9 +233,9 @@ int main(int argc, char **argv)
 			o.final = 1;
 			break;
 		case OPT_MAX_RECORD:
-			if (core_parse_size(arg, &size, &e) || !size || size > SIZE_MAX / 2)
-				return cli_finish(cli_usage("invalid --max-record '%s'", arg));
-			o.max_record = o.max_doc = (size_t)size;
+			if (cli_size("--max-record", arg, &o.max_record))
+				return cli_finish(CORE_EUSAGE);
+			o.max_doc = o.max_record;
 			break;
 		}
 	}

@@ -96,3 +96,12 @@ try '$b --help'" ] || fail "$b said: $stderr"
 		[ -s "root/usr/share/fish/vendor_completions.d/$b.fish" ] || fail "no fish completion for $b"
 	done
 }
+
+@test "--max-record takes a size of at least one byte, the same in every command that has it" {
+	for b in agent-run jpatch-apply jpatch-diff; do
+		run -100 --separate-stderr "$b" --max-record 0
+		assert_equal "${stderr%%$'\n'*}" "$b: --max-record: '0' is out of range"
+		run -100 --separate-stderr "$b" --max-record 12Q
+		assert_equal "${stderr%%$'\n'*}" "$b: --max-record: invalid size '12Q' (use e.g. 4096, 64K, 16M, 1G)"
+	done
+}
