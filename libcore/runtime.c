@@ -1579,18 +1579,7 @@ enum core_status rt_output_status(const json_t *output)
 			return st;
 		return CORE_FAILED;
 	}
-	if (!reason || !*reason || !strcmp(reason, "stop") || !strcmp(reason, "other")
-	    || !strcmp(reason, "unknown"))
-		return CORE_OK;
-	if (!strcmp(reason, "interrupted"))
-		return CORE_INTERRUPTED;
-	if (!strcmp(reason, "aborted"))
-		return CORE_ABORTED;
-	if (!strcmp(reason, "failed"))
-		return CORE_FAILED;
-	if (!strcmp(reason, "length") || !strcmp(reason, "blocked"))
-		return CORE_UNUSABLE;
-	return CORE_UNUSABLE;
+	return core_finish_status(reason);
 }
 
 /* ---- the turn in flight, for agent extensions (runtime.h) ---- */

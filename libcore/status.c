@@ -140,3 +140,17 @@ void core_err_prefix(struct core_err *e, const char *fmt, ...)
 	memcpy(e->msg + h + 2, old, o);
 	e->msg[h + 2 + o] = 0;
 }
+
+enum core_status core_finish_status(const char *reason)
+{
+	if (!reason || !*reason || !strcmp(reason, "stop") || !strcmp(reason, "other") ||
+	    !strcmp(reason, "unknown"))
+		return CORE_OK;
+	if (!strcmp(reason, "interrupted"))
+		return CORE_INTERRUPTED;
+	if (!strcmp(reason, "aborted"))
+		return CORE_ABORTED;
+	if (!strcmp(reason, "failed"))
+		return CORE_FAILED;
+	return CORE_UNUSABLE;
+}

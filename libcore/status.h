@@ -65,6 +65,15 @@ int core_exit_code(enum core_status st);
 const char *core_status_name(enum core_status st);
 enum core_status core_status_from_name(const char *name);
 
+/*
+ * How a turn that ended without an error ended, by its finish reason (the
+ * one mapping agent-run's and agent-wait's exit codes share): stop, other,
+ * unknown or none → CORE_OK; interrupted → CORE_INTERRUPTED; aborted →
+ * CORE_ABORTED; failed → CORE_FAILED; any other (length, blocked, ...) →
+ * CORE_UNUSABLE.
+ */
+enum core_status core_finish_status(const char *reason);
+
 /* Fill e (may be NULL) and return st.  The message is printf-formatted. */
 enum core_status core_fail(struct core_err *e, enum core_status st,
                            const char *fmt, ...)

@@ -84,18 +84,8 @@ enum core_status store_outcome(const json_t *row)
 {
 	const char *status = st_str(row, "status");
 	const char *reason = st_str(row, "finishReason");
-	if (!status || !status[0] || !strcmp(status, "completed")) {
-		if (!reason || !reason[0] || !strcmp(reason, "stop") ||
-		    !strcmp(reason, "other") || !strcmp(reason, "unknown"))
-			return CORE_OK;
-		if (!strcmp(reason, "interrupted"))
-			return CORE_INTERRUPTED;
-		if (!strcmp(reason, "aborted"))
-			return CORE_ABORTED;
-		if (!strcmp(reason, "failed"))
-			return CORE_FAILED;
-		return CORE_UNUSABLE;
-	}
+	if (!status || !status[0] || !strcmp(status, "completed"))
+		return core_finish_status(reason);
 	if (!strcmp(status, "aborted"))
 		return CORE_ABORTED;
 	if (!strcmp(status, "expired"))
