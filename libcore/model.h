@@ -16,6 +16,7 @@
 
 #include <jansson.h>
 
+#include "buf.h"
 #include "status.h"
 
 struct model_request {
@@ -58,6 +59,10 @@ void model_response_release(struct model_response *r);
 enum core_status model_generate(const char *name, const struct model_request *req,
                                 const struct model_stream *stream,
                                 struct model_response *resp, struct core_err *e);
+
+/* Append the joined text parts of the last user message to out (nothing
+ * when there is none; out->p is then "").  The offline models answer it. */
+enum core_status model_last_user_text(const json_t *messages, struct core_buf *out);
 
 /* A provider: the prefix before '/' and its generate function (name is the
  * part after the '/'). */

@@ -15,26 +15,6 @@
 
 #define ECHO_CHUNKS 3
 
-/* The joined text parts of the last user message (appended to out). */
-static enum core_status last_user_text(const json_t *messages, struct core_buf *out)
-{
-	for (size_t i = json_array_size(messages); i-- > 0;) {
-		const json_t *m = json_array_get(messages, i);
-		const char *role = json_string_value(json_object_get(m, "role"));
-		if (!role || strcmp(role, "user"))
-			continue;
-		size_t j;
-		const json_t *part;
-		json_array_foreach(json_object_get(m, "content"), j, part) {
-			const json_t *t = json_object_get(part, "text");
-			if (json_is_string(t) && core_buf_add(out, json_string_value(t), json_string_length(t)))
-				return CORE_ENOMEM;
-		}
-		return CORE_OK;
-	}
-	return CORE_OK;
-}
-
 static size_t count_chars(const json_t *messages)
 {
 	size_t n = 0, i, j;
@@ -69,7 +49,7 @@ static enum core_status echo_generate(const char *name, const struct model_reque
 	if (*name)
 		return core_fail(e, CORE_ENOTFOUND, "model 'echo/%s' not found (the echo model has no variants)",
 		                 name);
-	if (last_user_text(req->messages, &text))
+	if (model_last_user_text(req->messages, &text))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	const char *p = text.p ? text.p : "";
 

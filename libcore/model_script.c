@@ -53,25 +53,6 @@ static size_t count_model_messages(const json_t *messages)
 	return n;
 }
 
-static enum core_status last_user_text(const json_t *messages, struct core_buf *out)
-{
-	for (size_t i = json_array_size(messages); i-- > 0;) {
-		const json_t *m = json_array_get(messages, i);
-		const char *role = json_string_value(json_object_get(m, "role"));
-		if (!role || strcmp(role, "user"))
-			continue;
-		size_t j;
-		const json_t *part;
-		json_array_foreach(json_object_get(m, "content"), j, part) {
-			const json_t *t = json_object_get(part, "text");
-			if (json_is_string(t) && core_buf_add(out, json_string_value(t), json_string_length(t)))
-				return CORE_ENOMEM;
-		}
-		break;
-	}
-	return core_buf_add(out, "", 0);
-}
-
 static int when_matches(const json_t *when, size_t models, const char *user)
 {
 	const json_t *u = json_object_get(when, "user"), *n = json_object_get(when, "models");
@@ -98,7 +79,7 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 		return core_fail(e, st == CORE_ESYS && fe.sys == ENOENT ? CORE_ENOTFOUND : st,
 		                 "script model: %s", fe.msg);
 	}
-	if ((st = last_user_text(messages, &user)))
+	if ((st = model_last_user_text(messages, &user)))
 		goto nomem;
 	char *p = file.p ? file.p : "", *end = p + file.len;
 	while (p < end && !*reply) {

@@ -614,6 +614,27 @@ enum core_status rt_input_check(const json_t *in, struct core_err *e)
 
 /* ---- resume validation (§3.7, ValidateResumeAgainstHistory) ---- */
 
+/* Does the tool request or response body name this call (a missing name or
+ * ref counts as "")? */
+static int names_call(const json_t *body, const char *name, const char *ref)
+{
+	const char *n = json_string_value(json_object_get(body, "name"));
+	const char *r = json_string_value(json_object_get(body, "ref"));
+	return body && !strcmp(n ? n : "", name) && !strcmp(r ? r : "", ref);
+}
+
+/* The entry of resume.field (whose body is under key) naming this call. */
+static const json_t *resume_entry(const json_t *resume, const char *field, const char *key,
+                                  const char *name, const char *ref)
+{
+	size_t j;
+	json_t *p;
+	json_array_foreach(json_object_get(resume, field), j, p)
+		if (names_call(json_object_get(p, key), name, ref))
+			return p;
+	return NULL;
+}
+
 static int find_in(const json_t *history, long idx, const char *name, const char *ref,
                    const json_t **found)
 {
@@ -623,11 +644,7 @@ static int find_in(const json_t *history, long idx, const char *name, const char
 	const json_t *content = json_object_get(m, "content");
 	for (size_t i = json_array_size(content); i-- > 0;) {
 		const json_t *tr = json_object_get(json_array_get(content, i), "toolRequest");
-		if (!tr)
-			continue;
-		const char *n = json_string_value(json_object_get(tr, "name"));
-		const char *r = json_string_value(json_object_get(tr, "ref"));
-		if (!strcmp(n ? n : "", name) && !strcmp(r ? r : "", ref)) {
+		if (names_call(tr, name, ref)) {
 			if (found)
 				*found = tr;
 			return 1;
@@ -933,18 +950,7 @@ static int apply_resume(struct gen *g, const json_t *resume, struct turn_result 
 		ref = ref ? ref : "";
 		json_t *md = json_object_get(part, "metadata");
 		json_t *intr = json_object_get(md, "interrupt");
-		const json_t *hit = NULL;
-		size_t j;
-		json_t *p;
-		json_array_foreach(json_object_get(resume, "respond"), j, p) {
-			const json_t *b = json_object_get(p, "toolResponse");
-			const char *bn = json_string_value(json_object_get(b, "name"));
-			const char *br = json_string_value(json_object_get(b, "ref"));
-			if (b && !strcmp(bn ? bn : "", name) && !strcmp(br ? br : "", ref)) {
-				hit = p;
-				break;
-			}
-		}
+		const json_t *hit = resume_entry(resume, "respond", "toolResponse", name, ref);
 		if (hit) {
 			json_t *rp = json_deep_copy(hit);
 			if (!json_object_get(json_object_get(rp, "metadata"), "interruptResponse"))
@@ -956,16 +962,7 @@ static int apply_resume(struct gen *g, const json_t *resume, struct turn_result 
 			del_meta(part, "pendingOutput");
 			continue;
 		}
-		json_array_foreach(json_object_get(resume, "restart"), j, p) {
-			const json_t *b = json_object_get(p, "toolRequest");
-			const char *bn = json_string_value(json_object_get(b, "name"));
-			const char *br = json_string_value(json_object_get(b, "ref"));
-			if (b && !strcmp(bn ? bn : "", name) && !strcmp(br ? br : "", ref)) {
-				hit = p;
-				break;
-			}
-		}
-		if (hit) {
+		if ((hit = resume_entry(resume, "restart", "toolRequest", name, ref))) {
 			const json_t *res = json_object_get(json_object_get(hit, "metadata"), "resumed");
 			rmeta[nrestart] = res ? res : json_true();
 			ridx[nrestart] = i;
