@@ -41,7 +41,7 @@ static const struct cli_exitcode exits[] = {
 	{ 1, "a row failed" },
 	{ 2, "a row was aborted" },
 	{ 3, "a row expired (its worker stopped heartbeating)" },
-	{ 4, "a snapshot or session was not found" },
+	{ 4, "a snapshot or session was not found, or there is no store at the path" },
 	{ 6, "a row completed interrupted (waits for a resume)" },
 	{ 7, "a row completed without a usable result (length, blocked)" },
 	{ 100, "usage error" },
@@ -121,7 +121,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
-	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
+	if ((st = store_open_default(o->store, STORE_OPEN_EXISTING | STORE_OPEN_READONLY, &s,
+	                             &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
 	if (o->session) {
