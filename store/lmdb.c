@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -1840,6 +1841,22 @@ static int delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err
 }
 
 /*
+ * LMDB turns a short write into EIO ("short write, filesystem full?"),
+ * which is what a write that fills the disk gets: when the store's
+ * filesystem has less than a megabyte left for this user, the cause was
+ * the full disk, and the error says so (ENOSPC).
+ */
+static int write_cause(const struct env *v, int rc)
+{
+	struct statvfs sv;
+	unsigned long long left;
+	if (rc != EIO || statvfs(v->path, &sv) < 0)
+		return rc;
+	left = (unsigned long long)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
+	return left < (1u << 20) ? ENOSPC : rc;
+}
+
+/*
  * Run op inside a write transaction: growing the map and retrying on
  * MDB_MAP_FULL, waking waiters after the commit when op says a status
  * changed.  op returns an MDB/errno code, or -1 with e filled.
@@ -1880,7 +1897,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 			continue;
 		}
 		if (rc) {
-			st = mdb_fail(e, rc, what);
+			st = mdb_fail(e, write_cause(v, rc), what);
 			break;
 		}
 		if (changed)

@@ -280,3 +280,19 @@ check_readonly() {
 	chmod a-w "$AGENTKIT_STORE" "$AGENTKIT_STORE"/*
 	check_readonly "agent-snap: cannot open store '$AGENTKIT_STORE': Permission denied"
 }
+
+@test "a write that fills the disk names the full disk, not an I/O error" {
+	[ "$(id -u)" = 0 ] || skip "needs root to mount a small tmpfs"
+	MNT="$BATS_TEST_TMPDIR/mnt"
+	mkdir "$MNT"
+	mount -t tmpfs -o size=1m,mode=0700 tmpfs "$MNT" 2>/dev/null || { MNT=""; skip "cannot mount a tmpfs here"; }
+	export AGENTKIT_STORE="$MNT/store"
+	local i
+	for i in $(seq 30); do
+		# 20 KB turns that share nothing: the disk fills after about 20
+		agent-run --model echo --session "f$i" -m "$(head -c 15000 /dev/urandom | base64 -w0)" \
+			>/dev/null 2>>err </dev/null || true
+	done
+	run -1 grep -c "Input/output error" err
+	run -0 grep -c "save snapshot: the store is full (No space left on device)" err
+}
