@@ -147,7 +147,7 @@ fcntl.lockf(f, fcntl.LOCK_EX, 1, 0)
 print("locked", flush=True)
 time.sleep(120)' "$AGENTKIT_STORE/write.lock" >locked 3>&- &
 	HOLDER=$!
-	wait_for 10 grep -q locked locked
+	wait_for 60 grep -q locked locked
 }
 
 @test "a writer waits for a stuck one only as long as AGENTKIT_STORE_LOCK_TIMEOUT" {
@@ -295,4 +295,31 @@ check_readonly() {
 	done
 	run -1 grep -c "Input/output error" err
 	run -0 grep -c "save snapshot: the store is full (No space left on device)" err
+}
+
+@test "import holds one row at a time, not its whole input" {
+	requires python3 /usr/bin/time
+	if ldd "$(command -v agent-snap)" 2>/dev/null | grep -q libasan; then
+		skip "AddressSanitizer's memory is not the program's"
+	fi
+	# 40 MB of 30-turn sessions, each row carrying its whole history
+	python3 -c '
+import json
+for s in range(160):
+    msgs = []
+    for t in range(30):
+        msgs += [{"role": r, "content": [{"text": ("%s %d %d " % (r, s, t)) * 20}]} for r in ("user", "model")]
+        print(json.dumps({"snapshotId": "h%d-%d" % (s, t), "sessionId": "hs%d" % s,
+                          "state": {"messages": msgs}}, separators=(",", ":")))' >hist.ndjson
+	local size rss
+	size=$(stat -c %s hist.ndjson)
+	[ "$size" -gt 35000000 ]
+	# from a pipe, the longer way: spooled to a file, then streamed
+	cat hist.ndjson | /usr/bin/time -f %M -o rss agent-snap import >out
+	assert_equal "$(cat out)" '{"imported":4800}'
+	rss=$(($(cat rss) * 1024))
+	echo "# import of $size bytes: peak RSS $rss bytes" >&3
+	[ "$rss" -lt $((size / 2)) ]
+	run -0 --separate-stderr agent-snap h159-29
+	assert_equal "$(jq -c '.state.messages | length' <<<"$output")" 60
 }
