@@ -80,7 +80,8 @@ struct env {
 	size_t mapmax;
 	uint32_t *wake;
 	char *path;
-	int rdonly;             /* opened MDB_RDONLY: no write transactions */
+	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
+	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
 	pthread_mutex_t gate_mu;        /* the gate between threads */
 	int64_t lock_ms;        /* how long a writer waits for the gate */
@@ -589,8 +590,9 @@ static int owner_ok(const struct stat *st)
  * the user (or root), not symlinks.  LMDB opens data.mdb and lock.mdb
  * itself and follows symlinks; checking them with lstat() is enough once
  * the directory is known to be writable by the user alone, since nobody
- * else can then plant a link between the check and the open.  Costs four
- * lstat()s per open.
+ * else can then plant a link between the check and the open.  Costs a
+ * stat() and five lstat()s per open.  Refusals are CORE_ESYS with errno
+ * EACCES.
  */
 static enum core_status trust_store(const char *path, struct core_err *e)
 {
@@ -603,15 +605,15 @@ static enum core_status trust_store(const char *path, struct core_err *e)
 	if (stat(path, &st) < 0)
 		return core_fail_sys(e, "cannot open store '%s'", path);
 	if (!owner_ok(&st))
-		return core_fail(e, CORE_ESYS, "refusing store directory '%s': it belongs to "
-		                 "uid %ld, not to you (uid %ld); use a directory of your own",
-		                 path, (long)st.st_uid, (long)geteuid());
-	if (st.st_mode & 022)
-		return core_fail(e, CORE_ESYS, "refusing store directory '%s': it is writable "
-		                 "by %s (mode %04o); fix it with: chmod 700 '%s'", path,
-		                 (st.st_mode & 022) == 022 ? "group and others"
-		                 : st.st_mode & 002 ? "others" : "its group",
-		                 (unsigned)(st.st_mode & 07777), path);
+		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it belongs to "
+		               "uid %ld, not to you (uid %ld); use a directory of your own",
+		               path, (long)st.st_uid, (long)geteuid());
+	else if (st.st_mode & 022)
+		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it is writable "
+		               "by %s (mode %04o); fix it with: chmod 700 '%s'", path,
+		               (st.st_mode & 022) == 022 ? "group and others"
+		               : st.st_mode & 002 ? "others" : "its group",
+		               (unsigned)(st.st_mode & 07777), path);
 	for (i = 0; i < sizeof files / sizeof files[0] && rc == CORE_OK; i++) {
 		int dir = !strcmp(files[i], "logs");
 		p.len = 0;
@@ -631,22 +633,21 @@ static enum core_status trust_store(const char *path, struct core_err *e)
 			               (long)geteuid());
 	}
 	core_buf_release(&p);
-	if (rc == CORE_OK)
-		return rc;
-	if (e)
+	if (rc != CORE_OK && e)
 		e->sys = EACCES;
 	return rc;
 }
 
-/* The writer gate's file, kept open for the environment's life. */
-static enum core_status open_gate(struct env *v, const char *dir, struct core_err *e)
+/* The writer gate's file, kept open for the environment's life.  Returns
+ * 0 or an errno. */
+static int open_gate(struct env *v, const char *dir)
 {
 	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
-	enum core_status rc = CORE_OK;
+	int rc = 0;
 	if (core_buf_addf(&p, "%s/write.lock", dir) != CORE_OK)
-		rc = core_fail(e, CORE_ESYS, "store path too long");
+		rc = ENAMETOOLONG;
 	else if ((v->gate_fd = open(p.p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
-		rc = core_fail_sys(e, "open '%s'", p.p);
+		rc = errno;
 	core_buf_release(&p);
 	return rc;
 }
@@ -839,8 +840,17 @@ static enum core_status env_open(const char *path, const struct stat *st,
 	}
 	if (!(mode & MDB_NOLOCK))
 		mdb_reader_check(v->env, NULL);
-	if ((!v->rdonly && open_gate(v, path, e) != CORE_OK) || open_dbis(v, e) != CORE_OK ||
-	    open_wake(v, path, e) != CORE_OK) {
+	/* a reader of a store in a directory it may not write goes on
+	 * without the gate, as on a read-only store */
+	if (!v->rdonly && (rc = open_gate(v, path)) != 0) {
+		if ((rc != EACCES && rc != EROFS) || !(flags & STORE_OPEN_READONLY)) {
+			env_free(v);
+			errno = rc;
+			return core_fail_sys(e, "store '%s': cannot open write.lock", path);
+		}
+		v->rdonly = 1;
+	}
+	if (open_dbis(v, e) != CORE_OK || open_wake(v, path, e) != CORE_OK) {
 		core_err_prefix(e, "store '%s'", path);
 		env_free(v);
 		return e ? e->st : CORE_ESYS;

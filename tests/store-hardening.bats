@@ -220,6 +220,17 @@ time.sleep(120)' "$AGENTKIT_STORE/write.lock" >locked 3>&- &
 	assert_equal "$stderr" "agent-snap: refusing store 'theirs': data.mdb belongs to uid 65534, not to you (uid 0)"
 }
 
+# mount_tmpfs SIZE [WHY]: a store on a tmpfs of its own (MNT, unmounted by
+# teardown), or skip the test where that cannot be (not root: WHY).
+mount_tmpfs() {
+	[ "$(id -u)" = 0 ] || skip "needs root to mount a tmpfs ${2:-}"
+	MNT="$BATS_TEST_TMPDIR/mnt"
+	mkdir "$MNT"
+	mount -t tmpfs -o "size=$1,mode=0700" tmpfs "$MNT" 2>/dev/null ||
+		{ MNT=""; skip "cannot mount a tmpfs here"; }
+	export AGENTKIT_STORE="$MNT/store"
+}
+
 # The checks a read-only store must pass: every read works, every write
 # fails with 111 and changes nothing; the import's message is $1.
 check_readonly() {
@@ -243,11 +254,7 @@ check_readonly() {
 }
 
 @test "a store on a read-only filesystem can be read" {
-	[ "$(id -u)" = 0 ] || skip "needs root to mount a read-only tmpfs (the chmod test covers users)"
-	MNT="$BATS_TEST_TMPDIR/mnt"
-	mkdir "$MNT"
-	mount -t tmpfs -o size=8m,mode=0700 tmpfs "$MNT" 2>/dev/null || { MNT=""; skip "cannot mount a tmpfs here"; }
-	export AGENTKIT_STORE="$MNT/store"
+	mount_tmpfs 8m "(the chmod test covers users)"
 	agent-snap import <"$FIXTURES/store/rows.ndjson" >/dev/null
 	mount -o remount,ro "$MNT" || skip "cannot remount the tmpfs read-only"
 	check_readonly "agent-snap: cannot open store '$AGENTKIT_STORE': Read-only file system"
@@ -282,11 +289,7 @@ check_readonly() {
 }
 
 @test "a write that fills the disk names the full disk, not an I/O error" {
-	[ "$(id -u)" = 0 ] || skip "needs root to mount a small tmpfs"
-	MNT="$BATS_TEST_TMPDIR/mnt"
-	mkdir "$MNT"
-	mount -t tmpfs -o size=1m,mode=0700 tmpfs "$MNT" 2>/dev/null || { MNT=""; skip "cannot mount a tmpfs here"; }
-	export AGENTKIT_STORE="$MNT/store"
+	mount_tmpfs 1m
 	local i
 	for i in $(seq 30); do
 		# 20 KB turns that share nothing: the disk fills after about 20
