@@ -945,7 +945,7 @@ static enum core_status print_output(struct run *r)
 		return report_oom();
 	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
-	enum core_status st = rt_output_status(r->output);
+	enum core_status st = rt_exit_status(r->rt, r->output);
 	const json_t *err = json_object_get(r->output, "error");
 	if (err && !o->gone)    /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
