@@ -18,6 +18,7 @@
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
 #include "../libcore/runtime.h"
+#include "../libcore/spawn.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -978,6 +979,9 @@ int main(int argc, char **argv)
 	enum core_status st;
 
 	cli_start(&prog);
+	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
+	if ((st = spawn_protect_keys(NULL)))
+		goto out;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))
