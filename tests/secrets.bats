@@ -62,3 +62,36 @@ peek_script() {
 	assert_equal "$(jq -c '[.owner, (.uid | tonumber > 0), (.environ | startswith("unreadable")), (.cmdline | startswith("agent-run"))]' <<<"$report")" \
 		'["0",true,true,true]'
 }
+
+# A provider URL with a password and a key in its query, on a port where
+# nothing listens.
+bad_urls() {
+	export AGENTKIT_HTTP_RETRIES=0 OPENAI_API_KEY=sk-test-1234
+	export OPENAI_BASE_URL="http://agent:hunter2-pw@127.0.0.1:1/v1?api_key=qk-secret-77"
+}
+
+@test "a password in a provider URL reaches neither stderr, the output, a row nor the worker log" {
+	bad_urls
+	local want="openai: http://***@127.0.0.1:1/v1?api_key=***: "
+	run -1 --separate-stderr agent-run --model openai/gpt-4o --session pw -m hi
+	[[ $(last | jq -r .output.error.message) == "generate: $want"* ]] || fail "output: $(last)"
+	[[ $stderr == "agent-run: generate: $want"* ]] || fail "stderr: $stderr"
+	# Detached: the finalized row and the worker log.
+	run -0 --separate-stderr agent-run --model openai/gpt-4o --session pw --detach -m again
+	id=$(jq -r .output.snapshotId <<<"$output")
+	run -1 --separate-stderr agent-wait --timeout 20 "$id"
+	[[ $(jq -r .error.message <<<"$output") == "generate: $want"* ]] || fail "row: $output"
+	run -0 agent-snap worker-log "$id"
+	assert_output --partial "finalized failed, finish reason failed: generate: $want"
+	run -1 grep -r -e hunter2 -e qk-secret "$AGENTKIT_STORE"
+}
+
+@test "a key in the query of a URL a provider's error quotes is redacted" {
+	printf '%s\n' '{"status":500,"message":"bad request to https://generativelanguage.googleapis.com/v1beta/models/x:streamGenerateContent?alt=sse&key=AIza-secret-123 (see https://u:p@docs.example/errors)"}' >turns.ndjson
+	mock_start gemini turns.ndjson gm-key-1234
+	export AGENTKIT_HTTP_RETRIES=0
+	run -1 --separate-stderr agent-run --model googleai/gemini-2.5-flash --session q -m hi
+	assert_equal "$(last | jq -r .output.error.message)" \
+		"generate: googleai: HTTP 500 Internal Server Error: bad request to https://generativelanguage.googleapis.com/v1beta/models/x:streamGenerateContent?alt=***&key=*** (see https://***@docs.example/errors)"
+	[[ $stderr != *AIza-secret* && $stderr != *u:p@* ]] || fail "stderr: $stderr"
+}
