@@ -98,7 +98,7 @@ static const struct cli_exitcode exits[] = {
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
 	{ 101, "malformed input (bad NDJSON, an invalid AgentInput or init)" },
-	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ 111, "system failure (cannot open the store, commit a turn (full disk) or write output)" },
 	{ -1, NULL }
 };
 
