@@ -481,25 +481,25 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
                                       struct core_err *e)
 {
 	const char *parent = json_string_value(json_object_get(pending, "parentId"));
-	json_t *prow = NULL, *output, *state;
+	json_t *prow = NULL, *empty = NULL, *output;
+	const json_t *state;
 	enum core_status st;
 	if (parent && (st = store_get(s, parent, 0, &prow, e)))
 		return st;
-	state = json_object_get(prow, "state");
+	if (!(state = json_object_get(prow, "state")))
+		state = empty = json_object();
 	output = json_pack("{s:s, s:{s:s, s:s}}", "finishReason", "failed", "error",
 	                   "status", core_status_name(CORE_ESYS), "message", why->msg);
-	if (!output || (!state && !(state = json_object()))) {
-		json_decref(output);
-		json_decref(prow);
-		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (output && state) {
+		struct detach_result r = { 0, output, state };
+		struct fin_ctx f = { pending, &r };
+		st = store_save(s, json_string_value(json_object_get(pending, "snapshotId")), 0,
+		                fn_finalize, &f, persisted, e);
+	} else {
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	}
-	if (!prow)
-		prow = state;   /* owns the empty state */
-	struct detach_result r = { 0, output, state };
-	struct fin_ctx f = { pending, &r };
-	st = store_save(s, json_string_value(json_object_get(pending, "snapshotId")), 0,
-	                fn_finalize, &f, persisted, e);
 	json_decref(output);
+	json_decref(empty);
 	json_decref(prow);
 	return st;
 }

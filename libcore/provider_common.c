@@ -334,9 +334,9 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		redact(o->e, o->key);
 		if (o->e)       /* a password or key in a URL the message quotes */
 			core_url_redact_text(o->e->msg, sizeof o->e->msg);
-	}
-	else
+	} else {
 		prov_out_finish(o, resp);
+	}
 out:
 	free(body);
 	return st;

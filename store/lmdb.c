@@ -286,7 +286,7 @@ static int txn_commit(struct env *v, MDB_txn *t, sigset_t *old)
 	int rc = mdb_txn_commit(t), fd;
 	struct statfs fs;
 	if (rc == EIO && mdb_env_get_fd(v->env, &fd) == 0 && fstatfs(fd, &fs) == 0 &&
-	    (unsigned long long)fs.f_bavail * (unsigned long long)fs.f_bsize < ((unsigned long long)1 << 20))
+	    (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize < ((uint64_t)1 << 20))
 		rc = ENOSPC;
 	pthread_rwlock_unlock(&v->grow);
 	pthread_sigmask(SIG_SETMASK, old, NULL);
