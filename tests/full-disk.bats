@@ -20,20 +20,16 @@ setup() {
 	head -c 131072 /dev/zero >"$DISK/ballast"
 }
 
+# The detached run's worker must be gone before the disk is unmounted (its
+# log is open there), and its log must hold no sanitizer report.
 teardown() {
-	local log pid
-	for log in "$AGENTKIT_STORE"/logs/*.log; do
-		[ -f "$log" ] || continue
-		pid=$(sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$log")
-		[ -z "$pid" ] || wait_for 20 gone "$pid"
+	local pid status=0
+	for pid in $(sed -s -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE"/logs/*.log 2>/dev/null); do
+		wait_for 20 gone "$pid" || status=1
 	done
-	if grep -l "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log 2>/dev/null; then
-		cat "$AGENTKIT_STORE"/logs/*.log >&2
-		umount "$DISK"
-		return 1
-	fi
+	grep -H "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log >&2 2>/dev/null && status=1
 	mountpoint -q "$DISK" && umount "$DISK"
-	return 0
+	return "$status"
 }
 gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
 
