@@ -18,6 +18,7 @@
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
 #include "../libcore/runtime.h"
+#include "../libcore/spawn.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -97,7 +98,7 @@ static const struct cli_exitcode exits[] = {
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
 	{ 101, "malformed input (bad NDJSON, an invalid AgentInput or init)" },
-	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ 111, "system failure (cannot open the store, commit a turn (full disk) or write output)" },
 	{ -1, NULL }
 };
 
@@ -945,7 +946,7 @@ static enum core_status print_output(struct run *r)
 		return report_oom();
 	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
-	enum core_status st = rt_output_status(r->output);
+	enum core_status st = rt_exit_status(r->rt, r->output);
 	const json_t *err = json_object_get(r->output, "error");
 	if (err && !o->gone)    /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
@@ -978,6 +979,9 @@ int main(int argc, char **argv)
 	enum core_status st;
 
 	cli_start(&prog);
+	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
+	if ((st = spawn_protect_keys(NULL)))
+		goto out;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))

@@ -330,10 +330,13 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		st = core_fail(o->e, CORE_EUNAVAILABLE,
 		               "%s: the stream ended before %s (truncated after %zu bytes)",
 		               o->what, terminator, res.body_bytes);
-	if (st)
+	if (st) {
 		redact(o->e, o->key);
-	else
+		if (o->e)       /* a password or key in a URL the message quotes */
+			core_url_redact_text(o->e->msg, sizeof o->e->msg);
+	} else {
 		prov_out_finish(o, resp);
+	}
 out:
 	free(body);
 	return st;

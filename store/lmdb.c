@@ -202,14 +202,16 @@ static uint64_t time_key(int64_t ns)
 	return (uint64_t)ns ^ ((uint64_t)1 << 63);
 }
 
+/* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
+ * full disk, so callers can name the real cause). */
 static enum core_status mdb_fail(struct core_err *e, int rc, const char *what)
 {
-	if (rc == ENOSPC || rc == MDB_MAP_FULL)
-		return core_fail(e, CORE_ESYS, "%s: the store is full (%s)", what,
-		                 mdb_strerror(rc));
 	if (rc == ENOMEM)
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
-	core_fail(e, CORE_ESYS, "%s: %s", what, mdb_strerror(rc));
+	if (rc == ENOSPC || rc == EDQUOT || rc == MDB_MAP_FULL)
+		core_fail(e, CORE_ESYS, "%s: the store is full (%s)", what, mdb_strerror(rc));
+	else
+		core_fail(e, CORE_ESYS, "%s: %s", what, mdb_strerror(rc));
 	if (e && rc > 0)
 		e->sys = rc;
 	return CORE_ESYS;
@@ -373,9 +375,23 @@ static void txn_abort(struct env *v, MDB_txn *t, int write, sigset_t *old)
 	}
 }
 
+/*
+ * Commit.  LMDB reports a short write as EIO ("short write, filesystem
+ * full?" in mdb_page_flush): the file grows by pwrite, and a full
+ * filesystem (a small tmpfs, a full disk) takes part of the write and then
+ * no more.  Neither the map (MDB_WRITEMAP is not used, so no SIGBUS) nor
+ * the store is damaged - the old meta page stays current - but EIO would
+ * name the wrong cause.  When the data file's filesystem has (almost) no
+ * free space left after such a failure, the cause was that: ENOSPC.  The
+ * cost is one fstatfs() on a failed commit only.
+ */
 static int txn_commit(struct env *v, MDB_txn *t, sigset_t *old)
 {
-	int rc = mdb_txn_commit(t);
+	int rc = mdb_txn_commit(t), fd;
+	struct statfs fs;
+	if (rc == EIO && mdb_env_get_fd(v->env, &fd) == 0 && fstatfs(fd, &fs) == 0 &&
+	    (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize < ((uint64_t)1 << 20))
+		rc = ENOSPC;
 	pthread_rwlock_unlock(&v->grow);
 	gate_leave(v);
 	pthread_sigmask(SIG_SETMASK, old, NULL);
