@@ -251,30 +251,32 @@ void coproc_budget(struct coproc *c, const char *scope)
 	c->scope = scope;
 }
 
-/* Read what stdout has into rbuf. */
+/* Unread bytes of stdout we hold. */
+static size_t pending(const struct coproc *c)
+{
+	return c->rbuf.len - c->rstart;
+}
+
+/*
+ * Read what stdout has into rbuf, while the reader may need more: with over
+ * max_line bytes unread it has enough to decide (a line too long, or whole
+ * lines to take), and the pipe holds the rest.  So rbuf never passes
+ * max_line plus one read.
+ */
 static enum core_status fill(struct coproc *c, struct core_err *e)
 {
 	char tmp[65536];
-	for (;;) {
+	while (pending(c) <= c->max_line) {
 		ssize_t r = read(c->out_fd, tmp, sizeof tmp);
 		if (r > 0) {
-			if (c->rstart && c->rstart == c->rbuf.len) {
-				core_buf_reset(&c->rbuf);
-				c->rstart = 0;
-			} else if (c->rstart > 65536) {
-				memmove(c->rbuf.p, c->rbuf.p + c->rstart, c->rbuf.len - c->rstart);
+			if (c->rstart && (c->rstart > 65536 || c->rbuf.len + (size_t)r > c->rbuf.max)) {
+				memmove(c->rbuf.p, c->rbuf.p + c->rstart, pending(c));
 				c->rbuf.len -= c->rstart;
 				c->rbuf.p[c->rbuf.len] = 0;
 				c->rstart = 0;
 			}
-			if (core_buf_add(&c->rbuf, tmp, (size_t)r)) {
-				if (!memchr(c->rbuf.p + c->rstart, '\n', c->rbuf.len - c->rstart))
-					return too_long(c, e);
-				/* Whole lines, more of them than we take: it is not
-				 * waiting to be read. */
-				return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu bytes ahead of "
-				                 "being read", c->what, c->rbuf.max);
-			}
+			if (core_buf_add(&c->rbuf, tmp, (size_t)r))
+				return core_fail(e, CORE_ENOMEM, "out of memory reading from %s", c->what);
 			continue;
 		}
 		if (r == 0)
@@ -283,8 +285,9 @@ static enum core_status fill(struct coproc *c, struct core_err *e)
 			continue;
 		else if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return core_fail_sys(e, "cannot read from %s", c->what);
-		return CORE_OK;
+		break;
 	}
+	return CORE_OK;
 }
 
 /*
@@ -296,7 +299,7 @@ static enum core_status wait_once(struct coproc *c, int64_t ms, int want_write,
 {
 	struct pollfd p[3];
 	int n = 0, iout = -1, ierr = -1, iin = -1;
-	if (!c->out_eof && c->out_fd >= 0) {
+	if (!c->out_eof && c->out_fd >= 0 && pending(c) <= c->max_line) {
 		p[n] = (struct pollfd){ c->out_fd, POLLIN, 0 };
 		iout = n++;
 	}
@@ -437,6 +440,11 @@ enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
 			return st;
 		if (deadline >= 0 && core_now_mono_ms() >= deadline)
 			return timed_out(c, timeout_ms, e);
+		/* Both of us writing, neither reading, would wait for the
+		 * timeout: the command has written more than a line's worth. */
+		if (pending(c) > c->max_line)
+			return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu bytes without reading "
+			                 "its input", c->what, c->max_line);
 		/* Ended, and what holds its stdin is not reading. */
 		if (ended(c) && core_now_mono_ms() - c->exited_at >= COPROC_PIPE_GRACE_MS)
 			return fail_gone(c, "closed its input", e);
@@ -505,11 +513,10 @@ enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
 				return too_long(c, e);
 			return check_budget(c, 0, e);
 		}
-		size_t pending = c->rbuf.len - c->rstart;
-		if ((st = check_budget(c, pending, e)))
-			return st;
-		if (pending > c->max_line)
+		if (pending(c) > c->max_line)
 			return too_long(c, e);
+		if ((st = check_budget(c, pending(c), e)))
+			return st;
 		if (c->out_eof)
 			return fail_gone(c, "closed its output", e);
 		if (gone_quiet(c))

@@ -423,10 +423,11 @@ enum core_status custom_agent_finish(struct custom_agent *ca, int ok_so_far, jso
 			break;          /* closed its output: see how it exited */
 		if (st) {
 			*e = le;
+			e->st = st == CORE_EDEADLINE || st == CORE_ECANCELLED ? st : CORE_EINTERNAL;
 			coproc_kill(c);
 			json_decref(*result);
 			*result = NULL;
-			return st == CORE_EDEADLINE || st == CORE_ECANCELLED ? st : CORE_EINTERNAL;
+			return e->st;
 		}
 		struct core_err pe = { 0 };
 		line = jv_parse(text, len, "stdout", c->lineno, &pe);
