@@ -552,9 +552,11 @@ static void cut_pipes(struct tool_call *c, const struct tool_events *ev, int64_t
 	if (c->pid > 0)
 		kill(-c->pid, SIGKILL);
 	c->killed = 1;
-	while (c->out_fd >= 0 && pump(c->out_fd, &c->out_buf, 0, c) == 0)
+	/* What a pipe holds (64 KiB by default, 1 MiB at most): a writer that
+	 * left the group could go on for ever. */
+	for (int i = 0; i < 16 && c->out_fd >= 0 && pump(c->out_fd, &c->out_buf, 0, c) == 0; i++)
 		;
-	while (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) == 0)
+	for (int i = 0; i < 16 && c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) == 0; i++)
 		;
 	if (c->out_fd >= 0)
 		drain_lines(c, ev, 1);
