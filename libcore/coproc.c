@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "lines.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -242,12 +243,14 @@ static enum core_status check_budget(struct coproc *c, size_t pending, struct co
 		return over_budget(c, c->lim.lines, "lines", c->lim.lines_knob, e);
 	if (c->lim.bytes && c->used_bytes + pending > c->lim.bytes)
 		return over_budget(c, c->lim.bytes, "bytes", c->lim.bytes_knob, e);
+	if (c->lim.bytes && c->used_values > CORE_VALUE_LIMIT(c->lim.bytes))
+		return over_budget(c, CORE_VALUE_LIMIT(c->lim.bytes), "JSON values", c->lim.bytes_knob, e);
 	return CORE_OK;
 }
 
 void coproc_budget(struct coproc *c, const char *scope)
 {
-	c->used_bytes = c->used_lines = 0;
+	c->used_bytes = c->used_lines = c->used_values = 0;
 	c->scope = scope;
 }
 
@@ -511,6 +514,7 @@ enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
 		if (take_line(c, line, len)) {
 			if (*len > c->max_line)
 				return too_long(c, e);
+			c->used_values += core_json_values(*line, *len);
 			return check_budget(c, 0, e);
 		}
 		if (pending(c) > c->max_line)

@@ -55,7 +55,8 @@
  * What the command may write on stdout.  bytes and lines cap what
  * coproc_read_line() takes (blank lines and newlines included) between two
  * coproc_budget() calls: one turn of a custom agent, one answer of a
- * transform.  The knobs are the settings that raise each limit, named in
+ * transform; bytes also allows one JSON value (lines.h: core_json_values)
+ * per CORE_VALUE_BYTES of it, counted before a line is handed out.  The knobs are the settings that raise each limit, named in
  * the failure's message; the strings must outlive the coproc (literals).
  */
 struct coproc_limits {
@@ -72,7 +73,7 @@ struct coproc {
 	struct coproc_limits lim;
 	size_t max_line;        /* longest line accepted from the command */
 	size_t lineno;          /* lines read so far */
-	size_t used_bytes, used_lines;  /* taken since the last coproc_budget() */
+	size_t used_bytes, used_lines, used_values;  /* taken since the last coproc_budget() */
 	const char *scope;      /* "in one turn", for messages; borrowed */
 	int64_t exited_at;      /* when the command was seen ended (0: not yet) */
 	struct core_buf rbuf;   /* stdout read-ahead */

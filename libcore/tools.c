@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "lines.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -442,6 +443,13 @@ static void drain_lines(struct tool_call *c, const struct tool_events *ev, int e
 			call_fail(c, CORE_EINTERNAL, "wrote more than %zu lines on stdout (the limit; set "
 			          "\"maxOutputLines\" in %s to raise it)", c->tool->max_output_lines,
 			          c->tool->manifest);
+		if (c->st == CORE_OK
+		    && (c->out_values += core_json_values(base + s, m - s))
+		       > CORE_VALUE_LIMIT(c->tool->max_output_bytes))
+			call_fail(c, CORE_EINTERNAL, "wrote more than %zu JSON values on stdout (the limit, "
+			          "one per %d bytes of \"maxOutputBytes\"; set it in %s to raise it)",
+			          CORE_VALUE_LIMIT(c->tool->max_output_bytes), CORE_VALUE_BYTES,
+			          c->tool->manifest);
 		if (s < m && c->st == CORE_OK)
 			handle_line(c, base + s, m - s, c->out_lines, ev);
 		start += nl ? n + 1 : n;
@@ -585,7 +593,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		c->done = c->timed_out = c->killed = 0;
 		c->exited = c->exited_ok = 0;
 		c->kill_at = c->exited_at = 0;
-		c->stdin_off = c->out_lines = c->out_bytes = 0;
+		c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
 		core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
 		core_buf_init(&c->out_buf, TOOL_LINE_MAX);
 		core_buf_init(&c->err_buf, STDERR_KEEP + 1);

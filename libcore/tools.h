@@ -123,7 +123,7 @@ struct tool_call {
 	pid_t pid;
 	int in_fd, out_fd, err_fd;
 	struct core_buf stdin_buf, out_buf, err_buf;
-	size_t stdin_off, out_lines, out_bytes;
+	size_t stdin_off, out_lines, out_bytes, out_values;
 	int64_t deadline;
 	int done, timed_out, killed;
 	int exited, exited_ok;     /* the tool itself ended (not reaped yet); with status 0 */

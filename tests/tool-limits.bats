@@ -70,6 +70,19 @@ run_tool() { timeout 60 agent-run --no-store --model script/model.ndjson --tool 
 	[ "$(last | jq -c '.output.state.messages[2].content[0].toolResponse | [.output, .content]')" = '[1,[{"text":"a"}]]' ]
 }
 
+@test "JSON values are charged too: one per 64 bytes of maxOutputBytes, counted before parsing" {
+	# 1103 values (the object, the part, the array and 1100 numbers)
+	# against 65536 / 64 = 1024: a flood of tiny values costs agent-run
+	# far more memory than its bytes.
+	tool '{"maxOutputBytes": "64K"}' 'printf "{\"part\":{\"n\":[0%s]}}\n" "$(yes ,0 | head -n 1099 | tr -d "\n")"; echo "{\"output\":1}"'
+	run -1 --separate-stderr run_tool
+	[ "$stderr" = 'agent-run: generate: tool "t" failed: wrote more than 1024 JSON values on stdout (the limit, one per 64 bytes of "maxOutputBytes"; set it in ./t.json to raise it)' ]
+	# 503 + 2 fit; commas and brackets inside strings are text.
+	tool '{"maxOutputBytes": "64K"}' 'printf "{\"part\":{\"n\":[0%s],\"s\":\"%s\"}}\n" "$(yes ,0 | head -n 499 | tr -d "\n")" "$(yes "{[,\\\"" | head -n 2000 | tr -d "\n")"; echo "{\"output\":1}"'
+	run -0 --separate-stderr run_tool
+	[ "$(last | jq -c '.output.state.messages[2].content[0].toolResponse.content[0] | [(.n | length), (.s | length)]')" = '[500,8000]' ]
+}
+
 @test "the manifest raises maxOutputLines past the default; blank lines count" {
 	tool '{"timeout": "30s"}' 'yes "" | head -n 100000; echo "{\"output\":1}"'
 	run -1 --separate-stderr run_tool
@@ -129,6 +142,14 @@ run_tool() { timeout 60 agent-run --no-store --model script/model.ndjson --tool 
 	[[ "$stderr" == "agent-run: AGENTKIT_EXEC_MAX_LINES: invalid number 'none'"* ]]
 }
 
+@test "a handler's JSON values are charged against AGENTKIT_EXEC_MAX_BYTES" {
+	printf '#!/bin/sh\nread -r turn\necho "{\\"message\\":{\\"content\\":[{}%s]}}"\necho "{\\"done\\":{}}"\n' \
+		"$(yes ,{} | head -n 1100 | tr -d '\n')" >h.sh
+	chmod +x h.sh
+	AGENTKIT_EXEC_MAX_BYTES=64K run -1 --separate-stderr agent-run --no-store --exec ./h.sh -m one
+	[ "$stderr" = "agent-run: custom agent './h.sh' wrote more than 1024 JSON values on stdout in one turn (the limit; set AGENTKIT_EXEC_MAX_BYTES to raise it)" ]
+}
+
 @test "a handler printing without end after its last turn is stopped at the limit" {
 	cat >h.sh <<-'EOF'
 	#!/bin/sh
@@ -161,9 +182,9 @@ run_tool() { timeout 60 agent-run --no-store --model script/model.ndjson --tool 
 	[ "$stderr" = "agent-run: stream transform 'exec yes \"\"' wrote more than 1025 bytes on stdout for one answer (the limit; set AGENTKIT_TRANSFORM_MAX_LINE to raise it)" ]
 }
 
-@test "a docs command printing without end fails the turn at 64 MiB" {
+@test "a docs command printing without end fails the turn at its limit (64 MiB, 1048576 JSON values)" {
 	run -1 --separate-stderr timeout 60 agent-run --no-store --model echo --docs 'exec yes "\"doc\","' -m hi
-	[ "$(last | jq -c .output.error)" = "{\"status\":\"INTERNAL\",\"message\":\"docs: docs command 'exec yes \\\"\\\\\\\"doc\\\\\\\",\\\"' wrote more than 67108864 bytes on stdout (the limit)\"}" ]
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"INTERNAL\",\"message\":\"docs: docs command 'exec yes \\\"\\\\\\\"doc\\\\\\\",\\\"' wrote more than 1048576 JSON values on stdout (the limit)\"}" ]
 }
 
 # ---- a background child holding the pipes ----
