@@ -55,9 +55,10 @@
  * What the command may write on stdout.  bytes and lines cap what
  * coproc_read_line() takes (blank lines and newlines included) between two
  * coproc_budget() calls: one turn of a custom agent, one answer of a
- * transform; bytes also allows one JSON value (lines.h: core_json_values)
- * per CORE_VALUE_BYTES of it, counted before a line is handed out.  The knobs are the settings that raise each limit, named in
- * the failure's message; the strings must outlive the coproc (literals).
+ * transform.  bytes also allows CORE_VALUE_LIMIT(bytes) JSON values
+ * (lines.h: core_json_values), counted before a line is handed out.  The
+ * knobs are the settings that raise each limit, named in the failure's
+ * message; the strings must outlive the coproc (literals).
  */
 struct coproc_limits {
 	size_t line;            /* longest line; 0: COPROC_DEFAULT_MAX_LINE */
