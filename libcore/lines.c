@@ -86,3 +86,23 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
 		r->buf.p[r->buf.len] = 0;
 	}
 }
+
+size_t core_json_values(const char *p, size_t n)
+{
+	size_t count = 1;
+	int in_string = 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = p[i];
+		if (in_string) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_string = 0;
+		} else if (ch == '"') {
+			in_string = 1;
+		} else if (ch == '{' || ch == '[' || ch == ',') {
+			count++;
+		}
+	}
+	return count;
+}
