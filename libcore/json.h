@@ -50,7 +50,8 @@ json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
  * (nesting deeper than JV_MAX_DEPTH * 4). */
 enum core_status jv_dump(const json_t *v, struct core_buf *out);
 
-/* Deep equality; numbers by value, bignums by text or value. */
+/* Deep equality; numbers by exact value: bignums digit for digit (never
+ * through a double), reals as the double they hold, 1 == 1.0 == 1e0. */
 int jv_equal(const json_t *a, const json_t *b);
 
 /*

@@ -17,7 +17,17 @@ KEYS = ["a", "b", "c", "~", "/", "a/b", "~1", "0", "1", "-", "", "é", "k l"]
 def scalar(r):
     return r.choice([None, True, False, 0, 1, -7, 2.5, 1e21, 123456789012,
                      "", "x", "~/", "ünï", "a\u0000b", r.randint(-100, 100),
-                     r.random(), 2**63, -2**63 - 1, r.randint(-10**30, 10**30)])
+                     r.random(), 2**63, -2**63 - 1, r.randint(-10**30, 10**30),
+                     near(r)])
+
+
+# Integers past 2^63 that a double cannot tell apart: a document edit that
+# changes only their last digits must still give a patch.
+BIG = [12345678901234567890, 2**64, -2**63 - 1, 10**24, -(10**30)]
+
+
+def near(r):
+    return r.choice(BIG) + r.randint(-2, 2)
 
 
 def value(r, depth):
@@ -61,6 +71,8 @@ def mutate(r, v, depth=0):
                 key = r.choice(list(v))
                 v[key] = mutate(r, v[key], depth + 1)
         return v
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**62:
+        return v + r.choice([-1, 1])    # the next integer, same double
     return value(r, depth) if k < 0.5 else v
 
 
