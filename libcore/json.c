@@ -3,6 +3,7 @@
 #include "jfast.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -213,11 +214,15 @@ out:
 json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
                  struct core_err *e)
 {
-	json_error_t jerr;
 	json_t *v = jv_parse_fast(p, n);    /* NULL: let jansson judge */
-	if (v)
-		return v;
-	v = json_loadb(p, n, PARSE_FLAGS, &jerr);
+	return v ? v : jv_parse_jansson(p, n, name, lineno, e);
+}
+
+json_t *jv_parse_jansson(const char *p, size_t n, const char *name,
+                         size_t lineno, struct core_err *e)
+{
+	json_error_t jerr;
+	json_t *v = json_loadb(p, n, PARSE_FLAGS, &jerr);
 	/* jansson: "too big integer", "too big negative integer" */
 	if (!v && (strstr(jerr.text, "too big") || strstr(jerr.text, "real number overflow"))) {
 		json_error_t again;
@@ -329,7 +334,7 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 	return core_buf_addc(out, '"');
 }
 
-static enum core_status dump_real(double d, struct core_buf *out)
+enum core_status jv_dump_real(double d, struct core_buf *out)
 {
 	char tmp[40];
 	int len = 0;
@@ -347,7 +352,7 @@ static enum core_status dump_real(double d, struct core_buf *out)
 	return core_buf_add(out, tmp, (size_t)len);
 }
 
-static enum core_status dump_int(json_int_t i, struct core_buf *out)
+enum core_status jv_dump_int(int64_t i, struct core_buf *out)
 {
 	char tmp[24], *q = tmp + sizeof tmp;
 	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
@@ -403,9 +408,9 @@ static enum core_status dump(const json_t *v, struct core_buf *out, int depth)
 			                    json_string_length(v) - 1);
 		return jv_dump_string(json_string_value(v), json_string_length(v), out);
 	case JSON_INTEGER:
-		return dump_int(json_integer_value(v), out);
+		return jv_dump_int(json_integer_value(v), out);
 	case JSON_REAL:
-		return dump_real(json_real_value(v), out);
+		return jv_dump_real(json_real_value(v), out);
 	case JSON_TRUE:
 		return core_buf_add(out, "true", 4);
 	case JSON_FALSE:
@@ -567,13 +572,13 @@ static int dec_equal(const char *p, size_t pn, const char *q, size_t qn)
  * bignum can equal (bignums are integers past 64 bits or reals past the
  * double range).
  */
-static int num_text(const json_t *v, char *buf, size_t size, size_t *n)
+static int num_text(const struct jv_num *v, char *buf, size_t size, size_t *n)
 {
 	int len;
-	if (json_is_integer(v))
-		len = snprintf(buf, size, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-	else if (json_real_value(v) == floor(json_real_value(v)))
-		len = snprintf(buf, size, "%.0f", json_real_value(v));
+	if (v->kind == JV_NUM_INT)
+		len = snprintf(buf, size, "%" PRId64, v->i);
+	else if (v->d == floor(v->d))
+		len = snprintf(buf, size, "%.0f", v->d);
 	else
 		return 0;
 	if (len < 0 || (size_t)len >= size)
@@ -582,39 +587,57 @@ static int num_text(const json_t *v, char *buf, size_t size, size_t *n)
 	return 1;
 }
 
-static int num_equal(const json_t *a, const json_t *b)
+int jv_num_equal(const struct jv_num *a, const struct jv_num *b)
 {
-	if (json_is_integer(a) && json_is_integer(b))
-		return json_integer_value(a) == json_integer_value(b);
-	if (jv_is_bignum(a) || jv_is_bignum(b)) {
+	if (a->kind == JV_NUM_INT && b->kind == JV_NUM_INT)
+		return a->i == b->i;
+	if (a->kind == JV_NUM_TEXT || b->kind == JV_NUM_TEXT) {
 		/* Digit for digit: doubles would call 2^64 and 2^64 + 1 equal. */
 		char tmp[400];
-		const char *p, *q;
-		size_t pn, qn;
-		if (jv_is_bignum(a))
-			p = json_string_value(a) + 1, pn = json_string_length(a) - 1;
-		else if (num_text(a, tmp, sizeof tmp, &pn))
+		const char *p = a->s, *q = b->s;
+		size_t pn = a->n, qn = b->n;
+		if (a->kind != JV_NUM_TEXT) {
+			if (!num_text(a, tmp, sizeof tmp, &pn))
+				return 0;
 			p = tmp;
-		else
-			return 0;
-		if (jv_is_bignum(b))
-			q = json_string_value(b) + 1, qn = json_string_length(b) - 1;
-		else if (num_text(b, tmp, sizeof tmp, &qn))
+		}
+		if (b->kind != JV_NUM_TEXT) {
+			if (!num_text(b, tmp, sizeof tmp, &qn))
+				return 0;
 			q = tmp;
-		else
-			return 0;
+		}
 		return dec_equal(p, pn, q, qn);
 	}
-	if (json_is_integer(a) || json_is_integer(b)) {
+	if (a->kind == JV_NUM_INT || b->kind == JV_NUM_INT) {
 		/* Exact for integral reals in range (2^53 + 1 != 2^53). */
-		const json_t *i = json_is_integer(a) ? a : b;
-		double d = json_real_value(i == a ? b : a);
+		int64_t i = a->kind == JV_NUM_INT ? a->i : b->i;
+		double d = a->kind == JV_NUM_INT ? b->d : a->d;
 		if (d >= -9223372036854775808.0 && d < 9223372036854775808.0
 		    && d == floor(d))
-			return (json_int_t)d == json_integer_value(i);
+			return (int64_t)d == i;
 		return 0;
 	}
-	return json_real_value(a) == json_real_value(b);
+	return a->d == b->d;
+}
+
+static void num_of(const json_t *v, struct jv_num *n)
+{
+	memset(n, 0, sizeof *n);
+	if (json_is_integer(v))
+		n->kind = JV_NUM_INT, n->i = json_integer_value(v);
+	else if (json_is_real(v))
+		n->kind = JV_NUM_REAL, n->d = json_real_value(v);
+	else
+		n->kind = JV_NUM_TEXT, n->s = json_string_value(v) + 1,
+		n->n = json_string_length(v) - 1;
+}
+
+static int num_equal(const json_t *a, const json_t *b)
+{
+	struct jv_num x, y;
+	num_of(a, &x);
+	num_of(b, &y);
+	return jv_num_equal(&x, &y);
 }
 
 /*
