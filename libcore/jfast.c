@@ -616,6 +616,7 @@ static int has_dup(struct jn *o)
 		for (uint32_t i = 1; i < b->n; i++)
 			for (uint32_t j = 0; j < i; j++)
 				if (MEMS(b)[i].kn == MEMS(b)[j].kn
+				    && (!MEMS(b)[i].kn || MEMS(b)[i].k[0] == MEMS(b)[j].k[0])
 				    && !memcmp(MEMS(b)[i].k, MEMS(b)[j].k, MEMS(b)[i].kn))
 					return 1;
 		return 0;

@@ -168,7 +168,12 @@ static enum core_status emit(struct dctx *c, const char *op,
 
 static enum core_status push_index(struct dctx *c, size_t i)
 {
-	return core_buf_addf(&c->path, "/%zu", i);
+	char tmp[24], *q = tmp + sizeof tmp;
+	do
+		*--q = (char)('0' + i % 10);
+	while (i /= 10);
+	*--q = '/';
+	return core_buf_add(&c->path, q, (size_t)(tmp + sizeof tmp - q));
 }
 
 struct key {
@@ -568,6 +573,41 @@ out:
 	return st;
 }
 
+/*
+ * Equal with members in the same order: most of two versions of a large
+ * document is, and proving it in one ordered pass is much cheaper than
+ * sorting the keys of every object to find nothing.  0 may still be equal
+ * (members in another order, 1 against 1.0 inside); walk() then looks
+ * closer.  Each level of walk() may scan again what the level above
+ * scanned up to a difference, so walk() asks only in the top SAME_DEPTH
+ * levels: at most that many passes over a document.
+ */
+#define SAME_DEPTH 32
+
+static int same_ordered(const struct jn *a, const struct jn *b, size_t depth)
+{
+	size_t n = jn_size(a);
+	if (a->t != b->t || n != jn_size(b) || depth > JPATCH_MAX_DEPTH)
+		return 0;
+	switch (a->t) {
+	case JN_OBJ:
+		for (size_t i = 0; i < n; i++) {
+			const struct jn_mem *x = jn_mem_at(a, i), *y = jn_mem_at(b, i);
+			if (x->kn != y->kn || memcmp(x->k, y->k, x->kn)
+			    || !same_ordered(&x->v, &y->v, depth + 1))
+				return 0;
+		}
+		return 1;
+	case JN_ARR:
+		for (size_t i = 0; i < n; i++)
+			if (!same_ordered(jn_at(a, i), jn_at(b, i), depth + 1))
+				return 0;
+		return 1;
+	default:
+		return jn_equal(a, b);
+	}
+}
+
 static enum core_status walk(struct dctx *c, const struct jn *from,
                              const struct jn *to, size_t depth)
 {
@@ -577,6 +617,8 @@ static enum core_status walk(struct dctx *c, const struct jn *from,
 		return core_fail(c->e, CORE_EINVAL,
 		                 "document nests deeper than %d levels",
 		                 JPATCH_MAX_DEPTH);
+	if (depth <= SAME_DEPTH && is_container(from) && same_ordered(from, to, depth))
+		return CORE_OK;
 	if (from->t == JN_OBJ && to->t == JN_OBJ)
 		return walk_object(c, from, to, depth);
 	if (from->t == JN_ARR && to->t == JN_ARR) {
