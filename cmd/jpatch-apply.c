@@ -31,7 +31,8 @@ static const struct cli_opt opts[] = {
 	  "with --stream: print only the last document" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE",
 	  "refuse a document or NDJSON record larger than SIZE (default 64M "
-	  "per record, 1G per document)" },
+	  "per record, 1G per document); memory peaks near 5 times the "
+	  "input, so this also caps memory" },
 	{ 0 }
 };
 

@@ -36,7 +36,8 @@ static const struct cli_opt opts[] = {
 	  "exit 1 when the documents differ, 0 when they are equal" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE",
 	  "refuse a document or NDJSON record larger than SIZE (default 64M "
-	  "per record, 1G per document)" },
+	  "per record, 1G per document); memory peaks near 5 times the "
+	  "input, so this also caps memory" },
 	{ 0 }
 };
 

@@ -186,6 +186,7 @@ static int string(struct fp *f, const char **s, size_t *n)
 /* jv_fast_alloc() swaps these for the arena below. */
 static void *(*mem_alloc)(size_t) = malloc;
 static void (*mem_free)(void *) = free;
+static void *(*mem_realloc)(void *, size_t) = realloc;
 
 static void *jn_alloc(size_t n)
 {
@@ -195,6 +196,11 @@ static void *jn_alloc(size_t n)
 static void jn_free(void *p)
 {
 	mem_free(p);
+}
+
+static void *jn_realloc(void *p, size_t n)
+{
+	return mem_realloc(p, n ? n : 1);
 }
 
 /* Containers: a box, then its items. */
@@ -320,14 +326,15 @@ static enum core_status grow(struct jn *c)
 		cap = JN_MAX_LEN;
 	if (b && b->n >= cap)
 		return CORE_ETOOBIG;
-	if (!(nb = box_new(cap, item)))
+	/* realloc: a large box grows in place (mremap), untouched pages
+	 * cost nothing, and no second copy is alive at once */
+	if (!(nb = jn_realloc(b, sizeof *nb + cap * item)))
 		return CORE_ENOMEM;
-	if (b) {
-		nb->n = b->n;
-		memcpy(nb + 1, b + 1, b->n * item);
-		jn_free(b->idx);
-		jn_free(b);
-	}
+	if (!b)
+		nb->n = 0, nb->idx = NULL;
+	jn_free(nb->idx);       /* sized for the old cap: rebuilt on demand */
+	nb->idx = NULL;
+	nb->cap = (uint32_t)cap;
 	c->u.b = nb;
 	return CORE_OK;
 }
@@ -566,13 +573,34 @@ big:
 	return 1;
 }
 
-/* Value stacks: the elements and members of the containers being read. */
+/*
+ * Value stacks: the elements and members of the containers being read,
+ * each stack laid out as a box so that the outermost container on it
+ * (the big array of a large document, say) takes the stack itself as its
+ * box instead of a copy: an array of five million numbers then peaks at
+ * its size, not twice it.
+ */
 struct stacks {
-	struct jn *a;
-	size_t an, acap;
-	struct jn_mem *m;
-	size_t mn, mcap;
+	struct jn_box *ab, *mb;
+	size_t an, acap, mn, mcap;
 };
+
+#define SA(st) ITEMS((st)->ab)
+#define SM(st) MEMS((st)->mb)
+
+/* Room for one more item on a stack. */
+static int stack_room(struct jn_box **b, size_t n, size_t *cap, size_t item)
+{
+	size_t c = *cap ? *cap * 2 : 64;
+	struct jn_box *q;
+	if (n < *cap)
+		return 1;
+	if (!(q = jn_realloc(*b, sizeof *q + c * item)))
+		return 0;
+	*b = q;
+	*cap = c;
+	return 1;
+}
 
 static int value(struct fp *f, struct stacks *st, int depth, struct jn *v);
 
@@ -593,15 +621,29 @@ static int take_string(struct fp *f, const char *s, size_t n, const char **out,
 	return 1;
 }
 
-/* Close a container: move its items from the stack into a box. */
-static int close_box(struct jn *c, const void *items, size_t n, size_t item)
+/* Close a container: move its items base..n of the stack *sb into a box
+ * (the stack itself when they start at its bottom). */
+static int close_box(struct jn *c, struct jn_box **sb, size_t *cap, size_t base,
+                     size_t n, size_t item)
 {
-	if (!n)
+	if (n == base)
 		return 1;
-	if (!(c->u.b = box_new(n, item)))
+	if (n - base > JN_MAX_LEN)
 		return 0;
-	memcpy(c->u.b + 1, items, n * item);
-	c->u.b->n = (uint32_t)n;
+	if (!base) {
+		struct jn_box *b = jn_realloc(*sb, sizeof *b + n * item);
+		if (!b)
+			return 0;
+		*sb = NULL;
+		*cap = 0;
+		c->u.b = b;
+		b->idx = NULL;
+	} else {
+		if (!(c->u.b = box_new(n - base, item)))
+			return 0;
+		memcpy(c->u.b + 1, (char *)(*sb + 1) + base * item, (n - base) * item);
+	}
+	c->u.b->n = c->u.b->cap = (uint32_t)(n - base);
 	return 1;
 }
 
@@ -660,18 +702,12 @@ static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
 		    || !take_string(f, k, kn, &m.k, &m.kown))
 			goto fail;
 		m.kn = (uint32_t)kn;
-		if (st->mn == st->mcap) {
-			size_t cap = st->mcap ? st->mcap * 2 : 64;
-			struct jn_mem *q = realloc(st->m, cap * sizeof *q);
-			if (!q) {
-				if (m.kown)
-					jn_free((char *)m.k);
-				goto fail;
-			}
-			st->m = q;
-			st->mcap = cap;
+		if (!stack_room(&st->mb, st->mn, &st->mcap, sizeof m)) {
+			if (m.kown)
+				jn_free((char *)m.k);
+			goto fail;
 		}
-		st->m[st->mn++] = m;
+		SM(st)[st->mn++] = m;
 		ws(f);
 		if (f->p >= f->end || *f->p != ':')
 			goto fail;
@@ -679,7 +715,7 @@ static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
 		ws(f);
 		if (!value(f, st, depth + 1, &m.v))
 			goto fail;
-		st->m[st->mn - 1].v = m.v;
+		SM(st)[st->mn - 1].v = m.v;
 		ws(f);
 		if (f->p >= f->end)
 			goto fail;
@@ -692,8 +728,7 @@ static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
 		f->p++;
 		ws(f);
 	}
-	if (st->mn - base > JN_MAX_LEN
-	    || !close_box(o, st->m + base, st->mn - base, sizeof *st->m))
+	if (!close_box(o, &st->mb, &st->mcap, base, st->mn, sizeof(struct jn_mem)))
 		goto fail;
 	st->mn = base;
 	/* jansson rejects duplicate keys: let it say so */
@@ -704,7 +739,7 @@ static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
 	return 1;
 fail:
 	while (st->mn > base) {
-		struct jn_mem *m = &st->m[--st->mn];
+		struct jn_mem *m = &SM(st)[--st->mn];
 		if (m->kown)
 			jn_free((char *)m->k);
 		jn_release(&m->v);
@@ -725,17 +760,11 @@ static int array(struct fp *f, struct stacks *st, int depth, struct jn *a)
 	for (;;) {
 		if (!value(f, st, depth + 1, &r))
 			goto fail;
-		if (st->an == st->acap) {
-			size_t cap = st->acap ? st->acap * 2 : 64;
-			struct jn *q = realloc(st->a, cap * sizeof *q);
-			if (!q) {
-				jn_release(&r);
-				goto fail;
-			}
-			st->a = q;
-			st->acap = cap;
+		if (!stack_room(&st->ab, st->an, &st->acap, sizeof r)) {
+			jn_release(&r);
+			goto fail;
 		}
-		st->a[st->an++] = r;
+		SA(st)[st->an++] = r;
 		ws(f);
 		if (f->p >= f->end)
 			goto fail;
@@ -748,14 +777,13 @@ static int array(struct fp *f, struct stacks *st, int depth, struct jn *a)
 		f->p++;
 		ws(f);
 	}
-	if (st->an - base > JN_MAX_LEN
-	    || !close_box(a, st->a + base, st->an - base, sizeof *st->a))
+	if (!close_box(a, &st->ab, &st->acap, base, st->an, sizeof(struct jn)))
 		goto fail;
 	st->an = base;
 	return 1;
 fail:
 	while (st->an > base)
-		jn_release(&st->a[--st->an]);
+		jn_release(&SA(st)[--st->an]);
 	return 0;
 }
 
@@ -842,8 +870,8 @@ static int parse_fast(const char *p, size_t n, struct jn *out)
 		}
 	}
 	free(f.scratch);
-	free(st.a);
-	free(st.m);
+	jn_free(st.ab);
+	jn_free(st.mb);
 	return ok;
 }
 
@@ -1182,6 +1210,31 @@ static void *arena_malloc(size_t n)
 	return h + 1;
 }
 
+static void arena_free(void *p);
+
+/* Blocks past the size classes are malloc's, so a large one grows or
+ * shrinks in place (mremap) rather than by copying. */
+static void *arena_realloc(void *p, size_t n)
+{
+	uint64_t *h;
+	void *q;
+	size_t old;
+	if (!p)
+		return arena_malloc(n);
+	h = (uint64_t *)p - 1;
+	if (h[0] == ARENA_BIG && (n + 8 + 15) / 16 > ARENA_CLASSES) {
+		if (!(h = realloc((uint64_t *)p - 2, n + 16)))
+			return NULL;
+		return h + 2;
+	}
+	old = h[0] == ARENA_BIG ? n : h[0] * 16 - 8;
+	if (!(q = arena_malloc(n)))
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	arena_free(p);
+	return q;
+}
+
 static void arena_free(void *p)
 {
 	uint64_t *h;
@@ -1204,6 +1257,7 @@ void jv_fast_alloc(void)
 	json_set_alloc_funcs(arena_malloc, arena_free);
 	mem_alloc = arena_malloc;
 	mem_free = arena_free;
+	mem_realloc = arena_realloc;
 #endif
 }
 

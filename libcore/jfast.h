@@ -146,7 +146,7 @@ void jn_doc_release(struct jn_doc *d);
  * no consolidation passes.  Memory freed is reused, never returned to the
  * system: meant for the jpatch filters, whose peak is one or two
  * documents.  Call before any JSON value exists; thread-safe (per-thread
- * lists; a block must be freed by the thread that allocated it).
+ * free lists).
  * Sanitizer builds keep malloc so leak and bounds checks stay exact.
  */
 void jv_fast_alloc(void);

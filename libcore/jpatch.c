@@ -490,7 +490,7 @@ static enum core_status walk_array_minimal(struct dctx *c, const struct jn *from
 		struct seq a2 = { a.v + pre, a.h + pre }, b2 = { b.v + pre, b.h + pre };
 		size_t common = n < m ? n : m, icost = n > m ? n - m : m - n;
 		for (size_t t = 0; t < common; t++)
-			icost += a2.h[t] != b2.h[t] ? 2 : 0;
+			icost += seq_eq(&a2, t, &b2, t) ? 0 : 2;  /* >= 2: a2[0] != b2[0] */
 		if (dmax >= icost)
 			dmax = icost - 1;
 		if (!dmax || !myers(&a2, n, &b2, m, dmax, &script, &len, &st)) {

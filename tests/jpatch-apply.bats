@@ -308,3 +308,13 @@ jpatch-apply: invalid JSON: '*'(at <stdin>:4); patch skipped' ]] || fail "$stder
 	run -101 --separate-stderr jpatch-apply --stream --max-record 16 <<<'[{"op":"add","path":"/aaaaaaaa","value":1}]'
 	[[ "$stderr" == *"<stdin>:1"* ]] || fail "$stderr"
 }
+
+@test "peak memory of a large apply stays within 6 times the input" {
+	grep -q __asan_init "$(command -v jpatch-apply)" && skip "sanitizer build: memory is ASan's"
+	python3 "$TOP/tests/jpatch-gen.py" records 2 36000 >doc.json
+	printf '[{"op":"replace","path":"/records/100/n","value":-1},{"op":"move","from":"/records/5","path":"/records/-"},{"op":"add","path":"/records/7/tags/0","value":"x"}]' >patch.json
+	run -0 python3 "$TOP/tests/jpatch-gen.py" rss jpatch-apply doc.json patch.json
+	input=$(( $(wc -c <doc.json) / 1024 ))
+	echo "peak ${output} KB for ${input} KB of input"
+	[ "$output" -gt 0 ] && [ "$output" -le $(( 6 * input )) ]
+}

@@ -171,3 +171,13 @@ try 'jpatch-diff --help'"
 	run --separate-stderr sh -c 'jpatch-diff a.json big.json | head -c 10 >/dev/null'
 	[ -z "$stderr" ] || fail "$stderr"
 }
+
+@test "peak memory of a large diff stays within 6 times the input" {
+	grep -q __asan_init "$(command -v jpatch-diff)" && skip "sanitizer build: memory is ASan's"
+	python3 "$TOP/tests/jpatch-gen.py" records 2 36000 >a.json
+	python3 "$TOP/tests/jpatch-gen.py" records 3 36000 >b.json
+	run -0 python3 "$TOP/tests/jpatch-gen.py" rss jpatch-diff a.json b.json
+	input=$(( ($(wc -c <a.json) + $(wc -c <b.json)) / 1024 ))
+	echo "peak ${output} KB for ${input} KB of input"
+	[ "$output" -gt 0 ] && [ "$output" -le $(( 6 * input )) ]
+}
