@@ -159,7 +159,8 @@ all: $(FUZZ_BINS)
 fuzz-bins: $(FUZZ_BINS)
 $(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
+	  -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group $(LDLIBS)
 fuzz:
 	@if tests/fuzz/run --have-libfuzzer; then \
 	  $(MAKE) --no-print-directory -j2 BUILD=build-fuzz CC=clang FUZZ_ENGINE=libfuzzer \
