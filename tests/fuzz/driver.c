@@ -382,7 +382,11 @@ int main(int argc, char **argv)
 			max_len = strtoull(v, NULL, 10);
 		else if (arg(argv[i], "-artifact_prefix", &v))
 			artifact_prefix = v;
-		else if (argv[i][0] == '-')
+		else if (!strncmp(argv[i], "-help", 5)) {
+			fprintf(stderr, "usage: %s [-runs=N] [-max_total_time=S] [-seed=N] "
+			        "[-max_len=N] [-artifact_prefix=P] DIR|FILE...\n", prog);
+			return 0;
+		} else if (argv[i][0] == '-')
 			fprintf(stderr, "%s: ignoring option '%s'\n", prog, argv[i]);
 		else if (is_dir(argv[i]))
 			load_dir(argv[i], &seeds, &nseeds);
