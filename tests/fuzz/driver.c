@@ -438,6 +438,7 @@ int main(int argc, char **argv)
 	struct input batch[LEAK_BATCH];
 	size_t nbatch = 0;
 	unsigned long long done = 0;
+	uint64_t digest = 0;  /* of every input run: equal runs, equal digests */
 	double start = now_s();
 	if (!buf)
 		abort();
@@ -458,6 +459,7 @@ int main(int argc, char **argv)
 				n = mutate_once(buf, n, max_len, seeds, nseeds);
 		}
 		run_one(buf, n);
+		digest = (digest ^ fnv(buf, n)) * 0x100000001b3ULL;
 		if (HAVE_ASAN) {
 			batch[nbatch].p = malloc(n ? n : 1);
 			memcpy(batch[nbatch].p, buf, n);
@@ -483,8 +485,10 @@ int main(int argc, char **argv)
 	}
 	while (nbatch)
 		free(batch[--nbatch].p);
-	fprintf(stderr, "%s: %llu runs in %.1f s (seed %llu, %zu seeds), no crash\n",
-	        prog, done, now_s() - start, seed, nseeds);
+	char h[17];
+	hex(digest, h);
+	fprintf(stderr, "%s: %llu runs in %.1f s (seed %llu, %zu seeds, inputs %s), no crash\n",
+	        prog, done, now_s() - start, seed, nseeds, h);
 	free(buf);
 	for (size_t i = 0; i < nseeds; i++)
 		free(seeds[i].p);

@@ -35,7 +35,7 @@
 
 static int listen_fd;
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static const char *reply_head;          /* status line and headers */
+static char reply_head[256];            /* status line and headers */
 static const uint8_t *reply_body;
 static size_t reply_len;
 
@@ -78,10 +78,15 @@ static void *serve(void *arg)
 			if (have == sizeof buf - 1)
 				break;
 		}
+		/* Copy the reply while the client still waits for it: once it
+		 * has read enough it may fail the call, and the input is gone. */
 		pthread_mutex_lock(&mu);
-		write_all(fd, reply_head, strlen(reply_head));
-		write_all(fd, reply_body, reply_len);
+		struct core_buf reply = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		core_buf_adds(&reply, reply_head);
+		core_buf_add(&reply, reply_body, reply_len);
 		pthread_mutex_unlock(&mu);
+		write_all(fd, reply.p, reply.len);
+		core_buf_release(&reply);
 		close(fd);
 	}
 	return NULL;
@@ -159,7 +164,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	static const char *const sse_type[] = {
 		"text/event-stream", "text/event-stream", "text/event-stream", "application/x-ndjson",
 	};
-	char head[256];
+	char head[sizeof reply_head];
 	if (size < 2)
 		return 0;
 	int which = data[0] % 4;
@@ -186,7 +191,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		         "Connection: close\r\n\r\n", sse_type[which]);
 	}
 	pthread_mutex_lock(&mu);
-	reply_head = head;
+	memcpy(reply_head, head, sizeof head);
 	reply_body = data + 2;
 	reply_len = size - 2;
 	pthread_mutex_unlock(&mu);

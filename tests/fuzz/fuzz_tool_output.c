@@ -23,7 +23,6 @@
 #include "../../libcore/tools.h"
 
 static struct tool *tool;
-static char *out_path;
 
 static enum core_status on_custom(void *ctx, const struct tool *t, const json_t *value,
                                   int is_patch, struct core_err *e)
@@ -49,8 +48,9 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	core_buf_addf(&b, "%s/tools", fuzz_tmpdir());
 	mkdir(b.p, 0700);
 	core_buf_reset(&b);
-	out_path = fuzz_write("tool-out", "", 0);
+	char *out_path = fuzz_write("tool-out", "", 0);
 	core_buf_addf(&b, "#!/bin/sh\ncat >/dev/null\nexec cat '%s'\n", out_path);
+	free(out_path);
 	free(fuzz_write("tools/fz", b.p, b.len));
 	core_buf_reset(&b);
 	core_buf_adds(&b, "{\"description\": \"fuzz\", \"timeout\": \"20s\"}");
