@@ -17,7 +17,7 @@ setup() {
 fuzz_pass() {
 	local bin="$FUZZ/fuzz_$1"
 	[ -x "$bin" ] || fail "fuzz_$1 is not built (make all builds it)"
-	run --separate-stderr "$bin" -runs="$2" -max_total_time=5 -seed=1 \
+	TMPDIR=$BATS_TEST_TMPDIR run --separate-stderr "$bin" -runs="$2" -max_total_time=5 -seed=1 \
 		-artifact_prefix="$BATS_TEST_TMPDIR/" "$TOP/tests/fuzz/corpus/$1"
 	[ "$status" -eq 0 ] || fail "fuzz_$1 failed ($status): $stderr"
 	assert_regex "$stderr" "fuzz_$1: [0-9]+ runs in .* no crash"
