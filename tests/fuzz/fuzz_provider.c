@@ -7,7 +7,8 @@
  * ollama), byte 1 the reply (mod 8: mostly 200 with the stream's type;
  * 200 as application/json, 400, 401, 429, 500), the rest is the response
  * body.  A server thread on 127.0.0.1 answers each call with it, so the
- * real path runs: libcurl, the status and type checks, SSE or NDJSON
+ * real path runs: the request encoder (a history with a tool call and
+ * its response), libcurl, the status and type checks, SSE or NDJSON
  * framing, the provider's event decoder, the error-body mapping.
  * Retries are off (AGENTKIT_HTTP_RETRIES=0), so one input is one request.
  * Invariants:
@@ -199,7 +200,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	struct core_err e = { 0 };
 	struct seen s = { CORE_BUF_INIT(CORE_BUF_UNLIMITED) };
 	struct model_stream stream = { on_chunk, NULL, &s };
-	json_t *msgs = json_pack("[{s:s, s:[{s:s}]}]", "role", "user", "content", "text", "hi");
+	/* A history with a tool call (without input, as a client state may
+	 * hold it) and its response, so each request encoder runs too. */
+	json_t *msgs = json_pack("[{s:s, s:[{s:s}]}, {s:s, s:[{s:{s:s, s:s}}]},"
+	                         " {s:s, s:[{s:{s:s, s:s, s:{s:b}}}]}, {s:s, s:[{s:s}]}]",
+	                         "role", "user", "content", "text", "hi",
+	                         "role", "model", "content", "toolRequest", "name", "addTask",
+	                         "ref", "r1",
+	                         "role", "tool", "content", "toolResponse", "name", "addTask",
+	                         "ref", "r1", "output", "ok", 1,
+	                         "role", "user", "content", "text", "go on");
 	json_t *tools = json_pack("[{s:s, s:s, s:{s:s}}]", "name", "addTask", "description", "d",
 	                          "inputSchema", "type", "object");
 	struct model_request req = { msgs, tools, NULL, NULL };
