@@ -404,6 +404,8 @@ static void handle_line(struct tool_call *c, const char *line, size_t len,
 static void drain_lines(struct tool_call *c, const struct tool_events *ev, int eof)
 {
 	size_t start = 0;
+	if (!c->out_buf.len)
+		return;         /* nothing yet (out_buf.p may be NULL: no NULL + 0) */
 	for (;;) {
 		char *base = c->out_buf.p + start;
 		size_t avail = c->out_buf.len - start;
