@@ -445,16 +445,18 @@ int main(int argc, char **argv)
 	for (;; done++) {
 		if (runs && done >= runs)
 			break;
-		if (max_time > 0 && (done & 15) == 0 && now_s() - start >= max_time)
+		if (max_time > 0 && now_s() - start >= max_time)
 			break;
 		size_t n;
 		if (done < nseeds) {
 			n = seeds[done].n < max_len ? seeds[done].n : max_len;
-			memcpy(buf, seeds[done].p, n);
+			if (n) /* an empty seed has no bytes (p is NULL) */
+				memcpy(buf, seeds[done].p, n);
 		} else {
 			const struct input *s = &seeds[below(nseeds)];
 			n = s->n < max_len ? s->n : max_len;
-			memcpy(buf, s->p, n);
+			if (n)
+				memcpy(buf, s->p, n);
 			for (size_t k = 1 + below(4); k; k--)
 				n = mutate_once(buf, n, max_len, seeds, nseeds);
 		}
