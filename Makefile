@@ -140,5 +140,42 @@ clean:
 .PHONY: all completions test check bench lint install uninstall clean
 .SECONDARY:
 
+# Fuzzing (docs/fuzzing.md): tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/fuzz_NAME.
+# Every build links them with the deterministic driver (tests/fuzz/driver.c),
+# which tests/fuzz.bats runs for a short seeded pass.  `make fuzz` runs each
+# target for FUZZ_SECONDS: with libFuzzer (build-fuzz/) when clang has it,
+# else with the driver under ASan+UBSan (build-san/).
+FUZZ_SECONDS ?= 60
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+ifeq ($(FUZZ_ENGINE),libfuzzer)
+FUZZ_MAIN :=
+FUZZ_LINK := -fsanitize=fuzzer
+else
+FUZZ_MAIN := $(BUILD)/tests/fuzz/driver.o
+FUZZ_LINK :=
+endif
+all: $(FUZZ_BINS)
+fuzz-bins: $(FUZZ_BINS)
+$(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBSTORE) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
+	  -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group $(LDLIBS)
+fuzz:
+	@if tests/fuzz/run --have-libfuzzer; then \
+	  $(MAKE) --no-print-directory -j2 BUILD=build-fuzz CC=clang FUZZ_ENGINE=libfuzzer \
+	    OPT='-O1 -g -fno-omit-frame-pointer' \
+	    SANFLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all' \
+	    fuzz-bins && tests/fuzz/run build-fuzz $(FUZZ_SECONDS); \
+	else \
+	  $(MAKE) --no-print-directory -j2 SANITIZE=1 fuzz-bins && \
+	  tests/fuzz/run build-san $(FUZZ_SECONDS); \
+	fi
+fuzz-clean:
+	rm -rf build-fuzz
+clean: fuzz-clean
+.PHONY: fuzz fuzz-bins fuzz-clean
+-include $(patsubst tests/%.c,$(BUILD)/tests/%.d,$(FUZZ_SRC) tests/fuzz/common.c tests/fuzz/driver.c)
+
 -include $(patsubst tests/%.c,$(BUILD)/tests/%.d,$(HELPER_SRC) $(UNIT_SRC))
 -include $(CORE_OBJ:.o=.d) $(STORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst cmd/%.c,$(BUILD)/cmd/%.d,$(CMD_SRC))

@@ -33,7 +33,8 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
                                  struct core_err *e)
 {
 	for (;;) {
-		char *base = r->buf.p + r->start;
+		/* Nothing read yet: buf.p is NULL, and NULL + 0 is undefined. */
+		char *base = r->buf.p ? r->buf.p + r->start : NULL;
 		size_t avail = r->buf.len - r->start;
 		char *nl = avail > r->scanned
 		         ? memchr(base + r->scanned, '\n', avail - r->scanned) : NULL;

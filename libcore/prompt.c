@@ -647,6 +647,16 @@ static int blank(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* How many of p[0..n) are spaces, tabs or CRs (strspn would read past n:
+ * the text need not be NUL-terminated). */
+static size_t blank_span(const char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+		i++;
+	return i;
+}
+
 enum core_status prompt_parse(const char *text, size_t len,
                               const char *source_name, struct prompt **out,
                               struct core_err *e)
@@ -686,7 +696,7 @@ enum core_status prompt_parse(const char *text, size_t len,
 		n = line_len(q, end, &next);
 		if (next == end && q + n == end)
 			break;              /* last line without a newline */
-		if (is_delim(q, n) || !(q[0] == '#' || strspn(q, " \t\r") >= n))
+		if (is_delim(q, n) || !(q[0] == '#' || blank_span(q, n) == n))
 			break;
 		q = next;
 		qline++;

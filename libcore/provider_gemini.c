@@ -334,8 +334,16 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if ((x = json_object_get(p, "functionCall"))) {
 			const char *id = json_string_value(json_object_get(x, "id"));
 			const json_t *args = json_object_get(x, "args");
-			json_t *tr = json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
-			                       "input", args ? args : json_object());
+			if (!jv_is_string(json_object_get(x, "name"))) {
+				st = core_fail(s->o.e, CORE_EINTERNAL,
+				               "googleai: a function call without a name in the stream");
+				break;
+			}
+			/* 'o' takes the new empty object's only reference. */
+			json_t *tr = args ? json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
+			                              "input", args)
+			                  : json_pack("{s:O, s:o}", "name", json_object_get(x, "name"),
+			                              "input", json_object());
 			if (id && *id)
 				json_object_set_new(tr, "ref", json_string(id));
 			else

@@ -178,15 +178,22 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if (st)
 			break;
 		args = json_object_get(fn, "arguments");
+		if (!jv_is_string(json_object_get(fn, "name"))) {
+			st = core_fail(s->o.e, CORE_EINTERNAL, "ollama: a tool call without a name in the stream");
+			break;
+		}
 		if (jv_is_string(args)) {
 			/* Arguments as a JSON string (an OpenAI habit): decode. */
 			struct core_err pe = {0};
 			json_t *a = jv_parse(json_string_value(args), json_string_length(args), "arguments", 0, &pe);
 			tr = json_pack("{s:O, s:o}", "name", json_object_get(fn, "name"), "input",
 			               a ? a : json_incref((json_t *)args));
+		} else if (args) {
+			tr = json_pack("{s:O, s:O}", "name", json_object_get(fn, "name"), "input", args);
 		} else {
-			tr = json_pack("{s:O, s:O}", "name", json_object_get(fn, "name"), "input",
-			               args ? args : json_object());
+			/* 'o' takes the new object's only reference ('O' leaked it). */
+			tr = json_pack("{s:O, s:o}", "name", json_object_get(fn, "name"), "input",
+			               json_object());
 		}
 		if (id && *id)
 			json_object_set_new(tr, "ref", json_string(id));

@@ -66,12 +66,8 @@ static json_t *tool_call(const json_t *tr)
 	const char *name = json_string_value(json_object_get(tr, "name"));
 	const char *ref = json_string_value(json_object_get(tr, "ref"));
 	const json_t *input = json_object_get(tr, "input");
-	char *args = prov_dump(input ? input : json_object());
+	char *args = input ? prov_dump(input) : strdup("{}");
 	json_t *c;
-	if (!input && args) {
-		free(args);
-		args = strdup("{}");
-	}
 	/* Genkit's rule: the call id is the ref, else the tool's name. */
 	c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ref && *ref ? ref : name ? name : "",
 	              "type", "function", "function", "name", name ? name : "",

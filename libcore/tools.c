@@ -184,10 +184,17 @@ static enum core_status read_manifest(struct tool *t, const char *stem, struct c
 				st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout': %s", t->manifest, de.msg);
 				goto out;
 			}
-		} else if (json_is_number(v) && json_number_value(v) > 0) {
-			t->timeout_ms = (int64_t)(json_number_value(v) * 1000);
+		} else if (json_is_number(v) && json_number_value(v) > 0 &&
+		           json_number_value(v) <= 9e12) {
+			/* Seconds; bounded as durations are, so the cast is defined. */
+			t->timeout_ms = (int64_t)(json_number_value(v) * 1000 + 0.5);
 		} else {
 			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be a duration ('30s')",
+			               t->manifest);
+			goto out;
+		}
+		if (t->timeout_ms <= 0) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be at least 1ms",
 			               t->manifest);
 			goto out;
 		}
@@ -426,6 +433,8 @@ static void handle_line(struct tool_call *c, const char *line, size_t len, size_
 static void drain_lines(struct tool_call *c, const struct tool_events *ev, int eof)
 {
 	size_t start = 0;
+	if (!c->out_buf.len)
+		return;         /* nothing yet (out_buf.p may be NULL: no NULL + 0) */
 	for (;;) {
 		char *base = c->out_buf.p + start;
 		size_t avail = c->out_buf.len - start;
