@@ -10,7 +10,7 @@ TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 AGENTKIT_BIN=${AGENTKIT_BIN:-$TOP/build/bin}
 PATH="$AGENTKIT_BIN:$PATH"
 FIXTURES="$TOP/tests/fixtures"
-TESTDATA="$TOP/../shared/testdata"
+TESTDATA="$TOP/tests/testdata"
 export PATH TOP FIXTURES TESTDATA
 
 load /usr/lib/bats/bats-support/load.bash
