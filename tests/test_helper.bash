@@ -23,6 +23,8 @@ common_setup() {
 	# every save that says which messages it kept from its base is checked
 	export AGENTKIT_STORE_VERIFY=1
 	unset AGENTKIT_PATH
+	# the end of the agent path: empty, so the user's own agents never leak in
+	export XDG_CONFIG_HOME="$BATS_TEST_TMPDIR/config"
 	# ASan: leaks are errors too, and reports go to stderr.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
