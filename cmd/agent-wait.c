@@ -80,6 +80,7 @@ static const struct cli_prog prog = {
 	"$ agent-wait --session nightly --metadata-only >/dev/null && echo ok\n"
 	"  branch on how the latest run of a session ended",
 	.exits = exits,
+	.operands = CLI_SNAPSHOT,
 };
 
 struct tty {

@@ -40,6 +40,8 @@ static void list_free(char **l)
  * when neither variable is set). */
 static enum core_status search_path(const char *agents_dir, char ***dirs, size_t *n)
 {
+	*dirs = NULL;
+	*n = 0;
 	enum core_status st;
 	if (agents_dir && (st = list_add(dirs, n, agents_dir)))
 		return st;
@@ -67,6 +69,22 @@ static enum core_status search_path(const char *agents_dir, char ***dirs, size_t
 		st = list_add(dirs, n, p.p);
 	core_buf_release(&p);
 	return st;
+}
+
+enum core_status agent_search_path(const char *agents_dir, char ***dirs)
+{
+	size_t n;
+	enum core_status st = search_path(agents_dir, dirs, &n);
+	if (st) {
+		list_free(*dirs);
+		*dirs = NULL;
+	}
+	return st;
+}
+
+void agent_path_free(char **dirs)
+{
+	list_free(dirs);
 }
 
 static int is_file(const char *p)
