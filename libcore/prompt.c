@@ -746,14 +746,15 @@ fail:
 /*
  * Characters of a command's first word that a shell reads literally: only
  * such a word is taken as a path to resolve (a word with quotes, '$' or
- * '~' is the shell's to expand, and is left as written).
+ * '~' is the shell's to expand, and one with '=' is an assignment: they
+ * are left as written).
  */
 static int literal_word(const char *w, size_t n)
 {
 	for (size_t i = 0; i < n; i++) {
 		unsigned char c = (unsigned char)w[i];
 		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9')
-		    && !strchr("._-+/@%,=:", c))
+		    && !strchr("._-+/@%,", c))
 			return 0;
 	}
 	return 1;

@@ -59,8 +59,9 @@ last() { printf '%s\n' "$output" | tail -n 1; }
 	chmod +x "$LIB/bin/docs"
 	printf -- '---\nmodel: echo\ndocs: bin/docs\n---\n{{history}}\n' >"$LIB/g.prompt"
 	printf -- '---\nmodel: echo\ndocs: echo '"'"'["plain"]'"'"'\n---\n{{history}}\n' >"$LIB/p.prompt"
+	printf -- '---\nmodel: echo\ndocs: V=a/b echo []\n---\n{{history}}\n' >"$LIB/v.prompt"
 	cd /
-	for a in g p; do
+	for a in g p v; do
 		run -0 --separate-stderr agent-run --agents "$LIB" "$a" --no-store -m hi
 		[ "$(last | jq -r .output.finishReason)" = stop ]
 	done
