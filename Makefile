@@ -5,7 +5,7 @@
 #   make check            the suite twice: plain, then under ASan+UBSan (CI)
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
 #   make lint             banned calls, printing/exiting library code
 
 VERSION   := 0.1.0
@@ -100,6 +100,14 @@ completions/fish/%.fish: $(BUILD)/bin/%
 	@mkdir -p $(dir $@)
 	$< --completion fish >$@
 
+# Section 5 and 7 pages generated from docs/ (scripts/md2man, POSIX awk).
+DOC_MAN_STAMP := $(BUILD)/man/.stamp
+$(DOC_MAN_STAMP): scripts/md2man $(wildcard docs/*.md)
+	@rm -rf $(BUILD)/man
+	scripts/md2man --all $(BUILD)/man $(VERSION)
+	@touch $@
+man: $(DOC_MAN_STAMP)
+
 test: all
 	@scripts/runtests $(BUILD)
 
@@ -115,9 +123,12 @@ bench: all
 lint:
 	@scripts/lint
 
-install: all
+install: all man
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 644 $(BUILD)/man/man5/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 $(BUILD)/man/man7/*.7 $(DESTDIR)$(MANDIR)/man7/
 	for p in $(PROGS); do \
 	  install -m 755 $(BUILD)/bin/$$p $(DESTDIR)$(BINDIR)/$$p && \
 	  $(BUILD)/bin/$$p --man >$(DESTDIR)$(MANDIR)/man1/$$p.1 && \
@@ -133,11 +144,12 @@ uninstall:
 	    $(DESTDIR)$(BASHCOMPDIR)/$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p \
 	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; \
 	done
+	rm -f $(DESTDIR)$(MANDIR)/man5/agentkit-*.5 $(DESTDIR)$(MANDIR)/man7/agentkit-*.7
 
 clean:
 	rm -rf build build-san completions/bash completions/zsh completions/fish
 
-.PHONY: all completions test check bench lint install uninstall clean
+.PHONY: all completions man test check bench lint install uninstall clean
 .SECONDARY:
 
 # Fuzzing (docs/fuzzing.md): tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/fuzz_NAME.

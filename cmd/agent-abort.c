@@ -68,6 +68,7 @@ static const struct cli_prog prog = {
 	"$ agent-abort --wait --timeout 30s \"$id\"\n"
 	"  abort and wait for the worker to finalize the row",
 	.exits = exits,
+	.operands = CLI_SNAPSHOT,
 };
 
 struct abort_ctx {

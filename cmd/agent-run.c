@@ -102,6 +102,16 @@ static const struct cli_exitcode exits[] = {
 	{ -1, NULL }
 };
 
+/* What option values are, for the shell completions. */
+static const struct cli_value values[] = {
+	{ .opt = "session", .kind = CLI_SESSION },
+	{ .opt = "snapshot", .kind = CLI_SNAPSHOT },
+	{ .opt = "model", .kind = CLI_MODEL },
+	{ .opt = "prompt", .kind = CLI_AGENT },
+	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text" },
+	{ 0 }
+};
+
 static const struct cli_prog prog = {
 	.name = "agent-run",
 	.purpose = "run an agent turn by turn and stream what it does as NDJSON",
@@ -154,6 +164,8 @@ static const struct cli_prog prog = {
 	"$ id=$(agent-run tasks --detach -m 'plan the week' | jq -r .output.snapshotId)\n"
 	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
 	.exits = exits,
+	.values = values,
+	.operands = CLI_AGENT,
 };
 
 struct out_ctx {

@@ -123,6 +123,7 @@ static const struct cli_prog prog = {
 	"  drop old settled rows beyond the newest 20 of each session",
 	.exits = exits,
 	.subcommands = "get sessions log rm prune export import worker-log",
+	.operands = CLI_SNAPSHOT,
 };
 
 struct opts {

@@ -75,11 +75,12 @@ static const struct cli_prog prog = {
 	.opts = opts,
 	.examples =
 	"$ id=$(agent-run --detach -m 'summarize the logs' | jq -r .output.snapshotId)\n"
-	"$ agent-wait --timeout 10m \"$id\" | jq -r .state.messages[-1].content[0].text\n"
+	"$ agent-wait --timeout 10m \"$id\" | jq -r '.state.messages[-1].content[0].text'\n"
 	"  start a run in the background, then wait for its answer\n"
 	"$ agent-wait --session nightly --metadata-only >/dev/null && echo ok\n"
 	"  branch on how the latest run of a session ended",
 	.exits = exits,
+	.operands = CLI_SNAPSHOT,
 };
 
 struct tty {

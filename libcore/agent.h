@@ -64,6 +64,15 @@ struct agent_spec {
 };
 
 /*
+ * The agent search path: agents_dir (--agents, may be NULL), each directory
+ * of $AGENTKIT_PATH, "agents", then ${XDG_CONFIG_HOME:-$HOME/.config}/
+ * agentkit/agents (left out when neither variable is set).  *dirs is a new
+ * NULL-terminated list freed with agent_path_free().  CORE_ENOMEM.
+ */
+enum core_status agent_search_path(const char *agents_dir, char ***dirs);
+void agent_path_free(char **dirs);              /* NULL ok */
+
+/*
  * Build the agent the spec describes.  Errors: CORE_ENOTFOUND (no such
  * agent on the path: "agent 'x' not found (searched: ...)"), CORE_EINVAL
  * (a malformed prompt file, --config or --input; the message names the file

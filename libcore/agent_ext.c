@@ -595,17 +595,14 @@ enum core_status agent_ext_list(const char *agents_dir, json_t **out, struct cor
 	enum core_status st = CORE_OK;
 	if (!found)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if (agents_dir)
-		st = scan_dir(agents_dir, found, e);
-	const char *env = getenv("AGENTKIT_PATH");
-	if (!st && env && *env) {
-		char *copy = strdup(env), *save = NULL;
-		for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && !st; d = strtok_r(NULL, ":", &save))
-			st = scan_dir(d, found, e);
-		free(copy);
+	char **dirs = NULL;
+	if (agent_search_path(agents_dir, &dirs)) {
+		json_decref(found);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
-	if (!st)
-		st = scan_dir("agents", found, e);
+	for (char **d = dirs; *d && !st; d++)
+		st = scan_dir(*d, found, e);
+	agent_path_free(dirs);
 	size_t n = json_object_size(found), k = 0;
 	json_t **v = calloc(n + 1, sizeof *v);
 	const char *key;

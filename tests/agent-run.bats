@@ -150,7 +150,7 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 
 @test "agents: an unknown agent is NOT_FOUND (4) with an error line; no agent at all is a usage error" {
 	run -4 --separate-stderr agent-run nosuch -m hi
-	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '"'"'nosuch'"'"' not found (searched: agents)"}}' ]
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '"'"'nosuch'"'"' not found (searched: agents, '"$XDG_CONFIG_HOME"'/agentkit/agents)"}}' ]
 	run -100 --separate-stderr agent-run -m hi
 	[ -z "$output" ]
 	[ "$stderr" = "agent-run: no agent: give an agent name, a .prompt file, or --model
