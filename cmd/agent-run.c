@@ -49,6 +49,8 @@ enum {
 	OPT_STATE_TRANSFORM,
 	OPT_STREAM_TRANSFORM,
 	OPT_LIST,
+	OPT_INPUT_FORMAT = CLI_LONG + 400,
+	OPT_LIST_MODELS,
 };
 
 static const struct cli_opt opts[] = {
@@ -67,7 +69,12 @@ static const struct cli_opt opts[] = {
 	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
 	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
 	{ OPT_CONFIG, "config", "JSON", "model configuration object (temperature, maxOutputTokens, ...)" },
-	{ OPT_FORMAT, "format", "FORMAT", "ndjson (default when stdout is not a terminal) or text" },
+	{ OPT_INPUT_FORMAT, "input-format", "FORMAT",
+	  "stdin is ndjson (AgentInput lines) or text (one user message); default: ndjson "
+	  "when its first non-blank byte is '{', else text" },
+	{ OPT_FORMAT, "format", "FORMAT",
+	  "ndjson (default when stdout is not a terminal), text, or json (only the final "
+	  "AgentOutput object)" },
 	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
 	{ OPT_KEY_FILE, "key-file", "FILE",
@@ -109,9 +116,13 @@ static const struct cli_prog prog = {
 	"Runs AGENT (a name looked up as NAME.prompt in --agents DIR, "
 	"$AGENTKIT_PATH and ./agents, or a path to a .prompt file), or an "
 	"inline agent defined by --model, --system, --tool, --max-turns and "
-	"--config.  Each -m TEXT is one turn; without -m, each line of stdin "
-	"is one AgentInput ({\"message\":...}, {\"resume\":{...}}, {} to "
-	"re-attempt), run in order.\n\n"
+	"--config.  Each -m TEXT is one turn.  Text piped on stdin joins the "
+	"first -m turn after a blank line (git diff | agent-run reviewer -m "
+	"'review this'); without -m it is one turn of its own.  NDJSON on stdin "
+	"(first non-blank byte '{', or --input-format ndjson) is one AgentInput "
+	"per line ({\"message\":...}, {\"resume\":{...}}, {} to re-attempt), "
+	"run in order; it cannot be combined with -m.  A terminal on stdin is "
+	"not read when -m is given.\n\n"
 	"stdout is NDJSON: the AgentStreamChunk objects of every turn "
 	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
 	"then exactly one final line: {\"output\": AgentOutput}, or "
@@ -154,6 +165,9 @@ static const struct cli_prog prog = {
 	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
 	.exits = exits,
 };
+
+/* What stdin holds (read_stdin()). */
+enum { STDIN_NONE, STDIN_NDJSON, STDIN_TEXT };
 
 struct out_ctx {
 	int text;               /* --format text */
@@ -328,9 +342,10 @@ static enum core_status set_init(json_t *init, const char *key, json_t *v)
 	return CORE_OK;
 }
 
-static json_t *user_message(const char *text)
+static json_t *user_message(const char *text, size_t len)
 {
-	return json_pack("{s:{s:[{s:s}], s:s}}", "message", "content", "text", text, "role", "user");
+	return json_pack("{s:{s:[{s:s%}], s:s}}", "message", "content", "text", text, len,
+	                 "role", "user");
 }
 
 /* ---- detached runs (runtime-semantics §2; docs/detach.md) ---- */
@@ -611,9 +626,10 @@ static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr,
 	return st;
 }
 
-/* Run stdin's AgentInput lines; stops at the first failed turn, or
+/* Run stdin's AgentInput lines (after the bytes in ahead); stops at the first failed turn, or
  * detaches at a "detach" line. */
-static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int detach_all)
+static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *ahead,
+                                  size_t max_record, int detach_all)
 {
 	struct core_lines lr;
 	struct core_err e = { 0 };
@@ -621,6 +637,12 @@ static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int d
 	char *line;
 	size_t len;
 	core_lines_init(&lr, 0, "<stdin>", max_record);
+	/* The bytes read_stdin() took to see the format come first. */
+	if (ahead->len && core_buf_add(&lr.buf, ahead->p, ahead->len)) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		core_lines_release(&lr);
+		return CORE_ENOMEM;
+	}
 	if (detach_all) {
 		if (!(st = queue_stdin(d, &lr, 0)) && !stop_signal)
 			st = detach_start(d);
@@ -674,7 +696,9 @@ struct run_opts {
 	size_t nmsg, ntools;
 	size_t max_record;
 	int text;                       /* --format text (default: stdout is a terminal) */
-	int no_store, describe, detach, list;
+	int json;                       /* --format json: only the final object */
+	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
+	int no_store, describe, detach, list, list_models;
 };
 
 /* What main() holds; released at its out: label. */
@@ -688,6 +712,9 @@ struct run {
 	struct runtime *rt;
 	struct detach_ctx det;
 	json_t *output;                 /* the final AgentOutput */
+	int stdin_open;                 /* fd 0 was open when agent-run started */
+	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
+	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
 };
 
 static enum core_status report_oom(void)
@@ -733,6 +760,15 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_CONFIG: spec->config_json = arg; break;
 		case OPT_DESCRIBE: op->describe = 1; break;
 		case OPT_FORMAT: format = arg; break;
+		case OPT_INPUT_FORMAT:
+			if (!strcmp(arg, "ndjson"))
+				op->input_format = STDIN_NDJSON;
+			else if (!strcmp(arg, "text"))
+				op->input_format = STDIN_TEXT;
+			else
+				st = cli_usage("--input-format must be ndjson or text, not '%s'", arg);
+			break;
+		case OPT_LIST_MODELS: op->list_models = 1; break;
 		case OPT_MAX_TURNS: {
 			char *end;
 			long n = strtol(arg, &end, 10);
@@ -761,9 +797,10 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		spec->name = argv[optind++];
 	if (optind < argc)
 		return cli_usage("unexpected argument '%s'", argv[optind]);
-	if (format && strcmp(format, "ndjson") && strcmp(format, "text"))
-		return cli_usage("--format must be ndjson or text, not '%s'", format);
+	if (format && strcmp(format, "ndjson") && strcmp(format, "text") && strcmp(format, "json"))
+		return cli_usage("--format must be ndjson, text or json, not '%s'", format);
 	op->text = format ? !strcmp(format, "text") : isatty(1);
+	op->json = format && !strcmp(format, "json");
 	if (op->no_store && op->store_path)
 		return cli_usage("--store and --no-store exclude each other");
 	spec->tools = op->tools;
@@ -881,13 +918,93 @@ static void watch_caller_stops(struct out_ctx *o)
 	catch_stop_signals();
 }
 
-/* Each -m TEXT as one turn, or (--detach) queued for the background. */
-static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
-                         int detach)
+/* The format of stdin whose first non-blank byte is c. */
+static int stdin_format(const struct run_opts *op, int c)
 {
+	if (op->input_format)
+		return op->input_format;
+	return c == '{' ? STDIN_NDJSON : STDIN_TEXT;
+}
+
+/*
+ * What stdin holds, in r->stdin_kind: --input-format, else NDJSON when its
+ * first non-blank byte is '{' and text otherwise; only blanks (or /dev/null,
+ * a closed stdin) is no input.  A terminal is not read when -m gives the
+ * input.  Text is read whole into r->in (at most --max-record bytes, UTF-8);
+ * for NDJSON r->in keeps the bytes read ahead and run_stdin() goes on.
+ * A stop signal while reading leaves no input: the run ends aborted.
+ */
+static enum core_status read_stdin(struct run *r)
+{
+	const struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	char chunk[4096];
+	size_t seen = 0;
+	int first = 0;          /* the first non-blank byte, once read */
+	r->stdin_kind = STDIN_NONE;
+	if (!r->stdin_open || (op->nmsg && isatty(0)))
+		return CORE_OK;
+	/* A read may go one chunk past the limit before the format is known. */
+	core_buf_init(&r->in, op->max_record + sizeof chunk);
+	while (!first || stdin_format(op, first) == STDIN_TEXT) {
+		ssize_t got = read(0, chunk, sizeof chunk);
+		if (got < 0 && errno == EINTR && !stop_signal)
+			continue;
+		if (got < 0 && !stop_signal) {
+			core_fail_sys(&e, "cannot read <stdin>");
+			return init_failed(&r->o, &e);
+		}
+		if (got <= 0)
+			break;
+		enum core_status st = core_buf_add(&r->in, chunk, (size_t)got);
+		if (st == CORE_ENOMEM)
+			return report_oom();
+		for (; seen < r->in.len && !first; seen++)
+			if (!strchr(" \t\r\n", r->in.p[seen]))
+				first = (unsigned char)r->in.p[seen];
+		if (st || (first && stdin_format(op, first) == STDIN_TEXT
+		           && r->in.len > op->max_record)) {
+			core_fail(&e, CORE_ETOOBIG, "text on <stdin> is longer than %zu bytes "
+			          "(--max-record)", op->max_record);
+			return init_failed(&r->o, &e);
+		}
+	}
+	if (stop_signal || !first)
+		return CORE_OK;
+	r->stdin_kind = stdin_format(op, first);
+	if (r->stdin_kind == STDIN_NDJSON && op->nmsg)
+		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
+		                 "--input-format text to send stdin as text after the -m text)");
+	if (r->stdin_kind == STDIN_TEXT) {
+		json_t *t = json_stringn(r->in.p, r->in.len);
+		if (!t) {
+			core_fail(&e, CORE_EINVAL, "text on <stdin> is not valid UTF-8");
+			return init_failed(&r->o, &e);
+		}
+		json_decref(t);
+	}
+	return CORE_OK;
+}
+
+/*
+ * Each -m TEXT as one turn, or (--detach) queued for the background; text
+ * from stdin joins the first turn after a blank line, or is the one turn
+ * when there is no -m.
+ */
+static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
+                         const struct core_buf *piped, int detach)
+{
+	struct core_buf first = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st = CORE_OK;
-	for (size_t i = 0; i < n && !st; i++) {
-		json_t *in = user_message(messages[i]);
+	if (piped && ((n && core_buf_addf(&first, "%s\n\n", messages[0]))
+	              || core_buf_add(&first, piped->p, piped->len))) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		core_buf_release(&first);
+		return;
+	}
+	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
+		json_t *in = i == 0 && piped ? user_message(first.p, first.len)
+		                             : user_message(messages[i], strlen(messages[i]));
 		if (detach) {
 			st = in ? queue_input(d, in) : CORE_ENOMEM;
 			if (st)
@@ -899,16 +1016,18 @@ static void run_messages(struct detach_ctx *d, const char *const *messages, size
 	}
 	if (detach && !st && !stop_signal)
 		detach_start(d);
+	core_buf_release(&first);
 }
 
 /* The inputs: -m, else stdin.  How they went is in the runtime
  * (rt_output) and, once detached, in r->det.role. */
 static void run_inputs(struct run *r)
 {
-	if (r->opts.nmsg)
-		run_messages(&r->det, r->opts.messages, r->opts.nmsg, r->opts.detach);
+	const struct core_buf *text = r->stdin_kind == STDIN_TEXT ? &r->in : NULL;
+	if (r->stdin_kind == STDIN_NDJSON)
+		run_stdin(&r->det, &r->in, r->opts.max_record, r->opts.detach);
 	else
-		run_stdin(&r->det, (size_t)r->opts.max_record, r->opts.detach);
+		run_messages(&r->det, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
 }
 
 /* §2.2 step 6: the caller's detached output, at once. */
@@ -974,10 +1093,11 @@ static enum core_status print_output(struct run *r)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .store_dir = CORE_BUF_INIT(4096) };
+	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0) };
 	enum core_status st;
 
 	cli_start(&prog);
+	r.stdin_open = fcntl(0, F_GETFD) != -1;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))
@@ -995,9 +1115,9 @@ int main(int argc, char **argv)
 		st = describe_agent(&r);
 		goto out;
 	}
-	if ((st = open_runtime(&r)))
-		goto out;
 	watch_caller_stops(&r.o);
+	if ((st = read_stdin(&r)) || (st = open_runtime(&r)))
+		goto out;
 	run_inputs(&r);
 	switch (r.det.role) {
 	case DETACH_WORKER: st = r.det.worker_st; break;
@@ -1018,6 +1138,7 @@ out:
 		close(devnull);
 	free(r.opts.messages);
 	free(r.opts.tools);
+	core_buf_release(&r.in);
 	core_buf_release(&r.o.line);
 	return cli_finish(st);
 }

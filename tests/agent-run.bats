@@ -137,7 +137,7 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 @test "input: unknown fields and wrong types are invalid AgentInputs" {
 	run -101 --separate-stderr agent-run --no-store --model echo <<<'{"mesage":{}}'
 	[ "$(last | jq -r .output.error.message)" = 'invalid AgentInput: unknown field "mesage" (at <stdin>:1)' ]
-	run -101 --separate-stderr agent-run --no-store --model echo <<<'[1]'
+	run -101 --separate-stderr agent-run --no-store --model echo --input-format ndjson <<<'[1]'
 	[ "$(last | jq -r .output.error.message)" = 'invalid AgentInput: must be a JSON object, not array (at <stdin>:1)' ]
 }
 
