@@ -17,6 +17,7 @@
 #include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
+#include "../libcore/model.h"
 #include "../libcore/runtime.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
@@ -171,7 +172,11 @@ enum { STDIN_NONE, STDIN_NDJSON, STDIN_TEXT };
 
 struct out_ctx {
 	int text;               /* --format text */
+	int json;               /* --format json: the final object only */
+	int color;              /* text: colour on stderr (a terminal, no NO_COLOR) */
 	int midline;            /* text printed without a newline yet */
+	json_int_t msg_index;   /* text: the model message last printed, or -1 */
+	json_t *tools_open;     /* text: names of tool requests not answered yet */
 	enum core_status st;    /* first write failure */
 	struct core_err err;
 	struct core_buf line;
@@ -247,34 +252,126 @@ static enum core_status write_json(struct out_ctx *o, const json_t *v)
 	return st;
 }
 
+/* End the text line on stdout (before a tool line, a new message, the
+ * turn's end). */
+static enum core_status end_line(struct out_ctx *o)
+{
+	enum core_status st = CORE_OK;
+	if (o->midline)
+		st = cli_write("\n", 1, &o->err);
+	o->midline = 0;
+	if (!st)
+		st = cli_flush(&o->err);
+	return st;
+}
+
+static int role_is_tool(const char *role)
+{
+	return role && !strcmp(role, "tool");
+}
+
+/* Text mode: the first open request of this name was answered. */
+static void close_tool(struct out_ctx *o, const char *name)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(o->tools_open, i, p)
+		if (name && !strcmp(json_string_value(p), name)) {
+			json_array_remove(o->tools_open, i);
+			return;
+		}
+}
+
+/* Text mode: "tool NAME [WHAT] <compact JSON of v, cut short>" on stderr,
+ * WHAT (ok, error, interrupted) coloured when o->color. */
+static void tool_line(const struct out_ctx *o, const char *name, const json_t *v,
+                      const char *what, const char *color)
+{
+	enum { SHORT = 72 };
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	size_t n = 0;
+	if (v && !jv_dump(v, &b)) {
+		n = b.len;
+		if (n > SHORT) {
+			n = SHORT;
+			while (n && ((unsigned char)b.p[n] & 0xC0) == 0x80)
+				n--;    /* not inside a UTF-8 sequence */
+		}
+	}
+	fflush(stdout);
+	const char *dim = o->color ? "\033[2m" : "", *off = o->color ? "\033[0m" : "";
+	fprintf(stderr, "%stool %s%s", dim, name ? name : "?", off);
+	if (what)
+		fprintf(stderr, " %s%s%s", o->color ? color : "", what, off);
+	if (n)
+		fprintf(stderr, " %s%.*s%s%s", dim, (int)n, b.p, n < b.len ? "..." : "", off);
+	fputc('\n', stderr);
+	core_buf_release(&b);
+}
+
+/*
+ * Text mode: the model's text on stdout, a line break between model
+ * messages; each tool request and its outcome on stderr, one line each
+ * (a request still open when the turn fails is the one that failed).
+ */
+static enum core_status show_text(struct out_ctx *o, const json_t *chunk)
+{
+	const json_t *mc = json_object_get(chunk, "modelChunk");
+	const char *role = json_string_value(json_object_get(mc, "role"));
+	enum core_status st = CORE_OK;
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(mc, "content"), i, p) {
+		const json_t *t = json_object_get(p, "text");
+		const json_t *req = json_object_get(p, "toolRequest");
+		const json_t *res = json_object_get(p, "toolResponse");
+		const json_t *intr = json_object_get(json_object_get(p, "metadata"), "interrupt");
+		json_int_t index = json_integer_value(json_object_get(mc, "index"));
+		if (role && !strcmp(role, "model") && json_is_string(t) && json_string_length(t)) {
+			if (index != o->msg_index && (st = end_line(o)))
+				return st;
+			o->msg_index = index;
+			if ((st = cli_write(json_string_value(t), json_string_length(t), &o->err)))
+				return st;
+			o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
+		} else if ((req || res) && !(st = end_line(o))) {
+			const char *name = json_string_value(json_object_get(req ? req : res, "name"));
+			if (intr)
+				tool_line(o, name, json_is_true(intr) ? NULL : intr, "interrupted", "\033[33m");
+			else if (res)
+				tool_line(o, name, json_object_get(res, "output"), "ok", "\033[32m");
+			else
+				tool_line(o, name, json_object_get(req, "input"), NULL, NULL);
+			if (req && !intr && !role_is_tool(role))
+				json_array_append_new(o->tools_open, json_string(name ? name : "?"));
+			else if (res || intr)
+				close_tool(o, name);
+		}
+		if (st)
+			return st;
+	}
+	const json_t *te = json_object_get(chunk, "turnEnd");
+	if (te) {
+		const char *reason = json_string_value(json_object_get(te, "finishReason"));
+		json_array_foreach(o->tools_open, i, p)
+			if (reason && !strcmp(reason, "failed"))
+				tool_line(o, json_string_value(p), NULL, "error", "\033[31m");
+		json_array_clear(o->tools_open);
+		o->msg_index = -1;
+		st = end_line(o);
+	}
+	return st ? st : cli_flush(&o->err);
+}
+
 static enum core_status show_chunk(void *ctx, const json_t *chunk)
 {
 	struct out_ctx *o = ctx;
 	enum core_status st = CORE_OK;
 	if (o->st)
 		return o->st;
-	if (!o->text) {
-		st = write_json(o, chunk);
-	} else {
-		const json_t *mc = json_object_get(chunk, "modelChunk");
-		const char *role = json_string_value(json_object_get(mc, "role"));
-		size_t i;
-		json_t *p;
-		if (mc && role && !strcmp(role, "model"))
-			json_array_foreach(json_object_get(mc, "content"), i, p) {
-				const json_t *t = json_object_get(p, "text");
-				if (json_is_string(t) && json_string_length(t)) {
-					st = cli_write(json_string_value(t), json_string_length(t), &o->err);
-					o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
-				}
-			}
-		if (!st && json_object_get(chunk, "turnEnd") && o->midline) {
-			st = cli_write("\n", 1, &o->err);
-			o->midline = 0;
-		}
-		if (!st)
-			st = cli_flush(&o->err);
-	}
+	if (o->json)
+		return CORE_OK;
+	st = o->text ? show_text(o, chunk) : write_json(o, chunk);
 	if (st == CORE_EPIPE)
 		o->gone = 1;
 	if (st)
@@ -734,6 +831,33 @@ static enum core_status push_arg(const char ***v, size_t *n, const char *arg)
 	return CORE_OK;
 }
 
+static int has_space(const char *s)
+{
+	return s && s[strcspn(s, " \t\n")];
+}
+
+/*
+ * Values that are almost surely text meant for something else, a habit
+ * from other tools (llm's -s is --system): IDs and agent names have no
+ * blanks.  A path to a prompt file may.
+ */
+static enum core_status check_habits(const struct run_opts *op)
+{
+	const char *name = op->spec.name;
+	if (has_space(op->session))
+		return cli_usage("--session '%s' is not a session ID (IDs have no spaces); for a "
+		                 "system instruction use --system TEXT, to send text use -m TEXT",
+		                 op->session);
+	if (has_space(op->snapshot))
+		return cli_usage("--snapshot '%s' is not a snapshot ID (IDs have no spaces)",
+		                 op->snapshot);
+	if (has_space(name) && !strchr(name, '/')
+	    && !(strlen(name) > 7 && !strcmp(name + strlen(name) - 7, ".prompt")))
+		return cli_usage("'%s' is not an agent name (names have no spaces); to send text "
+		                 "use -m TEXT", name);
+	return CORE_OK;
+}
+
 static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
 {
 	struct agent_spec *spec = &op->spec;
@@ -797,6 +921,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		spec->name = argv[optind++];
 	if (optind < argc)
 		return cli_usage("unexpected argument '%s'", argv[optind]);
+	if ((st = check_habits(op)))
+		return st;
 	if (format && strcmp(format, "ndjson") && strcmp(format, "text") && strcmp(format, "json"))
 		return cli_usage("--format must be ndjson, text or json, not '%s'", format);
 	op->text = format ? !strcmp(format, "text") : isatty(1);
@@ -804,6 +930,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	if (op->no_store && op->store_path)
 		return cli_usage("--store and --no-store exclude each other");
 	spec->tools = op->tools;
+	spec->default_model = getenv("AGENTKIT_MODEL");
 	return CORE_OK;
 }
 
@@ -846,15 +973,38 @@ static enum core_status build_init(struct run *r)
 	return st;
 }
 
-/* The agent and its extensions (ext). */
+/* "agent-run: models are ..." after a model that is not one. */
+static void models_hint(void)
+{
+	const char *p, *sep = " ";
+	fprintf(stderr, "%s: models are echo, script/PATH or PROVIDER/NAME; providers:", cli_progname);
+	for (size_t i = 0; (p = model_provider_name(i)); i++)
+		if (strcmp(p, "echo") && strcmp(p, "script")) {
+			fprintf(stderr, "%s%s", sep, p);
+			sep = ", ";
+		}
+	fprintf(stderr, " (agent-run --list-models)\n");
+}
+
+/* The agent and its extensions (ext); its model is checked before any
+ * turn starts (except for --describe, which describes it as it is). */
 static enum core_status load_agent(struct run *r)
 {
 	struct core_err e = { 0 };
 	enum core_status st = agent_load(&r->opts.spec, &r->agent, &e);
+	if (st == CORE_ENOTFOUND && !r->agent) {
+		init_failed(&r->o, &e);
+		cli_warn("agent-run --list lists the agents; to send text use -m TEXT");
+		return st;
+	}
 	if (!st)
 		st = agent_ext_load(r->agent, &r->opts.xspec, &ext, &e);
 	if (st)
-		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
+		init_failed(&r->o, &e);
+		models_hint();
+	}
 	return st;
 }
 
@@ -871,6 +1021,24 @@ static enum core_status describe_agent(struct run *r)
 	if (st)
 		cli_report(&r->o.err);
 	return st;
+}
+
+/*
+ * The next step after an init that Genkit refused over the state mode: its
+ * messages (kept exact in the JSON line) speak of Genkit's options, this
+ * line of agent-run's flags.
+ */
+static void init_next_step(const struct run_opts *op, enum core_status st)
+{
+	int ids = op->session || op->snapshot;
+	if (st == CORE_EPRECONDITION && op->state_file && !op->no_store)
+		cli_warn("--state FILE is for client-managed runs: add --no-store (or resume "
+		         "from the store with --session ID)");
+	else if (st == CORE_EPRECONDITION && ids && op->no_store)
+		cli_warn("--session and --snapshot resume from the store: drop --no-store (or "
+		         "pass --state FILE)");
+	else if (st == CORE_EINVAL && ids && op->state_file)
+		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
@@ -899,8 +1067,11 @@ static enum core_status open_runtime(struct run *r)
 		.cancelled = run_cancelled, .cancel_ctx = &r->o,
 		.ext = ext,
 	};
-	if ((st = rt_open(&cfg, &r->rt, &e)))
-		return init_failed(&r->o, &e);
+	if ((st = rt_open(&cfg, &r->rt, &e))) {
+		init_failed(&r->o, &e);
+		init_next_step(op, st);
+		return st;
+	}
 	r->det.rt = r->rt;
 	r->det.agent = r->agent;
 	r->det.store = &r->store;
@@ -1043,12 +1214,38 @@ static enum core_status print_detached(struct run *r)
 		        session, r->det.id, r->det.log.p);
 		return CORE_OK;
 	}
-	json_t *line = json_pack("{s:O}", "output", r->output);
+	json_t *line = r->o.json ? json_incref(r->output) : json_pack("{s:O}", "output", r->output);
 	enum core_status st = line ? write_json(&r->o, line) : CORE_ENOMEM;
 	json_decref(line);
 	if (st)
 		cli_report(&r->o.err);
 	return st;
+}
+
+/*
+ * Text mode's summary on stderr: "agent-run: stop, session S, snapshot R,
+ * 12 tokens in, 30 out" (characters for models that count those).
+ */
+static void print_summary(struct run *r)
+{
+	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
+	const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
+	const json_t *u = rt_usage(r->rt);
+	const char *unit = json_object_get(u, "inputTokens") || json_object_get(u, "outputTokens")
+	                 ? "tokens" : json_object_get(u, "inputCharacters") ? "characters" : NULL;
+	char usage[96] = "";
+	if (unit) {
+		int tokens = unit[0] == 't';
+		snprintf(usage, sizeof usage, ", %" JSON_INTEGER_FORMAT " %s in, %" JSON_INTEGER_FORMAT
+		         " out", json_integer_value(json_object_get(u, tokens ? "inputTokens"
+		                                                           : "inputCharacters")),
+		         unit, json_integer_value(json_object_get(u, tokens ? "outputTokens"
+		                                                             : "outputCharacters")));
+	}
+	fflush(stdout);
+	fprintf(stderr, "%s%s: %s, session %s%s%s%s%s\n", r->o.color ? "\033[2m" : "",
+	        cli_progname, reason && *reason ? reason : "completed", rt_session_id(r->rt),
+	        snap ? ", snapshot " : "", snap ? snap : "", usage, r->o.color ? "\033[0m" : "");
 }
 
 /* The final line of an attached run: {"output": AgentOutput} (or, with
@@ -1066,19 +1263,24 @@ static enum core_status print_output(struct run *r)
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
 	enum core_status st = rt_output_status(r->output);
 	const json_t *err = json_object_get(r->output, "error");
-	if (err && !o->gone)    /* a reader that went away is a quiet stop */
+	const char *err_status = json_string_value(json_object_get(err, "status"));
+	if (err && stop_signal && err_status && !strcmp(err_status, "CANCELLED"))
+		/* The output keeps Genkit's CANCELLED "context canceled"; people
+		 * who pressed Ctrl-C read what happened. */
+		cli_warn("interrupted%s", stop_signal == SIGINT ? ""
+		         : stop_signal == SIGTERM ? " by SIGTERM" : " by SIGHUP");
+	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (!o->text) {
+	if (o->json) {
+		if (!o->st)
+			o->st = write_json(o, r->output);
+	} else if (!o->text) {
 		json_t *line = json_pack("{s:O}", "output", r->output);
 		if (!o->st && line)
 			o->st = write_json(o, line);
 		json_decref(line);
 	} else {
-		const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
-		const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
-		fprintf(stderr, "%s: %s, session %s%s%s\n", cli_progname,
-		        reason && *reason ? reason : "completed",
-		        rt_session_id(r->rt), snap ? ", snapshot " : "", snap ? snap : "");
+		print_summary(r);
 	}
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
@@ -1103,6 +1305,13 @@ int main(int argc, char **argv)
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
 	r.o.text = r.opts.text;
+	r.o.json = r.opts.json;
+	r.o.color = r.o.text && isatty(2) && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	r.o.msg_index = -1;
+	if (!(r.o.tools_open = json_array())) {
+		st = report_oom();
+		goto out;
+	}
 	if ((st = build_init(&r)))
 		goto out;
 	if (r.opts.list) {
@@ -1139,6 +1348,7 @@ out:
 	free(r.opts.messages);
 	free(r.opts.tools);
 	core_buf_release(&r.in);
+	json_decref(r.o.tools_open);
 	core_buf_release(&r.o.line);
 	return cli_finish(st);
 }

@@ -60,6 +60,19 @@ enum core_status model_generate(const char *name, const struct model_request *re
                                 const struct model_stream *stream,
                                 struct model_response *resp, struct core_err *e);
 
+/*
+ * Whether name can name a model, before any call is made: a known provider
+ * and a name after it (echo alone, script/PATH, PROVIDER/NAME).  Whether
+ * the provider serves that name is known only when it is called.
+ * CORE_ENOTFOUND otherwise, with a "did you mean" where one is likely:
+ * "ecoh" → 'echo', "gpt-4o" → 'openai/gpt-4o', "google/x" → 'googleai/x'.
+ */
+enum core_status model_check(const char *name, struct core_err *e);
+
+/* The i-th provider's prefix ("echo", "script", "openai", ...; static),
+ * NULL past the last. */
+const char *model_provider_name(size_t i);
+
 /* Append the joined text parts of the last user message to out (nothing
  * when there is none; out->p is then "").  The offline models answer it. */
 enum core_status model_last_user_text(const json_t *messages, struct core_buf *out);
