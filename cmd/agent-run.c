@@ -92,6 +92,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_STATE_TRANSFORM, "state-transform", "CMD", "filter the state clients see through CMD, an NDJSON filter" },
 	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ OPT_LIST_MODELS, "list-models", NULL,
+	  "list the model providers, the key each needs and whether it is set, the base URL, "
+	  "and (with a key) the provider's models; a table on a terminal, else NDJSON" },
 	{ 0 }
 };
 
@@ -408,6 +411,77 @@ static enum core_status list_agents(struct out_ctx *o, const char *agents_dir)
 	if (st && st != CORE_EPIPE)
 		cli_report(&o->err);
 	return st;
+}
+
+/* One provider of --list-models as a person reads it. */
+static enum core_status model_row_text(const json_t *row, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *keys = json_object_get(row, "keyVariables"), *v;
+	const char *from = json_string_value(json_object_get(row, "keyFrom"));
+	const char *base = json_string_value(json_object_get(row, "baseUrl"));
+	enum core_status st = core_buf_addf(&b, "%-10s", json_string_value(json_object_get(row,
+	                                                                   "provider")));
+	size_t i;
+	if (!base)
+		st = st ? st : core_buf_adds(&b, "offline, no key");
+	else if (!json_array_size(keys))
+		st = st ? st : core_buf_adds(&b, "no key needed");
+	else if (from)
+		st = st ? st : core_buf_addf(&b, "key from %s", from);
+	else
+		json_array_foreach(keys, i, v)
+			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",
+			                             json_string_value(v));
+	if (!st && base && !from && json_array_size(keys))
+		st = core_buf_adds(&b, ": not set");
+	if (!st && base)
+		st = core_buf_addf(&b, ", %s", base);
+	json_array_foreach(json_object_get(row, "models"), i, v)
+		st = st ? st : core_buf_addf(&b, "\n  %s", json_string_value(v));
+	if (!st && json_object_get(row, "error"))
+		st = core_buf_addf(&b, "\n  (cannot list: %s)", json_string_value(json_object_get(
+		                   json_object_get(row, "error"), "message")));
+	st = st ? core_fail(e, st, "out of memory") : cli_write_line(&b, e);
+	core_buf_release(&b);
+	return st;
+}
+
+/*
+ * agent-run --list-models: one row per provider (model_list), a table on a
+ * terminal and NDJSON otherwise.  A provider whose list could not be read
+ * is named on stderr and the exit status is 1; the other rows still print.
+ */
+static enum core_status list_models(struct out_ctx *o, const char *key_file)
+{
+	struct core_err e = { 0 };
+	json_t *rows = NULL, *row;
+	size_t i;
+	int failed;
+	const char *dflt = getenv("AGENTKIT_MODEL");
+	if (!key_file)
+		key_file = getenv("AGENTKIT_KEY_FILE");
+	enum core_status st = model_list(key_file, &rows, &failed, &e);
+	if (st)
+		return cli_report(&e);
+	json_array_foreach(rows, i, row) {
+		const json_t *err = json_object_get(row, "error");
+		if (err)
+			cli_warn("%s", json_string_value(json_object_get(err, "message")));
+		if ((st = o->text ? model_row_text(row, &o->err) : write_json(o, row)))
+			break;
+	}
+	if (!st && o->text) {
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		st = core_buf_addf(&b, "default model (AGENTKIT_MODEL): %s",
+		                   dflt && *dflt ? dflt : "not set");
+		st = st ? core_fail(&o->err, st, "out of memory") : cli_write_line(&b, &o->err);
+		core_buf_release(&b);
+	}
+	json_decref(rows);
+	if (st && st != CORE_EPIPE)
+		cli_report(&o->err);
+	return st ? st : failed ? CORE_FAILED : CORE_OK;
 }
 
 static void on_warn(void *ctx, const char *msg)
@@ -1310,6 +1384,10 @@ int main(int argc, char **argv)
 	r.o.msg_index = -1;
 	if (!(r.o.tools_open = json_array())) {
 		st = report_oom();
+		goto out;
+	}
+	if (r.opts.list_models) {
+		st = list_models(&r.o, r.opts.spec.key_file);
 		goto out;
 	}
 	if ((st = build_init(&r)))

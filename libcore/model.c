@@ -110,6 +110,41 @@ enum core_status model_check(const char *name, struct core_err *e)
 	                 name, (int)plen, name);
 }
 
+enum core_status model_list(const char *key_file, json_t **rows, int *failed,
+                            struct core_err *e)
+{
+	*failed = 0;
+	if (!(*rows = json_array()))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t i = 0; i < NPROVIDERS; i++) {
+		const struct model_provider *p = providers[i];
+		struct core_err le = { 0 };
+		enum core_status st = CORE_OK;
+		json_t *row = json_pack("{s:s}", "provider", p->prefix);
+		if (row && !strcmp(p->prefix, "echo"))
+			st = json_object_set_new(row, "models", json_pack("[s]", "echo")) ? CORE_ENOMEM : 0;
+		else if (row && !strcmp(p->prefix, "script"))
+			st = json_object_set_new(row, "models", json_pack("[s]", "script/PATH"))
+			   ? CORE_ENOMEM : 0;
+		else if (row && p->list && (st = p->list(key_file, row, &le)) && st != CORE_ENOMEM) {
+			*failed = 1;
+			if (json_object_set_new(row, "error", json_pack("{s:s, s:s}", "status",
+			                        core_status_name(st), "message", le.msg)))
+				st = CORE_ENOMEM;
+			else
+				st = CORE_OK;
+		}
+		if (st)
+			json_decref(row);
+		if (!row || st || json_array_append_new(*rows, row)) {
+			json_decref(*rows);
+			*rows = NULL;
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+	}
+	return CORE_OK;
+}
+
 void model_response_release(struct model_response *r)
 {
 	json_decref(r->message);
