@@ -65,7 +65,8 @@ static const struct cli_opt opts[] = {
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
 	{ OPT_PROMPT, "prompt", "NAME", "render this shared prompt (with --input) instead of the agent's own" },
 	{ OPT_INPUT, "input", "JSON", "the prompt's input (default: its front matter's input.default)" },
-	{ OPT_MODEL, "model", "NAME", "the model: echo, script/PATH, provider/name (overrides the prompt's)" },
+	{ OPT_MODEL, "model", "NAME", "the model: echo, script/PATH, provider/name (overrides the prompt's; "
+	  "default $AGENTKIT_MODEL)" },
 	{ OPT_SYSTEM, "system", "TEXT", "inline agent: the system instruction" },
 	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
 	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
@@ -131,8 +132,11 @@ static const struct cli_prog prog = {
 	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
 	"then exactly one final line: {\"output\": AgentOutput}, or "
 	"{\"error\": {\"status\", \"message\"}} when the invocation never "
-	"started (bad init, unknown agent or snapshot).  --format text prints "
-	"the model's text as it streams and a summary on stderr.\n\n"
+	"started (bad init, unknown agent, model or snapshot).  --format json "
+	"prints only that final object (the AgentOutput itself).  --format text "
+	"prints the model's text as it streams, each tool call and its outcome "
+	"on stderr, and a summary with the usage (colour on a terminal unless "
+	"NO_COLOR is set).\n\n"
 	"Sessions are server-managed by default: every committed turn writes "
 	"one snapshot to the store, --session ID resumes a session's latest "
 	"snapshot (or starts one under ID) and --snapshot ID a given one.  "
@@ -159,6 +163,8 @@ static const struct cli_prog prog = {
 	.examples =
 	"$ agent-run --no-store --model echo -m hi\n"
 	"  one turn with the offline echo model, state in output.state\n"
+	"$ git diff | agent-run reviewer -m 'review this' --format json\n"
+	"  the turn is the -m text, a blank line, the diff; only the output object\n"
 	"$ agent-run tasks -m 'add buy milk' | jpatch-apply --stream\n"
 	"  run the tasks agent and follow its custom state live\n"
 	"$ agent-run tasks --session \"$id\" -m 'and mark it done'\n"
