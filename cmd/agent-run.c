@@ -274,11 +274,6 @@ static enum core_status end_line(struct out_ctx *o)
 	return st;
 }
 
-static int role_is_tool(const char *role)
-{
-	return role && !strcmp(role, "tool");
-}
-
 /* Text mode: the first open request of this name was answered. */
 static void close_tool(struct out_ctx *o, const char *name)
 {
@@ -351,7 +346,7 @@ static enum core_status show_text(struct out_ctx *o, const json_t *chunk)
 				tool_line(o, name, json_object_get(res, "output"), "ok", "\033[32m");
 			else
 				tool_line(o, name, json_object_get(req, "input"), NULL, NULL);
-			if (req && !intr && !role_is_tool(role))
+			if (req && !intr)
 				json_array_append_new(o->tools_open, json_string(name ? name : "?"));
 			else if (res || intr)
 				close_tool(o, name);
@@ -432,17 +427,15 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
 	if (!base)
 		st = st ? st : core_buf_adds(&b, "offline, no key");
 	else if (!json_array_size(keys))
-		st = st ? st : core_buf_adds(&b, "no key needed");
+		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else if (from)
-		st = st ? st : core_buf_addf(&b, "key from %s", from);
-	else
+		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
+	else {
 		json_array_foreach(keys, i, v)
 			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",
 			                             json_string_value(v));
-	if (!st && base && !from && json_array_size(keys))
-		st = core_buf_adds(&b, ": not set");
-	if (!st && base)
-		st = core_buf_addf(&b, ", %s", base);
+		st = st ? st : core_buf_addf(&b, ": not set, %s", base);
+	}
 	json_array_foreach(json_object_get(row, "models"), i, v)
 		st = st ? st : core_buf_addf(&b, "\n  %s", json_string_value(v));
 	if (!st && json_object_get(row, "error"))
@@ -803,8 +796,8 @@ static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr,
 	return st;
 }
 
-/* Run stdin's AgentInput lines (after the bytes in ahead); stops at the first failed turn, or
- * detaches at a "detach" line. */
+/* Run stdin's AgentInput lines (after the bytes in ahead); stops at the
+ * first failed turn, or detaches at a "detach" line. */
 static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *ahead,
                                   size_t max_record, int detach_all)
 {

@@ -406,26 +406,15 @@ out:
 /* GET /v1/models: {"data": [{"id": "claude-...", ...}], "has_more"}. */
 static enum core_status anth_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	char *base = prov_env_url(url_envs, "https://api.anthropic.com"), *key = NULL;
-	char *url = NULL, *auth = NULL;
-	json_t *doc = NULL;
-	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
-	                           : CORE_ENOMEM;
-	if (!st && key) {
-		url = prov_strf("%s/v1/models?limit=1000", base);
-		auth = prov_strf("x-api-key: %s", key);
-		const char *headers[] = { auth, "anthropic-version: 2023-06-01", NULL };
-		st = !url || !auth ? CORE_ENOMEM
-		   : prov_get_json("anthropic", url, headers, key, &doc, e);
-		if (!st)
-			st = prov_list_models(row, "anthropic", json_object_get(doc, "data"), "id", NULL);
-	}
+	json_t *doc;
+	enum core_status st = prov_list_get(row, "anthropic", key_envs, key_file, url_envs,
+	                                    "https://api.anthropic.com", "/v1/models?limit=1000",
+	                                    "x-api-key: %s", "anthropic-version: 2023-06-01",
+	                                    &doc, e);
+	if (!st && doc)
+		st = prov_list_models(row, "anthropic", json_object_get(doc, "data"), "id", NULL);
 	json_decref(doc);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "anthropic: out of memory") : st;
+	return st;
 }
 
 const struct model_provider model_anthropic = { "anthropic", anth_generate, anth_list };

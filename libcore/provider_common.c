@@ -476,6 +476,28 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
 	return CORE_OK;
 }
 
+enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
+                               const char *key_file, const char *const *url_envs,
+                               const char *dflt_base, const char *path, const char *auth_fmt,
+                               const char *extra, json_t **doc, struct core_err *e)
+{
+	char *base = prov_env_url(url_envs, dflt_base), *key = NULL, *url = NULL, *auth = NULL;
+	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
+	                           : CORE_ENOMEM;
+	*doc = NULL;
+	if (!st && key) {
+		url = prov_strf("%s%s", base, path);
+		auth = prov_strf(auth_fmt, key);
+		const char *headers[] = { auth, extra, NULL };
+		st = !url || !auth ? CORE_ENOMEM : prov_get_json(what, url, headers, key, doc, e);
+	}
+	prov_secret_free(auth);
+	prov_secret_free(key);
+	free(url);
+	free(base);
+	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", what) : st;
+}
+
 static int by_string(const void *a, const void *b)
 {
 	return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));

@@ -106,6 +106,17 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
  */
 enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
                                const char *const *url_envs, const char *base, char **key);
+/*
+ * The --list-models of a provider with a key: its row (prov_list_row, the
+ * base URL from url_envs else dflt_base), then, when a key is set, GET
+ * base + path with the header auth_fmt (a printf format for the key) and
+ * extra (may be NULL).  *doc is the reply (a new reference), NULL when no
+ * key is set.  Errors: prov_get_json's, CORE_ENOMEM.
+ */
+enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
+                               const char *key_file, const char *const *url_envs,
+                               const char *dflt_base, const char *path, const char *auth_fmt,
+                               const char *extra, json_t **doc, struct core_err *e);
 /* Set row's "models" to "PREFIX/NAME" for each item of list (its string
  * member field, less a leading strip when given), sorted. */
 enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,

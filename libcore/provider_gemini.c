@@ -450,39 +450,26 @@ out:
  * "supportedGenerationMethods": [...]}]}; only models that generate. */
 static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	char *base = prov_env_url(url_envs, "https://generativelanguage.googleapis.com");
-	char *key = NULL, *url = NULL, *auth = NULL;
-	json_t *doc = NULL, *gen = json_array();
-	enum core_status st = base && gen
-	                    ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
-	                    : CORE_ENOMEM;
-	if (!st && key) {
-		url = prov_strf("%s/v1beta/models?pageSize=1000", base);
-		auth = prov_strf("x-goog-api-key: %s", key);
-		const char *headers[] = { auth, NULL };
-		st = !url || !auth ? CORE_ENOMEM
-		   : prov_get_json("googleai", url, headers, key, &doc, e);
-		size_t i, j;
-		json_t *m, *how;
-		json_array_foreach(json_object_get(doc, "models"), i, m) {
-			const json_t *methods = json_object_get(m, "supportedGenerationMethods");
-			int generates = !methods;
-			json_array_foreach(methods, j, how)
-				generates |= !strcmp(json_string_value(how) ? json_string_value(how) : "",
-				                     "generateContent");
-			if (generates)
-				json_array_append(gen, m);
-		}
-		if (!st)
-			st = prov_list_models(row, "googleai", gen, "name", "models/");
+	json_t *doc, *gen = json_array(), *m, *how;
+	size_t i, j;
+	enum core_status st = prov_list_get(row, "googleai", key_envs, key_file, url_envs,
+	                                    "https://generativelanguage.googleapis.com",
+	                                    "/v1beta/models?pageSize=1000", "x-goog-api-key: %s",
+	                                    NULL, &doc, e);
+	json_array_foreach(json_object_get(doc, "models"), i, m) {
+		const json_t *methods = json_object_get(m, "supportedGenerationMethods");
+		int generates = !methods;
+		json_array_foreach(methods, j, how)
+			generates |= json_is_string(how) && !strcmp(json_string_value(how),
+			                                            "generateContent");
+		if (generates)
+			json_array_append(gen, m);
 	}
+	if (!st && doc)
+		st = gen ? prov_list_models(row, "googleai", gen, "name", "models/") : CORE_ENOMEM;
 	json_decref(gen);
 	json_decref(doc);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "googleai: out of memory") : st;
+	return st;
 }
 
 const struct model_provider model_googleai = { "googleai", gem_generate, gem_list };

@@ -438,25 +438,14 @@ out:
 /* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
 static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	char *base = prov_env_url(url_envs, "https://api.openai.com/v1"), *key = NULL;
-	char *url = NULL, *auth = NULL;
-	json_t *doc = NULL;
-	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
-	                           : CORE_ENOMEM;
-	if (!st && key) {
-		url = prov_strf("%s/models", base);
-		auth = prov_strf("Authorization: Bearer %s", key);
-		const char *headers[] = { auth, NULL };
-		st = !url || !auth ? CORE_ENOMEM : prov_get_json("openai", url, headers, key, &doc, e);
-		if (!st)
-			st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
-	}
+	json_t *doc;
+	enum core_status st = prov_list_get(row, "openai", key_envs, key_file, url_envs,
+	                                    "https://api.openai.com/v1", "/models",
+	                                    "Authorization: Bearer %s", NULL, &doc, e);
+	if (!st && doc)
+		st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
 	json_decref(doc);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "openai: out of memory") : st;
+	return st;
 }
 
 const struct model_provider model_openai = { "openai", oai_generate, oai_list };
