@@ -13,6 +13,7 @@
 #include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
+#include "../libcore/suggest.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -597,6 +598,11 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 			}
 	if (!sub && !o->session && argc == 0)
 		return cli_usage("expected snapshot IDs, --session SID or a subcommand");
+	/* A mistyped subcommand (agent-snap lgo SID) is not read as an ID. */
+	if (!sub && argc > 0 && core_closest(argv[0], strlen(argv[0]), subs))
+		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); to read a snapshot "
+		                 "of that ID use 'agent-snap get %s'", argv[0],
+		                 core_closest(argv[0], strlen(argv[0]), subs), argv[0]);
 	if (sub && !strcmp(sub, "get") && argc == 0)
 		return cli_usage("get needs snapshot IDs");
 	if (sub && (!strcmp(sub, "log")) && argc != 1)

@@ -1,5 +1,6 @@
 /* agent-wait.c - block until snapshots settle, print the settled rows and
  * exit with how they ended. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -99,6 +100,30 @@ static void progress(size_t unsettled, void *ctx)
 	fflush(stderr);
 }
 
+/* A stop signal while the status line is up: clear it, then end as the
+ * signal does by default. */
+static void clear_and_die(int sig)
+{
+	static const char clear[] = "\r\033[K";
+	ssize_t n = write(2, clear, sizeof clear - 1);
+	(void)n;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void clear_on_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = clear_and_die;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		/* A signal ignored on entry (nohup) stays ignored. */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
+}
+
 struct opts {
 	const char *store, *session;
 	unsigned flags;
@@ -140,6 +165,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		ids[i] = latest ? json_string_value(json_object_get(latest, "snapshotId"))
 		                : argv[i];
+	if (t.on)
+		clear_on_signals();
 	st = store_wait_terminal(s, ids, n, o->flags, o->hb_timeout_ms,
 	                         o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms : -1,
 	                         t.on && o->poll_ms > 1000 ? 1000 : o->poll_ms, rows,

@@ -1,6 +1,7 @@
 /* cli.c - option parsing, help, man pages, completions and checked output
  * shared by the agentkit commands.  See cli.h. */
 #include "cli.h"
+#include "../libcore/suggest.h"
 #include "../libcore/util.h"
 
 #include <errno.h>
@@ -793,6 +794,22 @@ static void build(void)
 		}
 }
 
+/* The long option closest to an unknown "--name[=value]" (did you mean),
+ * or NULL. */
+static const char *near_option(const char *arg)
+{
+	const char *names[128];
+	size_t n = 0;
+	if (strncmp(arg, "--", 2))
+		return NULL;
+	for (const struct cli_opt *o = prog->opts; o && o->name && n < 100; o++)
+		names[n++] = o->name;
+	for (const struct cli_opt *o = common_opts; o->name; o++)
+		names[n++] = o->name;
+	names[n] = NULL;
+	return core_closest(arg + 2, strcspn(arg + 2, "="), names);
+}
+
 int cli_next(int argc, char **argv, const char **arg)
 {
 	int c, idx = -1;
@@ -819,6 +836,9 @@ int cli_next(int argc, char **argv, const char **arg)
 	case '?':
 		if (optopt && optopt < CLI_LONG)
 			cli_usage("unknown option '-%c'", optopt);
+		else if (near_option(argv[optind - 1]))
+			cli_usage("unknown option '%s' (did you mean '--%s'?)", argv[optind - 1],
+			          near_option(argv[optind - 1]));
 		else
 			cli_usage("unknown option '%s'", argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);

@@ -266,6 +266,9 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 
 	if (spec->model && set_str(&a->model, spec->model, e))
 		goto nomem;
+	if (!a->model && spec->default_model && *spec->default_model
+	    && set_str(&a->model, spec->default_model, e))
+		goto nomem;
 	if (spec->system && set_str(&a->system, spec->system, e))
 		goto nomem;
 	if (spec->config_json) {

@@ -61,6 +61,8 @@ struct agent_spec {
 	int max_turns;           /* --max-turns, 0 when not given */
 	int model_optional;      /* a custom agent (--exec) may have no model */
 	const char *key_file;    /* --key-file, or NULL */
+	const char *default_model; /* $AGENTKIT_MODEL: the model when neither
+	                            * --model nor the front matter names one */
 };
 
 /*

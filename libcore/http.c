@@ -442,9 +442,13 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
 {
 	const char *ca;
 	cu.easy_setopt(h, CURLOPT_URL, c->url);
-	cu.easy_setopt(h, CURLOPT_POST, 1L);
-	cu.easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
-	cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	if (c->body) {
+		cu.easy_setopt(h, CURLOPT_POST, 1L);
+		cu.easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+		cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	} else {
+		cu.easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	}
 	cu.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	cu.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	cu.easy_setopt(h, CURLOPT_WRITEDATA, a);

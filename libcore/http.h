@@ -68,7 +68,8 @@ struct http_error {
 struct http_call {
 	const char *url;
 	const char *const *headers;   /* "Name: value" strings, NULL-terminated */
-	const char *body;             /* request body (JSON), kept for replays */
+	const char *body;             /* request body (JSON), kept for replays;
+	                                 NULL sends a GET instead of the POST */
 	size_t body_len;
 	/* The Content-Type prefix a streamed reply has ("text/event-stream");
 	 * NULL accepts any.  A 2xx reply with a different type, or with

@@ -422,4 +422,4 @@ out:
 	return st;
 }
 
-const struct model_provider model_script = { "script", script_generate };
+const struct model_provider model_script = { "script", script_generate, NULL };

@@ -454,4 +454,30 @@ out:
 	return st;
 }
 
-const struct model_provider model_googleai = { "googleai", gem_generate };
+/* GET /v1beta/models: {"models": [{"name": "models/gemini-2.5-flash",
+ * "supportedGenerationMethods": [...]}]}; only models that generate. */
+static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	json_t *doc, *gen = json_array(), *m, *how;
+	size_t i, j;
+	enum core_status st = prov_list_get(row, "googleai", key_envs, key_file, url_envs,
+	                                    "https://generativelanguage.googleapis.com",
+	                                    "/v1beta/models?pageSize=1000", "x-goog-api-key: %s",
+	                                    NULL, &doc, e);
+	json_array_foreach(json_object_get(doc, "models"), i, m) {
+		const json_t *methods = json_object_get(m, "supportedGenerationMethods");
+		int generates = !methods;
+		json_array_foreach(methods, j, how)
+			generates |= json_is_string(how) && !strcmp(json_string_value(how),
+			                                            "generateContent");
+		if (generates)
+			json_array_append(gen, m);
+	}
+	if (!st && doc)
+		st = gen ? prov_list_models(row, "googleai", gen, "name", "models/") : CORE_ENOMEM;
+	json_decref(gen);
+	json_decref(doc);
+	return st;
+}
+
+const struct model_provider model_googleai = { "googleai", gem_generate, gem_list };

@@ -309,4 +309,26 @@ out:
 	return st;
 }
 
-const struct model_provider model_ollama = { "ollama", oll_generate };
+/* GET /api/tags: {"models": [{"name": "llama3.2:latest", ...}]}.  Asked
+ * only when OLLAMA_HOST says where a server is: Ollama needs no key. */
+static enum core_status oll_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	static const char *const host_envs[] = { "OLLAMA_HOST", NULL };
+	char *base = host_url(), *key = NULL, *url = NULL;
+	json_t *doc = NULL;
+	const char *host = getenv("OLLAMA_HOST");
+	enum core_status st = base ? prov_list_row(row, NULL, key_file, host_envs, base, &key)
+	                           : CORE_ENOMEM;
+	if (!st && host && *host) {
+		url = prov_strf("%s/api/tags", base);
+		st = !url ? CORE_ENOMEM : prov_get_json("ollama", url, NULL, NULL, &doc, e);
+		if (!st)
+			st = prov_list_models(row, "ollama", json_object_get(doc, "models"), "name", NULL);
+	}
+	json_decref(doc);
+	free(url);
+	free(base);
+	return st == CORE_ENOMEM ? core_fail(e, st, "ollama: out of memory") : st;
+}
+
+const struct model_provider model_ollama = { "ollama", oll_generate, oll_list };

@@ -431,4 +431,17 @@ out:
 	return st;
 }
 
-const struct model_provider model_openai = { "openai", oai_generate };
+/* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
+static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	json_t *doc;
+	enum core_status st = prov_list_get(row, "openai", key_envs, key_file, url_envs,
+	                                    "https://api.openai.com/v1", "/models",
+	                                    "Authorization: Bearer %s", NULL, &doc, e);
+	if (!st && doc)
+		st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
+	json_decref(doc);
+	return st;
+}
+
+const struct model_provider model_openai = { "openai", oai_generate, oai_list };
