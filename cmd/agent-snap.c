@@ -53,9 +53,10 @@ static const struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
 	{ 4, "a snapshot or session was not found (the others are still printed)" },
-	{ 5, "with --session and IDs: a snapshot belongs to another session" },
 	{ 100, "usage error (bad options, an invalid ID)" },
-	{ 101, "malformed input (import: a bad NDJSON line; nothing is written)" },
+	{ 101, "malformed input (import: a bad NDJSON line, nothing is written; "
+	       "with --session and IDs: a snapshot belongs to another session, as "
+	       "agent-run's INVALID_ARGUMENT for the same mismatch)" },
 	{ 111, "system failure (cannot open the store, cannot write output)" },
 	{ -1, NULL }
 };
@@ -170,7 +171,7 @@ static enum core_status show_ids(struct store *s, const struct opts *o, char **i
 		st = store_get(s, ids[i], o->flags, &row, &e);
 		if (st == CORE_OK && o->session && (sid = json_string_value(
 		        json_object_get(row, "sessionId"))) && strcmp(sid, o->session))
-			st = core_fail(&e, CORE_EPRECONDITION,
+			st = core_fail(&e, CORE_EINVAL,
 			               "snapshot '%s' does not belong to session '%s' "
 			               "(snapshot's session: '%s')", ids[i], o->session, sid);
 		if (st == CORE_OK) {

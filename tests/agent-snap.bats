@@ -52,7 +52,7 @@ setup() {
 	assert_equal "$(jq -r .snapshotId <<<"$output")" aborted-1
 	run -4 --separate-stderr agent-snap --session nobody
 	assert_equal "$stderr" "agent-snap: no snapshot found for session 'nobody'"
-	run -5 --separate-stderr agent-snap --session s-b -m failed-1 done-1
+	run -101 --separate-stderr agent-snap --session s-b -m failed-1 done-1
 	assert_equal "$(jq -r .snapshotId <<<"$output")" failed-1
 	assert_equal "$stderr" "agent-snap: snapshot 'done-1' does not belong to session 's-b' (snapshot's session: 's-a')"
 }
