@@ -44,6 +44,7 @@ enum {
 	OPT_MAX_RECORD,
 	OPT_KEY_FILE,
 	OPT_DETACH = 'd',
+	OPT_CONTINUE = 'c',
 	OPT_HB_INTERVAL = CLI_LONG + 100,
 	OPT_HB_TIMEOUT,
 	OPT_EXEC = CLI_LONG + 300,
@@ -59,6 +60,7 @@ static const struct cli_opt opts[] = {
 	{ OPT_MESSAGE, "message", "TEXT", "run one turn with this user text (repeatable: one turn each)" },
 	{ OPT_SESSION, "session", "ID", "resume the session's latest snapshot, or start a session under ID" },
 	{ OPT_SNAPSHOT, "snapshot", "ID", "resume from this snapshot (with --session: it must belong to it)" },
+	{ OPT_CONTINUE, "continue", NULL, "resume this agent's most recently updated session (agent-snap sessions)" },
 	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
 	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
 	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
@@ -614,12 +616,24 @@ static void abandon(struct detach_ctx *d, const json_t *pending, const struct co
 	rt_fail(d->rt, why->st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, msg);
 	if (*d->store || !store_open(d->store_path, d->store, &e)) {
 		json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt);
-		struct detach_result r = { 0, output, state };
+		json_t *info = rt_row_info(d->rt);
+		struct detach_result r = { 0, output, state, info };
 		if (output && state)
 			detach_finalize(*d->store, pending, &r, NULL, &e);
 		json_decref(output);
 		json_decref(state);
+		json_decref(info);
 	}
+}
+
+/* What the worker's row records beside Genkit's shape: the usage of every
+ * turn the row stands for, not only the last. */
+static json_t *worker_info(struct runtime *rt)
+{
+	json_t *info = rt_row_info(rt);
+	if (info && json_object_size(rt_usage(rt)))
+		json_object_set_new(info, "usage", json_deep_copy(rt_usage(rt)));
+	return info;
 }
 
 /* The worker: run the queue without streaming, beat, finalize (§2.2-2.3). */
@@ -660,7 +674,8 @@ static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
 		wlog("the abort flip was seen");
 	agent_ext_finish(ext, d->rt);
 	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
-	struct detach_result r = { aborted, output, state };
+	json_t *info = worker_info(d->rt);
+	struct detach_result r = { aborted, output, state, info };
 	detach_watch_quiesce(watch);
 	st = output && state ? detach_finalize(s, pending, &r, &row, &e)
 	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
@@ -685,6 +700,7 @@ static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
 	json_decref(row);
 	json_decref(output);
 	json_decref(state);
+	json_decref(info);
 	return st;
 }
 
@@ -881,7 +897,7 @@ struct run_opts {
 	int text;                       /* --format text (default: stdout is a terminal) */
 	int json;                       /* --format json: only the final object */
 	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
-	int no_store, describe, detach, list, list_models;
+	int no_store, describe, detach, list, list_models, cont;
 };
 
 /* What main() holds; released at its out: label. */
@@ -958,6 +974,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_TOOL: st = push_arg(&op->tools, &op->ntools, arg); break;
 		case OPT_SESSION: op->session = arg; break;
 		case OPT_SNAPSHOT: op->snapshot = arg; break;
+		case OPT_CONTINUE: op->cont = 1; break;
 		case OPT_STATE: op->state_file = arg; break;
 		case OPT_INIT: op->init_json = arg; break;
 		case OPT_STORE: op->store_path = arg; break;
@@ -1015,6 +1032,10 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	op->json = format && !strcmp(format, "json");
 	if (op->no_store && op->store_path)
 		return cli_usage("--store and --no-store exclude each other");
+	if (op->cont && (op->session || op->snapshot || op->state_file || op->init_json ||
+	                 op->no_store))
+		return cli_usage("--continue picks the session: drop --session, --snapshot, "
+		                 "--state, --init and --no-store");
 	spec->tools = op->tools;
 	spec->default_model = getenv("AGENTKIT_MODEL");
 	return CORE_OK;
@@ -1127,6 +1148,25 @@ static void init_next_step(const struct run_opts *op, enum core_status st)
 		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
+/* --continue: the agent's most recently updated session becomes the init's. */
+static enum core_status continue_session(struct run *r, struct core_err *e)
+{
+	struct store_session_filter f = { r->agent->name, 0, STORE_HEARTBEAT_TIMEOUT_MS };
+	json_t *list = NULL;
+	enum core_status st = store_recent_sessions(r->store, &f, &list, e);
+	if (st)
+		return st;
+	const char *sid = json_string_value(json_object_get(json_array_get(list, 0),
+	                                                    "sessionId"));
+	if (!sid)
+		st = core_fail(e, CORE_ENOTFOUND, "no session of agent '%s' to continue "
+		               "(start one without --continue)", r->agent->name);
+	else
+		json_object_set_new(r->init, "sessionId", json_string(sid));
+	json_decref(list);
+	return st;
+}
+
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
 static enum core_status open_runtime(struct run *r)
 {
@@ -1143,6 +1183,8 @@ static enum core_status open_runtime(struct run *r)
 	if (!op->no_store) {
 		if (!(st = store_default_path(op->store_path, &r->store_dir, &e)))
 			st = store_open(r->store_dir.p, &r->store, &e);
+		if (!st && op->cont)
+			st = continue_session(r, &e);
 		if (st)
 			return init_failed(&r->o, &e);
 	}

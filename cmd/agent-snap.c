@@ -26,6 +26,8 @@ enum {
 	OPT_HB_TIMEOUT = CLI_LONG + 1,
 	OPT_AGENT = 'a',
 	OPT_AGENTS = CLI_LONG + 2,
+	OPT_SINCE = CLI_LONG + 3,
+	OPT_FORMAT = 'f',
 };
 
 static const struct cli_opt opts[] = {
@@ -38,6 +40,10 @@ static const struct cli_opt opts[] = {
 	{ OPT_AGENT, "agent", "AGENT",
 	  "read states as AGENT's clients see them: through its state transform (docs/transforms.md)" },
 	{ OPT_AGENTS, "agents", "DIR", "look for AGENT.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
+	{ OPT_SINCE, "since", "TIME",
+	  "sessions: only those updated since TIME (RFC 3339, or a duration ago: 24h)" },
+	{ OPT_FORMAT, "format", "FORMAT",
+	  "sessions and show: text (default on a terminal) or ndjson" },
 	{ OPT_KEEP, "keep", "N", "prune: keep the newest N rows of each session" },
 	{ OPT_BEFORE, "before", "TIME",
 	  "prune: only rows created before TIME (RFC 3339, or a duration ago: 24h)" },
@@ -51,9 +57,10 @@ static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
 	{ 4, "a snapshot or session was not found (the others are still printed), "
 	     "there is no store at the path, or import's FILE does not exist" },
-	{ 5, "with --session and IDs: a snapshot belongs to another session" },
 	{ 100, "usage error (bad options, an invalid ID)" },
-	{ 101, "malformed input (import: a bad NDJSON line; nothing is written)" },
+	{ 101, "malformed input (import: a bad NDJSON line, nothing is written; "
+	       "with --session and IDs: a snapshot belongs to another session, as "
+	       "agent-run's INVALID_ARGUMENT for the same mismatch)" },
 	{ 111, "system failure (cannot open the store, cannot write output)" },
 	{ -1, NULL }
 };
@@ -65,7 +72,8 @@ static const struct cli_prog prog = {
 	"[OPTION]... ID...\n"
 	"[OPTION]... --session SID\n"
 	"[OPTION]... get ID...\n"
-	"[OPTION]... sessions\n"
+	"[OPTION]... sessions [--agent NAME] [--since TIME]\n"
+	"[OPTION]... show SID\n"
 	"[OPTION]... log SID\n"
 	"[OPTION]... rm SID...\n"
 	"[OPTION]... prune [--keep N] [--before TIME] [SID]\n"
@@ -80,11 +88,18 @@ static const struct cli_prog prog = {
 	"--session SID prints the session's latest row (greatest createdAt, ties "
 	"by greater snapshotId, any status).  Unknown IDs are reported on stderr "
 	"and the others still printed; the exit status is then 4.  The words "
-	"sessions, log, rm, prune, export, import, worker-log and get are subcommands; "
+	"sessions, show, log, rm, prune, export, import, worker-log and get are subcommands; "
 	"'agent-snap get ID' prints a row whose ID is one of those words.\n\n"
-	"sessions prints one line per session: {\"sessionId\", \"snapshotId\" "
-	"(the latest row), \"status\" (its shaped status), \"updatedAt\", "
-	"\"snapshots\" (how many rows the session has)}.\n\n"
+	"sessions prints one line per session, most recently updated first: "
+	"{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
+	"status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
+	"\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
+	"terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
+	"TIME those updated since then.\n\n"
+	"show SID prints the conversation of the session's latest row (or of the "
+	"snapshot SID): on a terminal as text, one paragraph per message with "
+	"tool calls and results on one line each; otherwise its messages as "
+	"NDJSON, one per line.\n\n"
 	"log SID prints the session's rows oldest first (createdAt, then "
 	"snapshotId), metadata only, each with its parentId; a row whose parent "
 	"already has an earlier child is a fork and carries \"fork\": true.\n\n"
@@ -116,6 +131,10 @@ static const struct cli_prog prog = {
 	"  print one snapshot\n"
 	"$ agent-snap --session build-42 --metadata-only | jq -r .status\n"
 	"  the status of a session's latest row\n"
+	"$ agent-snap sessions --agent tasks --since 24h\n"
+	"  yesterday's sessions of the tasks agent, newest first\n"
+	"$ agent-snap show build-42\n"
+	"  read the conversation\n"
 	"$ agent-snap log build-42\n"
 	"  the session's history, forks marked\n"
 	"$ agent-snap export >backup.ndjson && agent-snap --store new import <backup.ndjson\n"
@@ -123,7 +142,7 @@ static const struct cli_prog prog = {
 	"$ agent-snap prune --keep 20 --before 720h\n"
 	"  drop old settled rows beyond the newest 20 of each session",
 	.exits = exits,
-	.subcommands = "get sessions log rm prune export import worker-log",
+	.subcommands = "get sessions show log rm prune export import worker-log",
 	.operands = CLI_SNAPSHOT,
 };
 
@@ -134,6 +153,8 @@ struct opts {
 	size_t keep;
 	int64_t before_ns;
 	int have_keep, have_before;
+	int64_t since_ns;
+	int text;                         /* sessions, show: -f text */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
 };
@@ -161,7 +182,7 @@ static enum core_status show_ids(struct store *s, const struct opts *o, char **i
 		st = store_get(s, ids[i], o->flags, &row, &e);
 		if (st == CORE_OK && o->session && (sid = json_string_value(
 		        json_object_get(row, "sessionId"))) && strcmp(sid, o->session))
-			st = core_fail(&e, CORE_EPRECONDITION,
+			st = core_fail(&e, CORE_EINVAL,
 			               "snapshot '%s' does not belong to session '%s' "
 			               "(snapshot's session: '%s')", ids[i], o->session, sid);
 		if (st == CORE_OK) {
@@ -196,30 +217,124 @@ static enum core_status show_latest(struct store *s, const struct opts *o)
 
 /* ---- sessions ---- */
 
-struct sess_ctx {
-	const struct opts *o;
-	struct core_err *e;
-};
-
-static enum core_status print_session(const struct store_session_info *si, void *ctx)
+/* One session as a table row: SESSION UPDATED STATUS ROWS AGENT TITLE. */
+static enum core_status session_text(const json_t *l, struct core_err *e)
 {
-	struct sess_ctx *c = ctx;
-	json_t *latest = json_deep_copy(si->latest), *line;
-	enum core_status st;
-	if (!latest)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	store_shape(latest, core_now_ns(), c->o->hb_timeout_ms);
-	line = json_pack("{s:s,s:O?,s:O?,s:O?,s:I}", "sessionId", si->session_id,
-	                 "snapshotId", json_object_get(latest, "snapshotId"),
-	                 "status", json_object_get(latest, "status"),
-	                 "updatedAt", json_object_get(latest, "updatedAt"),
-	                 "snapshots", (json_int_t)si->rows);
-	json_decref(latest);
-	if (!line)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	st = cli_write_json(line, c->e);
-	json_decref(line);
+	const char *updated = json_string_value(json_object_get(l, "updatedAt"));
+	const char *agent = json_string_value(json_object_get(l, "agent"));
+	const char *title = json_string_value(json_object_get(l, "title"));
+	char when[20] = "-";
+	if (updated && strlen(updated) >= 19) {
+		memcpy(when, updated, 19);
+		when[10] = ' ';
+		when[19] = 0;
+	}
+	struct core_buf b = CORE_BUF_INIT(1 << 16);
+	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-9s %5lld  %-12s  %s\n",
+		json_string_value(json_object_get(l, "sessionId")), when,
+		json_string_value(json_object_get(l, "status")),
+		(long long)json_integer_value(json_object_get(l, "snapshots")),
+		agent ? agent : "-", title ? title : "");
+	if (st)
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	else
+		st = cli_write(b.p, b.len, e);
+	core_buf_release(&b);
 	return st;
+}
+
+static enum core_status list_sessions(struct store *s, const struct opts *o)
+{
+	struct core_err e = { 0 };
+	struct store_session_filter f = { o->agent, o->since_ns, o->hb_timeout_ms };
+	json_t *list = NULL, *l;
+	size_t i;
+	enum core_status st = store_recent_sessions(s, &f, &list, &e);
+	static const char head[] = "SESSION                               UPDATED (UTC)        "
+	                           "STATUS     ROWS  AGENT         TITLE\n";
+	if (!st && o->text && json_array_size(list))
+		st = cli_write(head, sizeof head - 1, &e);
+	json_array_foreach(list, i, l) {
+		if (st)
+			break;
+		st = o->text ? session_text(l, &e) : cli_write_json(l, &e);
+	}
+	json_decref(list);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* ---- show: a conversation ---- */
+
+/* A value on one line, cut to max bytes. */
+static void add_short(struct core_buf *b, const json_t *v, size_t max)
+{
+	char *s = v ? json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+	size_t n = s ? strlen(s) : 0;
+	if (s)
+		core_buf_add(b, s, n > max ? max : n);
+	if (n > max)
+		core_buf_add(b, "...", 3);
+	free(s);
+}
+
+/* One message as a person reads it: "role: text", tool calls and results
+ * one line each. */
+static enum core_status message_text(const json_t *m, struct core_err *e)
+{
+	const char *role = json_string_value(json_object_get(m, "role"));
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *part, *x;
+	size_t i;
+	int at_start = 1;
+	core_buf_addf(&b, "%s:", role ? role : "?");
+	json_array_foreach(json_object_get(m, "content"), i, part) {
+		const char *text = json_string_value(json_object_get(part, "text"));
+		if (text) {
+			core_buf_addf(&b, at_start ? " %s\n" : "%s\n", text);
+		} else if ((x = json_object_get(part, "toolRequest"))) {
+			core_buf_addf(&b, "%s  -> %s ", at_start ? "\n" : "",
+			              json_string_value(json_object_get(x, "name")));
+			add_short(&b, json_object_get(x, "input"), 200);
+			core_buf_add(&b, "\n", 1);
+		} else if ((x = json_object_get(part, "toolResponse"))) {
+			core_buf_addf(&b, "%s  <- %s ", at_start ? "\n" : "",
+			              json_string_value(json_object_get(x, "name")));
+			add_short(&b, json_object_get(x, "output"), 200);
+			core_buf_add(&b, "\n", 1);
+		} else {
+			core_buf_add(&b, at_start ? " " : "  ", at_start ? 1 : 2);
+			add_short(&b, part, 200);
+			core_buf_add(&b, "\n", 1);
+		}
+		at_start = 0;
+	}
+	if (at_start)
+		core_buf_add(&b, "\n", 1);
+	core_buf_add(&b, "\n", 1);
+	enum core_status st = b.p ? cli_write(b.p, b.len, e)
+	                          : core_fail(e, CORE_ENOMEM, "out of memory");
+	core_buf_release(&b);
+	return st;
+}
+
+static enum core_status show_conversation(struct store *s, const struct opts *o,
+                                          const char *id)
+{
+	struct core_err e = { 0 };
+	json_t *row = NULL, *m;
+	size_t i;
+	enum core_status st = store_latest(s, id, 0, &row, &e);
+	if (st == CORE_ENOTFOUND && (st = store_get(s, id, 0, &row, &e)) == CORE_ENOTFOUND)
+		core_fail(&e, CORE_ENOTFOUND, "no session or snapshot '%s'", id);
+	if (st == CORE_OK)
+		st = agent_ext_snap_row(o->x, row, &e);
+	json_array_foreach(json_object_get(json_object_get(row, "state"), "messages"), i, m) {
+		if (st)
+			break;
+		st = o->text ? message_text(m, &e) : cli_write_json(m, &e);
+	}
+	json_decref(row);
+	return st == CORE_OK ? st : cli_report(&e);
 }
 
 /* ---- log and export ---- */
@@ -539,7 +654,7 @@ static enum core_status check_ids(char **ids, int n, const char *what)
 	return CORE_OK;
 }
 
-static enum core_status parse_before(const char *arg, int64_t *ns)
+static enum core_status parse_time(const char *flag, const char *arg, int64_t *ns)
 {
 	int64_t ms;
 	struct core_err e = { 0 };
@@ -549,7 +664,7 @@ static enum core_status parse_before(const char *arg, int64_t *ns)
 		*ns = core_now_ns() - ms * 1000000;
 		return CORE_OK;
 	}
-	return cli_usage("invalid --before '%s' (an RFC 3339 time or a duration)", arg);
+	return cli_usage("invalid %s '%s' (an RFC 3339 time or a duration)", flag, arg);
 }
 
 /* The detached worker's log for snapshot id, copied to stdout as it is. */
@@ -579,7 +694,7 @@ static enum core_status worker_log(const char *store, const char *id)
 static enum core_status run(struct opts *o, int argc, char **argv)
 {
 	static const char *const subs[] = {
-		"get", "sessions", "log", "rm", "prune", "export", "import", "worker-log", NULL,
+		"get", "sessions", "show", "log", "rm", "prune", "export", "import", "worker-log", NULL,
 	};
 	struct core_err e = { 0 };
 	struct store *s = NULL;
@@ -605,8 +720,8 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		                 core_closest(argv[0], strlen(argv[0]), subs), argv[0]);
 	if (sub && !strcmp(sub, "get") && argc == 0)
 		return cli_usage("get needs snapshot IDs");
-	if (sub && (!strcmp(sub, "log")) && argc != 1)
-		return cli_usage("log takes one SID");
+	if (sub && (!strcmp(sub, "log") || !strcmp(sub, "show")) && argc != 1)
+		return cli_usage("%s takes one SID", sub);
 	if (sub && !strcmp(sub, "worker-log") && argc != 1)
 		return cli_usage("worker-log takes one snapshot ID");
 	if (sub && !strcmp(sub, "rm") && argc == 0)
@@ -619,6 +734,8 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		return cli_usage("--session does not apply to %s", sub);
 	if ((o->have_keep || o->have_before) && (!sub || strcmp(sub, "prune")))
 		return cli_usage("--keep and --before apply to prune");
+	if (o->since_ns && (!sub || strcmp(sub, "sessions")))
+		return cli_usage("--since applies to sessions");
 	if (o->session && (st = check_ids((char **)&o->session, 1, "session ID")) != CORE_OK)
 		return st;
 	if (sub && !strcmp(sub, "import"))
@@ -628,7 +745,9 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	if (st != CORE_OK)
 		return st;
 
-	if (o->agent && (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK)
+	/* sessions --agent filters by name: the agent's file need not exist */
+	if (o->agent && !(sub && !strcmp(sub, "sessions")) &&
+	    (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	if (sub && !strcmp(sub, "worker-log")) {
 		agent_ext_free(o->x);
@@ -645,12 +764,11 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 
 	if (!sub || !strcmp(sub, "get"))
 		st = argc ? show_ids(s, o, argv, argc) : show_latest(s, o);
-	else if (!strcmp(sub, "sessions")) {
-		struct sess_ctx c = { o, &e };
-		st = store_sessions(s, print_session, &c, &e);
-		if (st != CORE_OK)
-			cli_report(&e);
-	} else if (!strcmp(sub, "log"))
+	else if (!strcmp(sub, "sessions"))
+		st = list_sessions(s, o);
+	else if (!strcmp(sub, "show"))
+		st = show_conversation(s, o, argv[0]);
+	else if (!strcmp(sub, "log"))
 		st = session_rows(s, o, argv[0], 1, STORE_METADATA_ONLY);
 	else if (!strcmp(sub, "export"))
 		st = export_rows(s, o, argv, argc);
@@ -673,7 +791,7 @@ int main(int argc, char **argv)
 {
 	struct opts o = { 0 };
 	struct core_err e = { 0 };
-	const char *arg, *hb = NULL;
+	const char *arg, *hb = NULL, *format = NULL;
 	int c;
 
 	cli_start(&prog);
@@ -692,15 +810,23 @@ int main(int argc, char **argv)
 			break;
 		}
 		case OPT_BEFORE:
-			if (parse_before(arg, &o.before_ns) != CORE_OK)
+			if (parse_time("--before", arg, &o.before_ns) != CORE_OK)
 				return cli_finish(CORE_EUSAGE);
 			o.have_before = 1;
 			break;
 		case OPT_HB_TIMEOUT: hb = arg; break;
+		case OPT_SINCE:
+			if (parse_time("--since", arg, &o.since_ns) != CORE_OK)
+				return cli_finish(CORE_EUSAGE);
+			break;
+		case OPT_FORMAT: format = arg; break;
 		case OPT_AGENT: o.agent = arg; break;
 		case OPT_AGENTS: o.agents_dir = arg; break;
 		}
 	}
+	if (format && strcmp(format, "text") && strcmp(format, "ndjson"))
+		return cli_finish(cli_usage("--format must be text or ndjson, not '%s'", format));
+	o.text = format ? !strcmp(format, "text") : isatty(1);
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
 	return cli_finish(run(&o, argc - optind, argv + optind));

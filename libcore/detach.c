@@ -435,6 +435,7 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 		json_object_set_new(n, "finishReason", json_string("aborted"));
 		json_object_del(n, "heartbeatAt");
 		set_copy(n, "state", r->state);
+		set_copy(n, STORE_INFO_KEY, r->info);
 		json_object_set_new(n, "status", json_string("aborted"));
 		json_object_set_new(n, "updatedAt", json_string(now));
 		if (!(*next = row_ordered(n)))
@@ -466,6 +467,7 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 	set_copy(n, "state", r->state);
 	json_object_set_new(n, "status", json_string(status));
 	json_object_set_new(n, "updatedAt", json_string(now));
+	set_copy(n, STORE_INFO_KEY, r->info);
 	*next = n;
 	return CORE_OK;
 }

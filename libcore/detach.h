@@ -122,6 +122,7 @@ struct detach_result {
 	int aborted_by_user;        /* the abort flip (or a stop signal) was seen */
 	const json_t *output;       /* the invocation's AgentOutput (rt_output) */
 	const json_t *state;        /* the committed state (rt_committed_state) */
+	const json_t *info;         /* the row's STORE_INFO_KEY member, or NULL */
 };
 
 /*

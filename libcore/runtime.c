@@ -56,6 +56,7 @@ struct runtime {
 	json_t *error;          /* {status, message} */
 	enum core_status sys_st; /* CORE_ESYS/CORE_ENOMEM: a system failure ended it */
 	json_t *usage;
+	json_t *turn_usage;     /* the turn in flight's share of usage */
 };
 
 struct turn_result {
@@ -485,7 +486,8 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->cancelled = cfg->cancelled;
 	rt->ext = cfg->ext;
 	rt->cancel_ctx = cfg->cancel_ctx;
-	if (!(rt->usage = json_object()) || !(rt->tool_defs = json_array()))
+	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
+	    !(rt->tool_defs = json_array()))
 		goto nomem;
 	if ((st = init_check(cfg->init, e)))
 		goto fail;
@@ -527,6 +529,7 @@ void rt_free(struct runtime *rt)
 	json_decref(rt->patch_baseline);
 	json_decref(rt->error);
 	json_decref(rt->usage);
+	json_decref(rt->turn_usage);
 	free(rt);
 }
 
@@ -748,17 +751,23 @@ static json_t *session_messages(const json_t *msgs, size_t drop_tail)
 	return out;
 }
 
-static void add_usage(struct runtime *rt, const json_t *u)
+static void sum_usage(json_t *sum, const json_t *u)
 {
 	const char *k;
 	json_t *v;
 	json_object_foreach((json_t *)u, k, v) {
 		if (!json_is_integer(v))
 			continue;
-		json_t *old = json_object_get(rt->usage, k);
-		json_object_set_new(rt->usage, k, json_integer(json_integer_value(v)
+		json_t *old = json_object_get(sum, k);
+		json_object_set_new(sum, k, json_integer(json_integer_value(v)
 		                    + (json_is_integer(old) ? json_integer_value(old) : 0)));
 	}
+}
+
+static void add_usage(struct runtime *rt, const json_t *u)
+{
+	sum_usage(rt->usage, u);
+	sum_usage(rt->turn_usage, u);
 }
 
 static struct tool *find_tool(struct runtime *rt, const char *name)
@@ -1331,6 +1340,68 @@ static const char *terminal_status(const struct turn_result *r)
 	return !strcmp(r->reason, "aborted") ? "aborted" : "failed";
 }
 
+/* The session's title: its first user text, blanks folded, cut at
+ * TITLE_MAX bytes on a character boundary. */
+#define TITLE_MAX 72
+static json_t *session_title(struct runtime *rt)
+{
+	json_t *msgs = messages_of(rt), *m, *part;
+	size_t i, j;
+	json_array_foreach(msgs, i, m) {
+		if (strcmp(role_of(m), "user"))
+			continue;
+		json_array_foreach(json_object_get(m, "content"), j, part) {
+			const char *t = json_string_value(json_object_get(part, "text"));
+			char out[TITLE_MAX + 4];
+			size_t n = 0, cut = 0;
+			int blank = 0;
+			if (!t)
+				continue;
+			for (; *t && n < TITLE_MAX; t++) {
+				if (*t == ' ' || *t == '\t' || *t == '\n' || *t == '\r') {
+					blank = n > 0;
+					continue;
+				}
+				if (blank) {
+					cut = n;
+					out[n++] = ' ';
+					blank = 0;
+					if (n == TITLE_MAX)
+						break;
+				}
+				if (((unsigned char)*t & 0xc0) != 0x80)
+					cut = n;            /* a character starts here */
+				out[n++] = *t;
+			}
+			if (*t) {                       /* shortened: drop the cut character */
+				n = cut;
+				memcpy(out + n, "\xe2\x80\xa6", 3);   /* U+2026 */
+				n += 3;
+			}
+			if (n)
+				return json_stringn(out, n);
+		}
+	}
+	return NULL;
+}
+
+json_t *rt_row_info(struct runtime *rt)
+{
+	json_t *info = json_object();
+	if (!info)
+		return NULL;
+	if (rt->agent->name)
+		json_object_set_new(info, "agent", json_string(rt->agent->name));
+	if (rt->agent->model)
+		json_object_set_new(info, "model", json_string(rt->agent->model));
+	json_t *title = session_title(rt);
+	if (title)
+		json_object_set_new(info, "title", title);
+	if (json_object_size(rt->turn_usage))
+		json_object_set_new(info, "usage", json_deep_copy(rt->turn_usage));
+	return info;
+}
+
 /* Write the turn's row. */
 static enum core_status write_snapshot(struct runtime *rt, const struct turn_result *r,
                                        struct core_err *e)
@@ -1350,6 +1421,7 @@ static enum core_status write_snapshot(struct runtime *rt, const struct turn_res
 	json_object_set_new(row, "state", state_shaped(rt, rt->state));
 	json_object_set_new(row, "status", json_string(terminal_status(r)));
 	json_object_set_new(row, "updatedAt", json_string(now));
+	json_object_set_new(row, STORE_INFO_KEY, rt_row_info(rt));
 	struct save_ctx sc = { row };
 	struct store_base base = { rt->last_snapshot_id, rt->base_kept };
 	enum core_status st = store_save_on(rt->store, rt->snapshot_id, 0,
@@ -1429,6 +1501,7 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 		return CORE_ABORTED;
 	}
 	/* §3.1: arm the patcher, reserve the row, append the message. */
+	json_object_clear(rt->turn_usage);
 	rt->patch_first = 1;
 	json_decref(rt->patch_baseline);
 	rt->patch_baseline = NULL;

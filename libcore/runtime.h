@@ -104,6 +104,13 @@ const char *rt_session_id(const struct runtime *rt);
 const json_t *rt_usage(const struct runtime *rt);
 
 /*
+ * What the row of the turn just run records beside Genkit's shape (store.h,
+ * STORE_INFO_KEY): {"agent", "model", "title", "usage" (this turn's)}.  A
+ * new reference, or NULL when out of memory.
+ */
+json_t *rt_row_info(struct runtime *rt);
+
+/*
  * The status an AgentOutput stands for: CORE_OK (finish reason stop, other,
  * unknown or empty), CORE_UNUSABLE (length, blocked), CORE_INTERRUPTED,
  * CORE_ABORTED, and for failed outputs CORE_FAILED - or CORE_EINVAL,

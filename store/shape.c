@@ -78,6 +78,7 @@ void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
 	created = json_object_get(row, "createdAt");
 	if (created && zero_time(json_object_get(row, "updatedAt")))
 		json_object_set(row, "updatedAt", created);
+	json_object_del(row, STORE_INFO_KEY);
 }
 
 enum core_status store_outcome(const json_t *row)

@@ -238,7 +238,8 @@ enum core_status store_prune(struct store *s, const char *session_id,
  * Read shaping (runtime-semantics §1.7-1.8), in place on a row the caller
  * owns: a pending/aborting row whose heartbeatAt is more than timeout_ms
  * before now reads "expired"; an empty status reads "completed"; a missing
- * or zero updatedAt reads as createdAt.
+ * or zero updatedAt reads as createdAt.  The STORE_INFO_KEY member is
+ * removed, so a shaped row has Genkit's shape.
  */
 void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
 
@@ -246,6 +247,35 @@ void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
 int store_status_terminal(const char *status);
 
 /* ---- additions beyond Genkit's interface ---- */
+
+/*
+ * What a person asks of the history and Genkit's row has no place for: the
+ * runtime records it in the row's STORE_INFO_KEY member, an object
+ * {"agent", "model", "title" (the session's first user text, shortened),
+ * "usage" (the turn's token counts)}, every member optional.  The store
+ * keeps it with the metadata (a metadata-only read has it); read shaping
+ * removes it; export and import carry it.
+ */
+#define STORE_INFO_KEY "agentkit"
+
+/* Which sessions store_recent_sessions() lists. */
+struct store_session_filter {
+	const char *agent;       /* only sessions whose latest row names this agent, or NULL */
+	int64_t since_ns;        /* only sessions updated at or after this time, or 0 */
+	int64_t hb_timeout_ms;   /* for the shaped status */
+};
+
+/*
+ * Sessions newest first (the latest row's updatedAt, then session ID): a
+ * new array of objects {"sessionId", "snapshotId" (the latest row),
+ * "status" (shaped), "updatedAt", "snapshots" (the row count), and, when
+ * the latest row records them, "agent", "model", "title"}.  An empty array
+ * when none match.  It reads every session's latest row, metadata only:
+ * O(sessions).
+ */
+enum core_status store_recent_sessions(struct store *s,
+                                       const struct store_session_filter *f,
+                                       json_t **list, struct core_err *e);
 
 /*
  * Check a snapshot or session ID: 1..STORE_ID_MAX bytes of UTF-8 without

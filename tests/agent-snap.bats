@@ -52,7 +52,7 @@ setup() {
 	assert_equal "$(jq -r .snapshotId <<<"$output")" aborted-1
 	run -4 --separate-stderr agent-snap --session nobody
 	assert_equal "$stderr" "agent-snap: no snapshot found for session 'nobody'"
-	run -5 --separate-stderr agent-snap --session s-b -m failed-1 done-1
+	run -101 --separate-stderr agent-snap --session s-b -m failed-1 done-1
 	assert_equal "$(jq -r .snapshotId <<<"$output")" failed-1
 	assert_equal "$stderr" "agent-snap: snapshot 'done-1' does not belong to session 's-b' (snapshot's session: 's-a')"
 }
@@ -63,9 +63,10 @@ setup() {
 	assert_output '{"snapshotId":"log","sessionId":"w","status":"completed"}'
 }
 
-@test "sessions lists every session with its latest row and row count" {
+@test "sessions lists every session, newest first, with its latest row and row count" {
 	run -0 --separate-stderr agent-snap sessions
-	assert_line --index 0 '{"sessionId":"s-a","snapshotId":"empty-status","status":"completed","updatedAt":"2026-01-01T00:01:00Z","snapshots":2}'
+	assert_line --index 0 '{"sessionId":"s-c","snapshotId":"interrupted-1","status":"completed","updatedAt":"2026-01-03T00:01:00Z","snapshots":2}'
+	assert_line --index 2 '{"sessionId":"s-a","snapshotId":"empty-status","status":"completed","updatedAt":"2026-01-01T00:01:00Z","snapshots":2}'
 	assert_line --index 3 '{"sessionId":"s-d","snapshotId":"no-beat","status":"pending","updatedAt":"2020-01-01T00:00:02Z","snapshots":3}'
 	assert_equal "${#lines[@]}" 4
 }
