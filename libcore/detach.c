@@ -493,7 +493,7 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
 	output = json_pack("{s:s, s:{s:s, s:s}}", "finishReason", "failed", "error",
 	                   "status", core_status_name(CORE_ESYS), "message", why->msg);
 	if (output && state) {
-		struct detach_result r = { 0, output, state };
+		struct detach_result r = { 0, output, state, NULL };
 		struct fin_ctx f = { pending, &r };
 		st = store_save(s, json_string_value(json_object_get(pending, "snapshotId")), 0,
 		                fn_finalize, &f, persisted, e);
