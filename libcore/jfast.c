@@ -500,7 +500,7 @@ static int number(struct fp *f, struct jn *v)
 {
 	const char *s = f->p, *q = f->p;
 	int real = 0;
-	char tmp[64], *t = tmp;
+	double x;
 	size_t len;
 	if (q < f->end && *q == '-')
 		q++;
@@ -545,25 +545,15 @@ static int number(struct fp *f, struct jn *v)
 		v->u.i = *s == '-' ? -i : i;
 		return 1;
 	}
-	if (!real && len >= 32)
-		goto big;       /* more than 19 digits */
-	if (len >= sizeof tmp && !(t = malloc(len + 1)))
-		return 0;
-	memcpy(t, s, len);
-	t[len] = 0;
-	errno = 0;
-	if (real) {
-		v->t = JN_REAL;
-		v->u.d = strtod(t, NULL);
-	} else {
-		v->t = JN_INT;
-		v->u.i = strtoll(t, NULL, 10);
-	}
-	if (t != tmp)
-		free(t);
-	if (real ? !isinf(v->u.d) : errno != ERANGE)
+	switch (jv_read_number(s, len, &v->u.i, &x)) {
+	case 1:
+		v->t = real ? JN_REAL : JN_INT;
+		if (real)
+			v->u.d = x;
 		return 1;
-big:
+	case -1:
+		return 0;
+	}
 	if (len > JN_MAX_LEN)
 		return 0;
 	v->t = JN_BIG;
