@@ -21,6 +21,7 @@ struct fp {
 	const char *p, *end;
 	char *scratch;          /* unescaped string bytes */
 	size_t cap;
+	int bigs;               /* numbers jansson alone would refuse */
 };
 
 static void ws(struct fp *f)
@@ -500,7 +501,7 @@ static int number(struct fp *f, struct jn *v)
 {
 	const char *s = f->p, *q = f->p;
 	int real = 0;
-	char tmp[64], *t = tmp;
+	double x;
 	size_t len;
 	if (q < f->end && *q == '-')
 		q++;
@@ -545,27 +546,18 @@ static int number(struct fp *f, struct jn *v)
 		v->u.i = *s == '-' ? -i : i;
 		return 1;
 	}
-	if (!real && len >= 32)
-		goto big;       /* more than 19 digits */
-	if (len >= sizeof tmp && !(t = malloc(len + 1)))
-		return 0;
-	memcpy(t, s, len);
-	t[len] = 0;
-	errno = 0;
-	if (real) {
-		v->t = JN_REAL;
-		v->u.d = strtod(t, NULL);
-	} else {
-		v->t = JN_INT;
-		v->u.i = strtoll(t, NULL, 10);
-	}
-	if (t != tmp)
-		free(t);
-	if (real ? !isinf(v->u.d) : errno != ERANGE)
+	switch (jv_read_number(s, len, &v->u.i, &x)) {
+	case 1:
+		v->t = real ? JN_REAL : JN_INT;
+		if (real)
+			v->u.d = x;
 		return 1;
-big:
+	case -1:
+		return 0;
+	}
 	if (len > JN_MAX_LEN)
 		return 0;
+	f->bigs = 1;
 	v->t = JN_BIG;
 	v->own = 0;
 	v->n = (uint32_t)len;
@@ -845,11 +837,12 @@ static int value(struct fp *f, struct stacks *st, int depth, struct jn *v)
 	return 1;
 }
 
-/* The fast parse: 1 with *out, or 0 for jansson to judge. */
-static int parse_fast(const char *p, size_t n, struct jn *out)
+/* The fast parse: 1 with *out, or 0 for jansson to judge.  *bigs is set
+ * when the document holds a JN_BIG. */
+static int parse_fast(const char *p, size_t n, struct jn *out, int *bigs)
 {
 	static int c_locale = -1;
-	struct fp f = { p, p + n, NULL, 0 };
+	struct fp f = { p, p + n, NULL, 0, 0 };
 	struct stacks st = { 0 };
 	int ok;
 
@@ -869,6 +862,7 @@ static int parse_fast(const char *p, size_t n, struct jn *out)
 			ok = 0;
 		}
 	}
+	*bigs = f.bigs;
 	free(f.scratch);
 	jn_free(st.ab);
 	jn_free(st.mb);
@@ -880,8 +874,9 @@ enum core_status jn_parse(const char *p, size_t n, const char *name,
 {
 	json_t *v;
 	enum core_status st;
+	int bigs;
 	*out = (struct jn)JN_NULL_INIT;
-	if (parse_fast(p, n, out))
+	if (parse_fast(p, n, out, &bigs))
 		return CORE_OK;
 	if (!(v = jv_parse_jansson(p, n, name, lineno, e)))
 		return e->st;
@@ -897,10 +892,13 @@ enum core_status jn_parse(const char *p, size_t n, const char *name,
 json_t *jv_parse_fast(const char *p, size_t n)
 {
 	struct jn v;
-	json_t *r;
-	if (!parse_fast(p, n, &v))
+	json_t *r = NULL;
+	int bigs;
+	if (!parse_fast(p, n, &v, &bigs))
 		return NULL;
-	r = jn_to_json(&v);
+	/* bignums are jv_parse()'s to make, after jansson refused them */
+	if (!bigs)
+		r = jn_to_json(&v);
 	jn_release(&v);
 	return r;
 }

@@ -113,7 +113,8 @@ enum core_status jn_parse(const char *p, size_t n, const char *name,
                           size_t lineno, struct jn *out, struct core_err *e);
 
 /* The fast path of jv_parse(): a new reference, or NULL (no error) for
- * jansson to judge. */
+ * jansson to judge - also for a document with a number jansson refuses,
+ * so that jv_parse() makes its bignums as it always has. */
 json_t *jv_parse_fast(const char *p, size_t n);
 
 /* A document and the text its strings borrow. */

@@ -285,21 +285,6 @@ static uint64_t bytes_hash(const char *s, size_t n)
 	return h;
 }
 
-/* The double nearest the number text s[0..n). */
-static double strtod_n(const char *s, size_t n)
-{
-	char tmp[64], *t = n < sizeof tmp ? tmp : malloc(n + 1);
-	double d;
-	if (!t)
-		return 0;
-	memcpy(t, s, n);
-	t[n] = 0;
-	d = strtod(t, NULL);
-	if (t != tmp)
-		free(t);
-	return d;
-}
-
 /* A structural hash consistent with jn_equal (numbers by value, object
  * member order ignored). */
 static uint64_t vhash(const struct jn *v, size_t depth)
@@ -312,9 +297,11 @@ static uint64_t vhash(const struct jn *v, size_t depth)
 	case JN_INT:
 	case JN_REAL:
 	case JN_BIG: {
-		double d = v->t == JN_INT ? (double)v->u.i
-		           : v->t == JN_REAL ? v->u.d : strtod_n(v->u.s, v->n);
+		double d = v->t == JN_INT ? (double)v->u.i : v->u.d;
 		uint64_t bits;
+		int64_t i;
+		if (v->t == JN_BIG)
+			jv_read_number(v->u.s, v->n, &i, &d);
 		if (d == 0)
 			d = 0;  /* -0 == 0 */
 		memcpy(&bits, &d, sizeof bits);

@@ -75,32 +75,36 @@ static int is_num_char(char c)
 	       || c == 'e' || c == 'E';
 }
 
-/* Would jansson refuse this number token?  Integers outside 64 bits and
- * reals that overflow the double range; long reals are not refused. */
-static int too_big(const char *p, size_t n)
+int jv_read_number(const char *p, size_t n, int64_t *i, double *d)
 {
 	char tmp[64], *t = tmp;
-	int real = 0, big;
-	for (size_t i = 0; i < n; i++)
-		if (p[i] == '.' || p[i] == 'e' || p[i] == 'E')
+	int real = 0, ok;
+	for (size_t k = 0; k < n; k++)
+		if (p[k] == '.' || p[k] == 'e' || p[k] == 'E')
 			real = 1;
-	if (n >= sizeof tmp && !real)
-		return 1;
 	if (n >= sizeof tmp && !(t = malloc(n + 1)))
-		return 1;
+		return -1;
 	memcpy(t, p, n);
 	t[n] = 0;
 	errno = 0;
-	if (real) {
-		double d = strtod(t, NULL);
-		big = errno == ERANGE && isinf(d);
-	} else {
-		(void)strtoll(t, NULL, 10);
-		big = errno == ERANGE;
+	*d = strtod(t, NULL);
+	ok = !isinf(*d);
+	if (!real) {
+		errno = 0;
+		*i = strtoll(t, NULL, 10);
+		ok = errno != ERANGE;
 	}
 	if (t != tmp)
 		free(t);
-	return big;
+	return ok;
+}
+
+/* Would jansson refuse this number token (or memory ran out)? */
+static int too_big(const char *p, size_t n)
+{
+	int64_t i;
+	double d;
+	return jv_read_number(p, n, &i, &d) != 1;
 }
 
 static char *memcasemem(const char *h, size_t hn, const char *n, size_t nn)

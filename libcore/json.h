@@ -78,6 +78,15 @@ struct jv_num {
 };
 int jv_num_equal(const struct jv_num *a, const struct jv_num *b);
 
+/*
+ * Read the number token p[0..n) (JSON syntax, any length) as jansson
+ * does: an integer (no '.', 'e' or 'E') into *i, and its nearest double
+ * (for any token, possibly infinite) into *d.  1 when jansson holds it, 0
+ * when it would refuse it as too large (an integer past 64 bits, a real
+ * past the double range), -1 when memory ran out.
+ */
+int jv_read_number(const char *p, size_t n, int64_t *i, double *d);
+
 /* The writer's forms of an integer and of a real ("100.0", "0.1"). */
 enum core_status jv_dump_int(int64_t i, struct core_buf *out);
 enum core_status jv_dump_real(double d, struct core_buf *out);
