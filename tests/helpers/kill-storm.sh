@@ -24,13 +24,14 @@ for r in $(seq "$rounds"); do
 	vp=()
 	for v in $(seq 0 $((writers - 1)) | shuf -n "$n"); do
 		vp+=("${pids[$v]}")
-		pids[$v]=""
+		pids[v]=""
 	done
 	sleep "0.$(printf '%03d' $((RANDOM % 149 + 2)))"
 	kill -9 "${vp[@]}" 2>/dev/null
 	kills=$((kills + n))
 	end=$((SECONDS + 60))
-	for p in ${pids[@]}; do
+	for p in "${pids[@]}"; do
+		[ -n "$p" ] || continue
 		while kill -0 "$p" 2>/dev/null && [ "$SECONDS" -lt "$end" ]; do
 			sleep 0.05
 		done
