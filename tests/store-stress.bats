@@ -51,8 +51,11 @@ check_consistent() {
 @test "kill -9 inside writes leaves the store consistent and committed rows intact" {
 	requires mdb_stat
 	for round in 1 2 3 4 5; do
-		"$SW" hammer "k$round" &
+		"$SW" hammer "k$round" 3>&- &
 		pid=$!
+		# kill it mid-stream: after its first commit (a loaded machine may
+		# take a while to start it), at a random moment
+		wait_for 60 agent-snap -m --session "k$round" >/dev/null 2>&1
 		sleep "0.$((RANDOM % 3 + 1))"
 		kill -9 "$pid"
 		wait "$pid" 2>/dev/null || true
