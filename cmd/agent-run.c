@@ -49,6 +49,8 @@ enum {
 	OPT_STATE_TRANSFORM,
 	OPT_STREAM_TRANSFORM,
 	OPT_LIST,
+	OPT_OUTPUT_SCHEMA = CLI_LONG + 400,
+	OPT_JSON,
 };
 
 static const struct cli_opt opts[] = {
@@ -67,6 +69,10 @@ static const struct cli_opt opts[] = {
 	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
 	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
 	{ OPT_CONFIG, "config", "JSON", "model configuration object (temperature, maxOutputTokens, ...)" },
+	{ OPT_JSON, "json", NULL, "the model must answer in JSON: sent as the provider's JSON mode, checked, "
+	  "the value in output.output (docs/providers.md)" },
+	{ OPT_OUTPUT_SCHEMA, "output-schema", "FILE", "the model must answer JSON matching this JSON Schema "
+	  "(implies --json; replaces the prompt's output schema)" },
 	{ OPT_FORMAT, "format", "FORMAT", "ndjson (default when stdout is not a terminal) or text" },
 	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
@@ -748,6 +754,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;
+		case OPT_JSON: spec->json_output = 1; break;
+		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_MAX_RECORD:

@@ -41,6 +41,7 @@ struct agent {
 	int max_turns;          /* > 0 */
 	json_t *input;          /* the prompt's input (--input or its default), or NULL */
 	json_t *state_schema;   /* front matter state schema, or NULL */
+	json_t *output;         /* structured output spec (structured.h), or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */
 	char *key_file;         /* the provider key's file (--key-file,
@@ -61,6 +62,8 @@ struct agent_spec {
 	int max_turns;           /* --max-turns, 0 when not given */
 	int model_optional;      /* a custom agent (--exec) may have no model */
 	const char *key_file;    /* --key-file, or NULL */
+	const char *output_schema; /* --output-schema FILE (JSON Schema), or NULL */
+	int json_output;         /* --json: the reply must be JSON */
 };
 
 /*
