@@ -5,7 +5,7 @@
 #   make check            the suite twice: plain, then under ASan+UBSan (CI)
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
-#   make install PREFIX=/usr/local DESTDIR=
+#   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
 #   make lint             banned calls, printing/exiting library code
 
 VERSION   := 0.1.0
@@ -100,6 +100,14 @@ completions/fish/%.fish: $(BUILD)/bin/%
 	@mkdir -p $(dir $@)
 	$< --completion fish >$@
 
+# Section 5 and 7 pages generated from docs/ (scripts/md2man, POSIX awk).
+DOC_MAN_STAMP := $(BUILD)/man/.stamp
+$(DOC_MAN_STAMP): scripts/md2man $(wildcard docs/*.md)
+	@rm -rf $(BUILD)/man
+	scripts/md2man --all $(BUILD)/man $(VERSION)
+	@touch $@
+man: $(DOC_MAN_STAMP)
+
 test: all
 	@scripts/runtests $(BUILD)
 
@@ -115,9 +123,12 @@ bench: all
 lint:
 	@scripts/lint
 
-install: all
+install: all man
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
+	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
+	install -m 644 $(BUILD)/man/man5/*.5 $(DESTDIR)$(MANDIR)/man5/
+	install -m 644 $(BUILD)/man/man7/*.7 $(DESTDIR)$(MANDIR)/man7/
 	for p in $(PROGS); do \
 	  install -m 755 $(BUILD)/bin/$$p $(DESTDIR)$(BINDIR)/$$p && \
 	  $(BUILD)/bin/$$p --man >$(DESTDIR)$(MANDIR)/man1/$$p.1 && \
@@ -133,12 +144,50 @@ uninstall:
 	    $(DESTDIR)$(BASHCOMPDIR)/$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p \
 	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; \
 	done
+	rm -f $(DESTDIR)$(MANDIR)/man5/agentkit-*.5 $(DESTDIR)$(MANDIR)/man7/agentkit-*.7
 
 clean:
 	rm -rf build build-san completions/bash completions/zsh completions/fish
 
-.PHONY: all completions test check bench lint install uninstall clean
+.PHONY: all completions man test check bench lint install uninstall clean
 .SECONDARY:
+
+# Fuzzing (docs/fuzzing.md): tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/fuzz_NAME.
+# Every build links them with the deterministic driver (tests/fuzz/driver.c),
+# which tests/fuzz.bats runs for a short seeded pass.  `make fuzz` runs each
+# target for FUZZ_SECONDS: with libFuzzer (build-fuzz/) when clang has it,
+# else with the driver under ASan+UBSan (build-san/).
+FUZZ_SECONDS ?= 60
+FUZZ_SRC  := $(sort $(wildcard tests/fuzz/fuzz_*.c))
+FUZZ_BINS := $(patsubst tests/fuzz/%.c,$(BUILD)/fuzz/%,$(FUZZ_SRC))
+ifeq ($(FUZZ_ENGINE),libfuzzer)
+FUZZ_MAIN :=
+FUZZ_LINK := -fsanitize=fuzzer
+else
+FUZZ_MAIN := $(BUILD)/tests/fuzz/driver.o
+FUZZ_LINK :=
+endif
+all: $(FUZZ_BINS)
+fuzz-bins: $(FUZZ_BINS)
+$(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBSTORE) $(LIBCORE)
+	@mkdir -p $(dir $@)
+	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
+	  -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group $(LDLIBS)
+fuzz:
+	@if tests/fuzz/run --have-libfuzzer; then \
+	  $(MAKE) --no-print-directory -j2 BUILD=build-fuzz CC=clang FUZZ_ENGINE=libfuzzer \
+	    OPT='-O1 -g -fno-omit-frame-pointer' \
+	    SANFLAGS='-fsanitize=fuzzer-no-link,address,undefined -fno-sanitize-recover=all' \
+	    fuzz-bins && tests/fuzz/run build-fuzz $(FUZZ_SECONDS); \
+	else \
+	  $(MAKE) --no-print-directory -j2 SANITIZE=1 fuzz-bins && \
+	  tests/fuzz/run build-san $(FUZZ_SECONDS); \
+	fi
+fuzz-clean:
+	rm -rf build-fuzz
+clean: fuzz-clean
+.PHONY: fuzz fuzz-bins fuzz-clean
+-include $(patsubst tests/%.c,$(BUILD)/tests/%.d,$(FUZZ_SRC) tests/fuzz/common.c tests/fuzz/driver.c)
 
 -include $(patsubst tests/%.c,$(BUILD)/tests/%.d,$(HELPER_SRC) $(UNIT_SRC))
 -include $(CORE_OBJ:.o=.d) $(STORE_OBJ:.o=.d) $(CLI_OBJ:.o=.d) $(patsubst cmd/%.c,$(BUILD)/cmd/%.d,$(CMD_SRC))

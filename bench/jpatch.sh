@@ -8,8 +8,12 @@
 #   stream  2,000 agent-run customPatch chunks, the live document after each
 #   start   start-up: a one-operation patch on a tiny document
 # Peers: fast-json-patch under Node (bench/jpatch/fjp.js; installed into
-# bench/out/node when node and npm exist) and jq (start-up, and the floor
-# of any jq solution on 10 MB: parse and print).  Ratio = best peer / ours.
+# bench/out/node, which git ignores, when node and npm exist) and jq
+# (start-up, and the floor of any jq solution on 10 MB: parse and print).
+# Ratio = best peer / ours.  Then peak memory (max RSS of the process) of
+# apply and diff against their input, and the time of each as a fraction
+# of the fast-json-patch Node CLI's, with the targets agentkit keeps:
+# apply <= 0.35x, diff <= 0.25x, memory <= 6x the input.
 set -u
 build=$(cd "${1:-build}" && pwd) || exit 111
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -67,15 +71,23 @@ row() { # name ours peer...
 
 echo "jpatch: median of $runs runs, milliseconds (ratio = fastest peer / agentkit)"
 printf '%-34s %10s %14s %14s %8s\n' workload agentkit fast-json-patch jq ratio
-ours=$(t -- "$bin/jpatch-apply" "$out/big.json" "$out/patch.json")
-node=- jq=-
-[ -n "$node_ok" ] && node=$(t -- node "$fjp" apply "$out/big.json" "$out/patch.json")
+set -- $(t --rss -- "$bin/jpatch-apply" "$out/big.json" "$out/patch.json")
+apply_t=$1 apply_rss=$2
+node=- jq=- apply_node=- apply_node_rss=-
+if [ -n "$node_ok" ]; then
+	set -- $(t --rss -- node "$fjp" apply "$out/big.json" "$out/patch.json")
+	node=$1 apply_node=$1 apply_node_rss=$2
+fi
 [ -n "$jq_ok" ] && jq=$(t -- jq -c . "$out/big.json")
-row "apply 1,200 ops to 10 MB" "$ours" "$node" "$jq"
-ours=$(t -- "$bin/jpatch-diff" "$out/big.json" "$out/big2.json")
-node=-
-[ -n "$node_ok" ] && node=$(t -- node "$fjp" diff "$out/big.json" "$out/big2.json")
-row "diff two 10 MB documents" "$ours" "$node" -
+row "apply 1,200 ops to 10 MB" "$apply_t" "$node" "$jq"
+set -- $(t --rss -- "$bin/jpatch-diff" "$out/big.json" "$out/big2.json")
+diff_t=$1 diff_rss=$2
+node=- diff_node=- diff_node_rss=-
+if [ -n "$node_ok" ]; then
+	set -- $(t --rss -- node "$fjp" diff "$out/big.json" "$out/big2.json")
+	node=$1 diff_node=$1 diff_node_rss=$2
+fi
+row "diff two 10 MB documents" "$diff_t" "$node" -
 ours=$(t -- "$bin/jpatch-diff" --minimal "$out/big.json" "$out/big2.json")
 row "diff --minimal two 10 MB documents" "$ours" "$node" -
 ours=$(t --stdin "$out/stream.ndjson" -- "$bin/jpatch-apply" --stream "$out/init.json")
@@ -91,3 +103,28 @@ ours=$(t --repeat 20 -- "$bin/jpatch-diff" "$out/tiny.json" "$out/tiny2.json")
 node=-
 [ -n "$node_ok" ] && node=$(t --repeat 5 -- node "$fjp" diff "$out/tiny.json" "$out/tiny2.json")
 row "start-up (tiny diff)" "$ours" "$node" -
+
+size() { wc -c <"$1" | tr -d ' '; }
+apply_in=$(( $(size "$out/big.json") + $(size "$out/patch.json") ))
+diff_in=$(( $(size "$out/big.json") + $(size "$out/big2.json") ))
+mem() { # name input-bytes rss-kb peer-rss-kb
+	local peer=-
+	[ "$4" != "-" ] && peer=$(awk "BEGIN{printf \"%.1f\", $4 / 1024}")
+	printf '%-34s %10s %10s %8s %14s\n' "$1" "$(awk "BEGIN{printf \"%.1f\", $2 / 1048576}")" \
+		"$(awk "BEGIN{printf \"%.1f\", $3 / 1024}")" \
+		"$(awk "BEGIN{printf \"%.1fx\", $3 * 1024 / $2}")" "$peer"
+}
+echo
+echo "peak memory: max RSS in MB (x input = agentkit's RSS / input size; target <= 6x)"
+printf '%-34s %10s %10s %8s %14s\n' workload input agentkit "x input" fast-json-patch
+mem "apply 1,200 ops to 10 MB" "$apply_in" "$apply_rss" "$apply_node_rss"
+mem "diff two 10 MB documents" "$diff_in" "$diff_rss" "$diff_node_rss"
+if [ -n "$node_ok" ]; then
+	echo
+	echo "whole-process time as a fraction of the fast-json-patch Node CLI's"
+	printf '%-34s %10s %8s\n' workload "agentkit/fjp" target
+	printf '%-34s %10s %8s\n' "apply 1,200 ops to 10 MB" \
+		"$(awk "BEGIN{printf \"%.2fx\", $apply_t / $apply_node}")" "0.35x"
+	printf '%-34s %10s %8s\n' "diff two 10 MB documents" \
+		"$(awk "BEGIN{printf \"%.2fx\", $diff_t / $diff_node}")" "0.25x"
+fi

@@ -33,7 +33,7 @@ static const struct cli_opt opts[] = {
 
 static const struct cli_exitcode exits[] = {
 	{ 0, "every row was found: aborted, or already settled" },
-	{ 4, "a snapshot was not found (the others are still aborted)" },
+	{ 4, "a snapshot was not found (the others are still aborted), or there is no store" },
 	{ 100, "usage error" },
 	{ 111, "system failure (cannot open the store, cannot write output)" },
 	{ 124, "--wait --timeout ran out" },
@@ -68,6 +68,7 @@ static const struct cli_prog prog = {
 	"$ agent-abort --wait --timeout 30s \"$id\"\n"
 	"  abort and wait for the worker to finalize the row",
 	.exits = exits,
+	.operands = CLI_SNAPSHOT,
 };
 
 struct abort_ctx {
@@ -135,7 +136,7 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
-	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
+	if ((st = store_open_default(o->store, STORE_OPEN_EXISTING, &s, &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
 	res = calloc(n, sizeof *res);

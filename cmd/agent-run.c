@@ -17,7 +17,9 @@
 #include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
+#include "../libcore/model.h"
 #include "../libcore/runtime.h"
+#include "../libcore/spawn.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -49,7 +51,9 @@ enum {
 	OPT_STATE_TRANSFORM,
 	OPT_STREAM_TRANSFORM,
 	OPT_LIST,
-	OPT_OUTPUT_SCHEMA = CLI_LONG + 400,
+	OPT_INPUT_FORMAT = CLI_LONG + 400,
+	OPT_LIST_MODELS,
+	OPT_OUTPUT_SCHEMA = CLI_LONG + 500,
 	OPT_JSON,
 };
 
@@ -64,7 +68,8 @@ static const struct cli_opt opts[] = {
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
 	{ OPT_PROMPT, "prompt", "NAME", "render this shared prompt (with --input) instead of the agent's own" },
 	{ OPT_INPUT, "input", "JSON", "the prompt's input (default: its front matter's input.default)" },
-	{ OPT_MODEL, "model", "NAME", "the model: echo, script/PATH, provider/name (overrides the prompt's)" },
+	{ OPT_MODEL, "model", "NAME", "the model: echo, script/PATH, provider/name (overrides the prompt's; "
+	  "default $AGENTKIT_MODEL)" },
 	{ OPT_SYSTEM, "system", "TEXT", "inline agent: the system instruction" },
 	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
 	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
@@ -73,7 +78,12 @@ static const struct cli_opt opts[] = {
 	  "the value in output.output (docs/providers.md)" },
 	{ OPT_OUTPUT_SCHEMA, "output-schema", "FILE", "the model must answer JSON matching this JSON Schema "
 	  "(implies --json; replaces the prompt's output schema)" },
-	{ OPT_FORMAT, "format", "FORMAT", "ndjson (default when stdout is not a terminal) or text" },
+	{ OPT_INPUT_FORMAT, "input-format", "FORMAT",
+	  "stdin is ndjson (AgentInput lines) or text (one user message); default: ndjson "
+	  "when its first non-blank byte is '{', else text" },
+	{ OPT_FORMAT, "format", "FORMAT",
+	  "ndjson (default when stdout is not a terminal), text, or json (only the final "
+	  "AgentOutput object)" },
 	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
 	{ OPT_KEY_FILE, "key-file", "FILE",
@@ -90,6 +100,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_STATE_TRANSFORM, "state-transform", "CMD", "filter the state clients see through CMD, an NDJSON filter" },
 	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ OPT_LIST_MODELS, "list-models", NULL,
+	  "list the model providers, the key each needs and whether it is set, the base URL, "
+	  "and (with a key) the provider's models; a table on a terminal, else NDJSON" },
 	{ 0 }
 };
 
@@ -103,8 +116,18 @@ static const struct cli_exitcode exits[] = {
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
 	{ 101, "malformed input (bad NDJSON, an invalid AgentInput or init)" },
-	{ 111, "system failure (cannot open the store, cannot write output)" },
+	{ 111, "system failure (cannot open the store, commit a turn (full disk) or write output)" },
 	{ -1, NULL }
+};
+
+/* What option values are, for the shell completions. */
+static const struct cli_value values[] = {
+	{ .opt = "session", .kind = CLI_SESSION },
+	{ .opt = "snapshot", .kind = CLI_SNAPSHOT },
+	{ .opt = "model", .kind = CLI_MODEL },
+	{ .opt = "prompt", .kind = CLI_AGENT },
+	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text" },
+	{ 0 }
 };
 
 static const struct cli_prog prog = {
@@ -115,15 +138,22 @@ static const struct cli_prog prog = {
 	"Runs AGENT (a name looked up as NAME.prompt in --agents DIR, "
 	"$AGENTKIT_PATH and ./agents, or a path to a .prompt file), or an "
 	"inline agent defined by --model, --system, --tool, --max-turns and "
-	"--config.  Each -m TEXT is one turn; without -m, each line of stdin "
-	"is one AgentInput ({\"message\":...}, {\"resume\":{...}}, {} to "
-	"re-attempt), run in order.\n\n"
+	"--config.  Each -m TEXT is one turn.  Text piped on stdin joins the "
+	"first -m turn after a blank line (git diff | agent-run reviewer -m "
+	"'review this'); without -m it is one turn of its own.  NDJSON on stdin "
+	"(first non-blank byte '{', or --input-format ndjson) is one AgentInput "
+	"per line ({\"message\":...}, {\"resume\":{...}}, {} to re-attempt), "
+	"run in order; it cannot be combined with -m.  A terminal on stdin is "
+	"not read when -m is given.\n\n"
 	"stdout is NDJSON: the AgentStreamChunk objects of every turn "
 	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
 	"then exactly one final line: {\"output\": AgentOutput}, or "
 	"{\"error\": {\"status\", \"message\"}} when the invocation never "
-	"started (bad init, unknown agent or snapshot).  --format text prints "
-	"the model's text as it streams and a summary on stderr.\n\n"
+	"started (bad init, unknown agent, model or snapshot).  --format json "
+	"prints only that final object (the AgentOutput itself).  --format text "
+	"prints the model's text as it streams, each tool call and its outcome "
+	"on stderr, and a summary with the usage (colour on a terminal unless "
+	"NO_COLOR is set).\n\n"
 	"Sessions are server-managed by default: every committed turn writes "
 	"one snapshot to the store, --session ID resumes a session's latest "
 	"snapshot (or starts one under ID) and --snapshot ID a given one.  "
@@ -150,6 +180,8 @@ static const struct cli_prog prog = {
 	.examples =
 	"$ agent-run --no-store --model echo -m hi\n"
 	"  one turn with the offline echo model, state in output.state\n"
+	"$ git diff | agent-run reviewer -m 'review this' --format json\n"
+	"  the turn is the -m text, a blank line, the diff; only the output object\n"
 	"$ agent-run tasks -m 'add buy milk' | jpatch-apply --stream\n"
 	"  run the tasks agent and follow its custom state live\n"
 	"$ agent-run tasks --session \"$id\" -m 'and mark it done'\n"
@@ -159,11 +191,20 @@ static const struct cli_prog prog = {
 	"$ id=$(agent-run tasks --detach -m 'plan the week' | jq -r .output.snapshotId)\n"
 	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
 	.exits = exits,
+	.values = values,
+	.operands = CLI_AGENT,
 };
+
+/* What stdin holds (read_stdin()). */
+enum { STDIN_NONE, STDIN_NDJSON, STDIN_TEXT };
 
 struct out_ctx {
 	int text;               /* --format text */
+	int json;               /* --format json: the final object only */
+	int color;              /* text: colour on stderr (a terminal, no NO_COLOR) */
 	int midline;            /* text printed without a newline yet */
+	json_int_t msg_index;   /* text: the model message last printed, or -1 */
+	json_t *tools_open;     /* text: names of tool requests not answered yet */
 	enum core_status st;    /* first write failure */
 	struct core_err err;
 	struct core_buf line;
@@ -239,34 +280,121 @@ static enum core_status write_json(struct out_ctx *o, const json_t *v)
 	return st;
 }
 
+/* End the text line on stdout (before a tool line, a new message, the
+ * turn's end). */
+static enum core_status end_line(struct out_ctx *o)
+{
+	enum core_status st = CORE_OK;
+	if (o->midline)
+		st = cli_write("\n", 1, &o->err);
+	o->midline = 0;
+	if (!st)
+		st = cli_flush(&o->err);
+	return st;
+}
+
+/* Text mode: the first open request of this name was answered. */
+static void close_tool(struct out_ctx *o, const char *name)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(o->tools_open, i, p)
+		if (name && !strcmp(json_string_value(p), name)) {
+			json_array_remove(o->tools_open, i);
+			return;
+		}
+}
+
+/* Text mode: "tool NAME [WHAT] <compact JSON of v, cut short>" on stderr,
+ * WHAT (ok, error, interrupted) coloured when o->color. */
+static void tool_line(const struct out_ctx *o, const char *name, const json_t *v,
+                      const char *what, const char *color)
+{
+	enum { SHORT = 72 };
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	size_t n = 0;
+	if (v && !jv_dump(v, &b)) {
+		n = b.len;
+		if (n > SHORT) {
+			n = SHORT;
+			while (n && ((unsigned char)b.p[n] & 0xC0) == 0x80)
+				n--;    /* not inside a UTF-8 sequence */
+		}
+	}
+	fflush(stdout);
+	const char *dim = o->color ? "\033[2m" : "", *off = o->color ? "\033[0m" : "";
+	fprintf(stderr, "%stool %s%s", dim, name ? name : "?", off);
+	if (what)
+		fprintf(stderr, " %s%s%s", o->color ? color : "", what, off);
+	if (n)
+		fprintf(stderr, " %s%.*s%s%s", dim, (int)n, b.p, n < b.len ? "..." : "", off);
+	fputc('\n', stderr);
+	core_buf_release(&b);
+}
+
+/*
+ * Text mode: the model's text on stdout, a line break between model
+ * messages; each tool request and its outcome on stderr, one line each
+ * (a request still open when the turn fails is the one that failed).
+ */
+static enum core_status show_text(struct out_ctx *o, const json_t *chunk)
+{
+	const json_t *mc = json_object_get(chunk, "modelChunk");
+	const char *role = json_string_value(json_object_get(mc, "role"));
+	enum core_status st = CORE_OK;
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(mc, "content"), i, p) {
+		const json_t *t = json_object_get(p, "text");
+		const json_t *req = json_object_get(p, "toolRequest");
+		const json_t *res = json_object_get(p, "toolResponse");
+		const json_t *intr = json_object_get(json_object_get(p, "metadata"), "interrupt");
+		json_int_t index = json_integer_value(json_object_get(mc, "index"));
+		if (role && !strcmp(role, "model") && json_is_string(t) && json_string_length(t)) {
+			if (index != o->msg_index && (st = end_line(o)))
+				return st;
+			o->msg_index = index;
+			if ((st = cli_write(json_string_value(t), json_string_length(t), &o->err)))
+				return st;
+			o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
+		} else if ((req || res) && !(st = end_line(o))) {
+			const char *name = json_string_value(json_object_get(req ? req : res, "name"));
+			if (intr)
+				tool_line(o, name, json_is_true(intr) ? NULL : intr, "interrupted", "\033[33m");
+			else if (res)
+				tool_line(o, name, json_object_get(res, "output"), "ok", "\033[32m");
+			else
+				tool_line(o, name, json_object_get(req, "input"), NULL, NULL);
+			if (req && !intr)
+				json_array_append_new(o->tools_open, json_string(name ? name : "?"));
+			else if (res || intr)
+				close_tool(o, name);
+		}
+		if (st)
+			return st;
+	}
+	const json_t *te = json_object_get(chunk, "turnEnd");
+	if (te) {
+		const char *reason = json_string_value(json_object_get(te, "finishReason"));
+		json_array_foreach(o->tools_open, i, p)
+			if (reason && !strcmp(reason, "failed"))
+				tool_line(o, json_string_value(p), NULL, "error", "\033[31m");
+		json_array_clear(o->tools_open);
+		o->msg_index = -1;
+		st = end_line(o);
+	}
+	return st ? st : cli_flush(&o->err);
+}
+
 static enum core_status show_chunk(void *ctx, const json_t *chunk)
 {
 	struct out_ctx *o = ctx;
 	enum core_status st = CORE_OK;
 	if (o->st)
 		return o->st;
-	if (!o->text) {
-		st = write_json(o, chunk);
-	} else {
-		const json_t *mc = json_object_get(chunk, "modelChunk");
-		const char *role = json_string_value(json_object_get(mc, "role"));
-		size_t i;
-		json_t *p;
-		if (mc && role && !strcmp(role, "model"))
-			json_array_foreach(json_object_get(mc, "content"), i, p) {
-				const json_t *t = json_object_get(p, "text");
-				if (json_is_string(t) && json_string_length(t)) {
-					st = cli_write(json_string_value(t), json_string_length(t), &o->err);
-					o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
-				}
-			}
-		if (!st && json_object_get(chunk, "turnEnd") && o->midline) {
-			st = cli_write("\n", 1, &o->err);
-			o->midline = 0;
-		}
-		if (!st)
-			st = cli_flush(&o->err);
-	}
+	if (o->json)
+		return CORE_OK;
+	st = o->text ? show_text(o, chunk) : write_json(o, chunk);
 	if (st == CORE_EPIPE)
 		o->gone = 1;
 	if (st)
@@ -305,6 +433,75 @@ static enum core_status list_agents(struct out_ctx *o, const char *agents_dir)
 	return st;
 }
 
+/* One provider of --list-models as a person reads it. */
+static enum core_status model_row_text(const json_t *row, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *keys = json_object_get(row, "keyVariables"), *v;
+	const char *from = json_string_value(json_object_get(row, "keyFrom"));
+	const char *base = json_string_value(json_object_get(row, "baseUrl"));
+	enum core_status st = core_buf_addf(&b, "%-10s", json_string_value(json_object_get(row,
+	                                                                   "provider")));
+	size_t i;
+	if (!base)
+		st = st ? st : core_buf_adds(&b, "offline, no key");
+	else if (!json_array_size(keys))
+		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
+	else if (from)
+		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
+	else {
+		json_array_foreach(keys, i, v)
+			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",
+			                             json_string_value(v));
+		st = st ? st : core_buf_addf(&b, ": not set, %s", base);
+	}
+	json_array_foreach(json_object_get(row, "models"), i, v)
+		st = st ? st : core_buf_addf(&b, "\n  %s", json_string_value(v));
+	if (!st && json_object_get(row, "error"))
+		st = core_buf_addf(&b, "\n  (cannot list: %s)", json_string_value(json_object_get(
+		                   json_object_get(row, "error"), "message")));
+	st = st ? core_fail(e, st, "out of memory") : cli_write_line(&b, e);
+	core_buf_release(&b);
+	return st;
+}
+
+/*
+ * agent-run --list-models: one row per provider (model_list), a table on a
+ * terminal and NDJSON otherwise.  A provider whose list could not be read
+ * is named on stderr and the exit status is 1; the other rows still print.
+ */
+static enum core_status list_models(struct out_ctx *o, const char *key_file)
+{
+	struct core_err e = { 0 };
+	json_t *rows = NULL, *row;
+	size_t i;
+	int failed;
+	const char *dflt = getenv("AGENTKIT_MODEL");
+	if (!key_file)
+		key_file = getenv("AGENTKIT_KEY_FILE");
+	enum core_status st = model_list(key_file, &rows, &failed, &e);
+	if (st)
+		return cli_report(&e);
+	json_array_foreach(rows, i, row) {
+		const json_t *err = json_object_get(row, "error");
+		if (err)
+			cli_warn("%s", json_string_value(json_object_get(err, "message")));
+		if ((st = o->text ? model_row_text(row, &o->err) : write_json(o, row)))
+			break;
+	}
+	if (!st && o->text) {
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		st = core_buf_addf(&b, "default model (AGENTKIT_MODEL): %s",
+		                   dflt && *dflt ? dflt : "not set");
+		st = st ? core_fail(&o->err, st, "out of memory") : cli_write_line(&b, &o->err);
+		core_buf_release(&b);
+	}
+	json_decref(rows);
+	if (st && st != CORE_EPIPE)
+		cli_report(&o->err);
+	return st ? st : failed ? CORE_FAILED : CORE_OK;
+}
+
 static void on_warn(void *ctx, const char *msg)
 {
 	cli_warn("%s", msg);
@@ -334,9 +531,10 @@ static enum core_status set_init(json_t *init, const char *key, json_t *v)
 	return CORE_OK;
 }
 
-static json_t *user_message(const char *text)
+static json_t *user_message(const char *text, size_t len)
 {
-	return json_pack("{s:{s:[{s:s}], s:s}}", "message", "content", "text", text, "role", "user");
+	return json_pack("{s:{s:[{s:s%}], s:s}}", "message", "content", "text", text, len,
+	                 "role", "user");
 }
 
 /* ---- detached runs (runtime-semantics §2; docs/detach.md) ---- */
@@ -617,9 +815,10 @@ static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr,
 	return st;
 }
 
-/* Run stdin's AgentInput lines; stops at the first failed turn, or
- * detaches at a "detach" line. */
-static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int detach_all)
+/* Run stdin's AgentInput lines (after the bytes in ahead); stops at the
+ * first failed turn, or detaches at a "detach" line. */
+static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *ahead,
+                                  size_t max_record, int detach_all)
 {
 	struct core_lines lr;
 	struct core_err e = { 0 };
@@ -627,6 +826,12 @@ static enum core_status run_stdin(struct detach_ctx *d, size_t max_record, int d
 	char *line;
 	size_t len;
 	core_lines_init(&lr, 0, "<stdin>", max_record);
+	/* The bytes read_stdin() took to see the format come first. */
+	if (ahead->len && core_buf_add(&lr.buf, ahead->p, ahead->len)) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		core_lines_release(&lr);
+		return CORE_ENOMEM;
+	}
 	if (detach_all) {
 		if (!(st = queue_stdin(d, &lr, 0)) && !stop_signal)
 			st = detach_start(d);
@@ -680,7 +885,9 @@ struct run_opts {
 	size_t nmsg, ntools;
 	size_t max_record;
 	int text;                       /* --format text (default: stdout is a terminal) */
-	int no_store, describe, detach, list;
+	int json;                       /* --format json: only the final object */
+	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
+	int no_store, describe, detach, list, list_models;
 };
 
 /* What main() holds; released at its out: label. */
@@ -694,6 +901,9 @@ struct run {
 	struct runtime *rt;
 	struct detach_ctx det;
 	json_t *output;                 /* the final AgentOutput */
+	int stdin_open;                 /* fd 0 was open when agent-run started */
+	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
+	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
 };
 
 static enum core_status report_oom(void)
@@ -710,6 +920,33 @@ static enum core_status push_arg(const char ***v, size_t *n, const char *arg)
 	nv[(*n)++] = arg;
 	nv[*n] = NULL;
 	*v = nv;
+	return CORE_OK;
+}
+
+static int has_space(const char *s)
+{
+	return s && s[strcspn(s, " \t\n")];
+}
+
+/*
+ * Values that are almost surely text meant for something else, a habit
+ * from other tools (llm's -s is --system): IDs and agent names have no
+ * blanks.  A path to a prompt file may.
+ */
+static enum core_status check_habits(const struct run_opts *op)
+{
+	const char *name = op->spec.name;
+	if (has_space(op->session))
+		return cli_usage("--session '%s' is not a session ID (IDs have no spaces); for a "
+		                 "system instruction use --system TEXT, to send text use -m TEXT",
+		                 op->session);
+	if (has_space(op->snapshot))
+		return cli_usage("--snapshot '%s' is not a snapshot ID (IDs have no spaces)",
+		                 op->snapshot);
+	if (has_space(name) && !strchr(name, '/')
+	    && !(strlen(name) > 7 && !strcmp(name + strlen(name) - 7, ".prompt")))
+		return cli_usage("'%s' is not an agent name (names have no spaces); to send text "
+		                 "use -m TEXT", name);
 	return CORE_OK;
 }
 
@@ -739,6 +976,15 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_CONFIG: spec->config_json = arg; break;
 		case OPT_DESCRIBE: op->describe = 1; break;
 		case OPT_FORMAT: format = arg; break;
+		case OPT_INPUT_FORMAT:
+			if (!strcmp(arg, "ndjson"))
+				op->input_format = STDIN_NDJSON;
+			else if (!strcmp(arg, "text"))
+				op->input_format = STDIN_TEXT;
+			else
+				st = cli_usage("--input-format must be ndjson or text, not '%s'", arg);
+			break;
+		case OPT_LIST_MODELS: op->list_models = 1; break;
 		case OPT_MAX_TURNS: {
 			char *end;
 			long n = strtol(arg, &end, 10);
@@ -769,12 +1015,16 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		spec->name = argv[optind++];
 	if (optind < argc)
 		return cli_usage("unexpected argument '%s'", argv[optind]);
-	if (format && strcmp(format, "ndjson") && strcmp(format, "text"))
-		return cli_usage("--format must be ndjson or text, not '%s'", format);
+	if ((st = check_habits(op)))
+		return st;
+	if (format && strcmp(format, "ndjson") && strcmp(format, "text") && strcmp(format, "json"))
+		return cli_usage("--format must be ndjson, text or json, not '%s'", format);
 	op->text = format ? !strcmp(format, "text") : isatty(1);
+	op->json = format && !strcmp(format, "json");
 	if (op->no_store && op->store_path)
 		return cli_usage("--store and --no-store exclude each other");
 	spec->tools = op->tools;
+	spec->default_model = getenv("AGENTKIT_MODEL");
 	return CORE_OK;
 }
 
@@ -817,15 +1067,38 @@ static enum core_status build_init(struct run *r)
 	return st;
 }
 
-/* The agent and its extensions (ext). */
+/* "agent-run: models are ..." after a model that is not one. */
+static void models_hint(void)
+{
+	const char *p, *sep = " ";
+	fprintf(stderr, "%s: models are echo, script/PATH or PROVIDER/NAME; providers:", cli_progname);
+	for (size_t i = 0; (p = model_provider_name(i)); i++)
+		if (strcmp(p, "echo") && strcmp(p, "script")) {
+			fprintf(stderr, "%s%s", sep, p);
+			sep = ", ";
+		}
+	fprintf(stderr, " (agent-run --list-models)\n");
+}
+
+/* The agent and its extensions (ext); its model is checked before any
+ * turn starts (except for --describe, which describes it as it is). */
 static enum core_status load_agent(struct run *r)
 {
 	struct core_err e = { 0 };
 	enum core_status st = agent_load(&r->opts.spec, &r->agent, &e);
+	if (st == CORE_ENOTFOUND && !r->agent) {
+		init_failed(&r->o, &e);
+		cli_warn("agent-run --list lists the agents; to send text use -m TEXT");
+		return st;
+	}
 	if (!st)
 		st = agent_ext_load(r->agent, &r->opts.xspec, &ext, &e);
 	if (st)
-		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
+		init_failed(&r->o, &e);
+		models_hint();
+	}
 	return st;
 }
 
@@ -842,6 +1115,24 @@ static enum core_status describe_agent(struct run *r)
 	if (st)
 		cli_report(&r->o.err);
 	return st;
+}
+
+/*
+ * The next step after an init that Genkit refused over the state mode: its
+ * messages (kept exact in the JSON line) speak of Genkit's options, this
+ * line of agent-run's flags.
+ */
+static void init_next_step(const struct run_opts *op, enum core_status st)
+{
+	int ids = op->session || op->snapshot;
+	if (st == CORE_EPRECONDITION && op->state_file && !op->no_store)
+		cli_warn("--state FILE is for client-managed runs: add --no-store (or resume "
+		         "from the store with --session ID)");
+	else if (st == CORE_EPRECONDITION && ids && op->no_store)
+		cli_warn("--session and --snapshot resume from the store: drop --no-store (or "
+		         "pass --state FILE)");
+	else if (st == CORE_EINVAL && ids && op->state_file)
+		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
@@ -870,8 +1161,11 @@ static enum core_status open_runtime(struct run *r)
 		.cancelled = run_cancelled, .cancel_ctx = &r->o,
 		.ext = ext,
 	};
-	if ((st = rt_open(&cfg, &r->rt, &e)))
-		return init_failed(&r->o, &e);
+	if ((st = rt_open(&cfg, &r->rt, &e))) {
+		init_failed(&r->o, &e);
+		init_next_step(op, st);
+		return st;
+	}
 	r->det.rt = r->rt;
 	r->det.agent = r->agent;
 	r->det.store = &r->store;
@@ -889,13 +1183,93 @@ static void watch_caller_stops(struct out_ctx *o)
 	catch_stop_signals();
 }
 
-/* Each -m TEXT as one turn, or (--detach) queued for the background. */
-static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
-                         int detach)
+/* The format of stdin whose first non-blank byte is c. */
+static int stdin_format(const struct run_opts *op, int c)
 {
+	if (op->input_format)
+		return op->input_format;
+	return c == '{' ? STDIN_NDJSON : STDIN_TEXT;
+}
+
+/*
+ * What stdin holds, in r->stdin_kind: --input-format, else NDJSON when its
+ * first non-blank byte is '{' and text otherwise; only blanks (or /dev/null,
+ * a closed stdin) is no input.  A terminal is not read when -m gives the
+ * input.  Text is read whole into r->in (at most --max-record bytes, UTF-8);
+ * for NDJSON r->in keeps the bytes read ahead and run_stdin() goes on.
+ * A stop signal while reading leaves no input: the run ends aborted.
+ */
+static enum core_status read_stdin(struct run *r)
+{
+	const struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	char chunk[4096];
+	size_t seen = 0;
+	int first = 0;          /* the first non-blank byte, once read */
+	r->stdin_kind = STDIN_NONE;
+	if (!r->stdin_open || (op->nmsg && isatty(0)))
+		return CORE_OK;
+	/* A read may go one chunk past the limit before the format is known. */
+	core_buf_init(&r->in, op->max_record + sizeof chunk);
+	while (!first || stdin_format(op, first) == STDIN_TEXT) {
+		ssize_t got = read(0, chunk, sizeof chunk);
+		if (got < 0 && errno == EINTR && !stop_signal)
+			continue;
+		if (got < 0 && !stop_signal) {
+			core_fail_sys(&e, "cannot read <stdin>");
+			return init_failed(&r->o, &e);
+		}
+		if (got <= 0)
+			break;
+		enum core_status st = core_buf_add(&r->in, chunk, (size_t)got);
+		if (st == CORE_ENOMEM)
+			return report_oom();
+		for (; seen < r->in.len && !first; seen++)
+			if (!strchr(" \t\r\n", r->in.p[seen]))
+				first = (unsigned char)r->in.p[seen];
+		if (st || (first && stdin_format(op, first) == STDIN_TEXT
+		           && r->in.len > op->max_record)) {
+			core_fail(&e, CORE_ETOOBIG, "text on <stdin> is longer than %zu bytes "
+			          "(--max-record)", op->max_record);
+			return init_failed(&r->o, &e);
+		}
+	}
+	if (stop_signal || !first)
+		return CORE_OK;
+	r->stdin_kind = stdin_format(op, first);
+	if (r->stdin_kind == STDIN_NDJSON && op->nmsg)
+		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
+		                 "--input-format text to send stdin as text after the -m text)");
+	if (r->stdin_kind == STDIN_TEXT) {
+		json_t *t = json_stringn(r->in.p, r->in.len);
+		if (!t) {
+			core_fail(&e, CORE_EINVAL, "text on <stdin> is not valid UTF-8");
+			return init_failed(&r->o, &e);
+		}
+		json_decref(t);
+	}
+	return CORE_OK;
+}
+
+/*
+ * Each -m TEXT as one turn, or (--detach) queued for the background; text
+ * from stdin joins the first turn after a blank line, or is the one turn
+ * when there is no -m.
+ */
+static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
+                         const struct core_buf *piped, int detach)
+{
+	struct core_buf first = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st = CORE_OK;
-	for (size_t i = 0; i < n && !st; i++) {
-		json_t *in = user_message(messages[i]);
+	if (piped && ((n && core_buf_addf(&first, "%s\n\n", messages[0]))
+	              || core_buf_add(&first, piped->p, piped->len))) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		core_buf_release(&first);
+		return;
+	}
+	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
+		json_t *in = i == 0 && piped ? user_message(first.p, first.len)
+		                             : user_message(messages[i], strlen(messages[i]));
 		if (detach) {
 			st = in ? queue_input(d, in) : CORE_ENOMEM;
 			if (st)
@@ -907,16 +1281,18 @@ static void run_messages(struct detach_ctx *d, const char *const *messages, size
 	}
 	if (detach && !st && !stop_signal)
 		detach_start(d);
+	core_buf_release(&first);
 }
 
 /* The inputs: -m, else stdin.  How they went is in the runtime
  * (rt_output) and, once detached, in r->det.role. */
 static void run_inputs(struct run *r)
 {
-	if (r->opts.nmsg)
-		run_messages(&r->det, r->opts.messages, r->opts.nmsg, r->opts.detach);
+	const struct core_buf *text = r->stdin_kind == STDIN_TEXT ? &r->in : NULL;
+	if (r->stdin_kind == STDIN_NDJSON)
+		run_stdin(&r->det, &r->in, r->opts.max_record, r->opts.detach);
 	else
-		run_stdin(&r->det, (size_t)r->opts.max_record, r->opts.detach);
+		run_messages(&r->det, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
 }
 
 /* §2.2 step 6: the caller's detached output, at once. */
@@ -932,12 +1308,38 @@ static enum core_status print_detached(struct run *r)
 		        session, r->det.id, r->det.log.p);
 		return CORE_OK;
 	}
-	json_t *line = json_pack("{s:O}", "output", r->output);
+	json_t *line = r->o.json ? json_incref(r->output) : json_pack("{s:O}", "output", r->output);
 	enum core_status st = line ? write_json(&r->o, line) : CORE_ENOMEM;
 	json_decref(line);
 	if (st)
 		cli_report(&r->o.err);
 	return st;
+}
+
+/*
+ * Text mode's summary on stderr: "agent-run: stop, session S, snapshot R,
+ * 12 tokens in, 30 out" (characters for models that count those).
+ */
+static void print_summary(struct run *r)
+{
+	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
+	const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
+	const json_t *u = rt_usage(r->rt);
+	const char *unit = json_object_get(u, "inputTokens") || json_object_get(u, "outputTokens")
+	                 ? "tokens" : json_object_get(u, "inputCharacters") ? "characters" : NULL;
+	char usage[96] = "";
+	if (unit) {
+		int tokens = unit[0] == 't';
+		snprintf(usage, sizeof usage, ", %" JSON_INTEGER_FORMAT " %s in, %" JSON_INTEGER_FORMAT
+		         " out", json_integer_value(json_object_get(u, tokens ? "inputTokens"
+		                                                           : "inputCharacters")),
+		         unit, json_integer_value(json_object_get(u, tokens ? "outputTokens"
+		                                                             : "outputCharacters")));
+	}
+	fflush(stdout);
+	fprintf(stderr, "%s%s: %s, session %s%s%s%s%s\n", r->o.color ? "\033[2m" : "",
+	        cli_progname, reason && *reason ? reason : "completed", rt_session_id(r->rt),
+	        snap ? ", snapshot " : "", snap ? snap : "", usage, r->o.color ? "\033[0m" : "");
 }
 
 /* The final line of an attached run: {"output": AgentOutput} (or, with
@@ -953,21 +1355,26 @@ static enum core_status print_output(struct run *r)
 		return report_oom();
 	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
-	enum core_status st = rt_output_status(r->output);
+	enum core_status st = rt_exit_status(r->rt, r->output);
 	const json_t *err = json_object_get(r->output, "error");
-	if (err && !o->gone)    /* a reader that went away is a quiet stop */
+	const char *err_status = json_string_value(json_object_get(err, "status"));
+	if (err && stop_signal && err_status && !strcmp(err_status, "CANCELLED"))
+		/* The output keeps Genkit's CANCELLED "context canceled"; people
+		 * who pressed Ctrl-C read what happened. */
+		cli_warn("interrupted%s", stop_signal == SIGINT ? ""
+		         : stop_signal == SIGTERM ? " by SIGTERM" : " by SIGHUP");
+	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (!o->text) {
+	if (o->json) {
+		if (!o->st)
+			o->st = write_json(o, r->output);
+	} else if (!o->text) {
 		json_t *line = json_pack("{s:O}", "output", r->output);
 		if (!o->st && line)
 			o->st = write_json(o, line);
 		json_decref(line);
 	} else {
-		const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
-		const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
-		fprintf(stderr, "%s: %s, session %s%s%s\n", cli_progname,
-		        reason && *reason ? reason : "completed",
-		        rt_session_id(r->rt), snap ? ", snapshot " : "", snap ? snap : "");
+		print_summary(r);
 	}
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
@@ -982,15 +1389,30 @@ static enum core_status print_output(struct run *r)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .store_dir = CORE_BUF_INIT(4096) };
+	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0) };
 	enum core_status st;
 
 	cli_start(&prog);
+	r.stdin_open = fcntl(0, F_GETFD) != -1;
+	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
+	if ((st = spawn_protect_keys(NULL)))
+		goto out;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
 	r.o.text = r.opts.text;
+	r.o.json = r.opts.json;
+	r.o.color = r.o.text && isatty(2) && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	r.o.msg_index = -1;
+	if (!(r.o.tools_open = json_array())) {
+		st = report_oom();
+		goto out;
+	}
+	if (r.opts.list_models) {
+		st = list_models(&r.o, r.opts.spec.key_file);
+		goto out;
+	}
 	if ((st = build_init(&r)))
 		goto out;
 	if (r.opts.list) {
@@ -1003,9 +1425,9 @@ int main(int argc, char **argv)
 		st = describe_agent(&r);
 		goto out;
 	}
-	if ((st = open_runtime(&r)))
-		goto out;
 	watch_caller_stops(&r.o);
+	if ((st = read_stdin(&r)) || (st = open_runtime(&r)))
+		goto out;
 	run_inputs(&r);
 	switch (r.det.role) {
 	case DETACH_WORKER: st = r.det.worker_st; break;
@@ -1026,6 +1448,8 @@ out:
 		close(devnull);
 	free(r.opts.messages);
 	free(r.opts.tools);
+	core_buf_release(&r.in);
+	json_decref(r.o.tools_open);
 	core_buf_release(&r.o.line);
 	return cli_finish(st);
 }

@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -11,6 +13,7 @@
 #include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
+#include "../libcore/suggest.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -46,7 +49,8 @@ static const struct cli_opt opts[] = {
 
 static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
-	{ 4, "a snapshot or session was not found (the others are still printed)" },
+	{ 4, "a snapshot or session was not found (the others are still printed), "
+	     "there is no store at the path, or import's FILE does not exist" },
 	{ 5, "with --session and IDs: a snapshot belongs to another session" },
 	{ 100, "usage error (bad options, an invalid ID)" },
 	{ 101, "malformed input (import: a bad NDJSON line; nothing is written)" },
@@ -66,7 +70,7 @@ static const struct cli_prog prog = {
 	"[OPTION]... rm SID...\n"
 	"[OPTION]... prune [--keep N] [--before TIME] [SID]\n"
 	"[OPTION]... export [SID]...\n"
-	"[OPTION]... import <ROWS.ndjson\n"
+	"[OPTION]... import [FILE]\n"
 	"[OPTION]... worker-log ID",
 	.description =
 	"Prints snapshot rows (SessionSnapshot JSON, one per line) as Genkit's "
@@ -94,12 +98,18 @@ static const struct cli_prog prog = {
 	"ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
 	"the abort it saw, how it finalized the row.\n\n"
 	"export prints the raw rows (not shaped) of every session, or of the "
-	"given ones, as NDJSON; import reads such rows on stdin and writes them "
-	"as given, replacing rows with the same snapshotId.  Every line is "
-	"checked first (an object with string snapshotId and sessionId); a bad "
-	"line is reported with its number and nothing is written.  All rows are "
-	"then written in one transaction, and a status change wakes agent-wait "
-	"like any other write.  import prints {\"imported\": N}.",
+	"given ones, as NDJSON; import reads such rows from FILE (or stdin, or "
+	"'-') and writes them as given, replacing rows with the same "
+	"snapshotId.  Every line is checked first (an object with string "
+	"snapshotId and sessionId); a bad line is reported with its number and "
+	"nothing is written.  All rows are then written in one transaction, one "
+	"row at a time (memory stays at about one row; rows from a pipe are "
+	"first copied to an unnamed file in the store directory), and a status "
+	"change wakes agent-wait like any other write.  import prints "
+	"{\"imported\": N}.\n\n"
+	"Only import creates a store: the other subcommands exit 4 with \"no "
+	"store at PATH\" where there is none.  A store whose files cannot be "
+	"written (a read-only mount, a backup) is read read-only.",
 	.opts = opts,
 	.examples =
 	"$ agent-snap 7f1c...\n"
@@ -114,6 +124,7 @@ static const struct cli_prog prog = {
 	"  drop old settled rows beyond the newest 20 of each session",
 	.exits = exits,
 	.subcommands = "get sessions log rm prune export import worker-log",
+	.operands = CLI_SNAPSHOT,
 };
 
 struct opts {
@@ -286,52 +297,183 @@ static enum core_status export_rows(struct store *s, const struct opts *o, char 
 
 /* ---- import ---- */
 
-static enum core_status import_rows(struct store *s)
-{
+/*
+ * Import is all-or-nothing with memory bounded by one row: a first pass
+ * checks every line (copying a pipe to a private unnamed file as it goes),
+ * then a second pass re-reads the file and feeds the rows one at a time
+ * into one write transaction (store_put_stream()).  Each line is parsed
+ * twice, but only the second pass holds the store's write lock, and it
+ * reads a file, never a slow producer.
+ */
+struct import_src {
+	int fd;
+	off_t start;            /* where the rows begin in fd */
+	const char *name;       /* for messages */
 	struct core_lines r;
-	struct core_err e = { 0 };
-	json_t *rows = json_array(), *v;
+	int reading;            /* r is initialized */
+};
+
+/* One NDJSON line as a row the store accepts, or CORE_EINVAL naming it. */
+static enum core_status import_parse(const struct core_lines *r, const char *line,
+                                     size_t len, json_t **row, struct core_err *e)
+{
+	char why[sizeof e->msg];
+	if (!(*row = jv_parse(line, len, r->name, r->lineno, e)))
+		return e->st;
+	if (store_check_row(*row, e) == CORE_OK)
+		return CORE_OK;
+	json_decref(*row);
+	*row = NULL;
+	memcpy(why, e->msg, sizeof why);
+	return core_fail(e, CORE_EINVAL, "%s (at %s:%zu)", why, r->name, r->lineno);
+}
+
+static enum core_status import_rewind(void *ctx, struct core_err *e)
+{
+	struct import_src *c = ctx;
+	if (c->reading)
+		core_lines_release(&c->r);
+	c->reading = 0;
+	if (lseek(c->fd, c->start, SEEK_SET) < 0)
+		return core_fail_sys(e, "import: cannot rewind %s", c->name);
+	core_lines_init(&c->r, c->fd, c->name, CORE_LINES_DEFAULT_MAX);
+	c->reading = 1;
+	return CORE_OK;
+}
+
+static enum core_status import_next(void *ctx, json_t **row, struct core_err *e)
+{
+	struct import_src *c = ctx;
 	enum core_status st;
 	char *line;
 	size_t len;
-	core_lines_init(&r, 0, "<stdin>", CORE_LINES_DEFAULT_MAX);
-	for (;;) {
-		if ((st = core_lines_next(&r, &line, &len, &e)) != CORE_OK || !line)
-			break;
-		if (!(v = jv_parse(line, len, r.name, r.lineno, &e))) {
-			st = e.st;
-			break;
-		}
-		if ((st = store_check_row(v, &e)) != CORE_OK) {
-			char why[sizeof e.msg];
-			json_decref(v);
-			memcpy(why, e.msg, sizeof why);
-			core_fail(&e, CORE_EINVAL, "%s (at %s:%zu)", why, r.name, r.lineno);
-			break;
-		}
-		json_array_append_new(rows, v);
+	*row = NULL;
+	if ((st = core_lines_next(&c->r, &line, &len, e)) != CORE_OK || !line)
+		return st;
+	return import_parse(&c->r, line, len, row, e);
+}
+
+/* A private unnamed file in dir (the store's: the same filesystem, no
+ * name for others to see), else in $TMPDIR. */
+static int spool_file(const char *dir)
+{
+	FILE *f;
+	int fd = open(dir, O_TMPFILE | O_RDWR | O_CLOEXEC, 0600);
+	if (fd >= 0 || !(f = tmpfile()))
+		return fd;
+	fd = fcntl(fileno(f), F_DUPFD_CLOEXEC, 0);
+	fclose(f);
+	return fd;
+}
+
+static enum core_status spool_write(int fd, struct core_buf *b, struct core_err *e)
+{
+	size_t off = 0;
+	while (off < b->len) {
+		ssize_t n = write(fd, b->p + off, b->len - off);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return core_fail_sys(e, "import: cannot write the spool file");
+		off += (size_t)n;
 	}
+	b->len = 0;
+	return CORE_OK;
+}
+
+/* The first pass: check every line of in, count the rows, and copy them
+ * to spool (when not -1). */
+static enum core_status import_check(int in, const char *name, int spool, size_t *n,
+                                     struct core_err *e)
+{
+	struct core_lines r;
+	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+	char *line;
+	size_t len;
+	json_t *row;
+	*n = 0;
+	core_lines_init(&r, in, name, CORE_LINES_DEFAULT_MAX);
+	while ((st = core_lines_next(&r, &line, &len, e)) == CORE_OK && line &&
+	       (st = import_parse(&r, line, len, &row, e)) == CORE_OK) {
+		json_decref(row);
+		(*n)++;
+		if (spool < 0)
+			continue;
+		if (core_buf_add(&out, line, len) != CORE_OK || core_buf_addc(&out, '\n') != CORE_OK) {
+			st = core_fail(e, CORE_ENOMEM, "import: out of memory");
+			break;
+		}
+		if (out.len >= ((size_t)1 << 20) && (st = spool_write(spool, &out, e)) != CORE_OK)
+			break;
+	}
+	if (st == CORE_OK && spool >= 0)
+		st = spool_write(spool, &out, e);
 	core_lines_release(&r);
-	if (st == CORE_OK && json_array_size(rows)) {
-		/* jansson keeps the elements in one contiguous table */
-		size_t i, n = json_array_size(rows);
-		json_t **list = malloc(n * sizeof *list);
-		if (!list) {
-			st = core_fail(&e, CORE_ENOMEM, "import: out of memory");
-		} else {
-			for (i = 0; i < n; i++)
-				list[i] = json_array_get(rows, i);
-			st = store_put_rows(s, list, n, &e);
-			free(list);
+	core_buf_release(&out);
+	return st;
+}
+
+static enum core_status import_rows(struct store *s, const char *dir, int in,
+                                    const char *name)
+{
+	struct import_src c = { .fd = in, .name = name };
+	struct store_rows src = { import_next, import_rewind, &c };
+	struct core_err e = { 0 };
+	struct stat sb;
+	enum core_status st;
+	size_t n = 0;
+	json_t *out;
+	int spool = -1;
+	if (fstat(in, &sb) < 0 || !S_ISREG(sb.st_mode) || (c.start = lseek(in, 0, SEEK_CUR)) < 0) {
+		if ((spool = spool_file(dir)) < 0) {
+			core_fail_sys(&e, "import: cannot make a spool file");
+			return cli_report(&e);
 		}
+		c.fd = spool;
+		c.start = 0;
 	}
+	st = import_check(in, name, spool, &n, &e);
+	if (st == CORE_OK && n)
+		st = store_put_stream(s, &src, &n, &e);
+	if (c.reading)
+		core_lines_release(&c.r);
+	if (spool >= 0)
+		close(spool);
 	if (st == CORE_OK) {
-		json_t *out = json_pack("{s:I}", "imported", (json_int_t)json_array_size(rows));
+		out = json_pack("{s:I}", "imported", (json_int_t)n);
 		st = cli_write_json(out, &e);
 		json_decref(out);
 	}
-	json_decref(rows);
 	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* import [FILE]: the one subcommand that creates the store.  A FILE that
+ * does not exist is not found (4), and no store is created for it. */
+static enum core_status import_file(const struct opts *o, const char *file)
+{
+	struct core_buf dir = CORE_BUF_INIT(4096);
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	enum core_status st;
+	int in = 0;
+	if (strcmp(file, "-") && (in = open(file, O_RDONLY | O_CLOEXEC)) < 0) {
+		int err = errno;
+		core_fail_sys(&e, "import: cannot open '%s'", file);
+		if (err == ENOENT)
+			e.st = CORE_ENOTFOUND;
+		return cli_report(&e);
+	}
+	if ((st = store_default_path(o->store, &dir, &e)) != CORE_OK ||
+	    (st = store_open(dir.p, &s, &e)) != CORE_OK)
+		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	else
+		st = import_rows(s, dir.p, in, in ? file : "<stdin>");
+	store_close(s);
+	core_buf_release(&dir);
+	if (in)
+		close(in);
+	return st;
 }
 
 /* ---- rm, prune ---- */
@@ -443,6 +585,7 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 	struct store *s = NULL;
 	const char *sub = NULL;
 	enum core_status st;
+	unsigned flags;
 	int i;
 
 	if (argc > 0)
@@ -455,6 +598,11 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 			}
 	if (!sub && !o->session && argc == 0)
 		return cli_usage("expected snapshot IDs, --session SID or a subcommand");
+	/* A mistyped subcommand (agent-snap lgo SID) is not read as an ID. */
+	if (!sub && argc > 0 && core_closest(argv[0], strlen(argv[0]), subs))
+		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); to read a snapshot "
+		                 "of that ID use 'agent-snap get %s'", argv[0],
+		                 core_closest(argv[0], strlen(argv[0]), subs), argv[0]);
 	if (sub && !strcmp(sub, "get") && argc == 0)
 		return cli_usage("get needs snapshot IDs");
 	if (sub && (!strcmp(sub, "log")) && argc != 1)
@@ -463,14 +611,18 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		return cli_usage("worker-log takes one snapshot ID");
 	if (sub && !strcmp(sub, "rm") && argc == 0)
 		return cli_usage("rm needs session IDs");
-	if (sub && (!strcmp(sub, "sessions") || !strcmp(sub, "import")) && argc)
+	if (sub && !strcmp(sub, "sessions") && argc)
 		return cli_usage("%s takes no operands", sub);
+	if (sub && !strcmp(sub, "import") && argc > 1)
+		return cli_usage("import takes at most one FILE");
 	if (sub && strcmp(sub, "get") && o->session)
 		return cli_usage("--session does not apply to %s", sub);
 	if ((o->have_keep || o->have_before) && (!sub || strcmp(sub, "prune")))
 		return cli_usage("--keep and --before apply to prune");
 	if (o->session && (st = check_ids((char **)&o->session, 1, "session ID")) != CORE_OK)
 		return st;
+	if (sub && !strcmp(sub, "import"))
+		return import_file(o, argc ? argv[0] : "-");
 	st = check_ids(argv, argc, sub && strcmp(sub, "get") && strcmp(sub, "worker-log")
 	                           ? "session ID" : "snapshot ID");
 	if (st != CORE_OK)
@@ -482,7 +634,11 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		agent_ext_free(o->x);
 		return worker_log(o->store, argv[0]);
 	}
-	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
+	/* never create a store to read it; rm and prune change one */
+	flags = STORE_OPEN_EXISTING;
+	if (!sub || (strcmp(sub, "rm") && strcmp(sub, "prune")))
+		flags |= STORE_OPEN_READONLY;
+	if ((st = store_open_default(o->store, flags, &s, &e)) != CORE_OK) {
 		agent_ext_free(o->x);
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
@@ -498,8 +654,6 @@ static enum core_status run(struct opts *o, int argc, char **argv)
 		st = session_rows(s, o, argv[0], 1, STORE_METADATA_ONLY);
 	else if (!strcmp(sub, "export"))
 		st = export_rows(s, o, argv, argc);
-	else if (!strcmp(sub, "import"))
-		st = import_rows(s);
 	else if (!strcmp(sub, "rm") || !strcmp(sub, "prune")) {
 		struct core_buf dir = CORE_BUF_INIT(4096);
 		if ((st = store_default_path(o->store, &dir, &e)) != CORE_OK)

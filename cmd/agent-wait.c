@@ -1,5 +1,6 @@
 /* agent-wait.c - block until snapshots settle, print the settled rows and
  * exit with how they ended. */
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -41,7 +42,7 @@ static const struct cli_exitcode exits[] = {
 	{ 1, "a row failed" },
 	{ 2, "a row was aborted" },
 	{ 3, "a row expired (its worker stopped heartbeating)" },
-	{ 4, "a snapshot or session was not found" },
+	{ 4, "a snapshot or session was not found, or there is no store at the path" },
 	{ 6, "a row completed interrupted (waits for a resume)" },
 	{ 7, "a row completed without a usable result (length, blocked)" },
 	{ 100, "usage error" },
@@ -75,11 +76,12 @@ static const struct cli_prog prog = {
 	.opts = opts,
 	.examples =
 	"$ id=$(agent-run --detach -m 'summarize the logs' | jq -r .output.snapshotId)\n"
-	"$ agent-wait --timeout 10m \"$id\" | jq -r .state.messages[-1].content[0].text\n"
+	"$ agent-wait --timeout 10m \"$id\" | jq -r '.state.messages[-1].content[0].text'\n"
 	"  start a run in the background, then wait for its answer\n"
 	"$ agent-wait --session nightly --metadata-only >/dev/null && echo ok\n"
 	"  branch on how the latest run of a session ended",
 	.exits = exits,
+	.operands = CLI_SNAPSHOT,
 };
 
 struct tty {
@@ -96,6 +98,30 @@ static void progress(size_t unsettled, void *ctx)
 	fprintf(stderr, "\r%s: %zu of %zu pending, %llds\033[K", cli_progname, unsettled,
 	        t->total, (long long)((core_now_mono_ms() - t->start) / 1000));
 	fflush(stderr);
+}
+
+/* A stop signal while the status line is up: clear it, then end as the
+ * signal does by default. */
+static void clear_and_die(int sig)
+{
+	static const char clear[] = "\r\033[K";
+	ssize_t n = write(2, clear, sizeof clear - 1);
+	(void)n;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void clear_on_signals(void)
+{
+	static const int sigs[] = { SIGINT, SIGTERM, SIGHUP };
+	struct sigaction sa, old;
+	memset(&sa, 0, sizeof sa);
+	sa.sa_handler = clear_and_die;
+	sigemptyset(&sa.sa_mask);
+	for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+		/* A signal ignored on entry (nohup) stays ignored. */
+		if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+			sigaction(sigs[i], &sa, NULL);
 }
 
 struct opts {
@@ -121,7 +147,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
-	if ((st = store_open_default(o->store, &s, &e)) != CORE_OK) {
+	if ((st = store_open_default(o->store, STORE_OPEN_EXISTING | STORE_OPEN_READONLY, &s,
+	                             &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
 	if (o->session) {
@@ -138,6 +165,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		ids[i] = latest ? json_string_value(json_object_get(latest, "snapshotId"))
 		                : argv[i];
+	if (t.on)
+		clear_on_signals();
 	st = store_wait_terminal(s, ids, n, o->flags, o->hb_timeout_ms,
 	                         o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms : -1,
 	                         t.on && o->poll_ms > 1000 ? 1000 : o->poll_ms, rows,

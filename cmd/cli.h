@@ -6,7 +6,8 @@
  * exit codes); from that one description cli_next() parses options
  * (getopt_long), and --help, --version, the man page (--man) and the shell
  * completions (--completion bash|zsh|fish) are generated, so they cannot
- * drift apart.  --list-options prints the long options, one per line, for
+ * drift apart.  The man page adds the sections every command shares:
+ * ENVIRONMENT, FILES and SEE ALSO.  --list-options prints the long options, one per line, for
  * tests and completion scripts.
  *
  * Messages go to stderr in one grammar: "prog: what failed: why", input
@@ -24,12 +25,42 @@
 #include "../libcore/json.h"
 #include "../libcore/status.h"
 
+/*
+ * What an option's value, or a command's operands, are: the shell
+ * completions offer candidates by kind.  The lists that live elsewhere are
+ * read when the user presses Tab, quietly (no message, nothing on error):
+ * agent names from "agent-run --list", session and snapshot IDs from
+ * "agent-snap sessions" (at most 200).
+ */
+enum cli_kind {
+	CLI_AUTO,       /* from the placeholder: FILE and PATH a file, DIR a
+	                   directory, CMD a command, SID a session ID, AGENT an
+	                   agent name, SHELL bash/zsh/fish; otherwise free text */
+	CLI_TEXT,       /* free text: nothing offered */
+	CLI_FILE,
+	CLI_DIR,
+	CLI_COMMAND,
+	CLI_AGENT,      /* agent names on the agent path, and .prompt files */
+	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...) */
+	CLI_SESSION,    /* session IDs in the store */
+	CLI_SNAPSHOT,   /* snapshot IDs in the store (each session's latest) */
+	CLI_WORDS,      /* one of the words given in struct cli_value */
+};
+
 /* Option keys above 255 are long-only. */
 struct cli_opt {
 	int key;            /* short letter, or CLI_LONG + n */
 	const char *name;   /* long name without "--" */
 	const char *arg;    /* value placeholder ("FILE"), NULL for a flag */
 	const char *help;   /* one line */
+};
+
+/* What an option's value is, where its placeholder does not say:
+ * { .opt = "format", .kind = CLI_WORDS, .words = "ndjson text" }. */
+struct cli_value {
+	const char *opt;    /* the long option's name */
+	enum cli_kind kind;
+	const char *words;  /* CLI_WORDS: the space-separated values */
 };
 #define CLI_LONG 256
 
@@ -47,6 +78,8 @@ struct cli_prog {
 	const char *examples;       /* "$ command\n  what it does\n..." */
 	const struct cli_exitcode *exits;   /* terminated by { -1, NULL } */
 	const char *subcommands;    /* space-separated words, for completion */
+	const struct cli_value *values; /* terminated by { 0 }; may be NULL */
+	enum cli_kind operands;     /* what the operands are (CLI_AUTO: files) */
 };
 
 extern const char *cli_progname;

@@ -31,7 +31,8 @@ static const struct cli_opt opts[] = {
 	  "with --stream: print only the last document" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE",
 	  "refuse a document or NDJSON record larger than SIZE (default 64M "
-	  "per record, 1G per document)" },
+	  "per record, 1G per document); memory peaks near 5 times the "
+	  "input, so this also caps memory" },
 	{ 0 }
 };
 
@@ -91,12 +92,12 @@ static const char *display(const char *path)
 	return strcmp(path, "-") ? path : "<stdin>";
 }
 
-static enum core_status write_doc(const json_t *doc, struct core_buf *out,
+static enum core_status write_doc(const struct jn *doc, struct core_buf *out,
                                   struct core_err *e)
 {
 	enum core_status st;
 	core_buf_reset(out);
-	if ((st = jv_dump(doc, out)))
+	if ((st = jn_dump(doc, out)))
 		return core_fail(e, st, "cannot write the document: %s",
 		                 st == CORE_EINVAL ? "nested too deep"
 		                                   : core_strerror(st));
@@ -106,24 +107,25 @@ static enum core_status write_doc(const json_t *doc, struct core_buf *out,
 static enum core_status run_files(const struct opts *o, const char *docpath,
                                   const char *patchpath, struct core_err *e)
 {
-	json_t *doc = NULL, *patch = NULL;
+	struct jn_doc doc = JN_DOC_INIT, patch = JN_DOC_INIT;
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
 
-	if (!(st = jv_load_file(docpath, o->max_doc, &doc, e))
-	    && !(st = jv_load_file(patchpath, o->max_doc, &patch, e))) {
+	if (!(st = jn_load_file(docpath, o->max_doc, &doc, e))
+	    && !(st = jn_load_file(patchpath, o->max_doc, &patch, e))) {
 		/* The document is ours and dropped on error: patch it in place. */
-		st = jpatch_apply(&doc, patch, o->flags | JPATCH_INPLACE, e);
+		st = jpatch_apply_jn(&doc.root, &patch.root,
+		                     o->flags | JPATCH_INPLACE, e);
+		jn_doc_release(&patch);
 		if (st == CORE_EINVAL || st == CORE_FAILED) {
 			size_t n = strlen(e->msg);
 			snprintf(e->msg + n, sizeof e->msg - n, " (at %s)",
 			         display(patchpath));
 		}
 		if (!st)
-			st = write_doc(doc, &out, e);
+			st = write_doc(&doc.root, &out, e);
 	}
-	jv_drop_at_exit(doc);
-	json_decref(patch);
+	jn_drop_at_exit(&doc);
 	core_buf_release(&out);
 	return st;
 }
@@ -133,21 +135,22 @@ static enum core_status run_files(const struct opts *o, const char *docpath,
  * array, its "customPatch" when it is an agent-run chunk with one.  NULL
  * (and CORE_OK) for any other agent-run chunk: nothing to apply.
  */
-static enum core_status record_patch(const json_t *rec, const json_t **patch,
+static enum core_status record_patch(const struct jn *rec,
+                                     const struct jn **patch,
                                      struct core_err *e)
 {
 	*patch = NULL;
-	if (json_is_array(rec)) {
+	if (rec->t == JN_ARR) {
 		*patch = rec;
 		return CORE_OK;
 	}
-	if (json_is_object(rec)) {
-		*patch = json_object_get(rec, "customPatch");
+	if (rec->t == JN_OBJ) {
+		*patch = jn_get(rec, "customPatch", strlen("customPatch"));
 		return CORE_OK;
 	}
 	return core_fail(e, CORE_EINVAL,
 	                 "a record must be a patch (an array) or an agent-run "
-	                 "chunk (an object), not %s", jv_type_name(rec));
+	                 "chunk (an object), not %s", jn_type_name(rec));
 }
 
 static void add_where(struct core_err *e, const struct core_lines *r)
@@ -163,7 +166,8 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 {
 	struct core_lines r;
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	json_t *doc = NULL, *rec;
+	struct jn_doc doc = JN_DOC_INIT;
+	struct jn rec;
 	enum core_status st = CORE_OK;
 	int lenient = (o->flags & JPATCH_LENIENT) != 0;
 	char *line;
@@ -171,22 +175,22 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 
 	core_lines_init(&r, 0, "<stdin>", o->max_record);
 	if (initial)
-		st = jv_load_file(initial, o->max_doc, &doc, e);
-	else
-		doc = json_null();
+		st = jn_load_file(initial, o->max_doc, &doc, e);
 	while (!st && !(st = core_lines_next(&r, &line, &len, e)) && line) {
-		const json_t *patch = NULL;
+		const struct jn *patch = NULL;
 		struct core_err pe = { 0 };
 		enum core_status ps;
 
-		rec = jv_parse(line, len, r.name, r.lineno, &pe);
-		ps = rec ? record_patch(rec, &patch, &pe) : pe.st;
+		/* The record borrows the line: the patch copies what it keeps. */
+		ps = jn_parse(line, len, r.name, r.lineno, &rec, &pe);
+		if (!ps)
+			ps = record_patch(&rec, &patch, &pe);
 		/* Strict: the document is dropped on error, so patch in place.
 		 * Lenient: an atomic patch keeps the last good document. */
 		if (!ps && patch)
-			ps = jpatch_apply(&doc, patch,
-			                  o->flags | (lenient ? 0 : JPATCH_INPLACE), &pe);
-		json_decref(rec);
+			ps = jpatch_apply_jn(&doc.root, patch,
+			                     o->flags | (lenient ? 0 : JPATCH_INPLACE), &pe);
+		jn_release(&rec);
 		if (ps == CORE_EINVAL || ps == CORE_FAILED) {
 			add_where(&pe, &r);
 			if (lenient) {
@@ -199,12 +203,12 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 			st = ps;
 			break;
 		}
-		if (patch && !o->final && !(st = write_doc(doc, &out, e)))
+		if (patch && !o->final && !(st = write_doc(&doc.root, &out, e)))
 			st = cli_flush(e);
 	}
 	if (!st && o->final)
-		st = write_doc(doc, &out, e);
-	json_decref(doc);
+		st = write_doc(&doc.root, &out, e);
+	jn_doc_release(&doc);
 	core_lines_release(&r);
 	core_buf_release(&out);
 	return st;

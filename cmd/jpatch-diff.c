@@ -36,7 +36,8 @@ static const struct cli_opt opts[] = {
 	  "exit 1 when the documents differ, 0 when they are equal" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE",
 	  "refuse a document or NDJSON record larger than SIZE (default 64M "
-	  "per record, 1G per document)" },
+	  "per record, 1G per document); memory peaks near 5 times the "
+	  "input, so this also caps memory" },
 	{ 0 }
 };
 
@@ -95,31 +96,26 @@ static const char *display(const char *path)
 	return strcmp(path, "-") ? path : "<stdin>";
 }
 
-/* Read and parse a whole document.  The caller json_decref()s it. */
 /* Diff from and to and write the patch as one line.  *differ is set when
  * the patch is not empty. */
-static enum core_status diff_one(const struct opts *o, const json_t *from,
-                                 const json_t *to, struct core_buf *out,
+static enum core_status diff_one(const struct opts *o, const struct jn *from,
+                                 const struct jn *to, struct core_buf *out,
                                  int *differ, struct core_err *e)
 {
-	json_t *patch;
-	enum core_status st = jpatch_diff(from, to, o->flags, &patch, e);
-	if (st)
-		return st;
-	if (json_array_size(patch))
-		*differ = 1;
+	size_t nops;
+	enum core_status st;
 	core_buf_reset(out);
-	st = jv_dump(patch, out);
-	json_decref(patch);
-	if (st)
-		return core_fail(e, st, "cannot write the patch: %s", core_strerror(st));
+	if ((st = jpatch_diff_jn(from, to, o->flags, out, &nops, e)))
+		return st;
+	if (nops)
+		*differ = 1;
 	return cli_write_line(out, e);
 }
 
 struct loader {
 	const char *path;
 	size_t max;
-	json_t *v;
+	struct jn_doc d;
 	struct core_err e;
 	enum core_status st;
 };
@@ -127,7 +123,7 @@ struct loader {
 static void *load_thread(void *arg)
 {
 	struct loader *l = arg;
-	l->st = jv_load_file(l->path, l->max, &l->v, &l->e);
+	l->st = jn_load_file(l->path, l->max, &l->d, &l->e);
 	return NULL;
 }
 
@@ -139,8 +135,8 @@ static enum core_status run_files(const struct opts *o, const char *a,
                                   const char *b, int *differ,
                                   struct core_err *e)
 {
-	struct loader from = { a, o->max_doc, NULL, { 0 }, CORE_OK };
-	struct loader to = { b, o->max_doc, NULL, { 0 }, CORE_OK };
+	struct loader from = { a, o->max_doc, JN_DOC_INIT, { 0 }, CORE_OK };
+	struct loader to = { b, o->max_doc, JN_DOC_INIT, { 0 }, CORE_OK };
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
 	pthread_t t;
@@ -161,9 +157,9 @@ static enum core_status run_files(const struct opts *o, const char *a,
 	else if (to.st)
 		*e = to.e, st = to.st;
 	else
-		st = diff_one(o, from.v, to.v, &out, differ, e);
-	jv_drop_at_exit(from.v);
-	jv_drop_at_exit(to.v);
+		st = diff_one(o, &from.d.root, &to.d.root, &out, differ, e);
+	jn_drop_at_exit(&from.d);
+	jn_drop_at_exit(&to.d);
 	core_buf_release(&out);
 	return st;
 }
@@ -173,7 +169,7 @@ static enum core_status run_stream(const struct opts *o, const char *path,
 {
 	struct core_lines r;
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	json_t *prev = NULL, *cur;
+	struct jn_doc prev = JN_DOC_INIT, cur;
 	enum core_status st = CORE_OK;
 	int fd = 0;
 	char *line;
@@ -183,22 +179,19 @@ static enum core_status run_stream(const struct opts *o, const char *path,
 		return core_fail_sys(e, "cannot open '%s'", path);
 	core_lines_init(&r, fd, display(path ? path : "-"), o->max_record);
 	if (o->from)
-		st = jv_load_file(o->from, o->max_doc, &prev, e);
-	else
-		prev = json_null();
+		st = jn_load_file(o->from, o->max_doc, &prev, e);
 	while (!st && !(st = core_lines_next(&r, &line, &len, e)) && line) {
-		if (!(cur = jv_parse(line, len, r.name, r.lineno, e))) {
-			st = e->st;
+		/* a copy of the line: the record is the next one's "from" */
+		if ((st = jn_load_copy(line, len, r.name, r.lineno, &cur, e)))
 			break;
-		}
-		if (!(st = diff_one(o, prev, cur, &out, differ, e)))
+		if (!(st = diff_one(o, &prev.root, &cur.root, &out, differ, e)))
 			st = cli_flush(e);
 		if (st == CORE_EINVAL)
 			core_err_prefix(e, "record at %s:%zu", r.name, r.lineno);
-		json_decref(prev);
+		jn_doc_release(&prev);
 		prev = cur;
 	}
-	json_decref(prev);
+	jn_doc_release(&prev);
 	core_lines_release(&r);
 	core_buf_release(&out);
 	if (fd > 0)

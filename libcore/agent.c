@@ -36,9 +36,13 @@ static void list_free(char **l)
 	free(l);
 }
 
-/* The agent search path: --agents, $AGENTKIT_PATH, ./agents. */
+/* The agent search path: --agents, $AGENTKIT_PATH, ./agents, then the
+ * user's own ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/agents (left out
+ * when neither variable is set). */
 static enum core_status search_path(const char *agents_dir, char ***dirs, size_t *n)
 {
+	*dirs = NULL;
+	*n = 0;
 	enum core_status st;
 	if (agents_dir && (st = list_add(dirs, n, agents_dir)))
 		return st;
@@ -54,7 +58,34 @@ static enum core_status search_path(const char *agents_dir, char ***dirs, size_t
 			}
 		free(copy);
 	}
-	return list_add(dirs, n, "agents");
+	if ((st = list_add(dirs, n, "agents")))
+		return st;
+	const char *xdg = getenv("XDG_CONFIG_HOME"), *home = getenv("HOME");
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
+	if (xdg && *xdg == '/')
+		st = core_buf_addf(&p, "%s/agentkit/agents", xdg);
+	else if (home && *home)
+		st = core_buf_addf(&p, "%s/.config/agentkit/agents", home);
+	if (!st && p.len)
+		st = list_add(dirs, n, p.p);
+	core_buf_release(&p);
+	return st;
+}
+
+enum core_status agent_search_path(const char *agents_dir, char ***dirs)
+{
+	size_t n;
+	enum core_status st = search_path(agents_dir, dirs, &n);
+	if (st) {
+		list_free(*dirs);
+		*dirs = NULL;
+	}
+	return st;
+}
+
+void agent_path_free(char **dirs)
+{
+	list_free(dirs);
 }
 
 static int is_file(const char *p)
@@ -270,6 +301,9 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 		goto nomem;
 
 	if (spec->model && set_str(&a->model, spec->model, e))
+		goto nomem;
+	if (!a->model && spec->default_model && *spec->default_model
+	    && set_str(&a->model, spec->default_model, e))
 		goto nomem;
 	if (spec->system && set_str(&a->system, spec->system, e))
 		goto nomem;

@@ -62,9 +62,20 @@ struct agent_spec {
 	int max_turns;           /* --max-turns, 0 when not given */
 	int model_optional;      /* a custom agent (--exec) may have no model */
 	const char *key_file;    /* --key-file, or NULL */
+	const char *default_model; /* $AGENTKIT_MODEL: the model when neither
+	                            * --model nor the front matter names one */
 	const char *output_schema; /* --output-schema FILE (JSON Schema), or NULL */
 	int json_output;         /* --json: the reply must be JSON */
 };
+
+/*
+ * The agent search path: agents_dir (--agents, may be NULL), each directory
+ * of $AGENTKIT_PATH, "agents", then ${XDG_CONFIG_HOME:-$HOME/.config}/
+ * agentkit/agents (left out when neither variable is set).  *dirs is a new
+ * NULL-terminated list freed with agent_path_free().  CORE_ENOMEM.
+ */
+enum core_status agent_search_path(const char *agents_dir, char ***dirs);
+void agent_path_free(char **dirs);              /* NULL ok */
 
 /*
  * Build the agent the spec describes.  Errors: CORE_ENOTFOUND (no such

@@ -3,7 +3,9 @@
 #include "agent_ext.h"
 
 #include <dirent.h>
+#include <errno.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +34,35 @@ struct agent_ext {
 static const char context_preface[] = "\n\nUse the following information to complete your task:\n\n";
 
 /* ---- loading ---- */
+
+/*
+ * A positive limit from the environment variable env (when set and not
+ * empty): a size ("64M") when is_size, else a whole number; 0 when unset.
+ */
+static enum core_status limit_setting(const char *env, int is_size, size_t *out,
+                                      struct core_err *e)
+{
+	const char *v = getenv(env);
+	uint64_t n = 0;
+	char *end = NULL;
+	struct core_err pe = { 0 };
+	*out = 0;
+	if (!v || !*v)
+		return CORE_OK;
+	if (is_size) {
+		if (core_parse_size(v, &n, &pe))
+			return core_fail(e, CORE_EUSAGE, "%s: %s", env, pe.msg);
+	} else {
+		errno = 0;
+		n = *v >= '0' && *v <= '9' ? strtoull(v, &end, 10) : 0;
+		if (!end || *end || errno)
+			return core_fail(e, CORE_EUSAGE, "%s: invalid number '%s'", env, v);
+	}
+	if (!n)
+		return core_fail(e, CORE_EUSAGE, "%s: must be positive", env);
+	*out = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+	return CORE_OK;
+}
 
 /* A string front-matter key, or the flag that overrides it. */
 static enum core_status pick(const struct agent *a, const char *flag, const char *key,
@@ -92,6 +123,7 @@ enum core_status agent_ext_load(const struct agent *a, const struct agent_ext_sp
 	struct agent_ext *x = calloc(1, sizeof *x);
 	const char *exec, *docs, *stf, *xtf;
 	int64_t exec_ms;
+	size_t exec_bytes, exec_lines, tf_line;
 	enum core_status st;
 	if (!x)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
@@ -101,11 +133,16 @@ enum core_status agent_ext_load(const struct agent *a, const struct agent_ext_sp
 	    || (st = core_duration_setting(NULL, NULL, "AGENTKIT_EXEC_TIMEOUT", 0, &exec_ms, e))
 	    || (st = core_duration_setting(NULL, NULL, "AGENTKIT_TRANSFORM_TIMEOUT",
 	                                     TRANSFORM_DEFAULT_TIMEOUT_MS, &x->transform_timeout_ms, e))
+	    || (st = limit_setting("AGENTKIT_EXEC_MAX_BYTES", 1, &exec_bytes, e))
+	    || (st = limit_setting("AGENTKIT_EXEC_MAX_LINES", 0, &exec_lines, e))
+	    || (st = limit_setting("AGENTKIT_TRANSFORM_MAX_LINE", 1, &tf_line, e))
 	    || (st = load_schema(a, &x->state_schema, e)))
 		goto fail;
-	if ((exec && (st = custom_agent_new(exec, exec_ms, &x->custom, e)))
-	    || (stf && (st = transform_new("state transform", stf, x->transform_timeout_ms, &x->state_tf, e)))
-	    || (xtf && (st = transform_new("stream transform", xtf, x->transform_timeout_ms, &x->stream_tf, e))))
+	if ((exec && (st = custom_agent_new(exec, exec_ms, exec_bytes, exec_lines, &x->custom, e)))
+	    || (stf && (st = transform_new("state transform", stf, x->transform_timeout_ms, tf_line,
+	                                   &x->state_tf, e)))
+	    || (xtf && (st = transform_new("stream transform", xtf, x->transform_timeout_ms, tf_line,
+	                                   &x->stream_tf, e))))
 		goto fail;
 	if (docs && !(x->docs_cmd = strdup(docs))) {
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
@@ -165,10 +202,15 @@ static json_t *document_of(const json_t *d)
 	return json_deep_copy(d);
 }
 
+/* A retrieval command's whole output (one JSON value, any number of lines)
+ * is held to be parsed: 64 MiB of it at most. */
+#define DOCS_MAX_OUTPUT ((size_t)64 << 20)
+
 enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, struct core_err *e)
 {
+	static const struct coproc_limits docs_limits = { .bytes = DOCS_MAX_OUTPUT };
 	struct coproc *c = NULL;
-	struct core_buf out = CORE_BUF_INIT((size_t)64 << 20);
+	struct core_buf out = CORE_BUF_INIT(DOCS_MAX_OUTPUT);
 	struct core_err le = { 0 };
 	json_t *raw = NULL, *docs = NULL, *empty = NULL;
 	enum core_status st;
@@ -184,7 +226,7 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	size_t n = strlen(x->docs_cmd);
 	snprintf(what, sizeof what, "docs command '%.*s%s'", n > 60 ? 57 : (int)n, x->docs_cmd,
 	         n > 60 ? "..." : "");
-	if ((st = coproc_start(x->docs_cmd, what, NULL, 0, &c, &le)))
+	if ((st = coproc_start(x->docs_cmd, what, NULL, &docs_limits, &c, &le)))
 		goto fail;
 	if (!history && !(history = empty = json_array())) {
 		st = core_fail(&le, CORE_ENOMEM, "out of memory");
@@ -553,17 +595,14 @@ enum core_status agent_ext_list(const char *agents_dir, json_t **out, struct cor
 	enum core_status st = CORE_OK;
 	if (!found)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if (agents_dir)
-		st = scan_dir(agents_dir, found, e);
-	const char *env = getenv("AGENTKIT_PATH");
-	if (!st && env && *env) {
-		char *copy = strdup(env), *save = NULL;
-		for (char *d = copy ? strtok_r(copy, ":", &save) : NULL; d && !st; d = strtok_r(NULL, ":", &save))
-			st = scan_dir(d, found, e);
-		free(copy);
+	char **dirs = NULL;
+	if (agent_search_path(agents_dir, &dirs)) {
+		json_decref(found);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
-	if (!st)
-		st = scan_dir("agents", found, e);
+	for (char **d = dirs; *d && !st; d++)
+		st = scan_dir(*d, found, e);
+	agent_path_free(dirs);
 	size_t n = json_object_size(found), k = 0;
 	json_t **v = calloc(n + 1, sizeof *v);
 	const char *key;

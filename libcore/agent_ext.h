@@ -15,7 +15,10 @@
  *
  * Timeouts: AGENTKIT_EXEC_TIMEOUT (the wait for a handler's next line,
  * default 5m) and AGENTKIT_TRANSFORM_TIMEOUT (per transform line and per
- * retrieval, default 30s).
+ * retrieval, default 30s).  Output caps: AGENTKIT_EXEC_MAX_BYTES and
+ * AGENTKIT_EXEC_MAX_LINES (a handler's stdout in one turn, default 64M and
+ * 100000), AGENTKIT_TRANSFORM_MAX_LINE (one transform answer, default
+ * 64M); a retrieval command's output is capped at 64 MiB.
  *
  * Grounding: before each prompt-backed turn the retrieval command gets the
  * conversation (an array of Messages, this turn's question last) as JSON on

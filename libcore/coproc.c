@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "lines.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -93,7 +94,7 @@ static int simple_command(const char *cmd)
 }
 
 enum core_status coproc_start(const char *cmd, const char *what,
-                              const char *const *env_add, size_t max_line,
+                              const char *const *env_add, const struct coproc_limits *lim,
                               struct coproc **out, struct core_err *e)
 {
 	struct coproc *c = calloc(1, sizeof *c);
@@ -105,7 +106,9 @@ enum core_status coproc_start(const char *cmd, const char *what,
 		coproc_free(c);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
-	c->max_line = max_line ? max_line : (size_t)64 << 20;
+	if (lim)
+		c->lim = *lim;
+	c->max_line = c->lim.line ? c->lim.line : COPROC_DEFAULT_MAX_LINE;
 	core_buf_init(&c->rbuf, c->max_line + 65536);
 	core_buf_init(&c->errbuf, COPROC_STDERR_MAX + 1);
 	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
@@ -147,8 +150,44 @@ static int try_reap(struct coproc *c)
 	if (waitpid(c->pid, &status, 0) == c->pid) {
 		c->wstatus = status;
 		c->reaped = 1;
+		if (!c->exited_at)
+			c->exited_at = core_now_mono_ms();
 	}
 	return c->reaped;
+}
+
+/* Seen exiting, without reaping (the zombie keeps its process group's ID
+ * ours until try_reap() has killed the group). */
+static int ended(struct coproc *c)
+{
+	siginfo_t si;
+	if (c->exited_at || c->reaped)
+		return 1;
+	if (c->pid <= 0)
+		return 0;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
+		return 0;
+	c->exited_at = core_now_mono_ms();
+	return 1;
+}
+
+static enum core_status fill(struct coproc *c, struct core_err *e);
+
+/*
+ * The command has ended and the pipe grace is over, yet stdout is still
+ * open: a process it started holds it.  Kill its group, reap it, keep what
+ * is already in the pipe, and count stdout as closed.  1 when so.
+ */
+static int gone_quiet(struct coproc *c)
+{
+	struct core_err ignore = { 0 };
+	if (c->out_eof || !ended(c) || core_now_mono_ms() - c->exited_at < COPROC_PIPE_GRACE_MS)
+		return 0;
+	try_reap(c);
+	fill(c, &ignore);
+	c->out_eof = 1;
+	return 1;
 }
 
 /* Keep the head of stderr, drop the rest. */
@@ -173,25 +212,74 @@ static void drain_err(struct coproc *c)
 	}
 }
 
-/* Read what stdout has into rbuf. */
+static enum core_status too_long(struct coproc *c, struct core_err *e)
+{
+	if (c->lim.line_knob)
+		return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes (the limit; "
+		                 "set %s to raise it)", c->what, c->max_line, c->lim.line_knob);
+	return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes", c->what,
+	                 c->max_line);
+}
+
+/* More than the budget: "wrote more than 100000 lines on stdout in one turn
+ * (the limit; set AGENTKIT_EXEC_MAX_LINES to raise it)". */
+static enum core_status over_budget(struct coproc *c, size_t limit, const char *unit,
+                                    const char *knob, struct core_err *e)
+{
+	const char *scope = c->scope ? c->scope : "";
+	if (knob)
+		return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit; "
+		                 "set %s to raise it)", c->what, limit, unit, *scope ? " " : "", scope,
+		                 knob);
+	return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit)",
+	                 c->what, limit, unit, *scope ? " " : "", scope);
+}
+
+/* The budget, after a line was taken (pending: bytes of a line still
+ * coming). */
+static enum core_status check_budget(struct coproc *c, size_t pending, struct core_err *e)
+{
+	if (c->lim.lines && c->used_lines > c->lim.lines)
+		return over_budget(c, c->lim.lines, "lines", c->lim.lines_knob, e);
+	if (c->lim.bytes && c->used_bytes + pending > c->lim.bytes)
+		return over_budget(c, c->lim.bytes, "bytes", c->lim.bytes_knob, e);
+	if (c->lim.bytes && c->used_values > CORE_VALUE_LIMIT(c->lim.bytes))
+		return over_budget(c, CORE_VALUE_LIMIT(c->lim.bytes), "JSON values", c->lim.bytes_knob, e);
+	return CORE_OK;
+}
+
+void coproc_budget(struct coproc *c, const char *scope)
+{
+	c->used_bytes = c->used_lines = c->used_values = 0;
+	c->scope = scope;
+}
+
+/* Unread bytes of stdout we hold. */
+static size_t pending(const struct coproc *c)
+{
+	return c->rbuf.len - c->rstart;
+}
+
+/*
+ * Read what stdout has into rbuf, while the reader may need more: with over
+ * max_line bytes unread it has enough to decide (a line too long, or whole
+ * lines to take), and the pipe holds the rest.  So rbuf never passes
+ * max_line plus one read.
+ */
 static enum core_status fill(struct coproc *c, struct core_err *e)
 {
 	char tmp[65536];
-	for (;;) {
+	while (pending(c) <= c->max_line) {
 		ssize_t r = read(c->out_fd, tmp, sizeof tmp);
 		if (r > 0) {
-			if (c->rstart && c->rstart == c->rbuf.len) {
-				core_buf_reset(&c->rbuf);
-				c->rstart = 0;
-			} else if (c->rstart > 65536) {
-				memmove(c->rbuf.p, c->rbuf.p + c->rstart, c->rbuf.len - c->rstart);
+			if (c->rstart && (c->rstart > 65536 || c->rbuf.len + (size_t)r > c->rbuf.max)) {
+				memmove(c->rbuf.p, c->rbuf.p + c->rstart, pending(c));
 				c->rbuf.len -= c->rstart;
 				c->rbuf.p[c->rbuf.len] = 0;
 				c->rstart = 0;
 			}
 			if (core_buf_add(&c->rbuf, tmp, (size_t)r))
-				return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
-				                 c->what, c->max_line);
+				return core_fail(e, CORE_ENOMEM, "out of memory reading from %s", c->what);
 			continue;
 		}
 		if (r == 0)
@@ -200,8 +288,9 @@ static enum core_status fill(struct coproc *c, struct core_err *e)
 			continue;
 		else if (errno != EAGAIN && errno != EWOULDBLOCK)
 			return core_fail_sys(e, "cannot read from %s", c->what);
-		return CORE_OK;
+		break;
 	}
+	return CORE_OK;
 }
 
 /*
@@ -213,7 +302,7 @@ static enum core_status wait_once(struct coproc *c, int64_t ms, int want_write,
 {
 	struct pollfd p[3];
 	int n = 0, iout = -1, ierr = -1, iin = -1;
-	if (!c->out_eof && c->out_fd >= 0) {
+	if (!c->out_eof && c->out_fd >= 0 && pending(c) <= c->max_line) {
 		p[n] = (struct pollfd){ c->out_fd, POLLIN, 0 };
 		iout = n++;
 	}
@@ -354,6 +443,14 @@ enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
 			return st;
 		if (deadline >= 0 && core_now_mono_ms() >= deadline)
 			return timed_out(c, timeout_ms, e);
+		/* Both of us writing, neither reading, would wait for the
+		 * timeout: the command has written more than a line's worth. */
+		if (pending(c) > c->max_line)
+			return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu bytes without reading "
+			                 "its input", c->what, c->max_line);
+		/* Ended, and what holds its stdin is not reading. */
+		if (ended(c) && core_now_mono_ms() - c->exited_at >= COPROC_PIPE_GRACE_MS)
+			return fail_gone(c, "closed its input", e);
 		int writable;
 		if ((st = wait_once(c, slice(deadline), 1, &writable, e)))
 			return st;
@@ -388,12 +485,14 @@ static int take_line(struct coproc *c, char **line, size_t *len)
 			nl = start + avail;
 			c->rbuf.p[c->rbuf.len] = 0;
 		}
-		size_t n = (size_t)(nl - start);
-		c->rstart += n + (nl < c->rbuf.p + c->rbuf.len ? 1 : 0);
+		size_t n = (size_t)(nl - start), took = n + (nl < c->rbuf.p + c->rbuf.len ? 1 : 0);
+		c->rstart += took;
 		*nl = 0;
 		if (n && start[n - 1] == '\r')
 			start[--n] = 0;
 		c->lineno++;
+		c->used_lines++;
+		c->used_bytes += took;
 		size_t i = 0;
 		while (i < n && (start[i] == ' ' || start[i] == '\t'))
 			i++;
@@ -414,15 +513,18 @@ enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
 	for (;;) {
 		if (take_line(c, line, len)) {
 			if (*len > c->max_line)
-				return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
-				                 c->what, c->max_line);
-			return CORE_OK;
+				return too_long(c, e);
+			c->used_values += core_json_values(*line, *len);
+			return check_budget(c, 0, e);
 		}
-		if (c->rbuf.len - c->rstart > c->max_line)
-			return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes",
-			                 c->what, c->max_line);
+		if (pending(c) > c->max_line)
+			return too_long(c, e);
+		if ((st = check_budget(c, pending(c), e)))
+			return st;
 		if (c->out_eof)
 			return fail_gone(c, "closed its output", e);
+		if (gone_quiet(c))
+			continue;       /* what was left in the pipe is read above */
 		if ((st = check_cancel(c, cancel, e)))
 			return st;
 		if (deadline >= 0 && core_now_mono_ms() >= deadline)

@@ -14,10 +14,17 @@
  * rest drained) for error messages.
  *
  * Failures are named, never guessed: the command exited (with its status),
- * closed its stdout, wrote a line longer than the limit, or did not answer
- * within the timeout.  coproc_close() ends the process and always reaps it:
- * close its stdin, wait up to the grace period, SIGTERM the group, wait the
- * grace again, SIGKILL.  No zombies are left behind.
+ * closed its stdout, wrote a line longer than the limit or more than its
+ * budget (struct coproc_limits), or did not answer within the timeout.
+ * coproc_close() ends the process and always reaps it: close its stdin,
+ * wait up to the grace period, SIGTERM the group, wait the grace again,
+ * SIGKILL.  No zombies are left behind.
+ *
+ * When the command has exited but a process it started still holds its
+ * stdout or stdin (`sleep 100 &` in a script), the pipes are given
+ * COPROC_PIPE_GRACE_MS more; then the rest of its process group is killed
+ * and stdout counts as closed: a wait ends with how the command exited,
+ * not with the timeout.
  *
  * The caller must ignore SIGPIPE (cmd/cli.c does): a write to a command
  * that is gone fails with EPIPE, reported as "closed its stdin".
@@ -40,14 +47,36 @@
 
 #define COPROC_STDERR_MAX 2048
 #define COPROC_DEFAULT_GRACE_MS 1000
+#define COPROC_DEFAULT_MAX_LINE ((size_t)64 << 20)
+/* How long the pipes may stay open after the command itself has exited. */
+#define COPROC_PIPE_GRACE_MS 200
+
+/*
+ * What the command may write on stdout.  bytes and lines cap what
+ * coproc_read_line() takes (blank lines and newlines included) between two
+ * coproc_budget() calls: one turn of a custom agent, one answer of a
+ * transform.  bytes also allows CORE_VALUE_LIMIT(bytes) JSON values
+ * (lines.h: core_json_values), counted before a line is handed out.  The
+ * knobs are the settings that raise each limit, named in the failure's
+ * message; the strings must outlive the coproc (literals).
+ */
+struct coproc_limits {
+	size_t line;            /* longest line; 0: COPROC_DEFAULT_MAX_LINE */
+	size_t bytes, lines;    /* 0: no cap */
+	const char *line_knob, *bytes_knob, *lines_knob;   /* or NULL */
+};
 
 struct coproc {
 	pid_t pid;              /* 0 once reaped */
 	pid_t owner;            /* the process that started it */
 	int in_fd, out_fd, err_fd;
 	char *what;             /* "state transform 'jq ...'" for messages */
+	struct coproc_limits lim;
 	size_t max_line;        /* longest line accepted from the command */
 	size_t lineno;          /* lines read so far */
+	size_t used_bytes, used_lines, used_values;  /* taken since the last coproc_budget() */
+	const char *scope;      /* "in one turn", for messages; borrowed */
+	int64_t exited_at;      /* when the command was seen ended (0: not yet) */
 	struct core_buf rbuf;   /* stdout read-ahead */
 	size_t rstart;          /* first unconsumed byte of rbuf */
 	struct core_buf errbuf; /* the head of stderr */
@@ -66,13 +95,18 @@ struct coproc_cancel {
 /*
  * Start cmd with /bin/sh -c.  what names it in messages (copied).  env_add
  * is a NULL-terminated list of "NAME=VALUE" strings added to (or replacing
- * in) the environment; may be NULL.  max_line 0 means 64 MiB.
+ * in) the environment; may be NULL.  lim (copied; NULL: a 64 MiB line, no
+ * budget) caps what it may write.
  * Errors: CORE_ESYS (pipe, fork), CORE_ENOMEM.  A command that cannot be
  * executed shows up later as an exit (127) with sh's message on stderr.
  */
 enum core_status coproc_start(const char *cmd, const char *what,
-                              const char *const *env_add, size_t max_line,
+                              const char *const *env_add, const struct coproc_limits *lim,
                               struct coproc **out, struct core_err *e);
+
+/* Start counting the budget's bytes and lines afresh; scope ("in one
+ * turn", borrowed, may be NULL) says in messages what they counted over. */
+void coproc_budget(struct coproc *c, const char *scope);
 
 /*
  * Write p[0..n) and a newline to the command's stdin, waiting at most
@@ -99,8 +133,10 @@ enum core_status coproc_write_json(struct coproc *c, const json_t *v,
  * (< 0: forever).  *line points into c (valid until the next call; NUL
  * terminated, newline and a trailing '\r' removed).  Errors:
  * CORE_EINTERNAL "closed its output" (EOF before a line: the message says
- * how it exited if it did), CORE_ETOOBIG (a line over max_line),
- * CORE_EDEADLINE, CORE_ECANCELLED, CORE_ESYS.
+ * how it exited if it did), CORE_ETOOBIG (a line over the limit, or more
+ * than the budget: "wrote more than N lines on stdout in one turn (the
+ * limit; set KNOB to raise it)"), CORE_EDEADLINE, CORE_ECANCELLED,
+ * CORE_ESYS.
  */
 enum core_status coproc_read_line(struct coproc *c, int64_t timeout_ms,
                                   const struct coproc_cancel *cancel,

@@ -14,6 +14,7 @@
 struct custom_agent {
 	char *cmd, *what;
 	int64_t timeout_ms;
+	struct coproc_limits lim;
 	struct coproc *cp;
 	struct coproc_cancel cancel;
 	int broken;             /* a protocol failure stopped the handler */
@@ -21,8 +22,9 @@ struct custom_agent {
 	int turns;              /* turns run (the handler was started) */
 };
 
-enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms,
-                                  struct custom_agent **out, struct core_err *e)
+enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms, size_t max_bytes,
+                                  size_t max_lines, struct custom_agent **out,
+                                  struct core_err *e)
 {
 	struct custom_agent *ca = calloc(1, sizeof *ca);
 	size_t n = strlen(cmd);
@@ -33,6 +35,12 @@ enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms,
 	snprintf(ca->what, 100, "custom agent '%.*s%s'", n > 60 ? 57 : (int)n, cmd,
 	         n > 60 ? "..." : "");
 	ca->timeout_ms = timeout_ms > 0 ? timeout_ms : CUSTOM_AGENT_DEFAULT_TIMEOUT_MS;
+	/* What a turn's lines add up to (history, artifacts, custom state)
+	 * lives in agent-run's memory: the budget bounds it. */
+	ca->lim.bytes = max_bytes ? max_bytes : CUSTOM_AGENT_DEFAULT_MAX_BYTES;
+	ca->lim.lines = max_lines ? max_lines : CUSTOM_AGENT_DEFAULT_MAX_LINES;
+	ca->lim.bytes_knob = "AGENTKIT_EXEC_MAX_BYTES";
+	ca->lim.lines_knob = "AGENTKIT_EXEC_MAX_LINES";
 	*out = ca;
 	return CORE_OK;
 }
@@ -328,7 +336,7 @@ static enum core_status start(struct custom_agent *ca, struct runtime *rt, struc
 	char sid[300];
 	snprintf(sid, sizeof sid, "AGENTKIT_SESSION_ID=%s", rt_session_id(rt));
 	const char *env[] = { sid, NULL };
-	return coproc_start(ca->cmd, ca->what, env, 0, &ca->cp, e);
+	return coproc_start(ca->cmd, ca->what, env, &ca->lim, &ca->cp, e);
 }
 
 void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t *input,
@@ -360,6 +368,7 @@ void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t
 	}
 	if (docs)
 		json_object_set(json_object_get(turn, "turn"), "docs", (json_t *)docs);
+	coproc_budget(ca->cp, "in one turn");
 	if (coproc_write_json(ca->cp, turn, ca->timeout_ms, &ca->cancel, &e))
 		goto broken;
 	while (!over) {
@@ -404,6 +413,7 @@ enum core_status custom_agent_finish(struct custom_agent *ca, int ok_so_far, jso
 	enum core_status st;
 	close(c->in_fd);
 	c->in_fd = -1;
+	coproc_budget(c, "after the last turn");
 	for (;;) {
 		char *text;
 		size_t len;
@@ -413,10 +423,11 @@ enum core_status custom_agent_finish(struct custom_agent *ca, int ok_so_far, jso
 			break;          /* closed its output: see how it exited */
 		if (st) {
 			*e = le;
+			e->st = st == CORE_EDEADLINE || st == CORE_ECANCELLED ? st : CORE_EINTERNAL;
 			coproc_kill(c);
 			json_decref(*result);
 			*result = NULL;
-			return st == CORE_EDEADLINE || st == CORE_ECANCELLED ? st : CORE_EINTERNAL;
+			return e->st;
 		}
 		struct core_err pe = { 0 };
 		line = jv_parse(text, len, "stdout", c->lineno, &pe);

@@ -61,9 +61,17 @@ struct ca_outcome {
 	char msg[1200];
 };
 
-/* timeout_ms <= 0: CUSTOM_AGENT_DEFAULT_TIMEOUT_MS.  CORE_ENOMEM only. */
-enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms,
-                                  struct custom_agent **out, struct core_err *e);
+/* Default caps on the handler's stdout in one turn (and after the last
+ * turn); AGENTKIT_EXEC_MAX_BYTES, AGENTKIT_EXEC_MAX_LINES. */
+#define CUSTOM_AGENT_DEFAULT_MAX_BYTES ((size_t)64 << 20)
+#define CUSTOM_AGENT_DEFAULT_MAX_LINES ((size_t)100000)
+
+/* timeout_ms <= 0: CUSTOM_AGENT_DEFAULT_TIMEOUT_MS.  max_bytes, max_lines
+ * (0: the defaults) cap what the handler writes in one turn: more fails
+ * the turn (INTERNAL) and stops the handler.  CORE_ENOMEM only. */
+enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms, size_t max_bytes,
+                                  size_t max_lines, struct custom_agent **out,
+                                  struct core_err *e);
 void custom_agent_free(struct custom_agent *ca);        /* NULL is a no-op */
 
 /*

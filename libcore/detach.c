@@ -470,13 +470,62 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 	return CORE_OK;
 }
 
+/*
+ * The row the work could not commit, as a failed row: the error says why,
+ * the state is what committed before the detach (the parent's; none
+ * without a parent).  Small - its history is the parent's, which the store
+ * shares - so it usually fits where the work's row did not (a full disk).
+ */
+static enum core_status finalize_lost(struct store *s, const json_t *pending,
+                                      const struct core_err *why, json_t **persisted,
+                                      struct core_err *e)
+{
+	const char *parent = json_string_value(json_object_get(pending, "parentId"));
+	json_t *prow = NULL, *empty = NULL, *output;
+	const json_t *state;
+	enum core_status st;
+	if (parent && (st = store_get(s, parent, 0, &prow, e)))
+		return st;
+	if (!(state = json_object_get(prow, "state")))
+		state = empty = json_object();
+	output = json_pack("{s:s, s:{s:s, s:s}}", "finishReason", "failed", "error",
+	                   "status", core_status_name(CORE_ESYS), "message", why->msg);
+	if (output && state) {
+		struct detach_result r = { 0, output, state };
+		struct fin_ctx f = { pending, &r };
+		st = store_save(s, json_string_value(json_object_get(pending, "snapshotId")), 0,
+		                fn_finalize, &f, persisted, e);
+	} else {
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	json_decref(output);
+	json_decref(empty);
+	json_decref(prow);
+	return st;
+}
+
 enum core_status detach_finalize(struct store *s, const json_t *pending,
                                  const struct detach_result *r, json_t **persisted,
                                  struct core_err *e)
 {
 	struct fin_ctx f = { pending, r };
+	struct core_err why = { 0 }, e2 = { 0 };
 	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
 	if (!id)
 		return core_fail(e, CORE_EINVAL, "finalize: the pending row has no snapshotId");
-	return store_save(s, id, 0, fn_finalize, &f, persisted, e);
+	enum core_status st = store_save(s, id, 0, fn_finalize, &f, persisted, &why);
+	if (st != CORE_ESYS) {
+		if (st && e)
+			*e = why;
+		return st;
+	}
+	core_err_prefix(&why, "cannot commit the detached work (snapshot '%s')", id);
+	if (finalize_lost(s, pending, &why, persisted, &e2))
+		core_fail(e, CORE_ESYS, "%s; nor could the failed row be written: %s", why.msg, e2.msg);
+	else
+		core_fail(e, CORE_ESYS, "%s; the row is finalized failed with the state before the detach",
+		          why.msg);
+	if (e)
+		e->sys = why.sys;
+	return CORE_ESYS;
 }

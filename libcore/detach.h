@@ -134,6 +134,13 @@ struct detach_result {
  * completed (the output's finish reason).  pending is the row
  * detach_pending() wrote.  *persisted (optional) receives the row written,
  * or NULL when nothing was written.
+ *
+ * When the store cannot write that row (CORE_ESYS: a full disk), the work
+ * is lost: the row is then finalized failed with the state that committed
+ * before the detach (the parent's) and the store's cause in its error, so
+ * waiters see it fail at once rather than expire.  The return is CORE_ESYS
+ * either way, e saying the cause ("No space left on device") and whether
+ * that failed row landed (*persisted is it).
  */
 enum core_status detach_finalize(struct store *s, const json_t *pending,
                                  const struct detach_result *r, json_t **persisted,

@@ -333,11 +333,115 @@ static int status_retryable(long s)
 	return s == 408 || s == 409 || s == 429 || (s >= 500 && s <= 599);
 }
 
-/* The URL without its query string (which could carry a legacy key). */
-static void url_for_message(const char *url, char *out, size_t n)
+/* ---- URLs in messages ---- */
+
+/* A bounded writer: keeps what fits (n - 1 bytes), always terminated. */
+struct wr {
+	char *p;
+	size_t n, len;
+};
+
+static void wr_put(struct wr *w, const char *s, size_t len)
 {
-	size_t q = strcspn(url, "?#");
-	snprintf(out, n, "%.*s", (int)q, url);
+	size_t room = w->n - 1 - w->len;
+	if (len > room)
+		len = room;
+	memcpy(w->p + w->len, s, len);
+	w->len += len;
+	w->p[w->len] = 0;
+}
+
+/* Write url[0, len) redacted (core_url_redact). */
+static void redact_url(struct wr *w, const char *url, size_t len)
+{
+	const char *end = url + len, *p = url, *sep = NULL;
+	for (const char *q = url; q + 3 <= end; q++)
+		if (!strncmp(q, "://", 3)) {
+			sep = q;
+			break;
+		}
+	if (sep && memchr(url, '/', (size_t)(sep - url)) == NULL) {
+		wr_put(w, url, (size_t)(sep + 3 - url));
+		p = sep + 3;
+	}
+	/* The authority: userinfo is everything up to its last '@'. */
+	const char *auth_end = p;
+	while (auth_end < end && !strchr("/?#", *auth_end))
+		auth_end++;
+	const char *at = NULL;
+	for (const char *q = p; q < auth_end; q++)
+		if (*q == '@')
+			at = q;
+	if (at) {
+		wr_put(w, "***", 3);
+		p = at;
+	}
+	const char *path_end = p;
+	while (path_end < end && *path_end != '?' && *path_end != '#')
+		path_end++;
+	wr_put(w, p, (size_t)(path_end - p));
+	if (path_end == end || *path_end == '#')
+		return;         /* the fragment is dropped */
+	/* The query: names kept, every value "***". */
+	p = path_end;
+	while (p < end && *p != '#') {
+		const char *param = p + 1, *stop = param;
+		while (stop < end && !strchr("&;#", *stop))
+			stop++;
+		wr_put(w, p, 1);        /* '?', '&' or ';' */
+		const char *eq = memchr(param, '=', (size_t)(stop - param));
+		if (eq) {
+			wr_put(w, param, (size_t)(eq + 1 - param));
+			if (eq + 1 < stop)
+				wr_put(w, "***", 3);
+		} else if (stop > param) {
+			wr_put(w, "***", 3);
+		}
+		p = stop;
+	}
+}
+
+void core_url_redact(const char *url, char *out, size_t n)
+{
+	struct wr w = { out, n, 0 };
+	if (!n)
+		return;
+	out[0] = 0;
+	redact_url(&w, url, strlen(url));
+}
+
+void core_url_redact_text(char *msg, size_t n)
+{
+	char *copy;
+	const char *p, *s;
+	size_t len = strlen(msg);
+	if (!strstr(msg, "://") || !(copy = malloc(len + 1)))
+		return;
+	memcpy(copy, msg, len + 1);
+	struct wr w = { msg, n, 0 };
+	msg[0] = 0;
+	for (p = copy; (s = strstr(p, "://"));) {
+		/* Back over the scheme ([A-Za-z][A-Za-z0-9+.-]*), forward to the
+		 * end of the token. */
+		const char *b = s;
+		while (b > p && (isalnum((unsigned char)b[-1]) || strchr("+.-", b[-1])))
+			b--;
+		while (b < s && !isalpha((unsigned char)*b))
+			b++;
+		const char *e = s + 3;
+		while (*e && !isspace((unsigned char)*e) && !strchr("\"'<>`", *e))
+			e++;
+		while (e > s + 3 && strchr(".,:;!?)]", e[-1]))
+			e--;        /* the sentence's punctuation, not the URL's */
+		wr_put(&w, p, (size_t)(b - p));
+		if (b == s)
+			wr_put(&w, s, (size_t)(e - s));     /* no scheme: not a URL */
+		else
+			redact_url(&w, b, (size_t)(e - b));
+		p = e;
+	}
+	wr_put(&w, p, strlen(p));
+	free(copy);
 }
 
 static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hdrs,
@@ -345,9 +449,13 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
 {
 	const char *ca;
 	cu.easy_setopt(h, CURLOPT_URL, c->url);
-	cu.easy_setopt(h, CURLOPT_POST, 1L);
-	cu.easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
-	cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	if (c->body) {
+		cu.easy_setopt(h, CURLOPT_POST, 1L);
+		cu.easy_setopt(h, CURLOPT_POSTFIELDS, c->body);
+		cu.easy_setopt(h, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)c->body_len);
+	} else {
+		cu.easy_setopt(h, CURLOPT_HTTPGET, 1L);
+	}
 	cu.easy_setopt(h, CURLOPT_HTTPHEADER, hdrs);
 	cu.easy_setopt(h, CURLOPT_WRITEFUNCTION, on_write);
 	cu.easy_setopt(h, CURLOPT_WRITEDATA, a);
@@ -439,7 +547,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	core_buf_init(&a.errbody, ERR_BODY_MAX);
 	a.last_rx = core_now_mono_ms();
 	*delay = -1;
-	url_for_message(c->url, where, sizeof where);
+	core_url_redact(c->url, where, sizeof where);
 
 	if (c->on_attempt)
 		c->on_attempt(c->ctx);

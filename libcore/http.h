@@ -71,7 +71,8 @@ struct http_error {
 struct http_call {
 	const char *url;
 	const char *const *headers;   /* "Name: value" strings, NULL-terminated */
-	const char *body;             /* request body (JSON), kept for replays */
+	const char *body;             /* request body (JSON), kept for replays;
+	                                 NULL sends a GET instead of the POST */
 	size_t body_len;
 	/* The Content-Type prefix a streamed reply has ("text/event-stream");
 	 * NULL accepts any.  A 2xx reply with a different type, or with
@@ -130,5 +131,22 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 /* Parse a Retry-After value (seconds, fractional allowed, or an HTTP
  * date) into milliseconds from now; -1 if unparseable.  Exposed for tests. */
 int64_t http_parse_retry_after(const char *v);
+
+/*
+ * A URL fit for a message (an error, a log line): the userinfo
+ * ("user:password@") shows as "***@", every query value as "***" (the
+ * names stay: "?alt=***&key=***"), the fragment is dropped; scheme, host,
+ * port and path stay.  Writes at most n bytes, NUL included, to out
+ * (truncating).  Every URL agentkit puts in a message goes through here.
+ */
+void core_url_redact(const char *url, char *out, size_t n);
+
+/*
+ * The same for every URL ("scheme://..." up to a space or quote) inside a
+ * message of buffer size n, in place: for texts that may quote a URL (a
+ * libcurl error, a provider's error body).  Without memory the text is
+ * left as is.
+ */
+void core_url_redact_text(char *msg, size_t n);
 
 #endif

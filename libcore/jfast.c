@@ -1,4 +1,5 @@
-/* jfast.c - the fast path of jv_parse(); see jfast.h. */
+/* jfast.c - compact JSON documents and the fast path of jv_parse(); see
+ * jfast.h. */
 #include "jfast.h"
 
 #include <errno.h>
@@ -180,19 +181,331 @@ static int string(struct fp *f, const char **s, size_t *n)
 	}
 }
 
+/* ---- memory ---- */
+
+/* jv_fast_alloc() swaps these for the arena below. */
+static void *(*mem_alloc)(size_t) = malloc;
+static void (*mem_free)(void *) = free;
+static void *(*mem_realloc)(void *, size_t) = realloc;
+
+static void *jn_alloc(size_t n)
+{
+	return mem_alloc(n ? n : 1);
+}
+
+static void jn_free(void *p)
+{
+	mem_free(p);
+}
+
+static void *jn_realloc(void *p, size_t n)
+{
+	return mem_realloc(p, n ? n : 1);
+}
+
+/* Containers: a box, then its items. */
+struct jn_box {
+	uint32_t n, cap;
+	uint32_t *idx;          /* objects past IDX_MIN members: a hash of
+	                           positions + 1, 2 * cap slots; or NULL */
+};
+
+#define ITEMS(b) ((struct jn *)((b) + 1))
+#define MEMS(b) ((struct jn_mem *)((b) + 1))
+#define IDX_MIN 16
+
+static size_t item_size(const struct jn *c)
+{
+	return c->t == JN_OBJ ? sizeof(struct jn_mem) : sizeof(struct jn);
+}
+
+static struct jn_box *box_new(size_t n, size_t item)
+{
+	struct jn_box *b;
+	if (n > JN_MAX_LEN || !(b = jn_alloc(sizeof *b + n * item)))
+		return NULL;
+	b->n = 0;
+	b->cap = (uint32_t)n;
+	b->idx = NULL;
+	return b;
+}
+
+static uint64_t key_hash(const char *k, size_t n)
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (size_t i = 0; i < n; i++)
+		h = (h ^ (unsigned char)k[i]) * 0x100000001b3ULL;
+	return h ^ (h >> 29);
+}
+
+/* Build (or rebuild) the index of b; 0 when memory runs out (lookups
+ * then scan). */
+static size_t idx_slots(const struct jn_box *b)
+{
+	size_t slots = 2 * (size_t)b->cap;
+	while (slots & (slots - 1))
+		slots &= slots - 1;
+	return slots * 2;       /* a power of two past twice cap */
+}
+
+static int idx_build(struct jn_box *b)
+{
+	size_t slots = idx_slots(b), mask = slots - 1;
+	jn_free(b->idx);
+	if (!(b->idx = jn_alloc(slots * sizeof *b->idx)))
+		return 0;
+	memset(b->idx, 0, slots * sizeof *b->idx);
+	for (uint32_t i = 0; i < b->n; i++) {
+		size_t h = key_hash(MEMS(b)[i].k, MEMS(b)[i].kn) & mask;
+		while (b->idx[h])
+			h = (h + 1) & mask;
+		b->idx[h] = i + 1;
+	}
+	return 1;
+}
+
+static long mem_find(const struct jn *obj, const char *k, size_t kn)
+{
+	struct jn_box *b = obj->u.b;
+	if (obj->t != JN_OBJ || !b)
+		return -1;
+	if (b->n > IDX_MIN && (b->idx || idx_build(b))) {
+		size_t mask = idx_slots(b) - 1, h = key_hash(k, kn) & mask;
+		for (; b->idx[h]; h = (h + 1) & mask) {
+			struct jn_mem *m = &MEMS(b)[b->idx[h] - 1];
+			if (m->kn == kn && !memcmp(m->k, k, kn))
+				return (long)b->idx[h] - 1;
+		}
+		return -1;
+	}
+	for (uint32_t i = 0; i < b->n; i++)
+		if (MEMS(b)[i].kn == kn && !memcmp(MEMS(b)[i].k, k, kn))
+			return (long)i;
+	return -1;
+}
+
+size_t jn_size(const struct jn *v)
+{
+	return (v->t == JN_ARR || v->t == JN_OBJ) && v->u.b ? v->u.b->n : 0;
+}
+
+struct jn *jn_at(const struct jn *arr, size_t i)
+{
+	return &ITEMS(arr->u.b)[i];
+}
+
+struct jn_mem *jn_mem_at(const struct jn *obj, size_t i)
+{
+	return &MEMS(obj->u.b)[i];
+}
+
+struct jn *jn_get(const struct jn *obj, const char *k, size_t kn)
+{
+	long i = mem_find(obj, k, kn);
+	return i < 0 ? NULL : &MEMS(obj->u.b)[i].v;
+}
+
+struct jn jn_container(enum jn_type t)
+{
+	struct jn v = JN_NULL_INIT;
+	v.t = (uint8_t)t;
+	return v;
+}
+
+/* Room for one more item in container c. */
+static enum core_status grow(struct jn *c)
+{
+	struct jn_box *b = c->u.b, *nb;
+	size_t item = item_size(c), cap;
+	if (b && b->n < b->cap)
+		return CORE_OK;
+	cap = b ? (size_t)b->cap * 2 : 4;
+	if (cap < 4)
+		cap = 4;
+	if (cap > JN_MAX_LEN)
+		cap = JN_MAX_LEN;
+	if (b && b->n >= cap)
+		return CORE_ETOOBIG;
+	/* realloc: a large box grows in place (mremap), untouched pages
+	 * cost nothing, and no second copy is alive at once */
+	if (!(nb = jn_realloc(b, sizeof *nb + cap * item)))
+		return CORE_ENOMEM;
+	if (!b)
+		nb->n = 0, nb->idx = NULL;
+	jn_free(nb->idx);       /* sized for the old cap: rebuilt on demand */
+	nb->idx = NULL;
+	nb->cap = (uint32_t)cap;
+	c->u.b = nb;
+	return CORE_OK;
+}
+
+enum core_status jn_set(struct jn *obj, const char *k, size_t kn, struct jn v)
+{
+	long i = mem_find(obj, k, kn);
+	enum core_status st;
+	struct jn_mem *m;
+	char *key;
+	if (i >= 0) {
+		jn_release(&MEMS(obj->u.b)[i].v);
+		MEMS(obj->u.b)[i].v = v;
+		return CORE_OK;
+	}
+	if (kn > JN_MAX_LEN || (st = grow(obj)) || !(key = jn_alloc(kn))) {
+		jn_release(&v);
+		return kn > JN_MAX_LEN ? CORE_ETOOBIG : st ? st : CORE_ENOMEM;
+	}
+	memcpy(key, k, kn);
+	m = &MEMS(obj->u.b)[obj->u.b->n++];
+	*m = (struct jn_mem){ key, (uint32_t)kn, 1, v };
+	if (obj->u.b->idx) {
+		/* the index has room: it was built for cap members */
+		size_t mask = idx_slots(obj->u.b) - 1, h = key_hash(k, kn) & mask;
+		while (obj->u.b->idx[h])
+			h = (h + 1) & mask;
+		obj->u.b->idx[h] = obj->u.b->n;
+	}
+	return CORE_OK;
+}
+
+int jn_del(struct jn *obj, const char *k, size_t kn, struct jn *out)
+{
+	long i = mem_find(obj, k, kn);
+	struct jn_box *b;
+	struct jn_mem *m;
+	if (i < 0)
+		return 0;
+	b = obj->u.b;
+	m = &MEMS(b)[i];
+	if (m->kown)
+		jn_free((char *)m->k);
+	if (out)
+		*out = m->v;
+	else
+		jn_release(&m->v);
+	memmove(m, m + 1, (b->n - (size_t)i - 1) * sizeof *m);
+	b->n--;
+	jn_free(b->idx);        /* positions moved: rebuilt on demand */
+	b->idx = NULL;
+	return 1;
+}
+
+enum core_status jn_insert(struct jn *arr, size_t i, struct jn v)
+{
+	enum core_status st = grow(arr);
+	struct jn_box *b = arr->u.b;
+	if (st) {
+		jn_release(&v);
+		return st;
+	}
+	memmove(&ITEMS(b)[i + 1], &ITEMS(b)[i], (b->n - i) * sizeof(struct jn));
+	ITEMS(b)[i] = v;
+	b->n++;
+	return CORE_OK;
+}
+
+void jn_remove(struct jn *arr, size_t i, struct jn *out)
+{
+	struct jn_box *b = arr->u.b;
+	if (out)
+		*out = ITEMS(b)[i];
+	else
+		jn_release(&ITEMS(b)[i]);
+	memmove(&ITEMS(b)[i], &ITEMS(b)[i + 1], (b->n - i - 1) * sizeof(struct jn));
+	b->n--;
+}
+
+void jn_release(struct jn *v)
+{
+	struct jn_box *b = v->u.b;
+	if ((v->t == JN_STR || v->t == JN_BIG) && v->own)
+		jn_free((char *)v->u.s);
+	else if (v->t == JN_ARR && b) {
+		for (uint32_t i = 0; i < b->n; i++)
+			jn_release(&ITEMS(b)[i]);
+		jn_free(b);
+	} else if (v->t == JN_OBJ && b) {
+		for (uint32_t i = 0; i < b->n; i++) {
+			if (MEMS(b)[i].kown)
+				jn_free((char *)MEMS(b)[i].k);
+			jn_release(&MEMS(b)[i].v);
+		}
+		jn_free(b->idx);
+		jn_free(b);
+	}
+	*v = (struct jn)JN_NULL_INIT;
+}
+
+static char *bytes_dup(const char *s, size_t n)
+{
+	char *p = jn_alloc(n);
+	if (p && n)
+		memcpy(p, s, n);
+	return p;
+}
+
+enum core_status jn_copy(const struct jn *v, int own_all, struct jn *out)
+{
+	struct jn_box *b = v->u.b, *nb;
+	*out = *v;
+	if ((v->t == JN_STR || v->t == JN_BIG) && (v->own || own_all)) {
+		if (!(out->u.s = bytes_dup(v->u.s, v->n))) {
+			*out = (struct jn)JN_NULL_INIT;
+			return CORE_ENOMEM;
+		}
+		out->own = 1;
+		return CORE_OK;
+	}
+	if ((v->t != JN_ARR && v->t != JN_OBJ) || !b)
+		return CORE_OK;
+	out->u.b = NULL;
+	if (!(nb = box_new(b->n, item_size(v)))) {
+		*out = (struct jn)JN_NULL_INIT;
+		return CORE_ENOMEM;
+	}
+	out->u.b = nb;
+	for (uint32_t i = 0; i < b->n; i++) {
+		enum core_status st;
+		if (v->t == JN_ARR) {
+			st = jn_copy(&ITEMS(b)[i], own_all, &ITEMS(nb)[i]);
+		} else {
+			struct jn_mem *m = &MEMS(b)[i], *nm = &MEMS(nb)[i];
+			*nm = *m;
+			nm->v = (struct jn)JN_NULL_INIT;
+			nm->kown = m->kown || own_all;
+			if (nm->kown && !(nm->k = bytes_dup(m->k, m->kn)))
+				st = CORE_ENOMEM;
+			else
+				st = jn_copy(&m->v, own_all, &nm->v);
+			if (st && nm->k != m->k)
+				jn_free((char *)nm->k);
+		}
+		if (st) {
+			jn_release(out);
+			return st;
+		}
+		nb->n++;
+	}
+	return CORE_OK;
+}
+
+/* ---- the parser ---- */
+
 static int digit(char c)
 {
 	return c >= '0' && c <= '9';
 }
 
-static json_t *number(struct fp *f)
+/* A number token; JN_BIG for one jansson would refuse as too large. */
+static int number(struct fp *f, struct jn *v)
 {
 	const char *s = f->p, *q = f->p;
 	int real = 0;
+	char tmp[64], *t = tmp;
+	size_t len;
 	if (q < f->end && *q == '-')
 		q++;
 	if (q >= f->end || !digit(*q))
-		return NULL;
+		return 0;
 	if (*q == '0')
 		q++;
 	else
@@ -202,7 +515,7 @@ static json_t *number(struct fp *f)
 		real = 1;
 		q++;
 		if (q >= f->end || !digit(*q))
-			return NULL;
+			return 0;
 		while (q < f->end && digit(*q))
 			q++;
 	}
@@ -212,7 +525,7 @@ static json_t *number(struct fp *f)
 		if (q < f->end && (*q == '+' || *q == '-'))
 			q++;
 		if (q >= f->end || !digit(*q))
-			return NULL;
+			return 0;
 		while (q < f->end && digit(*q))
 			q++;
 	}
@@ -220,135 +533,258 @@ static json_t *number(struct fp *f)
 	if (q < f->end && (digit(*q) || (*q >= 'a' && *q <= 'z')
 	                   || (*q >= 'A' && *q <= 'Z') || *q == '.' || *q == '-'
 	                   || *q == '+'))
-		return NULL;
+		return 0;
 	f->p = q;
-	if (!real) {
-		size_t nd = (size_t)(q - s) - (*s == '-');
-		if (nd <= 18) {
-			const char *d = s + (*s == '-');
-			int64_t v = 0;
-			while (d < q)
-				v = v * 10 + (*d++ - '0');
-			return json_integer(*s == '-' ? -v : v);
-		}
-		{
-			char tmp[32];
-			long long v;
-			if ((size_t)(q - s) >= sizeof tmp)
-				return NULL;
-			memcpy(tmp, s, (size_t)(q - s));
-			tmp[q - s] = 0;
-			errno = 0;
-			v = strtoll(tmp, NULL, 10);
-			if (errno)
-				return NULL;
-			return json_integer(v);
-		}
+	len = (size_t)(q - s);
+	if (!real && len - (*s == '-') <= 18) {
+		const char *d = s + (*s == '-');
+		int64_t i = 0;
+		while (d < q)
+			i = i * 10 + (*d++ - '0');
+		v->t = JN_INT;
+		v->u.i = *s == '-' ? -i : i;
+		return 1;
 	}
-	{
-		char tmp[64];
-		double d;
-		if ((size_t)(q - s) >= sizeof tmp)
-			return NULL;
-		memcpy(tmp, s, (size_t)(q - s));
-		tmp[q - s] = 0;
-		errno = 0;
-		d = strtod(tmp, NULL);
-		if (isinf(d) || isnan(d))
-			return NULL;
-		return json_real(d);
+	if (!real && len >= 32)
+		goto big;       /* more than 19 digits */
+	if (len >= sizeof tmp && !(t = malloc(len + 1)))
+		return 0;
+	memcpy(t, s, len);
+	t[len] = 0;
+	errno = 0;
+	if (real) {
+		v->t = JN_REAL;
+		v->u.d = strtod(t, NULL);
+	} else {
+		v->t = JN_INT;
+		v->u.i = strtoll(t, NULL, 10);
 	}
+	if (t != tmp)
+		free(t);
+	if (real ? !isinf(v->u.d) : errno != ERANGE)
+		return 1;
+big:
+	if (len > JN_MAX_LEN)
+		return 0;
+	v->t = JN_BIG;
+	v->own = 0;
+	v->n = (uint32_t)len;
+	v->u.s = s;
+	return 1;
 }
 
-static json_t *value(struct fp *f, int depth);
+/*
+ * Value stacks: the elements and members of the containers being read,
+ * each stack laid out as a box so that the outermost container on it
+ * (the big array of a large document, say) takes the stack itself as its
+ * box instead of a copy: an array of five million numbers then peaks at
+ * its size, not twice it.
+ */
+struct stacks {
+	struct jn_box *ab, *mb;
+	size_t an, acap, mn, mcap;
+};
 
-static json_t *object(struct fp *f, int depth)
+#define SA(st) ITEMS((st)->ab)
+#define SM(st) MEMS((st)->mb)
+
+/* Room for one more item on a stack. */
+static int stack_room(struct jn_box **b, size_t n, size_t *cap, size_t item)
 {
-	json_t *o = json_object(), *v;
+	size_t c = *cap ? *cap * 2 : 64;
+	struct jn_box *q;
+	if (n < *cap)
+		return 1;
+	if (!(q = jn_realloc(*b, sizeof *q + c * item)))
+		return 0;
+	*b = q;
+	*cap = c;
+	return 1;
+}
+
+static int value(struct fp *f, struct stacks *st, int depth, struct jn *v);
+
+/* Fill string node v (or key k) from string(): borrowed from the input,
+ * or an owned copy of an escaped string. */
+static int take_string(struct fp *f, const char *s, size_t n, const char **out,
+                       uint8_t *own)
+{
+	if (n > JN_MAX_LEN)
+		return 0;
+	*own = 0;
+	*out = s;
+	if (s == f->scratch && n) {
+		if (!(*out = bytes_dup(s, n)))
+			return 0;
+		*own = 1;
+	}
+	return 1;
+}
+
+/* Close a container: move its items base..n of the stack *sb into a box
+ * (the stack itself when they start at its bottom). */
+static int close_box(struct jn *c, struct jn_box **sb, size_t *cap, size_t base,
+                     size_t n, size_t item)
+{
+	if (n == base)
+		return 1;
+	if (n - base > JN_MAX_LEN)
+		return 0;
+	if (!base) {
+		struct jn_box *b = jn_realloc(*sb, sizeof *b + n * item);
+		if (!b)
+			return 0;
+		*sb = NULL;
+		*cap = 0;
+		c->u.b = b;
+		b->idx = NULL;
+	} else {
+		if (!(c->u.b = box_new(n - base, item)))
+			return 0;
+		memcpy(c->u.b + 1, (char *)(*sb + 1) + base * item, (n - base) * item);
+	}
+	c->u.b->n = c->u.b->cap = (uint32_t)(n - base);
+	return 1;
+}
+
+/* Any duplicate key among m[0..n)?  Small objects compare pairwise; large
+ * ones build their lookup index on the way (or give up). */
+static int has_dup(struct jn *o)
+{
+	struct jn_box *b = o->u.b;
+	if (!b)
+		return 0;
+	if (b->n <= IDX_MIN) {
+		for (uint32_t i = 1; i < b->n; i++)
+			for (uint32_t j = 0; j < i; j++)
+				if (MEMS(b)[i].kn == MEMS(b)[j].kn
+				    && (!MEMS(b)[i].kn || MEMS(b)[i].k[0] == MEMS(b)[j].k[0])
+				    && !memcmp(MEMS(b)[i].k, MEMS(b)[j].k, MEMS(b)[i].kn))
+					return 1;
+		return 0;
+	}
+	{
+		size_t slots = idx_slots(b), mask = slots - 1;
+		if (!(b->idx = jn_alloc(slots * sizeof *b->idx)))
+			return 1;
+		memset(b->idx, 0, slots * sizeof *b->idx);
+		for (uint32_t i = 0; i < b->n; i++) {
+			struct jn_mem *m = &MEMS(b)[i];
+			size_t h = key_hash(m->k, m->kn) & mask;
+			for (; b->idx[h]; h = (h + 1) & mask) {
+				struct jn_mem *x = &MEMS(b)[b->idx[h] - 1];
+				if (x->kn == m->kn && !memcmp(x->k, m->k, m->kn))
+					return 1;
+			}
+			b->idx[h] = i + 1;
+		}
+	}
+	return 0;
+}
+
+static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
+{
+	size_t base = st->mn;
 	const char *k;
-	char *key = NULL;
-	size_t kn, size;
-	if (!o)
-		return NULL;
+	size_t kn;
+	*o = jn_container(JN_OBJ);
 	ws(f);
 	if (f->p < f->end && *f->p == '}') {
 		f->p++;
-		return o;
+		return 1;
 	}
 	for (;;) {
+		struct jn_mem m = { 0 };
 		if (f->p >= f->end || *f->p != '"')
 			goto fail;
 		f->p++;
-		if (!string(f, &k, &kn) || memchr(k, 0, kn))
+		if (!string(f, &k, &kn) || memchr(k, 0, kn)
+		    || !take_string(f, k, kn, &m.k, &m.kown))
 			goto fail;
-		/* An unescaped key points into the input; an escaped one into
-		 * scratch, which the value may reuse: keep a copy of it. */
-		if (k == f->scratch) {
-			if (!(key = malloc(kn + 1)))
-				goto fail;
-			memcpy(key, k, kn);
-			k = key;
+		m.kn = (uint32_t)kn;
+		if (!stack_room(&st->mb, st->mn, &st->mcap, sizeof m)) {
+			if (m.kown)
+				jn_free((char *)m.k);
+			goto fail;
 		}
+		SM(st)[st->mn++] = m;
 		ws(f);
 		if (f->p >= f->end || *f->p != ':')
 			goto fail;
 		f->p++;
 		ws(f);
-		v = value(f, depth + 1);
-		/* A duplicate key replaces a member instead of adding one:
-		 * jansson rejects those, so let it say so (one hash, not two). */
-		size = json_object_size(o);
-		if (!v || json_object_setn_new_nocheck(o, k, kn, v)
-		    || json_object_size(o) == size)
+		if (!value(f, st, depth + 1, &m.v))
 			goto fail;
-		free(key);
-		key = NULL;
+		SM(st)[st->mn - 1].v = m.v;
 		ws(f);
 		if (f->p >= f->end)
 			goto fail;
 		if (*f->p == '}') {
 			f->p++;
-			return o;
+			break;
 		}
 		if (*f->p != ',')
 			goto fail;
 		f->p++;
 		ws(f);
 	}
+	if (!close_box(o, &st->mb, &st->mcap, base, st->mn, sizeof(struct jn_mem)))
+		goto fail;
+	st->mn = base;
+	/* jansson rejects duplicate keys: let it say so */
+	if (has_dup(o)) {
+		jn_release(o);
+		return 0;
+	}
+	return 1;
 fail:
-	free(key);
-	json_decref(o);
-	return NULL;
+	while (st->mn > base) {
+		struct jn_mem *m = &SM(st)[--st->mn];
+		if (m->kown)
+			jn_free((char *)m->k);
+		jn_release(&m->v);
+	}
+	return 0;
 }
 
-static json_t *array(struct fp *f, int depth)
+static int array(struct fp *f, struct stacks *st, int depth, struct jn *a)
 {
-	json_t *a = json_array(), *v;
-	if (!a)
-		return NULL;
+	size_t base = st->an;
+	struct jn r;
+	*a = jn_container(JN_ARR);
 	ws(f);
 	if (f->p < f->end && *f->p == ']') {
 		f->p++;
-		return a;
+		return 1;
 	}
 	for (;;) {
-		if (!(v = value(f, depth + 1)) || json_array_append_new(a, v))
+		if (!value(f, st, depth + 1, &r))
 			goto fail;
+		if (!stack_room(&st->ab, st->an, &st->acap, sizeof r)) {
+			jn_release(&r);
+			goto fail;
+		}
+		SA(st)[st->an++] = r;
 		ws(f);
 		if (f->p >= f->end)
 			goto fail;
 		if (*f->p == ']') {
 			f->p++;
-			return a;
+			break;
 		}
 		if (*f->p != ',')
 			goto fail;
 		f->p++;
 		ws(f);
 	}
+	if (!close_box(a, &st->ab, &st->acap, base, st->an, sizeof(struct jn)))
+		goto fail;
+	st->an = base;
+	return 1;
 fail:
-	json_decref(a);
-	return NULL;
+	while (st->an > base)
+		jn_release(&SA(st)[--st->an]);
+	return 0;
 }
 
 static int word(struct fp *f, const char *w, size_t n)
@@ -363,74 +799,353 @@ static int word(struct fp *f, const char *w, size_t n)
 	return 1;
 }
 
-static json_t *value(struct fp *f, int depth)
+/* One value into *v (not into a value stack, which nested containers
+ * move as they grow). */
+static int value(struct fp *f, struct stacks *st, int depth, struct jn *v)
 {
+	struct jn r = JN_NULL_INIT;
 	const char *s;
 	size_t n;
+	int ok;
+
 	if (depth > FAST_MAX_DEPTH || f->p >= f->end)
-		return NULL;
+		return 0;
 	switch (*f->p) {
 	case '{':
 		f->p++;
-		return object(f, depth);
+		ok = object(f, st, depth, &r);
+		break;
 	case '[':
 		f->p++;
-		return array(f, depth);
+		ok = array(f, st, depth, &r);
+		break;
 	case '"':
 		f->p++;
-		if (!string(f, &s, &n))
-			return NULL;
-		return json_stringn_nocheck(s, n);
+		r.t = JN_STR;
+		ok = string(f, &s, &n) && take_string(f, s, n, &r.u.s, &r.own);
+		r.n = (uint32_t)n;
+		if (!ok)
+			r.t = JN_NULL;
+		break;
 	case 't':
-		return word(f, "true", 4) ? json_true() : NULL;
+		ok = word(f, "true", 4), r.t = JN_TRUE;
+		break;
 	case 'f':
-		return word(f, "false", 5) ? json_false() : NULL;
+		ok = word(f, "false", 5), r.t = JN_FALSE;
+		break;
 	case 'n':
-		return word(f, "null", 4) ? json_null() : NULL;
+		ok = word(f, "null", 4);
+		break;
 	default:
-		return number(f);
+		ok = number(f, &r);
 	}
+	if (!ok)
+		return 0;
+	*v = r;
+	return 1;
 }
 
-json_t *jv_parse_fast(const char *p, size_t n)
+/* The fast parse: 1 with *out, or 0 for jansson to judge. */
+static int parse_fast(const char *p, size_t n, struct jn *out)
 {
 	static int c_locale = -1;
 	struct fp f = { p, p + n, NULL, 0 };
-	json_t *v;
+	struct stacks st = { 0 };
+	int ok;
 
 	/* jansson reads reals with '.' whatever the locale; strtod does not. */
 	if (c_locale < 0)
 		c_locale = localeconv()->decimal_point[0] == '.'
 		           && !localeconv()->decimal_point[1];
 	if (!c_locale)
-		return NULL;
+		return 0;
+	*out = (struct jn)JN_NULL_INIT;
 	ws(&f);
-	v = value(&f, 1);
-	if (v) {
+	ok = value(&f, &st, 1, out);
+	if (ok) {
 		ws(&f);
 		if (f.p != f.end) {
-			json_decref(v);
-			v = NULL;
+			jn_release(out);
+			ok = 0;
 		}
 	}
 	free(f.scratch);
-	return v;
+	jn_free(st.ab);
+	jn_free(st.mb);
+	return ok;
 }
 
-enum core_status jv_load_file(const char *path, size_t max, json_t **out,
+enum core_status jn_parse(const char *p, size_t n, const char *name,
+                          size_t lineno, struct jn *out, struct core_err *e)
+{
+	json_t *v;
+	enum core_status st;
+	*out = (struct jn)JN_NULL_INIT;
+	if (parse_fast(p, n, out))
+		return CORE_OK;
+	if (!(v = jv_parse_jansson(p, n, name, lineno, e)))
+		return e->st;
+	/* jansson took it (nesting near the limit, say): convert its tree */
+	if ((st = jn_from_json(v, out)))
+		core_fail(e, st, "%s: %s", name, st == CORE_ETOOBIG
+		          ? "a string or container is too large"
+		          : "out of memory");
+	json_decref(v);
+	return st;
+}
+
+json_t *jv_parse_fast(const char *p, size_t n)
+{
+	struct jn v;
+	json_t *r;
+	if (!parse_fast(p, n, &v))
+		return NULL;
+	r = jn_to_json(&v);
+	jn_release(&v);
+	return r;
+}
+
+/* ---- conversions ---- */
+
+json_t *jn_to_json(const struct jn *v)
+{
+	struct jn_box *b = v->u.b;
+	json_t *r = NULL;
+	switch (v->t) {
+	case JN_NULL: return json_null();
+	case JN_TRUE: return json_true();
+	case JN_FALSE: return json_false();
+	case JN_INT: return json_integer(v->u.i);
+	case JN_REAL: return json_real(v->u.d);
+	case JN_BIG: return jv_bignum(v->u.s, v->n);
+	case JN_STR: return json_stringn_nocheck(v->u.s, v->n);
+	case JN_ARR:
+		if (!(r = json_array()))
+			return NULL;
+		for (uint32_t i = 0; b && i < b->n; i++)
+			if (json_array_append_new(r, jn_to_json(&ITEMS(b)[i])))
+				return json_decref(r), NULL;
+		return r;
+	default:
+		if (!(r = json_object()))
+			return NULL;
+		for (uint32_t i = 0; b && i < b->n; i++) {
+			json_t *c = jn_to_json(&MEMS(b)[i].v);
+			if (!c || json_object_setn_new_nocheck(r, MEMS(b)[i].k,
+			                                       MEMS(b)[i].kn, c))
+				return json_decref(r), NULL;
+		}
+		return r;
+	}
+}
+
+enum core_status jn_from_json(const json_t *v, struct jn *out)
+{
+	enum core_status st = CORE_OK;
+	*out = (struct jn)JN_NULL_INIT;
+	switch (json_typeof(v)) {
+	case JSON_TRUE: out->t = JN_TRUE; return CORE_OK;
+	case JSON_FALSE: out->t = JN_FALSE; return CORE_OK;
+	case JSON_NULL: return CORE_OK;
+	case JSON_INTEGER:
+		out->t = JN_INT;
+		out->u.i = json_integer_value(v);
+		return CORE_OK;
+	case JSON_REAL:
+		out->t = JN_REAL;
+		out->u.d = json_real_value(v);
+		return CORE_OK;
+	case JSON_STRING: {
+		int big = jv_is_bignum(v);
+		size_t n = json_string_length(v) - (size_t)big;
+		if (n > JN_MAX_LEN)
+			return CORE_ETOOBIG;
+		if (!(out->u.s = bytes_dup(json_string_value(v) + big, n)))
+			return CORE_ENOMEM;
+		out->t = big ? JN_BIG : JN_STR;
+		out->own = 1;
+		out->n = (uint32_t)n;
+		return CORE_OK;
+	}
+	case JSON_ARRAY: {
+		size_t i;
+		json_t *x;
+		*out = jn_container(JN_ARR);
+		json_array_foreach(v, i, x) {
+			struct jn c;
+			if ((st = jn_from_json(x, &c))
+			    || (st = jn_insert(out, jn_size(out), c)))
+				break;
+		}
+		break;
+	}
+	default: {
+		const char *k;
+		json_t *x;
+		*out = jn_container(JN_OBJ);
+		json_object_foreach((json_t *)v, k, x) {
+			struct jn c;
+			if ((st = jn_from_json(x, &c))
+			    || (st = jn_set(out, k, json_object_iter_key_len(
+			                           json_object_key_to_iter(k)), c)))
+				break;
+		}
+	}
+	}
+	if (st)
+		jn_release(out);
+	return st;
+}
+
+/* ---- reading, writing, comparing ---- */
+
+static enum core_status dump(const struct jn *v, struct core_buf *out, int depth)
+{
+	struct jn_box *b = v->u.b;
+	enum core_status st;
+	if (depth > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	switch (v->t) {
+	case JN_NULL: return core_buf_add(out, "null", 4);
+	case JN_TRUE: return core_buf_add(out, "true", 4);
+	case JN_FALSE: return core_buf_add(out, "false", 5);
+	case JN_INT: return jv_dump_int(v->u.i, out);
+	case JN_REAL: return jv_dump_real(v->u.d, out);
+	case JN_BIG: return core_buf_add(out, v->u.s, v->n);
+	case JN_STR: return jv_dump_string(v->u.s, v->n, out);
+	case JN_ARR:
+		if ((st = core_buf_addc(out, '[')))
+			return st;
+		for (uint32_t i = 0; b && i < b->n; i++)
+			if ((i && (st = core_buf_addc(out, ',')))
+			    || (st = dump(&ITEMS(b)[i], out, depth + 1)))
+				return st;
+		return core_buf_addc(out, ']');
+	default:
+		if ((st = core_buf_addc(out, '{')))
+			return st;
+		for (uint32_t i = 0; b && i < b->n; i++)
+			if ((i && (st = core_buf_addc(out, ',')))
+			    || (st = jv_dump_string(MEMS(b)[i].k, MEMS(b)[i].kn, out))
+			    || (st = core_buf_addc(out, ':'))
+			    || (st = dump(&MEMS(b)[i].v, out, depth + 1)))
+				return st;
+		return core_buf_addc(out, '}');
+	}
+}
+
+enum core_status jn_dump(const struct jn *v, struct core_buf *out)
+{
+	return dump(v, out, 0);
+}
+
+static int is_num(const struct jn *v)
+{
+	return v->t == JN_INT || v->t == JN_REAL || v->t == JN_BIG;
+}
+
+static void num_of(const struct jn *v, struct jv_num *n)
+{
+	memset(n, 0, sizeof *n);
+	if (v->t == JN_INT)
+		n->kind = JV_NUM_INT, n->i = v->u.i;
+	else if (v->t == JN_REAL)
+		n->kind = JV_NUM_REAL, n->d = v->u.d;
+	else
+		n->kind = JV_NUM_TEXT, n->s = v->u.s, n->n = v->n;
+}
+
+int jn_equal(const struct jn *a, const struct jn *b)
+{
+	struct jn_box *x = a->u.b, *y = b->u.b;
+	if (is_num(a) || is_num(b)) {
+		struct jv_num p, q;
+		if (!is_num(a) || !is_num(b))
+			return 0;
+		num_of(a, &p);
+		num_of(b, &q);
+		return jv_num_equal(&p, &q);
+	}
+	if (a->t != b->t)
+		return 0;
+	switch (a->t) {
+	case JN_STR:
+		return a->n == b->n && !memcmp(a->u.s, b->u.s, a->n);
+	case JN_ARR:
+		if (jn_size(a) != jn_size(b))
+			return 0;
+		for (uint32_t i = 0; x && i < x->n; i++)
+			if (!jn_equal(&ITEMS(x)[i], &ITEMS(y)[i]))
+				return 0;
+		return 1;
+	case JN_OBJ:
+		if (jn_size(a) != jn_size(b))
+			return 0;
+		for (uint32_t i = 0; x && i < x->n; i++) {
+			const struct jn *c = jn_get(b, MEMS(x)[i].k, MEMS(x)[i].kn);
+			if (!c || !jn_equal(&MEMS(x)[i].v, c))
+				return 0;
+		}
+		return 1;
+	default:
+		return 1;
+	}
+}
+
+const char *jn_type_name(const struct jn *v)
+{
+	switch (v->t) {
+	case JN_OBJ: return "object";
+	case JN_ARR: return "array";
+	case JN_STR: return "string";
+	case JN_INT:
+	case JN_REAL:
+	case JN_BIG: return "number";
+	case JN_TRUE:
+	case JN_FALSE: return "boolean";
+	default: return "null";
+	}
+}
+
+enum core_status jn_load_file(const char *path, size_t max, struct jn_doc *d,
                               struct core_err *e)
 {
 	const char *name = strcmp(path, "-") ? path : "<stdin>";
 	struct core_buf b = CORE_BUF_INIT(max);
 	enum core_status st;
+	size_t n;
 	/* read, not mmap: a file truncated under a mapping would kill the
 	 * process with SIGBUS instead of giving an error */
-	*out = NULL;
-	if (!(st = core_buf_read_file(&b, path, e))
-	    && !(*out = jv_parse(b.p ? b.p : "", b.len, name, 0, e)))
-		st = e->st;
-	core_buf_release(&b);
+	*d = (struct jn_doc)JN_DOC_INIT;
+	if ((st = core_buf_read_file(&b, path, e))) {
+		core_buf_release(&b);
+		return st;
+	}
+	d->text = core_buf_detach(&b, &n);
+	if ((st = jn_parse(d->text, n, name, 0, &d->root, e)))
+		jn_doc_release(d);
 	return st;
+}
+
+enum core_status jn_load_copy(const char *p, size_t n, const char *name,
+                              size_t lineno, struct jn_doc *d,
+                              struct core_err *e)
+{
+	enum core_status st;
+	*d = (struct jn_doc)JN_DOC_INIT;
+	if (!(d->text = malloc(n ? n : 1)))
+		return core_fail(e, CORE_ENOMEM, "out of memory reading %s", name);
+	memcpy(d->text, p, n);
+	if ((st = jn_parse(d->text, n, name, lineno, &d->root, e)))
+		jn_doc_release(d);
+	return st;
+}
+
+void jn_doc_release(struct jn_doc *d)
+{
+	jn_release(&d->root);
+	free(d->text);
+	d->text = NULL;
 }
 
 /* ---- the allocator ---- */
@@ -495,6 +1210,31 @@ static void *arena_malloc(size_t n)
 	return h + 1;
 }
 
+static void arena_free(void *p);
+
+/* Blocks past the size classes are malloc's, so a large one grows or
+ * shrinks in place (mremap) rather than by copying. */
+static void *arena_realloc(void *p, size_t n)
+{
+	uint64_t *h;
+	void *q;
+	size_t old;
+	if (!p)
+		return arena_malloc(n);
+	h = (uint64_t *)p - 1;
+	if (h[0] == ARENA_BIG && (n + 8 + 15) / 16 > ARENA_CLASSES) {
+		if (!(h = realloc((uint64_t *)p - 2, n + 16)))
+			return NULL;
+		return h + 2;
+	}
+	old = h[0] == ARENA_BIG ? n : h[0] * 16 - 8;
+	if (!(q = arena_malloc(n)))
+		return NULL;
+	memcpy(q, p, old < n ? old : n);
+	arena_free(p);
+	return q;
+}
+
 static void arena_free(void *p)
 {
 	uint64_t *h;
@@ -515,14 +1255,17 @@ void jv_fast_alloc(void)
 {
 #ifndef JFAST_NO_ARENA
 	json_set_alloc_funcs(arena_malloc, arena_free);
+	mem_alloc = arena_malloc;
+	mem_free = arena_free;
+	mem_realloc = arena_realloc;
 #endif
 }
 
-void jv_drop_at_exit(json_t *v)
+void jn_drop_at_exit(struct jn_doc *d)
 {
 #ifdef JFAST_NO_ARENA
-	json_decref(v);
+	jn_doc_release(d);
 #else
-	(void)v;
+	(void)d;
 #endif
 }

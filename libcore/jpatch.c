@@ -1,4 +1,5 @@
-/* jpatch.c - JSON Patch diff and apply; see jpatch.h. */
+/* jpatch.c - JSON Patch diff and apply over compact documents; see
+ * jpatch.h. */
 #include "jpatch.h"
 
 #include <stdarg.h>
@@ -28,9 +29,9 @@ static void ptr_release(struct ptr *p)
 	memset(p, 0, sizeof *p);
 }
 
-static int is_container(const json_t *v)
+static int is_container(const struct jn *v)
 {
-	return json_is_object(v) || json_is_array(v);
+	return v->t == JN_OBJ || v->t == JN_ARR;
 }
 
 /*
@@ -38,74 +39,19 @@ static int is_container(const json_t *v)
  * counting past limit (returns limit + 1), so a walk never goes deeper
  * than limit frames.
  */
-static size_t depth_of(const json_t *v, size_t limit)
+static size_t depth_of(const struct jn *v, size_t limit)
 {
-	size_t d = 0, i, c;
-	const char *k;
-	json_t *x;
+	size_t d = 0, c, n = jn_size(v);
 	if (!is_container(v))
 		return 0;
 	if (!limit)
 		return 1;
-	if (json_is_object(v)) {
-		json_object_foreach((json_t *)v, k, x) {
-			if (is_container(x) && (c = depth_of(x, limit - 1)) > d)
-				d = c;
-			if (d >= limit)
-				break;
-		}
-	} else {
-		json_array_foreach(v, i, x) {
-			if (is_container(x) && (c = depth_of(x, limit - 1)) > d)
-				d = c;
-			if (d >= limit)
-				break;
-		}
+	for (size_t i = 0; i < n && d < limit; i++) {
+		const struct jn *x = v->t == JN_OBJ ? &jn_mem_at(v, i)->v : jn_at(v, i);
+		if (is_container(x) && (c = depth_of(x, limit - 1)) > d)
+			d = c;
 	}
 	return d + 1;
-}
-
-/*
- * A deep copy that keeps keys with NUL bytes, bignums and key order, and
- * shares immutable scalars.  Depth is bounded by the callers (values were
- * measured with depth_of first).  NULL on allocation failure.
- */
-static json_t *vcopy(const json_t *v)
-{
-	json_t *r, *x;
-	if (json_is_object(v)) {
-		const char *k;
-		if (!(r = json_object()))
-			return NULL;
-		json_object_foreach((json_t *)v, k, x) {
-			json_t *c = vcopy(x);
-			if (!c || json_object_setn_new_nocheck(
-			                  r, k, json_object_iter_key_len(
-			                          json_object_key_to_iter(k)), c)) {
-				json_decref(r);
-				return NULL;
-			}
-		}
-		return r;
-	}
-	if (json_is_array(v)) {
-		size_t i;
-		if (!(r = json_array()))
-			return NULL;
-		json_array_foreach(v, i, x) {
-			if (json_array_append_new(r, vcopy(x))) {
-				json_decref(r);
-				return NULL;
-			}
-		}
-		return r;
-	}
-	return json_incref((json_t *)v);
-}
-
-static size_t key_len(const char *k)
-{
-	return json_object_iter_key_len(json_object_key_to_iter(k));
 }
 
 enum core_status jpatch_escape_token(const char *s, size_t n,
@@ -194,90 +140,97 @@ static void quote(struct core_buf *b, const char *s, size_t n, int go)
  * ================================================================ */
 
 struct dctx {
-	json_t *patch;
+	struct core_buf *out;
+	size_t nops;
 	struct core_buf path;
-	json_t *s_add, *s_remove, *s_replace;
 	unsigned flags;
 	struct core_err *e;
 };
 
-/* Append {"op":op,"path":<current path>,"value":value} (value borrowed,
- * NULL for null). */
-static enum core_status emit(struct dctx *c, json_t *op, const json_t *value)
+/* Write {"op":op,"path":<current path>,"value":value} (NULL for null),
+ * as jv_dump() writes Genkit's operation. */
+static enum core_status emit(struct dctx *c, const char *op,
+                             const struct jn *value)
 {
-	json_t *o = json_object(), *p;
-	if (!o)
-		return CORE_ENOMEM;
-	p = json_stringn_nocheck(c->path.len ? c->path.p : "", c->path.len);
-	if (!p || json_object_set_nocheck(o, "op", op)
-	    || json_object_set_new_nocheck(o, "path", p)
-	    || json_object_set_new_nocheck(o, "value",
-	               value ? json_incref((json_t *)value) : json_null())
-	    || json_array_append_new(c->patch, o)) {
-		json_decref(o);
-		return CORE_ENOMEM;
-	}
+	enum core_status st;
+	if ((c->nops && (st = core_buf_addc(c->out, ',')))
+	    || (st = core_buf_adds(c->out, "{\"op\":\""))
+	    || (st = core_buf_adds(c->out, op))
+	    || (st = core_buf_adds(c->out, "\",\"path\":"))
+	    || (st = jv_dump_string(c->path.len ? c->path.p : "", c->path.len, c->out))
+	    || (st = core_buf_adds(c->out, ",\"value\":"))
+	    || (st = value ? jn_dump(value, c->out) : core_buf_adds(c->out, "null"))
+	    || (st = core_buf_addc(c->out, '}')))
+		return st;
+	c->nops++;
 	return CORE_OK;
 }
 
 static enum core_status push_index(struct dctx *c, size_t i)
 {
-	return core_buf_addf(&c->path, "/%zu", i);
+	char tmp[24], *q = tmp + sizeof tmp;
+	do
+		*--q = (char)('0' + i % 10);
+	while (i /= 10);
+	*--q = '/';
+	return core_buf_add(&c->path, q, (size_t)(tmp + sizeof tmp - q));
 }
 
 struct key {
-	const char *k;
-	size_t n;
-	json_t *from, *to;
+	const struct jn_mem *m;
+	int side;           /* 0 from, 1 to */
 };
 
 static int key_cmp(const void *a, const void *b)
 {
 	const struct key *x = a, *y = b;
-	size_t n = x->n < y->n ? x->n : y->n;
-	int r = memcmp(x->k, y->k, n);
+	size_t n = x->m->kn < y->m->kn ? x->m->kn : y->m->kn;
+	int r = memcmp(x->m->k, y->m->k, n);
 	if (r)
 		return r;
-	return x->n < y->n ? -1 : x->n > y->n;
+	if (x->m->kn != y->m->kn)
+		return x->m->kn < y->m->kn ? -1 : 1;
+	return x->side - y->side;
 }
 
-static enum core_status walk(struct dctx *c, const json_t *from,
-                             const json_t *to, size_t depth);
-
-static enum core_status walk_object(struct dctx *c, const json_t *from,
-                                    const json_t *to, size_t depth)
+static int same_key(const struct key *x, const struct key *y)
 {
-	size_t nk = 0, cap = json_object_size(from) + json_object_size(to);
+	return x->m->kn == y->m->kn && !memcmp(x->m->k, y->m->k, x->m->kn);
+}
+
+static enum core_status walk(struct dctx *c, const struct jn *from,
+                             const struct jn *to, size_t depth);
+
+/* Members of both objects sorted together (by key bytes, from before to):
+ * a key in both is a pair, one alone a remove or an add. */
+static enum core_status walk_object(struct dctx *c, const struct jn *from,
+                                    const struct jn *to, size_t depth)
+{
+	size_t nf = jn_size(from), nt = jn_size(to), nk = 0;
 	struct key *keys;
 	enum core_status st = CORE_OK;
-	const char *k;
-	json_t *x;
 
-	if (!cap)
+	if (!nf && !nt)
 		return CORE_OK;
-	if (!(keys = malloc(cap * sizeof *keys)))
+	if (!(keys = malloc((nf + nt) * sizeof *keys)))
 		return CORE_ENOMEM;
-	json_object_foreach((json_t *)from, k, x) {
-		size_t n = key_len(k);
-		keys[nk++] = (struct key){ k, n, x, json_object_getn(to, k, n) };
-	}
-	json_object_foreach((json_t *)to, k, x) {
-		size_t n = key_len(k);
-		if (!json_object_getn(from, k, n))
-			keys[nk++] = (struct key){ k, n, NULL, x };
-	}
+	for (size_t i = 0; i < nf; i++)
+		keys[nk++] = (struct key){ jn_mem_at(from, i), 0 };
+	for (size_t i = 0; i < nt; i++)
+		keys[nk++] = (struct key){ jn_mem_at(to, i), 1 };
 	qsort(keys, nk, sizeof *keys, key_cmp);
 	for (size_t i = 0; i < nk && !st; i++) {
 		size_t mark = c->path.len;
+		int pair = i + 1 < nk && same_key(&keys[i], &keys[i + 1]);
 		if ((st = core_buf_addc(&c->path, '/'))
-		    || (st = jpatch_escape_token(keys[i].k, keys[i].n, &c->path)))
+		    || (st = jpatch_escape_token(keys[i].m->k, keys[i].m->kn, &c->path)))
 			break;
-		if (!keys[i].to)
-			st = emit(c, c->s_remove, NULL);
-		else if (!keys[i].from)
-			st = emit(c, c->s_add, keys[i].to);
+		if (pair)
+			st = walk(c, &keys[i].m->v, &keys[i + 1].m->v, depth + 1), i++;
+		else if (keys[i].side == 0)
+			st = emit(c, "remove", NULL);
 		else
-			st = walk(c, keys[i].from, keys[i].to, depth + 1);
+			st = emit(c, "add", &keys[i].m->v);
 		c->path.len = mark;
 	}
 	free(keys);
@@ -285,17 +238,16 @@ static enum core_status walk_object(struct dctx *c, const json_t *from,
 }
 
 /* Genkit's array rule: by index, appends as "/-", tail removed backwards. */
-static enum core_status walk_array_index(struct dctx *c, const json_t *from,
-                                         const json_t *to, size_t depth)
+static enum core_status walk_array_index(struct dctx *c, const struct jn *from,
+                                         const struct jn *to, size_t depth)
 {
-	size_t nf = json_array_size(from), nt = json_array_size(to);
+	size_t nf = jn_size(from), nt = jn_size(to);
 	size_t common = nf < nt ? nf : nt, mark = c->path.len;
 	enum core_status st = CORE_OK;
 
 	for (size_t i = 0; i < common && !st; i++) {
 		if (!(st = push_index(c, i)))
-			st = walk(c, json_array_get(from, i), json_array_get(to, i),
-			          depth + 1);
+			st = walk(c, jn_at(from, i), jn_at(to, i), depth + 1);
 		c->path.len = mark;
 	}
 	if (st)
@@ -303,11 +255,11 @@ static enum core_status walk_array_index(struct dctx *c, const json_t *from,
 	if (nt > nf && (st = core_buf_add(&c->path, "/-", 2)))
 		return st;
 	for (size_t i = nf; i < nt && !st; i++)
-		st = emit(c, c->s_add, json_array_get(to, i));
+		st = emit(c, "add", jn_at(to, i));
 	c->path.len = mark;
 	for (size_t i = nf; i > nt && !st; i--) {
 		if (!(st = push_index(c, i - 1)))
-			st = emit(c, c->s_remove, NULL);
+			st = emit(c, "remove", NULL);
 		c->path.len = mark;
 	}
 	return st;
@@ -333,40 +285,58 @@ static uint64_t bytes_hash(const char *s, size_t n)
 	return h;
 }
 
-/* A structural hash consistent with jv_equal (numbers by value, object
+/* The double nearest the number text s[0..n). */
+static double strtod_n(const char *s, size_t n)
+{
+	char tmp[64], *t = n < sizeof tmp ? tmp : malloc(n + 1);
+	double d;
+	if (!t)
+		return 0;
+	memcpy(t, s, n);
+	t[n] = 0;
+	d = strtod(t, NULL);
+	if (t != tmp)
+		free(t);
+	return d;
+}
+
+/* A structural hash consistent with jn_equal (numbers by value, object
  * member order ignored). */
-static uint64_t vhash(const json_t *v, size_t depth)
+static uint64_t vhash(const struct jn *v, size_t depth)
 {
 	uint64_t h;
-	size_t i;
-	const char *k;
-	json_t *x;
+	size_t n = jn_size(v);
 	if (depth > JPATCH_MAX_DEPTH)
 		return 7;
-	if (jv_is_number(v)) {
-		double d = jv_number_value(v);
+	switch (v->t) {
+	case JN_INT:
+	case JN_REAL:
+	case JN_BIG: {
+		double d = v->t == JN_INT ? (double)v->u.i
+		           : v->t == JN_REAL ? v->u.d : strtod_n(v->u.s, v->n);
 		uint64_t bits;
 		if (d == 0)
 			d = 0;  /* -0 == 0 */
 		memcpy(&bits, &d, sizeof bits);
 		return mix(bits ^ 0x9e3779b97f4a7c15ULL);
 	}
-	switch (json_typeof(v)) {
-	case JSON_OBJECT:
+	case JN_OBJ:
 		h = 0x51;
-		json_object_foreach((json_t *)v, k, x)
-			h += mix(bytes_hash(k, key_len(k)) * 31 + vhash(x, depth + 1));
+		for (size_t i = 0; i < n; i++) {
+			const struct jn_mem *m = jn_mem_at(v, i);
+			h += mix(bytes_hash(m->k, m->kn) * 31 + vhash(&m->v, depth + 1));
+		}
 		return mix(h);
-	case JSON_ARRAY:
+	case JN_ARR:
 		h = 0xa7;
-		json_array_foreach(v, i, x)
-			h = mix(h * 31 + vhash(x, depth + 1));
+		for (size_t i = 0; i < n; i++)
+			h = mix(h * 31 + vhash(jn_at(v, i), depth + 1));
 		return h;
-	case JSON_STRING:
-		return mix(bytes_hash(json_string_value(v), json_string_length(v)));
-	case JSON_TRUE:
+	case JN_STR:
+		return mix(bytes_hash(v->u.s, v->n));
+	case JN_TRUE:
 		return 1;
-	case JSON_FALSE:
+	case JN_FALSE:
 		return 2;
 	default:
 		return 3;
@@ -374,13 +344,13 @@ static uint64_t vhash(const json_t *v, size_t depth)
 }
 
 struct seq {
-	json_t **v;
+	const struct jn **v;
 	uint64_t *h;
 };
 
 static int seq_eq(const struct seq *a, size_t i, const struct seq *b, size_t j)
 {
-	return a->h[i] == b->h[j] && jv_equal(a->v[i], b->v[j]);
+	return a->h[i] == b->h[j] && jn_equal(a->v[i], b->v[j]);
 }
 
 /* Edit operations of the alignment, in order. */
@@ -473,10 +443,10 @@ static int myers(const struct seq *a, size_t n, const struct seq *b, size_t m,
 	return D >= 0 && !*st;
 }
 
-static enum core_status walk_array_minimal(struct dctx *c, const json_t *from,
-                                           const json_t *to, size_t depth)
+static enum core_status walk_array_minimal(struct dctx *c, const struct jn *from,
+                                           const struct jn *to, size_t depth)
 {
-	size_t nf = json_array_size(from), nt = json_array_size(to);
+	size_t nf = jn_size(from), nt = jn_size(to);
 	size_t pre = 0, suf = 0, n, m, mark = c->path.len, len = 0;
 	size_t budget, dmax;
 	struct seq a = { 0 }, b = { 0 };
@@ -492,11 +462,11 @@ static enum core_status walk_array_minimal(struct dctx *c, const json_t *from,
 		goto out;
 	}
 	for (size_t i = 0; i < nf; i++) {
-		a.v[i] = json_array_get(from, i);
+		a.v[i] = jn_at(from, i);
 		a.h[i] = vhash(a.v[i], depth);
 	}
 	for (size_t i = 0; i < nt; i++) {
-		b.v[i] = json_array_get(to, i);
+		b.v[i] = jn_at(to, i);
 		b.h[i] = vhash(b.v[i], depth);
 	}
 	while (pre < nf && pre < nt && seq_eq(&a, pre, &b, pre))
@@ -520,7 +490,7 @@ static enum core_status walk_array_minimal(struct dctx *c, const json_t *from,
 		struct seq a2 = { a.v + pre, a.h + pre }, b2 = { b.v + pre, b.h + pre };
 		size_t common = n < m ? n : m, icost = n > m ? n - m : m - n;
 		for (size_t t = 0; t < common; t++)
-			icost += a2.h[t] != b2.h[t] ? 2 : 0;
+			icost += seq_eq(&a2, t, &b2, t) ? 0 : 2;  /* >= 2: a2[0] != b2[0] */
 		if (dmax >= icost)
 			dmax = icost - 1;
 		if (!dmax || !myers(&a2, n, &b2, m, dmax, &script, &len, &st)) {
@@ -583,12 +553,12 @@ static enum core_status walk_array_minimal(struct dctx *c, const json_t *from,
 			}
 			for (size_t t = p; t < k && !st; t++) {
 				if (!(st = push_index(c, pos + p)))
-					st = emit(c, c->s_remove, NULL);
+					st = emit(c, "remove", NULL);
 				c->path.len = mark;
 			}
 			for (size_t t = p; t < ins && !st; t++) {
 				if (!(st = push_index(c, pos + t)))
-					st = emit(c, c->s_add, b.v[j + t]);
+					st = emit(c, "add", b.v[j + t]);
 				c->path.len = mark;
 			}
 			pos += ins, i += k, j += ins;
@@ -603,8 +573,43 @@ out:
 	return st;
 }
 
-static enum core_status walk(struct dctx *c, const json_t *from,
-                             const json_t *to, size_t depth)
+/*
+ * Equal with members in the same order: most of two versions of a large
+ * document is, and proving it in one ordered pass is much cheaper than
+ * sorting the keys of every object to find nothing.  0 may still be equal
+ * (members in another order, 1 against 1.0 inside); walk() then looks
+ * closer.  Each level of walk() may scan again what the level above
+ * scanned up to a difference, so walk() asks only in the top SAME_DEPTH
+ * levels: at most that many passes over a document.
+ */
+#define SAME_DEPTH 32
+
+static int same_ordered(const struct jn *a, const struct jn *b, size_t depth)
+{
+	size_t n = jn_size(a);
+	if (a->t != b->t || n != jn_size(b) || depth > JPATCH_MAX_DEPTH)
+		return 0;
+	switch (a->t) {
+	case JN_OBJ:
+		for (size_t i = 0; i < n; i++) {
+			const struct jn_mem *x = jn_mem_at(a, i), *y = jn_mem_at(b, i);
+			if (x->kn != y->kn || memcmp(x->k, y->k, x->kn)
+			    || !same_ordered(&x->v, &y->v, depth + 1))
+				return 0;
+		}
+		return 1;
+	case JN_ARR:
+		for (size_t i = 0; i < n; i++)
+			if (!same_ordered(jn_at(a, i), jn_at(b, i), depth + 1))
+				return 0;
+		return 1;
+	default:
+		return jn_equal(a, b);
+	}
+}
+
+static enum core_status walk(struct dctx *c, const struct jn *from,
+                             const struct jn *to, size_t depth)
 {
 	if (from == to)
 		return CORE_OK;
@@ -612,49 +617,61 @@ static enum core_status walk(struct dctx *c, const json_t *from,
 		return core_fail(c->e, CORE_EINVAL,
 		                 "document nests deeper than %d levels",
 		                 JPATCH_MAX_DEPTH);
-	if (json_is_object(from) && json_is_object(to))
+	if (depth <= SAME_DEPTH && is_container(from) && same_ordered(from, to, depth))
+		return CORE_OK;
+	if (from->t == JN_OBJ && to->t == JN_OBJ)
 		return walk_object(c, from, to, depth);
-	if (json_is_array(from) && json_is_array(to)) {
+	if (from->t == JN_ARR && to->t == JN_ARR) {
 		if (c->flags & JPATCH_MINIMAL)
 			return walk_array_minimal(c, from, to, depth);
 		return walk_array_index(c, from, to, depth);
 	}
-	if (jv_equal(from, to))
+	if (jn_equal(from, to))
 		return CORE_OK;
-	return emit(c, c->s_replace, to);
+	return emit(c, "replace", to);
+}
+
+enum core_status jpatch_diff_jn(const struct jn *from, const struct jn *to,
+                                unsigned flags, struct core_buf *out,
+                                size_t *nops, struct core_err *e)
+{
+	struct dctx c = { 0 };
+	enum core_status st;
+
+	c.out = out;
+	c.flags = flags;
+	c.e = e;
+	core_buf_init(&c.path, CORE_BUF_UNLIMITED);
+	if (!(st = core_buf_addc(out, '['))
+	    && !(st = walk(&c, from, to, 0)))
+		st = core_buf_addc(out, ']');
+	core_buf_release(&c.path);
+	*nops = c.nops;
+	if (st == CORE_ENOMEM || st == CORE_ETOOBIG)
+		return core_fail(e, st, "%s computing a patch", st == CORE_ENOMEM
+		                 ? "out of memory" : "too large a patch");
+	return st;
 }
 
 enum core_status jpatch_diff(const json_t *from, const json_t *to,
                              unsigned flags, json_t **patch,
                              struct core_err *e)
 {
-	struct dctx c = { 0 };
+	struct jn a = JN_NULL_INIT, b = JN_NULL_INIT;
+	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
+	size_t nops;
 
 	*patch = NULL;
-	c.flags = flags;
-	c.e = e;
-	core_buf_init(&c.path, CORE_BUF_UNLIMITED);
-	c.patch = json_array();
-	c.s_add = json_string("add");
-	c.s_remove = json_string("remove");
-	c.s_replace = json_string("replace");
-	if (!c.patch || !c.s_add || !c.s_remove || !c.s_replace)
-		st = CORE_ENOMEM;
-	else
-		st = walk(&c, from ? from : json_null(), to ? to : json_null(), 0);
-	json_decref(c.s_add);
-	json_decref(c.s_remove);
-	json_decref(c.s_replace);
-	core_buf_release(&c.path);
-	if (st) {
-		json_decref(c.patch);
-		if (st == CORE_ENOMEM)
-			return core_fail(e, st, "out of memory computing a patch");
-		return st;
-	}
-	*patch = c.patch;
-	return CORE_OK;
+	if ((from && (st = jn_from_json(from, &a))) || (to && (st = jn_from_json(to, &b))))
+		core_fail(e, st, "out of memory computing a patch");
+	else if (!(st = jpatch_diff_jn(&a, &b, flags, &out, &nops, e))
+	         && !(*patch = jv_parse(out.p, out.len, "patch", 0, e)))
+		st = e->st;
+	jn_release(&a);
+	jn_release(&b);
+	core_buf_release(&out);
+	return st;
 }
 
 /* ================================================================
@@ -673,7 +690,7 @@ struct op {
 	size_t name_n;
 	const char *path, *from;    /* raw pointer texts */
 	size_t path_n, from_n;
-	const json_t *value;        /* borrowed from the patch; NULL = null */
+	const struct jn *value;     /* borrowed from the patch; NULL = null */
 	struct ptr pp, fp;
 	int skip;                   /* lenient: a null operation */
 };
@@ -841,40 +858,36 @@ static int ascii_ieq(const char *a, size_t an, const char *b)
  * names.  Lenient: as Go's encoding/json fills Genkit's struct: names match
  * case-insensitively, a later member wins, null leaves a string unset.
  */
-static enum core_status read_member(struct actx *c, const json_t *o,
-                                    const char *name, const json_t **out,
-                                    int *present)
+static void read_member(struct actx *c, const struct jn *o, const char *name,
+                        const struct jn **out, int *present)
 {
+	size_t n = jn_size(o);
 	*present = 0;
 	*out = NULL;
 	if (!(c->flags & JPATCH_LENIENT)) {
-		json_t *v = json_object_get(o, name);
+		const struct jn *v = jn_get(o, name, strlen(name));
 		if (v) {
 			*present = 1;
 			*out = v;
 		}
-		return CORE_OK;
+		return;
 	}
-	{
-		const char *k;
-		json_t *v;
-		json_object_foreach((json_t *)o, k, v) {
-			if (!ascii_ieq(k, key_len(k), name))
-				continue;
-			if (json_is_null(v) && strcmp(name, "value"))
-				continue;
-			*present = 1;
-			*out = v;
-		}
+	for (size_t i = 0; i < n; i++) {
+		const struct jn_mem *m = jn_mem_at(o, i);
+		if (!ascii_ieq(m->k, m->kn, name))
+			continue;
+		if (m->v.t == JN_NULL && strcmp(name, "value"))
+			continue;
+		*present = 1;
+		*out = &m->v;
 	}
-	return CORE_OK;
 }
 
-static enum core_status read_string(struct actx *c, const json_t *o,
+static enum core_status read_string(struct actx *c, const struct jn *o,
                                     const char *name, const char **s,
                                     size_t *n, int required)
 {
-	const json_t *v;
+	const struct jn *v;
 	int present;
 	read_member(c, o, name, &v, &present);
 	*s = "";
@@ -884,28 +897,28 @@ static enum core_status read_string(struct actx *c, const json_t *o,
 			return afail(c, CORE_EINVAL, "missing '%s'", name);
 		return CORE_OK;
 	}
-	if (!jv_is_string(v))
+	if (v->t != JN_STR)
 		return afail(c, CORE_EINVAL, "'%s' must be a string, not %s", name,
-		             jv_type_name(v));
-	*s = json_string_value(v);
-	*n = json_string_length(v);
+		             jn_type_name(v));
+	*s = v->n ? v->u.s : "";
+	*n = v->n;
 	return CORE_OK;
 }
 
-static enum core_status read_op(struct actx *c, const json_t *o, struct op *op)
+static enum core_status read_op(struct actx *c, const struct jn *o, struct op *op)
 {
 	enum core_status st;
 	int lenient = (c->flags & JPATCH_LENIENT) != 0, present;
 
 	memset(op, 0, sizeof *op);
 	c->op = op;
-	if (lenient && json_is_null(o)) {
+	if (lenient && o->t == JN_NULL) {
 		op->skip = 1;
 		return CORE_OK;
 	}
-	if (!json_is_object(o))
+	if (o->t != JN_OBJ)
 		return afail(c, CORE_EINVAL, "must be an object, not %s",
-		             jv_type_name(o));
+		             jn_type_name(o));
 	if ((st = read_string(c, o, "op", &op->name, &op->name_n, 1))
 	    || (st = read_string(c, o, "path", &op->path, &op->path_n, 1)))
 		return st;
@@ -926,7 +939,7 @@ static enum core_status read_op(struct actx *c, const json_t *o, struct op *op)
 	if (!present && !lenient
 	    && (op->kind == OP_ADD || op->kind == OP_REPLACE || op->kind == OP_TEST))
 		return afail(c, CORE_EINVAL, "missing 'value'");
-	if (op->value && json_is_null(op->value))
+	if (op->value && op->value->t == JN_NULL)
 		op->value = NULL;
 	/* Genkit parses the path before it looks at the op. */
 	if ((st = parse_ptr(c, op->path, op->path_n, &op->pp, "path")))
@@ -945,26 +958,50 @@ static enum core_status read_op(struct actx *c, const json_t *o, struct op *op)
 	return CORE_OK;
 }
 
-static json_t *value_copy(const json_t *v)
+static enum core_status oom(struct actx *c)
 {
-	return v ? vcopy(v) : json_null();
+	return core_fail(c->e, CORE_ENOMEM, "out of memory");
+}
+
+/* A copy of the op's value for the document: every string owned, since a
+ * patch read from a stream line does not outlive it. */
+static enum core_status value_copy(struct actx *c, struct jn *out)
+{
+	*out = (struct jn)JN_NULL_INIT;
+	if (c->op->value && jn_copy(c->op->value, 1, out))
+		return oom(c);
+	return CORE_OK;
+}
+
+/* Set *slot to v (taken), releasing what was there. */
+static void put(struct jn *slot, struct jn v)
+{
+	jn_release(slot);
+	*slot = v;
+}
+
+static enum core_status mem_status(struct actx *c, enum core_status st)
+{
+	if (st == CORE_ETOOBIG)
+		return afail(c, st, "a container would hold more than %zu members",
+		             JN_MAX_LEN);
+	return st ? oom(c) : CORE_OK;
 }
 
 /* ---- strict (RFC 6902) ---- */
 
-/* The value at t[0..n) or NULL.  *bad is set when a token is not an array
- * index at all (rather than a missing member). */
-static json_t *sget(json_t *root, const struct tok *t, size_t n)
+/* The value at t[0..n) or NULL. */
+static struct jn *sget(struct jn *root, const struct tok *t, size_t n)
 {
-	json_t *cur = root;
+	struct jn *cur = root;
 	for (size_t i = 0; i < n && cur; i++) {
-		if (json_is_object(cur))
-			cur = json_object_getn(cur, t[i].p, t[i].n);
-		else if (json_is_array(cur)) {
+		if (cur->t == JN_OBJ)
+			cur = jn_get(cur, t[i].p, t[i].n);
+		else if (cur->t == JN_ARR) {
 			size_t idx;
-			if (!strict_index(&t[i], &idx) || idx >= json_array_size(cur))
+			if (!strict_index(&t[i], &idx) || idx >= jn_size(cur))
 				return NULL;
-			cur = json_array_get(cur, idx);
+			cur = jn_at(cur, idx);
 		} else
 			return NULL;
 	}
@@ -976,100 +1013,74 @@ static enum core_status not_found(struct actx *c, const char *s, size_t n)
 	return afail(c, CORE_EINVAL, "path %s does not exist", q(c, &c->q2, s, n));
 }
 
-/* Add value (owned) at p: RFC 6902 4.1. */
-static enum core_status sadd(struct actx *c, json_t **doc, const struct ptr *p,
-                             const char *raw, size_t rawn, json_t *value)
+/* Add value (taken) at p: RFC 6902 4.1. */
+static enum core_status sadd(struct actx *c, struct jn *doc, const struct ptr *p,
+                             const char *raw, size_t rawn, struct jn value)
 {
-	json_t *parent;
+	struct jn *parent;
 	const struct tok *last;
-	if (!value)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
 	if (!p->n) {
-		json_decref(*doc);
-		*doc = value;
+		put(doc, value);
 		return CORE_OK;
 	}
 	last = &p->t[p->n - 1];
-	parent = sget(*doc, p->t, p->n - 1);
-	if (json_is_object(parent)) {
-		if (json_object_setn_new_nocheck(parent, last->p, last->n, value))
-			return core_fail(c->e, CORE_ENOMEM, "out of memory");
-		return CORE_OK;
-	}
-	if (json_is_array(parent)) {
-		size_t idx, len = json_array_size(parent);
+	parent = sget(doc, p->t, p->n - 1);
+	if (parent && parent->t == JN_OBJ)
+		return mem_status(c, jn_set(parent, last->p, last->n, value));
+	if (parent && parent->t == JN_ARR) {
+		size_t idx, len = jn_size(parent);
 		if (last->n == 1 && last->p[0] == '-')
 			idx = len;
 		else if (!strict_index(last, &idx)) {
-			json_decref(value);
+			jn_release(&value);
 			return afail(c, CORE_EINVAL, "path %s: %s is not an array index",
 			             q(c, &c->q1, raw, rawn),
 			             q(c, &c->q2, last->p, last->n));
 		} else if (idx > len) {
-			json_decref(value);
+			jn_release(&value);
 			return afail(c, CORE_EINVAL,
 			             "path %s: index %zu is out of range (the array has %zu elements)",
 			             q(c, &c->q1, raw, rawn), idx, len);
 		}
-		if (json_array_insert_new(parent, idx, value))
-			return core_fail(c->e, CORE_ENOMEM, "out of memory");
-		return CORE_OK;
+		return mem_status(c, jn_insert(parent, idx, value));
 	}
-	json_decref(value);
+	jn_release(&value);
 	return not_found(c, raw, rawn);
 }
 
-static enum core_status sremove(struct actx *c, json_t *doc, const struct ptr *p,
-                                const char *raw, size_t rawn)
+/* Remove the value at p, into *out when out is set (a move). */
+static enum core_status sremove(struct actx *c, struct jn *doc, const struct ptr *p,
+                                const char *raw, size_t rawn, struct jn *out)
 {
-	json_t *parent;
+	struct jn *parent;
 	const struct tok *last;
+	size_t idx;
 	if (!p->n)
 		return afail(c, CORE_EINVAL, "cannot remove the whole document");
 	last = &p->t[p->n - 1];
 	parent = sget(doc, p->t, p->n - 1);
-	if (json_is_object(parent)) {
-		if (json_object_deln(parent, last->p, last->n))
+	if (parent && parent->t == JN_OBJ) {
+		if (!jn_del(parent, last->p, last->n, out))
 			return not_found(c, raw, rawn);
 		return CORE_OK;
 	}
-	if (json_is_array(parent)) {
-		size_t idx;
-		if (!strict_index(last, &idx) || idx >= json_array_size(parent)
-		    || json_array_remove(parent, idx))
-			return not_found(c, raw, rawn);
+	if (parent && parent->t == JN_ARR && strict_index(last, &idx)
+	    && idx < jn_size(parent)) {
+		jn_remove(parent, idx, out);
 		return CORE_OK;
 	}
 	return not_found(c, raw, rawn);
 }
 
-static enum core_status sreplace(struct actx *c, json_t **doc,
-                                 const struct ptr *p, json_t *value)
+static enum core_status sreplace(struct actx *c, struct jn *doc,
+                                 const struct ptr *p, struct jn value)
 {
-	json_t *parent;
-	const struct tok *last;
-	size_t idx;
-	if (!value)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	if (!p->n) {
-		json_decref(*doc);
-		*doc = value;
+	struct jn *v = sget(doc, p->t, p->n);  /* the root always exists */
+	if (v) {
+		put(v, value);
 		return CORE_OK;
 	}
-	last = &p->t[p->n - 1];
-	parent = sget(*doc, p->t, p->n - 1);
-	if (json_is_object(parent) && json_object_getn(parent, last->p, last->n)) {
-		if (json_object_setn_new_nocheck(parent, last->p, last->n, value))
-			return core_fail(c->e, CORE_ENOMEM, "out of memory");
-		return CORE_OK;
-	}
-	if (json_is_array(parent) && strict_index(last, &idx)
-	    && idx < json_array_size(parent)) {
-		if (json_array_set_new(parent, idx, value))
-			return core_fail(c->e, CORE_ENOMEM, "out of memory");
-		return CORE_OK;
-	}
-	json_decref(value);
+	jn_release(&value);
 	return not_found(c, c->op->path, c->op->path_n);
 }
 
@@ -1078,29 +1089,34 @@ static int tok_eq(const struct tok *a, const struct tok *b)
 	return a->n == b->n && !memcmp(a->p, b->p, a->n);
 }
 
-static enum core_status apply_strict(struct actx *c, json_t **doc,
+static enum core_status apply_strict(struct actx *c, struct jn *doc,
                                      const struct op *op)
 {
-	json_t *v;
+	const struct jn null = JN_NULL_INIT;
+	struct jn *v, val;
+	enum core_status st;
 	switch (op->kind) {
 	case OP_ADD:
-		return sadd(c, doc, &op->pp, op->path, op->path_n,
-		            value_copy(op->value));
+		if ((st = value_copy(c, &val)))
+			return st;
+		return sadd(c, doc, &op->pp, op->path, op->path_n, val);
 	case OP_REMOVE:
-		return sremove(c, *doc, &op->pp, op->path, op->path_n);
+		return sremove(c, doc, &op->pp, op->path, op->path_n, NULL);
 	case OP_REPLACE:
-		return sreplace(c, doc, &op->pp, value_copy(op->value));
+		if ((st = value_copy(c, &val)))
+			return st;
+		return sreplace(c, doc, &op->pp, val);
 	case OP_TEST:
-		v = sget(*doc, op->pp.t, op->pp.n);
+		v = sget(doc, op->pp.t, op->pp.n);
 		if (!v)
 			return afail(c, CORE_FAILED, "test failed: path %s does not exist",
 			             qpath(c));
-		if (!jv_equal(v, op->value ? op->value : json_null()))
+		if (!jn_equal(v, op->value ? op->value : &null))
 			return afail(c, CORE_FAILED, "test failed at %s", qpath(c));
 		return CORE_OK;
 	case OP_COPY:
 	case OP_MOVE:
-		v = sget(*doc, op->fp.t, op->fp.n);
+		v = sget(doc, op->fp.t, op->fp.n);
 		if (!v)
 			return afail(c, CORE_EINVAL, "'from' path %s does not exist",
 			             q(c, &c->q2, op->from, op->from_n));
@@ -1108,8 +1124,11 @@ static enum core_status apply_strict(struct actx *c, json_t **doc,
 			return afail(c, CORE_EINVAL,
 			             "the value would nest deeper than %d levels",
 			             JPATCH_MAX_DEPTH);
-		if (op->kind == OP_COPY)
-			return sadd(c, doc, &op->pp, op->path, op->path_n, vcopy(v));
+		if (op->kind == OP_COPY) {
+			if (jn_copy(v, 0, &val))
+				return oom(c);
+			return sadd(c, doc, &op->pp, op->path, op->path_n, val);
+		}
 		if (op->fp.n <= op->pp.n) {
 			size_t i = 0;
 			while (i < op->fp.n && tok_eq(&op->fp.t[i], &op->pp.t[i]))
@@ -1121,16 +1140,9 @@ static enum core_status apply_strict(struct actx *c, json_t **doc,
 				             "cannot move %s into its own child %s",
 				             q(c, &c->q2, op->from, op->from_n), qpath(c));
 		}
-		json_incref(v);
-		{
-			enum core_status st = sremove(c, *doc, &op->fp, op->from,
-			                              op->from_n);
-			if (st) {
-				json_decref(v);
-				return st;
-			}
-		}
-		return sadd(c, doc, &op->pp, op->path, op->path_n, v);
+		if ((st = sremove(c, doc, &op->fp, op->from, op->from_n, &val)))
+			return st;
+		return sadd(c, doc, &op->pp, op->path, op->path_n, val);
 	default:
 		return afail(c, CORE_EINVAL, "unknown op");
 	}
@@ -1138,21 +1150,20 @@ static enum core_status apply_strict(struct actx *c, json_t **doc,
 
 /* ---- lenient (Genkit's applyOp) ---- */
 
-static int lenient_get_index(const json_t *arr, const struct tok *t, size_t *idx)
+static int lenient_get_index(const struct jn *arr, const struct tok *t, size_t *idx)
 {
-	return lenient_index(t, json_array_size(arr), 0, idx)
-	       && *idx < json_array_size(arr);
+	return lenient_index(t, jn_size(arr), 0, idx) && *idx < jn_size(arr);
 }
 
-static json_t *lget(json_t *node, const struct tok *t, size_t n)
+static struct jn *lget(struct jn *node, const struct tok *t, size_t n)
 {
-	json_t *cur = node;
+	struct jn *cur = node;
 	for (size_t i = 0; i < n; i++) {
 		size_t idx;
-		if (json_is_object(cur))
-			cur = json_object_getn(cur, t[i].p, t[i].n);
-		else if (json_is_array(cur) && lenient_get_index(cur, &t[i], &idx))
-			cur = json_array_get(cur, idx);
+		if (cur->t == JN_OBJ)
+			cur = jn_get(cur, t[i].p, t[i].n);
+		else if (cur->t == JN_ARR && lenient_get_index(cur, &t[i], &idx))
+			cur = jn_at(cur, idx);
 		else
 			return NULL;
 		if (!cur)
@@ -1161,172 +1172,130 @@ static json_t *lget(json_t *node, const struct tok *t, size_t n)
 	return cur;
 }
 
-/* setMember: node and value owned; returns the node (owned) or NULL. */
-static json_t *lset_member(json_t *node, const struct tok *t, json_t *value,
-                           int is_add)
+/* setMember: value taken. */
+static enum core_status lset_member(struct jn *node, const struct tok *t,
+                                    struct jn value, int is_add)
 {
 	size_t idx, len;
-	if (json_is_object(node)) {
-		if (json_object_setn_new_nocheck(node, t->p, t->n, value)) {
-			json_decref(node);
-			return NULL;
-		}
-		return node;
-	}
-	if (json_is_array(node)) {
-		len = json_array_size(node);
-		if (t->n == 1 && t->p[0] == '-') {
-			if (json_array_append_new(node, value)) {
-				json_decref(node);
-				return NULL;
-			}
-			return node;
-		}
+	if (node->t == JN_ARR) {
+		len = jn_size(node);
+		if (t->n == 1 && t->p[0] == '-')
+			return jn_insert(node, len, value);
 		if (!lenient_index(t, len, is_add, &idx)
 		    || (is_add ? idx > len : idx >= len)) {
-			json_decref(value);
-			return node;
+			jn_release(&value);
+			return CORE_OK;
 		}
-		if (is_add ? json_array_insert_new(node, idx, value)
-		           : json_array_set_new(node, idx, value)) {
-			json_decref(node);
-			return NULL;
-		}
-		return node;
+		if (is_add)
+			return jn_insert(node, idx, value);
+		put(jn_at(node, idx), value);
+		return CORE_OK;
 	}
-	json_decref(node);
-	if (!(node = json_object()))
-		return json_decref(value), NULL;
-	return lset_member(node, t, value, is_add);
+	if (node->t != JN_OBJ)
+		put(node, jn_container(JN_OBJ));
+	return jn_set(node, t->p, t->n, value);
 }
 
-/* setPath: node and value owned (either may be NULL for null); returns the
- * resulting node (owned), NULL only when memory ran out. */
-static json_t *lset(json_t *node, const struct tok *t, size_t n, json_t *value,
-                    int is_add)
+/* setPath: value taken; the node is changed in place. */
+static enum core_status lset(struct jn *node, const struct tok *t, size_t n,
+                             struct jn value, int is_add)
 {
-	json_t *child, *res;
+	struct jn *child;
+	enum core_status st;
 	size_t idx;
-	if (!value)
-		return json_decref(node), NULL;
 	if (!n) {
-		json_decref(node);
-		return value;
+		put(node, value);
+		return CORE_OK;
 	}
-	if (!node || json_is_null(node)) {
-		json_decref(node);
-		if (!(node = json_object()))
-			return json_decref(value), NULL;
-	}
+	if (node->t == JN_NULL)
+		*node = jn_container(JN_OBJ);
 	if (n == 1)
 		return lset_member(node, t, value, is_add);
-	if (json_is_object(node)) {
-		child = json_object_getn(node, t->p, t->n);
-		if (!child || !is_container(child))
-			child = json_object();
-		else
-			json_incref(child);
-		res = lset(child, t + 1, n - 1, value, is_add);
-		if (!res || json_object_setn_new_nocheck(node, t->p, t->n, res))
-			return json_decref(node), NULL;
-		return node;
-	}
-	if (json_is_array(node)) {
+	if (node->t == JN_ARR) {
 		if (!lenient_get_index(node, t, &idx)) {
-			json_decref(value);
-			return node;
+			jn_release(&value);
+			return CORE_OK;
 		}
-		child = json_array_get(node, idx);
+		child = jn_at(node, idx);
 		if (!is_container(child))
-			child = json_object();
-		else
-			json_incref(child);
-		res = lset(child, t + 1, n - 1, value, is_add);
-		if (!res || json_array_set_new(node, idx, res))
-			return json_decref(node), NULL;
-		return node;
+			put(child, jn_container(JN_OBJ));
+		return lset(child, t + 1, n - 1, value, is_add);
 	}
-	/* A scalar where a container is needed: replace it with an object. */
-	json_decref(node);
-	if (!(node = json_object()))
-		return json_decref(value), NULL;
-	return lset(node, t, n, value, is_add);
+	/* A scalar where a container is needed becomes an object. */
+	if (node->t != JN_OBJ)
+		put(node, jn_container(JN_OBJ));
+	child = jn_get(node, t->p, t->n);
+	if (!child || !is_container(child)) {
+		if ((st = jn_set(node, t->p, t->n, jn_container(JN_OBJ)))) {
+			jn_release(&value);
+			return st;
+		}
+		child = jn_get(node, t->p, t->n);
+	}
+	return lset(child, t + 1, n - 1, value, is_add);
 }
 
-/* removePath: node owned; returns the resulting node (owned, NULL = null). */
-static json_t *lremove(json_t *node, const struct tok *t, size_t n)
+/* removePath: in place; the root removed becomes null. */
+static void lremove(struct jn *node, const struct tok *t, size_t n)
 {
-	json_t *child;
+	struct jn *child;
 	size_t idx;
 	if (!n) {
-		json_decref(node);
-		return json_null();
+		jn_release(node);
+		return;
 	}
-	if (!node || json_is_null(node))
-		return node;
 	if (n == 1) {
-		if (json_is_object(node))
-			json_object_deln(node, t->p, t->n);
-		else if (json_is_array(node) && lenient_get_index(node, t, &idx))
-			json_array_remove(node, idx);
-		return node;
+		if (node->t == JN_OBJ)
+			jn_del(node, t->p, t->n, NULL);
+		else if (node->t == JN_ARR && lenient_get_index(node, t, &idx))
+			jn_remove(node, idx, NULL);
+		return;
 	}
-	if (json_is_object(node)) {
-		if ((child = json_object_getn(node, t->p, t->n))) {
-			json_t *res = lremove(json_incref(child), t + 1, n - 1);
-			json_object_setn_new_nocheck(node, t->p, t->n, res ? res : json_null());
-		}
-	} else if (json_is_array(node) && lenient_get_index(node, t, &idx)) {
-		json_t *res = lremove(json_incref(json_array_get(node, idx)), t + 1, n - 1);
-		json_array_set_new(node, idx, res ? res : json_null());
-	}
-	return node;
+	if (node->t == JN_OBJ) {
+		if ((child = jn_get(node, t->p, t->n)))
+			lremove(child, t + 1, n - 1);
+	} else if (node->t == JN_ARR && lenient_get_index(node, t, &idx))
+		lremove(jn_at(node, idx), t + 1, n - 1);
 }
 
-static enum core_status apply_lenient(struct actx *c, json_t **doc,
+static enum core_status apply_lenient(struct actx *c, struct jn *doc,
                                       const struct op *op)
 {
-	json_t *v, *res;
+	const struct jn null = JN_NULL_INIT;
+	struct jn *v, val = JN_NULL_INIT;
+	enum core_status st;
 	switch (op->kind) {
 	case OP_ADD:
 	case OP_REPLACE:
-		res = lset(*doc, op->pp.t, op->pp.n, value_copy(op->value),
-		           op->kind == OP_ADD);
-		break;
+		if ((st = value_copy(c, &val)))
+			return st;
+		return mem_status(c, lset(doc, op->pp.t, op->pp.n, val,
+		                          op->kind == OP_ADD));
 	case OP_REMOVE:
-		res = lremove(*doc, op->pp.t, op->pp.n);
-		break;
+		lremove(doc, op->pp.t, op->pp.n);
+		return CORE_OK;
 	case OP_TEST:
-		v = lget(*doc, op->pp.t, op->pp.n);
-		if (!jv_equal(v ? v : json_null(), op->value ? op->value : json_null()))
+		v = lget(doc, op->pp.t, op->pp.n);
+		if (!jn_equal(v ? v : &null, op->value ? op->value : &null))
 			return afail(c, CORE_FAILED, "jsonpatch: test failed at %s",
 			             qpath(c));
 		return CORE_OK;
 	case OP_MOVE:
 	case OP_COPY:
-		v = lget(*doc, op->fp.t, op->fp.n);
+		v = lget(doc, op->fp.t, op->fp.n);
 		if (v && op->pp.n + depth_of(v, JPATCH_MAX_DEPTH) > JPATCH_MAX_DEPTH)
 			return afail(c, CORE_EINVAL,
 			             "the value would nest deeper than %d levels",
 			             JPATCH_MAX_DEPTH);
-		v = v ? vcopy(v) : json_null();
-		if (!v)
-			return core_fail(c->e, CORE_ENOMEM, "out of memory");
-		if (op->kind == OP_MOVE) {
-			*doc = lremove(*doc, op->fp.t, op->fp.n);
-			if (!*doc)
-				*doc = json_null();
-		}
-		res = lset(*doc, op->pp.t, op->pp.n, v, 1);
-		break;
+		if (v && jn_copy(v, 0, &val))
+			return oom(c);
+		if (op->kind == OP_MOVE)
+			lremove(doc, op->fp.t, op->fp.n);
+		return mem_status(c, lset(doc, op->pp.t, op->pp.n, val, 1));
 	default:
 		return afail(c, CORE_EINVAL, "jsonpatch: unsupported op %s",
 		             q(c, &c->q2, op->name, op->name_n));
 	}
-	*doc = res ? res : json_null();
-	if (!res)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	return CORE_OK;
 }
 
 /*
@@ -1359,59 +1328,57 @@ static int needs_copy(const struct op *ops, size_t n, unsigned flags)
 	return 0;
 }
 
-enum core_status jpatch_apply(json_t **doc, const json_t *patch,
-                              unsigned flags, struct core_err *e)
+enum core_status jpatch_apply_jn(struct jn *doc, const struct jn *patch,
+                                 unsigned flags, struct core_err *e)
 {
 	struct actx c = { 0 };
 	struct op *ops = NULL;
 	size_t n = 0, i;
 	enum core_status st = CORE_OK;
-	json_t *work;
+	struct jn copy, *work = doc;
 
 	c.flags = flags;
 	c.e = e;
 	core_buf_init(&c.q1, 4096);
 	core_buf_init(&c.q2, 4096);
-	if (!json_is_array(patch)) {
+	if (patch->t != JN_ARR) {
 		st = core_fail(e, CORE_EINVAL, "a patch must be an array, not %s",
-		               jv_type_name(patch));
+		               jn_type_name(patch));
 		goto out;
 	}
-	n = json_array_size(patch);
+	n = jn_size(patch);
 	if (n && !(ops = calloc(n, sizeof *ops))) {
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 		goto out;
 	}
 	for (i = 0; i < n && !st; i++) {
 		c.opi = i;
-		st = read_op(&c, json_array_get(patch, i), &ops[i]);
+		st = read_op(&c, jn_at(patch, i), &ops[i]);
 	}
 	if (st)
 		goto out;
 
-	work = *doc ? *doc : json_null();
 	if (needs_copy(ops, n, flags)) {
-		if (!(work = vcopy(work))) {
+		if (jn_copy(doc, 0, &copy)) {
 			st = core_fail(e, CORE_ENOMEM, "out of memory");
 			goto out;
 		}
-	} else
-		*doc = NULL;    /* work owns the document now */
+		work = &copy;
+	}
 	for (i = 0; i < n && !st; i++) {
 		if (ops[i].skip)
 			continue;
 		c.opi = i;
 		c.op = &ops[i];
-		st = (flags & JPATCH_LENIENT) ? apply_lenient(&c, &work, &ops[i])
-		                              : apply_strict(&c, &work, &ops[i]);
+		st = (flags & JPATCH_LENIENT) ? apply_lenient(&c, work, &ops[i])
+		                              : apply_strict(&c, work, &ops[i]);
 	}
-	if (!*doc) {
-		*doc = work;        /* in place: success or not, hand it back */
-	} else if (st) {
-		json_decref(work);  /* the copy; the caller's document is intact */
-	} else {
-		json_decref(*doc);
-		*doc = work;
+	if (work == &copy) {
+		/* on error the copy goes; the caller's document is intact */
+		if (!st)
+			put(doc, copy);
+		else
+			jn_release(&copy);
 	}
 out:
 	for (i = 0; ops && i < n; i++) {
@@ -1421,5 +1388,26 @@ out:
 	free(ops);
 	core_buf_release(&c.q1);
 	core_buf_release(&c.q2);
+	return st;
+}
+
+enum core_status jpatch_apply(json_t **doc, const json_t *patch,
+                              unsigned flags, struct core_err *e)
+{
+	struct jn d = JN_NULL_INIT, p = JN_NULL_INIT;
+	enum core_status st;
+	json_t *r;
+
+	if ((*doc && (st = jn_from_json(*doc, &d))) || (st = jn_from_json(patch, &p)))
+		core_fail(e, st, "out of memory");
+	else if (!(st = jpatch_apply_jn(&d, &p, flags | JPATCH_INPLACE, e))) {
+		if ((r = jn_to_json(&d))) {
+			json_decref(*doc);
+			*doc = r;
+		} else
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	jn_release(&d);
+	jn_release(&p);
 	return st;
 }

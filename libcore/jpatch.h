@@ -30,6 +30,7 @@
 #include <jansson.h>
 
 #include "buf.h"
+#include "jfast.h"
 #include "json.h"
 #include "status.h"
 
@@ -50,17 +51,22 @@ enum {
 #define JPATCH_MAX_DEPTH (JV_MAX_DEPTH * 2)
 
 /*
- * Compute the patch that turns from into to.
+ * Compute the patch that turns from into to and append it to out as
+ * compact JSON (one array, the bytes jv_dump() would write for it).
  *
  * @param[in]  from, to  borrowed documents (any JSON value)
  * @param[in]  flags     0 or JPATCH_MINIMAL
- * @param[out] patch     a new array of operations (the caller
- *                       json_decref()s it).  Its "value" members share
- *                       subtrees of to by reference: do not modify to
- *                       while the patch is in use.
+ * @param[out] out       the patch is appended
+ * @param[out] nops      its number of operations
  * @return CORE_OK; CORE_EINVAL when a document nests deeper than
- *         JPATCH_MAX_DEPTH; CORE_ENOMEM.  On error *patch is NULL.
+ *         JPATCH_MAX_DEPTH; CORE_ENOMEM, CORE_ETOOBIG (out's maximum).
  */
+enum core_status jpatch_diff_jn(const struct jn *from, const struct jn *to,
+                                unsigned flags, struct core_buf *out,
+                                size_t *nops, struct core_err *e);
+
+/* jpatch_diff_jn() for jansson trees: *patch is a new array of operations
+ * (the caller json_decref()s it), NULL on error. */
 enum core_status jpatch_diff(const json_t *from, const json_t *to,
                              unsigned flags, json_t **patch,
                              struct core_err *e);
@@ -68,15 +74,15 @@ enum core_status jpatch_diff(const json_t *from, const json_t *to,
 /*
  * Apply patch to *doc.
  *
- * @param[in,out] doc    the document (owned by the caller); on success it
- *                       is replaced by the patched document (which may be
- *                       a different json_t, e.g. after a root replace).
- *                       Patching works in place: on error *doc is left
- *                       exactly as it was, unless JPATCH_INPLACE is set, in
- *                       which case it is left in an unspecified (but
- *                       valid, freeable) state.
- * @param[in]     patch  borrowed, never modified: values are copied into
- *                       the document.
+ * @param[in,out] doc    the document (owned by the caller), patched in
+ *                       place.  On error it is left exactly as it was,
+ *                       unless JPATCH_INPLACE is set, in which case it is
+ *                       left in an unspecified (but valid, releasable)
+ *                       state.  Strings of the document may borrow its
+ *                       text (struct jn_doc); values from the patch are
+ *                       copied with their own strings, so the patch and
+ *                       its text may go once this returns.
+ * @param[in]     patch  borrowed, never modified
  * @param[in]     flags  JPATCH_LENIENT, JPATCH_INPLACE
  * @return CORE_OK;
  *         CORE_EINVAL  the patch is malformed (not an array, an operation
@@ -88,6 +94,12 @@ enum core_status jpatch_diff(const json_t *from, const json_t *to,
  *         Messages name the operation: "patch op 3: 'path' must be a
  *         string"; in lenient mode they end in Genkit's own text.
  */
+enum core_status jpatch_apply_jn(struct jn *doc, const struct jn *patch,
+                                 unsigned flags, struct core_err *e);
+
+/* jpatch_apply_jn() for jansson trees: on success *doc is replaced by a
+ * new tree (the old one is released); on error it is left as it was
+ * (JPATCH_INPLACE makes no difference here). */
 enum core_status jpatch_apply(json_t **doc, const json_t *patch,
                               unsigned flags, struct core_err *e);
 

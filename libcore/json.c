@@ -3,6 +3,7 @@
 #include "jfast.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -74,24 +75,32 @@ static int is_num_char(char c)
 	       || c == 'e' || c == 'E';
 }
 
+/* Would jansson refuse this number token?  Integers outside 64 bits and
+ * reals that overflow the double range; long reals are not refused. */
 static int too_big(const char *p, size_t n)
 {
-	char tmp[64];
-	int real = 0;
-	if (n >= sizeof tmp)
-		return 1;
-	memcpy(tmp, p, n);
-	tmp[n] = 0;
+	char tmp[64], *t = tmp;
+	int real = 0, big;
 	for (size_t i = 0; i < n; i++)
 		if (p[i] == '.' || p[i] == 'e' || p[i] == 'E')
 			real = 1;
+	if (n >= sizeof tmp && !real)
+		return 1;
+	if (n >= sizeof tmp && !(t = malloc(n + 1)))
+		return 1;
+	memcpy(t, p, n);
+	t[n] = 0;
 	errno = 0;
 	if (real) {
-		double d = strtod(tmp, NULL);
-		return errno == ERANGE && isinf(d);
+		double d = strtod(t, NULL);
+		big = errno == ERANGE && isinf(d);
+	} else {
+		(void)strtoll(t, NULL, 10);
+		big = errno == ERANGE;
 	}
-	(void)strtoll(tmp, NULL, 10);
-	return errno == ERANGE;
+	if (t != tmp)
+		free(t);
+	return big;
 }
 
 static char *memcasemem(const char *h, size_t hn, const char *n, size_t nn)
@@ -205,11 +214,15 @@ out:
 json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
                  struct core_err *e)
 {
-	json_error_t jerr;
 	json_t *v = jv_parse_fast(p, n);    /* NULL: let jansson judge */
-	if (v)
-		return v;
-	v = json_loadb(p, n, PARSE_FLAGS, &jerr);
+	return v ? v : jv_parse_jansson(p, n, name, lineno, e);
+}
+
+json_t *jv_parse_jansson(const char *p, size_t n, const char *name,
+                         size_t lineno, struct core_err *e)
+{
+	json_error_t jerr;
+	json_t *v = json_loadb(p, n, PARSE_FLAGS, &jerr);
 	/* jansson: "too big integer", "too big negative integer" */
 	if (!v && (strstr(jerr.text, "too big") || strstr(jerr.text, "real number overflow"))) {
 		json_error_t again;
@@ -321,7 +334,7 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 	return core_buf_addc(out, '"');
 }
 
-static enum core_status dump_real(double d, struct core_buf *out)
+enum core_status jv_dump_real(double d, struct core_buf *out)
 {
 	char tmp[40];
 	int len = 0;
@@ -339,7 +352,7 @@ static enum core_status dump_real(double d, struct core_buf *out)
 	return core_buf_add(out, tmp, (size_t)len);
 }
 
-static enum core_status dump_int(json_int_t i, struct core_buf *out)
+enum core_status jv_dump_int(int64_t i, struct core_buf *out)
 {
 	char tmp[24], *q = tmp + sizeof tmp;
 	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
@@ -395,9 +408,9 @@ static enum core_status dump(const json_t *v, struct core_buf *out, int depth)
 			                    json_string_length(v) - 1);
 		return jv_dump_string(json_string_value(v), json_string_length(v), out);
 	case JSON_INTEGER:
-		return dump_int(json_integer_value(v), out);
+		return jv_dump_int(json_integer_value(v), out);
 	case JSON_REAL:
-		return dump_real(json_real_value(v), out);
+		return jv_dump_real(json_real_value(v), out);
 	case JSON_TRUE:
 		return core_buf_add(out, "true", 4);
 	case JSON_FALSE:
@@ -414,25 +427,217 @@ enum core_status jv_dump(const json_t *v, struct core_buf *out)
 
 /* ---- equality ---- */
 
-static int num_equal(const json_t *a, const json_t *b)
+/*
+ * A number's text read as an exact decimal: value = 0.D x 10^(X + s),
+ * where D are the significant digits (m[f..l] without the '.'), X the
+ * exponent as written and s the place of the first significant digit.
+ */
+struct dec {
+	int neg, zero;
+	const char *m;          /* mantissa: digits with at most one '.' */
+	size_t f, l;            /* first and last significant digit in m */
+	int64_t s;
+	const char *x;          /* exponent digits, leading zeros skipped */
+	size_t xn;
+	int xneg;
+};
+
+static void dec_read(const char *p, size_t n, struct dec *d)
 {
-	if (json_is_integer(a) && json_is_integer(b))
-		return json_integer_value(a) == json_integer_value(b);
-	if (jv_is_bignum(a) && jv_is_bignum(b)
-	    && json_string_length(a) == json_string_length(b)
-	    && !memcmp(json_string_value(a), json_string_value(b),
-	               json_string_length(a)))
-		return 1;
-	if (json_is_integer(a) || json_is_integer(b)) {
+	size_t i = 0, end, ip = 0, k = 0;
+	memset(d, 0, sizeof *d);
+	if (i < n && (p[i] == '-' || p[i] == '+'))
+		d->neg = p[i++] == '-';
+	d->m = p + i;
+	for (end = i; end < n && p[end] != 'e' && p[end] != 'E'; end++)
+		;
+	n -= (size_t)(d->m - p);
+	end -= (size_t)(d->m - p);
+	d->zero = 1;
+	for (i = 0; i < end; i++) {
+		if (d->m[i] == '.') {
+			ip = k;
+			continue;
+		}
+		k++;
+		if (d->m[i] != '0') {
+			if (d->zero)
+				d->f = i, d->s = (int64_t)k - 1;
+			d->zero = 0;
+			d->l = i;
+		}
+	}
+	if (!memchr(d->m, '.', end))
+		ip = k;
+	d->s = (int64_t)ip - d->s;
+	if (end < n) {
+		i = end + 1;
+		if (i < n && (d->m[i] == '-' || d->m[i] == '+'))
+			d->xneg = d->m[i++] == '-';
+		while (i < n && d->m[i] == '0')
+			i++;
+		d->x = d->m + i;
+		d->xn = n - i;
+	}
+}
+
+/* |a| - |b| for digit strings with |a| >= |b|, as an int64 when it is
+ * below 10^18, else -1. */
+static int64_t mag_sub(const char *a, size_t an, const char *b, size_t bn)
+{
+	int64_t r = 0;
+	int borrow = 0;
+	size_t top = an;
+	char *t = malloc(an ? an : 1);
+	if (!t)
+		return -1;
+	for (size_t i = 0; i < an; i++) {
+		int x = a[an - 1 - i] - '0' - borrow - (i < bn ? b[bn - 1 - i] - '0' : 0);
+		borrow = x < 0;
+		t[an - 1 - i] = (char)('0' + (x < 0 ? x + 10 : x));
+	}
+	for (top = 0; top < an && t[top] == '0'; top++)
+		;
+	if (an - top > 18)
+		r = -1;
+	else
+		for (size_t i = top; i < an; i++)
+			r = r * 10 + (t[i] - '0');
+	free(t);
+	return r;
+}
+
+static int mag_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+	if (an != bn)
+		return an < bn ? -1 : 1;
+	return memcmp(a, b, an);
+}
+
+/* X1 + s1 == X2 + s2, the exponents of two decimals, exactly. */
+static int exp_equal(const struct dec *a, const struct dec *b)
+{
+	int64_t d = b->s - a->s;    /* does X1 - X2 == d? */
+	if (a->xn <= 17 && b->xn <= 17) {
+		int64_t x1 = 0, x2 = 0;
+		for (size_t i = 0; i < a->xn; i++)
+			x1 = x1 * 10 + (a->x[i] - '0');
+		for (size_t i = 0; i < b->xn; i++)
+			x2 = x2 * 10 + (b->x[i] - '0');
+		return (a->xneg ? -x1 : x1) - (b->xneg ? -x2 : x2) == d;
+	}
+	/* One exponent has 18 digits or more: |X1 - X2| is small only when
+	 * both have the same sign and nearly the same magnitude. */
+	if (a->xneg != b->xneg && a->xn && b->xn)
+		return 0;
+	{
+		int c = mag_cmp(a->x, a->xn, b->x, b->xn);
+		int64_t m = c >= 0 ? mag_sub(a->x, a->xn, b->x, b->xn)
+		                   : mag_sub(b->x, b->xn, a->x, a->xn);
+		int neg = (c < 0) != (a->xn ? a->xneg : b->xneg);   /* sign of X1 - X2 */
+		if (m < 0)
+			return 0;
+		return (neg ? -m : m) == d;
+	}
+}
+
+/* Two number texts (JSON syntax) equal as exact decimals: 1e2 == 100.0,
+ * -0 == 0, 12345678901234567890 != 12345678901234567891. */
+static int dec_equal(const char *p, size_t pn, const char *q, size_t qn)
+{
+	struct dec a, b;
+	size_t i, j;
+	dec_read(p, pn, &a);
+	dec_read(q, qn, &b);
+	if (a.zero || b.zero)
+		return a.zero && b.zero;
+	if (a.neg != b.neg)
+		return 0;
+	for (i = a.f, j = b.f; i <= a.l && j <= b.l; i++, j++) {
+		if (a.m[i] == '.')
+			i++;
+		if (b.m[j] == '.')
+			j++;
+		if (a.m[i] != b.m[j])
+			return 0;
+	}
+	if (i <= a.l || j <= b.l)
+		return 0;
+	return exp_equal(&a, &b);
+}
+
+/*
+ * The exact decimal text of an integer or of an integral real (glibc
+ * prints every digit of "%.0f"); 0 for a real with a fraction, which no
+ * bignum can equal (bignums are integers past 64 bits or reals past the
+ * double range).
+ */
+static int num_text(const struct jv_num *v, char *buf, size_t size, size_t *n)
+{
+	int len;
+	if (v->kind == JV_NUM_INT)
+		len = snprintf(buf, size, "%" PRId64, v->i);
+	else if (v->d == floor(v->d))
+		len = snprintf(buf, size, "%.0f", v->d);
+	else
+		return 0;
+	if (len < 0 || (size_t)len >= size)
+		return 0;
+	*n = (size_t)len;
+	return 1;
+}
+
+int jv_num_equal(const struct jv_num *a, const struct jv_num *b)
+{
+	if (a->kind == JV_NUM_INT && b->kind == JV_NUM_INT)
+		return a->i == b->i;
+	if (a->kind == JV_NUM_TEXT || b->kind == JV_NUM_TEXT) {
+		/* Digit for digit: doubles would call 2^64 and 2^64 + 1 equal. */
+		char tmp[400];
+		const char *p = a->s, *q = b->s;
+		size_t pn = a->n, qn = b->n;
+		if (a->kind != JV_NUM_TEXT) {
+			if (!num_text(a, tmp, sizeof tmp, &pn))
+				return 0;
+			p = tmp;
+		}
+		if (b->kind != JV_NUM_TEXT) {
+			if (!num_text(b, tmp, sizeof tmp, &qn))
+				return 0;
+			q = tmp;
+		}
+		return dec_equal(p, pn, q, qn);
+	}
+	if (a->kind == JV_NUM_INT || b->kind == JV_NUM_INT) {
 		/* Exact for integral reals in range (2^53 + 1 != 2^53). */
-		const json_t *i = json_is_integer(a) ? a : b;
-		double d = jv_number_value(i == a ? b : a);
+		int64_t i = a->kind == JV_NUM_INT ? a->i : b->i;
+		double d = a->kind == JV_NUM_INT ? b->d : a->d;
 		if (d >= -9223372036854775808.0 && d < 9223372036854775808.0
 		    && d == floor(d))
-			return (json_int_t)d == json_integer_value(i);
+			return (int64_t)d == i;
 		return 0;
 	}
-	return jv_number_value(a) == jv_number_value(b);
+	return a->d == b->d;
+}
+
+static void num_of(const json_t *v, struct jv_num *n)
+{
+	memset(n, 0, sizeof *n);
+	if (json_is_integer(v))
+		n->kind = JV_NUM_INT, n->i = json_integer_value(v);
+	else if (json_is_real(v))
+		n->kind = JV_NUM_REAL, n->d = json_real_value(v);
+	else
+		n->kind = JV_NUM_TEXT, n->s = json_string_value(v) + 1,
+		n->n = json_string_length(v) - 1;
+}
+
+static int num_equal(const json_t *a, const json_t *b)
+{
+	struct jv_num x, y;
+	num_of(a, &x);
+	num_of(b, &y);
+	return jv_num_equal(&x, &y);
 }
 
 /*

@@ -46,11 +46,17 @@
 json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
                  struct core_err *e);
 
+/* jv_parse() without its fast path: jansson itself (jfast.c falls back
+ * to it). */
+json_t *jv_parse_jansson(const char *p, size_t n, const char *name,
+                         size_t lineno, struct core_err *e);
+
 /* Append v as compact JSON to out.  CORE_ETOOBIG, CORE_ENOMEM, CORE_EINVAL
  * (nesting deeper than JV_MAX_DEPTH * 4). */
 enum core_status jv_dump(const json_t *v, struct core_buf *out);
 
-/* Deep equality; numbers by value, bignums by text or value. */
+/* Deep equality; numbers by exact value: bignums digit for digit (never
+ * through a double), reals as the double they hold, 1 == 1.0 == 1e0. */
 int jv_equal(const json_t *a, const json_t *b);
 
 /*
@@ -60,6 +66,21 @@ int jv_equal(const json_t *a, const json_t *b);
  * already hashed without serializing it again.
  */
 int jv_same(const json_t *a, const json_t *b);
+
+/* A number as jv_equal() compares it: an integer, a real, or the exact
+ * text of a bignum (without its tag byte). */
+struct jv_num {
+	enum { JV_NUM_INT, JV_NUM_REAL, JV_NUM_TEXT } kind;
+	int64_t i;
+	double d;
+	const char *s;
+	size_t n;
+};
+int jv_num_equal(const struct jv_num *a, const struct jv_num *b);
+
+/* The writer's forms of an integer and of a real ("100.0", "0.1"). */
+enum core_status jv_dump_int(int64_t i, struct core_buf *out);
+enum core_status jv_dump_real(double d, struct core_buf *out);
 
 int jv_is_bignum(const json_t *v);
 int jv_is_string(const json_t *v);     /* a string that is not a bignum */

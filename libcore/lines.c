@@ -33,7 +33,8 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
                                  struct core_err *e)
 {
 	for (;;) {
-		char *base = r->buf.p + r->start;
+		/* Nothing read yet: buf.p is NULL, and NULL + 0 is undefined. */
+		char *base = r->buf.p ? r->buf.p + r->start : NULL;
 		size_t avail = r->buf.len - r->start;
 		char *nl = avail > r->scanned
 		         ? memchr(base + r->scanned, '\n', avail - r->scanned) : NULL;
@@ -85,4 +86,24 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
 		r->buf.len += (size_t)got;
 		r->buf.p[r->buf.len] = 0;
 	}
+}
+
+size_t core_json_values(const char *p, size_t n)
+{
+	size_t count = 1;
+	int in_string = 0;
+	for (size_t i = 0; i < n; i++) {
+		char ch = p[i];
+		if (in_string) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_string = 0;
+		} else if (ch == '"') {
+			in_string = 1;
+		} else if (ch == '{' || ch == '[' || ch == ',') {
+			count++;
+		}
+	}
+	return count;
 }

@@ -40,4 +40,17 @@ void core_lines_release(struct core_lines *r);
 enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
                                  struct core_err *e);
 
+/*
+ * An upper bound on the JSON values in the text p[0..n): its opening
+ * brackets and commas outside strings, plus one.  Parsed, a value costs
+ * jansson 30 to 200 bytes whatever its text (`{}` is two bytes), so a
+ * limit on output bytes alone does not bound memory: CORE_VALUE_LIMIT()
+ * is the values allowed with a limit of bytes (one per CORE_VALUE_BYTES,
+ * at least 1024), and this count is known before the text is parsed.
+ */
+size_t core_json_values(const char *p, size_t n);
+#define CORE_VALUE_BYTES 64
+#define CORE_VALUE_LIMIT(bytes) \
+	((bytes) / CORE_VALUE_BYTES > 1024 ? (bytes) / CORE_VALUE_BYTES : (size_t)1024)
+
 #endif

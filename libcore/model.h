@@ -62,17 +62,48 @@ enum core_status model_generate(const char *name, const struct model_request *re
                                 const struct model_stream *stream,
                                 struct model_response *resp, struct core_err *e);
 
+/*
+ * Whether name can name a model, before any call is made: a known provider
+ * and a name after it (echo alone, script/PATH, PROVIDER/NAME).  Whether
+ * the provider serves that name is known only when it is called.
+ * CORE_ENOTFOUND otherwise, with a "did you mean" where one is likely:
+ * "ecoh" → 'echo', "gpt-4o" → 'openai/gpt-4o', "google/x" → 'googleai/x'.
+ */
+enum core_status model_check(const char *name, struct core_err *e);
+
+/* The i-th provider's prefix ("echo", "script", "openai", ...; static),
+ * NULL past the last. */
+const char *model_provider_name(size_t i);
+
 /* Append the joined text parts of the last user message to out (nothing
  * when there is none; out->p is then "").  The offline models answer it. */
 enum core_status model_last_user_text(const json_t *messages, struct core_buf *out);
 
+/*
+ * agent-run --list-models: one row per provider, in the table's order (a
+ * new array in *rows):
+ *   {"provider", "models": ["PROVIDER/NAME", ...]?,
+ *    "keyVariables": [...], "keyFrom": VARIABLE|"key file"|null,
+ *    "baseUrl", "baseUrlVariables": [...],
+ *    "error": {"status", "message"}?}
+ * The offline providers (echo, script) have only provider and models.  An
+ * HTTP provider's own list (its models endpoint) is asked for when its key
+ * is set (Ollama, which needs none: when OLLAMA_HOST is set); a failure
+ * goes into that row's "error" and *failed is set.  key_file is the key
+ * file (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: CORE_ENOMEM.
+ */
+enum core_status model_list(const char *key_file, json_t **rows, int *failed,
+                            struct core_err *e);
+
 /* A provider: the prefix before '/' and its generate function (name is the
- * part after the '/'). */
+ * part after the '/'); list (may be NULL) fills the provider's
+ * --list-models row (see model_list) and returns a listing failure. */
 struct model_provider {
 	const char *prefix;
 	enum core_status (*generate)(const char *name, const struct model_request *req,
 	                             const struct model_stream *stream,
 	                             struct model_response *resp, struct core_err *e);
+	enum core_status (*list)(const char *key_file, json_t *row, struct core_err *e);
 };
 
 #endif

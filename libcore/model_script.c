@@ -5,7 +5,8 @@
  * and lines starting with '#' are skipped).  docs/agent-run.md documents
  * the format; in short, a reply has any of
  *
- *   "when":         {"user": TEXT, "models": N}  which requests it answers
+ *   "when":         {"user": TEXT, "match": REGEX, "models": N, "round": N}
+ *                                       which requests it answers
  *   "chunks":       ["Hel", "lo"]      text streamed with these boundaries
  *   "text":         "Hello"            text streamed as one chunk
  *   "toolRequests": [{"name", "input"?, "ref"?}, ...]   (parallel requests)
@@ -25,12 +26,17 @@
  * same answers however a session is split over processes: with N the
  * number of "model" messages in the request and U the text of its last user
  * message, the first reply whose "when" matches (every key given must
- * match: "user" equals U, "models" equals N) wins; otherwise the N-th
- * (0-based) reply among those without "when".
+ * match: "user" equals U, "match" is a POSIX extended regular expression
+ * found in U ignoring case, "models" equals N, "round" equals the number of
+ * model messages after the last user message) wins; otherwise the N-th
+ * (0-based) reply among those without "when".  After a "match", "$1".."$9"
+ * in the reply's strings are its groups ("$0" the whole match, "$$" a '$'),
+ * so a script can answer "add milk" and "add bread" with one line.
  */
 #include "model.h"
 
 #include <errno.h>
+#include <regex.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -53,14 +59,104 @@ static size_t count_model_messages(const json_t *messages)
 	return n;
 }
 
-static int when_matches(const json_t *when, size_t models, const char *user)
+/* Model messages after the last user message: the round of the tool loop. */
+static size_t count_round(const json_t *messages)
+{
+	size_t n = 0;
+	for (size_t i = json_array_size(messages); i-- > 0;) {
+		const char *role = json_string_value(json_object_get(json_array_get(messages, i), "role"));
+		if (role && !strcmp(role, "user"))
+			break;
+		if (role && !strcmp(role, "model"))
+			n++;
+	}
+	return n;
+}
+
+#define SCRIPT_GROUPS 10
+
+/*
+ * 1 when "when" matches, 0 when not, -1 (message in e) for a "match" that
+ * is not a regular expression.  groups receives a match's groups.
+ */
+static int when_matches(const json_t *when, size_t models, size_t round, const char *user,
+                        regmatch_t *groups, const char *path, size_t lineno, struct core_err *e)
 {
 	const json_t *u = json_object_get(when, "user"), *n = json_object_get(when, "models");
+	const json_t *r = json_object_get(when, "round"), *m = json_object_get(when, "match");
 	if (u && (!json_is_string(u) || strcmp(json_string_value(u), user)))
 		return 0;
 	if (n && (!json_is_integer(n) || json_integer_value(n) != (json_int_t)models))
 		return 0;
+	if (r && (!json_is_integer(r) || json_integer_value(r) != (json_int_t)round))
+		return 0;
+	if (m) {
+		regex_t re;
+		int rc = json_is_string(m) ? regcomp(&re, json_string_value(m), REG_EXTENDED | REG_ICASE) : -1;
+		if (rc) {
+			core_fail(e, CORE_EINVAL, "script model: 'match' must be a POSIX extended regular expression (at %s:%zu)",
+			          path, lineno);
+			return -1;
+		}
+		rc = regexec(&re, user, SCRIPT_GROUPS, groups, 0);
+		regfree(&re);
+		if (rc)
+			return 0;
+	}
 	return 1;
+}
+
+/* s with "$0".."$9" replaced by the groups of user ("$$" is '$'); NULL on
+ * ENOMEM. */
+static json_t *fill_string(const char *s, const char *user, const regmatch_t *g)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	int bad = core_buf_add(&b, "", 0);
+	for (; *s && !bad; s++) {
+		if (*s == '$' && s[1] >= '0' && s[1] <= '9') {
+			const regmatch_t *m = &g[s[1] - '0'];
+			if (m->rm_so >= 0)
+				bad = core_buf_add(&b, user + m->rm_so, (size_t)(m->rm_eo - m->rm_so));
+			s++;
+		} else {
+			bad = core_buf_add(&b, s, 1);
+			if (*s == '$' && s[1] == '$')
+				s++;
+		}
+	}
+	json_t *v = bad ? NULL : json_stringn(b.p, b.len);
+	core_buf_release(&b);
+	return v;
+}
+
+/* A deep copy of v with fill_string() applied to every string; NULL on ENOMEM. */
+static json_t *fill(const json_t *v, const char *user, const regmatch_t *g)
+{
+	json_t *out = NULL, *x, *c;
+	const char *k;
+	size_t i;
+	if (json_is_string(v))
+		return fill_string(json_string_value(v), user, g);
+	if (json_is_array(v)) {
+		if (!(out = json_array()))
+			return NULL;
+		json_array_foreach((json_t *)v, i, x)
+			if (!(c = fill(x, user, g)) || json_array_append_new(out, c))
+				goto nomem;
+		return out;
+	}
+	if (json_is_object(v)) {
+		if (!(out = json_object()))
+			return NULL;
+		json_object_foreach((json_t *)v, k, x)
+			if (!(c = fill(x, user, g)) || json_object_set_new(out, k, c))
+				goto nomem;
+		return out;
+	}
+	return json_deep_copy(v);
+nomem:
+	json_decref(out);
+	return NULL;
 }
 
 /* Load the script and pick the reply for this request (new reference). */
@@ -71,7 +167,8 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 	enum core_status st;
 	struct core_err fe = { 0 };
 	json_t *positional = NULL;
-	size_t models = count_model_messages(messages), seen = 0, lineno = 0;
+	size_t models = count_model_messages(messages), round = count_round(messages);
+	size_t seen = 0, lineno = 0;
 
 	*reply = NULL;
 	if ((st = core_buf_read_file(&file, path, &fe))) {
@@ -103,8 +200,19 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 			}
 			const json_t *when = json_object_get(r, "when");
 			if (when) {
-				if (when_matches(when, models, user.p))
+				regmatch_t g[SCRIPT_GROUPS];
+				int ok = when_matches(when, models, round, user.p, g, path, lineno, e);
+				if (ok < 0) {
+					json_decref(r);
+					st = e->st;
+					goto out;
+				}
+				if (ok && !json_object_get(when, "match"))
 					*reply = json_incref(r);
+				else if (ok && !(*reply = fill(r, user.p, g))) {
+					json_decref(r);
+					goto nomem;
+				}
 			} else if (seen++ == models && !positional) {
 				positional = json_incref(r);
 			}
@@ -314,4 +422,4 @@ out:
 	return st;
 }
 
-const struct model_provider model_script = { "script", script_generate };
+const struct model_provider model_script = { "script", script_generate, NULL };

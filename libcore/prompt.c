@@ -647,6 +647,16 @@ static int blank(char c)
 	return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
 
+/* How many of p[0..n) are spaces, tabs or CRs (strspn would read past n:
+ * the text need not be NUL-terminated). */
+static size_t blank_span(const char *p, size_t n)
+{
+	size_t i = 0;
+	while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r'))
+		i++;
+	return i;
+}
+
 enum core_status prompt_parse(const char *text, size_t len,
                               const char *source_name, struct prompt **out,
                               struct core_err *e)
@@ -686,7 +696,7 @@ enum core_status prompt_parse(const char *text, size_t len,
 		n = line_len(q, end, &next);
 		if (next == end && q + n == end)
 			break;              /* last line without a newline */
-		if (is_delim(q, n) || !(q[0] == '#' || strspn(q, " \t\r") >= n))
+		if (is_delim(q, n) || !(q[0] == '#' || blank_span(q, n) == n))
 			break;
 		q = next;
 		qline++;
@@ -741,6 +751,86 @@ fail:
 	return st;
 }
 
+/* ---------------------------------------------------- relative paths */
+
+/*
+ * Characters of a command's first word that a shell reads literally: only
+ * such a word is taken as a path to resolve (a word with quotes, '$' or
+ * '~' is the shell's to expand, and one with '=' is an assignment: they
+ * are left as written).
+ */
+static int literal_word(const char *w, size_t n)
+{
+	for (size_t i = 0; i < n; i++) {
+		unsigned char c = (unsigned char)w[i];
+		if (!(c >= 'a' && c <= 'z') && !(c >= 'A' && c <= 'Z') && !(c >= '0' && c <= '9')
+		    && !strchr("._-+/@%,", c))
+			return 0;
+	}
+	return 1;
+}
+
+/*
+ * A command string (exec:, docs:, stateTransform:, streamTransform:) whose
+ * first word is a relative path with a '/' ("./handler", "bin/docs.sh")
+ * runs that program from dir: the result is the command with dir, quoted
+ * for /bin/sh, put before that word.  Any other command comes back NULL
+ * (kept as written: "jq -c .", "/usr/bin/x", "$HOME/x").
+ */
+static char *resolve_command(const char *dir, const char *cmd)
+{
+	size_t lead = strspn(cmd, " \t"), n = strcspn(cmd + lead, " \t\n");
+	const char *w = cmd + lead;
+	if (!n || *w == '/' || !memchr(w, '/', n) || !literal_word(w, n))
+		return NULL;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	int bad = core_buf_add(&b, cmd, lead) || core_buf_adds(&b, "'");
+	for (const char *d = dir; *d && !bad; d++)
+		bad = *d == '\'' ? core_buf_adds(&b, "'\\''") : core_buf_add(&b, d, 1);
+	if (bad || core_buf_addf(&b, "'/%s", w)) {
+		core_buf_release(&b);
+		return NULL;
+	}
+	return core_buf_detach(&b, NULL);
+}
+
+/*
+ * Resolve what the front matter names by a relative path from dir, the
+ * prompt file's directory, so an agent works the same from any working
+ * directory (and under cron, which starts in $HOME): "model: script/PATH"
+ * and the first word of the command keys.  stateSchema and the tools/
+ * directory are resolved where they are read (agent_ext.c, agent.c).
+ */
+static enum core_status resolve_paths(json_t *meta, const char *dir)
+{
+	static const char *const commands[] = { "exec", "docs", "stateTransform",
+	                                        "streamTransform" };
+	const json_t *v = json_object_get(meta, "model");
+	char *s = NULL;
+	if (jv_is_string(v) && !strncmp(json_string_value(v), "script/", 7)) {
+		const char *file = json_string_value(v) + 7;
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		if (*file && *file != '/') {
+			if (core_buf_addf(&b, "script/%s/%s", dir, file)
+			    || json_object_set_new(meta, "model", json_string(b.p))) {
+				core_buf_release(&b);
+				return CORE_ENOMEM;
+			}
+		}
+		core_buf_release(&b);
+	}
+	for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+		v = json_object_get(meta, commands[i]);
+		if (!jv_is_string(v) || !(s = resolve_command(dir, json_string_value(v))))
+			continue;
+		int bad = json_object_set_new(meta, commands[i], json_string(s));
+		free(s);
+		if (bad)
+			return CORE_ENOMEM;
+	}
+	return CORE_OK;
+}
+
 enum core_status prompt_load(const char *path, struct prompt **out,
                              struct core_err *e)
 {
@@ -754,6 +844,16 @@ enum core_status prompt_load(const char *path, struct prompt **out,
 	if (st == CORE_OK)
 		st = prompt_parse(b.p ? b.p : "", b.len, path, out, e);
 	core_buf_release(&b);
+	const char *slash = strrchr(path, '/');
+	if (st == CORE_OK && slash && (*out)->meta) {
+		char *dir = slash == path ? strdup("/") : strndup(path, (size_t)(slash - path));
+		if (!dir || resolve_paths((*out)->meta, dir)) {
+			prompt_free(*out);
+			*out = NULL;
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		free(dir);
+	}
 	return st;
 }
 

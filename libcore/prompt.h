@@ -49,7 +49,12 @@
 struct prompt;                          /* opaque; owns everything */
 
 /*
- * Load a prompt file.  CORE_ENOTFOUND ("prompt file 'x' not found"),
+ * Load a prompt file.  Relative paths in its front matter resolve from the
+ * file's directory: "model: script/PATH" becomes "script/DIR/PATH", and a
+ * command key (exec, docs, stateTransform, streamTransform) whose first
+ * word is a relative path with a '/' ("./handler") gets DIR, quoted for
+ * /bin/sh, before that word; prompt_meta() returns the resolved values.
+ * CORE_ENOTFOUND ("prompt file 'x' not found"),
  * CORE_EINVAL (front matter or template error, with file:line),
  * CORE_ETOOBIG (over PROMPT_MAX_FILE), CORE_ESYS, CORE_ENOMEM.
  */

@@ -527,4 +527,18 @@ out:
 	return st;
 }
 
-const struct model_provider model_anthropic = { "anthropic", anth_generate };
+/* GET /v1/models: {"data": [{"id": "claude-...", ...}], "has_more"}. */
+static enum core_status anth_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	json_t *doc;
+	enum core_status st = prov_list_get(row, "anthropic", key_envs, key_file, url_envs,
+	                                    "https://api.anthropic.com", "/v1/models?limit=1000",
+	                                    "x-api-key: %s", "anthropic-version: 2023-06-01",
+	                                    &doc, e);
+	if (!st && doc)
+		st = prov_list_models(row, "anthropic", json_object_get(doc, "data"), "id", NULL);
+	json_decref(doc);
+	return st;
+}
+
+const struct model_provider model_anthropic = { "anthropic", anth_generate, anth_list };

@@ -357,13 +357,214 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	c.on_end = post_end;
 	c.ctx = &pc;
 	st = http_post(&c, &res, o->e);
-	if (st)
+	if (st) {
 		redact(o->e, o->key);
-	else
+		if (o->e)       /* a password or key in a URL the message quotes */
+			core_url_redact_text(o->e->msg, sizeof o->e->msg);
+	} else {
 		prov_out_finish(o, resp);
+	}
 out:
 	free(body);
 	return st;
+}
+
+/* ---- models endpoints (agent-run --list-models) ---- */
+
+static char *url_public(const char *url);
+
+/* The URL in e's message without its user and password. */
+static void redact_userinfo(struct core_err *e, const char *url)
+{
+	char *pub = url_public(url), *at = strstr(e->msg, url);
+	if (pub && at && strcmp(pub, url)) {
+		char rest[sizeof e->msg];
+		snprintf(rest, sizeof rest, "%s", at + strlen(url));
+		snprintf(at, sizeof e->msg - (size_t)(at - e->msg), "%s%s", pub, rest);
+	}
+	free(pub);
+}
+
+struct get_ctx {
+	struct prov_out *o;
+	struct core_buf body;
+};
+
+static enum core_status get_body(void *ud, const char *p, size_t n, struct core_err *e)
+{
+	struct get_ctx *g = ud;
+	if (core_buf_add(&g->body, p, n))
+		return core_fail(e, CORE_EINTERNAL, "%s: the model list is over %zu bytes",
+		                 g->o->what, (size_t)PROV_EVENT_MAX);
+	return CORE_OK;
+}
+
+static enum core_status get_error(void *ud, struct http_error *he, struct core_err *e)
+{
+	struct get_ctx *g = ud;
+	json_t *doc = json_loadb(he->body, he->body_len, 0, NULL);
+	const json_t *err = json_object_get(doc, "error");
+	const char *msg = json_is_string(err) ? json_string_value(err)
+	                : json_string_value(json_object_get(err, "message"));
+	enum core_status st = prov_fail_http(g->o, he, prov_http_status(he->status), msg, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status prov_get_json(const char *what, const char *url, const char *const *headers,
+                               const char *key, json_t **doc, struct core_err *e)
+{
+	struct prov_out o;
+	struct get_ctx g = { &o, CORE_BUF_INIT(PROV_EVENT_MAX) };
+	struct http_call c;
+	const char *all[8];
+	size_t n = 0;
+	enum core_status st;
+	*doc = NULL;
+	prov_out_init(&o, what, NULL, e);
+	o.key = key;
+	for (; headers && *headers && n < 6; headers++)
+		all[n++] = *headers;
+	all[n++] = "Accept: application/json";
+	all[n] = NULL;
+	memset(&c, 0, sizeof c);
+	if ((st = http_limits_from_env(&c.limits, e)))
+		goto out;
+	c.limits.retries = 0;
+	if (c.limits.connect_ms > 10000)
+		c.limits.connect_ms = 10000;
+	c.url = url;
+	c.headers = all;
+	c.what = what;
+	c.on_body = get_body;
+	c.on_error = get_error;
+	c.ctx = &g;
+	if (!(st = http_post(&c, NULL, e))) {
+		json_error_t je;
+		*doc = json_loadb(g.body.p ? g.body.p : "", g.body.len, 0, &je);
+		if (!*doc)
+			st = core_fail(e, CORE_EINTERNAL, "%s: the model list is not JSON: %s",
+			               what, je.text);
+	}
+	if (st) {
+		redact(e, key);
+		redact_userinfo(e, url);
+	}
+out:
+	core_buf_release(&g.body);
+	prov_out_release(&o);
+	return st;
+}
+
+/* url without "user:password@" (a base URL may carry them; they are
+ * secrets).  malloc()ed; NULL when out of memory. */
+static char *url_public(const char *url)
+{
+	const char *host = strstr(url, "://");
+	host = host ? host + 3 : url;
+	size_t hostlen = strcspn(host, "/?#");
+	const char *at = memchr(host, '@', hostlen);
+	if (!at)
+		return strdup(url);
+	return prov_strf("%.*s%s", (int)(host - url), url, at + 1);
+}
+
+static json_t *string_array(const char *const *v)
+{
+	json_t *a = json_array();
+	for (; a && v && *v; v++)
+		json_array_append_new(a, json_string(*v));
+	return a;
+}
+
+enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
+                               const char *const *url_envs, const char *base, char **key)
+{
+	struct core_err e = { 0 };
+	const char *from = NULL;
+	char *pub = url_public(base);
+	*key = NULL;
+	if (key_envs && key_file && *key_file)
+		from = "key file";
+	for (const char *const *v = key_envs; v && *v && !from; v++)
+		if (getenv(*v) && *getenv(*v))
+			from = *v;
+	/* The key itself only when the list will be asked for with it; a key
+	 * file that cannot be read reads as no key. */
+	if (from && prov_key("list", key_envs, key_file, key, &e) == CORE_ENOMEM)
+		from = NULL;
+	if (!pub || json_object_set_new(row, "keyVariables", string_array(key_envs))
+	    || json_object_set_new(row, "keyFrom", from && *key ? json_string(from) : json_null())
+	    || json_object_set_new(row, "baseUrl", json_string(pub))
+	    || json_object_set_new(row, "baseUrlVariables", string_array(url_envs))) {
+		free(pub);
+		prov_secret_free(*key);
+		*key = NULL;
+		return CORE_ENOMEM;
+	}
+	free(pub);
+	return CORE_OK;
+}
+
+enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
+                               const char *key_file, const char *const *url_envs,
+                               const char *dflt_base, const char *path, const char *auth_fmt,
+                               const char *extra, json_t **doc, struct core_err *e)
+{
+	char *base = prov_env_url(url_envs, dflt_base), *key = NULL, *url = NULL, *auth = NULL;
+	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
+	                           : CORE_ENOMEM;
+	*doc = NULL;
+	if (!st && key) {
+		url = prov_strf("%s%s", base, path);
+		auth = prov_strf(auth_fmt, key);
+		const char *headers[] = { auth, extra, NULL };
+		st = !url || !auth ? CORE_ENOMEM : prov_get_json(what, url, headers, key, doc, e);
+	}
+	prov_secret_free(auth);
+	prov_secret_free(key);
+	free(url);
+	free(base);
+	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", what) : st;
+}
+
+static int by_string(const void *a, const void *b)
+{
+	return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
+}
+
+enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
+                                  const char *field, const char *strip)
+{
+	size_t i, n = 0;
+	json_t *m, **v = calloc(json_array_size(list) + 1, sizeof *v), *out = json_array();
+	if (!v || !out)
+		goto nomem;
+	json_array_foreach(list, i, m) {
+		const char *name = json_string_value(json_object_get(m, field));
+		if (!name)
+			continue;
+		if (strip && !strncmp(name, strip, strlen(strip)))
+			name += strlen(strip);
+		char *full = prov_strf("%s/%s", prefix, name);
+		v[n] = full ? json_string(full) : NULL;
+		free(full);
+		if (!v[n++])
+			goto nomem;
+	}
+	qsort(v, n, sizeof *v, by_string);
+	for (i = 0; i < n; i++) {
+		json_array_append_new(out, v[i]);
+		v[i] = NULL;
+	}
+	free(v);
+	return json_object_set_new(row, "models", out) ? CORE_ENOMEM : CORE_OK;
+nomem:
+	for (i = 0; v && i < n; i++)
+		json_decref(v[i]);
+	free(v);
+	json_decref(out);
+	return CORE_ENOMEM;
 }
 
 /* ---- Genkit message helpers ---- */

@@ -96,6 +96,41 @@ enum core_status prov_post(struct prov_out *o, const char *url,
                            void *ctx, const char *terminator,
                            struct model_response *resp);
 
+/*
+ * GET url with headers (NULL-terminated, may be NULL) and parse the JSON
+ * reply into *doc (a new reference): the providers' models endpoints.
+ * Failures map as a generate call's do (prov_http_status, the provider's
+ * error message from {"error":{"message"}} or {"error":"..."}), named by
+ * what, with key redacted.  No retries and a connect timeout of at most
+ * 10s: a listing is asked for by a person waiting for it.
+ */
+enum core_status prov_get_json(const char *what, const char *url, const char *const *headers,
+                               const char *key, json_t **doc, struct core_err *e);
+
+/*
+ * The --list-models row of an HTTP provider (model.h): the key's
+ * variables and where the key comes from (never the key), the base URL
+ * (user and password removed) and its variables.  *key is the key
+ * (malloc()ed; free with prov_secret_free) or NULL when none is set.
+ */
+enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
+                               const char *const *url_envs, const char *base, char **key);
+/*
+ * The --list-models of a provider with a key: its row (prov_list_row, the
+ * base URL from url_envs else dflt_base), then, when a key is set, GET
+ * base + path with the header auth_fmt (a printf format for the key) and
+ * extra (may be NULL).  *doc is the reply (a new reference), NULL when no
+ * key is set.  Errors: prov_get_json's, CORE_ENOMEM.
+ */
+enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
+                               const char *key_file, const char *const *url_envs,
+                               const char *dflt_base, const char *path, const char *auth_fmt,
+                               const char *extra, json_t **doc, struct core_err *e);
+/* Set row's "models" to "PREFIX/NAME" for each item of list (its string
+ * member field, less a leading strip when given), sorted. */
+enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
+                                  const char *field, const char *strip);
+
 /* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
  * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
  * 429 RESOURCE_EXHAUSTED, 503/502/529 UNAVAILABLE, 504 DEADLINE_EXCEEDED,

@@ -397,8 +397,16 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if ((x = json_object_get(p, "functionCall"))) {
 			const char *id = json_string_value(json_object_get(x, "id"));
 			const json_t *args = json_object_get(x, "args");
-			json_t *tr = json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
-			                       "input", args ? args : json_object());
+			if (!jv_is_string(json_object_get(x, "name"))) {
+				st = core_fail(s->o.e, CORE_EINTERNAL,
+				               "googleai: a function call without a name in the stream");
+				break;
+			}
+			/* 'o' takes the new empty object's only reference. */
+			json_t *tr = args ? json_pack("{s:O, s:O}", "name", json_object_get(x, "name"),
+			                              "input", args)
+			                  : json_pack("{s:O, s:o}", "name", json_object_get(x, "name"),
+			                              "input", json_object());
 			if (id && *id)
 				json_object_set_new(tr, "ref", json_string(id));
 			else
@@ -512,4 +520,30 @@ out:
 	return st;
 }
 
-const struct model_provider model_googleai = { "googleai", gem_generate };
+/* GET /v1beta/models: {"models": [{"name": "models/gemini-2.5-flash",
+ * "supportedGenerationMethods": [...]}]}; only models that generate. */
+static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	json_t *doc, *gen = json_array(), *m, *how;
+	size_t i, j;
+	enum core_status st = prov_list_get(row, "googleai", key_envs, key_file, url_envs,
+	                                    "https://generativelanguage.googleapis.com",
+	                                    "/v1beta/models?pageSize=1000", "x-goog-api-key: %s",
+	                                    NULL, &doc, e);
+	json_array_foreach(json_object_get(doc, "models"), i, m) {
+		const json_t *methods = json_object_get(m, "supportedGenerationMethods");
+		int generates = !methods;
+		json_array_foreach(methods, j, how)
+			generates |= json_is_string(how) && !strcmp(json_string_value(how),
+			                                            "generateContent");
+		if (generates)
+			json_array_append(gen, m);
+	}
+	if (!st && doc)
+		st = gen ? prov_list_models(row, "googleai", gen, "name", "models/") : CORE_ENOMEM;
+	json_decref(gen);
+	json_decref(doc);
+	return st;
+}
+
+const struct model_provider model_googleai = { "googleai", gem_generate, gem_list };

@@ -208,15 +208,22 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if (st)
 			break;
 		args = json_object_get(fn, "arguments");
+		if (!jv_is_string(json_object_get(fn, "name"))) {
+			st = core_fail(s->o.e, CORE_EINTERNAL, "ollama: a tool call without a name in the stream");
+			break;
+		}
 		if (jv_is_string(args)) {
 			/* Arguments as a JSON string (an OpenAI habit): decode. */
 			struct core_err pe = {0};
 			json_t *a = jv_parse(json_string_value(args), json_string_length(args), "arguments", 0, &pe);
 			tr = json_pack("{s:O, s:o}", "name", json_object_get(fn, "name"), "input",
 			               a ? a : json_incref((json_t *)args));
+		} else if (args) {
+			tr = json_pack("{s:O, s:O}", "name", json_object_get(fn, "name"), "input", args);
 		} else {
-			tr = json_pack("{s:O, s:O}", "name", json_object_get(fn, "name"), "input",
-			               args ? args : json_object());
+			/* 'o' takes the new object's only reference ('O' leaked it). */
+			tr = json_pack("{s:O, s:o}", "name", json_object_get(fn, "name"), "input",
+			               json_object());
 		}
 		if (id && *id)
 			json_object_set_new(tr, "ref", json_string(id));
@@ -338,4 +345,26 @@ out:
 	return st;
 }
 
-const struct model_provider model_ollama = { "ollama", oll_generate };
+/* GET /api/tags: {"models": [{"name": "llama3.2:latest", ...}]}.  Asked
+ * only when OLLAMA_HOST says where a server is: Ollama needs no key. */
+static enum core_status oll_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	static const char *const host_envs[] = { "OLLAMA_HOST", NULL };
+	char *base = host_url(), *key = NULL, *url = NULL;
+	json_t *doc = NULL;
+	const char *host = getenv("OLLAMA_HOST");
+	enum core_status st = base ? prov_list_row(row, NULL, key_file, host_envs, base, &key)
+	                           : CORE_ENOMEM;
+	if (!st && host && *host) {
+		url = prov_strf("%s/api/tags", base);
+		st = !url ? CORE_ENOMEM : prov_get_json("ollama", url, NULL, NULL, &doc, e);
+		if (!st)
+			st = prov_list_models(row, "ollama", json_object_get(doc, "models"), "name", NULL);
+	}
+	json_decref(doc);
+	free(url);
+	free(base);
+	return st == CORE_ENOMEM ? core_fail(e, st, "ollama: out of memory") : st;
+}
+
+const struct model_provider model_ollama = { "ollama", oll_generate, oll_list };

@@ -145,12 +145,8 @@ static json_t *tool_call(const json_t *tr)
 	const char *name = json_string_value(json_object_get(tr, "name"));
 	const char *ref = json_string_value(json_object_get(tr, "ref"));
 	const json_t *input = json_object_get(tr, "input");
-	char *args = prov_dump(input ? input : json_object());
+	char *args = input ? prov_dump(input) : strdup("{}");
 	json_t *c;
-	if (!input && args) {
-		free(args);
-		args = strdup("{}");
-	}
 	/* Genkit's rule: the call id is the ref, else the tool's name. */
 	c = json_pack("{s:s, s:s, s:{s:s, s:s}}", "id", ref && *ref ? ref : name ? name : "",
 	              "type", "function", "function", "name", name ? name : "",
@@ -550,4 +546,17 @@ out:
 	return st;
 }
 
-const struct model_provider model_openai = { "openai", oai_generate };
+/* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
+static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
+{
+	json_t *doc;
+	enum core_status st = prov_list_get(row, "openai", key_envs, key_file, url_envs,
+	                                    "https://api.openai.com/v1", "/models",
+	                                    "Authorization: Bearer %s", NULL, &doc, e);
+	if (!st && doc)
+		st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
+	json_decref(doc);
+	return st;
+}
+
+const struct model_provider model_openai = { "openai", oai_generate, oai_list };

@@ -4,7 +4,6 @@
  */
 #include "runtime.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +55,7 @@ struct runtime {
 	int ended;
 	char end_reason[32];    /* failed or aborted */
 	json_t *error;          /* {status, message} */
+	enum core_status sys_st; /* CORE_ESYS/CORE_ENOMEM: a system failure ended it */
 	json_t *usage;
 };
 
@@ -73,19 +73,6 @@ static int is_cancelled(void *ctx)
 {
 	struct runtime *rt = ctx;
 	return rt->cancelled && rt->cancelled(rt->cancel_ctx);
-}
-
-static void warn(struct runtime *rt, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void warn(struct runtime *rt, const char *fmt, ...)
-{
-	char buf[1200];
-	va_list ap;
-	if (!rt->sink.warn)
-		return;
-	va_start(ap, fmt);
-	vsnprintf(buf, sizeof buf, fmt, ap);
-	va_end(ap);
-	rt->sink.warn(rt->sink.ctx, buf);
 }
 
 static void emit(struct runtime *rt, const char *key, json_t *value)
@@ -1357,8 +1344,9 @@ static const char *terminal_status(const struct turn_result *r)
 	return !strcmp(r->reason, "aborted") ? "aborted" : "failed";
 }
 
-/* Write the turn's row; returns the ID written or NULL. */
-static const char *write_snapshot(struct runtime *rt, const struct turn_result *r)
+/* Write the turn's row. */
+static enum core_status write_snapshot(struct runtime *rt, const struct turn_result *r,
+                                       struct core_err *e)
 {
 	char now[CORE_TIME_MAX];
 	core_time_format(core_now_ns(), now);
@@ -1377,25 +1365,35 @@ static const char *write_snapshot(struct runtime *rt, const struct turn_result *
 	json_object_set_new(row, "updatedAt", json_string(now));
 	struct save_ctx sc = { row };
 	struct store_base base = { rt->last_snapshot_id, rt->base_kept };
-	struct core_err e = { 0 };
 	enum core_status st = store_save_on(rt->store, rt->snapshot_id, 0,
 	                                    rt->last_snapshot_id ? &base : NULL, save_fn, &sc,
-	                                    NULL, &e);
+	                                    NULL, e);
 	json_decref(row);
-	if (st) {
-		warn(rt, "cannot save snapshot '%s': %s", rt->snapshot_id, e.msg);
-		return NULL;
-	}
-	return rt->snapshot_id;
+	if (st)
+		core_err_prefix(e, "cannot commit the turn (snapshot '%s')", rt->snapshot_id);
+	return st;
 }
 
-static void end_turn(struct runtime *rt, const struct turn_result *r)
+/*
+ * The turn's end: its row, its turnEnd chunk, the resume point.  A row that
+ * could not be written (a full disk) fails the turn: the turnEnd says
+ * "failed" and names no snapshot, the resume point stays the last committed
+ * row, and the caller ends the invocation with *e (DESIGN.md §8).
+ */
+static enum core_status end_turn(struct runtime *rt, const struct turn_result *r,
+                                 struct core_err *e)
 {
 	const char *written = NULL;
-	if (r->committed && rt->store && !rt->detached)
-		written = write_snapshot(rt, r);
+	enum core_status st = CORE_OK;
+	if (r->committed && rt->store && !rt->detached) {
+		st = write_snapshot(rt, r, e);
+		if (!st)
+			written = rt->snapshot_id;
+	}
 	json_t *te = json_object();
-	if (*r->reason)
+	if (st)
+		json_object_set_new(te, "finishReason", json_string("failed"));
+	else if (*r->reason)
 		json_object_set_new(te, "finishReason", json_string(r->reason));
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
@@ -1411,6 +1409,7 @@ static void end_turn(struct runtime *rt, const struct turn_result *r)
 	}
 	snprintf(rt->last_reason, sizeof rt->last_reason, "%s", r->reason);
 	rt->turn_index++;
+	return st;
 }
 
 /* A custom agent's turn (agent_ext.h, custom_agent.h); returns whether a
@@ -1493,7 +1492,17 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 		snprintf(r.reason, sizeof r.reason, "%s",
 		         r.st == CORE_ABORTED || r.st == CORE_ECANCELLED ? "aborted" : "failed");
 	}
-	end_turn(rt, &r);
+	struct core_err ce = { 0 };
+	if (end_turn(rt, &r, &ce)) {
+		/* The commit failed: whatever the turn did is lost, and no later
+		 * turn runs on a state the store does not have.  A turn that had
+		 * failed by itself says so after the store's cause. */
+		char why[sizeof ce.msg + sizeof r.msg + 40];
+		snprintf(why, sizeof why, "%s%s%s%s", ce.msg, r.st ? " (the turn had failed: " : "",
+		         r.st ? r.msg : "", r.st ? ")" : "");
+		rt_fail(rt, ce.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, why);
+		return CORE_FAILED;
+	}
 	if (r.st && !keep_going) {
 		rt->ended = 1;
 		snprintf(rt->end_reason, sizeof rt->end_reason, "%s", r.reason);
@@ -1544,6 +1553,8 @@ void rt_fail(struct runtime *rt, enum core_status st, const char *msg)
 	rt->ended = 1;
 	snprintf(rt->end_reason, sizeof rt->end_reason, "failed");
 	rt->error = error_new(st, msg);
+	if (st == CORE_ESYS || st == CORE_ENOMEM)
+		rt->sys_st = st;
 }
 
 /* The last message of the history and every artifact (sess.Result()). */
@@ -1597,6 +1608,11 @@ enum core_status rt_output_status(const json_t *output)
 		return CORE_FAILED;
 	}
 	return core_finish_status(reason);
+}
+
+enum core_status rt_exit_status(const struct runtime *rt, const json_t *output)
+{
+	return rt->sys_st ? rt->sys_st : rt_output_status(output);
 }
 
 /* ---- the turn in flight, for agent extensions (runtime.h) ---- */

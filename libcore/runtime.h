@@ -18,8 +18,9 @@
  * failed (or aborted) and carries the resume point (last committed
  * snapshot ID, or the last-good client state).
  *
- * Nothing here prints or exits; warnings (a snapshot write that failed)
- * go to the sink's warn callback.
+ * Nothing here prints or exits.  A snapshot write that failed is no
+ * warning but the invocation's end: a failed output, rt_exit_status()
+ * CORE_ESYS.
  */
 #ifndef CORE_RUNTIME_H
 #define CORE_RUNTIME_H
@@ -36,7 +37,8 @@ struct rt_sink {
 	 * remembered (rt_sink_status()) but the turn goes on, so its snapshot
 	 * still lands. */
 	enum core_status (*chunk)(void *ctx, const json_t *chunk);
-	/* A message for people (may be NULL). */
+	/* A message for people (may be NULL; nothing in the runtime sends
+	 * one today). */
 	void (*warn)(void *ctx, const char *msg);
 	void *ctx;
 };
@@ -110,6 +112,14 @@ const json_t *rt_usage(const struct runtime *rt);
  * tool or model, a wrong mode).
  */
 enum core_status rt_output_status(const json_t *output);
+
+/*
+ * The status the invocation's output stands for, for the exit code: like
+ * rt_output_status(), but CORE_ESYS (or CORE_ENOMEM) when a system failure
+ * ended it - a turn whose snapshot could not be written (a full disk), a
+ * pending row that could not be saved, rt_fail() with either status.
+ */
+enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
 
 /* ---- detach and caller stops (runtime-semantics §2; libcore/detach.h) ---- */
 

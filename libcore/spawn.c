@@ -5,8 +5,12 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <unistd.h>
+
+extern char **environ;
 
 const char *const spawn_provider_keys[] = {
 	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
@@ -20,6 +24,40 @@ int spawn_env_listed(const char *const *names, const char *entry)
 		if (strlen(*names) == len && !strncmp(*names, entry, len))
 			return 1;
 	return 0;
+}
+
+enum core_status spawn_protect_keys(struct core_err *e)
+{
+	size_t n = 0, k = 0;
+	char **p, **copies;
+	/* Before anything else: a same-user process that could ptrace us (or
+	 * read a core file) would read the keys wherever they live. */
+	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+	for (p = environ; p && *p; p++)
+		n += spawn_env_listed(spawn_provider_keys, *p);
+	if (!n)
+		return CORE_OK;
+	if (!(copies = calloc(n, sizeof *copies)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	for (p = environ; *p; p++)
+		if (spawn_env_listed(spawn_provider_keys, *p) && !(copies[k++] = strdup(*p))) {
+			while (k)
+				free(copies[--k]);
+			free(copies);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+	/* Every copy made: swap them in and wipe the originals' values.  The
+	 * copies live as long as the process (environ points at them). */
+	for (k = 0, p = environ; *p; p++) {
+		if (!spawn_env_listed(spawn_provider_keys, *p))
+			continue;
+		char *value = strchr(*p, '=');
+		if (value)
+			explicit_bzero(value + 1, strlen(value + 1));
+		*p = copies[k++];
+	}
+	free(copies);
+	return CORE_OK;
 }
 
 static void set_nonblock(int fd)

@@ -21,6 +21,20 @@
 /* Provider key variables: never passed to a child unless allowed. */
 extern const char *const spawn_provider_keys[];
 
+/*
+ * Keep the provider keys from the process's children and from other
+ * processes of the same user; call once at the start of main, before any
+ * thread or child.  Makes the process non-dumpable (PR_SET_DUMPABLE 0: no
+ * core dump, no ptrace or /proc/PID/mem by same-user processes, its
+ * /proc/PID files owned by root) - a fork inherits that, an exec resets
+ * it - and moves each key's "NAME=value" string out of the environment
+ * block the kernel exposes as /proc/PID/environ: the string is copied to
+ * the heap (getenv() and the tools a manifest allows a key still see it)
+ * and the original bytes of the value are overwritten with zeros.  Only
+ * CORE_ENOMEM can fail it (nothing is changed then).
+ */
+enum core_status spawn_protect_keys(struct core_err *e);
+
 /* Is the environment entry "NAME=..." one of names (a NULL-terminated list)? */
 int spawn_env_listed(const char *const *names, const char *entry);
 

@@ -98,22 +98,33 @@ static enum core_status sse_line(struct sse_parser *p, const char *s, size_t n,
 	return CORE_OK;
 }
 
-static enum core_status nd_line(struct sse_parser *p, const char *s, size_t n)
+static enum core_status nd_line(struct sse_parser *p, const char *s, size_t n,
+                               struct core_err *e)
 {
 	size_t i;
+	enum core_status st;
 	for (i = 0; i < n; i++)
 		if (s[i] != ' ' && s[i] != '\t')
 			break;
 	if (i == n)
 		return CORE_OK;
 	p->events++;
-	return p->fn(p->ctx, NULL, s, n);
+	if (s == p->line.p)
+		return p->fn(p->ctx, NULL, s, n);
+	/* A line whole in the caller's slice ends in its '\n', not a NUL: copy
+	 * it so the event function gets the NUL-terminated data sse.h
+	 * promises (one memcpy per line; parsing the line costs far more). */
+	if ((st = core_buf_add(&p->line, s, n)))
+		return toobig(p, st, e);
+	st = p->fn(p->ctx, NULL, p->line.p, n);
+	core_buf_reset(&p->line);
+	return st;
 }
 
 static enum core_status one_line(struct sse_parser *p, const char *s, size_t n,
                                  struct core_err *e)
 {
-	return p->mode == SSE_MODE_SSE ? sse_line(p, s, n, e) : nd_line(p, s, n);
+	return p->mode == SSE_MODE_SSE ? sse_line(p, s, n, e) : nd_line(p, s, n, e);
 }
 
 enum core_status sse_feed(struct sse_parser *p, const char *buf, size_t n,

@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "json.h"
+#include "lines.h"
 #include "spawn.h"
 #include "util.h"
 
@@ -91,6 +92,34 @@ static enum core_status strv_from(const json_t *arr, const char *dir, char ***ou
 	return CORE_OK;
 }
 
+/* A positive whole number from a manifest member: a JSON integer, or (for
+ * sizes) a string such as "16M".  0 when it is neither. */
+static size_t positive_count(const json_t *v, int size)
+{
+	uint64_t n = 0;
+	struct core_err ignore = { 0 };
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		n = (uint64_t)json_integer_value(v);
+	else if (size && jv_is_string(v) && core_parse_size(json_string_value(v), &n, &ignore))
+		n = 0;
+	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+/* maxOutputBytes, maxOutputLines: caps on one call's stdout. */
+static enum core_status read_limits(struct tool *t, const json_t *m, struct core_err *e)
+{
+	const json_t *v;
+	t->max_output_bytes = TOOL_DEFAULT_MAX_OUTPUT_BYTES;
+	t->max_output_lines = TOOL_DEFAULT_MAX_OUTPUT_LINES;
+	if ((v = json_object_get(m, "maxOutputBytes")) && !(t->max_output_bytes = positive_count(v, 1)))
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'maxOutputBytes' must be a positive "
+		                 "size (a number of bytes, or \"16M\")", t->manifest);
+	if ((v = json_object_get(m, "maxOutputLines")) && !(t->max_output_lines = positive_count(v, 0)))
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'maxOutputLines' must be a positive "
+		                 "integer", t->manifest);
+	return CORE_OK;
+}
+
 static enum core_status read_manifest(struct tool *t, const char *stem, struct core_err *e)
 {
 	struct core_buf b = CORE_BUF_INIT(MANIFEST_MAX);
@@ -155,14 +184,23 @@ static enum core_status read_manifest(struct tool *t, const char *stem, struct c
 				st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout': %s", t->manifest, de.msg);
 				goto out;
 			}
-		} else if (json_is_number(v) && json_number_value(v) > 0) {
-			t->timeout_ms = (int64_t)(json_number_value(v) * 1000);
+		} else if (json_is_number(v) && json_number_value(v) > 0 &&
+		           json_number_value(v) <= 9e12) {
+			/* Seconds; bounded as durations are, so the cast is defined. */
+			t->timeout_ms = (int64_t)(json_number_value(v) * 1000 + 0.5);
 		} else {
 			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be a duration ('30s')",
 			               t->manifest);
 			goto out;
 		}
+		if (t->timeout_ms <= 0) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be at least 1ms",
+			               t->manifest);
+			goto out;
+		}
 	}
+	if ((st = read_limits(t, m, e)))
+		goto out;
 	if ((v = json_object_get(m, "command"))) {
 		if (!json_is_array(v) || !json_array_size(v)) {
 			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'command' must be a non-empty list of strings",
@@ -336,12 +374,10 @@ static void call_fail(struct tool_call *c, enum core_status st, const char *fmt,
 	}
 }
 
-static void handle_line(struct tool_call *c, const char *line, size_t len,
+static void handle_line(struct tool_call *c, const char *line, size_t len, size_t lineno,
                         const struct tool_events *ev)
 {
 	struct core_err pe = { 0 };
-	const char *name = c->tool->name;
-	size_t lineno = ++c->out_lines;
 	if (c->output || c->interrupt) {
 		call_fail(c, CORE_EINTERNAL, "wrote a line after its final line (at stdout:%zu)", lineno);
 		return;
@@ -389,14 +425,16 @@ static void handle_line(struct tool_call *c, const char *line, size_t len,
 			          key, lineno);
 		}
 	}
-	(void)name;
 	json_decref(v);
 }
 
-/* Process the complete lines in out_buf. */
+/* Process the complete lines in out_buf (every line counts towards
+ * maxOutputLines, blank ones too: each costs a pass over this loop). */
 static void drain_lines(struct tool_call *c, const struct tool_events *ev, int eof)
 {
 	size_t start = 0;
+	if (!c->out_buf.len)
+		return;         /* nothing yet (out_buf.p may be NULL: no NULL + 0) */
 	for (;;) {
 		char *base = c->out_buf.p + start;
 		size_t avail = c->out_buf.len - start;
@@ -410,8 +448,19 @@ static void drain_lines(struct tool_call *c, const struct tool_events *ev, int e
 		size_t s = 0;
 		while (s < m && (base[s] == ' ' || base[s] == '\t'))
 			s++;
+		if (++c->out_lines > c->tool->max_output_lines)
+			call_fail(c, CORE_EINTERNAL, "wrote more than %zu lines on stdout (the limit; set "
+			          "\"maxOutputLines\" in %s to raise it)", c->tool->max_output_lines,
+			          c->tool->manifest);
+		if (c->st == CORE_OK
+		    && (c->out_values += core_json_values(base + s, m - s))
+		       > CORE_VALUE_LIMIT(c->tool->max_output_bytes))
+			call_fail(c, CORE_EINTERNAL, "wrote more than %zu JSON values on stdout (the limit, "
+			          "one per %d bytes of \"maxOutputBytes\"; set it in %s to raise it)",
+			          CORE_VALUE_LIMIT(c->tool->max_output_bytes), CORE_VALUE_BYTES,
+			          c->tool->manifest);
 		if (s < m && c->st == CORE_OK)
-			handle_line(c, base + s, m - s, ev);
+			handle_line(c, base + s, m - s, c->out_lines, ev);
 		start += nl ? n + 1 : n;
 	}
 	if (start) {
@@ -433,7 +482,9 @@ static void finish(struct tool_call *c, int status)
 	}
 	if (c->timed_out) {
 		c->st = CORE_OK;
-		call_fail(c, CORE_EDEADLINE, "timed out after %lldms%s", (long long)c->tool->timeout_ms, tail);
+		call_fail(c, CORE_EDEADLINE, "timed out after %lldms%s%s", (long long)c->tool->timeout_ms,
+		          c->timed_out == 2 ? " (it had exited without a final line; a process it started kept its "
+		                      "output open)" : "", tail);
 		return;
 	}
 	if (c->st != CORE_OK) {
@@ -451,22 +502,83 @@ static void finish(struct tool_call *c, int status)
 }
 
 /* Read what is there on fd into b (err_buf keeps its first STDERR_KEEP
- * bytes); returns 1 at end of file or on error. */
+ * bytes, stdout is capped at maxOutputBytes and dropped once the call has
+ * failed); returns 1 at end of file or on error, -1 when nothing was
+ * there, 0 after a read. */
 static int pump(int fd, struct core_buf *b, int is_err, struct tool_call *c)
 {
 	char tmp[65536];
 	ssize_t r = read(fd, tmp, sizeof tmp);
 	if (r < 0)
-		return errno == EAGAIN || errno == EINTR ? 0 : 1;
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : 1;
 	if (r == 0)
 		return 1;
 	if (is_err) {
 		if (b->len < STDERR_KEEP)
 			core_buf_add(b, tmp, (size_t)r > STDERR_KEEP - b->len ? STDERR_KEEP - b->len : (size_t)r);
+	} else if (c->st != CORE_OK) {
+		/* Failed and killed: what is still in the pipe is not looked at. */
+	} else if ((c->out_bytes += (size_t)r) > c->tool->max_output_bytes) {
+		call_fail(c, CORE_EINTERNAL, "wrote more than %zu bytes on stdout (the limit; set "
+		          "\"maxOutputBytes\" in %s to raise it)", c->tool->max_output_bytes,
+		          c->tool->manifest);
 	} else if (core_buf_add(b, tmp, (size_t)r)) {
 		call_fail(c, CORE_EINTERNAL, "wrote a line longer than %zu bytes", (size_t)TOOL_LINE_MAX);
 	}
 	return 0;
+}
+
+/*
+ * Has the tool itself ended?  Seen with WNOWAIT: the zombie keeps its pid,
+ * which is its process group's ID, from being reused until we reap it, so
+ * kill(-pid) can never reach a stranger's group.
+ */
+static void note_exit(struct tool_call *c, int64_t now)
+{
+	siginfo_t si;
+	if (c->exited || c->pid <= 0)
+		return;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+		if (errno != ECHILD)
+			return;
+		/* Reaped behind our back (SIGCHLD ignored): its pid is no
+		 * longer ours to signal. */
+		c->pid = 0;
+		si.si_code = CLD_EXITED;
+	} else if (si.si_pid == 0) {
+		return;
+	}
+	c->exited = 1;
+	c->exited_ok = si.si_code == CLD_EXITED && si.si_status == 0;
+	c->exited_at = now;
+}
+
+/*
+ * The tool has exited but something it started still holds its stdout or
+ * stderr: once the grace is over, and when waiting cannot change the
+ * outcome (it printed its final line, or it failed), kill the group, take
+ * what is already in the pipes and close them.
+ */
+static void cut_pipes(struct tool_call *c, const struct tool_events *ev, int64_t now)
+{
+	if (!c->exited || (c->out_fd < 0 && c->err_fd < 0) || now - c->exited_at < TOOL_PIPE_GRACE_MS)
+		return;
+	if (c->exited_ok && c->st == CORE_OK && !c->output && !c->interrupt)
+		return;
+	if (c->pid > 0)
+		kill(-c->pid, SIGKILL);
+	c->killed = 1;
+	/* What a pipe holds (64 KiB by default, 1 MiB at most): a writer that
+	 * left the group could go on for ever. */
+	for (int i = 0; i < 16 && c->out_fd >= 0 && pump(c->out_fd, &c->out_buf, 0, c) == 0; i++)
+		;
+	for (int i = 0; i < 16 && c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) == 0; i++)
+		;
+	if (c->out_fd >= 0)
+		drain_lines(c, ev, 1);
+	spawn_close_fd(&c->out_fd);
+	spawn_close_fd(&c->err_fd);
 }
 
 enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *custom,
@@ -488,8 +600,9 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		c->st = CORE_OK;
 		c->output = c->interrupt = NULL;
 		c->done = c->timed_out = c->killed = 0;
-		c->kill_at = 0;
-		c->stdin_off = c->out_lines = 0;
+		c->exited = c->exited_ok = 0;
+		c->kill_at = c->exited_at = 0;
+		c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
 		core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
 		core_buf_init(&c->out_buf, TOOL_LINE_MAX);
 		core_buf_init(&c->err_buf, STDERR_KEEP + 1);
@@ -552,9 +665,12 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 				}
 			}
 			if (!c->killed && !c->kill_at && now >= c->deadline) {
-				c->timed_out = 1;
+				/* 2: it had exited, something it started held a pipe */
+				c->timed_out = c->exited ? 2 : 1;
 				call_fail(c, CORE_EDEADLINE, "timed out");
 			}
+			note_exit(c, now);
+			cut_pipes(c, ev, now);
 			if (c->in_fd >= 0 && c->killed)
 				spawn_close_fd(&c->in_fd);
 			if (c->in_fd >= 0)
@@ -564,9 +680,14 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 			if (c->err_fd >= 0)
 				pfd[k++] = (struct pollfd){ .fd = c->err_fd, .events = POLLIN };
 			if (c->out_fd < 0 && c->err_fd < 0) {
-				int status;
-				pid_t r = waitpid(c->pid, &status, WNOHANG);
-				if (r == c->pid || (r < 0 && errno == ECHILD)) {
+				if (c->exited) {
+					/* Whatever it left running goes with it. */
+					int status = 0;
+					pid_t r = -1;
+					if (c->pid > 0)
+						kill(-c->pid, SIGKILL);
+					while (c->pid > 0 && (r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
+						;
 					c->done = 1;
 					c->pid = -1;
 					spawn_close_fd(&c->in_fd);
@@ -578,6 +699,9 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 			live++;
 			if (!c->killed && c->deadline - now < wait_ms)
 				wait_ms = c->deadline - now > 0 ? c->deadline - now : 0;
+			if (c->exited && now - c->exited_at < TOOL_PIPE_GRACE_MS
+			    && c->exited_at + TOOL_PIPE_GRACE_MS - now < wait_ms)
+				wait_ms = c->exited_at + TOOL_PIPE_GRACE_MS - now;
 		}
 		if (!live)
 			break;
@@ -603,12 +727,12 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 					spawn_close_fd(&c->in_fd);
 			}
 			if (c->out_fd >= 0) {
-				int eof = pump(c->out_fd, &c->out_buf, 0, c);
+				int eof = pump(c->out_fd, &c->out_buf, 0, c) > 0;
 				drain_lines(c, ev, eof);
 				if (eof)
 					spawn_close_fd(&c->out_fd);
 			}
-			if (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c))
+			if (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) > 0)
 				spawn_close_fd(&c->err_fd);
 		}
 	}

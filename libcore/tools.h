@@ -12,6 +12,8 @@
  *    "command": ["./add-task", "--flag"],  (optional; default: the file NAME
  *                                           beside the manifest)
  *    "timeout": "30s",                  (optional; default 60s)
+ *    "maxOutputBytes": "64M",           (optional; a size, default 64 MiB)
+ *    "maxOutputLines": 100000,          (optional; default 100000)
  *    "env": ["OPENAI_API_KEY"]}         (optional; provider keys it may see)
  *
  * command[0] containing '/' is relative to the manifest's directory;
@@ -25,10 +27,17 @@
  * {"customPatch": [ops]}, {"artifact": {...}}, {"part": {...}}, then
  * exactly one {"output": ...} or {"interrupt": METADATA}, and exits 0.
  * Anything else - a non-zero exit, a signal, a timeout, a malformed or
- * extra line, no final line - fails the call, with the tool's stderr (up to
- * 2 KiB) in the message.  The environment is the caller's minus the
- * provider keys (*_API_KEY of the built-in providers) unless the manifest
- * names them.
+ * extra line, no final line, more stdout than maxOutputBytes or
+ * maxOutputLines - fails the call, with the tool's stderr (up to 2 KiB) in
+ * the message.  The environment is the caller's minus the provider keys
+ * (*_API_KEY of the built-in providers) unless the manifest names them.
+ *
+ * The call ends when the tool has exited and its pipes are closed, or
+ * TOOL_PIPE_GRACE_MS after it exited when a process it started still holds
+ * them, provided it printed its final line or failed (a tool that exited 0
+ * without a final line is waited for until the timeout: something it
+ * started may still print it).  Then whatever is left of its process group
+ * is killed and the tool is reaped.
  */
 #ifndef CORE_TOOLS_H
 #define CORE_TOOLS_H
@@ -42,6 +51,11 @@
 #include "status.h"
 
 #define TOOL_DEFAULT_TIMEOUT_MS 60000
+/* Default caps on one call's stdout (docs/agent-run.md says why). */
+#define TOOL_DEFAULT_MAX_OUTPUT_BYTES ((size_t)64 << 20)
+#define TOOL_DEFAULT_MAX_OUTPUT_LINES ((size_t)100000)
+/* How long the pipes may stay open after the tool itself has exited. */
+#define TOOL_PIPE_GRACE_MS 200
 
 struct tool {
 	char *name;
@@ -53,6 +67,7 @@ struct tool {
 	char **argv;           /* NULL-terminated; argv[0] resolved */
 	char **env_allow;      /* NULL-terminated provider variables to keep */
 	int64_t timeout_ms;
+	size_t max_output_bytes, max_output_lines;   /* caps on one call's stdout */
 };
 
 /*
@@ -108,9 +123,11 @@ struct tool_call {
 	pid_t pid;
 	int in_fd, out_fd, err_fd;
 	struct core_buf stdin_buf, out_buf, err_buf;
-	size_t stdin_off, out_lines;
+	size_t stdin_off, out_lines, out_bytes, out_values;
 	int64_t deadline;
 	int done, timed_out, killed;
+	int exited, exited_ok;     /* the tool itself ended (not reaped yet); with status 0 */
+	int64_t exited_at;
 	int64_t kill_at;           /* cancelled: SIGKILL at this time (0: not yet TERMed) */
 };
 

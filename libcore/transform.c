@@ -11,13 +11,14 @@
 struct transform {
 	char *kind, *cmd, *what;
 	int64_t timeout_ms;
+	struct coproc_limits lim;
 	struct coproc *cp;
 	enum core_status failed;     /* sticky failure */
 	struct core_err err;
 };
 
 enum core_status transform_new(const char *kind, const char *cmd, int64_t timeout_ms,
-                               struct transform **out, struct core_err *e)
+                               size_t max_line, struct transform **out, struct core_err *e)
 {
 	struct transform *t = calloc(1, sizeof *t);
 	size_t n = strlen(cmd);
@@ -30,6 +31,11 @@ enum core_status transform_new(const char *kind, const char *cmd, int64_t timeou
 	snprintf(t->what, strlen(kind) + 80, "%s '%.*s%s'", kind, n > 60 ? 57 : (int)n, cmd,
 	         n > 60 ? "..." : "");
 	t->timeout_ms = timeout_ms > 0 ? timeout_ms : TRANSFORM_DEFAULT_TIMEOUT_MS;
+	/* One line out per line in: an answer (with any blank lines before
+	 * it) is all a transform may write, so that is its budget too. */
+	t->lim.line = max_line ? max_line : TRANSFORM_DEFAULT_MAX_LINE;
+	t->lim.bytes = t->lim.line + 1;
+	t->lim.line_knob = t->lim.bytes_knob = "AGENTKIT_TRANSFORM_MAX_LINE";
 	*out = t;
 	return CORE_OK;
 }
@@ -60,7 +66,8 @@ const char *transform_command(const struct transform *t)
 /* Remember the failure, stop the command, return the status. */
 static enum core_status broken(struct transform *t, const struct core_err *e)
 {
-	t->failed = e->st ? e->st : CORE_EINTERNAL;
+	/* Too much output is the command misbehaving, like malformed output. */
+	t->failed = e->st && e->st != CORE_ETOOBIG ? e->st : CORE_EINTERNAL;
 	t->err = *e;
 	t->err.st = t->failed;
 	if (t->cp) {
@@ -105,8 +112,9 @@ enum core_status transform_apply(struct transform *t, const json_t *in, json_t *
 		coproc_free(t->cp);     /* a detached worker starts its own */
 		t->cp = NULL;
 	}
-	if (!t->cp && coproc_start(t->cmd, t->what, NULL, 0, &t->cp, &le))
+	if (!t->cp && coproc_start(t->cmd, t->what, NULL, &t->lim, &t->cp, &le))
 		return broken(t, &le), again(t, e);
+	coproc_budget(t->cp, "for one answer");
 	if (coproc_write_json(t->cp, in, t->timeout_ms, NULL, &le)
 	    || coproc_read_json(t->cp, t->timeout_ms, NULL, &v, &le))
 		return broken(t, &le), again(t, e);

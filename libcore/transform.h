@@ -38,13 +38,18 @@
 
 struct transform;
 
+/* Default cap on one answer (its line, and blank lines before it);
+ * AGENTKIT_TRANSFORM_MAX_LINE. */
+#define TRANSFORM_DEFAULT_MAX_LINE ((size_t)64 << 20)
+
 /*
  * A transform running cmd.  kind names it in messages ("state transform",
- * "stream transform").  timeout_ms <= 0 means TRANSFORM_DEFAULT_TIMEOUT_MS.
- * Only CORE_ENOMEM can fail here.
+ * "stream transform").  timeout_ms <= 0 means TRANSFORM_DEFAULT_TIMEOUT_MS;
+ * max_line 0 means TRANSFORM_DEFAULT_MAX_LINE: a longer answer fails
+ * closed (INTERNAL).  Only CORE_ENOMEM can fail here.
  */
 enum core_status transform_new(const char *kind, const char *cmd, int64_t timeout_ms,
-                               struct transform **out, struct core_err *e);
+                               size_t max_line, struct transform **out, struct core_err *e);
 void transform_free(struct transform *t);       /* NULL is a no-op */
 
 /* Non-zero once the transform has failed closed; e (may be NULL) gets the

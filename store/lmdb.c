@@ -42,6 +42,7 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/statfs.h>
+#include <sys/statvfs.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -79,6 +80,11 @@ struct env {
 	size_t mapmax;
 	uint32_t *wake;
 	char *path;
+	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
+	                           (for a reader) write.lock cannot be made */
+	int gate_fd;            /* write.lock (-1 when read-only) */
+	pthread_mutex_t gate_mu;        /* the gate between threads */
+	int64_t lock_ms;        /* how long a writer waits for the gate */
 };
 
 /*
@@ -196,14 +202,16 @@ static uint64_t time_key(int64_t ns)
 	return (uint64_t)ns ^ ((uint64_t)1 << 63);
 }
 
+/* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
+ * full disk, so callers can name the real cause). */
 static enum core_status mdb_fail(struct core_err *e, int rc, const char *what)
 {
-	if (rc == ENOSPC || rc == MDB_MAP_FULL)
-		return core_fail(e, CORE_ESYS, "%s: the store is full (%s)", what,
-		                 mdb_strerror(rc));
 	if (rc == ENOMEM)
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
-	core_fail(e, CORE_ESYS, "%s: %s", what, mdb_strerror(rc));
+	if (rc == ENOSPC || rc == EDQUOT || rc == MDB_MAP_FULL)
+		core_fail(e, CORE_ESYS, "%s: the store is full (%s)", what, mdb_strerror(rc));
+	else
+		core_fail(e, CORE_ESYS, "%s: %s", what, mdb_strerror(rc));
 	if (e && rc > 0)
 		e->sys = rc;
 	return CORE_ESYS;
@@ -230,26 +238,122 @@ static void adopt_mapsize(struct env *v)
 }
 
 /*
+ * The writer gate.  LMDB serializes writers on a robust process-shared
+ * mutex in lock.mdb, and waiting on it is unsafe when several processes
+ * die at once: the kernel's owner-died hand-off wakes one waiter, and when
+ * that one is killed too the wake-up is lost and the others sleep forever
+ * (seen with SIGKILL storms on LMDB 0.9.24 and glibc 2.36).  So a writer
+ * first takes a POSIX record lock on byte 0 of STORE/write.lock, which the
+ * kernel drops when its holder dies however it dies, and only the holder
+ * enters LMDB: nobody ever waits on LMDB's mutex, so there is no wake-up
+ * to lose.  fcntl locks rather than flock(): they are not inherited across
+ * fork (a child between fork and exec cannot keep the store locked after
+ * its parent died) and F_GETLK names the holder's pid for the timeout
+ * message.  They belong to the process, so a mutex keeps this process's
+ * threads apart, and write.lock is opened once per environment (closing
+ * any descriptor of it would drop the lock).
+ *
+ * The wait polls with F_SETLK and a sleep growing from 0.1 ms to 10 ms
+ * (with jitter), with signals open between tries: a blocking F_SETLKW
+ * cannot be bounded without a signal, and signals are this library's
+ * caller's to own.  The cost is at most 10 ms of idle lock under
+ * contention; a turn's save takes about 0.3 ms.  Signals are blocked from
+ * the moment the lock is held until it is released, so that Ctrl-Z cannot
+ * stop a process that holds it.
+ */
+#define GATE_TIMEOUT (-30000)   /* txn_begin(): the wait ran out (no MDB code) */
+
+static int gate_enter(struct env *v, sigset_t *old)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+	int64_t end = core_now_mono_ms() + v->lock_ms;
+	long nap_ns = 100000;
+	sigset_t all;
+	sigfillset(&all);
+	for (;;) {
+		pthread_sigmask(SIG_BLOCK, &all, old);
+		if (pthread_mutex_trylock(&v->gate_mu) == 0) {
+			int err;
+			if (fcntl(v->gate_fd, F_SETLK, &fl) == 0)
+				return 0;
+			err = errno;
+			pthread_mutex_unlock(&v->gate_mu);
+			if (err != EACCES && err != EAGAIN && err != EINTR) {
+				pthread_sigmask(SIG_SETMASK, old, NULL);
+				return err;
+			}
+		}
+		pthread_sigmask(SIG_SETMASK, old, NULL);
+		if (core_now_mono_ms() >= end)
+			return GATE_TIMEOUT;
+		{
+			struct timespec ts = { 0, nap_ns / 2 + rand() % (nap_ns / 2 + 1) };
+			nanosleep(&ts, NULL);
+		}
+		if (nap_ns < 10000000)
+			nap_ns *= 2;
+	}
+}
+
+/* Release the gate (signals stay blocked: the caller restores them). */
+static void gate_leave(struct env *v)
+{
+	struct flock fl = { .l_type = F_UNLCK, .l_whence = SEEK_SET, .l_len = 1 };
+	fcntl(v->gate_fd, F_SETLK, &fl);
+	pthread_mutex_unlock(&v->gate_mu);
+}
+
+/* The error of a write transaction that could not begin. */
+static enum core_status begin_fail(struct env *v, struct core_err *e, int rc,
+                                   const char *what)
+{
+	struct flock fl = { .l_type = F_WRLCK, .l_whence = SEEK_SET, .l_len = 1 };
+	char holder[48] = "";
+	if (rc == EACCES && v->rdonly) {
+		core_fail(e, CORE_ESYS, "%s: the store '%s' is read-only", what, v->path);
+		if (e)
+			e->sys = EROFS;
+		return CORE_ESYS;
+	}
+	if (rc != GATE_TIMEOUT)
+		return mdb_fail(e, rc, what);
+	if (fcntl(v->gate_fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0)
+		snprintf(holder, sizeof holder, " (held by pid %ld)", (long)fl.l_pid);
+	if (v->lock_ms % 1000)
+		core_fail(e, CORE_ESYS, "%s: timed out waiting for the store's write lock "
+		          "after %lldms%s", what, (long long)v->lock_ms, holder);
+	else
+		core_fail(e, CORE_ESYS, "%s: timed out waiting for the store's write lock "
+		          "after %llds%s", what, (long long)(v->lock_ms / 1000), holder);
+	if (e)
+		e->sys = ETIMEDOUT;
+	return CORE_ESYS;
+}
+
+/*
  * Begin a transaction, holding v->grow shared until txn_end().  Write
- * transactions also block signals (SIGTSTP and friends would stall every
- * writer in every process); *old receives the previous mask.
+ * transactions first pass the writer gate and keep signals blocked until
+ * they end (SIGTSTP and friends would stall every writer in every
+ * process); *old receives the previous mask.  A read-only environment
+ * refuses write transactions with EACCES, as LMDB does.
  */
 static int txn_begin(struct env *v, int write, MDB_txn **t, sigset_t *old)
 {
 	int rc, tries;
-	sigset_t all;
+	if (write && v->rdonly)
+		return EACCES;
 	for (tries = 0;; tries++) {
-		if (write) {
-			sigfillset(&all);
-			pthread_sigmask(SIG_BLOCK, &all, old);
-		}
+		if (write && (rc = gate_enter(v, old)) != 0)
+			return rc;
 		pthread_rwlock_rdlock(&v->grow);
 		rc = mdb_txn_begin(v->env, NULL, write ? 0 : MDB_RDONLY, t);
 		if (rc == 0)
 			return 0;
 		pthread_rwlock_unlock(&v->grow);
-		if (write)
+		if (write) {
+			gate_leave(v);
 			pthread_sigmask(SIG_SETMASK, old, NULL);
+		}
 		if (tries >= 3)
 			return rc;
 		if (rc == MDB_MAP_RESIZED)
@@ -265,14 +369,31 @@ static void txn_abort(struct env *v, MDB_txn *t, int write, sigset_t *old)
 {
 	mdb_txn_abort(t);
 	pthread_rwlock_unlock(&v->grow);
-	if (write)
+	if (write) {
+		gate_leave(v);
 		pthread_sigmask(SIG_SETMASK, old, NULL);
+	}
 }
 
+/*
+ * Commit.  LMDB reports a short write as EIO ("short write, filesystem
+ * full?" in mdb_page_flush): the file grows by pwrite, and a full
+ * filesystem (a small tmpfs, a full disk) takes part of the write and then
+ * no more.  Neither the map (MDB_WRITEMAP is not used, so no SIGBUS) nor
+ * the store is damaged - the old meta page stays current - but EIO would
+ * name the wrong cause.  When the data file's filesystem has (almost) no
+ * free space left after such a failure, the cause was that: ENOSPC.  The
+ * cost is one fstatfs() on a failed commit only.
+ */
 static int txn_commit(struct env *v, MDB_txn *t, sigset_t *old)
 {
-	int rc = mdb_txn_commit(t);
+	int rc = mdb_txn_commit(t), fd;
+	struct statfs fs;
+	if (rc == EIO && mdb_env_get_fd(v->env, &fd) == 0 && fstatfs(fd, &fs) == 0 &&
+	    (uint64_t)fs.f_bavail * (uint64_t)fs.f_bsize < ((uint64_t)1 << 20))
+		rc = ENOSPC;
 	pthread_rwlock_unlock(&v->grow);
+	gate_leave(v);
 	pthread_sigmask(SIG_SETMASK, old, NULL);
 	return rc;
 }
@@ -341,12 +462,43 @@ enum core_status store_wait_change(struct store *s, uint32_t seq,
 	}
 }
 
+/*
+ * A read-only store maps an existing wake file read-only (waits still wake
+ * when another process writes), or else a private page: then only the
+ * bounded re-reads of store_wait_terminal() remain, which is all a store
+ * nobody can write needs.
+ */
+static enum core_status open_wake_rdonly(struct env *v, const char *dir)
+{
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
+	struct stat st;
+	void *m = MAP_FAILED;
+	int fd = -1;
+	if (core_buf_addf(&p, "%s/wake", dir) == CORE_OK)
+		fd = open(p.p, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+	core_buf_release(&p);
+	if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size >= WAKE_SIZE)
+		m = mmap(NULL, WAKE_SIZE, PROT_READ, MAP_SHARED, fd, 0);
+	if (fd >= 0)
+		close(fd);
+	if (m == MAP_FAILED)
+		m = mmap(NULL, WAKE_SIZE, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+		         -1, 0);
+	if (m == MAP_FAILED)
+		return CORE_ENOMEM;
+	v->wake = m;
+	return CORE_OK;
+}
+
 static enum core_status open_wake(struct env *v, const char *dir, struct core_err *e)
 {
 	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
 	struct stat st;
 	void *m;
 	int fd;
+	if (v->rdonly)
+		return open_wake_rdonly(v, dir) == CORE_OK
+		       ? CORE_OK : core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 	if (core_buf_addf(&p, "%s/wake", dir) != CORE_OK)
 		return core_fail(e, CORE_ESYS, "store path too long");
 	fd = open(p.p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
@@ -407,6 +559,112 @@ static enum core_status make_dirs(const char *path, struct core_err *e)
 	else if (rc == CORE_OK && !S_ISDIR(st.st_mode))
 		rc = core_fail(e, CORE_ESYS, "cannot open store '%s': not a directory", path);
 	core_buf_release(&b);
+	return rc;
+}
+
+static enum core_status no_store(const char *path, struct core_err *e)
+{
+	return core_fail(e, CORE_ENOTFOUND, "no store at %s (set --store or AGENTKIT_STORE)",
+	                 path);
+}
+
+/*
+ * Is there a store at path?  CORE_OK when the directory holds a data.mdb
+ * (checked further by trust_store()), CORE_ENOTFOUND when the directory or
+ * its data.mdb is missing, CORE_ESYS when path cannot be looked at or is
+ * not a directory.
+ */
+static enum core_status find_store(const char *path, struct core_err *e)
+{
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
+	struct stat st;
+	enum core_status rc = CORE_OK;
+	if (stat(path, &st) < 0)
+		return errno == ENOENT || errno == ENOTDIR
+		       ? no_store(path, e) : core_fail_sys(e, "cannot open store '%s'", path);
+	if (!S_ISDIR(st.st_mode))
+		return core_fail(e, CORE_ESYS, "cannot open store '%s': not a directory", path);
+	if (core_buf_addf(&p, "%s/data.mdb", path) != CORE_OK)
+		rc = core_fail(e, CORE_ESYS, "store path too long");
+	else if (lstat(p.p, &st) < 0)
+		rc = errno == ENOENT ? no_store(path, e)
+		                     : core_fail_sys(e, "cannot open store '%s'", path);
+	core_buf_release(&p);
+	return rc;
+}
+
+/* Owned by the user, or by root (who can change anything anyway). */
+static int owner_ok(const struct stat *st)
+{
+	return st->st_uid == geteuid() || st->st_uid == 0;
+}
+
+/*
+ * Refuse a store others could tamper with, as ssh refuses a key file:
+ * the directory must be the user's (or root's) and writable by nobody
+ * else, and the files LMDB and the store open must be regular files of
+ * the user (or root), not symlinks.  LMDB opens data.mdb and lock.mdb
+ * itself and follows symlinks; checking them with lstat() is enough once
+ * the directory is known to be writable by the user alone, since nobody
+ * else can then plant a link between the check and the open.  Costs a
+ * stat() and five lstat()s per open.  Refusals are CORE_ESYS with errno
+ * EACCES.
+ */
+static enum core_status trust_store(const char *path, struct core_err *e)
+{
+	static const char *const files[] = { "data.mdb", "lock.mdb", "wake", "write.lock",
+	                                     "logs" };
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
+	struct stat st;
+	enum core_status rc = CORE_OK;
+	size_t i;
+	if (stat(path, &st) < 0)
+		return core_fail_sys(e, "cannot open store '%s'", path);
+	if (!owner_ok(&st))
+		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it belongs to "
+		               "uid %ld, not to you (uid %ld); use a directory of your own",
+		               path, (long)st.st_uid, (long)geteuid());
+	else if (st.st_mode & 022)
+		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it is writable "
+		               "by %s (mode %04o); fix it with: chmod 700 '%s'", path,
+		               (st.st_mode & 022) == 022 ? "group and others"
+		               : st.st_mode & 002 ? "others" : "its group",
+		               (unsigned)(st.st_mode & 07777), path);
+	for (i = 0; i < sizeof files / sizeof files[0] && rc == CORE_OK; i++) {
+		int dir = !strcmp(files[i], "logs");
+		p.len = 0;
+		if (core_buf_addf(&p, "%s/%s", path, files[i]) != CORE_OK)
+			rc = core_fail(e, CORE_ESYS, "store path too long");
+		else if (lstat(p.p, &st) < 0)
+			continue;
+		else if (S_ISLNK(st.st_mode))
+			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is a symlink "
+			               "(remove it: the store never follows links)", path, files[i]);
+		else if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
+			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is not a %s", path,
+			               files[i], dir ? "directory" : "regular file");
+		else if (!owner_ok(&st))
+			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s belongs to uid %ld, "
+			               "not to you (uid %ld)", path, files[i], (long)st.st_uid,
+			               (long)geteuid());
+	}
+	core_buf_release(&p);
+	if (rc != CORE_OK && e)
+		e->sys = EACCES;
+	return rc;
+}
+
+/* The writer gate's file, kept open for the environment's life.  Returns
+ * 0 or an errno. */
+static int open_gate(struct env *v, const char *dir)
+{
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
+	int rc = 0;
+	if (core_buf_addf(&p, "%s/write.lock", dir) != CORE_OK)
+		rc = ENAMETOOLONG;
+	else if ((v->gate_fd = open(p.p, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600)) < 0)
+		rc = errno;
+	core_buf_release(&p);
 	return rc;
 }
 
@@ -473,9 +731,11 @@ static enum core_status open_dbis(struct env *v, struct core_err *e)
 	sigset_t old;
 	int rc, i, write;
 	for (write = 0; write < 2; write++) {
+		if (write && v->rdonly)
+			break;
 		rc = txn_begin(v, write, &t, &old);
 		if (rc)
-			return mdb_fail(e, rc, "open the store");
+			return begin_fail(v, e, rc, "open the store");
 		for (i = 0; i < DB_N && rc == 0; i++)
 			rc = mdb_dbi_open(t, db_names[i], write ? MDB_CREATE : 0, &v->dbi[i]);
 		if (rc == MDB_NOTFOUND && !write) {
@@ -506,21 +766,42 @@ static void env_free(struct env *v)
 		mdb_env_close(v->env);
 	if (v->wake)
 		munmap(v->wake, WAKE_SIZE);
+	if (v->gate_fd >= 0)
+		close(v->gate_fd);
+	pthread_mutex_destroy(&v->gate_mu);
 	pthread_rwlock_destroy(&v->grow);
 	free(v->path);
 	free(v);
 }
 
+/*
+ * Open the environment.  With STORE_OPEN_READONLY a store whose files this
+ * process cannot write (EACCES, EROFS) is opened MDB_RDONLY, and when even
+ * lock.mdb is not writable, MDB_RDONLY|MDB_NOLOCK: LMDB then keeps no
+ * reader slot, so a process writing the store at the same time (its owner,
+ * while this one may only read) could reuse the pages being read and the
+ * read fail as corrupt.  A read-only mount has no such writer; on one,
+ * LMDB itself goes without the lock file.
+ */
 static enum core_status env_open(const char *path, const struct stat *st,
-                                 struct env **out, struct core_err *e)
+                                 unsigned flags, struct env **out, struct core_err *e)
 {
 	struct env *v = calloc(1, sizeof *v);
 	int rc = 0, tries, fd;
+	unsigned mode = MDB_NOTLS;
 	size_t mapsize;
 	if (!v || !(v->path = strdup(path))) {
 		free(v);
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 	}
+	v->gate_fd = -1;
+	if (core_duration_setting(NULL, NULL, "AGENTKIT_STORE_LOCK_TIMEOUT",
+	                          STORE_LOCK_TIMEOUT_MS, &v->lock_ms, e) != CORE_OK) {
+		free(v->path);
+		free(v);
+		return CORE_EUSAGE;
+	}
+	pthread_mutex_init(&v->gate_mu, NULL);
 	pthread_rwlock_init(&v->grow, NULL);
 	v->dev = st->st_dev;
 	v->ino = st->st_ino;
@@ -541,11 +822,16 @@ static enum core_status env_open(const char *path, const struct stat *st,
 		       mapsize > ((size_t)1 << 30))
 			mapsize /= 2;
 		if (rc == 0)
-			rc = mdb_env_open(v->env, path, MDB_NOTLS, 0600);
+			rc = mdb_env_open(v->env, path, mode, 0600);
 		if (rc == 0)
 			break;
 		mdb_env_close(v->env);
 		v->env = NULL;
+		if ((rc == EACCES || rc == EROFS) && (flags & STORE_OPEN_READONLY) &&
+		    !(mode & MDB_NOLOCK)) {
+			mode |= mode & MDB_RDONLY ? MDB_NOLOCK : MDB_RDONLY;
+			continue;
+		}
 		if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOSPC ||
 		    rc == MDB_INVALID || rc == MDB_VERSION_MISMATCH)
 			break;
@@ -563,9 +849,23 @@ static enum core_status env_open(const char *path, const struct stat *st,
 	}
 	if (mdb_env_get_fd(v->env, &fd) == 0)
 		fcntl(fd, F_SETFD, fcntl(fd, F_GETFD) | FD_CLOEXEC);
-	private_file(path, "data.mdb");
-	private_file(path, "lock.mdb");
-	mdb_reader_check(v->env, NULL);
+	v->rdonly = (mode & MDB_RDONLY) != 0;
+	if (!v->rdonly) {
+		private_file(path, "data.mdb");
+		private_file(path, "lock.mdb");
+	}
+	if (!(mode & MDB_NOLOCK))
+		mdb_reader_check(v->env, NULL);
+	/* a reader of a store in a directory it may not write goes on
+	 * without the gate, as on a read-only store */
+	if (!v->rdonly && (rc = open_gate(v, path)) != 0) {
+		if ((rc != EACCES && rc != EROFS) || !(flags & STORE_OPEN_READONLY)) {
+			env_free(v);
+			errno = rc;
+			return core_fail_sys(e, "store '%s': cannot open write.lock", path);
+		}
+		v->rdonly = 1;
+	}
 	if (open_dbis(v, e) != CORE_OK || open_wake(v, path, e) != CORE_OK) {
 		core_err_prefix(e, "store '%s'", path);
 		env_free(v);
@@ -577,6 +877,12 @@ static enum core_status env_open(const char *path, const struct stat *st,
 
 enum core_status store_open(const char *path, struct store **out,
                             struct core_err *e)
+{
+	return store_open_flags(path, 0, out, e);
+}
+
+enum core_status store_open_flags(const char *path, unsigned flags,
+                                  struct store **out, struct core_err *e)
 {
 	struct store *s;
 	struct env *v, **pp;
@@ -592,7 +898,9 @@ enum core_status store_open(const char *path, struct store **out,
 		                 "LMDB %d.%d.%d breaks when many processes open a store "
 		                 "(ITS#9278); use 0.9.25 or older, or 0.9.32 or newer",
 		                 maj, min, patch);
-	if ((rc = make_dirs(path, e)) != CORE_OK || (rc = refuse_remote(path, e)) != CORE_OK)
+	if ((rc = (flags & STORE_OPEN_EXISTING) ? find_store(path, e) : make_dirs(path, e))
+	    != CORE_OK || (rc = trust_store(path, e)) != CORE_OK ||
+	    (rc = refuse_remote(path, e)) != CORE_OK)
 		return rc;
 	if (stat(path, &st) < 0)
 		return core_fail_sys(e, "cannot open store '%s'", path);
@@ -616,7 +924,7 @@ enum core_status store_open(const char *path, struct store **out,
 	}
 	if (v) {
 		v->refs++;
-	} else if ((rc = env_open(path, &st, &v, e)) == CORE_OK) {
+	} else if ((rc = env_open(path, &st, flags, &v, e)) == CORE_OK) {
 		v->next = reg;
 		reg = v;
 	}
@@ -1559,6 +1867,22 @@ static int delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err
 }
 
 /*
+ * LMDB turns a short write into EIO ("short write, filesystem full?"),
+ * which is what a write that fills the disk gets: when the store's
+ * filesystem has less than a megabyte left for this user, the cause was
+ * the full disk, and the error says so (ENOSPC).
+ */
+static int write_cause(const struct env *v, int rc)
+{
+	struct statvfs sv;
+	unsigned long long left;
+	if (rc != EIO || statvfs(v->path, &sv) < 0)
+		return rc;
+	left = (unsigned long long)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
+	return left < (1u << 20) ? ENOSPC : rc;
+}
+
+/*
  * Run op inside a write transaction: growing the map and retrying on
  * MDB_MAP_FULL, waking waiters after the commit when op says a status
  * changed.  op returns an MDB/errno code, or -1 with e filled.
@@ -1578,7 +1902,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 		sigset_t old;
 		int changed = 0, rc = txn_begin(v, 1, &t, &old);
 		if (rc) {
-			st = mdb_fail(e, rc, what);
+			st = begin_fail(v, e, rc, what);
 			break;
 		}
 		rc = op(v, t, ctx, &changed, &w);
@@ -1599,7 +1923,7 @@ static enum core_status run_write(struct store *s, const char *what, write_op op
 			continue;
 		}
 		if (rc) {
-			st = mdb_fail(e, rc, what);
+			st = mdb_fail(e, write_cause(v, rc), what);
 			break;
 		}
 		if (changed)
@@ -1732,35 +2056,81 @@ enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
 /* ---- put (import) ---- */
 
 struct put_ctx {
-	json_t *const *rows;
+	const struct store_rows *src;
 	size_t n;
 };
 
 static int put_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
 {
 	struct put_ctx *c = ctx;
-	size_t i;
-	for (i = 0; i < c->n; i++) {
-		int ch = 0, rc = write_row(v, t, c->rows[i], 0, &ch, w);
+	json_t *row;
+	c->n = 0;
+	if (c->src->rewind(c->src->ctx, w->e) != CORE_OK)
+		return -1;
+	for (;;) {
+		int ch = 0, rc;
+		if (c->src->next(c->src->ctx, &row, w->e) != CORE_OK)
+			return -1;
+		if (!row)
+			return 0;
+		if (store_check_row(row, w->e) != CORE_OK) {
+			json_decref(row);
+			return -1;
+		}
+		rc = write_row(v, t, row, 0, &ch, w);
+		json_decref(row);
 		if (rc)
 			return rc;
 		*changed |= ch;
+		c->n++;
 	}
-	return 0;
+}
+
+enum core_status store_put_stream(struct store *s, const struct store_rows *src,
+                                  size_t *count, struct core_err *e)
+{
+	struct put_ctx c = { src, 0 };
+	enum core_status st;
+	if (count)
+		*count = 0;
+	if ((st = check_handle(s, e)) != CORE_OK)
+		return st;
+	st = run_write(s, "import snapshots", put_op, &c, e);
+	if (st == CORE_OK && count)
+		*count = c.n;
+	return st;
+}
+
+/* store_put_rows()'s source: an array. */
+struct array_rows {
+	json_t *const *rows;
+	size_t n, i;
+};
+
+static enum core_status array_next(void *ctx, json_t **row, struct core_err *e)
+{
+	struct array_rows *a = ctx;
+	*row = a->i < a->n ? json_incref(a->rows[a->i++]) : NULL;
+	return CORE_OK;
+}
+
+static enum core_status array_rewind(void *ctx, struct core_err *e)
+{
+	((struct array_rows *)ctx)->i = 0;
+	return CORE_OK;
 }
 
 enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
                                 struct core_err *e)
 {
-	struct put_ctx c = { rows, n };
+	struct array_rows a = { rows, n, 0 };
+	struct store_rows src = { array_next, array_rewind, &a };
 	enum core_status st;
 	size_t i;
-	if ((st = check_handle(s, e)) != CORE_OK)
-		return st;
 	for (i = 0; i < n; i++)
 		if ((st = store_check_row(rows[i], e)) != CORE_OK)
 			return st;
-	return run_write(s, "import snapshots", put_op, &c, e);
+	return store_put_stream(s, &src, NULL, e);
 }
 
 enum core_status store_put(struct store *s, const json_t *row, struct core_err *e)

@@ -31,13 +31,13 @@ enum core_status store_default_path(const char *path, struct core_buf *out,
 	return CORE_OK;
 }
 
-enum core_status store_open_default(const char *path, struct store **out,
-                                    struct core_err *e)
+enum core_status store_open_default(const char *path, unsigned flags,
+                                    struct store **out, struct core_err *e)
 {
 	struct core_buf dir = CORE_BUF_INIT(4096);
 	enum core_status st = store_default_path(path, &dir, e);
 	if (st == CORE_OK)
-		st = store_open(dir.p, out, e);
+		st = store_open_flags(dir.p, flags, out, e);
 	core_buf_release(&dir);
 	return st;
 }

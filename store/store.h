@@ -43,27 +43,61 @@ struct store;
 enum core_status store_default_path(const char *path, struct core_buf *out,
                                     struct core_err *e);
 
-/*
- * store_default_path() then store_open(): the store a command's --store
- * flag (path, or NULL) names.  Errors as both; CORE_EUSAGE for an empty
- * path.
- */
-enum core_status store_open_default(const char *path, struct store **out,
-                                    struct core_err *e);
+/* Flags for store_open_flags() and store_open_default(). */
+#define STORE_OPEN_EXISTING 0x1 /* never create: CORE_ENOTFOUND "no store at
+                                   PATH (set --store or AGENTKIT_STORE)" when
+                                   the directory or its data.mdb is missing */
+#define STORE_OPEN_READONLY 0x2 /* the caller only reads: when the store's
+                                   files are not writable (a read-only mount,
+                                   chmod), open it read-only instead of
+                                   failing; writes through such a handle fail
+                                   with CORE_ESYS (errno EROFS) */
 
 /*
- * Open (creating if needed: directory 0700, files 0600) the store at path.
- * Errors: CORE_ESYS (cannot create or open, not a directory, a network
- * filesystem), CORE_EPRECONDITION (an LMDB version known to break with many
- * processes).  *out is set on success; close with store_close().
+ * store_default_path() then store_open_flags(): the store a command's
+ * --store flag (path, or NULL) names.  Errors as both; CORE_EUSAGE for an
+ * empty path.
+ */
+enum core_status store_open_default(const char *path, unsigned flags,
+                                    struct store **out, struct core_err *e);
+
+/*
+ * Open the store at path, creating it if needed (directory 0700, files
+ * 0600) unless flags has STORE_OPEN_EXISTING.  *out is set on success;
+ * close with store_close().  Errors:
+ *   CORE_ENOTFOUND      STORE_OPEN_EXISTING and no store at path
+ *   CORE_ESYS           cannot create or open it, not a directory, a
+ *                       network filesystem, an unsafe directory or file
+ *   CORE_EUSAGE         a malformed AGENTKIT_STORE_LOCK_TIMEOUT
+ *   CORE_EPRECONDITION  an LMDB version known to break with many processes
+ *
+ * Trust: the directory must belong to the user (or root) and not be
+ * writable by group or others, and data.mdb, lock.mdb and the store's
+ * other files must be regular files of the user (or root), never symlinks;
+ * otherwise CORE_ESYS with the fix ("chmod 700 DIR").  Nothing is created
+ * in a directory that fails the check.
+ *
+ * Writers: every write transaction first takes an fcntl lock on the file
+ * write.lock in the directory (the kernel drops it when its holder dies),
+ * so at most one process at a time waits inside LMDB.  The wait is
+ * bounded by AGENTKIT_STORE_LOCK_TIMEOUT (a duration, default
+ * STORE_LOCK_TIMEOUT_MS); when it passes the write fails with CORE_ESYS
+ * (errno ETIMEDOUT) "timed out waiting for the store's write lock after
+ * 60s (held by pid N)".
  *
  * Opening the same store twice in one process shares one LMDB environment
- * (LMDB forbids two).  The environment's map starts at 64 GiB of address
+ * (LMDB forbids two); the first open's mode (read-write or read-only)
+ * holds for all.  The environment's map starts at 64 GiB of address
  * space (the file grows only as used) and doubles when full up to 1 TiB;
  * AGENTKIT_STORE_MAPSIZE and AGENTKIT_STORE_MAPSIZE_MAX (sizes: "1M", "8G")
  * override both, so tests can exhaust it.  Network filesystems (NFS, SMB,
  * 9p, FUSE, ...) are refused unless AGENTKIT_STORE_ALLOW_REMOTE=1.
  */
+#define STORE_LOCK_TIMEOUT_MS 60000
+enum core_status store_open_flags(const char *path, unsigned flags,
+                                  struct store **out, struct core_err *e);
+
+/* store_open_flags() with flags 0: open, creating the store if needed. */
 enum core_status store_open(const char *path, struct store **out,
                             struct core_err *e);
 void store_close(struct store *s);      /* NULL is a no-op */
@@ -231,6 +265,30 @@ enum core_status store_check_row(const json_t *row, struct core_err *e);
  */
 enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
                                 struct core_err *e);
+
+/*
+ * A source of rows for store_put_stream().  next() sets *row to the next
+ * row (a new reference the store releases) or to NULL at the end; rewind()
+ * starts again from the first row: the store calls it before the first
+ * row and again when it retries its transaction after growing the map.
+ */
+struct store_rows {
+	enum core_status (*next)(void *ctx, json_t **row, struct core_err *e);
+	enum core_status (*rewind)(void *ctx, struct core_err *e);
+	void *ctx;
+};
+
+/*
+ * store_put() for every row src gives, in one write transaction: all are
+ * written or, on any error (the source's too), none.  Rows are written as
+ * they come, so memory stays at one row plus LMDB's dirty pages (which
+ * LMDB itself writes out to the file past 2^17 pages, 512 MiB).  The
+ * store's write lock is held while src is read: give it a file, not a
+ * slow pipe (agent-snap import spools a pipe to a file first).  *count
+ * (optional) receives the number of rows written.
+ */
+enum core_status store_put_stream(struct store *s, const struct store_rows *src,
+                                  size_t *count, struct core_err *e);
 
 /*
  * The heartbeat timeout used by read shaping: the --heartbeat-timeout

@@ -75,3 +75,14 @@ pending() {
 	run -100 agent-abort --timeout 1s x
 	run -100 agent-abort ""
 }
+
+@test "no store at the path: not found (4), and none is created" {
+	run -4 --separate-stderr agent-abort --store typo x
+	assert_output ""
+	assert_equal "$stderr" "agent-abort: no store at typo (set --store or AGENTKIT_STORE)"
+	[ ! -e typo ]
+	mkdir -m 700 empty
+	run -4 --separate-stderr agent-abort --store empty x
+	assert_equal "$stderr" "agent-abort: no store at empty (set --store or AGENTKIT_STORE)"
+	[ -z "$(ls -A empty)" ]
+}

@@ -31,7 +31,7 @@ M="script/model.ndjson"
 	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}}]}' '{"text":"ok"}'
 	run -0 --separate-stderr agent-run --no-store --model $M --tool greet -m hi
 	run -4 --separate-stderr agent-run --no-store --model $M --tool nosuch -m hi
-	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"tool '"'"'nosuch'"'"' not found (searched: agents/tools, tools)"}}' ]
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"tool '"'"'nosuch'"'"' not found (searched: agents/tools, '"$XDG_CONFIG_HOME"'/agentkit/agents/tools, tools)"}}' ]
 }
 
 @test "a tool the model asks for but the agent lacks is NOT_FOUND" {

@@ -68,14 +68,15 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 @test "--format text prints the streamed text and a summary on stderr" {
 	run -0 --separate-stderr agent-run --no-store --format text --model echo -m "hi there"
 	[ "$output" = "hi there" ]
-	[[ "$stderr" =~ ^agent-run:\ stop,\ session\ [0-9a-f-]{36}$ ]]
+	[[ "$stderr" =~ ^agent-run:\ stop,\ session\ [0-9a-f-]{36},\ 8\ characters\ in,\ 8\ out$ ]]
 }
 
 @test "init: state with a store is FAILED_PRECONDITION (5), one error line (InitFailure_FailsActionWithStatus)" {
 	echo '{}' >state.json
 	run -5 --separate-stderr agent-run --state state.json --model echo -m hi
 	[ "$output" = '{"error":{"status":"FAILED_PRECONDITION","message":"state provided but agent has a session store configured (server-managed state); use snapshot ID instead"}}' ]
-	[ "$stderr" = 'agent-run: state provided but agent has a session store configured (server-managed state); use snapshot ID instead' ]
+	[ "$stderr" = 'agent-run: state provided but agent has a session store configured (server-managed state); use snapshot ID instead
+agent-run: --state FILE is for client-managed runs: add --no-store (or resume from the store with --session ID)' ]
 }
 
 @test "init: snapshot or session ID without a store is FAILED_PRECONDITION" {
@@ -137,7 +138,7 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 @test "input: unknown fields and wrong types are invalid AgentInputs" {
 	run -101 --separate-stderr agent-run --no-store --model echo <<<'{"mesage":{}}'
 	[ "$(last | jq -r .output.error.message)" = 'invalid AgentInput: unknown field "mesage" (at <stdin>:1)' ]
-	run -101 --separate-stderr agent-run --no-store --model echo <<<'[1]'
+	run -101 --separate-stderr agent-run --no-store --model echo --input-format ndjson <<<'[1]'
 	[ "$(last | jq -r .output.error.message)" = 'invalid AgentInput: must be a JSON object, not array (at <stdin>:1)' ]
 }
 
@@ -150,16 +151,16 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 
 @test "agents: an unknown agent is NOT_FOUND (4) with an error line; no agent at all is a usage error" {
 	run -4 --separate-stderr agent-run nosuch -m hi
-	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '"'"'nosuch'"'"' not found (searched: agents)"}}' ]
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '"'"'nosuch'"'"' not found (searched: agents, '"$XDG_CONFIG_HOME"'/agentkit/agents)"}}' ]
 	run -100 --separate-stderr agent-run -m hi
 	[ -z "$output" ]
 	[ "$stderr" = "agent-run: no agent: give an agent name, a .prompt file, or --model
 try 'agent-run --help'" ]
 }
 
-@test "models: an unknown provider fails the turn with NOT_FOUND (4)" {
+@test "models: an unknown provider is NOT_FOUND (4) before any turn starts" {
 	run -4 --separate-stderr agent-run --no-store --model nosuch/x -m hi
-	[ "$(last | jq -c .output.error)" = '{"status":"NOT_FOUND","message":"generate: model '"'"'nosuch/x'"'"' not found (unknown provider '"'"'nosuch'"'"')"}' ]
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"model '"'"'nosuch/x'"'"' not found (unknown provider '"'"'nosuch'"'"')"}}' ]
 }
 
 @test "failed turn, client-managed: rolled back, the output carries the last good state (FailedTurn_ClientManagedReturnsLastGoodState)" {

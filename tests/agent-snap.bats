@@ -156,8 +156,51 @@ setup() {
 	touch afile
 	run -111 --separate-stderr agent-snap --store afile x
 	assert_equal "$stderr" "agent-snap: cannot open store 'afile': not a directory"
-	run -111 --separate-stderr agent-snap --store afile/sub x
+	run -111 --separate-stderr agent-snap --store afile/sub import </dev/null
 	assert_equal "$stderr" "agent-snap: cannot create store directory 'afile/sub': Not a directory"
+	run -4 --separate-stderr agent-snap --store afile/sub x
+	assert_equal "$stderr" "agent-snap: no store at afile/sub (set --store or AGENTKIT_STORE)"
+}
+
+@test "reading never creates a store: no store at PATH is not found (4)" {
+	for args in "x" "--session s" "get x" "sessions" "log s" "export" "rm s" "prune --keep 1"; do
+		# shellcheck disable=SC2086
+		run -4 --separate-stderr agent-snap --store typo $args
+		assert_output ""
+		assert_equal "$stderr" "agent-snap: no store at typo (set --store or AGENTKIT_STORE)"
+	done
+	[ ! -e typo ]
+	AGENTKIT_STORE=$PWD/typo run -4 --separate-stderr agent-snap sessions
+	assert_equal "$stderr" "agent-snap: no store at $PWD/typo (set --store or AGENTKIT_STORE)"
+	[ ! -e typo ]
+	# a directory without a store is no store either, and stays empty
+	mkdir -m 700 empty
+	run -4 --separate-stderr agent-snap --store empty sessions
+	assert_equal "$stderr" "agent-snap: no store at empty (set --store or AGENTKIT_STORE)"
+	[ -z "$(ls -A empty)" ]
+	# the default location too (a fresh $HOME)
+	unset AGENTKIT_STORE XDG_STATE_HOME
+	HOME=$PWD/home run -4 --separate-stderr agent-snap sessions
+	assert_equal "$stderr" "agent-snap: no store at $PWD/home/.local/state/agentkit/store (set --store or AGENTKIT_STORE)"
+	[ ! -e home ]
+	# import creates one
+	run -0 --separate-stderr agent-snap --store empty import </dev/null
+	assert_output '{"imported":0}'
+	run -0 --separate-stderr agent-snap --store empty sessions
+	assert_output ""
+}
+
+@test "import FILE: rows from a file; a missing FILE is not found and creates nothing" {
+	run -4 --separate-stderr agent-snap --store fresh import missing.ndjson
+	assert_equal "$stderr" "agent-snap: import: cannot open 'missing.ndjson': No such file or directory"
+	[ ! -e fresh ]
+	run -0 --separate-stderr agent-snap --store fresh import "$FIXTURES/store/rows.ndjson"
+	assert_output "{\"imported\":$(wc -l <"$FIXTURES/store/rows.ndjson")}"
+	run -0 --separate-stderr agent-snap --store fresh -m done-1
+	run -0 --separate-stderr agent-snap --store fresh import - <<<'{"snapshotId":"d","sessionId":"s"}'
+	assert_output '{"imported":1}'
+	run -100 --separate-stderr agent-snap --store fresh import a b
+	assert_equal "${stderr%%$'\n'*}" "agent-snap: import takes at most one FILE"
 }
 
 @test "store location: --store, then AGENTKIT_STORE, then XDG_STATE_HOME, then HOME" {
@@ -175,8 +218,8 @@ setup() {
 @test "the store is private: directory 0700, files 0600, whatever the umask" {
 	umask 000
 	agent-snap --store priv/deeper/store import <<<'{"snapshotId":"x","sessionId":"s"}' >/dev/null
-	run stat -c '%a %n' priv priv/deeper priv/deeper/store priv/deeper/store/data.mdb priv/deeper/store/lock.mdb priv/deeper/store/wake
-	assert_output $'700 priv\n700 priv/deeper\n700 priv/deeper/store\n600 priv/deeper/store/data.mdb\n600 priv/deeper/store/lock.mdb\n600 priv/deeper/store/wake'
+	run stat -c '%a %n' priv priv/deeper priv/deeper/store priv/deeper/store/data.mdb priv/deeper/store/lock.mdb priv/deeper/store/wake priv/deeper/store/write.lock
+	assert_output $'700 priv\n700 priv/deeper\n700 priv/deeper/store\n600 priv/deeper/store/data.mdb\n600 priv/deeper/store/lock.mdb\n600 priv/deeper/store/wake\n600 priv/deeper/store/write.lock'
 }
 
 @test "output errors: /dev/full fails, a closed pipe is quiet" {

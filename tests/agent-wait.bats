@@ -107,3 +107,16 @@ pending() {
 	run -111 --separate-stderr agent-wait --store f x
 	assert_equal "$stderr" "agent-wait: cannot open store 'f': not a directory"
 }
+
+@test "no store at the path: not found (4), and none is created" {
+	run -4 --separate-stderr agent-wait --store typo x
+	assert_output ""
+	assert_equal "$stderr" "agent-wait: no store at typo (set --store or AGENTKIT_STORE)"
+	run -4 --separate-stderr agent-wait --store typo --session s
+	assert_equal "$stderr" "agent-wait: no store at typo (set --store or AGENTKIT_STORE)"
+	[ ! -e typo ]
+	mkdir -m 700 empty
+	run -4 --separate-stderr agent-wait --store empty x
+	assert_equal "$stderr" "agent-wait: no store at empty (set --store or AGENTKIT_STORE)"
+	[ -z "$(ls -A empty)" ]
+}

@@ -277,7 +277,7 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	mkdir -p "$AGENTKIT_STORE"
 	agent-snap sessions >/dev/null
 	touch "$AGENTKIT_STORE/logs"
-	run -1 --separate-stderr "${AR[@]}" --detach -m one
+	run -111 --separate-stderr "${AR[@]}" --detach -m one
 	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$AGENTKIT_STORE/logs/"*".log': Not a directory" ]]
 	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
 	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'

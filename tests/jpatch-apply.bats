@@ -49,6 +49,24 @@ apply() { # DOC-JSON PATCH-JSON [flags...]: run jpatch-apply on two files
 	assert_equal "$stderr" "jpatch-apply: patch op 0: test failed at '/n' (at patch.json)"
 }
 
+@test "test compares integers past 2^63 digit for digit (strict and lenient)" {
+	apply '{"x":12345678901234567890}' '[{"op":"test","path":"/x","value":12345678901234567891}]'
+	[ "$status" -eq 1 ] && [ -z "$output" ]
+	assert_equal "$stderr" "jpatch-apply: patch op 0: test failed at '/x' (at patch.json)"
+	apply '{"x":12345678901234567890}' '[{"op":"test","path":"/x","value":12345678901234567891}]' --lenient
+	[ "$status" -eq 1 ]
+	assert_equal "$stderr" 'jpatch-apply: patch op 0: jsonpatch: test failed at "/x" (at patch.json)'
+	apply '[-123456789012345678901234]' '[{"op":"test","path":"/0","value":-123456789012345678901235}]'
+	[ "$status" -eq 1 ]
+	# equal values pass: the same digits, 2^64 as a real, 1e2 as 100
+	apply '{"x":12345678901234567890,"z":18446744073709551616,"y":1e2}' '[{"op":"test","path":"/x","value":12345678901234567890},{"op":"test","path":"/z","value":1.8446744073709551616e19},{"op":"test","path":"/y","value":100}]'
+	[ "$status" -eq 0 ]
+	assert_output '{"x":12345678901234567890,"z":18446744073709551616,"y":100.0}'
+	# a real is the double it reads as: 12345678901234567890.0 is 12345678901234567168
+	apply '{"x":12345678901234567890}' '[{"op":"test","path":"/x","value":12345678901234567890.0}]'
+	[ "$status" -eq 1 ]
+}
+
 @test "strict: malformed patches are 101 with the op index and what is wrong" {
 	apply '{}' '{"op":"add"}'
 	assert_equal "$stderr" "jpatch-apply: a patch must be an array, not object (at patch.json)"
@@ -289,4 +307,14 @@ jpatch-apply: invalid JSON: '*'(at <stdin>:4); patch skipped' ]] || fail "$stder
 @test "--stream: a record over --max-record is an error naming its line" {
 	run -101 --separate-stderr jpatch-apply --stream --max-record 16 <<<'[{"op":"add","path":"/aaaaaaaa","value":1}]'
 	[[ "$stderr" == *"<stdin>:1"* ]] || fail "$stderr"
+}
+
+@test "peak memory of a large apply stays within 6 times the input" {
+	grep -q __asan_init "$(command -v jpatch-apply)" && skip "sanitizer build: memory is ASan's"
+	python3 "$TOP/tests/jpatch-gen.py" records 2 36000 >doc.json
+	printf '[{"op":"replace","path":"/records/100/n","value":-1},{"op":"move","from":"/records/5","path":"/records/-"},{"op":"add","path":"/records/7/tags/0","value":"x"}]' >patch.json
+	run -0 python3 "$TOP/tests/jpatch-gen.py" rss jpatch-apply doc.json patch.json
+	input=$(( $(wc -c <doc.json) / 1024 ))
+	echo "peak ${output} KB for ${input} KB of input"
+	[ "$output" -gt 0 ] && [ "$output" -le $(( 6 * input )) ]
 }

@@ -7,7 +7,7 @@ load test_helper
 
 setup() { common_setup; }
 
-SUITE="$TESTDATA/jsonpatch"
+SUITE="$TESTDATA/json-patch-tests"
 
 @test "json-patch-tests tests.json: every enabled case passes (3 disabled)" {
 	run -0 python3 "$TOP/tests/jpatch-conformance.py" "$SUITE/tests.json"

@@ -52,6 +52,26 @@ diff_of() { # FROM-JSON TO-JSON [flags...]: run jpatch-diff on two files
 	assert_output '[{"op":"add","path":"/a","value":{"z":123456789012345678901234567890,"b":0.1,"s":"x\u0000y"}}]'
 }
 
+@test "integers past 2^63 compare digit for digit; 1e2 equals 100 (--exit-code)" {
+	printf '{"x":12345678901234567890}' >a.json
+	printf '{"x":12345678901234567891}' >b.json
+	run -1 --separate-stderr jpatch-diff --exit-code a.json b.json
+	assert_output '[{"op":"replace","path":"/x","value":12345678901234567891}]'
+	run -0 --separate-stderr jpatch-diff --exit-code a.json a.json
+	assert_output '[]'
+	diff_of '[123456789012345678901234,-12345678901234567890,-99999999999999999999]' \
+		'[123456789012345678901235,-12345678901234567891,-99999999999999999999]'
+	assert_output '[{"op":"replace","path":"/0","value":123456789012345678901235},{"op":"replace","path":"/1","value":-12345678901234567891}]'
+	# by value: 1e2 == 100, 2^64 == 18446744073709551616.0, 1e400 == 10e399
+	diff_of '[1e2,18446744073709551616,1e400,-0]' '[100,1.8446744073709551616e19,10e399,0.0]'
+	assert_output '[]'
+	# but 2^64 + 1 is not the double next to it, and 1e400 is not 1e401
+	diff_of '[18446744073709551617,1e400]' '[1.8446744073709551616e19,1e401]'
+	assert_output '[{"op":"replace","path":"/0","value":1.8446744073709552e+19},{"op":"replace","path":"/1","value":1e401}]'
+	diff_of '[1,2,12345678901234567890,3]' '[1,2,12345678901234567891,3]' --minimal
+	assert_output '[{"op":"replace","path":"/2","value":12345678901234567891}]'
+}
+
 @test "--exit-code: 1 when the documents differ, 0 when equal" {
 	printf '{"a":1}' >a.json
 	printf '{"a":2}' >b.json
@@ -150,4 +170,14 @@ try 'jpatch-diff --help'"
 	python3 -c 'import json; print(json.dumps([{"k": i} for i in range(200000)]))' >big.json
 	run --separate-stderr sh -c 'jpatch-diff a.json big.json | head -c 10 >/dev/null'
 	[ -z "$stderr" ] || fail "$stderr"
+}
+
+@test "peak memory of a large diff stays within 6 times the input" {
+	grep -q __asan_init "$(command -v jpatch-diff)" && skip "sanitizer build: memory is ASan's"
+	python3 "$TOP/tests/jpatch-gen.py" records 2 36000 >a.json
+	python3 "$TOP/tests/jpatch-gen.py" records 3 36000 >b.json
+	run -0 python3 "$TOP/tests/jpatch-gen.py" rss jpatch-diff a.json b.json
+	input=$(( ($(wc -c <a.json) + $(wc -c <b.json)) / 1024 ))
+	echo "peak ${output} KB for ${input} KB of input"
+	[ "$output" -gt 0 ] && [ "$output" -le $(( 6 * input )) ]
 }

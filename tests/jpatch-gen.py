@@ -6,8 +6,16 @@
   jpatch-gen.py check DOCS OUT      OUT line i must equal DOCS line i (deep
                                     equality, numbers by value, booleans
                                     apart); prints the first mismatch
+  jpatch-gen.py records SEED N      print one document: N records (objects,
+                                    arrays, strings, numbers; ~250 bytes
+                                    each), every 97th edited when SEED is
+                                    odd (so SEED 2 and 3 differ a little)
+  jpatch-gen.py rss CMD ARG...      run CMD (stdout discarded) and print its
+                                    peak memory (max RSS) in KB, or -1 when
+                                    it fails
 """
 import json
+import os
 import random
 import sys
 
@@ -17,7 +25,17 @@ KEYS = ["a", "b", "c", "~", "/", "a/b", "~1", "0", "1", "-", "", "é", "k l"]
 def scalar(r):
     return r.choice([None, True, False, 0, 1, -7, 2.5, 1e21, 123456789012,
                      "", "x", "~/", "ünï", "a\u0000b", r.randint(-100, 100),
-                     r.random(), 2**63, -2**63 - 1, r.randint(-10**30, 10**30)])
+                     r.random(), 2**63, -2**63 - 1, r.randint(-10**30, 10**30),
+                     near(r)])
+
+
+# Integers past 2^63 that a double cannot tell apart: a document edit that
+# changes only their last digits must still give a patch.
+BIG = [12345678901234567890, 2**64, -2**63 - 1, 10**24, -(10**30)]
+
+
+def near(r):
+    return r.choice(BIG) + r.randint(-2, 2)
 
 
 def value(r, depth):
@@ -61,6 +79,8 @@ def mutate(r, v, depth=0):
                 key = r.choice(list(v))
                 v[key] = mutate(r, v[key], depth + 1)
         return v
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) > 2**62:
+        return v + r.choice([-1, 1])    # the next integer, same double
     return value(r, depth) if k < 0.5 else v
 
 
@@ -76,7 +96,40 @@ def same(a, b):
     return type(a) is type(b) and a == b
 
 
+def records(seed, n):
+    r = random.Random(seed // 2)
+    w = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot"]
+    recs = [{"id": "rec-%06d" % i, "n": i, "score": round(r.random() * 1000, 3),
+             "on": r.random() < 0.5,
+             "tags": [r.choice(w) for _ in range(r.randint(1, 5))],
+             "owner": {"name": r.choice(w) + " " + r.choice(w),
+                       "age": r.randint(18, 90)},
+             "note": " ".join(r.choice(w) for _ in range(6)), "extra": None}
+            for i in range(n)]
+    if seed % 2:
+        for i in range(0, n, 97):
+            recs[i]["n"] = -1
+    return {"meta": {"v": 1}, "records": recs}
+
+
+def peak_rss(cmd):
+    pid = os.fork()
+    if pid == 0:
+        fd = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(fd, 1)
+        os.execvp(cmd[0], cmd)
+    _, status, usage = os.wait4(pid, 0)
+    return usage.ru_maxrss if os.waitstatus_to_exitcode(status) == 0 else -1
+
+
 def main():
+    if sys.argv[1] == "records":
+        print(json.dumps(records(int(sys.argv[2]), int(sys.argv[3])),
+                         separators=(",", ":")))
+        return 0
+    if sys.argv[1] == "rss":
+        print(peak_rss(sys.argv[2:]))
+        return 0
     if sys.argv[1] == "docs":
         r = random.Random(int(sys.argv[2]))
         doc = None

@@ -38,7 +38,7 @@ finish() {
 	assert_equal "$(tail -n 2 out | head -n 1)" '{"turnEnd":{"finishReason":"aborted"}}'
 	assert_equal "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("snapshotId")]')" \
 		'["aborted",{"status":"CANCELLED","message":"context canceled"},false]'
-	assert_equal "$(cat err)" "agent-run: context canceled"
+	assert_equal "$(cat err)" "agent-run: interrupted"
 	run -0 agent-snap sessions
 	assert_output ""
 }

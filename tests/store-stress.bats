@@ -79,6 +79,14 @@ check_consistent() {
 	run -0 --separate-stderr agent-snap g60
 	assert_equal "$(jq -r .state.custom <<<"$output")" "${big}60"
 	[ "$(stat -c %s "$AGENTKIT_STORE/data.mdb")" -gt 65536 ]
+	# from a pipe: the rows are spooled, and read again after the growth
+	export AGENTKIT_STORE="$BATS_TEST_TMPDIR/piped"
+	run -0 --separate-stderr bash -c 'cat rows.ndjson | agent-snap import'
+	assert_output '{"imported":60}'
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -r .state.custom <<<"$output" | sort | sha1sum)" \
+		"$(jq -r .state.custom rows.ndjson | sort | sha1sum)"
+	[ -z "$(ls -A "$AGENTKIT_STORE" | grep -vxE 'data.mdb|lock.mdb|wake|write.lock')" ]
 }
 
 @test "an exhausted map fails cleanly with 111 and keeps what was committed" {

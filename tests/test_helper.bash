@@ -10,7 +10,7 @@ TOP=$(cd "$BATS_TEST_DIRNAME/.." && pwd)
 AGENTKIT_BIN=${AGENTKIT_BIN:-$TOP/build/bin}
 PATH="$AGENTKIT_BIN:$PATH"
 FIXTURES="$TOP/tests/fixtures"
-TESTDATA="$TOP/../shared/testdata"
+TESTDATA="$TOP/tests/testdata"
 export PATH TOP FIXTURES TESTDATA
 
 load /usr/lib/bats/bats-support/load.bash
@@ -23,6 +23,8 @@ common_setup() {
 	# every save that says which messages it kept from its base is checked
 	export AGENTKIT_STORE_VERIFY=1
 	unset AGENTKIT_PATH
+	# the end of the agent path: empty, so the user's own agents never leak in
+	export XDG_CONFIG_HOME="$BATS_TEST_TMPDIR/config"
 	# ASan: leaks are errors too, and reports go to stderr.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
