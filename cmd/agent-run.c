@@ -54,6 +54,8 @@ enum {
 	OPT_LIST,
 	OPT_INPUT_FORMAT = CLI_LONG + 400,
 	OPT_LIST_MODELS,
+	OPT_OUTPUT_SCHEMA = CLI_LONG + 500,
+	OPT_JSON,
 };
 
 static const struct cli_opt opts[] = {
@@ -74,6 +76,10 @@ static const struct cli_opt opts[] = {
 	{ OPT_TOOL, "tool", "NAME", "give the agent this tool (a name or a manifest path; repeatable)" },
 	{ OPT_MAX_TURNS, "max-turns", "N", "stop the tool loop after N rounds, aborted (default 5)" },
 	{ OPT_CONFIG, "config", "JSON", "model configuration object (temperature, maxOutputTokens, ...)" },
+	{ OPT_JSON, "json", NULL, "the model must answer in JSON: sent as the provider's JSON mode, checked, "
+	  "the value in output.output (docs/providers.md)" },
+	{ OPT_OUTPUT_SCHEMA, "output-schema", "FILE", "the model must answer JSON matching this JSON Schema "
+	  "(implies --json; replaces the prompt's output schema)" },
 	{ OPT_INPUT_FORMAT, "input-format", "FORMAT",
 	  "stdin is ndjson (AgentInput lines) or text (one user message); default: ndjson "
 	  "when its first non-blank byte is '{', else text" },
@@ -1011,6 +1017,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;
+		case OPT_JSON: spec->json_output = 1; break;
+		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_MAX_RECORD:

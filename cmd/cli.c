@@ -69,7 +69,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
 	{ "OPENAI_API_KEY, OPENAI_BASE_URL", "openai/... models: the key and the endpoint (default https://api.openai.com/v1; any compatible server)" },
-	{ "GEMINI_API_KEY or GOOGLE_API_KEY, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL", "googleai/... models: the key and the endpoint" },
+	{ "GOOGLE_API_KEY (preferred) or GEMINI_API_KEY, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL", "googleai/... models: the key and the endpoint" },
 	{ "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL", "anthropic/... models: the key and the endpoint" },
 	{ "OLLAMA_HOST", "ollama/... models: the server (default 127.0.0.1:11434)" },
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },

@@ -11,6 +11,7 @@
 #include "buf.h"
 #include "json.h"
 #include "prompt.h"
+#include "structured.h"
 
 /* ---- small string lists ---- */
 
@@ -176,6 +177,36 @@ static enum core_status set_str(char **dst, const char *s, struct core_err *e)
 	return CORE_OK;
 }
 
+/* --output-schema FILE (a JSON Schema, replacing the front matter's) and
+ * --json (JSON without a schema unless one is set). */
+static enum core_status output_flags(struct agent *a, const struct agent_spec *spec,
+                                     struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(PROMPT_MAX_FILE);
+	json_t *schema;
+	if (spec->output_schema) {
+		enum core_status st = core_buf_read_file(&b, spec->output_schema, e);
+		schema = st ? NULL : jv_parse(b.p ? b.p : "", b.len, spec->output_schema, 0, e);
+		core_buf_release(&b);
+		if (!schema) {
+			core_err_prefix(e, "--output-schema");
+			return e->st;
+		}
+		if (!json_is_object(schema) && !json_is_boolean(schema)) {
+			json_decref(schema);
+			return core_fail(e, CORE_EINVAL, "--output-schema: '%s' must hold a JSON Schema object",
+			                 spec->output_schema);
+		}
+		json_decref(a->output);
+		a->output = json_pack("{s:s, s:o}", "format", "json", "schema", schema);
+	} else if (spec->json_output && !a->output) {
+		a->output = json_pack("{s:s}", "format", "json");
+	}
+	if ((spec->output_schema || spec->json_output) && !a->output)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
+}
+
 /* Copy what the prompt's front matter says into the agent. */
 static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 {
@@ -208,6 +239,11 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 				                 a->path);
 			json_array_append(a->tools, t);
 		}
+	}
+	if ((v = json_object_get(meta, "output"))) {
+		enum core_status st = structured_spec(v, a->path, &a->output, e);
+		if (st)
+			return st;
 	}
 	if ((v = json_object_get(meta, "state")) && json_is_object(v)) {
 		const json_t *schema = json_object_get(v, "schema");
@@ -277,6 +313,8 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 		if ((st = parse_json_flag("--config", spec->config_json, 1, &a->config, e)))
 			goto fail;
 	}
+	if ((st = output_flags(a, spec, e)))
+		goto fail;
 	if (spec->input_json) {
 		json_decref(a->input);
 		a->input = NULL;
@@ -330,6 +368,7 @@ void agent_free(struct agent *a)
 	free(a->system);
 	free(a->key_file);
 	json_decref(a->config);
+	json_decref(a->output);
 	json_decref(a->tools);
 	json_decref(a->input);
 	json_decref(a->state_schema);

@@ -41,6 +41,7 @@ struct agent {
 	int max_turns;          /* > 0 */
 	json_t *input;          /* the prompt's input (--input or its default), or NULL */
 	json_t *state_schema;   /* front matter state schema, or NULL */
+	json_t *output;         /* structured output spec (structured.h), or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */
 	char *key_file;         /* the provider key's file (--key-file,
@@ -63,6 +64,8 @@ struct agent_spec {
 	const char *key_file;    /* --key-file, or NULL */
 	const char *default_model; /* $AGENTKIT_MODEL: the model when neither
 	                            * --model nor the front matter names one */
+	const char *output_schema; /* --output-schema FILE (JSON Schema), or NULL */
+	int json_output;         /* --json: the reply must be JSON */
 };
 
 /*

@@ -22,7 +22,10 @@
 #define POLL_MS 20
 /* Longest error body kept; the rest is dropped (messages need the start). */
 #define ERR_BODY_MAX (1u << 20)
-#define BACKOFF_CAP_MS 30000
+#define BACKOFF_CAP_MS 8000
+/* A server's Retry-After above this is ignored for the backoff (the
+ * Stainless SDKs' rule): waiting minutes inside one call helps nobody. */
+#define RETRY_AFTER_MAX_MS 60000
 
 /*
  * libcurl is loaded with the first request rather than at start-up: with
@@ -208,6 +211,7 @@ struct attempt {
 	char ctype[128];
 	int64_t retry_after_ms;  /* from headers, -1 none */
 	int should_retry;        /* x-should-retry: -1 absent, 0, 1 */
+	char request_id[128];    /* x-request-id / request-id, or "" */
 	int64_t last_rx;         /* monotonic ms of the last byte received */
 	size_t passed;           /* 2xx body bytes given to on_body */
 	struct core_buf errbody;
@@ -232,6 +236,7 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		a->ctype[0] = 0;
 		a->retry_after_ms = -1;
 		a->should_retry = -1;
+		a->request_id[0] = 0;
 		return len;
 	}
 	colon = memchr(p, ':', len);
@@ -263,6 +268,8 @@ static size_t on_header(char *p, size_t size, size_t n, void *ud)
 		/* retry-after-ms, when also present, is more precise and wins. */
 		if (a->retry_after_ms < 0)
 			a->retry_after_ms = http_parse_retry_after(val);
+	} else if (IS("x-request-id") || IS("request-id")) {
+		snprintf(a->request_id, sizeof a->request_id, "%.127s", val);
 	} else if (IS("x-should-retry")) {
 		if (!strcasecmp(val, "true"))
 			a->should_retry = 1;
@@ -511,6 +518,12 @@ static void err_suffix(struct core_err *e, const char *fmt, ...)
 	va_end(ap);
 }
 
+/* Did this attempt hand anything to the caller?  Then it is never replayed. */
+static int emitted_any(const struct http_call *c, const struct attempt *a)
+{
+	return c->emitted ? c->emitted(c->ctx) : a->passed > 0;
+}
+
 /* One request.  Returns DONE (OK), FAIL (st final) or RETRY (st/e hold the
  * error; *delay the server's wish or -1). */
 static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
@@ -574,8 +587,16 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 		*st = core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
 		goto fail;
 	}
+	if (!a.body_st && !cancel && !idle && rc == CURLE_OK && !a.err_mode && c->on_end &&
+	    a.status >= 200 && a.status <= 299)
+		a.body_st = c->on_end(c->ctx, e);
 	if (a.body_st) {
 		*st = a.body_st;
+		/* A stream that failed before anything reached the caller (an
+		 * overloaded error as the first event, a cut) is tried again. */
+		if (!emitted_any(c, &a) && (a.body_st == CORE_EUNAVAILABLE ||
+		    a.body_st == CORE_EEXHAUSTED || a.body_st == CORE_EDEADLINE))
+			return RETRY;
 		goto fail;
 	}
 	if (idle) {
@@ -600,6 +621,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 		if (!twoxx && a.should_retry >= 0)
 			he.retryable = a.should_retry;
 		he.retry_after_ms = a.retry_after_ms;
+		he.request_id = a.request_id;
 		*st = c->on_error(c->ctx, &he, e);
 		*delay = he.retry_after_ms;
 		core_buf_release(&a.errbody);
@@ -612,7 +634,7 @@ transport:
 	core_buf_release(&a.errbody);
 	/* Retry only while nothing of the body was passed on, and never what
 	 * another attempt cannot change (a certificate, a bad URL). */
-	return a.passed || transport_permanent(rc) ? FAIL : RETRY;
+	return emitted_any(c, &a) || transport_permanent(rc) ? FAIL : RETRY;
 fail:
 	core_buf_release(&a.errbody);
 	return FAIL;
@@ -676,11 +698,12 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 			backoff = BACKOFF_CAP_MS;
 		/* Jitter: take off up to a quarter, so clients spread out. */
 		backoff -= (int64_t)((double)backoff * 0.25 * (rand_r(&seed) / (RAND_MAX + 1.0)));
-		if (delay < 0)
+		if (delay < 0 || delay > RETRY_AFTER_MAX_MS)
 			delay = backoff;
 		if (core_now_mono_ms() + delay - start > c->limits.budget_ms) {
-			err_suffix(e, " (gave up after %d attempts: retry budget of %lld ms spent)",
-			           retry + 1, (long long)c->limits.budget_ms);
+			err_suffix(e, " (gave up after %d attempts: waiting %lld ms more would pass "
+			           "the retry budget of %lld ms)", retry + 1, (long long)delay,
+			           (long long)c->limits.budget_ms);
 			break;
 		}
 		if ((st = nap(c, delay, e)))

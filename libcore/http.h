@@ -11,11 +11,13 @@
  *    both work;
  *  - retries on 408, 409, 429, 5xx, 529 and on transport failures (not
  *    on what another attempt cannot change: a certificate, a URL), with
- *    exponential backoff and jitter, honouring x-should-retry,
- *    retry-after-ms, Retry-After (seconds or an HTTP date) and a hint from
- *    the error body (on_error), bounded in count and in total time, and
- *    only while no byte of a 2xx body has been passed to on_body: a stream
- *    cut after output started is reported, never replayed;
+ *    exponential backoff and jitter as the OpenAI and Anthropic SDKs do
+ *    (first delay doubled, capped at 8 s, minus up to 25 %), honouring
+ *    x-should-retry, retry-after-ms, Retry-After (seconds or an HTTP date;
+ *    a wish above 60 s is ignored, as the SDKs do) and a hint from the
+ *    error body (on_error), bounded in count and in total time, and only
+ *    while nothing was emitted to the caller (emitted): a stream cut after
+ *    output started is reported, never replayed;
  *  - cancellation: cancelled() is polled at least every 20 ms (while
  *    connecting, waiting for bytes and sleeping between attempts) and stops
  *    the transfer with CORE_ECANCELLED;
@@ -30,7 +32,7 @@
  * AGENTKIT_HTTP_CONNECT_TIMEOUT (default 30s), AGENTKIT_HTTP_IDLE_TIMEOUT
  * (default 10m), AGENTKIT_HTTP_RETRIES (default 3), AGENTKIT_HTTP_RETRY_BUDGET
  * (default 2m), AGENTKIT_HTTP_BACKOFF (first delay, default 500ms; doubled
- * each attempt, capped at 30s); durations as util.h spells them.
+ * each attempt, capped at 8s); durations as util.h spells them.
  *
  * Thread safety: libcurl is initialised once (pthread_once); one http_post
  * per thread at a time is fine.  Nothing here prints.
@@ -63,6 +65,7 @@ struct http_error {
 	const char *content_type;/* may be "" */
 	int retryable;           /* in: the status-code decision; out: final */
 	int64_t retry_after_ms;  /* in: from headers, -1 if none; out: final */
+	const char *request_id;  /* x-request-id or request-id header, or "" */
 };
 
 struct http_call {
@@ -94,6 +97,18 @@ struct http_call {
 	enum core_status (*on_error)(void *ctx, struct http_error *err,
 	                             struct core_err *e);
 	int (*cancelled)(void *ctx);  /* may be NULL */
+	/*
+	 * Retry decisions (may be NULL, then "any 2xx body byte was passed
+	 * on" counts as output): non-zero once something of this attempt
+	 * reached the caller, after which the attempt is never replayed.
+	 * Until then a transport failure, or an on_body/on_end failure whose
+	 * status is UNAVAILABLE, RESOURCE_EXHAUSTED or DEADLINE_EXCEEDED (an
+	 * overloaded error as a stream's first event, a stream cut short), is
+	 * retried like a 503.
+	 */
+	int (*emitted)(void *ctx);
+	/* A 2xx body ended: non-OK when it was incomplete (may be NULL). */
+	enum core_status (*on_end)(void *ctx, struct core_err *e);
 	void *ctx;
 };
 

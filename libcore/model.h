@@ -25,6 +25,8 @@ struct model_request {
 	                             outputSchema?} or NULL */
 	const json_t *config;     /* object (temperature, maxOutputTokens, ...) or NULL */
 	const char *key_file;     /* optional file holding the provider's key */
+	const json_t *output;     /* structured output {"format":"json","schema"?}
+	                             (structured.h) or NULL for text */
 };
 
 struct model_stream {

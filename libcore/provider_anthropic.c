@@ -16,6 +16,10 @@
 
 #define MAX_BLOCKS 256
 
+/* Structured output rides on a forced tool of this name (see
+ * output_tool()); its input comes back as the reply's text. */
+#define OUTPUT_TOOL "output"
+
 struct block {
 	int tool;
 	char *id, *name;
@@ -25,7 +29,8 @@ struct block {
 struct anth {
 	struct prov_out o;
 	struct block blocks[MAX_BLOCKS];
-	long input_tokens, cached_tokens;
+	long input_tokens, cached_tokens, cache_created;
+	int output_tool;            /* 1: OUTPUT_TOOL is the answer; 2: wrapped in "value" */
 };
 
 static const char *const key_envs[] = { "ANTHROPIC_API_KEY", NULL };
@@ -116,8 +121,18 @@ static enum core_status build(const json_t *msgs, json_t *out, json_t **system,
 				const char *ref = json_string_value(json_object_get(r, "ref"));
 				const char *name = json_string_value(json_object_get(r, "name"));
 				char *t = prov_output_text(json_object_get(r, "output"));
-				json_array_append_new(blocks, json_pack("{s:s, s:s, s:s}", "type", "tool_result",
-				        "tool_use_id", ref && *ref ? ref : name ? name : "", "content", t ? t : ""));
+				json_t *tc = json_pack("[{s:s, s:s}]", "type", "text", "text", t ? t : ""), *q;
+				size_t k;
+				/* Images the tool returned ride in the tool_result. */
+				json_array_foreach(json_object_get(r, "content"), k, q) {
+					json_t *mb = json_object_get(q, "media") ? media_block(json_object_get(q, "media")) : NULL;
+					if (mb)
+						json_array_append_new(tc, mb);
+				}
+				json_array_append_new(blocks, json_pack("{s:s, s:s, s:o}", "type", "tool_result",
+				        "tool_use_id", ref && *ref ? ref : name ? name : "", "content",
+				        json_array_size(tc) > 1 ? json_incref(tc) : json_string(t ? t : "")));
+				json_decref(tc);
 				free(t);
 			}
 			json_decref(rs);
@@ -147,6 +162,11 @@ static enum core_status build(const json_t *msgs, json_t *out, json_t **system,
 				if (jv_is_string(sig))
 					json_array_append_new(blocks, json_pack("{s:s, s:O, s:O}", "type", "thinking",
 					                                        "thinking", v, "signature", sig));
+			} else if ((v = json_object_get(json_object_get(p, "custom"), "redactedThinking")) &&
+			           jv_is_string(v)) {
+				/* Encrypted thinking goes back exactly as it came. */
+				json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "redacted_thinking",
+				                                        "data", v));
 			} else if (jv_is_string(t) && json_string_length(t)) {
 				json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text", t));
 			}
@@ -167,6 +187,59 @@ static json_t *build_tools(const json_t *tools)
 	json_array_foreach(tools, i, t)
 		json_array_append_new(arr, prov_tool_decl(t, "input_schema"));
 	return arr;
+}
+
+/*
+ * Structured output.  The Messages API constrains a reply only through a
+ * tool's input schema, so the schema becomes the tool OUTPUT_TOOL and the
+ * request forces it: tool_choice {"type":"tool"} when it is the only
+ * tool, "any" when the agent's tools may run first.  A config that sets
+ * tool_choice or thinking (which allows only "auto") leaves the choice to
+ * the model.  A schema that is not an object is wrapped as {"value": …}
+ * (input schemas must be objects) and unwrapped on the way back.
+ */
+static enum core_status output_tool(struct anth *s, json_t *b, const json_t *output,
+                                    const json_t *cfg, struct core_err *e)
+{
+	const json_t *schema = json_object_get(output, "schema");
+	const char *type = json_string_value(json_object_get(schema, "type"));
+	json_t *tools = json_object_get(b, "tools"), *t, *in;
+	size_t i;
+	if (!output)
+		return CORE_OK;
+	json_array_foreach(tools, i, t)
+		if (!strcmp(json_string_value(json_object_get(t, "name")) ?: "", OUTPUT_TOOL))
+			return core_fail(e, CORE_EINVAL, "anthropic: the tool '%s' clashes with the "
+			                 "structured output tool of that name", OUTPUT_TOOL);
+	s->output_tool = !schema || (type && !strcmp(type, "object")) ? 1 : 2;
+	if (!schema)
+		in = json_pack("{s:s}", "type", "object");
+	else if (s->output_tool == 1)
+		in = json_incref((json_t *)schema);
+	else
+		in = json_pack("{s:s, s:{s:O}, s:[s]}", "type", "object", "properties", "value", schema,
+		               "required", "value");
+	if (!tools) {
+		json_object_set_new(b, "tools", json_array());
+		tools = json_object_get(b, "tools");
+	}
+	json_array_append_new(tools, json_pack("{s:s, s:s, s:o}", "name", OUTPUT_TOOL, "description",
+	                      "Give your final answer as this tool's input.", "input_schema", in));
+	if (!prov_cfg(cfg, "tool_choice") && !prov_cfg(cfg, "thinking"))
+		json_object_set_new(b, "tool_choice", json_array_size(tools) == 1
+		                    ? json_pack("{s:s, s:s}", "type", "tool", "name", OUTPUT_TOOL)
+		                    : json_pack("{s:s}", "type", "any"));
+	return CORE_OK;
+}
+
+/* cacheSystem / cacheTools in the config: true (an ephemeral breakpoint)
+ * or a cache_control object, put on the system prompt and the last tool. */
+static json_t *cache_control(const json_t *cfg, const char *key)
+{
+	const json_t *v = prov_cfg(cfg, key);
+	if (json_is_true(v))
+		return json_pack("{s:s}", "type", "ephemeral");
+	return json_is_object(v) ? json_deep_copy(v) : NULL;
 }
 
 /* ---- response ---- */
@@ -215,6 +288,10 @@ static void set_usage(struct anth *s, const json_t *out_tokens)
 		json_object_set(u, "outputTokens", (json_t *)out_tokens);
 	if (s->cached_tokens)
 		json_object_set_new(u, "cachedContentTokens", json_integer(s->cached_tokens));
+	/* GenerationUsage has no field for cache writes: custom carries it. */
+	if (s->cache_created)
+		json_object_set_new(u, "custom", json_pack("{s:I}", "cacheCreationInputTokens",
+		                                           (json_int_t)s->cache_created));
 	json_decref(s->o.usage);
 	s->o.usage = u;
 }
@@ -261,6 +338,7 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		const json_t *u = json_object_get(json_object_get(v, "message"), "usage");
 		s->input_tokens = (long)json_integer_value(json_object_get(u, "input_tokens"));
 		s->cached_tokens = (long)json_integer_value(json_object_get(u, "cache_read_input_tokens"));
+		s->cache_created = (long)json_integer_value(json_object_get(u, "cache_creation_input_tokens"));
 		set_usage(s, json_object_get(u, "output_tokens"));
 	} else if (!strcmp(t, "content_block_start") && b) {
 		const json_t *cb = json_object_get(v, "content_block");
@@ -275,6 +353,11 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 			b->name = strdup(name ? name : "");
 			core_buf_release(&b->json);
 			core_buf_init(&b->json, PROV_EVENT_MAX);
+		} else if (bt && !strcmp(bt, "redacted_thinking") &&
+		           jv_is_string(json_object_get(cb, "data"))) {
+			/* Kept whole (as Genkit's custom part) to be replayed. */
+			st = prov_emit(&s->o, json_pack("{s:{s:O}}", "custom", "redactedThinking",
+			                                 json_object_get(cb, "data")));
 		}
 	} else if (!strcmp(t, "content_block_delta")) {
 		const json_t *d = json_object_get(v, "delta"), *x;
@@ -301,6 +384,13 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if (!input) {
 			st = core_fail(s->o.e, CORE_EINTERNAL, "anthropic: tool call '%s' has invalid JSON input: %s",
 			               b->name, pe.msg);
+		} else if (s->output_tool && !strcmp(b->name, OUTPUT_TOOL)) {
+			/* The structured answer: its input is the reply's text. */
+			char *text = prov_dump(s->output_tool == 2 ? json_object_get(input, "value") : input);
+			json_decref(input);
+			st = text ? prov_emit(&s->o, json_pack("{s:s}", "text", text))
+			          : core_fail(s->o.e, CORE_ENOMEM, "anthropic: out of memory");
+			free(text);
 		} else {
 			st = prov_emit(&s->o, json_pack("{s:{s:s, s:s, s:o}}", "toolRequest", "name", b->name,
 			                                 "ref", b->id, "input", input));
@@ -336,13 +426,35 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	return st;
 }
 
+static void on_attempt_reset(void *ctx)
+{
+	struct anth *s = ctx;
+	blocks_clear(s);
+	s->input_tokens = s->cached_tokens = s->cache_created = 0;
+}
+
+/*
+ * max_tokens: maxOutputTokens, else 4096 (the API requires one); when the
+ * config's thinking budget is not below that default, the default is
+ * raised above it (budget + 4096) instead of the API's 400.
+ */
+static json_t *max_tokens(const json_t *cfg)
+{
+	const json_t *budget = json_object_get(prov_cfg(cfg, "thinking"), "budget_tokens");
+	if (prov_cfg(cfg, "maxOutputTokens"))
+		return json_incref((json_t *)prov_cfg(cfg, "maxOutputTokens"));
+	if (json_is_integer(budget) && json_integer_value(budget) >= 4096)
+		return json_integer(json_integer_value(budget) + 4096);
+	return json_integer(4096);
+}
+
 static enum core_status anth_generate(const char *name, const struct model_request *req,
                                       const struct model_stream *stream,
                                       struct model_response *resp, struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
 		"stopSequences", "version", "apiKey", "stream", "model", "messages", "system",
-		"tools", NULL };
+		"tools", "cacheSystem", "cacheTools", NULL };
 	struct anth *s = calloc(1, sizeof *s);
 	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
 	json_t *b = NULL, *msgs = NULL, *system = NULL;
@@ -369,14 +481,25 @@ static enum core_status anth_generate(const char *name, const struct model_reque
 	if ((st = build(req->messages, msgs, &system, e)))
 		goto out;
 	b = json_pack("{s:s}", "model", name);
-	json_object_set_new(b, "max_tokens", prov_cfg(cfg, "maxOutputTokens")
-	                    ? json_incref((json_t *)prov_cfg(cfg, "maxOutputTokens"))
-	                    : json_integer(4096));
-	if (system)
-		json_object_set(b, "system", system);
+	json_object_set_new(b, "max_tokens", max_tokens(cfg));
+	if (system) {
+		json_t *cc = cache_control(cfg, "cacheSystem");
+		if (cc)
+			json_object_set_new(b, "system", json_pack("[{s:s, s:O, s:o}]", "type", "text",
+			                                           "text", system, "cache_control", cc));
+		else
+			json_object_set(b, "system", system);
+	}
 	json_object_set(b, "messages", msgs);
-	if (json_array_size(req->tools))
-		json_object_set_new(b, "tools", build_tools(req->tools));
+	if (json_array_size(req->tools)) {
+		json_t *tools = build_tools(req->tools), *cc = cache_control(cfg, "cacheTools");
+		if (cc)
+			json_object_set_new(json_array_get(tools, json_array_size(tools) - 1),
+			                    "cache_control", cc);
+		json_object_set_new(b, "tools", tools);
+	}
+	if ((st = output_tool(s, b, req->output, cfg, e)))
+		goto out;
 	json_object_set_new(b, "stream", json_true());
 	prov_map(b, "temperature", cfg, "temperature");
 	prov_map(b, "top_p", cfg, "topP");
@@ -387,6 +510,7 @@ static enum core_status anth_generate(const char *name, const struct model_reque
 	headers[0] = auth;
 	headers[1] = "anthropic-version: 2023-06-01";
 	headers[2] = NULL;
+	s->o.on_reset = on_attempt_reset;
 	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
 	               "message_stop", resp);
 out:

@@ -23,7 +23,8 @@ void prov_out_release(struct prov_out *o)
 {
 	json_decref(o->parts);
 	json_decref(o->usage);
-	o->parts = o->usage = NULL;
+	json_decref(o->meta);
+	o->parts = o->usage = o->meta = NULL;
 	sse_release(&o->sse);
 	core_buf_release(&o->tail);
 	o->tail_key = NULL;
@@ -35,9 +36,11 @@ void prov_out_reset(struct prov_out *o)
 	core_buf_reset(&o->tail);
 	o->tail_key = NULL;
 	json_decref(o->usage);
-	o->usage = NULL;
+	json_decref(o->meta);
+	o->usage = o->meta = NULL;
 	o->finish[0] = 0;
 	o->done = 0;
+	o->emitted = 0;
 	sse_reset(&o->sse);
 }
 
@@ -103,6 +106,8 @@ static void prov_out_finish(struct prov_out *o, struct model_response *resp)
 {
 	prov_flush(o);
 	resp->message = json_pack("{s:s, s:O}", "role", "model", "content", o->parts);
+	if (resp->message && json_object_size(o->meta))
+		json_object_set(resp->message, "metadata", o->meta);
 	snprintf(resp->finish_reason, sizeof resp->finish_reason, "%s", o->finish);
 	resp->usage = o->usage;
 	o->usage = NULL;
@@ -256,18 +261,44 @@ struct post_ctx {
 	sse_event_fn on_event;
 	enum core_status (*on_error)(void *, struct http_error *, struct core_err *);
 	void *ctx;
+	const char *terminator;
+	size_t bytes;                   /* this attempt's body bytes */
 };
+
+/* ---- retry and stream plumbing (http.h callbacks) ---- */
 
 static void post_attempt(void *ud)
 {
 	struct post_ctx *pc = ud;
 	prov_out_reset(pc->o);
+	pc->bytes = 0;
+	if (pc->o->on_reset)
+		pc->o->on_reset(pc->ctx);
 }
 
 static enum core_status post_body(void *ud, const char *p, size_t n, struct core_err *e)
 {
 	struct post_ctx *pc = ud;
+	pc->bytes += n;
 	return sse_feed(&pc->o->sse, p, n, e);
+}
+
+/* The body ended: flush the framing; without the terminator it was cut. */
+static enum core_status post_end(void *ud, struct core_err *e)
+{
+	struct post_ctx *pc = ud;
+	enum core_status st = sse_finish(&pc->o->sse, e);
+	if (!st && !pc->o->done)
+		st = core_fail(e, CORE_EUNAVAILABLE,
+		               "%s: the stream ended before %s (truncated after %zu bytes)",
+		               pc->o->what, pc->terminator, pc->bytes);
+	return st;
+}
+
+static int post_emitted(void *ud)
+{
+	struct post_ctx *pc = ud;
+	return pc->o->emitted > 0;
 }
 
 static enum core_status post_error(void *ud, struct http_error *he, struct core_err *e)
@@ -294,7 +325,7 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
 	const char *all[8];
 	char accept[64];
-	struct post_ctx pc = { o, on_event, on_error, ctx };
+	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0 };
 	struct http_call c;
 	struct http_result res;
 	enum core_status st;
@@ -322,14 +353,10 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	c.on_body = post_body;
 	c.on_error = post_error;
 	c.cancelled = post_cancelled;
+	c.emitted = post_emitted;
+	c.on_end = post_end;
 	c.ctx = &pc;
 	st = http_post(&c, &res, o->e);
-	if (!st)
-		st = sse_finish(&o->sse, o->e);
-	if (!st && !o->done)
-		st = core_fail(o->e, CORE_EUNAVAILABLE,
-		               "%s: the stream ended before %s (truncated after %zu bytes)",
-		               o->what, terminator, res.body_bytes);
 	if (st) {
 		redact(o->e, o->key);
 		if (o->e)       /* a password or key in a URL the message quotes */
@@ -678,9 +705,14 @@ enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
 	if (he->status >= 200 && he->status <= 299)
 		return core_fail(e, st, "%s: unexpected Content-Type '%s' for a stream (HTTP %ld)%s%s",
 		                 o->what, he->content_type, he->status, *msg ? ": " : "", msg);
-	return core_fail(e, st, "%s: HTTP %ld%s%s%s%s", o->what, he->status,
-	                 *prov_http_reason(he->status) ? " " : "", prov_http_reason(he->status),
-	                 *msg ? ": " : "", msg);
+	core_fail(e, st, "%s: HTTP %ld%s%s%s%s", o->what, he->status,
+	          *prov_http_reason(he->status) ? " " : "", prov_http_reason(he->status),
+	          *msg ? ": " : "", msg);
+	if (he->request_id && *he->request_id) {
+		size_t n = strlen(e->msg);
+		snprintf(e->msg + n, sizeof e->msg - n, " (request id %s)", he->request_id);
+	}
+	return st;
 }
 
 int64_t prov_delay_hint(const char *text, const char *after)

@@ -40,6 +40,12 @@ struct prov_out {
 	 * bytes so n deltas cost O(n), moved into parts by prov_flush(). */
 	struct core_buf tail;
 	const char *tail_key;           /* "text", "reasoning" or NULL */
+	json_t *meta;                   /* the final message's metadata (why a
+	                                   turn was blocked, ...) or NULL; owned */
+	/* Called with prov_post's ctx when an attempt starts over (a retry
+	 * before anything was emitted): forget provider parse state.  May be
+	 * NULL. */
+	void (*on_reset)(void *ctx);
 };
 
 void prov_out_init(struct prov_out *o, const char *what,
@@ -77,7 +83,10 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * the provider state, whose first member is o); on success the response
  * goes into resp (message, finish reason, usage).  on_error maps an error document.  A
  * stream that ends without o->done set is a truncated stream
- * (CORE_EUNAVAILABLE).  Every failure message has the key redacted.
+ * (CORE_EUNAVAILABLE).  Retries (http.h) are decided by o->emitted: an
+ * attempt that failed before any chunk reached the caller is tried again
+ * (o and the provider's state, through o->on_reset, start over).  Every
+ * failure message has the key redacted.
  */
 enum core_status prov_post(struct prov_out *o, const char *url,
                            const char *const *headers, const json_t *b,
@@ -132,7 +141,8 @@ const char *prov_http_reason(long status);
 
 /*
  * Fill e for a failed reply: "WHAT: HTTP 429 Too Many Requests: MSG", or
- * for a 2xx reply of the wrong type "WHAT: unexpected Content-Type ...".
+ * for a 2xx reply of the wrong type "WHAT: unexpected Content-Type ...",
+ * ending "(request id ID)" when the reply named one.
  * msg may be NULL (then the start of the body is used).  Returns st.
  */
 enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,

@@ -21,7 +21,8 @@ struct gem {
 	struct prov_out o;
 };
 
-static const char *const key_envs[] = { "GEMINI_API_KEY", "GOOGLE_API_KEY", NULL };
+/* Google's SDKs prefer GOOGLE_API_KEY when both are set. */
+static const char *const key_envs[] = { "GOOGLE_API_KEY", "GEMINI_API_KEY", NULL };
 static const char *const url_envs[] = { "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", NULL };
 
 /* ---- request ---- */
@@ -132,6 +133,17 @@ static enum core_status build(const json_t *msgs, json_t *contents, json_t **sys
 				        ? json_incref((json_t *)out)
 				        : json_pack("{s:O, s:O}", "name", json_object_get(r, "name"),
 				                    "content", out ? out : json_null()));
+				/* Media the tool returned: functionResponse.parts. */
+				json_t *fparts = json_array(), *q;
+				size_t k;
+				json_array_foreach(json_object_get(r, "content"), k, q) {
+					json_t *mp = json_object_get(q, "media") ? media_part(json_object_get(q, "media")) : NULL;
+					if (mp)
+						json_array_append_new(fparts, mp);
+				}
+				if (json_array_size(fparts))
+					json_object_set(fr, "parts", fparts);
+				json_decref(fparts);
 				json_array_append_new(parts, json_pack("{s:o}", "functionResponse", fr));
 			}
 			json_decref(rs);
@@ -162,7 +174,10 @@ static enum core_status build(const json_t *msgs, json_t *contents, json_t **sys
 				add_signature(part, p);
 			} else if ((v = json_object_get(p, "custom")) && json_is_object(v)) {
 				part = json_deep_copy(v);
-			} else if (jv_is_string(t) && json_string_length(t)) {
+			} else if (jv_is_string(t) && (json_string_length(t) ||
+			           json_object_get(json_object_get(p, "metadata"), "signature"))) {
+				/* An empty text part may carry the turn's thought
+				 * signature; it goes back with it. */
 				part = json_pack("{s:O}", "text", t);
 				add_signature(part, p);
 			}
@@ -223,6 +238,25 @@ static void map_config(json_t *b, const json_t *cfg)
 	if (json_object_size(gc))
 		json_object_set(b, "generationConfig", gc);
 	json_decref(gc);
+}
+
+/* Structured output: JSON mode and the schema as plain JSON Schema
+ * (responseJsonSchema; the older responseSchema subset refuses much of
+ * it), unless the config sets them. */
+static void set_response_format(json_t *b, const json_t *output)
+{
+	const json_t *schema = json_object_get(output, "schema");
+	json_t *gc;
+	if (!output)
+		return;
+	if (!(gc = json_object_get(b, "generationConfig"))) {
+		json_object_set_new(b, "generationConfig", json_object());
+		gc = json_object_get(b, "generationConfig");
+	}
+	if (!json_object_get(gc, "responseMimeType"))
+		json_object_set_new(gc, "responseMimeType", json_string("application/json"));
+	if (schema && !json_object_get(gc, "responseSchema") && !json_object_get(gc, "responseJsonSchema"))
+		json_object_set(gc, "responseJsonSchema", (json_t *)schema);
 }
 
 /* ---- response ---- */
@@ -297,6 +331,34 @@ static enum core_status status_from_doc(const json_t *err, long http)
 	return http ? prov_http_status(http) : CORE_EINTERNAL;
 }
 
+/*
+ * Why a turn ended short (a blocked prompt, a SAFETY or OTHER finish):
+ * the final message's metadata gets Gemini's reason (key: "blockReason"
+ * or "finishReason"), its finishMessage (or blockReasonMessage) and the
+ * safetyRatings that were not NEGLIGIBLE, so the output says why.
+ */
+static void why_finished(struct gem *s, const json_t *src, const char *key, const char *reason)
+{
+	const json_t *msg = json_object_get(src, "finishMessage");
+	json_t *r;
+	json_t *ratings = json_array();
+	size_t i;
+	if (!msg)
+		msg = json_object_get(src, "blockReasonMessage");
+	json_decref(s->o.meta);
+	s->o.meta = json_pack("{s:s}", key, reason);
+	if (jv_is_string(msg))
+		json_object_set(s->o.meta, "finishMessage", (json_t *)msg);
+	json_array_foreach(json_object_get(src, "safetyRatings"), i, r) {
+		const char *pr = json_string_value(json_object_get(r, "probability"));
+		if (json_is_true(json_object_get(r, "blocked")) || (pr && strcmp(pr, "NEGLIGIBLE")))
+			json_array_append(ratings, r);
+	}
+	if (json_array_size(ratings))
+		json_object_set(s->o.meta, "safetyRatings", ratings);
+	json_decref(ratings);
+}
+
 static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
 {
 	struct gem *s = ctx;
@@ -324,6 +386,7 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if (br) {
 			snprintf(s->o.finish, sizeof s->o.finish, "blocked");
 			s->o.done = 1;
+			why_finished(s, json_object_get(v, "promptFeedback"), "blockReason", br);
 		}
 		json_decref(v);
 		return CORE_OK;
@@ -373,6 +436,8 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 	if (!st && jv_is_string(fr = json_object_get(cand, "finishReason"))) {
 		snprintf(s->o.finish, sizeof s->o.finish, "%s", map_finish(json_string_value(fr)));
 		s->o.done = 1;
+		if (strcmp(s->o.finish, "stop") || json_object_get(cand, "finishMessage"))
+			why_finished(s, cand, "finishReason", json_string_value(fr));
 	}
 	json_decref(v);
 	return st;
@@ -437,6 +502,7 @@ static enum core_status gem_generate(const char *name, const struct model_reques
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", build_tools(req->tools));
 	map_config(b, req->config);
+	set_response_format(b, req->output);
 	headers[0] = auth;
 	headers[1] = NULL;
 	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,

@@ -36,18 +36,36 @@ static json_t *tool_calls(const json_t *content)
 	return arr;
 }
 
-static json_t *images(const json_t *content)
+/* The images of content as base64 strings (Ollama's "images"); NULL
+ * with e set for media it cannot take: other types, or an image by URL. */
+static json_t *images(const json_t *content, struct core_err *e)
 {
 	json_t *arr = json_array(), *p;
 	size_t i;
 	json_array_foreach(content, i, p) {
-		const char *url = json_string_value(json_object_get(json_object_get(p, "media"), "url"));
-		char *mime;
+		const json_t *m = json_object_get(p, "media");
+		const char *url = json_string_value(json_object_get(m, "url"));
+		const char *ct = json_string_value(json_object_get(m, "contentType"));
+		char *mime = NULL;
 		const char *data;
-		if (url && prov_data_url(url, &mime, &data)) {
-			json_array_append_new(arr, json_string(data));
-			free(mime);
+		int ok;
+		if (!url)
+			continue;
+		if (!prov_data_url(url, &mime, &data)) {
+			json_decref(arr);
+			core_fail(e, CORE_EINVAL, "ollama: cannot send media by URL (give images as data: URLs)");
+			return NULL;
 		}
+		ok = !strncmp(ct ? ct : mime, "image/", 6);
+		if (!ok)
+			core_fail(e, CORE_EINVAL, "ollama: cannot send media of type '%s' (images only)",
+			          ct ? ct : mime);
+		free(mime);
+		if (!ok) {
+			json_decref(arr);
+			return NULL;
+		}
+		json_array_append_new(arr, json_string(data));
 	}
 	return arr;
 }
@@ -88,8 +106,17 @@ static enum core_status build(const json_t *msgs, json_t *out, struct core_err *
 				                "tool_name", json_object_get(r, "name"));
 				if (ref && *ref)
 					json_object_set_new(msg, "tool_call_id", json_string(ref));
-				json_array_append_new(out, msg);
 				free(ot);
+				/* Images the tool returned ride on its message. */
+				if (!(x = images(json_object_get(r, "content"), e))) {
+					json_decref(msg);
+					json_decref(rs);
+					return e->st;
+				}
+				if (json_array_size(x))
+					json_object_set(msg, "images", x);
+				json_decref(x);
+				json_array_append_new(out, msg);
 			}
 			json_decref(rs);
 			continue;
@@ -100,7 +127,10 @@ static enum core_status build(const json_t *msgs, json_t *out, struct core_err *
 		msg = json_pack("{s:s, s:s}", "role", strcmp(role, "model") ? role : "assistant",
 		                "content", t ? t : "");
 		free(t);
-		x = images(content);
+		if (!(x = images(content, e))) {
+			json_decref(msg);
+			return e->st;
+		}
 		if (json_array_size(x))
 			json_object_set(msg, "images", x);
 		json_decref(x);
@@ -297,6 +327,12 @@ static enum core_status oll_generate(const char *name, const struct model_reques
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	map_config(b, req->config);
+	/* Structured output: format is the schema, or "json" (unless the
+	 * config sets a format). */
+	if (req->output && !json_object_get(b, "format"))
+		json_object_set_new(b, "format", json_object_get(req->output, "schema")
+		                    ? json_incref(json_object_get(req->output, "schema"))
+		                    : json_string("json"));
 	st = prov_post(&s->o, url, NULL, b, SSE_MODE_NDJSON, on_event, on_error, s,
 	               "a \"done\": true line", resp);
 out:

@@ -34,7 +34,43 @@ static const char *const url_envs[] = { "OPENAI_BASE_URL", NULL };
 
 /* ---- request ---- */
 
-static json_t *user_content(const json_t *content)
+/*
+ * One media part as a Chat Completions content part: images as image_url,
+ * wav/mp3 data as input_audio, other data (a PDF, ...) as a file; NULL
+ * with e set for what the API cannot take (audio or a document by URL).
+ */
+static json_t *media_content(const json_t *m, struct core_err *e)
+{
+	const char *url = json_string_value(json_object_get(m, "url"));
+	const char *ct = json_string_value(json_object_get(m, "contentType"));
+	char *mime = NULL;
+	const char *data = NULL;
+	json_t *p = NULL;
+	int inline_data = prov_data_url(url, &mime, &data);
+	const char *type = ct ? ct : mime ? mime : "";
+	if (!*type || !strncmp(type, "image/", 6)) {
+		p = json_pack("{s:s, s:{s:s}}", "type", "image_url", "image_url", "url", url);
+	} else if (inline_data && (!strcmp(type, "audio/wav") || !strcmp(type, "audio/x-wav") ||
+	                           !strcmp(type, "audio/mpeg") || !strcmp(type, "audio/mp3"))) {
+		p = json_pack("{s:s, s:{s:s, s:s}}", "type", "input_audio", "input_audio", "data", data,
+		              "format", strstr(type, "wav") ? "wav" : "mp3");
+	} else if (inline_data && strncmp(type, "audio/", 6) && strncmp(type, "video/", 6)) {
+		const char *ext = strchr(type, '/');
+		char *fname = prov_strf("file.%s", ext ? ext + 1 : "bin");
+		p = json_pack("{s:s, s:{s:s, s:s}}", "type", "file", "file", "filename",
+		              fname ? fname : "file", "file_data", url);
+		free(fname);
+	} else {
+		core_fail(e, CORE_EINVAL, "openai: cannot send media of type '%s'%s (images, wav/mp3 "
+		          "audio and documents as data: URLs are supported)", type,
+		          inline_data ? "" : " by URL");
+	}
+	free(mime);
+	return p;
+}
+
+/* A user turn's content; NULL with e set for media the API cannot take. */
+static json_t *user_content(const json_t *content, struct core_err *e)
 {
 	json_t *arr = json_array();
 	int media = 0;
@@ -44,9 +80,13 @@ static json_t *user_content(const json_t *content)
 		const json_t *m = json_object_get(p, "media");
 		const json_t *t = json_object_get(p, "text");
 		if (m && jv_is_string(json_object_get(m, "url"))) {
+			json_t *mp = media_content(m, e);
+			if (!mp) {
+				json_decref(arr);
+				return NULL;
+			}
 			media = 1;
-			json_array_append_new(arr, json_pack("{s:s, s:{s:O}}", "type", "image_url",
-			                                     "image_url", "url", json_object_get(m, "url")));
+			json_array_append_new(arr, mp);
 		} else if (jv_is_string(t) && !json_object_get(p, "toolResponse")) {
 			json_array_append_new(arr, json_pack("{s:s, s:O}", "type", "text", "text", t));
 		}
@@ -59,6 +99,45 @@ static json_t *user_content(const json_t *content)
 		free(s);
 	}
 	return arr;
+}
+
+/*
+ * Media a tool returned (toolResponse.content) cannot ride in a tool
+ * message, which is text only: they follow the round's tool messages as
+ * one user message, each led by the tool it came from.  NULL when there
+ * is none; with e set when a media part cannot be sent.
+ */
+static json_t *tool_media_message(const json_t *responses, struct core_err *e)
+{
+	json_t *arr = json_array(), *p, *q;
+	size_t i, j;
+	json_array_foreach(responses, i, p) {
+		const json_t *r = json_object_get(p, "toolResponse");
+		int first = 1;
+		json_array_foreach(json_object_get(r, "content"), j, q) {
+			const json_t *m = json_object_get(q, "media");
+			json_t *mp;
+			if (!m || !jv_is_string(json_object_get(m, "url")))
+				continue;
+			if (first) {
+				char *t = prov_strf("Media returned by tool '%s':",
+				                    json_string_value(json_object_get(r, "name")) ?: "");
+				json_array_append_new(arr, json_pack("{s:s, s:s}", "type", "text", "text", t ? t : ""));
+				free(t);
+				first = 0;
+			}
+			if (!(mp = media_content(m, e))) {
+				json_decref(arr);
+				return NULL;
+			}
+			json_array_append_new(arr, mp);
+		}
+	}
+	if (!json_array_size(arr)) {
+		json_decref(arr);
+		return NULL;
+	}
+	return json_pack("{s:s, s:o}", "role", "user", "content", arr);
 }
 
 static json_t *tool_call(const json_t *tr)
@@ -92,8 +171,10 @@ static enum core_status build_messages(const json_t *msgs, json_t *out, struct c
 			                                     "content", t ? t : ""));
 			free(t);
 		} else if (!strcmp(role, "user")) {
-			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user",
-			                                     "content", user_content(content)));
+			json_t *uc = user_content(content, e);
+			if (!uc)
+				return e->st;
+			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", uc));
 		} else if (!strcmp(role, "model")) {
 			json_t *a = json_object(), *calls = json_array();
 			char *t = prov_text(content);
@@ -125,7 +206,13 @@ static enum core_status build_messages(const json_t *msgs, json_t *out, struct c
 				        "content", out_text ? out_text : "null"));
 				free(out_text);
 			}
+			struct core_err me = { 0 };
+			json_t *media = tool_media_message(rs, &me);
 			json_decref(rs);
+			if (me.st)
+				return core_fail(e, me.st, "%s", me.msg);
+			if (media)
+				json_array_append_new(out, media);
 		} else {
 			return core_fail(e, CORE_EINVAL, "openai: message %zu has unknown role '%s'", i, role);
 		}
@@ -234,8 +321,17 @@ static enum core_status add_call_delta(struct oai *s, const json_t *d)
 	const json_t *args = json_object_get(fn, "arguments");
 	const char *id = json_string_value(json_object_get(d, "id"));
 	const char *name = json_string_value(json_object_get(fn, "name"));
-	json_int_t i = json_is_integer(ix) ? json_integer_value(ix) : s->ncalls;
+	json_int_t i;
 	struct oai_call *c;
+	if (json_is_integer(ix)) {
+		i = json_integer_value(ix);
+	} else {
+		/* No index (some compatible servers, one call at a time): a
+		 * delta continues the last call unless it starts with a new id. */
+		i = s->ncalls ? s->ncalls - 1 : 0;
+		if (s->ncalls && id && *id && s->calls[i].id && strcmp(s->calls[i].id, id))
+			i++;
+	}
 	if (i < 0 || i >= MAX_CALLS)
 		return core_fail(s->o.e, CORE_EINTERNAL, "openai: tool call index %lld out of range",
 		                 (long long)i);
@@ -332,6 +428,10 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		if (jv_is_string(fr)) {
 			snprintf(s->o.finish, sizeof s->o.finish, "%s",
 			         s->refusal ? "blocked" : map_finish(json_string_value(fr)));
+			/* The reply is whole: a server that then ends the stream
+			 * without data: [DONE] (after the usage chunk, or without
+			 * one) is not cut short, as the OpenAI SDKs read it. */
+			s->o.done = 1;
 			if ((st = send_calls(s)))
 				break;
 		}
@@ -372,10 +472,24 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	return st;
 }
 
-static void on_attempt_reset(struct oai *s)
+static void on_attempt_reset(void *ctx)
 {
+	struct oai *s = ctx;
 	calls_clear(s);
 	s->refusal = 0;
+}
+
+/* Structured output: Genkit's compat_oai response_format (strict, named
+ * "output"), unless the config sets one. */
+static void set_response_format(json_t *b, const json_t *output)
+{
+	const json_t *schema = json_object_get(output, "schema");
+	if (!output || json_object_get(b, "response_format"))
+		return;
+	json_object_set_new(b, "response_format", schema
+	        ? json_pack("{s:s, s:{s:s, s:O, s:b}}", "type", "json_schema", "json_schema",
+	                    "name", "output", "schema", schema, "strict", 1)
+	        : json_pack("{s:s}", "type", "json_object"));
 }
 
 static enum core_status oai_generate(const char *name, const struct model_request *req,
@@ -412,10 +526,11 @@ static enum core_status oai_generate(const char *name, const struct model_reques
 	json_object_set_new(b, "stream", json_true());
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
 	map_config(b, req->config, !strcmp(base, "https://api.openai.com/v1"));
+	set_response_format(b, req->output);
 	headers[0] = auth;
 	headers[1] = NULL;
-	/* Each attempt starts clean: prov_post resets o; reset calls here too. */
-	on_attempt_reset(s);
+	/* Each attempt starts clean: prov_post resets o, on_reset the calls. */
+	s->o.on_reset = on_attempt_reset;
 	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
 	               "data: [DONE]", resp);
 out:

@@ -17,6 +17,7 @@
 #include "util.h"
 #include "prompt.h"
 #include "schema.h"
+#include "structured.h"
 
 #define TAG_HISTORY "_genkit_history"
 #define TAG_PROMPT "_genkit_prompt"
@@ -1107,6 +1108,7 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
 		req.config = a->config;
 		req.key_file = a->key_file;
+		req.output = a->output;
 		enum core_status st = model_generate(a->model, &req, &stream, &resp, &e);
 		json_decref(reqmsgs);
 		if (st) {
@@ -1126,6 +1128,17 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		json_array_append_new(g->msgs, m);
 		rt->msg_index++;
 		size_t *idx = NULL, n = collect_requests(m, &idx);
+		if (!n && a->output && (st = structured_check(a->output, m, NULL, &e))) {
+			/* A reply that is not the JSON asked for fails the turn
+			 * (§9.1 #144); the message is not committed. */
+			model_response_release(&resp);
+			free(idx);
+			r->st = st;
+			snprintf(r->msg, sizeof r->msg, "generate: %s", e.msg);
+			json_array_remove(g->msgs, json_array_size(g->msgs) - 1);
+			r->committed = g->committable;
+			return;
+		}
 		if (!n || !strcmp(resp.finish_reason, "interrupted")) {
 			snprintf(r->reason, sizeof r->reason, "%s", resp.finish_reason);
 			model_response_release(&resp);
@@ -1639,6 +1652,13 @@ json_t *rt_output(const struct runtime *rt)
 		size_t n = json_array_size(msgs);
 		if (n)
 			json_object_set_new(o, "message", json_deep_copy(json_array_get(msgs, n - 1)));
+		/* Structured output: the parsed value of the final message
+		 * (what Genkit's response Output() returns). */
+		json_t *m = json_object_get(o, "message"), *value = NULL;
+		struct core_err e = { 0 };
+		if (rt->agent->output && m && !strcmp(json_string_value(json_object_get(m, "role")) ?: "", "model")
+		    && !structured_check(rt->agent->output, m, &value, &e))
+			json_object_set_new(o, "output", value);
 	}
 	json_object_set_new(o, "sessionId", json_string(rt->session_id));
 	if (rt->store && rt->last_snapshot_id && *rt->last_snapshot_id)
