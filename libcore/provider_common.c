@@ -371,20 +371,6 @@ out:
 
 /* ---- models endpoints (agent-run --list-models) ---- */
 
-static char *url_public(const char *url);
-
-/* The URL in e's message without its user and password. */
-static void redact_userinfo(struct core_err *e, const char *url)
-{
-	char *pub = url_public(url), *at = strstr(e->msg, url);
-	if (pub && at && strcmp(pub, url)) {
-		char rest[sizeof e->msg];
-		snprintf(rest, sizeof rest, "%s", at + strlen(url));
-		snprintf(at, sizeof e->msg - (size_t)(at - e->msg), "%s%s", pub, rest);
-	}
-	free(pub);
-}
-
 struct get_ctx {
 	struct prov_out *o;
 	struct core_buf body;
@@ -448,25 +434,12 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 	}
 	if (st) {
 		redact(e, key);
-		redact_userinfo(e, url);
+		core_url_redact_text(e->msg, sizeof e->msg);
 	}
 out:
 	core_buf_release(&g.body);
 	prov_out_release(&o);
 	return st;
-}
-
-/* url without "user:password@" (a base URL may carry them; they are
- * secrets).  malloc()ed; NULL when out of memory. */
-static char *url_public(const char *url)
-{
-	const char *host = strstr(url, "://");
-	host = host ? host + 3 : url;
-	size_t hostlen = strcspn(host, "/?#");
-	const char *at = memchr(host, '@', hostlen);
-	if (!at)
-		return strdup(url);
-	return prov_strf("%.*s%s", (int)(host - url), url, at + 1);
 }
 
 static json_t *string_array(const char *const *v)
@@ -482,7 +455,8 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
 {
 	struct core_err e = { 0 };
 	const char *from = NULL;
-	char *pub = url_public(base);
+	char pub[2048];
+	core_url_redact(base, pub, sizeof pub);
 	*key = NULL;
 	if (key_envs && key_file && *key_file)
 		from = "key file";
@@ -493,16 +467,14 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
 	 * file that cannot be read reads as no key. */
 	if (from && prov_key("list", key_envs, key_file, key, &e) == CORE_ENOMEM)
 		from = NULL;
-	if (!pub || json_object_set_new(row, "keyVariables", string_array(key_envs))
+	if (json_object_set_new(row, "keyVariables", string_array(key_envs))
 	    || json_object_set_new(row, "keyFrom", from && *key ? json_string(from) : json_null())
 	    || json_object_set_new(row, "baseUrl", json_string(pub))
 	    || json_object_set_new(row, "baseUrlVariables", string_array(url_envs))) {
-		free(pub);
 		prov_secret_free(*key);
 		*key = NULL;
 		return CORE_ENOMEM;
 	}
-	free(pub);
 	return CORE_OK;
 }
 
