@@ -275,7 +275,7 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 
 @test "a worker that cannot start: a failed output, and the pending row finalized failed" {
 	mkdir -p "$AGENTKIT_STORE"
-	agent-snap sessions >/dev/null
+	agent-snap import </dev/null >/dev/null
 	touch "$AGENTKIT_STORE/logs"
 	run -1 --separate-stderr "${AR[@]}" --detach -m one
 	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$AGENTKIT_STORE/logs/"*".log': Not a directory" ]]
