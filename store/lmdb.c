@@ -631,7 +631,7 @@ static enum core_status trust_store(const char *path, struct core_err *e)
 		               : st.st_mode & 002 ? "others" : "its group",
 		               (unsigned)(st.st_mode & 07777), path);
 	for (i = 0; i < sizeof files / sizeof files[0] && rc == CORE_OK; i++) {
-		int dir = !strcmp(files[i], "logs");
+		int dir = !strcmp(files[i], "logs");    /* (its type is detach's business) */
 		p.len = 0;
 		if (core_buf_addf(&p, "%s/%s", path, files[i]) != CORE_OK)
 			rc = core_fail(e, CORE_ESYS, "store path too long");
@@ -640,9 +640,9 @@ static enum core_status trust_store(const char *path, struct core_err *e)
 		else if (S_ISLNK(st.st_mode))
 			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is a symlink "
 			               "(remove it: the store never follows links)", path, files[i]);
-		else if (dir ? !S_ISDIR(st.st_mode) : !S_ISREG(st.st_mode))
-			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is not a %s", path,
-			               files[i], dir ? "directory" : "regular file");
+		else if (!dir && !S_ISREG(st.st_mode))
+			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is not a regular file",
+			               path, files[i]);
 		else if (!owner_ok(&st))
 			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s belongs to uid %ld, "
 			               "not to you (uid %ld)", path, files[i], (long)st.st_uid,
