@@ -128,7 +128,8 @@ static const struct cli_value values[] = {
 	{ .opt = "snapshot", .kind = CLI_SNAPSHOT },
 	{ .opt = "model", .kind = CLI_MODEL },
 	{ .opt = "prompt", .kind = CLI_AGENT },
-	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text" },
+	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text json" },
+	{ .opt = "input-format", .kind = CLI_WORDS, .words = "ndjson text" },
 	{ 0 }
 };
 

@@ -83,7 +83,7 @@ complete_words() {
 	[ "$(complete_words agent-run '')" = "$(printf '%s\n' mine tasks triage agents)" ]
 	[ "$(complete_words agent-run tr)" = triage ]
 	[ "$(complete_words agent-run --prompt m)" = mine ]
-	[ "$(complete_words agent-run --format '')" = "$(printf '%s\n' ndjson text)" ]
+	[ "$(complete_words agent-run --format '')" = "$(printf '%s\n' ndjson text json)" ]
 	[ "$(complete_words agent-run --format = t)" = text ]
 	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ ollama/)" ]
 	[ "$(complete_words agent-run --completion z)" = zsh ]
