@@ -278,7 +278,7 @@ static void add_short(struct core_buf *b, const json_t *v, size_t max)
 }
 
 /* One message as a person reads it: "role: text", tool calls and results
- * one line each. */
+ * one line each; the caller separates messages with a blank line. */
 static enum core_status message_text(const json_t *m, struct core_err *e)
 {
 	const char *role = json_string_value(json_object_get(m, "role"));
@@ -310,7 +310,6 @@ static enum core_status message_text(const json_t *m, struct core_err *e)
 	}
 	if (at_start)
 		core_buf_add(&b, "\n", 1);
-	core_buf_add(&b, "\n", 1);
 	enum core_status st = b.p ? cli_write(b.p, b.len, e)
 	                          : core_fail(e, CORE_ENOMEM, "out of memory");
 	core_buf_release(&b);
@@ -331,7 +330,10 @@ static enum core_status show_conversation(struct store *s, const struct opts *o,
 	json_array_foreach(json_object_get(json_object_get(row, "state"), "messages"), i, m) {
 		if (st)
 			break;
-		st = o->text ? message_text(m, &e) : cli_write_json(m, &e);
+		if (o->text && i)       /* a blank line between messages */
+			st = cli_write("\n", 1, &e);
+		if (!st)
+			st = o->text ? message_text(m, &e) : cli_write_json(m, &e);
 	}
 	json_decref(row);
 	return st == CORE_OK ? st : cli_report(&e);
