@@ -96,7 +96,7 @@ start() {
 	start '[{"status":429,"code":"insufficient_quota","message":"You exceeded your current quota."},{"text":"x"}]'
 	req_simple openai/gpt-4o >req.json
 	run -1 --separate-stderr "$MODEL_CALL" <req.json
-	assert_output '{"error":{"status":"RESOURCE_EXHAUSTED","message":"openai: HTTP 429 Too Many Requests: You exceeded your current quota."}}'
+	assert_output '{"error":{"status":"RESOURCE_EXHAUSTED","message":"openai: HTTP 429 Too Many Requests: You exceeded your current quota. (request id req_mock01)"}}'
 	assert_equal "$(mock_requests)" 1
 }
 
