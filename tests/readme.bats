@@ -33,6 +33,8 @@ fresh_copy() {
 }
 
 # run_blocks SHELL: run every block; print what failed, fail if any did.
+# A block's stdin is /dev/null, as a terminal's would give agent-run no
+# text (stdin text joins a -m turn: this loop's own input must not).
 run_blocks() {
 	local sh=$1 line what failed=0 n=0 dir prelude
 	case $sh in
@@ -51,7 +53,7 @@ run_blocks() {
 		{ echo "$prelude"; python3 "$BLOCKS" script "$README" "$line"; } >"$dir/block.sh"
 		if ! (cd "$dir/repo" && env -u AGENTKIT_STORE -u AGENTKIT_PATH -u XDG_CONFIG_HOME \
 			-u XDG_STATE_HOME -u XDG_DATA_HOME HOME="$dir/home" \
-			"$sh" "$dir/block.sh" >"$dir/out" 2>"$dir/err"); then
+			"$sh" "$dir/block.sh" </dev/null >"$dir/out" 2>"$dir/err"); then
 			echo "README.md:$line: exit $? in $sh"
 			sed 's/^/  stderr: /' "$dir/err"
 			failed=1
