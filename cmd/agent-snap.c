@@ -38,7 +38,8 @@ static const struct cli_opt opts[] = {
 	  "print the session's latest row (with IDs: check that they belong to SID)" },
 	{ OPT_METADATA, "metadata-only", NULL, "leave out the state (never read)" },
 	{ OPT_AGENT, "agent", "AGENT",
-	  "read states as AGENT's clients see them: through its state transform (docs/transforms.md)" },
+	  "read states as AGENT's clients see them: through its state transform "
+	  "(docs/transforms.md); with sessions: only AGENT's sessions" },
 	{ OPT_AGENTS, "agents", "DIR", "look for AGENT.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
 	{ OPT_SINCE, "since", "TIME",
 	  "sessions: only those updated since TIME (RFC 3339, or a duration ago: 24h)" },
