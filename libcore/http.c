@@ -112,7 +112,11 @@ static void pool_free(void *m)
 
 static void pool_forget(void)
 {
-	pool_abandoned = pthread_getspecific(pool_key);
+	CURLM *m = pthread_getspecific(pool_key);
+	/* The worker is forked twice (it daemonizes): the second fork has no
+	 * handle of its own yet and must not forget the first one's. */
+	if (m)
+		pool_abandoned = m;
 	pthread_setspecific(pool_key, NULL);
 }
 

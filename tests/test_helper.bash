@@ -27,6 +27,7 @@ common_setup() {
 	export XDG_CONFIG_HOME="$BATS_TEST_TMPDIR/config"
 	# ASan: leaks are errors too, and reports go to stderr.
 	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
+	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TOP/tests/lsan.supp:print_suppressions=0}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
 	cd "$BATS_TEST_TMPDIR" || return 1
 }
