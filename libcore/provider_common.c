@@ -314,6 +314,36 @@ static int post_cancelled(void *ud)
 	return s && s->cancelled && s->cancelled(s->ctx);
 }
 
+/*
+ * A call's headers and limits: the provider's headers (as many as fit),
+ * then ours, in all[CALL_HEADERS]; the limits from the environment.
+ */
+#define CALL_HEADERS 8
+static enum core_status call_init(struct http_call *c, const char **all,
+                                  const char *const *headers, const char *const *ours,
+                                  struct core_err *e)
+{
+	size_t n = 0, k = 0;
+	while (ours[k])
+		k++;
+	for (; headers && *headers && n + k < CALL_HEADERS - 1; headers++)
+		all[n++] = *headers;
+	for (k = 0; ours[k]; k++)
+		all[n++] = ours[k];
+	all[n] = NULL;
+	memset(c, 0, sizeof *c);
+	c->headers = all;
+	return http_limits_from_env(&c->limits, e);
+}
+
+/* A failed call's message: neither the key nor a secret in a URL it quotes. */
+static void scrub_message(struct core_err *e, const char *key)
+{
+	redact(e, key);
+	if (e)
+		core_url_redact_text(e->msg, sizeof e->msg);
+}
+
 enum core_status prov_post(struct prov_out *o, const char *url,
                            const char *const *headers, const json_t *b,
                            enum sse_mode mode, sse_event_fn on_event,
@@ -323,28 +353,21 @@ enum core_status prov_post(struct prov_out *o, const char *url,
                            struct model_response *resp)
 {
 	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
-	const char *all[8];
+	const char *all[CALL_HEADERS];
 	char accept[64];
 	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0 };
 	struct http_call c;
 	struct http_result res;
 	enum core_status st;
-	size_t n = 0;
 	char *body = prov_dump(b);
 	if (!body)
 		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
-	for (; headers && *headers && n < 5; headers++)
-		all[n++] = *headers;
 	snprintf(accept, sizeof accept, "Accept: %s", type);
-	all[n++] = "Content-Type: application/json";
-	all[n++] = accept;
-	all[n] = NULL;
-	memset(&c, 0, sizeof c);
-	if ((st = http_limits_from_env(&c.limits, o->e)))
+	const char *ours[] = { "Content-Type: application/json", accept, NULL };
+	if ((st = call_init(&c, all, headers, ours, o->e)))
 		goto out;
 	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
 	c.url = url;
-	c.headers = all;
 	c.body = body;
 	c.body_len = strlen(body);
 	c.stream_type = type;
@@ -357,13 +380,10 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	c.on_end = post_end;
 	c.ctx = &pc;
 	st = http_post(&c, &res, o->e);
-	if (st) {
-		redact(o->e, o->key);
-		if (o->e)       /* a password or key in a URL the message quotes */
-			core_url_redact_text(o->e->msg, sizeof o->e->msg);
-	} else {
+	if (st)
+		scrub_message(o->e, o->key);
+	else
 		prov_out_finish(o, resp);
-	}
 out:
 	free(body);
 	return st;
@@ -403,24 +423,18 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 	struct prov_out o;
 	struct get_ctx g = { &o, CORE_BUF_INIT(PROV_EVENT_MAX) };
 	struct http_call c;
-	const char *all[8];
-	size_t n = 0;
+	const char *all[CALL_HEADERS];
+	static const char *const ours[] = { "Accept: application/json", NULL };
 	enum core_status st;
 	*doc = NULL;
 	prov_out_init(&o, what, NULL, e);
 	o.key = key;
-	for (; headers && *headers && n < 6; headers++)
-		all[n++] = *headers;
-	all[n++] = "Accept: application/json";
-	all[n] = NULL;
-	memset(&c, 0, sizeof c);
-	if ((st = http_limits_from_env(&c.limits, e)))
+	if ((st = call_init(&c, all, headers, ours, e)))
 		goto out;
 	c.limits.retries = 0;
 	if (c.limits.connect_ms > 10000)
 		c.limits.connect_ms = 10000;
 	c.url = url;
-	c.headers = all;
 	c.what = what;
 	c.on_body = get_body;
 	c.on_error = get_error;
@@ -432,10 +446,8 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 			st = core_fail(e, CORE_EINTERNAL, "%s: the model list is not JSON: %s",
 			               what, je.text);
 	}
-	if (st) {
-		redact(e, key);
-		core_url_redact_text(e->msg, sizeof e->msg);
-	}
+	if (st)
+		scrub_message(e, key);
 out:
 	core_buf_release(&g.body);
 	prov_out_release(&o);
