@@ -633,16 +633,6 @@ static void abandon(struct detach_ctx *d, const json_t *pending, const struct co
 	}
 }
 
-/* What the worker's row records beside Genkit's shape: the usage of every
- * turn the row stands for, not only the last. */
-static json_t *worker_info(struct runtime *rt)
-{
-	json_t *info = rt_row_info(rt);
-	if (info && json_object_size(rt_usage(rt)))
-		json_object_set_new(info, "usage", json_deep_copy(rt_usage(rt)));
-	return info;
-}
-
 /* The worker: run the queue without streaming, beat, finalize (§2.2-2.3). */
 static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
                                    const json_t *pending)
@@ -681,7 +671,7 @@ static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
 		wlog("the abort flip was seen");
 	agent_ext_finish(ext, d->rt);
 	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
-	json_t *info = worker_info(d->rt);
+	json_t *info = rt_row_info(d->rt);
 	struct detach_result r = { aborted, output, state, info };
 	detach_watch_quiesce(watch);
 	st = output && state ? detach_finalize(s, pending, &r, &row, &e)

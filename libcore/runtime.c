@@ -1410,8 +1410,10 @@ json_t *rt_row_info(struct runtime *rt)
 	json_t *title = session_title(rt);
 	if (title)
 		json_object_set_new(info, "title", title);
-	if (json_object_size(rt->turn_usage))
-		json_object_set_new(info, "usage", json_deep_copy(rt->turn_usage));
+	/* A detached worker writes one row for every turn it ran. */
+	const json_t *usage = rt->detached ? rt->usage : rt->turn_usage;
+	if (json_object_size(usage))
+		json_object_set_new(info, "usage", json_deep_copy(usage));
 	return info;
 }
 

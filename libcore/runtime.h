@@ -105,7 +105,8 @@ const json_t *rt_usage(const struct runtime *rt);
 
 /*
  * What the row of the turn just run records beside Genkit's shape (store.h,
- * STORE_INFO_KEY): {"agent", "model", "title", "usage" (this turn's)}.  A
+ * STORE_INFO_KEY): {"agent", "model", "title", "usage" (this turn's; once
+ * detached, the invocation's)}.  A
  * new reference, or NULL when out of memory.
  */
 json_t *rt_row_info(struct runtime *rt);
