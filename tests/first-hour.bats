@@ -314,9 +314,11 @@ agent-run: generate: tool "fail" failed: exited with status 3: boom: the disk is
 	now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
 	echo "{\"snapshotId\":\"w1\",\"sessionId\":\"live\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}" |
 		agent-snap import >/dev/null
-	timeout 20 script -qfec "agent-wait --heartbeat-timeout 1h w1" typescript >/dev/null 2>&1 </dev/null &
+	# exec: script runs the command with $SHELL -c (sh when SHELL is unset, as
+	# under cron or CI), and dash would otherwise keep itself between.
+	timeout 20 script -qfec "exec agent-wait --heartbeat-timeout 1h w1" typescript >/dev/null 2>&1 </dev/null &
 	spid=$!
-	wait_for 10 grep -q 'pending' typescript
+	wait_for 10 grep -qs 'pending' typescript
 	# timeout's child is script, script's child agent-wait.
 	wpid=$(pgrep -P "$(pgrep -P "$spid")")
 	kill -INT "$wpid"
