@@ -1,5 +1,6 @@
 #!/usr/bin/env bats
-# The README runs as written: every ```sh block of README.md, from a fresh
+# The README runs as written: every ```sh block of README.md (and of
+# docs/*.md, in bash), from a fresh
 # copy of the repository's tree (the built binaries in build/, as after
 # `make`), with a private HOME (so the default store and
 # ~/.config/agentkit/agents are fresh too), in bash and in zsh, under
@@ -32,37 +33,39 @@ fresh_copy() {
 	done
 }
 
-# run_blocks SHELL: run every block; print what failed, fail if any did.
+# run_blocks SHELL [DOC]: run every block of DOC (README.md); print what
+# failed, fail if any did.
 # A block's stdin is /dev/null, as a terminal's would give agent-run no
 # text (stdin text joins a -m turn: this loop's own input must not).
 run_blocks() {
-	local sh=$1 line what failed=0 n=0 dir prelude
+	local sh=$1 doc=${2:-$README} line what failed=0 n=0 dir prelude name
+	name=${doc#"$TOP/"}
 	case $sh in
 	bash) prelude='set -eo pipefail' ;;
 	zsh) prelude='set -e; setopt pipefail' ;;
 	esac
 	while IFS=$'\t' read -r line what; do
 		if [ "$what" != run ]; then
-			echo "# README.md:$line: ${what}" >&3
+			echo "# $name:$line: ${what}" >&3
 			continue
 		fi
 		n=$((n + 1))
-		dir="$BATS_TEST_TMPDIR/$sh-$line"
+		dir="$BATS_TEST_TMPDIR/$sh-$(basename "$doc" .md)-$line"
 		fresh_copy "$dir/repo"
 		mkdir -p "$dir/home"
-		{ echo "$prelude"; python3 "$BLOCKS" script "$README" "$line"; } >"$dir/block.sh"
+		{ echo "$prelude"; python3 "$BLOCKS" script "$doc" "$line"; } >"$dir/block.sh"
 		if ! (cd "$dir/repo" && env -u AGENTKIT_STORE -u AGENTKIT_PATH -u XDG_CONFIG_HOME \
 			-u XDG_STATE_HOME -u XDG_DATA_HOME HOME="$dir/home" \
 			"$sh" "$dir/block.sh" </dev/null >"$dir/out" 2>"$dir/err"); then
-			echo "README.md:$line: exit $? in $sh"
+			echo "$name:$line: exit $? in $sh"
 			sed 's/^/  stderr: /' "$dir/err"
 			failed=1
-		elif ! python3 "$BLOCKS" check "$README" "$line" "$dir/out"; then
+		elif ! python3 "$BLOCKS" check "$doc" "$line" "$dir/out"; then
 			failed=1
 		fi
-	done < <(python3 "$BLOCKS" list "$README")
-	echo "$n blocks run in $sh"
-	[ "$n" -gt 0 ] && [ "$failed" -eq 0 ]
+	done < <(python3 "$BLOCKS" list "$doc")
+	echo "$n blocks of $name run in $sh"
+	[ "$failed" -eq 0 ]
 }
 
 @test "README: the blocks are found, and the marked ones are skipped" {
@@ -87,11 +90,19 @@ run_blocks() {
 
 @test "README: every sh block runs as printed in bash" {
 	run -0 run_blocks bash
-	assert_output --partial "blocks run in bash"
+	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in bash"
 }
 
 @test "README: every sh block runs as printed in zsh" {
 	requires zsh
 	run -0 run_blocks zsh
-	assert_output --partial "blocks run in zsh"
+	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in zsh"
+}
+
+@test "docs: every sh block of docs/*.md runs as printed in bash" {
+	local doc failed=0
+	for doc in "$TOP"/docs/*.md; do
+		run_blocks bash "$doc" || failed=1
+	done
+	[ "$failed" -eq 0 ]
 }

@@ -11,8 +11,8 @@
                               line by line, "..." matching any text
 
 A block is a fence "```sh" ... "```".  Its first comment lines may say
-"# needs: VAR" (skipped unless VAR is set) or "# not run by the README
-test: WHY" (skipped, with WHY).  Other fences (```text, ```console) are
+"# needs: VAR" (skipped unless VAR is set) or "# not run by the doc
+test: WHY" (skipped, with WHY; "README test" is read the same).  Other fences (```text, ```console) are
 never run.
 """
 import os
@@ -56,10 +56,17 @@ def status(body):
         m = re.match(r"#\s*needs:\s*(\S+)", l)
         if m and not os.environ.get(m.group(1)):
             return "skip: needs " + m.group(1)
-        m = re.match(r"#\s*not run by the README test:\s*(.*)", l)
+        m = re.match(r"#\s*not run by the (?:README|doc) test:\s*(.*)", l)
         if m:
             return "skip: " + m.group(1)
     return "run"
+
+
+def shown_name(path):
+    """path as named from the repository's top when it is inside it"""
+    top = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    full = os.path.abspath(path)
+    return os.path.relpath(full, top) if full.startswith(top + os.sep) else path
 
 
 def find(path, line):
@@ -93,8 +100,8 @@ def main(argv):
             if not re.fullmatch(rx, have):
                 bad = True
         if bad:
-            print("README.md:%s: the output differs from the one shown\n--- shown\n%s\n--- printed\n%s"
-                  % (argv[3], "\n".join(shown), "\n".join(got)))
+            print("%s:%s: the output differs from the one shown\n--- shown\n%s\n--- printed\n%s"
+                  % (shown_name(path), argv[3], "\n".join(shown), "\n".join(got)))
             return 1
     else:
         sys.exit("readme.py: unknown command " + cmd)
