@@ -215,12 +215,61 @@ struct out_ctx {
 	int gone;               /* ... whose reader went away: a caller stop */
 };
 
+/* ---- detached runs: what main() holds of one (below) ---- */
+
+struct detach_ctx {
+	struct runtime *rt;
+	const struct agent *agent;
+	struct agent_ext *ext;      /* main's: finished before the finalize */
+	struct store **store;       /* main's handle: closed before the fork */
+	const char *store_path;     /* the store directory */
+	int64_t hb_interval_ms;
+	json_t **queue;             /* inputs for the background, in order */
+	size_t n, cap;
+	int role;                   /* DETACH_NONE, DETACH_CALLER, DETACH_WORKER */
+	char id[STORE_ID_MAX + 1];  /* the pending row */
+	struct core_buf log;        /* the worker's log file */
+	enum core_status worker_st; /* the worker: how the row was finalized */
+};
+
+enum { DETACH_NONE, DETACH_CALLER, DETACH_WORKER };
+
+/* The command line, as parse_options() leaves it. */
+struct run_opts {
+	struct agent_spec spec;         /* the agent; spec.tools is tools */
+	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
+	const char *store_path, *state_file, *init_json, *session, *snapshot;
+	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
+	const char **messages, **tools;         /* NULL-terminated, or NULL */
+	size_t nmsg, ntools;
+	size_t max_record;
+	int text;                       /* --format text (default: stdout is a terminal) */
+	int json;                       /* --format json: only the final object */
+	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
+	int no_store, describe, detach, list, list_models, cont;
+};
+
+/* What main() holds; released at its out: label. */
+struct run {
+	struct run_opts opts;
+	struct out_ctx o;
+	json_t *init;                   /* the AgentInit */
+	struct agent *agent;
+	struct core_buf store_dir;
+	struct store *store;
+	struct runtime *rt;
+	struct agent_ext *ext;          /* --exec, transforms, --docs (agent_ext.h) */
+	struct detach_ctx det;
+	json_t *output;                 /* the final AgentOutput */
+	int stdin_open;                 /* fd 0 was open when agent-run started */
+	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
+	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
+};
+
 /* ---- caller stops (runtime-semantics §2.5) ---- */
 
 static volatile sig_atomic_t stop_signal;   /* the first SIGINT/SIGTERM/SIGHUP */
-static int devnull = -1;                    /* for stdin and stdout once stopped */
 static struct detach_watch *watch;          /* the detached worker's watcher */
-static struct agent_ext *ext;               /* --exec, transforms, --docs (agent_ext.h) */
 
 static void on_stop_signal(int sig)
 {
@@ -231,9 +280,16 @@ static void on_stop_signal(int sig)
 		return;
 	}
 	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR. */
-	if (devnull >= 0)
-		dup2(devnull, 0);
+	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
+	 * dup2 and close are async-signal-safe; errno is the interrupted
+	 * code's. */
+	int saved = errno;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		close(null);
+	}
+	errno = saved;
 }
 
 static void catch_stop_signals(void)
@@ -409,11 +465,12 @@ static enum core_status show_chunk(void *ctx, const json_t *chunk)
  * failure stops the stream and fails the invocation (agent_ext_failed). */
 static enum core_status on_chunk(void *ctx, const json_t *chunk)
 {
+	struct run *r = ctx;
 	struct core_err e = { 0 };
 	json_t *shown = NULL;
-	if (agent_ext_chunk(ext, chunk, &shown, &e) || !shown)
+	if (agent_ext_chunk(r->ext, chunk, &shown, &e) || !shown)
 		return CORE_OK;
-	enum core_status st = show_chunk(ctx, shown);
+	enum core_status st = show_chunk(&r->o, shown);
 	json_decref(shown);
 	return st;
 }
@@ -542,22 +599,6 @@ static json_t *user_message(const char *text, size_t len)
 
 /* ---- detached runs (runtime-semantics §2; docs/detach.md) ---- */
 
-struct detach_ctx {
-	struct runtime *rt;
-	const struct agent *agent;
-	struct store **store;       /* main's handle: closed before the fork */
-	const char *store_path;     /* the store directory */
-	int64_t hb_interval_ms;
-	json_t **queue;             /* inputs for the background, in order */
-	size_t n, cap;
-	int role;                   /* DETACH_NONE, DETACH_CALLER, DETACH_WORKER */
-	char id[STORE_ID_MAX + 1];  /* the pending row */
-	struct core_buf log;        /* the worker's log file */
-	enum core_status worker_st; /* the worker: how the row was finalized */
-};
-
-enum { DETACH_NONE, DETACH_CALLER, DETACH_WORKER };
-
 static void queue_release(struct detach_ctx *d)
 {
 	for (size_t i = 0; i < d->n; i++)
@@ -639,7 +680,6 @@ static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
 {
 	struct core_err e = { 0 };
 	struct store *s = NULL;
-	devnull = -1;   /* detach_fork() closed it with every other descriptor */
 	enum core_status st = store_open(d->store_path, &s, &e);
 	if (!st)
 		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, 0, &watch, &e);
@@ -669,7 +709,7 @@ static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
 		wlog("stopped by signal %d", (int)stop_signal);
 	else if (aborted)
 		wlog("the abort flip was seen");
-	agent_ext_finish(ext, d->rt);
+	agent_ext_finish(d->ext, d->rt);
 	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
 	json_t *info = rt_row_info(d->rt);
 	struct detach_result r = { aborted, output, state, info };
@@ -882,37 +922,6 @@ static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *a
 
 /* ---- main's phases ---- */
 
-/* The command line, as parse_options() leaves it. */
-struct run_opts {
-	struct agent_spec spec;         /* the agent; spec.tools is tools */
-	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
-	const char *store_path, *state_file, *init_json, *session, *snapshot;
-	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
-	const char **messages, **tools;         /* NULL-terminated, or NULL */
-	size_t nmsg, ntools;
-	size_t max_record;
-	int text;                       /* --format text (default: stdout is a terminal) */
-	int json;                       /* --format json: only the final object */
-	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
-	int no_store, describe, detach, list, list_models, cont;
-};
-
-/* What main() holds; released at its out: label. */
-struct run {
-	struct run_opts opts;
-	struct out_ctx o;
-	json_t *init;                   /* the AgentInit */
-	struct agent *agent;
-	struct core_buf store_dir;
-	struct store *store;
-	struct runtime *rt;
-	struct detach_ctx det;
-	json_t *output;                 /* the final AgentOutput */
-	int stdin_open;                 /* fd 0 was open when agent-run started */
-	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
-	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
-};
-
 static enum core_status report_oom(void)
 {
 	return cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
@@ -1104,7 +1113,7 @@ static enum core_status load_agent(struct run *r)
 		return st;
 	}
 	if (!st)
-		st = agent_ext_load(r->agent, &r->opts.xspec, &ext, &e);
+		st = agent_ext_load(r->agent, &r->opts.xspec, &r->ext, &e);
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
@@ -1119,7 +1128,7 @@ static enum core_status describe_agent(struct run *r)
 {
 	struct core_err e = { 0 };
 	json_t *d = NULL;
-	enum core_status st = agent_ext_describe(r->agent, ext, !r->opts.no_store, &d, &e);
+	enum core_status st = agent_ext_describe(r->agent, r->ext, !r->opts.no_store, &d, &e);
 	if (st)
 		return init_failed(&r->o, &e);
 	st = write_json(&r->o, d);
@@ -1187,12 +1196,12 @@ static enum core_status open_runtime(struct run *r)
 		if (st)
 			return init_failed(&r->o, &e);
 	}
-	struct rt_sink sink = { on_chunk, on_warn, &r->o };    /* rt_open() copies it */
+	struct rt_sink sink = { on_chunk, on_warn, r };        /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
 		.heartbeat_timeout_ms = hb_timeout,
 		.cancelled = run_cancelled, .cancel_ctx = &r->o,
-		.ext = ext,
+		.ext = r->ext,
 	};
 	if ((st = rt_open(&cfg, &r->rt, &e))) {
 		init_failed(&r->o, &e);
@@ -1201,6 +1210,7 @@ static enum core_status open_runtime(struct run *r)
 	}
 	r->det.rt = r->rt;
 	r->det.agent = r->agent;
+	r->det.ext = r->ext;
 	r->det.store = &r->store;
 	r->det.store_path = r->store_dir.p;
 	r->det.hb_interval_ms = hb_interval;
@@ -1212,7 +1222,6 @@ static void watch_caller_stops(struct out_ctx *o)
 {
 	struct stat sb;
 	o->pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
-	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	catch_stop_signals();
 }
 
@@ -1383,10 +1392,10 @@ static enum core_status print_output(struct run *r)
 	struct core_err e = { 0 };
 	if (stop_signal || o->gone)
 		rt_abort(r->rt);        /* stopped between turns; a no-op once a turn ended it */
-	agent_ext_finish(ext, r->rt);   /* a custom agent's end, failed transforms */
+	agent_ext_finish(r->ext, r->rt);        /* a custom agent's end, failed transforms */
 	if (!(r->output = rt_output(r->rt)))
 		return report_oom();
-	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
+	if (agent_ext_output(r->ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
 	enum core_status st = rt_exit_status(r->rt, r->output);
 	const json_t *err = json_object_get(r->output, "error");
@@ -1411,10 +1420,12 @@ static enum core_status print_output(struct run *r)
 	}
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
-	if (o->gone && st == CORE_ABORTED && devnull >= 0) {
+	int null;
+	if (o->gone && st == CORE_ABORTED && (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
 		/* The reader went away and the run ended as a caller stop: exit
 		 * with that (2), not with the quiet EPIPE stop. */
-		dup2(devnull, 1);
+		dup2(null, 1);
+		close(null);
 		clearerr(stdout);
 	}
 	return st;
@@ -1474,11 +1485,9 @@ out:
 	rt_free(r.rt);
 	store_close(r.store);
 	core_buf_release(&r.store_dir);
-	agent_ext_free(ext);
+	agent_ext_free(r.ext);
 	agent_free(r.agent);
 	json_decref(r.init);
-	if (devnull >= 0)
-		close(devnull);
 	free(r.opts.messages);
 	free(r.opts.tools);
 	core_buf_release(&r.in);
