@@ -4,7 +4,6 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -215,12 +214,42 @@ struct out_ctx {
 	int gone;               /* ... whose reader went away: a caller stop */
 };
 
+/* The command line, as parse_options() leaves it. */
+struct run_opts {
+	struct agent_spec spec;         /* the agent; spec.tools is tools */
+	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
+	const char *store_path, *state_file, *init_json, *session, *snapshot;
+	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
+	const char **messages, **tools;         /* NULL-terminated, or NULL */
+	size_t nmsg, ntools;
+	size_t max_record;
+	int text;                       /* --format text (default: stdout is a terminal) */
+	int json;                       /* --format json: only the final object */
+	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
+	int no_store, describe, detach, list, list_models, cont;
+};
+
+/* What main() holds; released at its out: label. */
+struct run {
+	struct run_opts opts;
+	struct out_ctx o;
+	json_t *init;                   /* the AgentInit */
+	struct agent *agent;
+	struct core_buf store_dir;
+	struct store *store;
+	struct runtime *rt;
+	struct agent_ext *ext;          /* --exec, transforms, --docs (agent_ext.h) */
+	struct detach_run det;          /* the background, once detached */
+	json_t *output;                 /* the final AgentOutput */
+	int stdin_open;                 /* fd 0 was open when agent-run started */
+	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
+	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
+};
+
 /* ---- caller stops (runtime-semantics §2.5) ---- */
 
-static volatile sig_atomic_t stop_signal;   /* the first SIGINT/SIGTERM/SIGHUP */
-static int devnull = -1;                    /* for stdin and stdout once stopped */
-static struct detach_watch *watch;          /* the detached worker's watcher */
-static struct agent_ext *ext;               /* --exec, transforms, --docs (agent_ext.h) */
+/* The first SIGINT/SIGTERM/SIGHUP: agent-run's only file-scope state. */
+static volatile sig_atomic_t stop_signal;
 
 static void on_stop_signal(int sig)
 {
@@ -231,9 +260,16 @@ static void on_stop_signal(int sig)
 		return;
 	}
 	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR. */
-	if (devnull >= 0)
-		dup2(devnull, 0);
+	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
+	 * dup2 and close are async-signal-safe; errno is the interrupted
+	 * code's. */
+	int saved = errno;
+	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
+	if (null >= 0) {
+		dup2(null, 0);
+		close(null);
+	}
+	errno = saved;
 }
 
 static void catch_stop_signals(void)
@@ -256,14 +292,15 @@ static void catch_stop_signals(void)
 }
 
 /* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
- * (detached) the abort flip. */
+ * (in the detached worker) the abort flip. */
 static int run_cancelled(void *ctx)
 {
-	struct out_ctx *o = ctx;
+	struct run *r = ctx;
+	struct out_ctx *o = &r->o;
 	if (stop_signal || o->gone)
 		return 1;
-	if (watch)
-		return detach_watch_aborted(watch);
+	if (r->det.role == DETACH_WORKER)
+		return detach_aborted(&r->det);
 	if (o->pipe) {
 		struct pollfd p = { .fd = 1, .events = 0 };
 		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)))
@@ -409,11 +446,12 @@ static enum core_status show_chunk(void *ctx, const json_t *chunk)
  * failure stops the stream and fails the invocation (agent_ext_failed). */
 static enum core_status on_chunk(void *ctx, const json_t *chunk)
 {
+	struct run *r = ctx;
 	struct core_err e = { 0 };
 	json_t *shown = NULL;
-	if (agent_ext_chunk(ext, chunk, &shown, &e) || !shown)
+	if (agent_ext_chunk(r->ext, chunk, &shown, &e) || !shown)
 		return CORE_OK;
-	enum core_status st = show_chunk(ctx, shown);
+	enum core_status st = show_chunk(&r->o, shown);
 	json_decref(shown);
 	return st;
 }
@@ -540,218 +578,30 @@ static json_t *user_message(const char *text, size_t len)
 	                 "role", "user");
 }
 
-/* ---- detached runs (runtime-semantics §2; docs/detach.md) ---- */
+/* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/detach.h) ---- */
 
-struct detach_ctx {
-	struct runtime *rt;
-	const struct agent *agent;
-	struct store **store;       /* main's handle: closed before the fork */
-	const char *store_path;     /* the store directory */
-	int64_t hb_interval_ms;
-	json_t **queue;             /* inputs for the background, in order */
-	size_t n, cap;
-	int role;                   /* DETACH_NONE, DETACH_CALLER, DETACH_WORKER */
-	char id[STORE_ID_MAX + 1];  /* the pending row */
-	struct core_buf log;        /* the worker's log file */
-	enum core_status worker_st; /* the worker: how the row was finalized */
-};
-
-enum { DETACH_NONE, DETACH_CALLER, DETACH_WORKER };
-
-static void queue_release(struct detach_ctx *d)
-{
-	for (size_t i = 0; i < d->n; i++)
-		json_decref(d->queue[i]);
-	free(d->queue);
-	d->queue = NULL;
-	d->n = d->cap = 0;
-}
-
-static int has_payload(const json_t *in)
-{
-	const json_t *m = json_object_get(in, "message"), *r = json_object_get(in, "resume");
-	return json_is_object(m) || json_array_size(json_object_get(r, "respond"))
-	    || json_array_size(json_object_get(r, "restart"));
-}
-
-/*
- * Queue an input for the background (§2.1): "detach" is cleared; a detach
- * input is queued only when it carries a payload, so a bare
- * {"detach":true} causes no extra turn.
- */
-static enum core_status queue_input(struct detach_ctx *d, const json_t *in)
-{
-	int detach = json_is_true(json_object_get(in, "detach"));
-	if (detach && !has_payload(in))
-		return CORE_OK;
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? 2 * d->cap : 8;
-		json_t **q = realloc(d->queue, cap * sizeof *q);
-		if (!q)
-			return CORE_ENOMEM;
-		d->queue = q;
-		d->cap = cap;
-	}
-	json_t *c = json_copy((json_t *)in);
-	if (!c)
-		return CORE_ENOMEM;
-	json_object_del(c, "detach");
-	d->queue[d->n++] = c;
-	return CORE_OK;
-}
-
-/* The worker's log lines: "TIME agent-run[PID]: text". */
-static void wlog(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-static void wlog(const char *fmt, ...)
+/* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
+static void worker_log(void *ctx, const char *line)
 {
 	char now[CORE_TIME_MAX];
-	va_list ap;
 	core_time_format(core_now_ns(), now);
-	fprintf(stderr, "%s %s[%ld]: ", now, cli_progname, (long)getpid());
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
+	fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
 }
 
-/* The row the worker would have finalized, when it could not start. */
-static void abandon(struct detach_ctx *d, const json_t *pending, const struct core_err *why)
+/* A SIGTERM (SIGINT, SIGHUP) to the worker finalizes its row aborted. */
+static int worker_stopped(void *ctx)
 {
-	struct core_err e = { 0 };
-	char msg[sizeof e.msg + 200];
-	snprintf(msg, sizeof msg, "agent \"%s\": detach: %s", d->agent->name, why->msg);
-	rt_fail(d->rt, why->st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, msg);
-	if (*d->store || !store_open(d->store_path, d->store, &e)) {
-		json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt);
-		json_t *info = rt_row_info(d->rt);
-		struct detach_result r = { 0, output, state, info };
-		if (output && state)
-			detach_finalize(*d->store, pending, &r, NULL, &e);
-		json_decref(output);
-		json_decref(state);
-		json_decref(info);
-	}
+	return (int)stop_signal;
 }
 
-/* The worker: run the queue without streaming, beat, finalize (§2.2-2.3). */
-static enum core_status worker_run(struct detach_ctx *d, struct detach_proc *p,
-                                   const json_t *pending)
+/* Queue an input for the background; a failure ends the invocation. */
+static enum core_status queue_input(struct detach_run *d, const json_t *in)
 {
 	struct core_err e = { 0 };
-	struct store *s = NULL;
-	devnull = -1;   /* detach_fork() closed it with every other descriptor */
-	enum core_status st = store_open(d->store_path, &s, &e);
-	if (!st)
-		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, 0, &watch, &e);
-	if (st) {
-		wlog("cannot start: %s", e.msg);
-		detach_ready(p, &e);
-		store_close(s);
-		return st;
-	}
-	/* Logged before the caller returns, so the log names the worker. */
-	const char *parent = json_string_value(json_object_get(pending, "parentId"));
-	wlog("worker started: agent %s, session %s, snapshot %s, parent %s, %zu input%s, heartbeat every %lldms",
-	     d->agent->name, rt_session_id(d->rt), d->id, parent ? parent : "(none)", d->n,
-	     d->n == 1 ? "" : "s", (long long)d->hb_interval_ms);
-	detach_ready(p, NULL);
-	*d->store = s;
-	rt_detach(d->rt, s);
-
-	for (size_t i = 0; i < d->n; i++) {
-		st = rt_turn(d->rt, d->queue[i]);
-		wlog("input %zu of %zu: %s", i + 1, d->n, st ? "the invocation ended" : "turn done");
-		if (st)
-			break;
-	}
-	int aborted = detach_watch_aborted(watch) || stop_signal;
-	if (stop_signal)
-		wlog("stopped by signal %d", (int)stop_signal);
-	else if (aborted)
-		wlog("the abort flip was seen");
-	agent_ext_finish(ext, d->rt);
-	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
-	json_t *info = rt_row_info(d->rt);
-	struct detach_result r = { aborted, output, state, info };
-	detach_watch_quiesce(watch);
-	st = output && state ? detach_finalize(s, pending, &r, &row, &e)
-	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
-	if (st) {
-		wlog("cannot finalize the row: %s", e.msg);
-	} else if (!row) {
-		wlog("the row was already settled; nothing written");
-	} else {
-		const json_t *err = json_object_get(row, "error");
-		const char *reason = json_string_value(json_object_get(row, "finishReason"));
-		wlog("finalized %s%s%s%s%s", json_string_value(json_object_get(row, "status")),
-		     reason ? ", finish reason " : "", reason ? reason : "",
-		     err ? ": " : "", err ? json_string_value(json_object_get(err, "message")) : "");
-		st = store_outcome(row);
-	}
-	long beats = 0, failed = 0;
-	struct core_err be = { 0 };
-	detach_watch_end(watch, &beats, &failed, &be);
-	watch = NULL;
-	if (failed)
-		wlog("%ld of %ld heartbeats failed, the last: %s", failed, beats + failed, be.msg);
-	json_decref(row);
-	json_decref(output);
-	json_decref(state);
-	json_decref(info);
-	return st;
-}
-
-/*
- * Detach with the queued inputs (§2.2): capability check, the pending row
- * chained to the last committed row, the worker.  Returns CORE_OK in the
- * caller (d->role DETACH_CALLER: print the detached output) and in the
- * worker (DETACH_WORKER, d->worker_st says how it ended); otherwise the
- * invocation failed (rt_fail) and its output is the failed one.
- */
-static enum core_status detach_start(struct detach_ctx *d)
-{
-	struct core_err e = { 0 };
-	char msg[sizeof e.msg + 200];
-	json_t *pending = NULL;
-	enum core_status st;
-	if (!*d->store) {
-		snprintf(msg, sizeof msg, "agent \"%s\": detach requires a session store", d->agent->name);
-		rt_fail(d->rt, CORE_EPRECONDITION, msg);
-		return CORE_EPRECONDITION;
-	}
-	if ((st = detach_pending(*d->store, rt_session_id(d->rt), rt_last_snapshot_id(d->rt),
-	                         &pending, &e))) {
-		snprintf(msg, sizeof msg, "agent \"%s\": detach: save pending snapshot: %s",
-		         d->agent->name, e.msg);
-		rt_fail(d->rt, st, msg);
-		return st;
-	}
-	snprintf(d->id, sizeof d->id, "%s", json_string_value(json_object_get(pending, "snapshotId")));
-	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e)))
-		goto fail;
-
-	/* The handle never crosses fork(); buffered output must not be doubled. */
-	store_close(*d->store);
-	*d->store = NULL;
-	fflush(stdout);
-	fflush(stderr);
-	struct detach_proc p;
-	if ((st = detach_fork(d->log.p, &p, &e)))
-		goto fail;
-	if (p.worker) {
-		d->role = DETACH_WORKER;
-		d->worker_st = worker_run(d, &p, pending);
-		json_decref(pending);
-		return CORE_OK;
-	}
-	if ((st = detach_wait_ready(&p, &e)))
-		goto fail;
-	d->role = DETACH_CALLER;
-	json_decref(pending);
-	return CORE_OK;
-fail:
-	abandon(d, pending, &e);
-	json_decref(pending);
+	enum core_status st = in ? detach_queue_add(&d->queue, in, &e)
+	                         : core_fail(&e, CORE_ENOMEM, "out of memory");
+	if (st)
+		rt_fail(d->rt, st, e.msg);
 	return st;
 }
 
@@ -787,7 +637,7 @@ static enum core_status parse_input(struct runtime *rt, const char *line, size_t
  * written (a "detach" line: the reader drains what is there without
  * blocking, later lines are not read).
  */
-static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr, int nonblock)
+static enum core_status queue_stdin(struct detach_run *d, struct core_lines *lr, int nonblock)
 {
 	struct core_err e = { 0 };
 	enum core_status st = CORE_OK;
@@ -811,7 +661,6 @@ static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr,
 		if ((st = parse_input(d->rt, line, len, lr->lineno, &in)))
 			break;
 		if (in && (st = queue_input(d, in))) {
-			rt_fail(d->rt, CORE_ENOMEM, "out of memory");
 			json_decref(in);
 			break;
 		}
@@ -824,7 +673,7 @@ static enum core_status queue_stdin(struct detach_ctx *d, struct core_lines *lr,
 
 /* Run stdin's AgentInput lines (after the bytes in ahead); stops at the
  * first failed turn, or detaches at a "detach" line. */
-static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *ahead,
+static enum core_status run_stdin(struct detach_run *d, const struct core_buf *ahead,
                                   size_t max_record, int detach_all)
 {
 	struct core_lines lr;
@@ -862,10 +711,8 @@ static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *a
 			 * already written go to the background. */
 			st = queue_input(d, in);
 			json_decref(in);
-			if (st) {
-				rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+			if (st)
 				break;
-			}
 			if (*d->store && (st = queue_stdin(d, &lr, 1)))
 				break;
 			st = detach_start(d);
@@ -881,37 +728,6 @@ static enum core_status run_stdin(struct detach_ctx *d, const struct core_buf *a
 }
 
 /* ---- main's phases ---- */
-
-/* The command line, as parse_options() leaves it. */
-struct run_opts {
-	struct agent_spec spec;         /* the agent; spec.tools is tools */
-	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
-	const char *store_path, *state_file, *init_json, *session, *snapshot;
-	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
-	const char **messages, **tools;         /* NULL-terminated, or NULL */
-	size_t nmsg, ntools;
-	size_t max_record;
-	int text;                       /* --format text (default: stdout is a terminal) */
-	int json;                       /* --format json: only the final object */
-	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
-	int no_store, describe, detach, list, list_models, cont;
-};
-
-/* What main() holds; released at its out: label. */
-struct run {
-	struct run_opts opts;
-	struct out_ctx o;
-	json_t *init;                   /* the AgentInit */
-	struct agent *agent;
-	struct core_buf store_dir;
-	struct store *store;
-	struct runtime *rt;
-	struct detach_ctx det;
-	json_t *output;                 /* the final AgentOutput */
-	int stdin_open;                 /* fd 0 was open when agent-run started */
-	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
-	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
-};
 
 static enum core_status report_oom(void)
 {
@@ -1104,7 +920,7 @@ static enum core_status load_agent(struct run *r)
 		return st;
 	}
 	if (!st)
-		st = agent_ext_load(r->agent, &r->opts.xspec, &ext, &e);
+		st = agent_ext_load(r->agent, &r->opts.xspec, &r->ext, &e);
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
@@ -1119,7 +935,7 @@ static enum core_status describe_agent(struct run *r)
 {
 	struct core_err e = { 0 };
 	json_t *d = NULL;
-	enum core_status st = agent_ext_describe(r->agent, ext, !r->opts.no_store, &d, &e);
+	enum core_status st = agent_ext_describe(r->agent, r->ext, !r->opts.no_store, &d, &e);
 	if (st)
 		return init_failed(&r->o, &e);
 	st = write_json(&r->o, d);
@@ -1187,12 +1003,12 @@ static enum core_status open_runtime(struct run *r)
 		if (st)
 			return init_failed(&r->o, &e);
 	}
-	struct rt_sink sink = { on_chunk, on_warn, &r->o };    /* rt_open() copies it */
+	struct rt_sink sink = { on_chunk, on_warn, r };        /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
 		.heartbeat_timeout_ms = hb_timeout,
-		.cancelled = run_cancelled, .cancel_ctx = &r->o,
-		.ext = ext,
+		.cancelled = run_cancelled, .cancel_ctx = r,
+		.ext = r->ext,
 	};
 	if ((st = rt_open(&cfg, &r->rt, &e))) {
 		init_failed(&r->o, &e);
@@ -1200,10 +1016,12 @@ static enum core_status open_runtime(struct run *r)
 		return st;
 	}
 	r->det.rt = r->rt;
-	r->det.agent = r->agent;
+	r->det.agent = r->agent->name;
+	r->det.ext = r->ext;
 	r->det.store = &r->store;
 	r->det.store_path = r->store_dir.p;
 	r->det.hb_interval_ms = hb_interval;
+	r->det.sink = (struct detach_sink){ worker_log, worker_stopped, r };
 	return CORE_OK;
 }
 
@@ -1212,7 +1030,6 @@ static void watch_caller_stops(struct out_ctx *o)
 {
 	struct stat sb;
 	o->pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
-	devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
 	catch_stop_signals();
 }
 
@@ -1289,7 +1106,7 @@ static enum core_status read_stdin(struct run *r)
  * from stdin joins the first turn after a blank line, or is the one turn
  * when there is no -m.
  */
-static void run_messages(struct detach_ctx *d, const char *const *messages, size_t n,
+static void run_messages(struct detach_run *d, const char *const *messages, size_t n,
                          const struct core_buf *piped, int detach)
 {
 	struct core_buf first = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
@@ -1303,13 +1120,10 @@ static void run_messages(struct detach_ctx *d, const char *const *messages, size
 	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
 		json_t *in = i == 0 && piped ? user_message(first.p, first.len)
 		                             : user_message(messages[i], strlen(messages[i]));
-		if (detach) {
-			st = in ? queue_input(d, in) : CORE_ENOMEM;
-			if (st)
-				rt_fail(d->rt, CORE_ENOMEM, "out of memory");
-		} else {
+		if (detach)
+			st = queue_input(d, in);
+		else
 			st = in ? rt_turn(d->rt, in) : CORE_ENOMEM;
-		}
 		json_decref(in);
 	}
 	if (detach && !st && !stop_signal)
@@ -1383,10 +1197,10 @@ static enum core_status print_output(struct run *r)
 	struct core_err e = { 0 };
 	if (stop_signal || o->gone)
 		rt_abort(r->rt);        /* stopped between turns; a no-op once a turn ended it */
-	agent_ext_finish(ext, r->rt);   /* a custom agent's end, failed transforms */
+	agent_ext_finish(r->ext, r->rt);        /* a custom agent's end, failed transforms */
 	if (!(r->output = rt_output(r->rt)))
 		return report_oom();
-	if (agent_ext_output(ext, r->output, &e))       /* its result, the state transform */
+	if (agent_ext_output(r->ext, r->output, &e))       /* its result, the state transform */
 		cli_warn("the state is omitted from the failed output: %s", e.msg);
 	enum core_status st = rt_exit_status(r->rt, r->output);
 	const json_t *err = json_object_get(r->output, "error");
@@ -1411,10 +1225,12 @@ static enum core_status print_output(struct run *r)
 	}
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
-	if (o->gone && st == CORE_ABORTED && devnull >= 0) {
+	int null;
+	if (o->gone && st == CORE_ABORTED && (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
 		/* The reader went away and the run ended as a caller stop: exit
 		 * with that (2), not with the quiet EPIPE stop. */
-		dup2(devnull, 1);
+		dup2(null, 1);
+		close(null);
 		clearerr(stdout);
 	}
 	return st;
@@ -1431,7 +1247,6 @@ int main(int argc, char **argv)
 	if ((st = spawn_protect_keys(NULL)))
 		goto out;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
-	core_buf_init(&r.det.log, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
 	r.o.text = r.opts.text;
@@ -1469,16 +1284,13 @@ int main(int argc, char **argv)
 	}
 out:
 	json_decref(r.output);
-	queue_release(&r.det);
-	core_buf_release(&r.det.log);
+	detach_run_release(&r.det);
 	rt_free(r.rt);
 	store_close(r.store);
 	core_buf_release(&r.store_dir);
-	agent_ext_free(ext);
+	agent_ext_free(r.ext);
 	agent_free(r.agent);
 	json_decref(r.init);
-	if (devnull >= 0)
-		close(devnull);
 	free(r.opts.messages);
 	free(r.opts.tools);
 	core_buf_release(&r.in);

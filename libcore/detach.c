@@ -1,6 +1,7 @@
 /*
- * detach.c - detached runs: pending row, daemon worker, heartbeat-and-abort
- * watcher, finalize (runtime-semantics §1.6, §2.2-2.3).  See detach.h.
+ * detach.c - detached runs: the queue, pending row, daemon worker,
+ * heartbeat-and-abort watcher, finalize, and the run that strings them
+ * together (runtime-semantics §1.6, §2.1-2.3).  See detach.h.
  */
 #include "detach.h"
 
@@ -8,6 +9,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,8 @@
 #include <unistd.h>
 
 #include "../store/store.h"
+#include "agent_ext.h"
+#include "runtime.h"
 #include "util.h"
 
 static const char *status_of(const json_t *row)
@@ -530,4 +534,232 @@ enum core_status detach_finalize(struct store *s, const json_t *pending,
 	if (e)
 		e->sys = why.sys;
 	return CORE_ESYS;
+}
+
+/* ---- the queue ---- */
+
+static int has_payload(const json_t *in)
+{
+	const json_t *m = json_object_get(in, "message"), *r = json_object_get(in, "resume");
+	return json_is_object(m) || json_array_size(json_object_get(r, "respond"))
+	    || json_array_size(json_object_get(r, "restart"));
+}
+
+enum core_status detach_queue_add(struct detach_queue *q, const json_t *in,
+                                  struct core_err *e)
+{
+	if (json_is_true(json_object_get(in, "detach")) && !has_payload(in))
+		return CORE_OK;
+	if (q->n == DETACH_QUEUE_MAX)
+		return core_fail(e, CORE_ETOOBIG, "more than %d inputs to detach",
+		                 DETACH_QUEUE_MAX);
+	if (q->n == q->cap) {
+		size_t cap = q->cap ? 2 * q->cap : 8;
+		json_t **in2 = realloc(q->in, cap * sizeof *in2);
+		if (!in2)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		q->in = in2;
+		q->cap = cap;
+	}
+	/* A shallow copy: the members are shared, only "detach" goes. */
+	json_t *c = json_copy((json_t *)in);
+	if (!c)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_object_del(c, "detach");
+	q->in[q->n++] = c;
+	return CORE_OK;
+}
+
+void detach_queue_release(struct detach_queue *q)
+{
+	for (size_t i = 0; i < q->n; i++)
+		json_decref(q->in[i]);
+	free(q->in);
+	q->in = NULL;
+	q->n = q->cap = 0;
+}
+
+/* ---- the run ---- */
+
+/* One line on the worker's log (lost only when memory is). */
+static void wlog(const struct detach_run *d, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void wlog(const struct detach_run *d, const char *fmt, ...)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	va_list ap;
+	if (!d->sink.log)
+		return;
+	va_start(ap, fmt);
+	enum core_status st = core_buf_vaddf(&b, fmt, ap);
+	va_end(ap);
+	if (!st)
+		d->sink.log(d->sink.ctx, b.p);
+	core_buf_release(&b);
+}
+
+static int stopped_by(const struct detach_run *d)
+{
+	return d->sink.stopped ? d->sink.stopped(d->sink.ctx) : 0;
+}
+
+int detach_aborted(const struct detach_run *d)
+{
+	return detach_watch_aborted(d->watch);
+}
+
+void detach_run_release(struct detach_run *d)
+{
+	detach_queue_release(&d->queue);
+	core_buf_release(&d->log);
+}
+
+/* The row the worker would have finalized, when it could not start. */
+static void abandon(struct detach_run *d, const json_t *pending, const struct core_err *why)
+{
+	struct core_err e = { 0 };
+	char msg[sizeof e.msg + 200];
+	snprintf(msg, sizeof msg, "agent \"%s\": detach: %s", d->agent, why->msg);
+	rt_fail(d->rt, why->st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, msg);
+	if (!pending)
+		return;
+	if (*d->store || !store_open(d->store_path, d->store, &e)) {
+		json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt);
+		json_t *info = rt_row_info(d->rt);
+		struct detach_result r = { 0, output, state, info };
+		if (output && state)
+			detach_finalize(*d->store, pending, &r, NULL, &e);
+		json_decref(output);
+		json_decref(state);
+		json_decref(info);
+	}
+}
+
+enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
+                                   struct detach_proc *p)
+{
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
+	enum core_status st;
+	d->role = DETACH_WORKER;
+	snprintf(d->id, sizeof d->id, "%s", id ? id : "");
+	store_close(*d->store);
+	*d->store = NULL;
+	st = store_open(d->store_path, &s, &e);
+	if (!st)
+		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
+		                        &d->watch, &e);
+	if (st) {
+		wlog(d, "cannot start: %s", e.msg);
+		if (p)
+			detach_ready(p, &e);
+		store_close(s);
+		return st;
+	}
+	/* Logged before the caller returns, so the log names the worker. */
+	const char *parent = json_string_value(json_object_get(pending, "parentId"));
+	size_t n = d->queue.n;
+	wlog(d, "worker started: agent %s, session %s, snapshot %s, parent %s, %zu input%s, "
+	     "heartbeat every %lldms", d->agent, rt_session_id(d->rt), d->id,
+	     parent ? parent : "(none)", n, n == 1 ? "" : "s",
+	     (long long)(d->hb_interval_ms > 0 ? d->hb_interval_ms
+	                                       : DETACH_HEARTBEAT_INTERVAL_MS));
+	if (p)
+		detach_ready(p, NULL);
+	*d->store = s;
+	rt_detach(d->rt, s);
+
+	for (size_t i = 0; i < n; i++) {
+		st = rt_turn(d->rt, d->queue.in[i]);
+		wlog(d, "input %zu of %zu: %s", i + 1, n, st ? "the invocation ended" : "turn done");
+		if (st)
+			break;
+	}
+	int sig = stopped_by(d);
+	int aborted = detach_watch_aborted(d->watch) || sig;
+	if (sig)
+		wlog(d, "stopped by signal %d", sig);
+	else if (aborted)
+		wlog(d, "the abort flip was seen");
+	agent_ext_finish(d->ext, d->rt);
+	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
+	json_t *info = rt_row_info(d->rt);
+	struct detach_result r = { aborted, output, state, info };
+	detach_watch_quiesce(d->watch);
+	st = output && state ? detach_finalize(s, pending, &r, &row, &e)
+	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
+	if (st) {
+		wlog(d, "cannot finalize the row: %s", e.msg);
+	} else if (!row) {
+		wlog(d, "the row was already settled; nothing written");
+	} else {
+		const json_t *err = json_object_get(row, "error");
+		const char *reason = json_string_value(json_object_get(row, "finishReason"));
+		wlog(d, "finalized %s%s%s%s%s", json_string_value(json_object_get(row, "status")),
+		     reason ? ", finish reason " : "", reason ? reason : "",
+		     err ? ": " : "", err ? json_string_value(json_object_get(err, "message")) : "");
+		st = store_outcome(row);
+	}
+	long beats = 0, failed = 0;
+	struct core_err be = { 0 };
+	detach_watch_end(d->watch, &beats, &failed, &be);
+	d->watch = NULL;
+	if (failed)
+		wlog(d, "%ld of %ld heartbeats failed, the last: %s", failed, beats + failed, be.msg);
+	json_decref(row);
+	json_decref(output);
+	json_decref(state);
+	json_decref(info);
+	return st;
+}
+
+enum core_status detach_start(struct detach_run *d)
+{
+	struct core_err e = { 0 };
+	char msg[sizeof e.msg + 200];
+	json_t *pending = NULL;
+	enum core_status st;
+	d->role = DETACH_NONE;
+	if (!*d->store) {
+		snprintf(msg, sizeof msg, "agent \"%s\": detach requires a session store", d->agent);
+		rt_fail(d->rt, CORE_EPRECONDITION, msg);
+		return CORE_EPRECONDITION;
+	}
+	if ((st = detach_pending(*d->store, rt_session_id(d->rt), rt_last_snapshot_id(d->rt),
+	                         &pending, &e))) {
+		snprintf(msg, sizeof msg, "agent \"%s\": detach: save pending snapshot: %s",
+		         d->agent, e.msg);
+		rt_fail(d->rt, st, msg);
+		return st;
+	}
+	snprintf(d->id, sizeof d->id, "%s", json_string_value(json_object_get(pending, "snapshotId")));
+	core_buf_release(&d->log);
+	core_buf_init(&d->log, CORE_BUF_UNLIMITED);
+	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e)))
+		goto fail;
+
+	/* The handle never crosses fork(); buffered output must not be
+	 * written twice, by the caller and by the worker. */
+	store_close(*d->store);
+	*d->store = NULL;
+	fflush(stdout);
+	fflush(stderr);
+	struct detach_proc p;
+	if ((st = detach_fork(d->log.p, &p, &e)))
+		goto fail;
+	if (p.worker) {
+		d->worker_st = detach_run_worker(d, pending, &p);
+		json_decref(pending);
+		return CORE_OK;
+	}
+	if ((st = detach_wait_ready(&p, &e)))
+		goto fail;
+	d->role = DETACH_CALLER;
+	json_decref(pending);
+	return CORE_OK;
+fail:
+	abandon(d, pending, &e);
+	json_decref(pending);
+	return st;
 }

@@ -1,21 +1,27 @@
 /*
- * detach.h - detached runs (runtime-semantics §2): the pending row, the
- * daemonized worker, its heartbeat-and-abort watcher and the finalize.
+ * detach.h - detached runs (runtime-semantics §2): the queue of inputs for
+ * the background, the pending row, the daemonized worker, its
+ * heartbeat-and-abort watcher and the finalize.
  *
- * The sequence agent-run follows (docs/detach.md):
+ * A command (agent-run, docs/detach.md) fills a struct detach_run, queues
+ * the inputs for the background (detach_queue_add()) and calls
+ * detach_start(), which does the whole sequence:
  *
  *   detach_pending()      the pending row, chained to the last committed row
  *   store_close()         the parent's handle never crosses fork()
  *   detach_fork()         double fork: the worker is a daemon (own session
  *                         and process group, stdin and stdout on /dev/null,
  *                         stderr on the log file, other fds closed)
- *     parent:  detach_wait_ready() then print the detached output, exit 0
- *     worker:  store_open() again, detach_watch_start() (its own handle),
- *              detach_ready(), run the inputs (rt_detach()), then
- *              detach_watch_quiesce(), detach_finalize(), detach_watch_end()
+ *     parent:  detach_wait_ready(); the command prints the detached output
+ *     worker:  detach_run_worker(): store_open() again,
+ *              detach_watch_start() (its own handle), detach_ready(), run
+ *              the inputs (rt_detach()), then detach_watch_quiesce(),
+ *              detach_finalize(), detach_watch_end()
  *
- * Nothing here prints or exits; the worker's log lines are written by the
- * command (stderr is the log file).
+ * Nothing here prints or exits: the worker's log lines go to the command's
+ * sink (its stderr is the log file), and the worker's exit is the
+ * command's.  The lower-level functions below are what detach_start() is
+ * made of; agent-snap and agent-wait use the log names.
  */
 #ifndef CORE_DETACH_H
 #define CORE_DETACH_H
@@ -28,6 +34,8 @@
 #include "buf.h"
 #include "status.h"
 
+struct agent_ext;
+struct runtime;
 struct store;
 
 #define DETACH_HEARTBEAT_INTERVAL_MS 30000      /* Genkit's defaultHeartbeatInterval */
@@ -146,5 +154,119 @@ struct detach_result {
 enum core_status detach_finalize(struct store *s, const json_t *pending,
                                  const struct detach_result *r, json_t **persisted,
                                  struct core_err *e);
+
+/* ---- the detached run: what a command calls ---- */
+
+/*
+ * The inputs a detached run takes to the background, in order (§2.1).
+ * in[0..n) are copies of the AgentInputs with "detach" removed, each a
+ * reference the queue owns; an input is as large as the command's reader
+ * let it be (agent-run: --max-record), and the queue holds at most
+ * DETACH_QUEUE_MAX of them.  All zeros is an empty queue;
+ * detach_queue_release() frees it (and leaves it empty, reusable).
+ */
+#define DETACH_QUEUE_MAX 1000000
+struct detach_queue {
+	json_t **in;
+	size_t n, cap;
+};
+
+/*
+ * Queue a copy of in (borrowed): "detach" is cleared, and an input with
+ * "detach": true is queued only when it carries a payload (a message, or
+ * a resume with a respond or restart entry), so a bare {"detach": true}
+ * causes no extra turn.  CORE_ENOMEM; CORE_ETOOBIG past DETACH_QUEUE_MAX.
+ */
+enum core_status detach_queue_add(struct detach_queue *q, const json_t *in,
+                                  struct core_err *e);
+void detach_queue_release(struct detach_queue *q);
+
+/* What the run tells its command, in the worker. */
+struct detach_sink {
+	/* One line for the worker's log, without the newline (the command
+	 * adds the time and its name).  May be NULL. */
+	void (*log)(void *ctx, const char *line);
+	/* The stop signal the process took (SIGTERM to the worker, ...), or
+	 * 0: the run then finalizes aborted.  May be NULL. */
+	int (*stopped)(void *ctx);
+	void *ctx;
+};
+
+enum detach_role {
+	DETACH_NONE,            /* not detached (or the detach failed) */
+	DETACH_CALLER,          /* the worker runs: print the detached output */
+	DETACH_WORKER,          /* this process is the worker */
+};
+
+#define DETACH_ID_MAX 36        /* pending rows are named by a UUID */
+
+/*
+ * One detached run.  Zero it, then the command sets the first group; the
+ * pointers are borrowed and outlive the run.  The rest belongs to the run
+ * and goes with detach_run_release().  rt's cancelled() (rt_config) must return
+ * non-zero when detach_aborted() does, so an abort cancels the turn in
+ * flight.
+ */
+struct detach_run {
+	struct runtime *rt;             /* the invocation, opened on *store */
+	const char *agent;              /* the agent's name, for messages */
+	struct agent_ext *ext;          /* finished before the finalize, or NULL */
+	struct store **store;           /* the command's handle (*store NULL: none);
+	                                   see detach_start() */
+	const char *store_path;         /* the store directory */
+	int64_t hb_interval_ms;         /* 0: DETACH_HEARTBEAT_INTERVAL_MS */
+	int64_t wind_down_ms;           /* 0: DETACH_WIND_DOWN_MS */
+	struct detach_sink sink;
+
+	struct detach_queue queue;      /* the inputs, queued before detach_start() */
+	enum detach_role role;
+	char id[DETACH_ID_MAX + 1];     /* the pending row, once written */
+	struct core_buf log;            /* the worker's log file, once named */
+	enum core_status worker_st;     /* the worker: how the row was finalized */
+	struct detach_watch *watch;     /* the worker's watcher, while it runs */
+};
+
+/*
+ * Detach with the queued inputs (§2.2): the capability check (a store),
+ * the pending row chained to rt's last committed row, the log path, then
+ * *store is closed (and NULL) and the process forks.  CORE_OK on both
+ * sides: in the caller (role DETACH_CALLER, the worker has started: print
+ * {id, session}) and in the worker (role DETACH_WORKER, after
+ * detach_run_worker() returned; worker_st is its status, the command's
+ * exit).  Otherwise the detach failed: the invocation is ended with
+ * rt_fail() (its output is the failed one, rt_exit_status() the status),
+ * the pending row, if written, is finalized failed, *store is open again
+ * if it could be, and the status is returned.  Buffered stdio is flushed
+ * before the fork.
+ */
+enum core_status detach_start(struct detach_run *d);
+
+/*
+ * The worker's part of detach_start(), callable in any process (the unit
+ * test runs it in its own): open a store handle of its own (the one in
+ * *store, if any, is closed first; the new one is left in *store for the
+ * command to close after rt_free()), start the watcher beating the
+ * pending row (the row detach_pending() wrote) every hb_interval_ms, report
+ * readiness on p (NULL: no one waits), run the queued inputs with
+ * rt_detach() (no chunks, no turn-end rows), stopping at the first that
+ * ends the invocation, then finalize the row (detach_finalize(): aborted
+ * when the abort flip or a stop signal was seen) and stop the watcher.
+ * Every step is a line on the sink's log.  Sets role DETACH_WORKER.
+ *
+ * Returns how the row ended, store_outcome() of the finalized row (CORE_OK,
+ * CORE_FAILED, CORE_ABORTED, ...), or CORE_OK when the row was already
+ * terminal; a store that cannot be opened, a watcher that cannot start or
+ * a finalize that failed (CORE_ESYS: a full disk, detach_finalize()) is
+ * that status, and its message is on the log.
+ */
+enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
+                                   struct detach_proc *p);
+
+/* Non-zero once the worker saw the abort flip; 0 outside a running worker.
+ * For rt's cancelled(), on the thread that runs the worker. */
+int detach_aborted(const struct detach_run *d);
+
+/* Free the queue and the log path (the borrowed members stay). */
+void detach_run_release(struct detach_run *d);
 
 #endif
