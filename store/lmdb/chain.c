@@ -15,7 +15,7 @@
 #include "../../libcore/json.h"
 #include "../../libcore/util.h"
 
-static void ref_forget(struct store *s, const char *id)
+static void ref_forget(struct lmdb_store *s, const char *id)
 {
 	unsigned i;
 	for (i = 0; i < NREFS; i++)
@@ -23,7 +23,7 @@ static void ref_forget(struct store *s, const char *id)
 			*s->refs[i].id = 0;
 }
 
-static void ref_remember(struct store *s, const char *id, const unsigned char *tail,
+static void ref_remember(struct lmdb_store *s, const char *id, const unsigned char *tail,
                          uint32_t count)
 {
 	struct chain_ref *r = NULL;
@@ -39,7 +39,7 @@ static void ref_remember(struct store *s, const char *id, const unsigned char *t
 }
 
 /* After a full read: the row's chain, or none. */
-void lm_remember_read(struct store *s, const char *id, const struct chain_ref *r)
+void lm_remember_read(struct lmdb_store *s, const char *id, const struct chain_ref *r)
 {
 	if (r->count)
 		ref_remember(s, id, r->tail, r->count);
@@ -47,7 +47,7 @@ void lm_remember_read(struct store *s, const char *id, const struct chain_ref *r
 		ref_forget(s, id);
 }
 
-static const struct chain_ref *ref_find(const struct store *s, const char *id)
+static const struct chain_ref *ref_find(const struct lmdb_store *s, const char *id)
 {
 	unsigned i;
 	for (i = 0; i < NREFS; i++)

@@ -397,29 +397,59 @@ static enum core_status env_open(const char *path, const struct stat *st,
 	return CORE_OK;
 }
 
-enum core_status store_open(const char *path, struct store **out,
-                            struct core_err *e)
+/* LMDB 0.9.26-0.9.31 broke concurrent open and close (ITS#9278). */
+static enum core_status check_version(struct core_err *e)
 {
-	return store_open_flags(path, 0, out, e);
-}
-
-enum core_status store_open_flags(const char *path, unsigned flags,
-                                  struct store **out, struct core_err *e)
-{
-	struct store *s;
-	struct env *v, **pp;
-	struct stat st;
-	const char *x;
 	int maj, min, patch;
-	enum core_status rc;
-
-	*out = NULL;
 	mdb_version(&maj, &min, &patch);
 	if (maj == 0 && min == 9 && patch >= 26 && patch <= 31)
 		return core_fail(e, CORE_EPRECONDITION,
 		                 "LMDB %d.%d.%d breaks when many processes open a store "
 		                 "(ITS#9278); use 0.9.25 or older, or 0.9.32 or newer",
 		                 maj, min, patch);
+	return CORE_OK;
+}
+
+/* This process's environment of the store directory st, opened if it has
+ * none yet; environments inherited across fork are abandoned. */
+static enum core_status env_get(const char *path, const struct stat *st, unsigned flags,
+                                struct env **out, struct core_err *e)
+{
+	struct env *v, **pp;
+	pid_t pid = getpid();
+	enum core_status rc = CORE_OK;
+	pthread_mutex_lock(&reg_lock);
+	for (pp = &reg; (v = *pp); pp = &v->next) {
+		if (v->pid != pid) {            /* inherited across fork: abandon */
+			*pp = v->next;
+			if (!*pp)
+				break;
+			v = *pp;
+		}
+		if (v->dev == st->st_dev && v->ino == st->st_ino && v->pid == pid)
+			break;
+	}
+	if (v) {
+		v->refs++;
+	} else if ((rc = env_open(path, st, flags, &v, e)) == CORE_OK) {
+		v->next = reg;
+		reg = v;
+	}
+	pthread_mutex_unlock(&reg_lock);
+	*out = v;
+	return rc;
+}
+
+enum core_status lm_open(const char *path, unsigned flags, struct store **out,
+                         struct core_err *e)
+{
+	struct lmdb_store *s;
+	struct stat st;
+	const char *x;
+	enum core_status rc;
+
+	if ((rc = check_version(e)) != CORE_OK)
+		return rc;
 	if ((rc = (flags & STORE_OPEN_EXISTING) ? find_store(path, e) : make_dirs(path, e))
 	    != CORE_OK || (rc = trust_store(path, e)) != CORE_OK ||
 	    (rc = refuse_remote(path, e)) != CORE_OK)
@@ -430,42 +460,20 @@ enum core_status store_open_flags(const char *path, unsigned flags,
 	s = calloc(1, sizeof *s);
 	if (!s)
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
-	s->pid = getpid();
 	s->verify = (x = getenv("AGENTKIT_STORE_VERIFY")) && *x && strcmp(x, "0");
-
-	pthread_mutex_lock(&reg_lock);
-	for (pp = &reg; (v = *pp); pp = &v->next) {
-		if (v->pid != s->pid) {         /* inherited across fork: abandon */
-			*pp = v->next;
-			if (!*pp)
-				break;
-			v = *pp;
-		}
-		if (v->dev == st.st_dev && v->ino == st.st_ino && v->pid == s->pid)
-			break;
-	}
-	if (v) {
-		v->refs++;
-	} else if ((rc = env_open(path, &st, flags, &v, e)) == CORE_OK) {
-		v->next = reg;
-		reg = v;
-	}
-	pthread_mutex_unlock(&reg_lock);
-	if (rc != CORE_OK) {
+	if ((rc = env_get(path, &st, flags, &s->e, e)) != CORE_OK) {
 		free(s);
 		return rc;
 	}
-	s->e = v;
-	*out = s;
+	*out = &s->head;
 	return CORE_OK;
 }
 
-void store_close(struct store *s)
+void lm_close(struct store *h)
 {
+	struct lmdb_store *s = lm_store(h);
 	struct env **pp;
-	if (!s)
-		return;
-	if (s->pid == getpid()) {
+	if (h->pid == getpid()) {
 		pthread_mutex_lock(&reg_lock);
 		if (--s->e->refs == 0) {
 			for (pp = &reg; *pp; pp = &(*pp)->next)

@@ -14,6 +14,7 @@
  *   rows.c   the row codec (meta records) and the session index
  *   ops.c    the store operations over those, in write transactions that
  *            grow the map and wake waiters
+ *   backend.c the backend's row of store.c's table: its operations
  *
  * Layout (named DBIs in one environment):
  *
@@ -54,7 +55,7 @@
 #include <lmdb.h>
 #include <openssl/types.h>
 
-#include "../store.h"
+#include "../backend.h"
 #include "../internal.h"
 
 #define MAPSIZE_DEFAULT ((size_t)64 << 30)
@@ -121,20 +122,26 @@ struct chain_ref {
 };
 #define NREFS 4
 
-struct store {
+/* A handle: store.c's head, then this backend's own. */
+struct lmdb_store {
+	struct store head;
 	struct env *e;
-	pid_t pid;
 	struct msg_cache mc;
 	struct chain_ref refs[NREFS];   /* most recent rows, a ring */
 	unsigned next_ref;
 	int verify;                     /* AGENTKIT_STORE_VERIFY: check bases */
 };
 
+static inline struct lmdb_store *lm_store(struct store *s)
+{
+	return (struct lmdb_store *)s;
+}
+
 /* What a write transaction's functions share. */
 struct wctx {
 	struct core_err *e;
 	struct core_buf tmp, tmp2;      /* scratch for encoding */
-	struct store *s;
+	struct lmdb_store *s;
 	EVP_MD_CTX *md;                 /* for node keys; made on first use */
 	const struct store_base *base;  /* a save's base, or NULL */
 };
@@ -175,9 +182,6 @@ static inline uint64_t time_key(int64_t ns)
  * full disk, so callers can name the real cause). */
 enum core_status lm_fail(struct core_err *e, int rc, const char *what);
 
-/* CORE_EPRECONDITION for a closed handle or one used after fork(). */
-enum core_status lm_check_handle(struct store *s, struct core_err *e);
-
 /*
  * Begin a transaction, holding v->grow shared until it ends.  Write
  * transactions first pass the writer gate and keep signals blocked until
@@ -213,7 +217,7 @@ void lm_wake_all(struct env *v);
 
 /* After a full read: remember the row's chain (or forget the row) as a
  * base for a later store_save_on(). */
-void lm_remember_read(struct store *s, const char *id, const struct chain_ref *r);
+void lm_remember_read(struct lmdb_store *s, const char *id, const struct chain_ref *r);
 /* The state of row id, messages rebuilt from the chain; ref (optional)
  * receives the chain. */
 enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
@@ -266,5 +270,34 @@ struct idbatch {
 };
 int lm_index_batch(struct env *v, MDB_txn *t, const char *sid, int backward,
                    struct idbatch *b);
+
+/* ---- the operations (backend.c's table; see backend.h) ---- */
+
+enum core_status lm_open(const char *path, unsigned flags, struct store **out,
+                         struct core_err *e);                           /* env.c */
+void lm_close(struct store *s);                                         /* env.c */
+uint32_t lm_change_seq(struct store *s);                                /* wake.c */
+enum core_status lm_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
+                                struct core_err *e);                    /* wake.c */
+enum core_status lm_get(struct store *s, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e);
+enum core_status lm_latest(struct store *s, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e);
+enum core_status lm_save(struct store *s, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e);
+enum core_status lm_put_stream(struct store *s, const struct store_rows *src,
+                               size_t *count, struct core_err *e);
+enum core_status lm_sessions(struct store *s, store_session_fn fn, void *ctx,
+                             struct core_err *e);
+enum core_status lm_session_rows(struct store *s, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e);
+enum core_status lm_delete_session(struct store *s, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e);
+enum core_status lm_prune_session(struct store *s, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e);
 
 #endif

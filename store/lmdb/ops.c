@@ -16,43 +16,32 @@
 
 /* ---- reads ---- */
 
-enum core_status store_get(struct store *s, const char *snapshot_id,
-                           unsigned flags, json_t **row, struct core_err *e)
+enum core_status lm_get(struct store *h, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e)
 {
+	struct lmdb_store *s = lm_store(h);
 	struct chain_ref ref = { .count = 0 };
 	MDB_txn *t;
 	enum core_status st;
 	int rc;
-	*row = NULL;
-	if ((st = lm_check_handle(s, e)) != CORE_OK ||
-	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
-		return st;
 	if ((rc = lm_txn_begin(s->e, 0, &t, NULL)))
 		return lm_fail(e, rc, "read snapshot");
 	st = lm_read_row(s->e, t, snapshot_id, flags, row, &ref, e);
 	lm_txn_abort(s->e, t, 0, NULL);
 	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
 		lm_remember_read(s, snapshot_id, &ref);
-	if (st == CORE_ENOTFOUND)
-		return core_fail(e, st, "snapshot '%s' not found", snapshot_id);
 	return st;
 }
 
-enum core_status store_latest(struct store *s, const char *session_id,
-                              unsigned flags, json_t **row, struct core_err *e)
+enum core_status lm_latest(struct store *h, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e)
 {
+	struct lmdb_store *s = lm_store(h);
 	struct chain_ref ref = { .count = 0 };
 	MDB_txn *t;
 	char id[512];
 	enum core_status st;
 	int rc;
-	*row = NULL;
-	if ((st = lm_check_handle(s, e)) != CORE_OK)
-		return st;
-	if (!session_id || !*session_id)
-		return core_fail(e, CORE_EINVAL, "session ID is empty");
-	if ((st = store_check_id(session_id, "session ID", e)) != CORE_OK)
-		return st;
 	if ((rc = lm_txn_begin(s->e, 0, &t, NULL)))
 		return lm_fail(e, rc, "read latest snapshot");
 	rc = lm_latest_id(s->e, t, session_id, id);
@@ -65,11 +54,128 @@ enum core_status store_latest(struct store *s, const char *session_id,
 	lm_txn_abort(s->e, t, 0, NULL);
 	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
 		lm_remember_read(s, id, &ref);
-	if (st == CORE_ENOTFOUND)
-		return core_fail(e, st, "no snapshot found for session '%s'", session_id);
 	return st;
 }
 
+/* One batch of a session's rows (b continues the last), read in one read
+ * transaction into rows[0..*got); rows gone meanwhile are skipped. */
+static enum core_status rows_batch(struct env *v, const char *sid, unsigned flags,
+                                   struct idbatch *b, json_t **rows, size_t *got,
+                                   struct core_err *e)
+{
+	MDB_txn *t;
+	enum core_status st = CORE_OK;
+	size_t i;
+	int rc = lm_txn_begin(v, 0, &t, NULL);
+	*got = 0;
+	if (rc)
+		return lm_fail(e, rc, "list rows");
+	rc = lm_index_batch(v, t, sid, 0, b);
+	for (i = 0; rc == 0 && i < b->n; i++) {
+		st = lm_read_row(v, t, b->ids[i], flags, &rows[*got], NULL, e);
+		if (st == CORE_OK)
+			(*got)++;
+		else if (st != CORE_ENOTFOUND)
+			break;
+		st = CORE_OK;
+	}
+	lm_txn_abort(v, t, 0, NULL);
+	if (rc)
+		st = lm_fail(e, rc, "list rows");
+	return st;
+}
+
+/* The callback runs outside any transaction: it may take its time. */
+enum core_status lm_session_rows(struct store *h, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct idbatch *b = calloc(1, sizeof *b);
+	enum core_status st;
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "list rows: out of memory");
+	do {
+		json_t *rows[BATCH];
+		size_t i, got;
+		st = rows_batch(v, session_id, flags, b, rows, &got, e);
+		for (i = 0; i < got; i++) {
+			if (st == CORE_OK)
+				st = fn(rows[i], ctx);
+			json_decref(rows[i]);
+		}
+	} while (st == CORE_OK && b->n == BATCH);
+	free(b);
+	return st;
+}
+
+struct sessinfo {
+	char sid[STORE_ID_MAX + 1];
+	size_t rows;
+	json_t *latest;
+};
+
+/* Up to BATCH sessions after the session ID after ("": from the first),
+ * each with its row count and latest row, in one read transaction. */
+static enum core_status sessions_batch(struct env *v, const char *after,
+                                       struct sessinfo *b, size_t *n,
+                                       struct core_err *e)
+{
+	MDB_txn *t;
+	MDB_cursor *c;
+	MDB_val k = { strlen(after), (void *)after }, d;
+	int rc = lm_txn_begin(v, 0, &t, NULL);
+	*n = 0;
+	if (rc)
+		return lm_fail(e, rc, "list sessions");
+	if (!(rc = mdb_cursor_open(t, v->dbi[DB_SESS], &c))) {
+		rc = after[0] ? mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)
+		              : mdb_cursor_get(c, &k, &d, MDB_FIRST);
+		if (rc == 0 && after[0] && k.mv_size == strlen(after) &&
+		    !memcmp(k.mv_data, after, k.mv_size))
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		while (rc == 0 && *n < BATCH) {
+			struct sessinfo *si = &b[(*n)++];
+			char id[512];
+			size_t kl = k.mv_size > STORE_ID_MAX ? STORE_ID_MAX : k.mv_size;
+			memcpy(si->sid, k.mv_data, kl);
+			si->sid[kl] = 0;
+			si->rows = d.mv_size == 8 ? get_be64(d.mv_data) : 0;
+			si->latest = NULL;
+			if (lm_latest_id(v, t, si->sid, id) == 0)
+				lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL, e);
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		}
+		mdb_cursor_close(c);
+	}
+	lm_txn_abort(v, t, 0, NULL);
+	return rc && rc != MDB_NOTFOUND ? lm_fail(e, rc, "list sessions") : CORE_OK;
+}
+
+enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
+                             struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct sessinfo *b = calloc(BATCH, sizeof *b);
+	char after[STORE_ID_MAX + 1] = "";
+	enum core_status st;
+	size_t n, i;
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "list sessions: out of memory");
+	do {
+		st = sessions_batch(v, after, b, &n, e);
+		for (i = 0; i < n; i++) {
+			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
+			if (st == CORE_OK && b[i].latest)
+				st = fn(&si, ctx);
+			json_decref(b[i].latest);
+		}
+		if (n)
+			memcpy(after, b[n - 1].sid, sizeof after);
+	} while (st == CORE_OK && n == BATCH);
+	free(b);
+	return st;
+}
 
 /*
  * LMDB turns a short write into EIO ("short write, filesystem full?"),
@@ -95,7 +201,7 @@ static int write_cause(const struct env *v, int rc)
 typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
                         struct wctx *w);
 
-static enum core_status run_write(struct store *s, const char *what, write_op op,
+static enum core_status run_write(struct lmdb_store *s, const char *what, write_op op,
                                   void *ctx, struct core_err *e)
 {
 	struct env *v = s->e;
@@ -157,10 +263,8 @@ struct save_ctx {
 static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
 {
 	struct save_ctx *c = ctx;
-	json_t *existing = NULL, *next = NULL;
-	const char *esid = NULL, *sid, *status;
+	json_t *existing = NULL;
 	enum core_status st;
-	int rc;
 
 	st = lm_read_row(v, t, c->id, c->flags, &existing, NULL, w->e);
 	if (st != CORE_OK && st != CORE_ENOTFOUND)
@@ -178,78 +282,17 @@ static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wc
 	c->seen = existing;
 	c->next = NULL;
 	c->called = 1;
-	if ((st = c->fn(existing, &next, c->fctx, w->e)) != CORE_OK) {
-		json_decref(next);
-		if (w->e && !w->e->st)
-			core_fail(w->e, st, "%s", core_strerror(st));
+	if (st_mutate(c->id, existing, c->fn, c->fctx, &c->next, w->e) != CORE_OK)
 		return -1;
-	}
-	if (!next)
-		return 0;
-	if (!json_is_object(next)) {
-		json_decref(next);
-		core_fail(w->e, CORE_EINVAL, "save snapshot: the new row is not an object");
-		return -1;
-	}
-	/* the members set below must not show in fn's object: a shallow copy
-	 * (the state, whole histories, stays shared) */
-	if (next == existing || next->refcount > 1) {
-		json_t *copy = json_copy(next);
-		json_decref(next);
-		if (!(next = copy))
-			return ENOMEM;
-	}
-	json_object_set_new(next, "snapshotId", json_string(c->id));
-	if (existing && (esid = st_str(existing, "sessionId")) && *esid)
-		json_object_set_new(next, "sessionId", json_string(esid));
-	sid = st_str(next, "sessionId");
-	if (!sid || !*sid) {
-		json_decref(next);
-		core_fail(w->e, CORE_EINVAL, "store requires sessionId to be set on the snapshot");
-		return -1;
-	}
-	if (store_check_id(sid, "session ID", w->e) != CORE_OK) {
-		json_decref(next);
-		return -1;
-	}
-	status = st_str(next, "status");
-	if (!status || !*status)
-		json_object_set_new(next, "status", json_string("completed"));
-	c->next = next;
-	rc = lm_write_row(v, t, next, c->flags, changed, w);
-	return rc;
+	return c->next ? lm_write_row(v, t, c->next, c->flags, changed, w) : 0;
 }
 
-enum core_status store_save(struct store *s, const char *id, unsigned flags,
-                            store_mutate_fn fn, void *ctx, json_t **persisted,
-                            struct core_err *e)
+enum core_status lm_save(struct store *h, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e)
 {
-	return store_save_on(s, id, flags, NULL, fn, ctx, persisted, e);
-}
-
-enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
-                               const struct store_base *base, store_mutate_fn fn,
-                               void *ctx, json_t **persisted, struct core_err *e)
-{
-	struct save_ctx c = { 0 };
-	char minted[37];
-	enum core_status st;
-	if (persisted)
-		*persisted = NULL;
-	if ((st = lm_check_handle(s, e)) != CORE_OK)
-		return st;
-	if (!id || !*id) {
-		core_uuid(minted);
-		id = minted;
-	} else if ((st = store_check_id(id, "snapshot ID", e)) != CORE_OK) {
-		return st;
-	}
-	c.id = id;
-	c.flags = flags;
-	c.base = base;
-	c.fn = fn;
-	c.fctx = ctx;
-	st = run_write(s, "save snapshot", save_op, &c, e);
+	struct save_ctx c = { id, flags, base, fn, ctx, 0, NULL, NULL };
+	enum core_status st = run_write(lm_store(h), "save snapshot", save_op, &c, e);
 	if (st == CORE_OK && persisted && c.next)
 		*persisted = json_incref(c.next);
 	json_decref(c.seen);
@@ -277,10 +320,6 @@ static int put_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wct
 			return -1;
 		if (!row)
 			return 0;
-		if (store_check_row(row, w->e) != CORE_OK) {
-			json_decref(row);
-			return -1;
-		}
 		rc = lm_write_row(v, t, row, 0, &ch, w);
 		json_decref(row);
 		if (rc)
@@ -290,171 +329,13 @@ static int put_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wct
 	}
 }
 
-enum core_status store_put_stream(struct store *s, const struct store_rows *src,
-                                  size_t *count, struct core_err *e)
+enum core_status lm_put_stream(struct store *h, const struct store_rows *src,
+                               size_t *count, struct core_err *e)
 {
 	struct put_ctx c = { src, 0 };
-	enum core_status st;
-	if (count)
-		*count = 0;
-	if ((st = lm_check_handle(s, e)) != CORE_OK)
-		return st;
-	st = run_write(s, "import snapshots", put_op, &c, e);
+	enum core_status st = run_write(lm_store(h), "import snapshots", put_op, &c, e);
 	if (st == CORE_OK && count)
 		*count = c.n;
-	return st;
-}
-
-/* store_put_rows()'s source: an array. */
-struct array_rows {
-	json_t *const *rows;
-	size_t n, i;
-};
-
-static enum core_status array_next(void *ctx, json_t **row, struct core_err *e)
-{
-	struct array_rows *a = ctx;
-	*row = a->i < a->n ? json_incref(a->rows[a->i++]) : NULL;
-	return CORE_OK;
-}
-
-static enum core_status array_rewind(void *ctx, struct core_err *e)
-{
-	((struct array_rows *)ctx)->i = 0;
-	return CORE_OK;
-}
-
-enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
-                                struct core_err *e)
-{
-	struct array_rows a = { rows, n, 0 };
-	struct store_rows src = { array_next, array_rewind, &a };
-	enum core_status st;
-	size_t i;
-	for (i = 0; i < n; i++)
-		if ((st = store_check_row(rows[i], e)) != CORE_OK)
-			return st;
-	return store_put_stream(s, &src, NULL, e);
-}
-
-enum core_status store_put(struct store *s, const json_t *row, struct core_err *e)
-{
-	json_t *r = (json_t *)row;
-	return store_put_rows(s, &r, 1, e);
-}
-
-
-enum core_status store_session_rows(struct store *s, const char *session_id,
-                                    unsigned flags,
-                                    enum core_status (*fn)(const json_t *row, void *),
-                                    void *ctx, struct core_err *e)
-{
-	struct idbatch *b;
-	enum core_status st;
-	size_t total = 0;
-	if ((st = lm_check_handle(s, e)) != CORE_OK ||
-	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
-		return st;
-	if (!(b = calloc(1, sizeof *b)))
-		return core_fail(e, CORE_ENOMEM, "list rows: out of memory");
-	do {
-		json_t *rows[BATCH];
-		MDB_txn *t;
-		size_t i, got = 0;
-		int rc = lm_txn_begin(s->e, 0, &t, NULL);
-		if (rc) {
-			st = lm_fail(e, rc, "list rows");
-			break;
-		}
-		rc = lm_index_batch(s->e, t, session_id, 0, b);
-		for (i = 0; rc == 0 && i < b->n; i++) {
-			st = lm_read_row(s->e, t, b->ids[i], flags, &rows[got], NULL, e);
-			if (st == CORE_OK)
-				got++;
-			else if (st != CORE_ENOTFOUND)
-				break;
-			st = CORE_OK;
-		}
-		lm_txn_abort(s->e, t, 0, NULL);
-		if (rc)
-			st = lm_fail(e, rc, "list rows");
-		for (i = 0; i < got; i++) {
-			if (st == CORE_OK)
-				st = fn(rows[i], ctx);
-			json_decref(rows[i]);
-		}
-		total += got;
-	} while (st == CORE_OK && b->n == BATCH);
-	free(b);
-	if (st == CORE_OK && !total)
-		return core_fail(e, CORE_ENOTFOUND, "no snapshot found for session '%s'",
-		                 session_id);
-	return st;
-}
-
-struct sessinfo {
-	char sid[STORE_ID_MAX + 1];
-	size_t rows;
-	json_t *latest;
-};
-
-enum core_status store_sessions(struct store *s,
-                                enum core_status (*fn)(const struct store_session_info *,
-                                                       void *),
-                                void *ctx, struct core_err *e)
-{
-	struct sessinfo *b;
-	char after[STORE_ID_MAX + 1] = "";
-	size_t n;
-	enum core_status st;
-	if ((st = lm_check_handle(s, e)) != CORE_OK)
-		return st;
-	if (!(b = calloc(BATCH, sizeof *b)))
-		return core_fail(e, CORE_ENOMEM, "list sessions: out of memory");
-	do {
-		MDB_txn *t;
-		MDB_cursor *c;
-		MDB_val k = { strlen(after), after }, d;
-		size_t i;
-		int rc = lm_txn_begin(s->e, 0, &t, NULL);
-		n = 0;
-		if (rc) {
-			st = lm_fail(e, rc, "list sessions");
-			break;
-		}
-		if (!(rc = mdb_cursor_open(t, s->e->dbi[DB_SESS], &c))) {
-			rc = after[0] ? mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)
-			              : mdb_cursor_get(c, &k, &d, MDB_FIRST);
-			if (rc == 0 && after[0] && k.mv_size == strlen(after) &&
-			    !memcmp(k.mv_data, after, k.mv_size))
-				rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
-			while (rc == 0 && n < BATCH) {
-				char id[512];
-				size_t kl = k.mv_size > STORE_ID_MAX ? STORE_ID_MAX : k.mv_size;
-				memcpy(b[n].sid, k.mv_data, kl);
-				b[n].sid[kl] = 0;
-				b[n].rows = d.mv_size == 8 ? get_be64(d.mv_data) : 0;
-				b[n].latest = NULL;
-				if (lm_latest_id(s->e, t, b[n].sid, id) == 0)
-					lm_read_row(s->e, t, id, STORE_METADATA_ONLY, &b[n].latest, NULL, e);
-				n++;
-				rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
-			}
-			mdb_cursor_close(c);
-		}
-		lm_txn_abort(s->e, t, 0, NULL);
-		if (rc && rc != MDB_NOTFOUND)
-			st = lm_fail(e, rc, "list sessions");
-		for (i = 0; i < n; i++) {
-			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
-			if (st == CORE_OK && b[i].latest)
-				st = fn(&si, ctx);
-			json_decref(b[i].latest);
-		}
-		if (n)
-			memcpy(after, b[n - 1].sid, sizeof after);
-	} while (st == CORE_OK && n == BATCH);
-	free(b);
 	return st;
 }
 
@@ -478,12 +359,43 @@ static void report_gone(const struct del_ctx *c, store_deleted_fn fn, void *ctx)
 		fn(c->gone.p + off, ctx);
 }
 
+/* Whether delete_op leaves row id, the seen-th newest of its session: 1
+ * to keep it (also when gone meanwhile), 0 to delete it, -1 (e filled)
+ * when it cannot be read. */
+static int keeps(struct env *v, MDB_txn *t, const char *id, size_t seen,
+                 const struct del_ctx *c, struct core_err *e)
+{
+	json_t *row = NULL;
+	enum core_status st;
+	int keep;
+	if (!c->prune)
+		return 0;
+	st = lm_read_row(v, t, id, STORE_METADATA_ONLY, &row, NULL, e);
+	if (st != CORE_OK)
+		return st == CORE_ENOTFOUND ? 1 : -1;
+	keep = st_prune_keeps(row, seen, c->keep, c->before_ns);
+	json_decref(row);
+	return keep;
+}
+
+static int delete_one(struct env *v, MDB_txn *t, const char *id, struct del_ctx *c,
+                      struct core_err *e)
+{
+	int rc = lm_delete_row(v, t, id, e);
+	if (rc)
+		return rc;
+	c->deleted++;
+	if (c->want_ids && core_buf_add(&c->gone, id, strlen(id) + 1) != CORE_OK)
+		return ENOMEM;
+	return 0;
+}
+
 static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
 {
 	struct del_ctx *c = ctx;
 	struct idbatch *b = calloc(1, sizeof *b);
 	size_t seen = 0, i;
-	int rc = 0;
+	int rc = 0, k;
 	if (!b)
 		return ENOMEM;
 	c->deleted = 0;
@@ -494,34 +406,10 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 		if ((rc = lm_index_batch(v, t, c->sid, 1, b)))
 			break;
 		for (i = 0; i < b->n && !rc; i++, seen++) {
-			if (c->prune) {
-				json_t *row = NULL;
-				const char *status, *created;
-				int64_t ns = 0;
-				enum core_status st = lm_read_row(v, t, b->ids[i], STORE_METADATA_ONLY,
-				                                  &row, NULL, w->e);
-				if (st != CORE_OK) {
-					rc = st == CORE_ENOTFOUND ? 0 : -1;
-					continue;
-				}
-				status = st_str(row, "status");
-				created = st_str(row, "createdAt");
-				if (!created || !st_time_ns(created, &ns))
-					ns = 0;
-				if (seen == 0 || !store_status_terminal(status) ||
-				    (c->keep && seen < c->keep) ||
-				    (c->before_ns && ns >= c->before_ns)) {
-					json_decref(row);
-					continue;
-				}
-				json_decref(row);
-			}
-			if (!(rc = lm_delete_row(v, t, b->ids[i], w->e))) {
-				c->deleted++;
-				if (c->want_ids && core_buf_add(&c->gone, b->ids[i],
-				                                strlen(b->ids[i]) + 1) != CORE_OK)
-					rc = ENOMEM;
-			}
+			if ((k = keeps(v, t, b->ids[i], seen, c, w->e)))
+				rc = k < 0 ? -1 : 0;
+			else
+				rc = delete_one(v, t, b->ids[i], c, w->e);
 		}
 	} while (!rc && b->n == BATCH);
 	free(b);
@@ -530,71 +418,35 @@ static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 	return rc;
 }
 
-enum core_status store_delete_session(struct store *s, const char *session_id,
-                                      size_t *deleted, store_deleted_fn fn, void *ctx,
-                                      struct core_err *e)
+/* delete_session and prune_session: one write transaction. */
+static enum core_status delete_rows(struct lmdb_store *s, const char *what,
+                                    struct del_ctx *c, size_t *deleted,
+                                    store_deleted_fn fn, void *ctx, struct core_err *e)
 {
-	struct del_ctx c = { session_id, 0, 0, 0, 0, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
-	                     fn != NULL };
 	enum core_status st;
-	if (deleted)
-		*deleted = 0;
-	if ((st = lm_check_handle(s, e)) != CORE_OK ||
-	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
-		return st;
-	st = run_write(s, "delete session", delete_op, &c, e);
-	if (st == CORE_OK && !c.deleted)
-		st = core_fail(e, CORE_ENOTFOUND, "no snapshot found for session '%s'",
-		               session_id);
-	if (st == CORE_OK) {
-		report_gone(&c, fn, ctx);
-		if (deleted)
-			*deleted = c.deleted;
+	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	c->want_ids = fn != NULL;
+	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
+		report_gone(c, fn, ctx);
+		*deleted = c->deleted;
 	}
-	core_buf_release(&c.gone);
+	core_buf_release(&c->gone);
 	return st;
 }
 
-static enum core_status collect_session(const struct store_session_info *si, void *ctx)
+enum core_status lm_delete_session(struct store *h, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e)
 {
-	struct core_buf *b = ctx;
-	return core_buf_add(b, si->session_id, strlen(si->session_id) + 1);
+	struct del_ctx c = { .sid = session_id };
+	return delete_rows(lm_store(h), "delete session", &c, deleted, fn, ctx, e);
 }
 
-enum core_status store_prune(struct store *s, const char *session_id,
-                             size_t keep, int64_t before_ns, size_t *deleted,
-                             store_deleted_fn fn, void *ctx, struct core_err *e)
+enum core_status lm_prune_session(struct store *h, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e)
 {
-	struct core_buf ids = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st;
-	size_t off, total = 0;
-	if (deleted)
-		*deleted = 0;
-	if ((st = lm_check_handle(s, e)) != CORE_OK)
-		return st;
-	if (session_id) {
-		json_t *latest;
-		if ((st = store_latest(s, session_id, STORE_METADATA_ONLY, &latest, e)) != CORE_OK)
-			return st;
-		json_decref(latest);
-		st = core_buf_add(&ids, session_id, strlen(session_id) + 1);
-	} else {
-		st = store_sessions(s, collect_session, &ids, e);
-	}
-	/* one short write transaction per session */
-	for (off = 0; st == CORE_OK && off < ids.len; off += strlen(ids.p + off) + 1) {
-		struct del_ctx c = { ids.p + off, keep, before_ns, 1, 0,
-		                     CORE_BUF_INIT(CORE_BUF_UNLIMITED), fn != NULL };
-		if ((st = run_write(s, "prune", delete_op, &c, e)) == CORE_OK) {
-			report_gone(&c, fn, ctx);
-			total += c.deleted;
-		}
-		core_buf_release(&c.gone);
-	}
-	if (st == CORE_ENOMEM || st == CORE_ETOOBIG)
-		core_fail(e, CORE_ENOMEM, "prune: out of memory");
-	core_buf_release(&ids);
-	if (deleted)
-		*deleted = total;
-	return st;
+	struct del_ctx c = { .sid = session_id, .keep = keep, .before_ns = before_ns,
+	                     .prune = 1 };
+	return delete_rows(lm_store(h), "prune", &c, deleted, fn, ctx, e);
 }

@@ -28,16 +28,6 @@ enum core_status lm_fail(struct core_err *e, int rc, const char *what)
 	return CORE_ESYS;
 }
 
-enum core_status lm_check_handle(struct store *s, struct core_err *e)
-{
-	if (!s)
-		return core_fail(e, CORE_EPRECONDITION, "store is not open");
-	if (s->pid != getpid())
-		return core_fail(e, CORE_EPRECONDITION,
-		                 "store handle used after fork (re-open it in the child)");
-	return CORE_OK;
-}
-
 /* ---- transactions ---- */
 
 /* Adopt a map size grown by another process (MDB_MAP_RESIZED). */

@@ -29,28 +29,26 @@ void lm_wake_all(struct env *v)
 	futex(v->wake, FUTEX_WAKE, INT_MAX, NULL);
 }
 
-uint32_t store_change_seq(struct store *s)
+uint32_t lm_change_seq(struct store *s)
 {
-	return __atomic_load_n(s->e->wake, __ATOMIC_SEQ_CST);
+	return __atomic_load_n(lm_store(s)->e->wake, __ATOMIC_SEQ_CST);
 }
 
-enum core_status store_wait_change(struct store *s, uint32_t seq,
-                                   int64_t timeout_ms, struct core_err *e)
+enum core_status lm_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
+                                struct core_err *e)
 {
+	uint32_t *wake = lm_store(s)->e->wake;
 	int64_t end = core_now_mono_ms() + (timeout_ms < 0 ? 0 : timeout_ms);
-	enum core_status st = lm_check_handle(s, e);
-	if (st != CORE_OK)
-		return st;
 	for (;;) {
 		int64_t left = end - core_now_mono_ms();
 		struct timespec ts;
-		if (__atomic_load_n(s->e->wake, __ATOMIC_SEQ_CST) != seq)
+		if (__atomic_load_n(wake, __ATOMIC_SEQ_CST) != seq)
 			return CORE_OK;
 		if (left <= 0)
 			return CORE_ETIMEOUT;
 		ts.tv_sec = left / 1000;
 		ts.tv_nsec = (left % 1000) * 1000000;
-		if (futex(s->e->wake, FUTEX_WAIT, seq, &ts) < 0 && errno != EAGAIN &&
+		if (futex(wake, FUTEX_WAIT, seq, &ts) < 0 && errno != EAGAIN &&
 		    errno != EINTR && errno != ETIMEDOUT)
 			return core_fail_sys(e, "wait for a store change");
 	}
