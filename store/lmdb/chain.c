@@ -372,6 +372,69 @@ static int base_verify(struct wctx *w, const json_t *msgs, size_t kept,
 	return -1;
 }
 
+/* The tail to compare with: own_tail when not NULL and not empty, else
+ * that of the row parent_id's chain.  *found stays 0 when there is none. */
+static int compare_tail(struct env *v, MDB_txn *t, const unsigned char *own_tail,
+                        const char *parent_id, unsigned char *tail, int *found)
+{
+	MDB_val k, d;
+	int rc;
+	*found = 0;
+	if (own_tail && memcmp(own_tail, zero_node, NODE)) {
+		memcpy(tail, own_tail, NODE);
+		*found = 1;
+		return 0;
+	}
+	if (!parent_id || !*parent_id || strlen(parent_id) > STORE_ID_MAX)
+		return 0;
+	k.mv_size = strlen(parent_id);
+	k.mv_data = (void *)parent_id;
+	rc = mdb_get(t, v->dbi[DB_STATE], &k, &d);
+	if (rc == MDB_NOTFOUND)
+		return 0;
+	if (rc)
+		return rc;
+	if (d.mv_size < STATE_HDR || !(((unsigned char *)d.mv_data)[1] & 1))
+		return 0;
+	memcpy(tail, (unsigned char *)d.mv_data + 10, NODE);
+	*found = 1;
+	return 0;
+}
+
+/* The msg records of the chain ending at tail, newest last, at most cap
+ * of them (its oldest): the chain's length is unknown until walked back.
+ * *vals (to free) stays NULL when the chain is gone or broken. */
+static int walk_back(struct env *v, MDB_txn *t, const unsigned char *tail, size_t cap,
+                     MDB_val **vals, size_t *c)
+{
+	unsigned char cur[8];
+	uint64_t seq;
+	int rc;
+	*vals = NULL;
+	*c = 0;
+	if ((rc = node_seq(v, t, tail, &seq)))
+		return rc == MDB_NOTFOUND ? 0 : rc;
+	if (!(*vals = malloc(cap * sizeof **vals)))
+		return ENOMEM;
+	put_be64(cur, seq);
+	for (; get_be64(cur); (*c)++) {
+		MDB_val k = { 8, cur };
+		if (*c == cap) {        /* longer than wanted: drop its newest */
+			memmove(*vals, *vals + 1, (cap - 1) * sizeof **vals);
+			(*c)--;
+		}
+		if ((rc = mdb_get(t, v->dbi[DB_MSG], &k, &(*vals)[*c])) ||
+		    (*vals)[*c].mv_size < MSG_HDR) {
+			free(*vals);
+			*vals = NULL;
+			*c = 0;
+			return rc == MDB_NOTFOUND || !rc ? 0 : rc;
+		}
+		memcpy(cur, (*vals)[*c].mv_data, 8);
+	}
+	return 0;
+}
+
 /*
  * How many leading messages of msgs are, byte for byte, the messages of a
  * stored chain: the chain whose tail is own_tail (when not NULL and not
@@ -380,57 +443,17 @@ static int base_verify(struct wctx *w, const json_t *msgs, size_t kept,
  * instead of hashing the whole history on every turn.
  */
 static int chain_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail,
-                       const char *parent_id, const json_t *msgs, unsigned char *keys,
-                       size_t *matched, struct wctx *w)
+                        const char *parent_id, const json_t *msgs, unsigned char *keys,
+                        size_t *matched, struct wctx *w)
 {
 	unsigned char tail[NODE];
-	MDB_val k, d;
 	size_t c, i, n = json_array_size(msgs);
-	MDB_val *vals = NULL;
-	int rc;
+	MDB_val *vals;
+	int rc, found;
 	*matched = 0;
-	if (own_tail && memcmp(own_tail, zero_node, NODE)) {
-		memcpy(tail, own_tail, NODE);
-	} else if (parent_id && *parent_id && strlen(parent_id) <= STORE_ID_MAX) {
-		k.mv_size = strlen(parent_id);
-		k.mv_data = (void *)parent_id;
-		rc = mdb_get(t, v->dbi[DB_STATE], &k, &d);
-		if (rc == MDB_NOTFOUND)
-			return 0;
-		if (rc)
-			return rc;
-		if (d.mv_size < STATE_HDR || !(((unsigned char *)d.mv_data)[1] & 1))
-			return 0;
-		memcpy(tail, (unsigned char *)d.mv_data + 10, NODE);
-	} else {
-		return 0;
-	}
-	/* the chain's length is unknown here: walk it back into vals */
-	{
-		size_t cap = n + 1;
-		unsigned char cur[8];
-		uint64_t seq;
-		if ((rc = node_seq(v, t, tail, &seq)))
-			return rc == MDB_NOTFOUND ? 0 : rc;
-		vals = malloc(cap * sizeof *vals);
-		if (!vals)
-			return ENOMEM;
-		put_be64(cur, seq);
-		for (c = 0; get_be64(cur); c++) {
-			if (c == cap) {         /* longer than msgs: drop its newest */
-				memmove(vals, vals + 1, (cap - 1) * sizeof *vals);
-				c--;
-			}
-			k.mv_size = 8;
-			k.mv_data = cur;
-			if ((rc = mdb_get(t, v->dbi[DB_MSG], &k, &vals[c])) ||
-			    vals[c].mv_size < MSG_HDR) {
-				free(vals);
-				return rc == MDB_NOTFOUND || !rc ? 0 : rc;
-			}
-			memcpy(cur, vals[c].mv_data, 8);
-		}
-	}
+	if ((rc = compare_tail(v, t, own_tail, parent_id, tail, &found)) || !found ||
+	    (rc = walk_back(v, t, tail, n + 1, &vals, &c)) || !vals)
+		return rc;
 	/* vals[c-1] is the oldest message; its key is SHA-256(zero | bytes) */
 	for (i = 0; i < c && i < n; i++) {
 		const MDB_val *nv = &vals[c - 1 - i];
@@ -454,6 +477,213 @@ static int chain_prefix(struct env *v, MDB_txn *t, const unsigned char *own_tail
 	return 0;
 }
 
+/* A new object: state without "messages"; *pos receives where it sat. */
+static json_t *without_messages(const json_t *state, size_t *pos)
+{
+	json_t *rest = json_object(), *x;
+	const char *key;
+	int seen = 0;
+	*pos = 0;
+	if (!rest)
+		return NULL;
+	json_object_foreach((json_t *)state, key, x) {
+		if (!strcmp(key, "messages")) {
+			seen = 1;
+			continue;
+		}
+		if (!seen)
+			(*pos)++;
+		if (json_object_set(rest, key, x)) {
+			json_decref(rest);
+			return NULL;
+		}
+	}
+	return rest;
+}
+
+/*
+ * Node keys of the part of msgs already stored: from the save's base
+ * without reading it (*based; only the last key is set), else from the
+ * history the handle wrote last by comparing trees (*cached of them),
+ * else from a stored chain (this row's old state, else its parent's) by
+ * comparing bytes.  Only the rest is hashed.
+ */
+static int known_prefix(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
+                        const unsigned char *old_tail, const char *parent,
+                        unsigned char *keys, size_t *matched, size_t *cached, int *based)
+{
+	int rc;
+	*cached = 0;
+	if ((rc = base_prefix(v, t, w, json_array_size(msgs), keys, matched)))
+		return rc;
+	if ((*based = *matched > 0))
+		return w->s->verify ? base_verify(w, msgs, *matched,
+		                                  keys + (*matched - 1) * NODE) : 0;
+	if ((*matched = *cached = cache_prefix(&w->s->mc, msgs, keys)))
+		return 0;
+	return chain_prefix(v, t, old_tail, parent, msgs, keys, matched, w);
+}
+
+/*
+ * Each new message (from matched on) once as its msg record in w->tmp,
+ * prev seq (zero until appended) | prev key | JSON, and its node key:
+ * SHA-256 over all but the seq.  Record i starts at recs[i - matched];
+ * the last entry is the end.
+ */
+static int hash_new(struct wctx *w, const json_t *msgs, size_t matched,
+                    unsigned char *keys, size_t *recs)
+{
+	size_t i, n = json_array_size(msgs);
+	int rc;
+	core_buf_reset(&w->tmp);
+	for (i = matched; i < n; i++) {
+		size_t at = w->tmp.len;
+		recs[i - matched] = at;
+		if (core_buf_add(&w->tmp, zero_node, 8) != CORE_OK ||
+		    core_buf_add(&w->tmp, i ? keys + (i - 1) * NODE : zero_node,
+		                 NODE) != CORE_OK ||
+		    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
+			return ENOMEM;
+		if ((rc = node_key(w, w->tmp.p + at + 8, w->tmp.len - at - 8, keys + i * NODE)))
+			return rc;
+	}
+	recs[n - matched] = w->tmp.len;
+	return 0;
+}
+
+/* How many leading messages are stored (a node implies its prefix): a
+ * cached prefix may have been deleted since, a base's node was just seen
+ * (so keys below it, unset then, are never read). */
+static int stored_prefix(struct env *v, MDB_txn *t, const unsigned char *keys, size_t n,
+                         size_t *have)
+{
+	for (*have = n; *have > 0; (*have)--) {
+		uint64_t sq;
+		int rc = node_seq(v, t, keys + (*have - 1) * NODE, &sq);
+		if (rc == 0)
+			break;
+		if (rc != MDB_NOTFOUND)
+			return rc;
+	}
+	return 0;
+}
+
+/* The greatest msg sequence number in use (0: none). */
+static int last_seq(struct env *v, MDB_txn *t, uint64_t *last)
+{
+	MDB_cursor *cur;
+	MDB_val lk, ld;
+	int rc;
+	*last = 0;
+	if ((rc = mdb_cursor_open(t, v->dbi[DB_MSG], &cur)))
+		return rc;
+	rc = mdb_cursor_get(cur, &lk, &ld, MDB_LAST);
+	if (rc == 0 && lk.mv_size == 8)
+		*last = get_be64(lk.mv_data);
+	mdb_cursor_close(cur);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* Message i's msg record: hashed by hash_new(), or, below matched (a
+ * cached prefix deleted since), rebuilt in w->tmp2. */
+static int record_of(struct wctx *w, const json_t *msgs, size_t i, size_t matched,
+                     const unsigned char *prev, const size_t *recs, MDB_val *d)
+{
+	if (i >= matched) {
+		d->mv_data = w->tmp.p + recs[i - matched];
+		d->mv_size = recs[i - matched + 1] - recs[i - matched];
+		return 0;
+	}
+	core_buf_reset(&w->tmp2);
+	if (core_buf_add(&w->tmp2, zero_node, 8) != CORE_OK ||
+	    core_buf_add(&w->tmp2, prev, NODE) != CORE_OK ||
+	    jv_dump(json_array_get(msgs, i), &w->tmp2) != CORE_OK)
+		return ENOMEM;
+	d->mv_data = w->tmp2.p;
+	d->mv_size = w->tmp2.len;
+	return 0;
+}
+
+/* Append the msg records and nodes of messages have.. on the stored
+ * prefix, each node referencing its predecessor. */
+static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
+                        const unsigned char *keys, const size_t *recs, size_t matched,
+                        size_t have)
+{
+	size_t i, n = json_array_size(msgs);
+	uint64_t last, prev_seq = 0, sq_unused;
+	uint32_t refs;
+	int rc;
+	if ((rc = last_seq(v, t, &last)) ||
+	    (have && (rc = node_seq(v, t, keys + (have - 1) * NODE, &prev_seq))))
+		return rc;
+	for (i = have; i < n; i++) {
+		unsigned char sk[8], nv[12];
+		MDB_val mk = { 8, sk }, nk = { NODE, (void *)(keys + i * NODE) }, d;
+		const unsigned char *prev = i ? keys + (i - 1) * NODE : zero_node;
+		if ((rc = record_of(w, msgs, i, matched, prev, recs, &d)))
+			return rc;
+		put_be64(d.mv_data, prev_seq);
+		put_be64(sk, ++last);
+		if ((rc = mdb_put(t, v->dbi[DB_MSG], &mk, &d, MDB_APPEND)))
+			return rc;
+		put_be64(nv, last);
+		put_be32(nv + 8, 0);
+		d.mv_size = 12;
+		d.mv_data = nv;
+		if ((rc = mdb_put(t, v->dbi[DB_NODE], &nk, &d, 0)) ||
+		    (i && (rc = ref_add(v, t, prev, 1, &refs, &sq_unused))))
+			return rc;
+		prev_seq = last;
+	}
+	return 0;
+}
+
+/* The messages of row id's state as a chain: nodes for what is not stored
+ * yet, a reference on the tail, the handle's cache and chain ring brought
+ * up to date; hdr receives the count and the tail. */
+static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *msgs,
+                       const unsigned char *old_tail, const char *parent,
+                       unsigned char *hdr, struct wctx *w)
+{
+	size_t n = json_array_size(msgs), matched = 0, cached, have, *recs = NULL;
+	unsigned char *keys = malloc(n ? n * NODE : 1);
+	uint64_t sq_unused;
+	uint32_t refs;
+	int rc, based;
+	if (!keys)
+		return ENOMEM;
+	if ((rc = known_prefix(v, t, w, msgs, old_tail, parent, keys, &matched, &cached,
+	                       &based)))
+		goto out;
+	if (!(recs = calloc(n - matched + 1, sizeof *recs))) {
+		rc = ENOMEM;
+		goto out;
+	}
+	if ((rc = hash_new(w, msgs, matched, keys, recs)))
+		goto out;
+	if (based)
+		json_array_clear(w->s->mc.msgs);        /* now stale */
+	else
+		cache_keep(&w->s->mc, msgs, keys, cached);
+	if (n)
+		ref_remember(w->s, id, keys + (n - 1) * NODE, (uint32_t)n);
+	else
+		ref_forget(w->s, id);
+	if ((rc = stored_prefix(v, t, keys, n, &have)) ||
+	    (have < n && (rc = append_nodes(v, t, w, msgs, keys, recs, matched, have))) ||
+	    (n && (rc = ref_add(v, t, keys + (n - 1) * NODE, 1, &refs, &sq_unused))))
+		goto out;
+	hdr[1] = 1;
+	put_be32(hdr + 6, (uint32_t)n);
+	if (n)
+		memcpy(hdr + 10, keys + (n - 1) * NODE, NODE);
+out:
+	free(keys);
+	free(recs);
+	return rc;
+}
+
 /* Write the state of row id: new messages as chain nodes, then the state
  * record; the old record's chain is released. */
 int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *state,
@@ -461,160 +691,36 @@ int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *stat
 {
 	MDB_val k = { strlen(id), (void *)id }, d;
 	const json_t *msgs = json_is_object(state) ? json_object_get(state, "messages") : NULL;
-	unsigned char hdr[STATE_HDR] = { 1 }, prev_tail[NODE], *keys = NULL;
-	size_t n = 0, pos = 0, i, have, matched = 0, cached, *recs = NULL;
-	json_t *rest = NULL;
-	int rc = 0, had, based = 0;
-	uint32_t refs;
-	uint64_t sq_unused;
+	unsigned char hdr[STATE_HDR] = { 1 }, prev_tail[NODE];
+	size_t pos = 0;
+	json_t *rest;
+	int rc, had;
 
 	if ((rc = old_tail(v, t, &k, prev_tail, &had)))
 		return rc;
-	if (json_is_array(msgs)) {
-		const char *key;
-		json_t *x;
-		n = json_array_size(msgs);
-		json_object_foreach((json_t *)state, key, x) {
-			if (!strcmp(key, "messages"))
-				break;
-			pos++;
-		}
-		keys = malloc(n ? n * NODE : 1);
-		rest = json_object();
-		if (!keys || !rest)
-			goto nomem;
-		json_object_foreach((json_t *)state, key, x)
-			if (strcmp(key, "messages") && json_object_set(rest, key, x))
-				goto nomem;
-		/* node keys of the history: the prefix already stored comes from
-		 * the save's base without reading it, else from the history the
-		 * handle wrote last by comparing trees, else from a stored chain
-		 * (this row's old state, else its parent's) by comparing bytes;
-		 * only the rest is hashed */
-		if ((rc = base_prefix(v, t, w, n, keys, &matched)))
-			goto out;
-		based = matched > 0;
-		if (based && w->s->verify &&
-		    (rc = base_verify(w, msgs, matched, keys + (matched - 1) * NODE)))
-			goto out;
-		cached = based ? 0 : cache_prefix(&w->s->mc, msgs, keys);
-		if (!based)
-			matched = cached;
-		if (!matched && (rc = chain_prefix(v, t, had ? prev_tail : NULL, parent,
-		                                   msgs, keys, &matched, w)))
-			goto out;
-		/* each new message once as its msg record, prev seq | prev key |
-		 * JSON: the key is SHA-256 over all but the seq */
-		recs = calloc(n - matched + 1, sizeof *recs);
-		if (!recs)
-			goto nomem;
-		core_buf_reset(&w->tmp);
-		for (i = matched; i < n; i++) {
-			size_t at = w->tmp.len;
-			recs[i - matched] = at;
-			if (core_buf_add(&w->tmp, zero_node, 8) != CORE_OK ||
-			    core_buf_add(&w->tmp, i ? keys + (i - 1) * NODE : zero_node,
-			                 NODE) != CORE_OK ||
-			    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
-				goto nomem;
-			if ((rc = node_key(w, w->tmp.p + at + 8, w->tmp.len - at - 8,
-			                   keys + i * NODE)))
-				goto out;
-		}
-		recs[n - matched] = w->tmp.len;
-		if (based)
-			json_array_clear(w->s->mc.msgs);        /* now stale */
-		else
-			cache_keep(&w->s->mc, msgs, keys, cached);
-		if (n)
-			ref_remember(w->s, id, keys + (n - 1) * NODE, (uint32_t)n);
-		else
-			ref_forget(w->s, id);
-		/* the longest prefix already stored (a node implies its prefix):
-		 * a cached prefix may have been deleted since, a base's node was
-		 * just seen (so keys below it, unset then, are never read) */
-		for (have = n; have > 0; have--) {
-			uint64_t sq;
-			rc = node_seq(v, t, keys + (have - 1) * NODE, &sq);
-			if (rc == 0)
-				break;
-			if (rc != MDB_NOTFOUND)
-				goto out;
-		}
-		rc = 0;
-		if (have < n) {
-			MDB_cursor *cur;
-			MDB_val lk, ld;
-			uint64_t last = 0, prev_seq = 0;
-			if ((rc = mdb_cursor_open(t, v->dbi[DB_MSG], &cur)))
-				goto out;
-			rc = mdb_cursor_get(cur, &lk, &ld, MDB_LAST);
-			if (rc == 0 && lk.mv_size == 8)
-				last = get_be64(lk.mv_data);
-			mdb_cursor_close(cur);
-			if (rc && rc != MDB_NOTFOUND)
-				goto out;
-			if (have && (rc = node_seq(v, t, keys + (have - 1) * NODE, &prev_seq)))
-				goto out;
-			for (i = have; i < n; i++) {
-				unsigned char sk[8], nv[12];
-				MDB_val mk = { 8, sk }, nk = { NODE, keys + i * NODE };
-				const unsigned char *prev = i ? keys + (i - 1) * NODE : zero_node;
-				/* have < matched only when a cached prefix is gone:
-				 * rebuild those records */
-				if (i < matched) {
-					core_buf_reset(&w->tmp2);
-					if (core_buf_add(&w->tmp2, zero_node, 8) != CORE_OK ||
-					    core_buf_add(&w->tmp2, prev, NODE) != CORE_OK ||
-					    jv_dump(json_array_get(msgs, i), &w->tmp2) != CORE_OK)
-						goto nomem;
-					d.mv_data = w->tmp2.p;
-					d.mv_size = w->tmp2.len;
-				} else {
-					d.mv_data = w->tmp.p + recs[i - matched];
-					d.mv_size = recs[i - matched + 1] - recs[i - matched];
-				}
-				put_be64(d.mv_data, prev_seq);
-				put_be64(sk, ++last);
-				if ((rc = mdb_put(t, v->dbi[DB_MSG], &mk, &d, MDB_APPEND)))
-					goto out;
-				put_be64(nv, last);
-				put_be32(nv + 8, 0);
-				d.mv_size = 12;
-				d.mv_data = nv;
-				if ((rc = mdb_put(t, v->dbi[DB_NODE], &nk, &d, 0)))
-					goto out;
-				if (i && (rc = ref_add(v, t, prev, 1, &refs, &sq_unused)))
-					goto out;
-				prev_seq = last;
-			}
-		}
-		if (n && (rc = ref_add(v, t, keys + (n - 1) * NODE, 1, &refs, &sq_unused)))
-			goto out;
-		hdr[1] = 1;
-		put_be32(hdr + 2, (uint32_t)pos);
-		put_be32(hdr + 6, (uint32_t)n);
-		if (n)
-			memcpy(hdr + 10, keys + (n - 1) * NODE, NODE);
-	} else {
+	if (!json_is_array(msgs)) {
 		rest = json_incref((json_t *)state);
 		ref_forget(w->s, id);
+	} else if (!(rest = without_messages(state, &pos))) {
+		return ENOMEM;
+	} else if ((rc = write_chain(v, t, id, msgs, had ? prev_tail : NULL, parent, hdr,
+	                             w))) {
+		json_decref(rest);
+		return rc;
 	}
+	put_be32(hdr + 2, (uint32_t)pos);
 	if (had && (rc = node_release(v, t, prev_tail)))
 		goto out;
 	core_buf_reset(&w->tmp);
 	if (core_buf_add(&w->tmp, hdr, STATE_HDR) != CORE_OK ||
-	    jv_dump(rest, &w->tmp) != CORE_OK)
-		goto nomem;
+	    jv_dump(rest, &w->tmp) != CORE_OK) {
+		rc = ENOMEM;
+		goto out;
+	}
 	d.mv_size = w->tmp.len;
 	d.mv_data = w->tmp.p;
 	rc = mdb_put(t, v->dbi[DB_STATE], &k, &d, 0);
-	goto out;
-nomem:
-	rc = ENOMEM;
 out:
-	free(keys);
-	free(recs);
 	json_decref(rest);
 	return rc;
 }

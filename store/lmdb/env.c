@@ -296,22 +296,12 @@ static void env_free(struct env *v)
 	free(v);
 }
 
-/*
- * Open the environment.  With STORE_OPEN_READONLY a store whose files this
- * process cannot write (EACCES, EROFS) is opened MDB_RDONLY, and when even
- * lock.mdb is not writable, MDB_RDONLY|MDB_NOLOCK: LMDB then keeps no
- * reader slot, so a process writing the store at the same time (its owner,
- * while this one may only read) could reuse the pages being read and the
- * read fail as corrupt.  A read-only mount has no such writer; on one,
- * LMDB itself goes without the lock file.
- */
-static enum core_status env_open(const char *path, const struct stat *st,
-                                 unsigned flags, struct env **out, struct core_err *e)
+/* A new environment of the store directory st, not open yet: its
+ * settings (lock timeout, map sizes) read from the environment. */
+static enum core_status env_new(const char *path, const struct stat *st,
+                                struct env **out, struct core_err *e)
 {
 	struct env *v = calloc(1, sizeof *v);
-	int rc = 0, tries, fd;
-	unsigned mode = MDB_NOTLS;
-	size_t mapsize;
 	if (!v || !(v->path = strdup(path))) {
 		free(v);
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
@@ -329,12 +319,25 @@ static enum core_status env_open(const char *path, const struct stat *st,
 	v->ino = st->st_ino;
 	v->pid = getpid();
 	v->refs = 1;
-	mapsize = env_size("AGENTKIT_STORE_MAPSIZE", MAPSIZE_DEFAULT);
+	v->mapsize = env_size("AGENTKIT_STORE_MAPSIZE", MAPSIZE_DEFAULT);
 	v->mapmax = env_size("AGENTKIT_STORE_MAPSIZE_MAX", MAPSIZE_MAX_DEFAULT);
-	if (v->mapmax < mapsize)
-		v->mapmax = mapsize;
-	/* "Opening a database can fail if another process is opening or
-	 * closing it at exactly the same time": retry with jitter. */
+	if (v->mapmax < v->mapsize)
+		v->mapmax = v->mapsize;
+	*out = v;
+	return CORE_OK;
+}
+
+/*
+ * mdb_env_open() v->env in *mode, falling back to read-only modes when
+ * flags allow.  "Opening a database can fail if another process is
+ * opening or closing it at exactly the same time": retry with jitter.
+ * Returns 0 or the last MDB code.
+ */
+static int mdb_open_retry(struct env *v, const char *path, unsigned flags,
+                          unsigned *mode)
+{
+	size_t mapsize = v->mapsize;
+	int rc = 0, tries;
 	for (tries = 0; tries < 6; tries++) {
 		if ((rc = mdb_env_create(&v->env)) != 0)
 			break;
@@ -344,14 +347,14 @@ static enum core_status env_open(const char *path, const struct stat *st,
 		       mapsize > ((size_t)1 << 30))
 			mapsize /= 2;
 		if (rc == 0)
-			rc = mdb_env_open(v->env, path, mode, 0600);
+			rc = mdb_env_open(v->env, path, *mode, 0600);
 		if (rc == 0)
 			break;
 		mdb_env_close(v->env);
 		v->env = NULL;
 		if ((rc == EACCES || rc == EROFS) && (flags & STORE_OPEN_READONLY) &&
-		    !(mode & MDB_NOLOCK)) {
-			mode |= mode & MDB_RDONLY ? MDB_NOLOCK : MDB_RDONLY;
+		    !(*mode & MDB_NOLOCK)) {
+			*mode |= *mode & MDB_RDONLY ? MDB_NOLOCK : MDB_RDONLY;
 			continue;
 		}
 		if (rc == ENOENT || rc == EACCES || rc == EROFS || rc == ENOSPC ||
@@ -362,7 +365,28 @@ static enum core_status env_open(const char *path, const struct stat *st,
 			nanosleep(&ts, NULL);
 		}
 	}
-	if (rc) {
+	return rc;
+}
+
+/*
+ * Open the environment.  With STORE_OPEN_READONLY a store whose files this
+ * process cannot write (EACCES, EROFS) is opened MDB_RDONLY, and when even
+ * lock.mdb is not writable, MDB_RDONLY|MDB_NOLOCK: LMDB then keeps no
+ * reader slot, so a process writing the store at the same time (its owner,
+ * while this one may only read) could reuse the pages being read and the
+ * read fail as corrupt.  A read-only mount has no such writer; on one,
+ * LMDB itself goes without the lock file.
+ */
+static enum core_status env_open(const char *path, const struct stat *st,
+                                 unsigned flags, struct env **out, struct core_err *e)
+{
+	struct env *v = NULL;
+	unsigned mode = MDB_NOTLS;
+	int rc, fd;
+	enum core_status cs = env_new(path, st, &v, e);
+	if (cs != CORE_OK)
+		return cs;
+	if ((rc = mdb_open_retry(v, path, flags, &mode))) {
 		env_free(v);
 		core_fail(e, CORE_ESYS, "cannot open store '%s': %s", path, mdb_strerror(rc));
 		if (e && rc > 0)

@@ -1,20 +1,21 @@
 /*
  * lmdb.h - the LMDB backend's parts, shared by the files of store/lmdb/
  * (nothing else includes this; store/lmdb/ is the only place that includes
- * <lmdb.h>).  See store.h for what the store promises.
+ * <lmdb.h>).  See store.h for what the store promises and backend.h for
+ * what each operation of a backend must guarantee.
  *
  * The files, one reason to change apiece:
- *   env.c    the environment: one per store per process, trust and
- *            filesystem checks before LMDB opens anything, map growth
- *   txn.c    transactions: the writer gate in front of LMDB's writer
- *            mutex, MDB codes as core_status
- *   wake.c   wake-ups: the futex word in the file "wake"
- *   chain.c  the content-addressed message chain and the state records
- *            that end in it
- *   rows.c   the row codec (meta records) and the session index
- *   ops.c    the store operations over those, in write transactions that
- *            grow the map and wake waiters
- *   backend.c the backend's row of store.c's table: its operations
+ *   backend.c  the backend's row of store.c's table: its operations
+ *   env.c      the environment: one per store per process, trust and
+ *              filesystem checks before LMDB opens anything, map growth
+ *   txn.c      transactions: the writer gate in front of LMDB's writer
+ *              mutex, MDB codes as core_status
+ *   wake.c     wake-ups: the futex word in the file "wake"
+ *   chain.c    the content-addressed message chain and the state records
+ *              that end in it
+ *   rows.c     the row codec (meta records) and the session index
+ *   ops.c      the store operations over those, in write transactions
+ *              that grow the map and wake waiters
  *
  * Layout (named DBIs in one environment):
  *
@@ -80,7 +81,8 @@ struct env {
 	MDB_env *env;
 	MDB_dbi dbi[DB_N];
 	pthread_rwlock_t grow;  /* txns hold it shared; a resize exclusive */
-	size_t mapmax;
+	size_t mapsize;         /* the map to open with (AGENTKIT_STORE_MAPSIZE) */
+	size_t mapmax;          /* and its limit (AGENTKIT_STORE_MAPSIZE_MAX) */
 	uint32_t *wake;
 	char *path;
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or

@@ -180,53 +180,45 @@ static int old_row(struct env *v, MDB_txn *t, const char *id, struct oldrow *o,
 }
 
 /*
- * Write row (an object with valid snapshotId and sessionId) as given,
- * replacing the stored one.  Under STORE_METADATA_ONLY a row without
- * "state" keeps the stored state.  *changed is set when the status changed
- * (or the row is new).
+ * The state part of writing row id: written (*has: 1), kept as stored
+ * under STORE_METADATA_ONLY when the row has none, or deleted (*has: 0).
+ * *pos receives the position of "state" among the row's keys.
  */
-int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
-                 int *changed, struct wctx *w)
+static int row_state(struct env *v, MDB_txn *t, const json_t *row, const char *id,
+                     unsigned flags, int exists, int *has, size_t *pos, struct wctx *w)
 {
-	const char *id = st_str(row, "snapshotId"), *sid = st_str(row, "sessionId");
-	const char *status = st_str(row, "status"), *created = st_str(row, "createdAt");
 	const json_t *state = json_object_get(row, "state");
-	unsigned char hdr[META_HDR] = { 1 }, ik[512];
-	MDB_val k = { strlen(id), (void *)id }, d;
-	struct oldrow o;
-	int64_t cns = 0;
-	uint64_t tkey;
-	size_t pos = 0;
-	json_t *meta;
-	int rc, keep_state = 0;
-
-	if ((rc = old_row(v, t, id, &o, w->e)))
-		return rc;
-	if (created && !st_time_ns(created, &cns))
-		cns = 0;
-	tkey = time_key(cns);
-	*changed = !o.exists || o.status_set != !!status ||
-	           (status && strcmp(o.status, status));
-	if (!state && (flags & STORE_METADATA_ONLY) && o.exists) {
-		MDB_val od;
+	MDB_val k = { strlen(id), (void *)id }, od;
+	const char *key;
+	json_t *x;
+	int rc;
+	*pos = 0;
+	*has = state != NULL;
+	if (!state && (flags & STORE_METADATA_ONLY) && exists) {
 		if ((rc = mdb_get(t, v->dbi[DB_META], &k, &od)))
 			return rc;
-		keep_state = ((unsigned char *)od.mv_data)[1] & 1;
-		pos = get_be32((unsigned char *)od.mv_data + 2);
-	} else if (state) {
-		const char *key;
-		json_t *x;
-		json_object_foreach((json_t *)row, key, x) {
-			if (!strcmp(key, "state"))
-				break;
-			pos++;
-		}
-		if ((rc = lm_write_state(v, t, id, state, st_str(row, "parentId"), w)))
-			return rc;
-	} else if ((rc = lm_delete_state(v, t, id))) {
-		return rc;
+		*has = ((unsigned char *)od.mv_data)[1] & 1;
+		*pos = get_be32((unsigned char *)od.mv_data + 2);
+		return 0;
 	}
-	hdr[1] = state || keep_state ? 1 : 0;
+	if (!state)
+		return lm_delete_state(v, t, id);
+	json_object_foreach((json_t *)row, key, x) {
+		if (!strcmp(key, "state"))
+			break;
+		(*pos)++;
+	}
+	return lm_write_state(v, t, id, state, st_str(row, "parentId"), w);
+}
+
+/* The meta record of row id: the header, then the row without "state". */
+static int put_meta(struct env *v, MDB_txn *t, const json_t *row, const char *id,
+                    int has_state, size_t pos, uint64_t tkey, struct wctx *w)
+{
+	unsigned char hdr[META_HDR] = { 1 };
+	MDB_val k = { strlen(id), (void *)id }, d;
+	json_t *meta;
+	hdr[1] = has_state ? 1 : 0;
 	put_be32(hdr + 2, (uint32_t)pos);
 	put_be64(hdr + 6, tkey);
 	if (!(meta = json_copy((json_t *)row)))
@@ -240,26 +232,62 @@ int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
 	json_decref(meta);
 	d.mv_size = w->tmp.len;
 	d.mv_data = w->tmp.p;
-	if ((rc = mdb_put(t, v->dbi[DB_META], &k, &d, 0)))
-		return rc;
-	/* the session index: move the entry when the session or time changed */
-	if (o.exists && (o.tkey != tkey || strcmp(o.sid, sid))) {
-		MDB_val ok = { bysess_key(ik, o.sid, o.tkey, id), ik };
+	return mdb_put(t, v->dbi[DB_META], &k, &d, 0);
+}
+
+/* The session index of row id, now in session sid at time tkey: the entry
+ * moves when the session or time changed. */
+static int index_row(struct env *v, MDB_txn *t, const struct oldrow *o, const char *id,
+                     const char *sid, uint64_t tkey)
+{
+	unsigned char ik[512];
+	MDB_val k, d = { 0, NULL };
+	int rc;
+	if (o->exists && (o->tkey != tkey || strcmp(o->sid, sid))) {
+		MDB_val ok = { bysess_key(ik, o->sid, o->tkey, id), ik };
 		if ((rc = mdb_del(t, v->dbi[DB_BYSESS], &ok, NULL)) && rc != MDB_NOTFOUND)
 			return rc;
-		if (strcmp(o.sid, sid) && ((rc = sess_add(v, t, o.sid, -1)) ||
-		                           (rc = sess_add(v, t, sid, 1))))
+		if (strcmp(o->sid, sid) && ((rc = sess_add(v, t, o->sid, -1)) ||
+		                            (rc = sess_add(v, t, sid, 1))))
 			return rc;
-	} else if (o.exists) {
+	} else if (o->exists) {
 		return 0;
 	} else if ((rc = sess_add(v, t, sid, 1))) {
 		return rc;
 	}
 	k.mv_size = bysess_key(ik, sid, tkey, id);
 	k.mv_data = ik;
-	d.mv_size = 0;
-	d.mv_data = NULL;
 	return mdb_put(t, v->dbi[DB_BYSESS], &k, &d, 0);
+}
+
+/*
+ * Write row (an object with valid snapshotId and sessionId) as given,
+ * replacing the stored one.  Under STORE_METADATA_ONLY a row without
+ * "state" keeps the stored state.  *changed is set when the status changed
+ * (or the row is new).
+ */
+int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
+                 int *changed, struct wctx *w)
+{
+	const char *id = st_str(row, "snapshotId"), *sid = st_str(row, "sessionId");
+	const char *status = st_str(row, "status"), *created = st_str(row, "createdAt");
+	struct oldrow o;
+	int64_t cns = 0;
+	uint64_t tkey;
+	size_t pos;
+	int rc, has_state;
+
+	if ((rc = old_row(v, t, id, &o, w->e)))
+		return rc;
+	if (created && !st_time_ns(created, &cns))
+		cns = 0;
+	tkey = time_key(cns);
+	*changed = !o.exists || o.status_set != !!status ||
+	           (status && strcmp(o.status, status));
+	if ((rc = row_state(v, t, row, id, flags, o.exists, &has_state, &pos, w)) ||
+	    (rc = put_meta(v, t, row, id, has_state, pos, tkey, w)))
+		return rc;
+	return index_row(v, t, &o, id, sid, tkey);
 }
 
 int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e)
