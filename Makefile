@@ -39,7 +39,7 @@ endif
 ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 
 CORE_SRC  := $(sort $(wildcard libcore/*.c))
-STORE_SRC := $(sort $(wildcard store/*.c))
+STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c))
 CMD_SRC   := $(filter-out cmd/cli.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
 BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))

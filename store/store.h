@@ -10,9 +10,22 @@
  * zero updatedAt) is store_shape()'s job, done by the commands and the
  * runtime, never by the raw reads.
  *
- * This interface is what the runtime and the commands use; the LMDB backend
- * (store/lmdb.c) is the embedded default and a PostgreSQL backend can
- * implement the same functions later.
+ * This interface is what the runtime and the commands use.  store/store.c
+ * checks each call's arguments and hands it to the backend the store was
+ * opened with (store/backend.h is the backend author's manual); the LMDB
+ * backend (store/lmdb/) is the embedded default and the only one this
+ * agentkit has.
+ *
+ * Choosing a backend: the location (--store, else AGENTKIT_STORE, see
+ * store_default_path()) is either a URL, "SCHEME://..." with an RFC 3986
+ * scheme, or else a directory path.  A directory path opens the LMDB
+ * store in that directory.  A URL opens the backend that takes its
+ * scheme (matched without case); a PostgreSQL backend would take
+ * "postgresql://" and "postgres://", libpq's URIs.  A URL no backend takes
+ * is refused at open with CORE_EUSAGE "'URL' is not a store directory:
+ * this agentkit has the LMDB backend only", the URL redacted
+ * (core_url_redact(): a password in it never shows).  Only "://" makes a
+ * URL: "pg:x" or "postgresql:x" is a relative directory.
  *
  * Processes and threads: open a store once per process and close it before
  * fork(); a child re-opens its own (never use a handle across fork).  A
@@ -37,7 +50,8 @@ struct store;
 #define STORE_METADATA_ONLY 0x1   /* never load (or, on save, touch) the state */
 
 /*
- * The store location: path if given, else $AGENTKIT_STORE, else
+ * The store location (a directory, or a URL naming another backend): path
+ * if given, else $AGENTKIT_STORE, else
  * ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store.  Appends to out.
  */
 enum core_status store_default_path(const char *path, struct core_buf *out,
@@ -62,13 +76,15 @@ enum core_status store_open_default(const char *path, unsigned flags,
                                     struct store **out, struct core_err *e);
 
 /*
- * Open the store at path, creating it if needed (directory 0700, files
- * 0600) unless flags has STORE_OPEN_EXISTING.  *out is set on success;
- * close with store_close().  Errors:
+ * Open the store at path (a directory, or a URL: see "Choosing a backend"
+ * above), creating it if needed (directory 0700, files 0600) unless flags
+ * has STORE_OPEN_EXISTING.  *out is set on success; close with
+ * store_close().  What follows is the LMDB backend's.  Errors:
  *   CORE_ENOTFOUND      STORE_OPEN_EXISTING and no store at path
  *   CORE_ESYS           cannot create or open it, not a directory, a
  *                       network filesystem, an unsafe directory or file
- *   CORE_EUSAGE         a malformed AGENTKIT_STORE_LOCK_TIMEOUT
+ *   CORE_EUSAGE         a malformed AGENTKIT_STORE_LOCK_TIMEOUT, a URL
+ *                       no backend takes
  *   CORE_EPRECONDITION  an LMDB version known to break with many processes
  *
  * Trust: the directory must belong to the user (or root) and not be

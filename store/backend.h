@@ -1,0 +1,149 @@
+/*
+ * backend.h - what a store backend implements: the manual for its author
+ * (not part of the store interface; only store/ includes this).
+ *
+ * store.c is the store interface of store.h.  It checks the arguments
+ * (the handle, IDs, an empty save ID, each imported row), then calls the
+ * backend the handle was opened with through its struct store_backend, a
+ * table of function pointers chosen once, at open, from the location
+ * (like curl's TLS backends, struct Curl_ssl).  path.c, shape.c, wait.c
+ * and history.c are written over the interface and serve every backend.
+ *
+ * Adding a backend is one folder and one row: store/NAME/ defines a
+ * const struct store_backend and the functions it points to, and
+ * store.c's table lists it.  A backend with URL schemes takes the
+ * locations "SCHEME://..." (schemes matched without case); the one
+ * without takes every other location, a directory path.
+ *
+ * Every operation below gets arguments store.c has already checked: a
+ * handle this process opened, valid snapshot and session IDs (store_check_id),
+ * rows that store_check_row() accepts.  Every operation returns an enum
+ * core_status and fills e with "what failed: why" on failure, never
+ * printing and never exiting.  The statuses are store.h's: CORE_ENOTFOUND
+ * for absent rows, CORE_ESYS (errno in e->sys: ENOSPC for a full store,
+ * EROFS for a read-only one, ETIMEDOUT for a lock wait that ran out) when
+ * the storage fails, CORE_ENOMEM, CORE_EINVAL for a row the store refuses;
+ * a status a callback returned is returned as it is.
+ *
+ * The operations and what each must guarantee:
+ *
+ *   open          Open (creating, unless STORE_OPEN_EXISTING) the store at
+ *                 location and set *out to the backend's own handle, whose
+ *                 first member is a struct store (store.c fills it in).
+ *                 STORE_OPEN_EXISTING and no store: CORE_ENOTFOUND "no
+ *                 store at LOCATION (set --store or AGENTKIT_STORE)".
+ *   close         Release the handle.  It may have been inherited across
+ *                 fork() (head.pid is not this process): then free only
+ *                 this process's memory, never what the parent still uses.
+ *   get, latest   One row, with state unless STORE_METADATA_ONLY (which
+ *                 must not read the state at all).  Absent: CORE_ENOTFOUND;
+ *                 store.c writes the message.  latest: greatest createdAt,
+ *                 ties by greater snapshotId, any status.
+ *   save          Genkit's atomic read-modify-write (store_save_on() in
+ *                 store.h) for a non-empty id: read the row, st_mutate()
+ *                 it, write the result, all in one transaction that no
+ *                 other writer (thread or process) interleaves.  fn runs
+ *                 at most once per try of the transaction and must see the
+ *                 row as it is now.  Under STORE_METADATA_ONLY the state is
+ *                 neither read nor touched: a next without "state" keeps
+ *                 the stored one.  base is an optimization the backend may
+ *                 ignore.  *persisted (optional, already NULL) receives the
+ *                 row written.
+ *   put_stream    Write every row src gives (rewind() first, and again on
+ *                 any retry), replacing rows with the same snapshotId, in
+ *                 one transaction: all or none.  *count (optional) is set.
+ *   change_seq,   Wake-ups: a counter every status change, row creation or
+ *   wait_change   deletion (in any process) increments after its commit;
+ *                 wait_change returns CORE_OK once it differs from seq,
+ *                 CORE_ETIMEOUT after timeout_ms, and never busy-polls.  A
+ *                 wake-up may be lost (store_wait_terminal() re-reads on a
+ *                 bound), but it must never come before the commit.
+ *   sessions      Every session in session ID order, with its latest row
+ *                 (metadata only) and its row count; stop at fn's first
+ *                 non-OK status and return it.
+ *   session_rows  A session's rows oldest first (createdAt, then
+ *                 snapshotId), metadata only under STORE_METADATA_ONLY;
+ *                 stop at fn's first non-OK status.  No rows is CORE_OK
+ *                 (store.c says "no snapshot found").
+ *   delete_session  Delete every row of the session in one transaction;
+ *                 *deleted the count (0 is CORE_OK: store.c reports it);
+ *                 fn (optional) called per row only after the commit.
+ *   prune_session   The same for the rows of one session that
+ *                 st_prune_keeps() does not keep, walking newest first;
+ *                 messages shared with rows that stay are kept.
+ */
+#ifndef STORE_BACKEND_H
+#define STORE_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "store.h"
+
+/* The head of every backend's handle. */
+struct store {
+	const struct store_backend *backend;
+	pid_t pid;              /* the process that opened it */
+};
+
+typedef enum core_status (*store_session_fn)(const struct store_session_info *, void *);
+typedef enum core_status (*store_row_fn)(const json_t *row, void *);
+
+struct store_backend {
+	const char *name;               /* for messages: "LMDB" */
+	const char *const *schemes;     /* URL schemes taken, NULL-ended; NULL:
+	                                   directory paths */
+	enum core_status (*open)(const char *location, unsigned flags,
+	                         struct store **out, struct core_err *e);
+	void (*close)(struct store *s);
+	enum core_status (*get)(struct store *s, const char *snapshot_id, unsigned flags,
+	                        json_t **row, struct core_err *e);
+	enum core_status (*latest)(struct store *s, const char *session_id, unsigned flags,
+	                           json_t **row, struct core_err *e);
+	enum core_status (*save)(struct store *s, const char *id, unsigned flags,
+	                         const struct store_base *base, store_mutate_fn fn,
+	                         void *ctx, json_t **persisted, struct core_err *e);
+	enum core_status (*put_stream)(struct store *s, const struct store_rows *src,
+	                               size_t *count, struct core_err *e);
+	uint32_t (*change_seq)(struct store *s);
+	enum core_status (*wait_change)(struct store *s, uint32_t seq, int64_t timeout_ms,
+	                                struct core_err *e);
+	enum core_status (*sessions)(struct store *s, store_session_fn fn, void *ctx,
+	                             struct core_err *e);
+	enum core_status (*session_rows)(struct store *s, const char *session_id,
+	                                 unsigned flags, store_row_fn fn, void *ctx,
+	                                 struct core_err *e);
+	enum core_status (*delete_session)(struct store *s, const char *session_id,
+	                                   size_t *deleted, store_deleted_fn fn,
+	                                   void *ctx, struct core_err *e);
+	enum core_status (*prune_session)(struct store *s, const char *session_id,
+	                                  size_t keep, int64_t before_ns, size_t *deleted,
+	                                  store_deleted_fn fn, void *ctx,
+	                                  struct core_err *e);
+};
+
+/* The backends (one row each in store.c's table). */
+extern const struct store_backend store_lmdb_backend;
+
+/*
+ * A save's step between reading and writing, the same in every backend:
+ * call fn with the existing row (or NULL) and shape its answer as store.h
+ * says: *next is NULL for no write, else a new object (a shallow copy when
+ * fn's is shared) whose snapshotId is id, whose sessionId is the existing
+ * row's when it has one, and whose empty status reads "completed".
+ * Errors: fn's (its message, or the status's name), CORE_EINVAL for a
+ * result that is not an object or has no valid session, CORE_ENOMEM.
+ */
+enum core_status st_mutate(const char *id, const json_t *existing, store_mutate_fn fn,
+                           void *ctx, json_t **next, struct core_err *e);
+
+/*
+ * Whether pruning keeps a row (metadata is enough): seen is its place in
+ * its session, newest first from 0.  The latest row and pending/aborting
+ * rows stay; others stay while within the newest keep (keep > 0) or
+ * created at or after before_ns (before_ns != 0).  See store_prune().
+ */
+int st_prune_keeps(const json_t *row, size_t seen, size_t keep, int64_t before_ns);
+
+#endif

@@ -1,0 +1,23 @@
+/*
+ * backend.c - the LMDB backend's row of store.c's table: the embedded
+ * default, a store in a directory (see backend.h, and lmdb.h for the
+ * files that implement it).
+ */
+#include "lmdb.h"
+
+const struct store_backend store_lmdb_backend = {
+	.name = "LMDB",
+	.schemes = NULL,
+	.open = lm_open,
+	.close = lm_close,
+	.get = lm_get,
+	.latest = lm_latest,
+	.save = lm_save,
+	.put_stream = lm_put_stream,
+	.change_seq = lm_change_seq,
+	.wait_change = lm_wait_change,
+	.sessions = lm_sessions,
+	.session_rows = lm_session_rows,
+	.delete_session = lm_delete_session,
+	.prune_session = lm_prune_session,
+};

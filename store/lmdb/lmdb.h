@@ -1,0 +1,305 @@
+/*
+ * lmdb.h - the LMDB backend's parts, shared by the files of store/lmdb/
+ * (nothing else includes this; store/lmdb/ is the only place that includes
+ * <lmdb.h>).  See store.h for what the store promises and backend.h for
+ * what each operation of a backend must guarantee.
+ *
+ * The files, one reason to change apiece:
+ *   backend.c  the backend's row of store.c's table: its operations
+ *   env.c      the environment: one per store per process, trust and
+ *              filesystem checks before LMDB opens anything, map growth
+ *   txn.c      transactions: the writer gate in front of LMDB's writer
+ *              mutex, MDB codes as core_status
+ *   wake.c     wake-ups: the futex word in the file "wake"
+ *   chain.c    the content-addressed message chain and the state records
+ *              that end in it
+ *   rows.c     the row codec (meta records) and the session index
+ *   ops.c      the store operations over those, in write transactions
+ *              that grow the map and wake waiters
+ *
+ * Layout (named DBIs in one environment):
+ *
+ *   meta   snapshotId -> hdr(14) | row JSON without "state"
+ *            hdr: u8 version, u8 flags (1 = has state), be32 position of
+ *            "state" among the row's keys, be64 index time (createdAt)
+ *   state  snapshotId -> hdr(42) | the state JSON without "messages"
+ *            hdr: u8 version, u8 flags (1 = messages in the chain), be32
+ *            position of "messages", be32 message count, 32-byte chain tail
+ *   node   hash -> be64 seq | be32 references (child nodes + state rows)
+ *            hash = SHA-256(prev hash | message JSON): a message is stored
+ *            once per distinct history, shared by every snapshot (and fork)
+ *            whose messages start with that history; a node whose count
+ *            drops to zero is deleted, and releases its prev
+ *   msg    be64 seq -> be64 prev seq | prev hash (32) | one message's JSON
+ *            (sequential keys written with MDB_APPEND fill pages densely)
+ *   bysess u8 len | sessionId | be64 createdAt | snapshotId -> ""
+ *            (be64 of the time with the sign bit flipped: byte order is
+ *            time order, so "latest" is one cursor seek)
+ *   sess   sessionId -> be64 number of rows
+ *
+ * Heartbeats and metadata reads touch only meta; a turn writes its new
+ * messages, one state row and one meta row.  Status changes bump a futex
+ * word in the MAP_SHARED file "wake" beside data.mdb.
+ *
+ * Functions here return MDB or errno codes (int) inside a transaction,
+ * or -1 when they filled the core_err themselves; lm_fail() turns a code
+ * into a core_status at the operation's edge.
+ */
+#ifndef STORE_LMDB_LMDB_H
+#define STORE_LMDB_LMDB_H
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <lmdb.h>
+#include <openssl/types.h>
+
+#include "../backend.h"
+#include "../internal.h"
+
+#define MAPSIZE_DEFAULT ((size_t)64 << 30)
+#define MAPSIZE_MAX_DEFAULT ((size_t)1 << 40)
+#define MAX_READERS 1024        /* the same constant in every binary */
+#define WAKE_SIZE 4096
+#define META_HDR 14
+#define STATE_HDR 42
+#define NODE 32
+#define MSG_HDR 40              /* prev seq | prev hash */
+#define BATCH 256
+
+enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_N };
+
+/* One LMDB environment per store per process (LMDB forbids two). */
+struct env {
+	struct env *next;
+	dev_t dev;
+	ino_t ino;
+	pid_t pid;
+	int refs;
+	MDB_env *env;
+	MDB_dbi dbi[DB_N];
+	pthread_rwlock_t grow;  /* txns hold it shared; a resize exclusive */
+	size_t mapsize;         /* the map to open with (AGENTKIT_STORE_MAPSIZE) */
+	size_t mapmax;          /* and its limit (AGENTKIT_STORE_MAPSIZE_MAX) */
+	uint32_t *wake;
+	char *path;
+	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
+	                           (for a reader) write.lock cannot be made */
+	int gate_fd;            /* write.lock (-1 when read-only) */
+	pthread_mutex_t gate_mu;        /* the gate between threads */
+	int64_t lock_ms;        /* how long a writer waits for the gate */
+};
+
+/*
+ * The history this handle wrote last, for saves without a base (an import,
+ * a worker's final row, a custom agent that rewrote its history): the part
+ * of the next row's history already hashed is found by comparing trees
+ * (jv_same(), memory speed) instead of serializing every message again.
+ * Node keys are content addresses
+ * (SHA-256 over the previous key and the message's bytes), so a match holds
+ * whatever other processes did since; that the nodes still exist is checked
+ * inside the write transaction.  msgs are private deep copies: the caller's
+ * trees may change after the save.  The first state a handle writes is not
+ * kept, so a one-shot process never pays for the copy.
+ */
+struct msg_cache {
+	json_t *msgs;           /* array of copies, or NULL */
+	unsigned char *keys;    /* node key of each message, NODE bytes apiece */
+	size_t cap;             /* messages keys has room for */
+	unsigned long writes;   /* states written through the handle */
+};
+
+/*
+ * The message chain of a row as this handle last read or wrote it: what a
+ * save's base (store_save_on) refers to.  Content-addressed like every
+ * node key, so it stays true when the row is later replaced or deleted;
+ * only whether its nodes still exist needs checking.
+ */
+struct chain_ref {
+	char id[STORE_ID_MAX + 1];
+	unsigned char tail[NODE];
+	uint32_t count;
+};
+#define NREFS 4
+
+/* A handle: store.c's head, then this backend's own. */
+struct lmdb_store {
+	struct store head;
+	struct env *e;
+	struct msg_cache mc;
+	struct chain_ref refs[NREFS];   /* most recent rows, a ring */
+	unsigned next_ref;
+	int verify;                     /* AGENTKIT_STORE_VERIFY: check bases */
+};
+
+static inline struct lmdb_store *lm_store(struct store *s)
+{
+	return (struct lmdb_store *)s;
+}
+
+/* What a write transaction's functions share. */
+struct wctx {
+	struct core_err *e;
+	struct core_buf tmp, tmp2;      /* scratch for encoding */
+	struct lmdb_store *s;
+	EVP_MD_CTX *md;                 /* for node keys; made on first use */
+	const struct store_base *base;  /* a save's base, or NULL */
+};
+
+/* ---- small encoders ---- */
+
+static inline void put_be32(unsigned char *p, uint32_t v)
+{
+	p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
+	p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
+}
+
+static inline uint32_t get_be32(const unsigned char *p)
+{
+	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
+}
+
+static inline void put_be64(unsigned char *p, uint64_t v)
+{
+	put_be32(p, (uint32_t)(v >> 32));
+	put_be32(p + 4, (uint32_t)v);
+}
+
+static inline uint64_t get_be64(const unsigned char *p)
+{
+	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
+}
+
+/* A signed time as an order-preserving unsigned key. */
+static inline uint64_t time_key(int64_t ns)
+{
+	return (uint64_t)ns ^ ((uint64_t)1 << 63);
+}
+
+/* ---- txn.c ---- */
+
+/* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
+ * full disk, so callers can name the real cause). */
+enum core_status lm_fail(struct core_err *e, int rc, const char *what);
+
+/*
+ * Begin a transaction, holding v->grow shared until it ends.  Write
+ * transactions first pass the writer gate and keep signals blocked until
+ * they end; *old receives the previous mask (NULL for reads).  Returns 0
+ * or a code for lm_begin_fail() (write) or lm_fail() (read).
+ */
+int lm_txn_begin(struct env *v, int write, MDB_txn **t, sigset_t *old);
+void lm_txn_abort(struct env *v, MDB_txn *t, int write, sigset_t *old);
+/* Commit a write transaction and leave the gate; 0 or a code. */
+int lm_txn_commit(struct env *v, MDB_txn *t, sigset_t *old);
+/* The error of a write transaction that could not begin: read-only store,
+ * the gate's timeout (naming the holder), or lm_fail(). */
+enum core_status lm_begin_fail(struct env *v, struct core_err *e, int rc,
+                               const char *what);
+/* Adopt a map size grown by another process (MDB_MAP_RESIZED). */
+void lm_adopt_mapsize(struct env *v);
+
+/* ---- env.c ---- */
+
+/* Double the map (no transaction of this process may be active);
+ * CORE_ESYS (errno ENOSPC) when it reached its maximum. */
+enum core_status lm_grow_map(struct env *v, struct core_err *e);
+
+/* ---- wake.c ---- */
+
+/* Map the wake file of the store in dir (read-only store: a private page
+ * when it cannot be read). */
+enum core_status lm_open_wake(struct env *v, const char *dir, struct core_err *e);
+/* Bump the change sequence and wake every waiter in every process. */
+void lm_wake_all(struct env *v);
+
+/* ---- chain.c ---- */
+
+/* After a full read: remember the row's chain (or forget the row) as a
+ * base for a later store_save_on(). */
+void lm_remember_read(struct lmdb_store *s, const char *id, const struct chain_ref *r);
+/* The state of row id, messages rebuilt from the chain; ref (optional)
+ * receives the chain. */
+enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
+                               json_t **out, struct chain_ref *ref,
+                               struct core_err *e);
+/* Write the state of row id (parent: its parentId, a chain to compare
+ * with); the old state's chain is released. */
+int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *state,
+                   const char *parent, struct wctx *w);
+/* Delete the state of row id and release its chain (none: a no-op). */
+int lm_delete_state(struct env *v, MDB_txn *t, const char *id);
+/* Free what lm_write_state() made in w (the digest context). */
+void lm_hash_release(struct wctx *w);
+
+/* ---- rows.c ---- */
+
+/* A stored JSON value; NULL with "corrupt store value: ..." in e. */
+json_t *lm_parse_val(const void *p, size_t n, struct core_err *e);
+/* A new object: src's members with (key, val) inserted at position pos
+ * (consumes val). */
+json_t *lm_insert_at(const json_t *src, size_t pos, const char *key, json_t *val);
+
+/* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
+ * without a message).  ref (optional) receives the row's message chain;
+ * its count stays 0 when the row has none or only metadata was read. */
+enum core_status lm_read_row(struct env *v, MDB_txn *t, const char *id,
+                             unsigned flags, json_t **out, struct chain_ref *ref,
+                             struct core_err *e);
+/* The snapshot ID of the session's latest index entry into id
+ * (NUL-ended, room for 512 bytes). */
+int lm_latest_id(struct env *v, MDB_txn *t, const char *sid, char *id);
+/*
+ * Write row (an object with valid snapshotId and sessionId) as given,
+ * replacing the stored one.  Under STORE_METADATA_ONLY a row without
+ * "state" keeps the stored state.  *changed is set when the status changed
+ * (or the row is new).
+ */
+int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
+                 int *changed, struct wctx *w);
+/* Delete row id (absent: a no-op) with its state and index entries. */
+int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e);
+
+/* Up to BATCH snapshot IDs of a session from its index, continuing after
+ * the key in last[0..lastlen) (lastlen 0: from the start). */
+struct idbatch {
+	size_t n;
+	char ids[BATCH][STORE_ID_MAX + 1];
+	unsigned char last[512];
+	size_t lastlen;
+};
+int lm_index_batch(struct env *v, MDB_txn *t, const char *sid, int backward,
+                   struct idbatch *b);
+
+/* ---- the operations (backend.c's table; see backend.h) ---- */
+
+enum core_status lm_open(const char *path, unsigned flags, struct store **out,
+                         struct core_err *e);                           /* env.c */
+void lm_close(struct store *s);                                         /* env.c */
+uint32_t lm_change_seq(struct store *s);                                /* wake.c */
+enum core_status lm_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
+                                struct core_err *e);                    /* wake.c */
+enum core_status lm_get(struct store *s, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e);
+enum core_status lm_latest(struct store *s, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e);
+enum core_status lm_save(struct store *s, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e);
+enum core_status lm_put_stream(struct store *s, const struct store_rows *src,
+                               size_t *count, struct core_err *e);
+enum core_status lm_sessions(struct store *s, store_session_fn fn, void *ctx,
+                             struct core_err *e);
+enum core_status lm_session_rows(struct store *s, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e);
+enum core_status lm_delete_session(struct store *s, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e);
+enum core_status lm_prune_session(struct store *s, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e);
+
+#endif

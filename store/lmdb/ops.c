@@ -1,0 +1,452 @@
+/*
+ * ops.c - the LMDB backend's operations: reads in read transactions,
+ * writes in write transactions that grow the map and retry when it is
+ * full and wake waiters when a status changed.  See store.h.
+ */
+#include "lmdb.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/statvfs.h>
+#include <unistd.h>
+
+#include "../../libcore/json.h"
+#include "../../libcore/util.h"
+
+/* ---- reads ---- */
+
+enum core_status lm_get(struct store *h, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e)
+{
+	struct lmdb_store *s = lm_store(h);
+	struct chain_ref ref = { .count = 0 };
+	MDB_txn *t;
+	enum core_status st;
+	int rc;
+	if ((rc = lm_txn_begin(s->e, 0, &t, NULL)))
+		return lm_fail(e, rc, "read snapshot");
+	st = lm_read_row(s->e, t, snapshot_id, flags, row, &ref, e);
+	lm_txn_abort(s->e, t, 0, NULL);
+	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
+		lm_remember_read(s, snapshot_id, &ref);
+	return st;
+}
+
+enum core_status lm_latest(struct store *h, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e)
+{
+	struct lmdb_store *s = lm_store(h);
+	struct chain_ref ref = { .count = 0 };
+	MDB_txn *t;
+	char id[512];
+	enum core_status st;
+	int rc;
+	if ((rc = lm_txn_begin(s->e, 0, &t, NULL)))
+		return lm_fail(e, rc, "read latest snapshot");
+	rc = lm_latest_id(s->e, t, session_id, id);
+	if (rc == 0)
+		st = lm_read_row(s->e, t, id, flags, row, &ref, e);
+	else if (rc == MDB_NOTFOUND)
+		st = CORE_ENOTFOUND;
+	else
+		st = lm_fail(e, rc, "read latest snapshot");
+	lm_txn_abort(s->e, t, 0, NULL);
+	if (st == CORE_OK && !(flags & STORE_METADATA_ONLY))
+		lm_remember_read(s, id, &ref);
+	return st;
+}
+
+/* One batch of a session's rows (b continues the last), read in one read
+ * transaction into rows[0..*got); rows gone meanwhile are skipped. */
+static enum core_status rows_batch(struct env *v, const char *sid, unsigned flags,
+                                   struct idbatch *b, json_t **rows, size_t *got,
+                                   struct core_err *e)
+{
+	MDB_txn *t;
+	enum core_status st = CORE_OK;
+	size_t i;
+	int rc = lm_txn_begin(v, 0, &t, NULL);
+	*got = 0;
+	if (rc)
+		return lm_fail(e, rc, "list rows");
+	rc = lm_index_batch(v, t, sid, 0, b);
+	for (i = 0; rc == 0 && i < b->n; i++) {
+		st = lm_read_row(v, t, b->ids[i], flags, &rows[*got], NULL, e);
+		if (st == CORE_OK)
+			(*got)++;
+		else if (st != CORE_ENOTFOUND)
+			break;
+		st = CORE_OK;
+	}
+	lm_txn_abort(v, t, 0, NULL);
+	if (rc)
+		st = lm_fail(e, rc, "list rows");
+	return st;
+}
+
+/* The callback runs outside any transaction: it may take its time. */
+enum core_status lm_session_rows(struct store *h, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct idbatch *b = calloc(1, sizeof *b);
+	enum core_status st;
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "list rows: out of memory");
+	do {
+		json_t *rows[BATCH];
+		size_t i, got;
+		st = rows_batch(v, session_id, flags, b, rows, &got, e);
+		for (i = 0; i < got; i++) {
+			if (st == CORE_OK)
+				st = fn(rows[i], ctx);
+			json_decref(rows[i]);
+		}
+	} while (st == CORE_OK && b->n == BATCH);
+	free(b);
+	return st;
+}
+
+struct sessinfo {
+	char sid[STORE_ID_MAX + 1];
+	size_t rows;
+	json_t *latest;
+};
+
+/* Up to BATCH sessions after the session ID after ("": from the first),
+ * each with its row count and latest row, in one read transaction. */
+static enum core_status sessions_batch(struct env *v, const char *after,
+                                       struct sessinfo *b, size_t *n,
+                                       struct core_err *e)
+{
+	MDB_txn *t;
+	MDB_cursor *c;
+	MDB_val k = { strlen(after), (void *)after }, d;
+	int rc = lm_txn_begin(v, 0, &t, NULL);
+	*n = 0;
+	if (rc)
+		return lm_fail(e, rc, "list sessions");
+	if (!(rc = mdb_cursor_open(t, v->dbi[DB_SESS], &c))) {
+		rc = after[0] ? mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)
+		              : mdb_cursor_get(c, &k, &d, MDB_FIRST);
+		if (rc == 0 && after[0] && k.mv_size == strlen(after) &&
+		    !memcmp(k.mv_data, after, k.mv_size))
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		while (rc == 0 && *n < BATCH) {
+			struct sessinfo *si = &b[(*n)++];
+			char id[512];
+			size_t kl = k.mv_size > STORE_ID_MAX ? STORE_ID_MAX : k.mv_size;
+			memcpy(si->sid, k.mv_data, kl);
+			si->sid[kl] = 0;
+			si->rows = d.mv_size == 8 ? get_be64(d.mv_data) : 0;
+			si->latest = NULL;
+			if (lm_latest_id(v, t, si->sid, id) == 0)
+				lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL, e);
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		}
+		mdb_cursor_close(c);
+	}
+	lm_txn_abort(v, t, 0, NULL);
+	return rc && rc != MDB_NOTFOUND ? lm_fail(e, rc, "list sessions") : CORE_OK;
+}
+
+enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
+                             struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct sessinfo *b = calloc(BATCH, sizeof *b);
+	char after[STORE_ID_MAX + 1] = "";
+	enum core_status st;
+	size_t n, i;
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "list sessions: out of memory");
+	do {
+		st = sessions_batch(v, after, b, &n, e);
+		for (i = 0; i < n; i++) {
+			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
+			if (st == CORE_OK && b[i].latest)
+				st = fn(&si, ctx);
+			json_decref(b[i].latest);
+		}
+		if (n)
+			memcpy(after, b[n - 1].sid, sizeof after);
+	} while (st == CORE_OK && n == BATCH);
+	free(b);
+	return st;
+}
+
+/*
+ * LMDB turns a short write into EIO ("short write, filesystem full?"),
+ * which is what a write that fills the disk gets: when the store's
+ * filesystem has less than a megabyte left for this user, the cause was
+ * the full disk, and the error says so (ENOSPC).
+ */
+static int write_cause(const struct env *v, int rc)
+{
+	struct statvfs sv;
+	unsigned long long left;
+	if (rc != EIO || statvfs(v->path, &sv) < 0)
+		return rc;
+	left = (unsigned long long)(geteuid() == 0 ? sv.f_bfree : sv.f_bavail) * sv.f_frsize;
+	return left < (1u << 20) ? ENOSPC : rc;
+}
+
+/*
+ * Run op inside a write transaction: growing the map and retrying on
+ * MDB_MAP_FULL, waking waiters after the commit when op says a status
+ * changed.  op returns an MDB/errno code, or -1 with e filled.
+ */
+typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
+                        struct wctx *w);
+
+static enum core_status run_write(struct lmdb_store *s, const char *what, write_op op,
+                                  void *ctx, struct core_err *e)
+{
+	struct env *v = s->e;
+	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL, NULL };
+	enum core_status st = CORE_OK;
+	for (;;) {
+		MDB_txn *t;
+		sigset_t old;
+		int changed = 0, rc = lm_txn_begin(v, 1, &t, &old);
+		if (rc) {
+			st = lm_begin_fail(v, e, rc, what);
+			break;
+		}
+		rc = op(v, t, ctx, &changed, &w);
+		if (rc == 0) {
+			rc = lm_txn_commit(v, t, &old);
+		} else {
+			lm_txn_abort(v, t, 1, &old);
+			if (rc == -1) {
+				st = e && e->st ? e->st : CORE_ESYS;
+				break;
+			}
+		}
+		if (rc == MDB_MAP_FULL) {
+			if ((st = lm_grow_map(v, e)) != CORE_OK) {
+				core_err_prefix(e, "%s", what);
+				break;
+			}
+			continue;
+		}
+		if (rc) {
+			st = lm_fail(e, write_cause(v, rc), what);
+			break;
+		}
+		if (changed)
+			lm_wake_all(v);
+		break;
+	}
+	core_buf_release(&w.tmp);
+	core_buf_release(&w.tmp2);
+	lm_hash_release(&w);
+	return st;
+}
+
+/* ---- save (read-modify-write) ---- */
+
+struct save_ctx {
+	const char *id;
+	unsigned flags;
+	const struct store_base *base;
+	store_mutate_fn fn;
+	void *fctx;
+	int called;
+	json_t *seen;           /* existing row fn saw (NULL: none) */
+	json_t *next;           /* fn's result, shaped by the store */
+};
+
+static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
+{
+	struct save_ctx *c = ctx;
+	json_t *existing = NULL;
+	enum core_status st;
+
+	st = lm_read_row(v, t, c->id, c->flags, &existing, NULL, w->e);
+	if (st != CORE_OK && st != CORE_ENOTFOUND)
+		return -1;
+	/* fn runs once; a retry after growing the map reuses its answer when
+	 * the row it saw is unchanged */
+	w->base = c->base;
+	if (c->called && ((!existing && !c->seen) ||
+	                  (existing && c->seen && jv_equal(existing, c->seen)))) {
+		json_decref(existing);
+		return c->next ? lm_write_row(v, t, c->next, c->flags, changed, w) : 0;
+	}
+	json_decref(c->seen);
+	json_decref(c->next);
+	c->seen = existing;
+	c->next = NULL;
+	c->called = 1;
+	if (st_mutate(c->id, existing, c->fn, c->fctx, &c->next, w->e) != CORE_OK)
+		return -1;
+	return c->next ? lm_write_row(v, t, c->next, c->flags, changed, w) : 0;
+}
+
+enum core_status lm_save(struct store *h, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e)
+{
+	struct save_ctx c = { id, flags, base, fn, ctx, 0, NULL, NULL };
+	enum core_status st = run_write(lm_store(h), "save snapshot", save_op, &c, e);
+	if (st == CORE_OK && persisted && c.next)
+		*persisted = json_incref(c.next);
+	json_decref(c.seen);
+	json_decref(c.next);
+	return st;
+}
+
+/* ---- put (import) ---- */
+
+struct put_ctx {
+	const struct store_rows *src;
+	size_t n;
+};
+
+static int put_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
+{
+	struct put_ctx *c = ctx;
+	json_t *row;
+	c->n = 0;
+	if (c->src->rewind(c->src->ctx, w->e) != CORE_OK)
+		return -1;
+	for (;;) {
+		int ch = 0, rc;
+		if (c->src->next(c->src->ctx, &row, w->e) != CORE_OK)
+			return -1;
+		if (!row)
+			return 0;
+		rc = lm_write_row(v, t, row, 0, &ch, w);
+		json_decref(row);
+		if (rc)
+			return rc;
+		*changed |= ch;
+		c->n++;
+	}
+}
+
+enum core_status lm_put_stream(struct store *h, const struct store_rows *src,
+                               size_t *count, struct core_err *e)
+{
+	struct put_ctx c = { src, 0 };
+	enum core_status st = run_write(lm_store(h), "import snapshots", put_op, &c, e);
+	if (st == CORE_OK && count)
+		*count = c.n;
+	return st;
+}
+
+/* ---- delete and prune ---- */
+
+struct del_ctx {
+	const char *sid;
+	size_t keep;
+	int64_t before_ns;
+	int prune;
+	size_t deleted;
+	struct core_buf gone;   /* IDs deleted, NUL-terminated, when wanted */
+	int want_ids;
+};
+
+/* Report the rows delete_op deleted, once its transaction committed. */
+static void report_gone(const struct del_ctx *c, store_deleted_fn fn, void *ctx)
+{
+	size_t off;
+	for (off = 0; fn && off < c->gone.len; off += strlen(c->gone.p + off) + 1)
+		fn(c->gone.p + off, ctx);
+}
+
+/* Whether delete_op leaves row id, the seen-th newest of its session: 1
+ * to keep it (also when gone meanwhile), 0 to delete it, -1 (e filled)
+ * when it cannot be read. */
+static int keeps(struct env *v, MDB_txn *t, const char *id, size_t seen,
+                 const struct del_ctx *c, struct core_err *e)
+{
+	json_t *row = NULL;
+	enum core_status st;
+	int keep;
+	if (!c->prune)
+		return 0;
+	st = lm_read_row(v, t, id, STORE_METADATA_ONLY, &row, NULL, e);
+	if (st != CORE_OK)
+		return st == CORE_ENOTFOUND ? 1 : -1;
+	keep = st_prune_keeps(row, seen, c->keep, c->before_ns);
+	json_decref(row);
+	return keep;
+}
+
+static int delete_one(struct env *v, MDB_txn *t, const char *id, struct del_ctx *c,
+                      struct core_err *e)
+{
+	int rc = lm_delete_row(v, t, id, e);
+	if (rc)
+		return rc;
+	c->deleted++;
+	if (c->want_ids && core_buf_add(&c->gone, id, strlen(id) + 1) != CORE_OK)
+		return ENOMEM;
+	return 0;
+}
+
+static int delete_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
+{
+	struct del_ctx *c = ctx;
+	struct idbatch *b = calloc(1, sizeof *b);
+	size_t seen = 0, i;
+	int rc = 0, k;
+	if (!b)
+		return ENOMEM;
+	c->deleted = 0;
+	core_buf_reset(&c->gone);       /* a retry starts over */
+	/* newest first; the batch cursor restarts after the last key, so
+	 * deleting the rows already listed is safe */
+	do {
+		if ((rc = lm_index_batch(v, t, c->sid, 1, b)))
+			break;
+		for (i = 0; i < b->n && !rc; i++, seen++) {
+			if ((k = keeps(v, t, b->ids[i], seen, c, w->e)))
+				rc = k < 0 ? -1 : 0;
+			else
+				rc = delete_one(v, t, b->ids[i], c, w->e);
+		}
+	} while (!rc && b->n == BATCH);
+	free(b);
+	if (c->deleted)
+		*changed = 1;
+	return rc;
+}
+
+/* delete_session and prune_session: one write transaction. */
+static enum core_status delete_rows(struct lmdb_store *s, const char *what,
+                                    struct del_ctx *c, size_t *deleted,
+                                    store_deleted_fn fn, void *ctx, struct core_err *e)
+{
+	enum core_status st;
+	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	c->want_ids = fn != NULL;
+	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
+		report_gone(c, fn, ctx);
+		*deleted = c->deleted;
+	}
+	core_buf_release(&c->gone);
+	return st;
+}
+
+enum core_status lm_delete_session(struct store *h, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e)
+{
+	struct del_ctx c = { .sid = session_id };
+	return delete_rows(lm_store(h), "delete session", &c, deleted, fn, ctx, e);
+}
+
+enum core_status lm_prune_session(struct store *h, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e)
+{
+	struct del_ctx c = { .sid = session_id, .keep = keep, .before_ns = before_ns,
+	                     .prune = 1 };
+	return delete_rows(lm_store(h), "prune", &c, deleted, fn, ctx, e);
+}

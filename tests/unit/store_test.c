@@ -1,0 +1,169 @@
+/*
+ * store_test.c - unit tests for store/store.c, the store interface over its
+ * backends: how a location chooses a backend (a directory path, or a URL
+ * no backend of this agentkit takes, refused with its password redacted),
+ * the checks made before any backend runs, and the messages store.c writes
+ * for the backends.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../../libcore/json.h"
+#include "../../store/store.h"
+
+static int ntest, nfail;
+static char tmp[] = "/tmp/agentkit-store-test.XXXXXX";
+
+static void report(int ok, const char *name, const char *detail)
+{
+	ntest++;
+	if (ok) {
+		printf("ok %d - %s\n", ntest, name);
+		return;
+	}
+	nfail++;
+	printf("not ok %d - %s\n", ntest, name);
+	if (detail)
+		printf("#   %s\n", detail);
+}
+
+/* Opening location fails with want and exactly msg. */
+static void refused(const char *name, const char *location, enum core_status want,
+                    const char *msg)
+{
+	struct core_err e = { 0 };
+	struct store *s = (struct store *)1;
+	enum core_status st = store_open(location, &s, &e);
+	char got[1200];
+	snprintf(got, sizeof got, "status %s, message '%s'", core_status_name(st), e.msg);
+	report(st == want && !s && !strcmp(e.msg, msg), name, got);
+	if (s != (struct store *)1)
+		store_close(s);
+}
+
+static void test_locations(void)
+{
+	char path[256];
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	struct stat st;
+
+	refused("a postgresql:// URL is not a directory, its password redacted",
+	        "postgresql://alice:s3cret@db.example:5432/agentkit", CORE_EUSAGE,
+	        "'postgresql://***@db.example:5432/agentkit' is not a store directory: "
+	        "this agentkit has the LMDB backend only");
+	refused("a postgres:// URL too, any case", "POSTGRES://db.example/agentkit",
+	        CORE_EUSAGE, "'POSTGRES://db.example/agentkit' is not a store directory: "
+	        "this agentkit has the LMDB backend only");
+	snprintf(path, sizeof path, "%s/pg:store", tmp);
+	report(store_open(path, &s, &e) == CORE_OK && s, "a path with a colon is a directory",
+	       e.msg);
+	store_close(s);
+	report(stat(path, &st) == 0 && S_ISDIR(st.st_mode), "the directory was created",
+	       path);
+	s = NULL;
+	report(chdir(tmp) == 0 && store_open("postgresql:rel", &s, &e) == CORE_OK && s,
+	       "a relative path that starts like a scheme is a directory", e.msg);
+	store_close(s);
+	snprintf(path, sizeof path, "%s/absent", tmp);
+	s = NULL;
+	report(store_open_flags(path, STORE_OPEN_EXISTING, &s, &e) == CORE_ENOTFOUND && !s,
+	       "STORE_OPEN_EXISTING and no store", e.msg);
+}
+
+static enum core_status make_row(const json_t *existing, json_t **next, void *ctx,
+                                 struct core_err *e)
+{
+	*next = json_pack("{s:s,s:s,s:{s:[{s:s}]}}", "sessionId", "s1", "createdAt",
+	                  "2026-01-01T00:00:00Z", "state", "messages", "role", "user");
+	return CORE_OK;
+}
+
+static enum core_status no_row(const json_t *existing, json_t **next, void *ctx,
+                               struct core_err *e)
+{
+	*next = json_pack("{s:s}", "status", "pending");
+	return CORE_OK;
+}
+
+static enum core_status count(const json_t *row, void *ctx)
+{
+	++*(int *)ctx;
+	return CORE_OK;
+}
+
+static void test_dispatch(void)
+{
+	char path[256];
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	json_t *row = NULL;
+	size_t n = 9;
+	int rows = 0;
+
+	snprintf(path, sizeof path, "%s/store", tmp);
+	report(store_open(path, &s, &e) == CORE_OK, "open a directory store", e.msg);
+	if (!s)
+		return;
+	report(store_save(s, "r1", 0, make_row, NULL, &row, &e) == CORE_OK &&
+	       !strcmp(json_string_value(json_object_get(row, "status")), "completed") &&
+	       !strcmp(json_string_value(json_object_get(row, "snapshotId")), "r1"),
+	       "a save's row is shaped: snapshotId, default status", e.msg);
+	json_decref(row);
+	row = NULL;
+	memset(&e, 0, sizeof e);
+	report(store_save(s, "r2", 0, no_row, NULL, NULL, &e) == CORE_EINVAL &&
+	       !strcmp(e.msg, "store requires sessionId to be set on the snapshot"),
+	       "a save without a session is refused", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_get(s, "nope", 0, &row, &e) == CORE_ENOTFOUND && !row &&
+	       !strcmp(e.msg, "snapshot 'nope' not found"), "get: the absent row's message",
+	       e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_get(s, "", 0, &row, &e) == CORE_EINVAL &&
+	       !strcmp(e.msg, "invalid snapshot ID '': must not be empty"),
+	       "get: an empty ID never reaches the backend", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_latest(s, "", 0, &row, &e) == CORE_EINVAL &&
+	       !strcmp(e.msg, "session ID is empty"), "latest: an empty session", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_latest(s, "s2", 0, &row, &e) == CORE_ENOTFOUND &&
+	       !strcmp(e.msg, "no snapshot found for session 's2'"),
+	       "latest: a session without rows", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_session_rows(s, "s1", STORE_METADATA_ONLY, count, &rows, &e) ==
+	       CORE_OK && rows == 1, "session rows are counted", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_session_rows(s, "s2", 0, count, &rows, &e) == CORE_ENOTFOUND &&
+	       !strcmp(e.msg, "no snapshot found for session 's2'"),
+	       "session rows: none is not found", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_delete_session(s, "s2", &n, NULL, NULL, &e) == CORE_ENOTFOUND && n == 0,
+	       "delete: a session without rows", e.msg);
+	memset(&e, 0, sizeof e);
+	report(store_delete_session(s, "s1", &n, NULL, NULL, &e) == CORE_OK && n == 1,
+	       "delete: the session's rows", e.msg);
+	store_close(s);
+	memset(&e, 0, sizeof e);
+	report(store_get(NULL, "r1", 0, &row, &e) == CORE_EPRECONDITION &&
+	       !strcmp(e.msg, "store is not open"), "no handle", e.msg);
+}
+
+int main(void)
+{
+	char cmd[300];
+	if (!mkdtemp(tmp)) {
+		perror("mkdtemp");
+		return 1;
+	}
+	test_locations();
+	test_dispatch();
+	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+	if (system(cmd) != 0)
+		fprintf(stderr, "store_test: could not remove %s\n", tmp);
+	printf("1..%d\n", ntest);
+	return nfail ? 1 : 0;
+}
