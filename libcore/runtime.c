@@ -238,8 +238,12 @@ static enum core_status on_custom(void *ctx, const struct tool *t, const json_t 
 			doc = json_null();
 		enum core_status st = jpatch_apply(&doc, value, JPATCH_INPLACE, e);
 		if (st) {
+			/* Prefixed in place: e->msg cannot be an argument of
+			 * core_fail() into e, which would print it twice. */
 			json_decref(doc);
-			return core_fail(e, CORE_EINTERNAL, "bad customPatch: %s", e->msg);
+			core_err_prefix(e, "bad customPatch");
+			e->st = st == CORE_ENOMEM ? st : CORE_EINTERNAL;
+			return e->st;
 		}
 		json_object_set_new(rt->state, "custom", doc);
 	} else {

@@ -226,3 +226,18 @@ M="script/model.ndjson"
 {"turnEnd":{"finishReason":"stop"}}
 {"output":{"finishReason":"stop","message":{"content":[{"text":"done"}],"role":"model"},"sessionId":"s1","state":{"messages":[{"content":[{"text":"hi"}],"role":"user"},{"content":[{"toolRequest":{"name":"greet","input":{"name":"ann"},"ref":"'$a'"}},{"toolRequest":{"name":"greet","input":{"name":"bob"},"ref":"'$b'"}}],"role":"model"},{"content":[{"toolResponse":{"name":"greet","ref":"'$a'","output":"hello ann"}},{"toolResponse":{"name":"greet","ref":"'$b'","output":"hello bob"}}],"role":"tool"},{"content":[{"text":"done"}],"role":"model"}],"sessionId":"s1"}}}' ]
 }
+
+@test "custom state starts null: a patch below the root names the null root once, exit 1" {
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\necho '"'"'{"customPatch": [{"op": "add", "path": "/notes", "value": []}]}'"'"'\necho '"'"'{"output": 1}'"'"'\n' >tools/note
+	chmod +x tools/note
+	echo '{}' >tools/note.json
+	script '{"toolRequests":[{"name":"note","ref":"n","input":{}}]}' '{"text":"ok"}'
+	run -1 --separate-stderr agent-run --no-store --model $M --tool note -m hi
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"INTERNAL\",\"message\":\"generate: tool \\\"note\\\" failed: bad customPatch: patch op 0: path '/notes': the document is null, not an object or array (at stdout:1)\"}" ]
+	[ "$stderr" = "agent-run: generate: tool \"note\" failed: bad customPatch: patch op 0: path '/notes': the document is null, not an object or array (at stdout:1)" ]
+	# Setting the root first is what a fresh session needs.
+	printf '#!/bin/sh\ncat >/dev/null\necho '"'"'{"customPatch": [{"op": "add", "path": "", "value": {}}, {"op": "add", "path": "/notes", "value": []}]}'"'"'\necho '"'"'{"output": 1}'"'"'\n' >tools/note
+	run -0 --separate-stderr agent-run --no-store --model $M --tool note -m hi
+	[ "$(last | jq -c .output.state.custom)" = '{"notes":[]}' ]
+}
