@@ -1000,6 +1000,43 @@ static enum core_status not_found(struct actx *c, const char *s, size_t n)
 	return afail(c, CORE_EINVAL, "path %s does not exist", q(c, &c->q2, s, n));
 }
 
+/* The length of raw's text for its first k tokens ("" for the root). */
+static size_t raw_prefix(const char *raw, size_t rawn, size_t k)
+{
+	size_t i, seen = 0;
+	for (i = 0; i < rawn; i++)
+		if (raw[i] == '/' && seen++ == k)
+			break;
+	return i;
+}
+
+/*
+ * An add whose target has no container to go in: name what is wrong, the
+ * first missing ancestor or the one that is not a container (the document
+ * itself when it is null, as a custom state is before its first update).
+ */
+static enum core_status no_parent(struct actx *c, struct jn *doc, const struct ptr *p,
+                                  const char *raw, size_t rawn)
+{
+	struct jn *cur = doc, *next;
+	size_t k;
+	for (k = 0; k + 1 < p->n; k++, cur = next) {
+		if (!(next = sget(cur, &p->t[k], 1)))
+			break;
+	}
+	if (cur->t != JN_OBJ && cur->t != JN_ARR) {
+		const char *a = cur->t == JN_NULL ? "" : "a ";
+		if (!k)
+			return afail(c, CORE_EINVAL, "path %s: the document is %s%s, not an object or array",
+			             q(c, &c->q1, raw, rawn), a, jn_type_name(cur));
+		return afail(c, CORE_EINVAL, "path %s: %s is %s%s, not an object or array",
+		             q(c, &c->q1, raw, rawn), q(c, &c->q2, raw, raw_prefix(raw, rawn, k)),
+		             a, jn_type_name(cur));
+	}
+	return afail(c, CORE_EINVAL, "path %s: %s does not exist", q(c, &c->q1, raw, rawn),
+	             q(c, &c->q2, raw, raw_prefix(raw, rawn, k + 1)));
+}
+
 /* Add value (taken) at p: RFC 6902 4.1. */
 static enum core_status sadd(struct actx *c, struct jn *doc, const struct ptr *p,
                              const char *raw, size_t rawn, struct jn value)
@@ -1032,7 +1069,7 @@ static enum core_status sadd(struct actx *c, struct jn *doc, const struct ptr *p
 		return mem_status(c, jn_insert(parent, idx, value));
 	}
 	jn_release(&value);
-	return not_found(c, raw, rawn);
+	return no_parent(c, doc, p, raw, rawn);
 }
 
 /* Remove the value at p, into *out when out is set (a move). */

@@ -2,15 +2,20 @@
  * model_script.c - the "script/PATH" model: replays scripted responses.
  *
  * The script is a file of replies, one JSON object per line (blank lines
- * and lines starting with '#' are skipped).  docs/agent-run.md documents
- * the format; in short, a reply has any of
+ * and lines starting with '#' are skipped).  docs/agent-run.md ("The script
+ * model") documents the format with examples; in short, a reply has any of
  *
- *   "when":         {"user": TEXT, "match": REGEX, "models": N, "round": N}
- *                                       which requests it answers
+ *   "when":         {"user": TEXT, "match": REGEX, "models": N, "round": N,
+ *                    "call": N}      which requests it answers
+ *   "fallback":     true               answers what nothing else answers
  *   "chunks":       ["Hel", "lo"]      text streamed with these boundaries
  *   "text":         "Hello"            text streamed as one chunk
  *   "toolRequests": [{"name", "input"?, "ref"?}, ...]   (parallel requests)
  *   "content":      [Part, ...]        raw parts, streamed as one chunk
+ *   "stream":       false | [CHUNK, ...]   stream nothing, or exactly these
+ *                                       chunks (a CHUNK is an array of parts
+ *                                       or a string, one text part), instead
+ *                                       of the message as it is built
  *   "finishReason": "stop"             (the default)
  *   "usage":        {...}              passed through
  *   "error":        {"status": "UNAVAILABLE", "message": "model timeout"}
@@ -22,21 +27,29 @@
  * The stream's cancelled() callback is polled between chunks and every few
  * milliseconds of a delay; a cancelled call fails with CORE_ECANCELLED.
  *
- * The reply is chosen from the request alone, so the same script gives the
- * same answers however a session is split over processes: with N the
- * number of "model" messages in the request and U the text of its last user
- * message, the first reply whose "when" matches (every key given must
- * match: "user" equals U, "match" is a POSIX extended regular expression
- * found in U ignoring case, "models" equals N, "round" equals the number of
- * model messages after the last user message) wins; otherwise the N-th
- * (0-based) reply among those without "when".  After a "match", "$1".."$9"
- * in the reply's strings are its groups ("$0" the whole match, "$$" a '$'),
- * so a script can answer "add milk" and "add bread" with one line.
+ * Selection.  With N the number of "model" messages in the request (the
+ * model calls the conversation holds: the session's call order, derived
+ * from the request so it survives across processes), U the text of its
+ * last user message and C the number of script-model calls this process
+ * made before this one (the invocation's call order), the first reply
+ * whose "when" matches wins (every key given must match: "user" equals U,
+ * "match" is a POSIX extended regular expression found in U ignoring case,
+ * "models" equals N, "round" equals the number of model messages after the
+ * last user message, "call" equals C); otherwise the N-th (0-based) reply
+ * among those without "when" and "fallback"; otherwise the first
+ * "fallback" reply.  After a "match", "$1".."$9" in the reply's strings are
+ * its groups ("$0" the whole match, "$$" a '$'), so a script can answer
+ * "add milk" and "add bread" with one line.
+ *
+ * Only "call" depends on more than the request: it is a process-wide
+ * counter (atomic, since nothing forbids calls from several threads),
+ * inherited by a detached worker, which forks.
  */
 #include "model.h"
 
 #include <errno.h>
 #include <regex.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,30 +88,80 @@ static size_t count_round(const json_t *messages)
 
 #define SCRIPT_GROUPS 10
 
+/* What a request is matched on. */
+struct request_facts {
+	size_t models;     /* model messages in the request */
+	size_t round;      /* model messages after the last user message */
+	size_t call;       /* script-model calls this process made before */
+	const char *user;  /* the last user message's text */
+};
+
 /*
- * 1 when "when" matches, 0 when not, -1 (message in e) for a "match" that
- * is not a regular expression.  groups receives a match's groups.
+ * A "when" that is an object of known keys with values of their types;
+ * otherwise -1 with the message in e.  A misspelt key would otherwise be
+ * ignored and the reply answer every request.
  */
-static int when_matches(const json_t *when, size_t models, size_t round, const char *user,
-                        regmatch_t *groups, const char *path, size_t lineno, struct core_err *e)
+static int when_check(const json_t *when, const char *path, size_t lineno, struct core_err *e)
 {
-	const json_t *u = json_object_get(when, "user"), *n = json_object_get(when, "models");
-	const json_t *r = json_object_get(when, "round"), *m = json_object_get(when, "match");
-	if (u && (!json_is_string(u) || strcmp(json_string_value(u), user)))
+	const char *k;
+	const json_t *v;
+	if (!json_is_object(when)) {
+		core_fail(e, CORE_EINVAL, "script model: 'when' must be an object (at %s:%zu)", path, lineno);
+		return -1;
+	}
+	json_object_foreach((json_t *)when, k, v) {
+		if (!strcmp(k, "user") || !strcmp(k, "match")) {
+			if (jv_is_string(v))
+				continue;
+			core_fail(e, CORE_EINVAL, "script model: 'when.%s' must be a string (at %s:%zu)",
+			          k, path, lineno);
+			return -1;
+		}
+		if (!strcmp(k, "models") || !strcmp(k, "round") || !strcmp(k, "call")) {
+			if (json_is_integer(v) && json_integer_value(v) >= 0)
+				continue;
+			core_fail(e, CORE_EINVAL,
+			          "script model: 'when.%s' must be a non-negative integer (at %s:%zu)",
+			          k, path, lineno);
+			return -1;
+		}
+		core_fail(e, CORE_EINVAL,
+		          "script model: 'when' has an unknown key '%.64s' (want user, match, models, round or call) (at %s:%zu)",
+		          k, path, lineno);
+		return -1;
+	}
+	return 0;
+}
+
+static int count_is(const json_t *when, const char *key, size_t n)
+{
+	const json_t *v = json_object_get(when, key);
+	return !v || json_integer_value(v) == (json_int_t)n;
+}
+
+/*
+ * 1 when a checked "when" matches, 0 when not, -1 (message in e) for a
+ * "match" that is not a regular expression.  groups receives a match's
+ * groups.
+ */
+static int when_matches(const json_t *when, const struct request_facts *f, regmatch_t *groups,
+                        const char *path, size_t lineno, struct core_err *e)
+{
+	const json_t *u = json_object_get(when, "user"), *m = json_object_get(when, "match");
+	if (u && strcmp(json_string_value(u), f->user))
 		return 0;
-	if (n && (!json_is_integer(n) || json_integer_value(n) != (json_int_t)models))
-		return 0;
-	if (r && (!json_is_integer(r) || json_integer_value(r) != (json_int_t)round))
+	if (!count_is(when, "models", f->models) || !count_is(when, "round", f->round)
+	    || !count_is(when, "call", f->call))
 		return 0;
 	if (m) {
 		regex_t re;
-		int rc = json_is_string(m) ? regcomp(&re, json_string_value(m), REG_EXTENDED | REG_ICASE) : -1;
+		int rc = regcomp(&re, json_string_value(m), REG_EXTENDED | REG_ICASE);
 		if (rc) {
 			core_fail(e, CORE_EINVAL, "script model: 'match' must be a POSIX extended regular expression (at %s:%zu)",
 			          path, lineno);
 			return -1;
 		}
-		rc = regexec(&re, user, SCRIPT_GROUPS, groups, 0);
+		rc = regexec(&re, f->user, SCRIPT_GROUPS, groups, 0);
 		regfree(&re);
 		if (rc)
 			return 0;
@@ -159,15 +222,19 @@ nomem:
 	return NULL;
 }
 
-/* Load the script and pick the reply for this request (new reference). */
-static enum core_status pick_reply(const char *path, const json_t *messages, json_t **reply,
-                                   struct core_err *e)
+/*
+ * Load the script and pick the reply for this request (new reference):
+ * the first matching "when", else the N-th positional reply, else the
+ * first fallback.  Lines after the reply chosen by "when" are not read.
+ */
+static enum core_status pick_reply(const char *path, const json_t *messages, size_t call,
+                                   json_t **reply, struct core_err *e)
 {
 	struct core_buf file = CORE_BUF_INIT(SCRIPT_MAX_BYTES), user = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
 	struct core_err fe = { 0 };
-	json_t *positional = NULL;
-	size_t models = count_model_messages(messages), round = count_round(messages);
+	json_t *positional = NULL, *fallback = NULL;
+	struct request_facts f = { count_model_messages(messages), count_round(messages), call, "" };
 	size_t seen = 0, lineno = 0;
 
 	*reply = NULL;
@@ -178,6 +245,7 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 	}
 	if ((st = model_last_user_text(messages, &user)))
 		goto nomem;
+	f.user = user.p;
 	char *p = file.p ? file.p : "", *end = p + file.len;
 	while (p < end && !*reply) {
 		char *nl = memchr(p, '\n', (size_t)(end - p));
@@ -198,10 +266,19 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 				               path, lineno);
 				goto out;
 			}
-			const json_t *when = json_object_get(r, "when");
+			const json_t *when = json_object_get(r, "when"), *fb = json_object_get(r, "fallback");
+			if ((fb && !json_is_boolean(fb)) || (when && json_is_true(fb))) {
+				json_decref(r);
+				st = core_fail(e, CORE_EINVAL,
+				               "script model: 'fallback' must be true or false, on a reply without 'when' (at %s:%zu)",
+				               path, lineno);
+				goto out;
+			}
 			if (when) {
 				regmatch_t g[SCRIPT_GROUPS];
-				int ok = when_matches(when, models, round, user.p, g, path, lineno, e);
+				int ok = when_check(when, path, lineno, e);
+				if (!ok)
+					ok = when_matches(when, &f, g, path, lineno, e);
 				if (ok < 0) {
 					json_decref(r);
 					st = e->st;
@@ -213,26 +290,33 @@ static enum core_status pick_reply(const char *path, const json_t *messages, jso
 					json_decref(r);
 					goto nomem;
 				}
-			} else if (seen++ == models && !positional) {
+			} else if (json_is_true(fb)) {
+				if (!fallback)
+					fallback = json_incref(r);
+			} else if (seen++ == f.models && !positional) {
 				positional = json_incref(r);
 			}
 			json_decref(r);
 		}
 		p = stop + 1;
 	}
-	if (!*reply && positional) {
-		*reply = positional;
-		positional = NULL;
+	if (!*reply && (positional || fallback)) {
+		*reply = positional ? positional : fallback;
+		if (positional)
+			positional = NULL;
+		else
+			fallback = NULL;
 	}
 	if (!*reply)
 		st = core_fail(e, CORE_EPRECONDITION,
 		               "script model: %s has no reply for this request (model messages so far: %zu, last user text: \"%.200s\")",
-		               path, models, user.p);
+		               path, f.models, user.p);
 	goto out;
 nomem:
 	st = core_fail(e, CORE_ENOMEM, "out of memory");
 out:
 	json_decref(positional);
+	json_decref(fallback);
 	core_buf_release(&file);
 	core_buf_release(&user);
 	return st;
@@ -262,10 +346,12 @@ static enum core_status pause_for(const struct model_stream *stream, int64_t del
 	}
 }
 
-/* Stream one chunk of content (nothing for an empty one) after the delay. */
-static enum core_status emit(const struct model_stream *stream, int64_t delay_ms, json_t *content)
+/* Stream one chunk of content (nothing for an empty one, or when the reply
+ * does not stream as it is built: live is 0) after the delay. */
+static enum core_status emit(const struct model_stream *stream, int live, int64_t delay_ms,
+                             json_t *content)
 {
-	if (!json_array_size(content))
+	if (!live || !json_array_size(content))
 		return cancelled(stream) ? CORE_ECANCELLED : CORE_OK;
 	enum core_status pst = pause_for(stream, delay_ms);
 	if (pst)
@@ -285,6 +371,48 @@ static enum core_status bad(struct core_err *e, const char *path, const char *wh
 	return core_fail(e, CORE_EINVAL, "script model: %s: %s", path, what);
 }
 
+#define BAD_STREAM "'stream' must be true, false or an array of chunks (each an array of parts or a string)"
+
+/*
+ * A reply's "stream": absent or true, the message streams as it is built
+ * (*live = 1); false, nothing streams; an array, exactly its chunks stream
+ * now, after the delay each, and the message is answered without
+ * streaming, as a model whose chunks differ from its final message does.
+ */
+static enum core_status stream_scripted(const json_t *reply, const struct model_stream *stream,
+                                        int64_t delay, int *live, const char *path,
+                                        struct core_err *e)
+{
+	const json_t *s = json_object_get(reply, "stream"), *c, *part;
+	size_t i, j;
+	*live = !s || json_is_true(s);
+	if (!s || json_is_boolean(s))
+		return CORE_OK;
+	if (!json_is_array(s))
+		return bad(e, path, BAD_STREAM);
+	json_array_foreach(s, i, c) {
+		int text = jv_is_string(c);
+		if (!text && !json_is_array(c))
+			return bad(e, path, BAD_STREAM);
+		json_array_foreach(c, j, part)
+			if (!json_is_object(part))
+				return bad(e, path, BAD_STREAM);
+	}
+	json_array_foreach(s, i, c) {
+		json_t *one = jv_is_string(c) ? json_pack("[{s:O}]", "text", c) : json_incref((json_t *)c);
+		if (!one)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		enum core_status st = json_array_size(one) ? emit(stream, 1, delay, one) : CORE_OK;
+		json_decref(one);
+		if (st)
+			return core_fail(e, st, "script model: %s", core_strerror(st));
+	}
+	return CORE_OK;
+}
+
+/* Calls made so far in this process: "when.call" matches on it. */
+static atomic_size_t script_calls;
+
 static enum core_status script_generate(const char *path, const struct model_request *req,
                                         const struct model_stream *stream,
                                         struct model_response *resp, struct core_err *e)
@@ -297,7 +425,7 @@ static enum core_status script_generate(const char *path, const struct model_req
 
 	if (!*path)
 		return core_fail(e, CORE_ENOTFOUND, "model 'script/' names no script file");
-	if ((st = pick_reply(path, req->messages, &reply, e)))
+	if ((st = pick_reply(path, req->messages, atomic_fetch_add(&script_calls, 1), &reply, e)))
 		return st;
 	if (!(content = json_array()))
 		goto nomem;
@@ -317,6 +445,10 @@ static enum core_status script_generate(const char *path, const struct model_req
 			goto out;
 		}
 	}
+
+	int live;
+	if ((st = stream_scripted(reply, stream, delay, &live, path, e)))
+		goto out;
 
 	/* Text: streamed chunk by chunk, then one text part in the message. */
 	const json_t *chunks = json_object_get(reply, "chunks"), *t = json_object_get(reply, "text");
@@ -338,7 +470,7 @@ static enum core_status script_generate(const char *path, const struct model_req
 			json_decref(one);
 			goto nomem;
 		}
-		st = emit(stream, delay, one);
+		st = emit(stream, live, delay, one);
 		json_decref(one);
 		if (st) {
 			core_fail(e, st, "script model: %s", core_strerror(st));
@@ -351,7 +483,7 @@ static enum core_status script_generate(const char *path, const struct model_req
 			json_decref(one);
 			goto nomem;
 		}
-		st = emit(stream, delay, one);
+		st = emit(stream, live, delay, one);
 		json_decref(one);
 		if (st) {
 			core_fail(e, st, "script model: %s", core_strerror(st));
@@ -382,7 +514,7 @@ static enum core_status script_generate(const char *path, const struct model_req
 		}
 		json_array_append_new(rest, json_pack("{s:O}", "toolRequest", v));
 	}
-	if ((st = emit(stream, delay, rest))) {
+	if ((st = emit(stream, live, delay, rest))) {
 		json_decref(rest);
 		core_fail(e, st, "script model: %s", core_strerror(st));
 		goto out;
@@ -390,6 +522,11 @@ static enum core_status script_generate(const char *path, const struct model_req
 	json_array_extend(content, rest);
 	json_decref(rest);
 
+	/* A reply that does not stream takes its delay once, as a whole. */
+	if (json_is_false(json_object_get(reply, "stream")) && (st = pause_for(stream, delay))) {
+		core_fail(e, st, "script model: %s", core_strerror(st));
+		goto out;
+	}
 	const json_t *err = json_object_get(reply, "error");
 	if (err) {
 		const char *status = json_string_value(json_object_get(err, "status"));

@@ -50,6 +50,8 @@ struct runtime {
 	int patch_first;        /* next customPatch is a whole-document replace */
 	json_t *patch_baseline; /* the custom value last emitted */
 	long msg_index;         /* ModelResponseChunk index within the generate call */
+	json_t *minted_refs;    /* refs given to the model call's streamed ref-less
+	                           tool requests, in order, or NULL */
 
 	/* The invocation's end. */
 	int ended;
@@ -236,8 +238,12 @@ static enum core_status on_custom(void *ctx, const struct tool *t, const json_t 
 			doc = json_null();
 		enum core_status st = jpatch_apply(&doc, value, JPATCH_INPLACE, e);
 		if (st) {
+			/* Prefixed in place: e->msg cannot be an argument of
+			 * core_fail() into e, which would print it twice. */
 			json_decref(doc);
-			return core_fail(e, CORE_EINTERNAL, "bad customPatch: %s", e->msg);
+			core_err_prefix(e, "bad customPatch");
+			e->st = st == CORE_ENOMEM ? st : CORE_EINTERNAL;
+			return e->st;
 		}
 		json_object_set_new(rt->state, "custom", doc);
 	} else {
@@ -710,6 +716,49 @@ struct gen {
 	json_t *last_usage;
 };
 
+/* Whether a tool request has a ref (a non-empty string). */
+static int has_ref(const json_t *tr)
+{
+	const json_t *ref = json_object_get(tr, "ref");
+	return jv_is_string(ref) && json_string_length(ref);
+}
+
+/*
+ * A chunk's content as streamed: a tool request the model gave no ref gets
+ * one here, remembered in rt->minted_refs so that collect_requests() gives
+ * the final message's request the same one and a stream consumer can pair
+ * the streamed request with its toolResponse.  NULL only without memory
+ * (json_object_set_new() then sets nothing).
+ */
+static json_t *chunk_content(struct runtime *rt, const json_t *content)
+{
+	size_t i;
+	json_t *part, *out;
+	if (!json_is_array(content))
+		return json_array();
+	json_array_foreach(content, i, part) {
+		const json_t *tr = json_object_get(part, "toolRequest");
+		if (json_is_object(tr) && !has_ref(tr))
+			break;
+	}
+	if (i == json_array_size(content))
+		return json_incref((json_t *)content);
+	if (!(out = json_deep_copy(content)))
+		return NULL;
+	if (!rt->minted_refs && !(rt->minted_refs = json_array()))
+		return out;
+	json_array_foreach(out, i, part) {
+		json_t *tr = json_object_get(part, "toolRequest");
+		if (json_is_object(tr) && !has_ref(tr)) {
+			char uuid[37];
+			core_uuid(uuid);
+			json_object_set_new(tr, "ref", json_string(uuid));
+			json_array_append_new(rt->minted_refs, json_string(uuid));
+		}
+	}
+	return out;
+}
+
 static enum core_status on_model_chunk(void *ctx, const json_t *chunk)
 {
 	struct runtime *rt = ctx;
@@ -719,7 +768,7 @@ static enum core_status on_model_chunk(void *ctx, const json_t *chunk)
 		return CORE_ENOMEM;
 	if ((v = json_object_get(chunk, "aggregated")))
 		json_object_set(c, "aggregated", (json_t *)v);
-	json_object_set(c, "content", (v = json_object_get(chunk, "content")) ? (json_t *)v : json_array());
+	json_object_set_new(c, "content", chunk_content(rt, json_object_get(chunk, "content")));
 	if ((v = json_object_get(chunk, "custom")))
 		json_object_set(c, "custom", (json_t *)v);
 	json_object_set_new(c, "index", json_integer(rt->msg_index));
@@ -1064,11 +1113,12 @@ out:
 	return over;
 }
 
-/* Tool requests without a ref get a UUID ref (Genkit does the same). */
-static size_t collect_requests(json_t *m, size_t **idx)
+/* Tool requests without a ref get a UUID ref (Genkit does the same): the
+ * one their streamed chunk carried (minted, in order), else a fresh one. */
+static size_t collect_requests(json_t *m, const json_t *minted, size_t **idx)
 {
 	json_t *content = json_object_get(m, "content");
-	size_t n = 0, i;
+	size_t n = 0, k = 0, i;
 	json_t *part;
 	*idx = calloc(json_array_size(content) + 1, sizeof **idx);
 	if (!*idx)
@@ -1077,11 +1127,14 @@ static size_t collect_requests(json_t *m, size_t **idx)
 		json_t *tr = json_object_get(part, "toolRequest");
 		if (!json_is_object(tr))
 			continue;
-		const json_t *ref = json_object_get(tr, "ref");
-		if (!jv_is_string(ref) || !json_string_length(ref)) {
+		if (!has_ref(tr)) {
 			char uuid[37];
-			core_uuid(uuid);
-			json_object_set_new(tr, "ref", json_string(uuid));
+			const char *ref = json_string_value(json_array_get(minted, k++));
+			if (!ref) {
+				core_uuid(uuid);
+				ref = uuid;
+			}
+			json_object_set_new(tr, "ref", json_string(ref));
 		}
 		(*idx)[n++] = i;
 	}
@@ -1110,8 +1163,11 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		req.key_file = a->key_file;
 		req.output = a->output;
 		enum core_status st = model_generate(a->model, &req, &stream, &resp, &e);
+		json_t *minted = rt->minted_refs;
+		rt->minted_refs = NULL;
 		json_decref(reqmsgs);
 		if (st) {
+			json_decref(minted);
 			r->st = st;
 			snprintf(r->msg, sizeof r->msg, "generate: %s", e.msg);
 			r->committed = g->committable;
@@ -1127,7 +1183,8 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		m = ordered;
 		json_array_append_new(g->msgs, m);
 		rt->msg_index++;
-		size_t *idx = NULL, n = collect_requests(m, &idx);
+		size_t *idx = NULL, n = collect_requests(m, minted, &idx);
+		json_decref(minted);
 		if (!n && a->output && (st = structured_check(a->output, m, NULL, &e))) {
 			/* A reply that is not the JSON asked for fails the turn
 			 * (§9.1 #144); the message is not committed. */

@@ -211,3 +211,33 @@ M="script/model.ndjson"
 		<<<'{"resume":{"respond":[{"toolResponse":{"name":"greet","ref":"g","output":1}}]}}'
 	[ "$(last | jq -r .output.error.message)" = 'resume.respond references tool "greet" (ref: g) from an earlier turn which is no longer pending; only tool requests from the most recent model response can be resumed' ]
 }
+
+@test "a tool request without a ref streams with the ref agentkit mints, the one its toolResponse and the history carry" {
+	echo '{"sessionId":"s1"}' >state.json
+	script '{"toolRequests":[{"name":"greet","input":{"name":"ann"}},{"name":"greet","input":{"name":"bob"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --state state.json --model $M --tool "$TOOLS/greet.json" -m hi
+	a=$(chunks | head -n 1 | jq -r '.modelChunk.content[0].toolRequest.ref')
+	b=$(chunks | head -n 1 | jq -r '.modelChunk.content[1].toolRequest.ref')
+	uuid='^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$'
+	[[ $a =~ $uuid && $b =~ $uuid && $a != "$b" ]]
+	[ "$output" = '{"modelChunk":{"content":[{"toolRequest":{"name":"greet","input":{"name":"ann"},"ref":"'$a'"}},{"toolRequest":{"name":"greet","input":{"name":"bob"},"ref":"'$b'"}}],"index":0,"role":"model"}}
+{"modelChunk":{"content":[{"toolResponse":{"name":"greet","ref":"'$a'","output":"hello ann"}},{"toolResponse":{"name":"greet","ref":"'$b'","output":"hello bob"}}],"index":1,"role":"tool"}}
+{"modelChunk":{"content":[{"text":"done"}],"index":2,"role":"model"}}
+{"turnEnd":{"finishReason":"stop"}}
+{"output":{"finishReason":"stop","message":{"content":[{"text":"done"}],"role":"model"},"sessionId":"s1","state":{"messages":[{"content":[{"text":"hi"}],"role":"user"},{"content":[{"toolRequest":{"name":"greet","input":{"name":"ann"},"ref":"'$a'"}},{"toolRequest":{"name":"greet","input":{"name":"bob"},"ref":"'$b'"}}],"role":"model"},{"content":[{"toolResponse":{"name":"greet","ref":"'$a'","output":"hello ann"}},{"toolResponse":{"name":"greet","ref":"'$b'","output":"hello bob"}}],"role":"tool"},{"content":[{"text":"done"}],"role":"model"}],"sessionId":"s1"}}}' ]
+}
+
+@test "custom state starts null: a patch below the root names the null root once, exit 1" {
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\necho '"'"'{"customPatch": [{"op": "add", "path": "/notes", "value": []}]}'"'"'\necho '"'"'{"output": 1}'"'"'\n' >tools/note
+	chmod +x tools/note
+	echo '{}' >tools/note.json
+	script '{"toolRequests":[{"name":"note","ref":"n","input":{}}]}' '{"text":"ok"}'
+	run -1 --separate-stderr agent-run --no-store --model $M --tool note -m hi
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"INTERNAL\",\"message\":\"generate: tool \\\"note\\\" failed: bad customPatch: patch op 0: path '/notes': the document is null, not an object or array (at stdout:1)\"}" ]
+	[ "$stderr" = "agent-run: generate: tool \"note\" failed: bad customPatch: patch op 0: path '/notes': the document is null, not an object or array (at stdout:1)" ]
+	# Setting the root first is what a fresh session needs.
+	printf '#!/bin/sh\ncat >/dev/null\necho '"'"'{"customPatch": [{"op": "add", "path": "", "value": {}}, {"op": "add", "path": "/notes", "value": []}]}'"'"'\necho '"'"'{"output": 1}'"'"'\n' >tools/note
+	run -0 --separate-stderr agent-run --no-store --model $M --tool note -m hi
+	[ "$(last | jq -c .output.state.custom)" = '{"notes":[]}' ]
+}

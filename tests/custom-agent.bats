@@ -290,3 +290,8 @@ norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.s
 	[ "$(printf '%s\n' "$output" | jq -c '[.status, .finishReason, .state.custom]')" = '["aborted","aborted",{"counter":1}]' ]
 	[ "$(cat "$D/stop.log")" = stopped ]
 }
+
+@test "a handler's bad customPatch is named once, with its op and path" {
+	run -1 --separate-stderr agent-run --no-store --exec "$H" -m badpatch
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"INTERNAL\",\"message\":\"custom agent '$H' wrote a bad customPatch (at stdout:1): patch op 0: path '/nope/deeper' does not exist\"}" ]
+}

@@ -29,6 +29,24 @@ apply() { # DOC-JSON PATCH-JSON [flags...]: run jpatch-apply on two files
 	assert_equal "$stderr" "jpatch-apply: patch op 1: path '/a/b' does not exist (at patch.json)"
 }
 
+@test "strict: an add with nowhere to go names what is wrong: a null or scalar root, the missing or scalar ancestor" {
+	apply 'null' '[{"op":"add","path":"/notes","value":[]}]'
+	[ "$status" -eq 101 ]
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/notes': the document is null, not an object or array (at patch.json)"
+	apply '"x"' '[{"op":"add","path":"/a/b","value":1}]'
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/a/b': the document is a string, not an object or array (at patch.json)"
+	apply '{"a":1}' '[{"op":"add","path":"/a/b/c","value":1}]'
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/a/b/c': '/a' is a number, not an object or array (at patch.json)"
+	apply '{"a":{"x~y":[]}}' '[{"op":"add","path":"/a/x~0y/0/c","value":1}]'
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/a/x~0y/0/c': '/a/x~0y/0' does not exist (at patch.json)"
+	apply '{}' '[{"op":"add","path":"/a/b","value":1}]'
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/a/b': '/a' does not exist (at patch.json)"
+	[ -z "$output" ]
+	# A move or copy to such a path says the same of its target.
+	apply '{"v":1}' '[{"op":"copy","from":"/v","path":"/w/x"}]'
+	assert_equal "$stderr" "jpatch-apply: patch op 0: path '/w/x': '/w' does not exist (at patch.json)"
+}
+
 @test "strict: index rules (leading zeros, out of range, not a number)" {
 	apply '[1,2]' '[{"op":"add","path":"/01","value":0}]'
 	[ "$status" -eq 101 ]
