@@ -23,7 +23,9 @@ OPT       ?= -O2 -g
 CFLAGS    ?=
 CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
-LDLIBS    := -ljansson -lyaml -luuid -llmdb -lpthread -ldl -lm
+PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
+PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
+LDLIBS    := -ljansson -lyaml -luuid -llmdb $(PQ_LIBS) -lpthread -ldl -lm
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
@@ -39,7 +41,7 @@ endif
 ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 
 CORE_SRC  := $(sort $(wildcard libcore/*.c))
-STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c))
+STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c store/pg/*.c))
 CMD_SRC   := $(filter-out cmd/cli.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
 BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
@@ -61,6 +63,11 @@ all: $(BINS) completions $(TEST_BINS)
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+
+# store/pg/ is the one place that includes libpq-fe.h.
+$(BUILD)/store/pg/%.o: store/pg/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBCORE): $(CORE_OBJ)
 	@rm -f $@

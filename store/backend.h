@@ -12,8 +12,9 @@
  * Adding a backend is one folder and one row: store/NAME/ defines a
  * const struct store_backend and the functions it points to, and
  * store.c's table lists it.  A backend with URL schemes takes the
- * locations "SCHEME://..." (schemes matched without case); the one
- * without takes every other location, a directory path.
+ * locations "SCHEME://..." (schemes matched without case) and the whole
+ * locations it lists (also without case: "pg:"); the one without schemes
+ * takes every other location, a directory path.
  *
  * Every operation below gets arguments store.c has already checked: a
  * handle this process opened, valid snapshot and session IDs (store_check_id),
@@ -94,6 +95,8 @@ struct store_backend {
 	const char *name;               /* for messages: "LMDB" */
 	const char *const *schemes;     /* URL schemes taken, NULL-ended; NULL:
 	                                   directory paths */
+	const char *const *locations;   /* whole locations taken ("pg:"),
+	                                   NULL-ended, or NULL */
 	enum core_status (*open)(const char *location, unsigned flags,
 	                         struct store **out, struct core_err *e);
 	void (*close)(struct store *s);
@@ -125,6 +128,7 @@ struct store_backend {
 
 /* The backends (one row each in store.c's table). */
 extern const struct store_backend store_lmdb_backend;
+extern const struct store_backend store_pg_backend;
 
 /*
  * A save's step between reading and writing, the same in every backend:

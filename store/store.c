@@ -18,6 +18,7 @@
 /* The backends this agentkit has: one row each. */
 static const struct store_backend *const backends[] = {
 	&store_lmdb_backend,
+	&store_pg_backend,
 };
 #define NBACKENDS (sizeof backends / sizeof backends[0])
 
@@ -58,13 +59,27 @@ static enum core_status no_backend(const char *location, struct core_err *e)
 	                 "has the %s backend%s", url, names, NBACKENDS > 1 ? "s" : " only");
 }
 
-/* The backend for location: the one taking its URL scheme, or for a path
- * the one without schemes. */
+static int takes_location(const struct store_backend *b, const char *location)
+{
+	const char *const *p;
+	for (p = b->locations; p && *p; p++)
+		if (!strcasecmp(*p, location))
+			return 1;
+	return 0;
+}
+
+/* The backend for location: the one taking it whole ("pg:"), the one
+ * taking its URL scheme, or for a path the one without schemes. */
 static enum core_status choose_backend(const char *location,
                                        const struct store_backend **out,
                                        struct core_err *e)
 {
 	size_t n = url_scheme(location), i;
+	for (i = 0; i < NBACKENDS; i++)
+		if (takes_location(backends[i], location)) {
+			*out = backends[i];
+			return CORE_OK;
+		}
 	for (i = 0; i < NBACKENDS; i++)
 		if (n ? takes_scheme(backends[i], location, n) : !backends[i]->schemes) {
 			*out = backends[i];

@@ -1,0 +1,29 @@
+/*
+ * backend.c - the PostgreSQL backend's row of store.c's table: a store in
+ * a PostgreSQL database shared by many hosts, for the locations
+ * "postgresql://...", "postgres://..." (libpq's URIs) and "pg:" (libpq's
+ * own PG* variables and service files).  See backend.h, and pg.h for the
+ * files that implement it.
+ */
+#include "pg.h"
+
+static const char *const schemes[] = { "postgresql", "postgres", NULL };
+static const char *const locations[] = { "pg:", NULL };
+
+const struct store_backend store_pg_backend = {
+	.name = "PostgreSQL",
+	.schemes = schemes,
+	.locations = locations,
+	.open = pg_open,
+	.close = pg_close,
+	.get = pg_get,
+	.latest = pg_latest,
+	.save = pg_save,
+	.put_stream = pg_put_stream,
+	.change_seq = pg_change_seq,
+	.wait_change = pg_wait_change,
+	.sessions = pg_sessions,
+	.session_rows = pg_session_rows,
+	.delete_session = pg_delete_session,
+	.prune_session = pg_prune_session,
+};

@@ -1,0 +1,293 @@
+/*
+ * conn.c - the PostgreSQL backend's connection: libpq's parameters with a
+ * bounded connect timeout, statements, SQLSTATEs as core_status, libpq's
+ * texts scrubbed of credentials, reconnects.  See pg.h.
+ */
+#include "pg.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+#include "../../libcore/http.h"
+#include "../../libcore/util.h"
+
+/* libpq prints a server's NOTICEs on stderr by default; the store never
+ * prints. */
+static void quiet(void *arg, const char *message)
+{
+	(void)arg;
+	(void)message;
+}
+
+void pg_scrub(const struct pg_store *s, char *msg, size_t n)
+{
+	char *p, *nl;
+	size_t k;
+	/* libpq's texts end in a newline and may add an indented hint */
+	if ((nl = strchr(msg, '\n')))
+		*nl = 0;
+	core_url_redact_text(msg, n);
+	if (!s || !s->secret || !(k = strlen(s->secret)))
+		return;
+	while ((p = strstr(msg, s->secret))) {
+		memmove(p + 3, p + k, strlen(p + k) + 1);
+		memcpy(p, "***", 3);
+	}
+}
+
+/* libpq's last error on the connection, one line, scrubbed. */
+static void conn_error(const struct pg_store *s, char *buf, size_t n)
+{
+	snprintf(buf, n, "%s", s->conn ? PQerrorMessage(s->conn) : "out of memory");
+	pg_scrub(s, buf, n);
+	if (!*buf)
+		snprintf(buf, n, "the connection failed");
+}
+
+/* A failed statement as a status: the SQLSTATE says which. */
+static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *what,
+                                 struct core_err *e)
+{
+	const char *state = r ? PQresultErrorField(r, PG_DIAG_SQLSTATE) : NULL;
+	const char *primary = r ? PQresultErrorField(r, PG_DIAG_MESSAGE_PRIMARY) : NULL;
+	char msg[512];
+	enum core_status st = CORE_ESYS;
+	int sys = EIO;
+	if (primary) {
+		snprintf(msg, sizeof msg, "%s", primary);
+		pg_scrub(s, msg, sizeof msg);
+	} else {
+		conn_error(s, msg, sizeof msg);
+	}
+	if (!state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3)) {
+		sys = ECONNRESET;
+	} else if (!strcmp(state, "55P03")) {
+		st = core_fail(e, CORE_ESYS, "%s: timed out waiting for a lock after %llds",
+		               what, (long long)(s->lock_ms / 1000));
+		e ? e->sys = ETIMEDOUT : 0;
+		return st;
+	} else if (!strcmp(state, "53100")) {
+		sys = ENOSPC;
+	} else if (!strcmp(state, "25006")) {
+		sys = EROFS;
+	} else if (!strcmp(state, "42501")) {
+		sys = EACCES;
+	} else if (!strcmp(state, "53200")) {
+		st = CORE_ENOMEM;
+	}
+	core_fail(e, st, "%s: %s", what, msg);
+	if (e) {
+		e->sys = st == CORE_ESYS ? sys : 0;
+		/* the SQLSTATE rides along for pg_retryable() */
+		if (state && strlen(state) == 5)
+			memcpy(s->last_state, state, 6);
+		else
+			s->last_state[0] = 0;
+	}
+	return st;
+}
+
+int pg_retryable(const struct pg_store *s)
+{
+	return !strcmp(s->last_state, "40001") || !strcmp(s->last_state, "40P01") ||
+	       !strcmp(s->last_state, "23503") || !strcmp(s->last_state, "23505");
+}
+
+/* Connection-level settings, on every (re)connect. */
+static enum core_status session_setup(struct pg_store *s, struct core_err *e)
+{
+	char sql[128];
+	PGresult *r;
+	enum core_status st = CORE_OK;
+	PQsetNoticeProcessor(s->conn, quiet, NULL);
+	snprintf(sql, sizeof sql, "SET lock_timeout = %lld%s", (long long)s->lock_ms,
+	         s->listening ? "; LISTEN " PG_CHANNEL : "");
+	r = PQexec(s->conn, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		st = fail_res(s, r, "set up the connection", e);
+	PQclear(r);
+	return st;
+}
+
+static enum core_status connect_fail(struct pg_store *s, struct core_err *e)
+{
+	char msg[512];
+	conn_error(s, msg, sizeof msg);
+	core_fail(e, CORE_ESYS, "cannot connect to the store at '%s': %s", s->where, msg);
+	if (e)
+		e->sys = ECONNREFUSED;
+	return CORE_ESYS;
+}
+
+enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
+{
+	if (PQstatus(s->conn) == CONNECTION_OK)
+		return CORE_OK;
+	PQreset(s->conn);
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		return connect_fail(s, e);
+	/* notifications sent while the connection was down are lost: wake
+	 * the waiters, who re-read */
+	s->seq++;
+	s->in_txn = 0;
+	return session_setup(s, e);
+}
+
+enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
+                         const char *const *params, PGresult **res, const char *what,
+                         struct core_err *e)
+{
+	enum core_status st;
+	int tries;
+	*res = NULL;
+	s->last_state[0] = 0;
+	for (tries = 0;; tries++) {
+		PGresult *r;
+		ExecStatusType x;
+		if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
+			return st;
+		r = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+		x = PQresultStatus(r);
+		if (x == PGRES_COMMAND_OK || x == PGRES_TUPLES_OK) {
+			*res = r;
+			return CORE_OK;
+		}
+		/* a server restarted between two statements: once more on a new
+		 * connection, unless a transaction was open (it is gone) */
+		if (!s->in_txn && tries == 0 && PQstatus(s->conn) != CONNECTION_OK) {
+			PQclear(r);
+			continue;
+		}
+		st = fail_res(s, r, what, e);
+		PQclear(r);
+		return st;
+	}
+}
+
+enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
+                        struct core_err *e)
+{
+	PGresult *r;
+	enum core_status st = pg_exec(s, sql, 0, NULL, &r, what, e);
+	PQclear(r);
+	if (st == CORE_OK && !strcmp(sql, "BEGIN"))
+		s->in_txn = 1;
+	else if (!strcmp(sql, "COMMIT"))
+		s->in_txn = 0;
+	return st;
+}
+
+enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
+                           struct core_err *e)
+{
+	PGresult *r = PQexec(s->conn, sql);
+	enum core_status st = CORE_OK;
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		st = fail_res(s, r, what, e);
+	PQclear(r);
+	return st;
+}
+
+void pg_rollback(struct pg_store *s)
+{
+	if (PQstatus(s->conn) == CONNECTION_OK)
+		PQclear(PQexec(s->conn, "ROLLBACK"));
+	s->in_txn = 0;
+}
+
+/*
+ * The connection parameters: the location as libpq's dbname (a URL, or
+ * "" for "pg:", which leaves everything to PG* variables and service
+ * files), our application name as a fallback, UTF-8, and a connect
+ * timeout when neither the URL nor PGCONNECT_TIMEOUT sets one, so an
+ * unreachable server fails within it instead of hanging.
+ */
+static enum core_status connect_params(struct pg_store *s, const char *conninfo,
+                                       struct core_err *e)
+{
+	const char *keys[6], *vals[6];
+	PQconninfoOption *opts, *o;
+	char *err = NULL;
+	int n = 0, has_timeout = 0;
+	const char *env = getenv("PGCONNECT_TIMEOUT");
+	if (!(opts = PQconninfoParse(conninfo, &err))) {
+		char msg[512];
+		snprintf(msg, sizeof msg, "%s", err ? err : "out of memory");
+		PQfreemem(err);
+		pg_scrub(s, msg, sizeof msg);
+		return core_fail(e, CORE_EUSAGE, "invalid store URL '%s': %s", s->where, msg);
+	}
+	for (o = opts; o->keyword; o++) {
+		if (!strcmp(o->keyword, "password") && o->val && *o->val &&
+		    !(s->secret = strdup(o->val))) {
+			PQconninfoFree(opts);
+			return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
+		}
+		if (!strcmp(o->keyword, "connect_timeout") && o->val && *o->val)
+			has_timeout = 1;
+	}
+	PQconninfoFree(opts);
+	if (!has_timeout && !(env && *env)) {
+		keys[n] = "connect_timeout";
+		vals[n++] = PG_CONNECT_TIMEOUT;
+	}
+	keys[n] = "dbname";
+	vals[n++] = conninfo;
+	keys[n] = "fallback_application_name";
+	vals[n++] = "agentkit";
+	keys[n] = "client_encoding";
+	vals[n++] = "UTF8";
+	keys[n] = NULL;
+	vals[n] = NULL;
+	s->conn = PQconnectdbParams(keys, vals, 1);
+	if (!s->conn)
+		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		return connect_fail(s, e);
+	return session_setup(s, e);
+}
+
+enum core_status pg_open(const char *location, unsigned flags, struct store **out,
+                         struct core_err *e)
+{
+	struct pg_store *s = calloc(1, sizeof *s);
+	const char *conninfo = strcasecmp(location, "pg:") ? location : "";
+	const char *x;
+	enum core_status st;
+	if (!s)
+		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
+	core_url_redact(location, s->where, sizeof s->where);
+	s->verify = (x = getenv("AGENTKIT_STORE_VERIFY")) && *x && strcmp(x, "0");
+	if ((st = core_duration_setting(NULL, NULL, "AGENTKIT_STORE_LOCK_TIMEOUT",
+	                                STORE_LOCK_TIMEOUT_MS, &s->lock_ms, e)) != CORE_OK ||
+	    (st = connect_params(s, conninfo, e)) != CORE_OK ||
+	    (st = pg_schema(s, flags, e)) != CORE_OK) {
+		s->head.pid = getpid();
+		pg_close(&s->head);
+		return st;
+	}
+	*out = &s->head;
+	return CORE_OK;
+}
+
+void pg_close(struct store *h)
+{
+	struct pg_store *s = pg_store(h);
+	if (s->conn && h->pid != getpid()) {
+		/* inherited across fork(): the session is the parent's, so
+		 * PQfinish() must not say goodbye on its socket; this process's
+		 * copy of the descriptor is pointed at /dev/null first */
+		int fd = PQsocket(s->conn), nul = open("/dev/null", O_WRONLY | O_CLOEXEC);
+		if (fd >= 0 && nul >= 0)
+			dup2(nul, fd);
+		if (nul >= 0)
+			close(nul);
+	}
+	PQfinish(s->conn);
+	free(s->secret);
+	free(s);
+}

@@ -1,0 +1,627 @@
+/*
+ * ops.c - the PostgreSQL backend's operations: reads are single
+ * statements (one snapshot each, never blocked by writers); writes are
+ * transactions that lock the row (SELECT ... FOR UPDATE, and for an ID
+ * not stored yet a transaction-scoped advisory lock on it) and are tried
+ * again, fn included, when they lose a race the server reports
+ * (serialization failure, deadlock, a message node collected meanwhile).
+ * See store.h and backend.h.
+ */
+#include "pg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../libcore/json.h"
+
+/* Every read's columns, in this order (metadata-only reads leave the
+ * state's NULL). */
+enum { C_META, C_STATE_POS, C_BODY, C_MSG_POS, C_COUNT, C_TAIL, C_MSGS, C_ID, C_CREATED };
+#define SEL_FULL "SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, " \
+	"encode(t.tail, 'hex'), CASE WHEN t.tail IS NOT NULL THEN agentkit_messages(t.tail) " \
+	"END, s.snapshot_id, s.created_ns FROM agentkit_snapshots s " \
+	"LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id "
+#define SEL_META "SELECT s.meta, s.state_pos, NULL, NULL, NULL, NULL, NULL, " \
+	"s.snapshot_id, s.created_ns FROM agentkit_snapshots s "
+#define SEL(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : SEL_FULL)
+
+static const char *val(const PGresult *r, int i, int c)
+{
+	return PQgetisnull(r, i, c) ? NULL : PQgetvalue(r, i, c);
+}
+
+/* Row i of a read. */
+static enum core_status row_at(const PGresult *r, int i, json_t **row, struct core_err *e)
+{
+	return pg_row_join(val(r, i, C_META), val(r, i, C_STATE_POS), val(r, i, C_BODY),
+	                   val(r, i, C_MSG_POS), val(r, i, C_MSGS), val(r, i, C_COUNT), row, e);
+}
+
+/* ---- the handle's chain memory ---- */
+
+void pg_ref_forget(struct pg_store *s, const char *id)
+{
+	unsigned i;
+	for (i = 0; i < PG_NREFS; i++)
+		if (!strcmp(s->refs[i].id, id))
+			*s->refs[i].id = 0;
+}
+
+void pg_ref_remember(struct pg_store *s, const char *id, const char *tail, uint32_t count)
+{
+	struct pg_ref *r = NULL;
+	unsigned i;
+	if (!tail || strlen(tail) != PG_HASH_HEX || !count) {
+		pg_ref_forget(s, id);
+		return;
+	}
+	for (i = 0; i < PG_NREFS && !r; i++)
+		if (!strcmp(s->refs[i].id, id))
+			r = &s->refs[i];
+	if (!r)
+		r = &s->refs[s->next_ref++ % PG_NREFS];
+	snprintf(r->id, sizeof r->id, "%s", id);
+	memcpy(r->tail, tail, PG_HASH_HEX + 1);
+	r->count = count;
+}
+
+const struct pg_ref *pg_ref_find(const struct pg_store *s, const char *id)
+{
+	unsigned i;
+	for (i = 0; i < PG_NREFS; i++)
+		if (*s->refs[i].id && !strcmp(s->refs[i].id, id))
+			return &s->refs[i];
+	return NULL;
+}
+
+/* After a full read of row i: remember its chain as a base. */
+static void remember_read(struct pg_store *s, const PGresult *r, int i)
+{
+	const char *count = val(r, i, C_COUNT);
+	pg_ref_remember(s, PQgetvalue(r, i, C_ID), val(r, i, C_TAIL),
+	                count ? (uint32_t)strtoul(count, NULL, 10) : 0);
+}
+
+/* ---- reads ---- */
+
+/* The one row a query finds: CORE_ENOTFOUND (no message) when none. */
+static enum core_status read_one(struct pg_store *s, const char *sql, const char *arg,
+                                 unsigned flags, json_t **row, const char *what,
+                                 struct core_err *e)
+{
+	const char *p[1] = { arg };
+	PGresult *r;
+	enum core_status st = pg_exec(s, sql, 1, p, &r, what, e);
+	*row = NULL;
+	if (st != CORE_OK)
+		return st;
+	if (PQntuples(r) == 0) {
+		st = CORE_ENOTFOUND;
+	} else if ((st = row_at(r, 0, row, e)) == CORE_OK && !(flags & STORE_METADATA_ONLY)) {
+		remember_read(s, r, 0);
+	}
+	PQclear(r);
+	return st;
+}
+
+enum core_status pg_get(struct store *h, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e)
+{
+	char sql[1024];
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL(flags));
+	return read_one(pg_store(h), sql, snapshot_id, flags, row, "read snapshot", e);
+}
+
+enum core_status pg_latest(struct store *h, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e)
+{
+	char sql[1024];
+	snprintf(sql, sizeof sql, "%sWHERE s.session_id = $1 "
+	         "ORDER BY s.created_ns DESC, s.snapshot_id DESC LIMIT 1", SEL(flags));
+	return read_one(pg_store(h), sql, session_id, flags, row, "read latest snapshot", e);
+}
+
+enum core_status pg_session_rows(struct store *h, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e)
+{
+	struct pg_store *s = pg_store(h);
+	char sql[1024], after_ns[24] = "", after_id[STORE_ID_MAX + 1] = "";
+	enum core_status st = CORE_OK;
+	int n;
+	snprintf(sql, sizeof sql, "%sWHERE s.session_id = $1 AND ($2 = '' OR "
+	         "(s.created_ns, s.snapshot_id) > ($2::bigint, $3)) "
+	         "ORDER BY s.created_ns, s.snapshot_id LIMIT %d", SEL(flags), PG_BATCH);
+	/* in batches, each its own snapshot; the callback runs between them */
+	do {
+		const char *p[3] = { session_id, after_ns, after_id };
+		PGresult *r;
+		int i;
+		if ((st = pg_exec(s, sql, 3, p, &r, "list rows", e)) != CORE_OK)
+			return st;
+		n = PQntuples(r);
+		for (i = 0; i < n && st == CORE_OK; i++) {
+			json_t *row;
+			if ((st = row_at(r, i, &row, e)) != CORE_OK)
+				break;
+			st = fn(row, ctx);
+			json_decref(row);
+		}
+		if (n) {
+			snprintf(after_ns, sizeof after_ns, "%s", PQgetvalue(r, n - 1, C_CREATED));
+			snprintf(after_id, sizeof after_id, "%s", PQgetvalue(r, n - 1, C_ID));
+		}
+		PQclear(r);
+	} while (st == CORE_OK && n == PG_BATCH);
+	return st;
+}
+
+enum core_status pg_sessions(struct store *h, store_session_fn fn, void *ctx,
+                             struct core_err *e)
+{
+	static const char sql[] =
+		"SELECT g.session_id, g.n, l.meta FROM (SELECT session_id, count(*) AS n"
+		" FROM agentkit_snapshots WHERE session_id > $1 GROUP BY session_id"
+		" ORDER BY session_id LIMIT 256) g CROSS JOIN LATERAL (SELECT meta"
+		" FROM agentkit_snapshots x WHERE x.session_id = g.session_id"
+		" ORDER BY x.created_ns DESC, x.snapshot_id DESC LIMIT 1) l ORDER BY g.session_id";
+	struct pg_store *s = pg_store(h);
+	char after[STORE_ID_MAX + 1] = "";
+	enum core_status st = CORE_OK;
+	int n;
+	do {
+		const char *p[1] = { after };
+		PGresult *r;
+		int i;
+		if ((st = pg_exec(s, sql, 1, p, &r, "list sessions", e)) != CORE_OK)
+			return st;
+		n = PQntuples(r);
+		for (i = 0; i < n && st == CORE_OK; i++) {
+			struct store_session_info si;
+			json_t *latest;
+			if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL,
+			                      &latest, e)) != CORE_OK)
+				break;
+			si.session_id = PQgetvalue(r, i, 0);
+			si.latest = latest;
+			si.rows = strtoul(PQgetvalue(r, i, 1), NULL, 10);
+			st = fn(&si, ctx);
+			json_decref(latest);
+		}
+		if (n)
+			snprintf(after, sizeof after, "%s", PQgetvalue(r, n - 1, 0));
+		PQclear(r);
+	} while (st == CORE_OK && n == PG_BATCH);
+	return st;
+}
+
+/* ---- writes ---- */
+
+/* What a write needs to know of the row it replaces. */
+struct old {
+	int exists;
+	int status_set;
+	char status[64];
+	char state_pos[16];     /* "" for none */
+};
+
+static void old_of(const PGresult *r, const json_t *row, struct old *o)
+{
+	const char *status = row ? st_str(row, "status") : NULL, *pos;
+	memset(o, 0, sizeof *o);
+	if (!(o->exists = row != NULL))
+		return;
+	if ((o->status_set = status != NULL))
+		snprintf(o->status, sizeof o->status, "%s", status);
+	if ((pos = val(r, 0, C_STATE_POS)))
+		snprintf(o->state_pos, sizeof o->state_pos, "%s", pos);
+}
+
+/* A JSON array text of msgs[from..to). */
+static enum core_status slice(const json_t *msgs, size_t from, size_t to, struct core_buf *out)
+{
+	json_t *a = json_array();
+	enum core_status st;
+	size_t i;
+	if (!a)
+		return CORE_ENOMEM;
+	for (i = from; i < to; i++)
+		if (json_array_append(a, json_array_get(msgs, i))) {
+			json_decref(a);
+			return CORE_ENOMEM;
+		}
+	core_buf_reset(out);
+	st = jv_dump(a, out);
+	json_decref(a);
+	return st;
+}
+
+/* AGENTKIT_STORE_VERIFY: the base's claim checked the slow way, by hashing
+ * the messages said to be unchanged on the server.  CORE_OK when they
+ * match, CORE_ENOTFOUND when the base's chain is gone (the base is then
+ * ignored), CORE_EINTERNAL when the claim is wrong. */
+static enum core_status verify_base(struct pg_store *s, const json_t *msgs,
+                                    const struct store_base *b, const struct pg_ref *ref,
+                                    struct core_err *e)
+{
+	struct core_buf first = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	char walk[16];
+	const char *p[3];
+	PGresult *r;
+	enum core_status st;
+	if (slice(msgs, 0, b->kept, &first) != CORE_OK) {
+		core_buf_release(&first);
+		return core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
+	}
+	snprintf(walk, sizeof walk, "%u", ref->count - (uint32_t)b->kept);
+	p[0] = first.p;
+	p[1] = ref->tail;
+	p[2] = walk;
+	st = pg_exec(s, "SELECT agentkit_hash($1) = a, a IS NULL FROM "
+	             "agentkit_ancestor(decode($2, 'hex'), $3) AS a", 3, p, &r,
+	             "save snapshot", e);
+	core_buf_release(&first);
+	if (st != CORE_OK)
+		return st;
+	if (!strcmp(PQgetvalue(r, 0, 1), "t"))
+		st = CORE_ENOTFOUND;
+	else if (strcmp(PQgetvalue(r, 0, 0), "t"))
+		st = core_fail(e, CORE_EINTERNAL, "save snapshot: the first %zu messages are not "
+		               "those of the base row '%s' (the caller's claim is wrong)", b->kept,
+		               b->id);
+	PQclear(r);
+	return st;
+}
+
+/*
+ * Write row as given (valid snapshotId and sessionId), replacing the row o
+ * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
+ * without "state" keeps the stored state.  A base (store_save_on) this
+ * handle knows links its kept messages to the base's chain; otherwise
+ * every message is sent and the server keeps those it has.  *changed: the
+ * status changed (or the row is new).
+ */
+static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
+                                  const struct old *o, const struct store_base *base,
+                                  int *changed, struct core_err *e)
+{
+	static const char sql[] =
+		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
+		" $12, $13, $14, $15)";
+	struct core_buf msgs = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const struct pg_ref *ref = NULL;
+	struct pg_cols c;
+	char walk[16] = "0", count[16] = "0";
+	enum core_status st;
+	size_t n = 0, from = 0;
+	int keep;
+	PGresult *r;
+
+	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
+		return st;
+	*changed = !o->exists || o->status_set != (c.status != NULL) ||
+	           (c.status && strcmp(o->status, c.status));
+	keep = !c.has_state && (flags & STORE_METADATA_ONLY) && o->exists;
+	if (c.msgs) {
+		n = json_array_size(c.msgs);
+		snprintf(count, sizeof count, "%zu", n);
+		if (base && base->id && base->kept && base->kept <= n &&
+		    (ref = pg_ref_find(s, base->id)) && ref->count >= base->kept) {
+			if (s->verify && (st = verify_base(s, c.msgs, base, ref, e)) != CORE_OK &&
+			    st != CORE_ENOTFOUND)
+				goto out;
+			if (st == CORE_ENOTFOUND) {
+				ref = NULL;
+			} else {
+				from = base->kept;
+				snprintf(walk, sizeof walk, "%u", ref->count - (uint32_t)base->kept);
+			}
+		}
+	}
+	for (;;) {
+		const char *p[15] = {
+			c.id, c.sid, c.created, c.status, c.meta.p,
+			keep ? (*o->state_pos ? o->state_pos : NULL)
+			     : (c.has_state ? c.state_pos : NULL),
+			keep ? "t" : "f", c.has_state ? "t" : "f", c.has_state ? c.body.p : NULL,
+			*c.msg_pos ? c.msg_pos : NULL, ref ? ref->tail : NULL, walk,
+			NULL, count, *changed ? "t" : "f",
+		};
+		if (c.msgs && !keep) {
+			if (slice(c.msgs, from, n, &msgs) != CORE_OK) {
+				st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
+				goto out;
+			}
+			p[12] = msgs.p;
+		}
+		if ((st = pg_exec(s, sql, 15, p, &r, "write snapshot", e)) != CORE_OK)
+			goto out;
+		if (!PQgetisnull(r, 0, 0) || !ref) {
+			if (c.msgs && !keep)
+				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)n);
+			else if (!keep)
+				pg_ref_forget(s, c.id);
+			PQclear(r);
+			break;
+		}
+		/* the base's chain was collected since: the whole history */
+		PQclear(r);
+		ref = NULL;
+		from = 0;
+		snprintf(walk, sizeof walk, "0");
+	}
+out:
+	core_buf_release(&msgs);
+	pg_cols_release(&c);
+	return st;
+}
+
+/*
+ * Run a write transaction: begin, op, commit; on a race the server
+ * reports, roll back and try again (at most PG_TRIES times).
+ */
+typedef enum core_status (*write_op)(struct pg_store *s, void *ctx, struct core_err *e);
+
+static enum core_status run_write(struct pg_store *s, const char *what, write_op op,
+                                  void *ctx, struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	int tries;
+	for (tries = 0; tries < PG_TRIES; tries++) {
+		if ((st = pg_cmd(s, "BEGIN", what, e)) != CORE_OK)
+			return st;
+		if ((st = op(s, ctx, e)) == CORE_OK &&
+		    (st = pg_cmd(s, "COMMIT", what, e)) == CORE_OK)
+			return CORE_OK;
+		pg_rollback(s);
+		if (!pg_retryable(s))
+			return st;
+		if (e)
+			e->st = CORE_OK, e->msg[0] = 0;
+	}
+	return st;
+}
+
+/* ---- save (read-modify-write) ---- */
+
+struct save_ctx {
+	const char *id;
+	unsigned flags;
+	const struct store_base *base;
+	store_mutate_fn fn;
+	void *fctx;
+	json_t *next;           /* fn's result, shaped by the store */
+};
+
+/* The row to change, locked: by its row lock when it exists, else by an
+ * advisory lock on its ID (so two first writers of one ID serialize), and
+ * read again after that lock, in a new snapshot. */
+static enum core_status lock_row(struct pg_store *s, const char *id, unsigned flags,
+                                 PGresult **r, struct core_err *e)
+{
+	const char *p[1] = { id };
+	char sql[1024];
+	PGresult *l;
+	enum core_status st;
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
+	if ((st = pg_exec(s, sql, 1, p, r, "save snapshot", e)) != CORE_OK || PQntuples(*r))
+		return st;
+	PQclear(*r);
+	*r = NULL;
+	if ((st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1, p,
+	                  &l, "save snapshot", e)) != CORE_OK)
+		return st;
+	PQclear(l);
+	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
+}
+
+static enum core_status save_op(struct pg_store *s, void *ctx, struct core_err *e)
+{
+	struct save_ctx *c = ctx;
+	json_t *existing = NULL;
+	struct old o;
+	PGresult *r;
+	enum core_status st;
+	int changed;
+	if ((st = lock_row(s, c->id, c->flags, &r, e)) != CORE_OK)
+		return st;
+	if (PQntuples(r) && (st = row_at(r, 0, &existing, e)) != CORE_OK) {
+		PQclear(r);
+		return st;
+	}
+	old_of(r, existing, &o);
+	if (existing && !(c->flags & STORE_METADATA_ONLY))
+		remember_read(s, r, 0);
+	PQclear(r);
+	json_decref(c->next);
+	c->next = NULL;
+	st = st_mutate(c->id, existing, c->fn, c->fctx, &c->next, e);
+	json_decref(existing);
+	if (st != CORE_OK || !c->next)
+		return st;
+	return write_row(s, c->next, c->flags, &o, c->base, &changed, e);
+}
+
+enum core_status pg_save(struct store *h, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e)
+{
+	struct save_ctx c = { id, flags, base, fn, ctx, NULL };
+	enum core_status st = run_write(pg_store(h), "save snapshot", save_op, &c, e);
+	if (st == CORE_OK && persisted && c.next)
+		*persisted = json_incref(c.next);
+	json_decref(c.next);
+	return st;
+}
+
+/* ---- put (import) ---- */
+
+struct put_ctx {
+	const struct store_rows *src;
+	size_t n;
+};
+
+static enum core_status put_op(struct pg_store *s, void *ctx, struct core_err *e)
+{
+	struct put_ctx *c = ctx;
+	char sql[1024];
+	enum core_status st;
+	json_t *row;
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL_META);
+	c->n = 0;
+	if ((st = c->src->rewind(c->src->ctx, e)) != CORE_OK)
+		return st;
+	for (;;) {
+		const char *p[1];
+		json_t *old = NULL;
+		struct old o;
+		PGresult *r;
+		int changed;
+		if ((st = c->src->next(c->src->ctx, &row, e)) != CORE_OK || !row)
+			return st;
+		p[0] = st_str(row, "snapshotId");
+		if ((st = pg_exec(s, sql, 1, p, &r, "import snapshots", e)) != CORE_OK) {
+			json_decref(row);
+			return st;
+		}
+		if (PQntuples(r) && (st = row_at(r, 0, &old, e)) != CORE_OK) {
+			PQclear(r);
+			json_decref(row);
+			return st;
+		}
+		old_of(r, old, &o);
+		PQclear(r);
+		json_decref(old);
+		st = write_row(s, row, 0, &o, NULL, &changed, e);
+		json_decref(row);
+		if (st != CORE_OK)
+			return st;
+		c->n++;
+	}
+}
+
+enum core_status pg_put_stream(struct store *h, const struct store_rows *src,
+                               size_t *count, struct core_err *e)
+{
+	struct put_ctx c = { src, 0 };
+	enum core_status st = run_write(pg_store(h), "import snapshots", put_op, &c, e);
+	if (st == CORE_OK && count)
+		*count = c.n;
+	return st;
+}
+
+/* ---- delete and prune ---- */
+
+struct del_ctx {
+	const char *sid;
+	size_t keep;
+	int64_t before_ns;
+	int prune;
+	size_t deleted;
+	struct core_buf gone;   /* IDs deleted, NUL-terminated */
+};
+
+/* A text[] literal of the IDs in gone: {"a","b"} with \ and " escaped. */
+static enum core_status id_array(const struct core_buf *gone, struct core_buf *out)
+{
+	size_t off;
+	if (core_buf_addc(out, '{') != CORE_OK)
+		return CORE_ENOMEM;
+	for (off = 0; off < gone->len; off += strlen(gone->p + off) + 1) {
+		const char *p;
+		if ((off && core_buf_addc(out, ',') != CORE_OK) || core_buf_addc(out, '"') != CORE_OK)
+			return CORE_ENOMEM;
+		for (p = gone->p + off; *p; p++)
+			if (((*p == '"' || *p == '\\') && core_buf_addc(out, '\\') != CORE_OK) ||
+			    core_buf_addc(out, *p) != CORE_OK)
+				return CORE_ENOMEM;
+		if (core_buf_addc(out, '"') != CORE_OK)
+			return CORE_ENOMEM;
+	}
+	return core_buf_addc(out, '}') != CORE_OK ? CORE_ENOMEM : core_buf_addc(out, 0);
+}
+
+static enum core_status delete_op(struct pg_store *s, void *ctx, struct core_err *e)
+{
+	static const char sql[] =
+		"SELECT meta, snapshot_id FROM agentkit_snapshots WHERE session_id = $1"
+		" ORDER BY created_ns DESC, snapshot_id DESC FOR UPDATE";
+	struct del_ctx *c = ctx;
+	struct core_buf arr = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const char *p[1] = { c->sid };
+	enum core_status st;
+	PGresult *r;
+	int i, n;
+	c->deleted = 0;
+	core_buf_reset(&c->gone);       /* a retry starts over */
+	if ((st = pg_exec(s, sql, 1, p, &r, c->prune ? "prune" : "delete session", e)) != CORE_OK)
+		return st;
+	n = PQntuples(r);
+	for (i = 0; i < n && st == CORE_OK; i++) {
+		const char *id = PQgetvalue(r, i, 1);
+		if (c->prune) {
+			json_t *row;
+			int keeps;
+			if ((st = pg_row_join(PQgetvalue(r, i, 0), NULL, NULL, NULL, NULL, NULL,
+			                      &row, e)) != CORE_OK)
+				break;
+			keeps = st_prune_keeps(row, (size_t)i, c->keep, c->before_ns);
+			json_decref(row);
+			if (keeps)
+				continue;
+		}
+		if (core_buf_add(&c->gone, id, strlen(id) + 1) != CORE_OK)
+			st = core_fail(e, CORE_ENOMEM, "delete: out of memory");
+		else
+			c->deleted++;
+	}
+	PQclear(r);
+	if (st == CORE_OK && c->deleted) {
+		if (id_array(&c->gone, &arr) != CORE_OK) {
+			st = core_fail(e, CORE_ENOMEM, "delete: out of memory");
+		} else {
+			p[0] = arr.p;
+			if ((st = pg_exec(s, "SELECT agentkit_drop($1)", 1, p, &r,
+			                  c->prune ? "prune" : "delete session", e)) == CORE_OK)
+				PQclear(r);
+		}
+	}
+	core_buf_release(&arr);
+	return st;
+}
+
+static enum core_status delete_rows(struct pg_store *s, const char *what, struct del_ctx *c,
+                                    size_t *deleted, store_deleted_fn fn, void *ctx,
+                                    struct core_err *e)
+{
+	enum core_status st;
+	size_t off;
+	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
+		for (off = 0; off < c->gone.len; off += strlen(c->gone.p + off) + 1) {
+			pg_ref_forget(s, c->gone.p + off);
+			if (fn)
+				fn(c->gone.p + off, ctx);
+		}
+		*deleted = c->deleted;
+	}
+	core_buf_release(&c->gone);
+	return st;
+}
+
+enum core_status pg_delete_session(struct store *h, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e)
+{
+	struct del_ctx c = { .sid = session_id };
+	return delete_rows(pg_store(h), "delete session", &c, deleted, fn, ctx, e);
+}
+
+enum core_status pg_prune_session(struct store *h, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e)
+{
+	struct del_ctx c = { .sid = session_id, .keep = keep, .before_ns = before_ns,
+	                     .prune = 1 };
+	return delete_rows(pg_store(h), "prune", &c, deleted, fn, ctx, e);
+}

@@ -1,0 +1,190 @@
+/*
+ * pg.h - the PostgreSQL backend's parts, shared by the files of store/pg/
+ * (nothing else includes this; store/pg/ is the only place that includes
+ * <libpq-fe.h>).  See store.h for what the store promises and backend.h
+ * for what each operation of a backend must guarantee.
+ *
+ * The files, one reason to change apiece:
+ *   backend.c  the backend's row of store.c's table: its operations
+ *   conn.c     the connection: libpq parameters, the connect timeout,
+ *              queries, SQLSTATEs as core_status, messages scrubbed of
+ *              credentials, reconnects
+ *   schema.c   the schema: versioned steps applied on open under an
+ *              advisory lock
+ *   rows.c     the row codec: a row as its metadata, its state and its
+ *              message chain, and back, byte for byte
+ *   ops.c      the store operations over those, in transactions that
+ *              retry on serialization failures and races
+ *   wake.c     wake-ups: LISTEN/NOTIFY on the handle's connection
+ *
+ * Layout (schema version 1, tables in the connection's current schema):
+ *
+ *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
+ *                       created_ns (createdAt in ns: the index time),
+ *                       status, meta (the row's JSON without "state"),
+ *                       state_pos (where "state" sits among its keys;
+ *                       NULL: no state).  Heartbeats and metadata reads
+ *                       touch only this table; "latest" is one backward
+ *                       scan of (session_id, created_ns, snapshot_id).
+ *   agentkit_states     snapshot_id, body (the state without "messages"),
+ *                       msg_pos (where "messages" sat; NULL: not a
+ *                       chain), tail and count of its message chain
+ *   agentkit_nodes      hash = SHA-256(prev hash or 32 zero bytes |
+ *                       message JSON), prev, depth, body: a message is
+ *                       stored once per distinct history, shared by every
+ *                       snapshot (and fork) whose messages start with that
+ *                       history; the functions agentkit_chain() and
+ *                       agentkit_release() add and collect them
+ *   agentkit_schema_version  the versions applied
+ *
+ * A status change (a new row, a changed status, a deletion) sends NOTIFY
+ * on PG_CHANNEL with the snapshot ID, at commit; heartbeats never do.
+ */
+#ifndef STORE_PG_PG_H
+#define STORE_PG_PG_H
+
+#include <stdint.h>
+
+#include <libpq-fe.h>
+
+#include "../backend.h"
+#include "../internal.h"
+
+#define PG_CHANNEL "agentkit_status"
+#define PG_SCHEMA_VERSION 1
+#define PG_HASH_HEX 64          /* a node hash, hex */
+#define PG_NREFS 4
+#define PG_TRIES 8              /* a transaction's tries on a race */
+#define PG_BATCH 256            /* rows or sessions per listing query */
+#define PG_CONNECT_TIMEOUT "10" /* seconds, unless the URL or PGCONNECT_TIMEOUT says */
+
+/* The message chain of a row this handle last read or wrote: what a
+ * save's base (store_save_on) refers to. */
+struct pg_ref {
+	char id[STORE_ID_MAX + 1];
+	char tail[PG_HASH_HEX + 1];
+	uint32_t count;
+};
+
+/* A handle: store.c's head, then this backend's own. */
+struct pg_store {
+	struct store head;
+	PGconn *conn;
+	char where[256];        /* the location for messages, redacted */
+	char *secret;           /* the password in the location, scrubbed from
+	                           libpq's texts; NULL when none */
+	int in_txn;             /* a transaction is open (no reconnects) */
+	char last_state[6];     /* the SQLSTATE of the last failure, or "" */
+	int listening;          /* LISTEN sent on this connection */
+	uint32_t seq;           /* notifications seen (change_seq) */
+	int verify;             /* AGENTKIT_STORE_VERIFY: check bases */
+	int64_t lock_ms;        /* lock_timeout */
+	struct pg_ref refs[PG_NREFS];
+	unsigned next_ref;
+};
+
+static inline struct pg_store *pg_store(struct store *s)
+{
+	return (struct pg_store *)s;
+}
+
+/* ---- conn.c ---- */
+
+/*
+ * Run one statement with text parameters (NULL values are SQL NULLs) and
+ * text results.  CORE_OK with *res (PQclear it) on success; otherwise
+ * the failure as pg_fail() says, *res NULL.  A dropped connection is
+ * re-established once, before the statement, when no transaction is open.
+ */
+enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
+                         const char *const *params, PGresult **res, const char *what,
+                         struct core_err *e);
+/* pg_exec() without a result: "BEGIN" and "COMMIT" also keep in_txn. */
+enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
+                        struct core_err *e);
+/* Several statements without parameters as one simple query (a schema
+ * step), inside the caller's transaction. */
+enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
+                           struct core_err *e);
+/* End a failed transaction (errors ignored: the connection may be gone). */
+void pg_rollback(struct pg_store *s);
+/* Whether the last failed statement lost a race worth retrying its
+ * transaction for: serialization failure, deadlock, a message node
+ * collected meanwhile, a concurrent insert of the same key. */
+int pg_retryable(const struct pg_store *s);
+/* Reconnect when the connection dropped (LISTEN is sent again and the
+ * change sequence moves: a notification may have been lost). */
+enum core_status pg_ensure(struct pg_store *s, struct core_err *e);
+/* The text of e scrubbed of the location's password and URLs. */
+void pg_scrub(const struct pg_store *s, char *msg, size_t n);
+
+/* ---- schema.c ---- */
+
+/* Check the schema's version; create it (unless STORE_OPEN_EXISTING:
+ * CORE_ENOTFOUND) or upgrade it under an advisory lock. */
+enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *e);
+
+/* ---- rows.c ---- */
+
+/* A row as its columns, for a write. */
+struct pg_cols {
+	const char *id, *sid, *status;
+	char created[24];       /* created_ns */
+	char state_pos[16];     /* "" (NULL): no state */
+	struct core_buf meta;   /* the row without "state" */
+	int has_state;
+	struct core_buf body;   /* the state without "messages" (when it had) */
+	char msg_pos[16];       /* "": the state is not a chain */
+	json_t *msgs;           /* the messages (borrowed), or NULL */
+};
+
+/* Split row (valid snapshotId and sessionId) into c; pg_cols_release(). */
+enum core_status pg_cols_of(const json_t *row, struct pg_cols *c, struct core_err *e);
+void pg_cols_release(struct pg_cols *c);
+
+/*
+ * The columns of a read joined back into the row as it was written:
+ * meta, then "state" at state_pos, its "messages" (a JSON array text,
+ * msgs) at msg_pos.  NULL texts are absent parts.  count is what the
+ * chain must hold (a shorter one is a corrupt store).
+ */
+enum core_status pg_row_join(const char *meta, const char *state_pos, const char *body,
+                             const char *msg_pos, const char *msgs, const char *count,
+                             json_t **row, struct core_err *e);
+
+/* ---- the handle's chain memory (ops.c) ---- */
+
+void pg_ref_remember(struct pg_store *s, const char *id, const char *tail, uint32_t count);
+void pg_ref_forget(struct pg_store *s, const char *id);
+const struct pg_ref *pg_ref_find(const struct pg_store *s, const char *id);
+
+/* ---- the operations (backend.c's table; see backend.h) ---- */
+
+enum core_status pg_open(const char *location, unsigned flags, struct store **out,
+                         struct core_err *e);                           /* conn.c */
+void pg_close(struct store *s);                                         /* conn.c */
+uint32_t pg_change_seq(struct store *s);                                /* wake.c */
+enum core_status pg_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
+                                struct core_err *e);                    /* wake.c */
+enum core_status pg_get(struct store *s, const char *snapshot_id, unsigned flags,
+                        json_t **row, struct core_err *e);
+enum core_status pg_latest(struct store *s, const char *session_id, unsigned flags,
+                           json_t **row, struct core_err *e);
+enum core_status pg_save(struct store *s, const char *id, unsigned flags,
+                         const struct store_base *base, store_mutate_fn fn, void *ctx,
+                         json_t **persisted, struct core_err *e);
+enum core_status pg_put_stream(struct store *s, const struct store_rows *src,
+                               size_t *count, struct core_err *e);
+enum core_status pg_sessions(struct store *s, store_session_fn fn, void *ctx,
+                             struct core_err *e);
+enum core_status pg_session_rows(struct store *s, const char *session_id,
+                                 unsigned flags, store_row_fn fn, void *ctx,
+                                 struct core_err *e);
+enum core_status pg_delete_session(struct store *s, const char *session_id,
+                                   size_t *deleted, store_deleted_fn fn, void *ctx,
+                                   struct core_err *e);
+enum core_status pg_prune_session(struct store *s, const char *session_id,
+                                  size_t keep, int64_t before_ns, size_t *deleted,
+                                  store_deleted_fn fn, void *ctx, struct core_err *e);
+
+#endif

@@ -1,0 +1,149 @@
+/*
+ * rows.c - the PostgreSQL backend's row codec: a row as the columns of
+ * agentkit_snapshots and agentkit_states plus its messages, and back.
+ * The JSON texts are jv_dump()'s and the positions of "state" and
+ * "messages" are kept, so a row reads back byte for byte as written (and
+ * as the LMDB backend gives it).  See pg.h.
+ */
+#include "pg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../libcore/json.h"
+
+static json_t *parse(const char *text, const char *what, struct core_err *e)
+{
+	json_t *v = jv_parse(text, strlen(text), "store", 0, e);
+	if (!v && e)
+		core_err_prefix(e, "corrupt store %s", what);
+	return v;
+}
+
+/* A new object: src's members with (key, val) inserted at position pos
+ * (consumes val). */
+static json_t *insert_at(const json_t *src, size_t pos, const char *key, json_t *val)
+{
+	json_t *out = json_object(), *x;
+	const char *k;
+	size_t i = 0;
+	if (!out) {
+		json_decref(val);
+		return NULL;
+	}
+	json_object_foreach((json_t *)src, k, x) {
+		if (i++ == pos)
+			json_object_set_new(out, key, val), val = NULL;
+		json_object_set(out, k, x);
+	}
+	if (val)
+		json_object_set_new(out, key, val);
+	return out;
+}
+
+/* A new object: src without key; *pos receives where it sat. */
+static json_t *without(const json_t *src, const char *key, size_t *pos)
+{
+	json_t *rest = json_object(), *x;
+	const char *k;
+	int seen = 0;
+	*pos = 0;
+	if (!rest)
+		return NULL;
+	json_object_foreach((json_t *)src, k, x) {
+		if (!strcmp(k, key)) {
+			seen = 1;
+			continue;
+		}
+		if (!seen)
+			(*pos)++;
+		if (json_object_set(rest, k, x)) {
+			json_decref(rest);
+			return NULL;
+		}
+	}
+	return rest;
+}
+
+enum core_status pg_cols_of(const json_t *row, struct pg_cols *c, struct core_err *e)
+{
+	const json_t *state = json_object_get(row, "state"), *msgs;
+	const char *created = st_str(row, "createdAt");
+	json_t *meta, *rest = NULL;
+	int64_t ns = 0;
+	size_t pos;
+	memset(c, 0, sizeof *c);
+	c->meta = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	c->body = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	c->id = st_str(row, "snapshotId");
+	c->sid = st_str(row, "sessionId");
+	c->status = st_str(row, "status");
+	if (created && !st_time_ns(created, &ns))
+		ns = 0;
+	snprintf(c->created, sizeof c->created, "%lld", (long long)ns);
+	if (!(meta = without(row, "state", &pos)) || jv_dump(meta, &c->meta) != CORE_OK)
+		goto nomem;
+	json_decref(meta);
+	meta = NULL;
+	if (!(c->has_state = state != NULL))
+		return CORE_OK;
+	snprintf(c->state_pos, sizeof c->state_pos, "%zu", pos);
+	msgs = json_is_object(state) ? json_object_get(state, "messages") : NULL;
+	if (json_is_array(msgs)) {
+		if (!(rest = without(state, "messages", &pos)))
+			goto nomem;
+		snprintf(c->msg_pos, sizeof c->msg_pos, "%zu", pos);
+		c->msgs = (json_t *)msgs;
+	}
+	if (jv_dump(rest ? rest : state, &c->body) != CORE_OK)
+		goto nomem;
+	json_decref(rest);
+	return CORE_OK;
+nomem:
+	json_decref(meta);
+	json_decref(rest);
+	pg_cols_release(c);
+	return core_fail(e, CORE_ENOMEM, "write snapshot: out of memory");
+}
+
+void pg_cols_release(struct pg_cols *c)
+{
+	core_buf_release(&c->meta);
+	core_buf_release(&c->body);
+}
+
+enum core_status pg_row_join(const char *meta, const char *state_pos, const char *body,
+                             const char *msg_pos, const char *msgs, const char *count,
+                             json_t **row, struct core_err *e)
+{
+	json_t *m, *state, *arr = NULL;
+	*row = NULL;
+	if (!(m = parse(meta, "row", e)))
+		return e ? e->st : CORE_ESYS;
+	if (!state_pos || !body) {
+		*row = m;
+		return CORE_OK;
+	}
+	if (!(state = parse(body, "state", e))) {
+		json_decref(m);
+		return e ? e->st : CORE_ESYS;
+	}
+	if (msg_pos) {
+		if (!msgs || !(arr = parse(msgs, "messages", e)) ||
+		    json_array_size(arr) != strtoul(count ? count : "0", NULL, 10)) {
+			json_decref(arr);
+			json_decref(state);
+			json_decref(m);
+			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");
+		}
+		json_t *full = insert_at(state, strtoul(msg_pos, NULL, 10), "messages", arr);
+		json_decref(state);
+		if (!(state = full)) {
+			json_decref(m);
+			return core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
+		}
+	}
+	*row = insert_at(m, strtoul(state_pos, NULL, 10), "state", state);
+	json_decref(m);
+	return *row ? CORE_OK : core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
+}

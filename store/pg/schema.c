@@ -1,0 +1,215 @@
+/*
+ * schema.c - the PostgreSQL backend's schema: numbered steps, applied in
+ * order on open by the first process that finds them missing, under a
+ * transaction-scoped advisory lock so that concurrent first opens apply
+ * each step once.  The versions applied are rows of
+ * agentkit_schema_version.  A later agentkit appends steps; it never
+ * edits one.  See pg.h for the layout.
+ */
+#include "pg.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Step 1: the tables, their indexes and the chain functions. */
+static const char step1[] =
+	"CREATE TABLE agentkit_nodes ("
+	" hash bytea PRIMARY KEY,"
+	" prev bytea REFERENCES agentkit_nodes (hash),"
+	" depth integer NOT NULL,"
+	" body text NOT NULL);"
+	"CREATE INDEX agentkit_nodes_prev ON agentkit_nodes (prev);"
+	"CREATE TABLE agentkit_snapshots ("
+	" snapshot_id text COLLATE \"C\" PRIMARY KEY,"
+	" session_id text COLLATE \"C\" NOT NULL,"
+	" created_ns bigint NOT NULL,"
+	" status text COLLATE \"C\","
+	" meta text NOT NULL,"
+	" state_pos integer);"
+	"CREATE INDEX agentkit_snapshots_latest"
+	" ON agentkit_snapshots (session_id, created_ns, snapshot_id);"
+	"CREATE TABLE agentkit_states ("
+	" snapshot_id text COLLATE \"C\" PRIMARY KEY"
+	"  REFERENCES agentkit_snapshots (snapshot_id) ON DELETE CASCADE,"
+	" body text NOT NULL,"
+	" msg_pos integer,"
+	" tail bytea REFERENCES agentkit_nodes (hash),"
+	" count integer NOT NULL DEFAULT 0);"
+	"CREATE INDEX agentkit_states_tail ON agentkit_states (tail);"
+	/* the node walk steps back from t; NULL when a node is missing */
+	"CREATE FUNCTION agentkit_ancestor(t bytea, walk integer) RETURNS bytea"
+	" LANGUAGE plpgsql STABLE AS $$ BEGIN"
+	"  WHILE walk > 0 AND t IS NOT NULL LOOP"
+	"   SELECT prev INTO t FROM agentkit_nodes WHERE hash = t;"
+	"   IF NOT FOUND THEN RETURN NULL; END IF;"
+	"   walk := walk - 1;"
+	"  END LOOP;"
+	"  IF NOT EXISTS (SELECT 1 FROM agentkit_nodes WHERE hash = t) THEN RETURN NULL; END IF;"
+	"  RETURN t; END $$;"
+	/* the chain hash of msgs (a JSON array) from the empty history */
+	"CREATE FUNCTION agentkit_hash(msgs json) RETURNS bytea"
+	" LANGUAGE plpgsql IMMUTABLE AS $$ DECLARE h bytea := decode(repeat('00', 32), 'hex');"
+	"  b text; BEGIN"
+	"  FOR b IN SELECT x::text FROM json_array_elements(msgs) WITH ORDINALITY AS a (x, i)"
+	"   ORDER BY i LOOP h := sha256(h || convert_to(b, 'UTF8')); END LOOP;"
+	"  RETURN h; END $$;"
+	/* append msgs to the chain walk nodes back from t (NULL: the empty
+	 * history); the new tail, or NULL when t's chain is gone */
+	"CREATE FUNCTION agentkit_chain(t bytea, walk integer, msgs json) RETURNS bytea"
+	" LANGUAGE plpgsql AS $$ DECLARE d integer := 0; h bytea; b text;"
+	"  zero bytea := decode(repeat('00', 32), 'hex'); BEGIN"
+	"  IF t IS NOT NULL THEN"
+	"   t := agentkit_ancestor(t, walk);"
+	"   IF t IS NULL THEN RETURN NULL; END IF;"
+	"   SELECT depth INTO d FROM agentkit_nodes WHERE hash = t;"
+	"  END IF;"
+	"  FOR b IN SELECT x::text FROM json_array_elements(msgs) WITH ORDINALITY AS a (x, i)"
+	"   ORDER BY i LOOP"
+	"   h := sha256(coalesce(t, zero) || convert_to(b, 'UTF8'));"
+	"   INSERT INTO agentkit_nodes (hash, prev, depth, body) VALUES (h, t, d + 1, b)"
+	"    ON CONFLICT (hash) DO NOTHING;"
+	"   t := h; d := d + 1;"
+	"  END LOOP;"
+	"  RETURN t; END $$;"
+	/* collect the nodes of the chain ending at t that nothing references
+	 * any more, newest first; the row lock waits for writers that are
+	 * linking to a node (their foreign key check holds KEY SHARE), and a
+	 * writer that comes later finds the node gone and retries */
+	"CREATE FUNCTION agentkit_release(t bytea) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE p bytea; BEGIN"
+	"  WHILE t IS NOT NULL LOOP"
+	"   SELECT prev INTO p FROM agentkit_nodes WHERE hash = t FOR UPDATE;"
+	"   IF NOT FOUND OR EXISTS (SELECT 1 FROM agentkit_nodes WHERE prev = t)"
+	"    OR EXISTS (SELECT 1 FROM agentkit_states WHERE tail = t) THEN RETURN; END IF;"
+	"   DELETE FROM agentkit_nodes WHERE hash = t;"
+	"   t := p;"
+	"  END LOOP; END $$;"
+	/* the messages of the chain ending at t, oldest first, as one array */
+	"CREATE FUNCTION agentkit_messages(t bytea) RETURNS text LANGUAGE sql STABLE AS $$"
+	" WITH RECURSIVE c (hash, prev, depth, body) AS ("
+	"  SELECT hash, prev, depth, body FROM agentkit_nodes WHERE hash = t"
+	"  UNION ALL SELECT n.hash, n.prev, n.depth, n.body"
+	"  FROM agentkit_nodes n JOIN c ON n.hash = c.prev)"
+	" SELECT '[' || coalesce(string_agg(body, ',' ORDER BY depth), '') || ']' FROM c $$;"
+	/* write one row: its message chain (NULL: the base's chain is gone,
+	 * nothing written), the row, its state unless kept, the old chain
+	 * released; the new tail (hex, "" for none) */
+	"CREATE FUNCTION agentkit_put(p_id text, p_sid text, p_created bigint, p_status text,"
+	"  p_meta text, p_state_pos integer, p_keep boolean, p_has_state boolean, p_body text,"
+	"  p_msg_pos integer, p_base bytea, p_walk integer, p_msgs json, p_count integer,"
+	"  p_notify boolean) RETURNS text"
+	" LANGUAGE plpgsql AS $$ DECLARE t bytea; old bytea; BEGIN"
+	"  IF p_msgs IS NOT NULL THEN"
+	"   t := agentkit_chain(p_base, p_walk, p_msgs);"
+	"   IF t IS NULL AND p_base IS NOT NULL THEN RETURN NULL; END IF;"
+	"  END IF;"
+	"  INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status, meta,"
+	"   state_pos) VALUES (p_id, p_sid, p_created, p_status, p_meta, p_state_pos)"
+	"   ON CONFLICT (snapshot_id) DO UPDATE SET session_id = EXCLUDED.session_id,"
+	"   created_ns = EXCLUDED.created_ns, status = EXCLUDED.status, meta = EXCLUDED.meta,"
+	"   state_pos = EXCLUDED.state_pos;"
+	"  IF NOT p_keep THEN"
+	"   SELECT tail INTO old FROM agentkit_states WHERE snapshot_id = p_id;"
+	"   IF p_has_state THEN"
+	"    INSERT INTO agentkit_states (snapshot_id, body, msg_pos, tail, count)"
+	"     VALUES (p_id, p_body, p_msg_pos, t, coalesce(p_count, 0))"
+	"     ON CONFLICT (snapshot_id) DO UPDATE SET body = EXCLUDED.body,"
+	"     msg_pos = EXCLUDED.msg_pos, tail = EXCLUDED.tail, count = EXCLUDED.count;"
+	"   ELSE"
+	"    DELETE FROM agentkit_states WHERE snapshot_id = p_id;"
+	"   END IF;"
+	"   IF old IS NOT NULL AND old IS DISTINCT FROM t THEN PERFORM agentkit_release(old);"
+	"   END IF;"
+	"  END IF;"
+	"  IF p_notify THEN PERFORM pg_notify('" PG_CHANNEL "', p_id); END IF;"
+	"  RETURN coalesce(encode(t, 'hex'), ''); END $$;"
+	/* delete rows and collect what only they referenced */
+	"CREATE FUNCTION agentkit_drop(ids text[]) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE t bytea; tails bytea[]; BEGIN"
+	"  SELECT array_agg(tail) INTO tails FROM agentkit_states"
+	"   WHERE snapshot_id = ANY (ids) AND tail IS NOT NULL;"
+	"  DELETE FROM agentkit_snapshots WHERE snapshot_id = ANY (ids);"
+	"  FOREACH t IN ARRAY coalesce(tails, '{}') LOOP PERFORM agentkit_release(t); END LOOP;"
+	"  PERFORM pg_notify('" PG_CHANNEL "', i) FROM unnest(ids) AS i;"
+	"  END $$;";
+
+static const char *const steps[] = { step1 };
+#define NSTEPS (sizeof steps / sizeof steps[0])
+
+/* The version the store has: -1 without the version table, else its
+ * greatest row (0 for none). */
+static enum core_status schema_version(struct pg_store *s, long *v, struct core_err *e)
+{
+	PGresult *r = NULL;
+	enum core_status st = pg_exec(s, "SELECT coalesce(max(version), 0) FROM "
+	                              "agentkit_schema_version", 0, NULL, &r,
+	                              "read the store's schema version", e);
+	if (st == CORE_OK)
+		*v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	else if (!strcmp(s->last_state, "42P01"))
+		*v = -1, st = CORE_OK;
+	PQclear(r);
+	return st;
+}
+
+static enum core_status apply(struct pg_store *s, struct core_err *e)
+{
+	static const char lock[] =
+		"SELECT pg_advisory_xact_lock(hashtextextended('agentkit schema ' ||"
+		" coalesce(current_schema(), ''), 0))";
+	static const char table[] =
+		"CREATE TABLE IF NOT EXISTS agentkit_schema_version ("
+		" version integer PRIMARY KEY,"
+		" applied_at timestamptz NOT NULL DEFAULT now())";
+	const char *what = "create the store's schema";
+	PGresult *r = NULL;
+	enum core_status st;
+	long v;
+	size_t i;
+	if ((st = pg_cmd(s, "BEGIN", what, e)) != CORE_OK)
+		return st;
+	if ((st = pg_exec(s, lock, 0, NULL, &r, what, e)) != CORE_OK)
+		goto fail;
+	PQclear(r);
+	if ((st = pg_exec(s, table, 0, NULL, &r, what, e)) != CORE_OK)
+		goto fail;
+	PQclear(r);
+	if ((st = pg_exec(s, "SELECT coalesce(max(version), 0) FROM agentkit_schema_version",
+	                  0, NULL, &r, what, e)) != CORE_OK)
+		goto fail;
+	v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
+	PQclear(r);
+	for (i = (size_t)v; i < NSTEPS; i++) {
+		char num[16];
+		const char *p[1] = { num };
+		if ((st = pg_script(s, steps[i], what, e)) != CORE_OK)
+			goto fail;
+		snprintf(num, sizeof num, "%zu", i + 1);
+		if ((st = pg_exec(s, "INSERT INTO agentkit_schema_version (version) VALUES ($1)",
+		                  1, p, &r, what, e)) != CORE_OK)
+			goto fail;
+		PQclear(r);
+	}
+	return pg_cmd(s, "COMMIT", what, e);
+fail:
+	pg_rollback(s);
+	return st;
+}
+
+enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *e)
+{
+	enum core_status st;
+	long v;
+	if ((st = schema_version(s, &v, e)) != CORE_OK)
+		return st;
+	if (v == (long)NSTEPS)
+		return CORE_OK;
+	if (v > (long)NSTEPS)
+		return core_fail(e, CORE_EPRECONDITION, "the store at '%s' has schema version %ld, "
+		                 "newer than this agentkit's %zu: upgrade agentkit", s->where, v,
+		                 NSTEPS);
+	if (v < 0 && (flags & STORE_OPEN_EXISTING))
+		return core_fail(e, CORE_ENOTFOUND, "no store at %s (set --store or AGENTKIT_STORE)",
+		                 s->where);
+	return apply(s, e);
+}
