@@ -30,6 +30,39 @@ common_setup() {
 	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TOP/tests/lsan.supp:print_suppressions=0}
 	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
 	cd "$BATS_TEST_TMPDIR" || return 1
+	if [ "${AGENTKIT_TEST_BACKEND:-lmdb}" = pg ]; then
+		pg_store || return 1
+	fi
+}
+
+# The PostgreSQL pass (scripts/runtests with AGENTKIT_TEST_BACKEND=pg): the
+# test's store is a fresh schema of the test server's database
+# (AGENTKIT_TEST_PG_URL), named by the URL's search_path.
+pg_store() {
+	[ -n "${AGENTKIT_TEST_PG_URL:-}" ] || { echo "AGENTKIT_TEST_PG_URL is not set" >&2; return 1; }
+	PG_SCHEMA="t_$$_${RANDOM}${RANDOM}"
+	psql "$AGENTKIT_TEST_PG_URL" -qAtX -c "CREATE SCHEMA $PG_SCHEMA" >/dev/null || return 1
+	local sep='?'
+	[[ $AGENTKIT_TEST_PG_URL == *'?'* ]] && sep='&'
+	export AGENTKIT_STORE="$AGENTKIT_TEST_PG_URL${sep}options=-csearch_path%3D$PG_SCHEMA"
+	export PG_SCHEMA
+}
+
+# is_pg: the test runs on the PostgreSQL backend.
+is_pg() { [ "${AGENTKIT_TEST_BACKEND:-lmdb}" = pg ]; }
+
+# pg_sql SQL: one statement on the test's schema; rows on stdout.
+pg_sql() { psql "$AGENTKIT_STORE" -qAtX -c "$1"; }
+
+# stored_messages: how many message nodes the test's store holds (the
+# LMDB backend's msg records, the PostgreSQL backend's agentkit_nodes).
+stored_messages() {
+	if is_pg; then
+		pg_sql 'SELECT count(*) FROM agentkit_nodes'
+	else
+		requires mdb_stat
+		mdb_stat -s msg "$AGENTKIT_STORE" | sed -n 's/^ *Entries: //p'
+	fi
 }
 
 # requires CMD...: skip the test when a tool is missing.

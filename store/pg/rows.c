@@ -129,6 +129,9 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
 		return e ? e->st : CORE_ESYS;
 	}
 	if (msg_pos) {
+		/* an empty history has no chain */
+		if (!msgs && (!count || !strcmp(count, "0")))
+			msgs = "[]";
 		if (!msgs || !(arr = parse(msgs, "messages", e)) ||
 		    json_array_size(arr) != strtoul(count ? count : "0", NULL, 10)) {
 			json_decref(arr);
