@@ -393,25 +393,37 @@ struct save_ctx {
 	json_t *next;           /* fn's result, shaped by the store */
 };
 
-/* The row to change, locked: by its row lock when it exists, else by an
- * advisory lock on its ID (so two first writers of one ID serialize), and
- * read again after that lock, in a new snapshot. */
+/*
+ * The row to change, locked, then read: by its row lock when it exists,
+ * else by an advisory lock on its ID (so two first writers of one ID
+ * serialize) and the row lock of what a first writer committed meanwhile.
+ * The read is a statement of its own: a locking read that waited sees the
+ * locked row's new version but the joined state as it was before.
+ */
 static enum core_status lock_row(struct pg_store *s, const char *id, unsigned flags,
                                  PGresult **r, struct core_err *e)
 {
+	static const char lock[] =
+		"SELECT 1 FROM agentkit_snapshots WHERE snapshot_id = $1 FOR UPDATE";
 	const char *p[1] = { id };
 	char sql[1024];
 	PGresult *l;
 	enum core_status st;
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
-	if ((st = pg_exec(s, sql, 1, p, r, "save snapshot", e)) != CORE_OK || PQntuples(*r))
+	int found;
+	if ((st = pg_exec(s, lock, 1, p, &l, "save snapshot", e)) != CORE_OK)
 		return st;
-	PQclear(*r);
-	*r = NULL;
-	if ((st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1, p,
-	                  &l, "save snapshot", e)) != CORE_OK)
-		return st;
+	found = PQntuples(l) > 0;
 	PQclear(l);
+	if (!found) {
+		if ((st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1,
+		                  p, &l, "save snapshot", e)) != CORE_OK)
+			return st;
+		PQclear(l);
+		if ((st = pg_exec(s, lock, 1, p, &l, "save snapshot", e)) != CORE_OK)
+			return st;
+		PQclear(l);
+	}
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL(flags));
 	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
 }
 
