@@ -12,20 +12,32 @@
  *
  * This interface is what the runtime and the commands use.  store/store.c
  * checks each call's arguments and hands it to the backend the store was
- * opened with (store/backend.h is the backend author's manual); the LMDB
- * backend (store/lmdb/) is the embedded default and the only one this
- * agentkit has.
+ * opened with (store/backend.h is the backend author's manual): the LMDB
+ * backend (store/lmdb/), the embedded default, or the PostgreSQL backend
+ * (store/pg/), for many hosts sharing one database.
  *
  * Choosing a backend: the location (--store, else AGENTKIT_STORE, see
  * store_default_path()) is either a URL, "SCHEME://..." with an RFC 3986
- * scheme, or else a directory path.  A directory path opens the LMDB
- * store in that directory.  A URL opens the backend that takes its
- * scheme (matched without case); a PostgreSQL backend would take
- * "postgresql://" and "postgres://", libpq's URIs.  A URL no backend takes
- * is refused at open with CORE_EUSAGE "'URL' is not a store directory:
- * this agentkit has the LMDB backend only", the URL redacted
- * (core_url_redact(): a password in it never shows).  Only "://" makes a
- * URL: "pg:x" or "postgresql:x" is a relative directory.
+ * scheme, or "pg:", or else a directory path.  A directory path opens the
+ * LMDB store in that directory.  A URL opens the backend that takes its
+ * scheme (matched without case): "postgresql://" and "postgres://" are
+ * libpq's URIs, passed to libpq as they are (TLS settings, several hosts,
+ * options=-csearch_path=NAME for a schema of its own), and "pg:" leaves
+ * the whole connection to libpq's own PG* variables and service files.
+ * A URL no backend takes is refused at open with CORE_EUSAGE "'URL' is not
+ * a store directory: this agentkit has the LMDB and PostgreSQL backends",
+ * the URL redacted (core_url_redact(): a password in it never shows, in
+ * any message).  Only "://" makes a URL: "pg:x" or "postgresql:x" is a
+ * relative directory.
+ *
+ * The PostgreSQL backend: the schema is created (or upgraded) on open,
+ * under an advisory lock, in the connection's current schema, unless
+ * STORE_OPEN_EXISTING (then CORE_ENOTFOUND "no store at URL"); a newer
+ * schema than this agentkit knows is CORE_EPRECONDITION.  An unreachable
+ * server is CORE_ESYS within the connect timeout (10 s unless the URL's
+ * connect_timeout or PGCONNECT_TIMEOUT sets another); lock waits end
+ * after AGENTKIT_STORE_LOCK_TIMEOUT (lock_timeout), CORE_ESYS with errno
+ * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.
  *
  * Processes and threads: open a store once per process and close it before
  * fork(); a child re-opens its own (never use a handle across fork).  A
@@ -79,7 +91,8 @@ enum core_status store_open_default(const char *path, unsigned flags,
  * Open the store at path (a directory, or a URL: see "Choosing a backend"
  * above), creating it if needed (directory 0700, files 0600) unless flags
  * has STORE_OPEN_EXISTING.  *out is set on success; close with
- * store_close().  What follows is the LMDB backend's.  Errors:
+ * store_close().  What follows is the LMDB backend's (the PostgreSQL
+ * backend's is above).  Errors:
  *   CORE_ENOTFOUND      STORE_OPEN_EXISTING and no store at path
  *   CORE_ESYS           cannot create or open it, not a directory, a
  *                       network filesystem, an unsafe directory or file

@@ -228,3 +228,8 @@ setup() {
 	assert_output ""
 	run -0 bash -c 'agent-snap export | head -c 1 >/dev/null'
 }
+
+@test "a URL no backend takes is a usage error, its password redacted" {
+	run -100 --separate-stderr agent-snap --store 'redis://me:sekrit@cache.example/0' sessions
+	assert_equal "$stderr" "agent-snap: 'redis://***@cache.example/0' is not a store directory: this agentkit has the LMDB and PostgreSQL backends"$'\n'"try 'agent-snap --help'"
+}
