@@ -288,6 +288,7 @@ void pg_close(struct store *h)
 			close(nul);
 	}
 	PQfinish(s->conn);
+	json_decref(s->mc.msgs);
 	free(s->secret);
 	free(s);
 }

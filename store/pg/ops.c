@@ -273,13 +273,81 @@ static enum core_status verify_base(struct pg_store *s, const json_t *msgs,
 	return st;
 }
 
+/* How many leading messages of msgs the handle's cache holds unchanged
+ * (compared as the bytes jv_dump() would write, without writing them). */
+static size_t cache_prefix(const struct pg_cache *mc, const json_t *msgs)
+{
+	size_t i, n = json_array_size(msgs), c = json_array_size(mc->msgs);
+	for (i = 0; i < n && i < c; i++)
+		if (!jv_same(json_array_get(msgs, i), json_array_get(mc->msgs, i)))
+			break;
+	return i;
+}
+
+/* Remember msgs and its chain's tail as the history this handle wrote
+ * last; the cache's first same messages are already theirs.  The first
+ * history a handle writes is not kept, so a one-shot process never pays
+ * for the copy.  Best effort: out of memory empties the cache. */
+static void cache_keep(struct pg_cache *mc, const json_t *msgs, size_t same,
+                       const char *tail)
+{
+	size_t i, n = json_array_size(msgs);
+	if (mc->writes++ == 0 || strlen(tail) != PG_HASH_HEX)
+		return;
+	if (!mc->msgs && !(mc->msgs = json_array()))
+		return;
+	while (json_array_size(mc->msgs) > same)
+		json_array_remove(mc->msgs, json_array_size(mc->msgs) - 1);
+	for (i = same; i < n; i++)
+		if (json_array_append_new(mc->msgs, json_deep_copy(json_array_get(msgs, i)))) {
+			json_array_clear(mc->msgs);
+			return;
+		}
+	memcpy(mc->tail, tail, PG_HASH_HEX + 1);
+}
+
+/* Where a row's new messages go on: *tail (NULL: the empty history) and
+ * *walk nodes back from it, the first *from messages being there already.
+ * From the save's base when this handle knows it (checked under
+ * AGENTKIT_STORE_VERIFY), else from the history this handle wrote last. */
+static enum core_status known_prefix(struct pg_store *s, const json_t *msgs,
+                                     const struct store_base *base, const char **tail,
+                                     uint32_t *walk, size_t *from, size_t *cached,
+                                     struct core_err *e)
+{
+	size_t n = json_array_size(msgs), c = json_array_size(s->mc.msgs);
+	const struct pg_ref *ref;
+	enum core_status st;
+	*tail = NULL;
+	*walk = 0;
+	*from = *cached = 0;
+	if (base && base->id && base->kept && base->kept <= n &&
+	    (ref = pg_ref_find(s, base->id)) && ref->count >= base->kept) {
+		st = s->verify ? verify_base(s, msgs, base, ref, e) : CORE_OK;
+		if (st != CORE_OK && st != CORE_ENOTFOUND)
+			return st;
+		if (st == CORE_OK) {
+			*tail = ref->tail;
+			*walk = ref->count - (uint32_t)base->kept;
+			*from = base->kept;
+			return CORE_OK;
+		}
+	}
+	if ((*cached = cache_prefix(&s->mc, msgs)) > 0) {
+		*tail = s->mc.tail;
+		*walk = (uint32_t)(c - *cached);
+		*from = *cached;
+	}
+	return CORE_OK;
+}
+
 /*
  * Write row as given (valid snapshotId and sessionId), replacing the row o
  * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
- * without "state" keeps the stored state.  A base (store_save_on) this
- * handle knows links its kept messages to the base's chain; otherwise
- * every message is sent and the server keeps those it has.  *changed: the
- * status changed (or the row is new).
+ * without "state" keeps the stored state.  Only the messages the store may
+ * not hold yet are sent (known_prefix()); when the chain they continue was
+ * collected meanwhile, the whole history is.  *changed: the status
+ * changed (or the row is new).
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
@@ -289,11 +357,12 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
 		" $12, $13, $14, $15)";
 	struct core_buf msgs = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const struct pg_ref *ref = NULL;
+	char walk_s[16], count[16] = "0", tail_s[PG_HASH_HEX + 1];
+	const char *tail = NULL;
 	struct pg_cols c;
-	char walk[16] = "0", count[16] = "0";
 	enum core_status st;
-	size_t n = 0, from = 0;
+	size_t n = 0, from = 0, cached = 0;
+	uint32_t walk = 0;
 	int keep;
 	PGresult *r;
 
@@ -305,17 +374,11 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	if (c.msgs) {
 		n = json_array_size(c.msgs);
 		snprintf(count, sizeof count, "%zu", n);
-		if (base && base->id && base->kept && base->kept <= n &&
-		    (ref = pg_ref_find(s, base->id)) && ref->count >= base->kept) {
-			if (s->verify && (st = verify_base(s, c.msgs, base, ref, e)) != CORE_OK &&
-			    st != CORE_ENOTFOUND)
-				goto out;
-			if (st == CORE_ENOTFOUND) {
-				ref = NULL;
-			} else {
-				from = base->kept;
-				snprintf(walk, sizeof walk, "%u", ref->count - (uint32_t)base->kept);
-			}
+		if ((st = known_prefix(s, c.msgs, base, &tail, &walk, &from, &cached, e)) != CORE_OK)
+			goto out;
+		if (tail) {
+			memcpy(tail_s, tail, PG_HASH_HEX + 1);
+			tail = tail_s;
 		}
 	}
 	for (;;) {
@@ -324,10 +387,11 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			keep ? (*o->state_pos ? o->state_pos : NULL)
 			     : (c.has_state ? c.state_pos : NULL),
 			keep ? "t" : "f", c.has_state ? "t" : "f", c.has_state ? c.body.p : NULL,
-			*c.msg_pos ? c.msg_pos : NULL, ref ? ref->tail : NULL, walk,
+			*c.msg_pos ? c.msg_pos : NULL, tail, walk_s,
 			NULL, count, *changed ? "t" : "f",
 		};
-		if (c.msgs && !keep) {
+		snprintf(walk_s, sizeof walk_s, "%u", walk);
+		if (c.msgs) {
 			if (slice(c.msgs, from, n, &msgs) != CORE_OK) {
 				st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
 				goto out;
@@ -336,19 +400,25 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		}
 		if ((st = pg_exec(s, sql, 15, p, &r, "write snapshot", e)) != CORE_OK)
 			goto out;
-		if (!PQgetisnull(r, 0, 0) || !ref) {
-			if (c.msgs && !keep)
+		if (!PQgetisnull(r, 0, 0) || !tail) {
+			if (c.msgs) {
 				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)n);
-			else if (!keep)
+				if (from && !cached)
+					json_array_clear(s->mc.msgs);   /* a base: stale now */
+				else
+					cache_keep(&s->mc, c.msgs, cached, PQgetvalue(r, 0, 0));
+			} else if (!keep) {
 				pg_ref_forget(s, c.id);
+			}
 			PQclear(r);
 			break;
 		}
-		/* the base's chain was collected since: the whole history */
+		/* the chain they continue was collected since: the whole history */
 		PQclear(r);
-		ref = NULL;
-		from = 0;
-		snprintf(walk, sizeof walk, "0");
+		tail = NULL;
+		from = cached = 0;
+		walk = 0;
+		json_array_clear(s->mc.msgs);
 	}
 out:
 	core_buf_release(&msgs);

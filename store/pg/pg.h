@@ -66,6 +66,20 @@ struct pg_ref {
 	uint32_t count;
 };
 
+/*
+ * The history this handle wrote last, for saves without a base (an import,
+ * a worker's final row): the part of the next row's history already
+ * stored is found by comparing trees (jv_same()), and only the rest is
+ * sent.  msgs are private deep copies; tail is their chain's last node.
+ * Node keys are content addresses, so a match holds whatever other
+ * processes did since; a chain collected since is noticed by the server.
+ */
+struct pg_cache {
+	json_t *msgs;           /* array of copies, or NULL */
+	char tail[PG_HASH_HEX + 1];
+	unsigned long writes;   /* histories written through the handle */
+};
+
 /* A handle: store.c's head, then this backend's own. */
 struct pg_store {
 	struct store head;
@@ -81,6 +95,7 @@ struct pg_store {
 	int64_t lock_ms;        /* lock_timeout */
 	struct pg_ref refs[PG_NREFS];
 	unsigned next_ref;
+	struct pg_cache mc;
 };
 
 static inline struct pg_store *pg_store(struct store *s)
