@@ -64,8 +64,12 @@ $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-# store/pg/ is the one place that includes libpq-fe.h.
+# store/pg/ is the one place of agentkit that includes libpq-fe.h (the
+# PostgreSQL benchmark's baseline is the other).
 $(BUILD)/store/pg/%.o: store/pg/%.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+$(BUILD)/bench/pg/%.o: bench/pg/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
@@ -85,8 +89,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
 
-# Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh).
-BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c))
+# Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh),
+# bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh).
+BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c))
 BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 bench-progs: $(BENCH_STORE)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBSTORE) $(LIBCORE)

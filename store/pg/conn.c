@@ -125,6 +125,7 @@ static enum core_status connect_fail(struct pg_store *s, struct core_err *e)
 
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 {
+	int i;
 	if (PQstatus(s->conn) == CONNECTION_OK)
 		return CORE_OK;
 	PQreset(s->conn);
@@ -134,7 +135,39 @@ enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 	 * the waiters, who re-read */
 	s->seq++;
 	s->in_txn = 0;
+	for (i = 0; i < PG_NPREP; i++)
+		s->prep[i].prepared = 0;        /* the server forgot them */
 	return session_setup(s, e);
+}
+
+/* One statement, prepared when it runs the second time (see pg_prep). */
+static PGresult *run(struct pg_store *s, const char *sql, int n, const char *const *params)
+{
+	struct pg_prep *p = NULL, *free_slot = NULL;
+	char name[16];
+	int i;
+	for (i = 0; i < PG_NPREP && !p; i++) {
+		if (s->prep[i].sql && !strcmp(s->prep[i].sql, sql))
+			p = &s->prep[i];
+		else if (!s->prep[i].sql && !free_slot)
+			free_slot = &s->prep[i];
+	}
+	if (!p) {
+		if (free_slot && (free_slot->sql = strdup(sql)))
+			free_slot->uses = 1;
+		return PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+	}
+	snprintf(name, sizeof name, "agentkit_%d", (int)(p - s->prep));
+	if (!p->prepared && ++p->uses >= 2) {
+		PGresult *r = PQprepare(s->conn, name, sql, n, NULL);
+		p->prepared = PQresultStatus(r) == PGRES_COMMAND_OK;
+		if (!p->prepared)
+			return r;
+		PQclear(r);
+	}
+	if (!p->prepared)
+		return PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+	return PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
 }
 
 enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
@@ -150,7 +183,7 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 		ExecStatusType x;
 		if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
 			return st;
-		r = PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+		r = run(s, sql, n, params);
 		x = PQresultStatus(r);
 		if (x == PGRES_COMMAND_OK || x == PGRES_TUPLES_OK) {
 			*res = r;
@@ -171,8 +204,14 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
                         struct core_err *e)
 {
+	enum core_status st;
 	PGresult *r;
-	enum core_status st = pg_exec(s, sql, 0, NULL, &r, what, e);
+	s->last_state[0] = 0;
+	if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
+		return st;
+	/* the simple protocol: one message, nothing to parse or plan */
+	r = PQexec(s->conn, sql);
+	st = PQresultStatus(r) == PGRES_COMMAND_OK ? CORE_OK : fail_res(s, r, what, e);
 	PQclear(r);
 	if (st == CORE_OK && !strcmp(sql, "BEGIN"))
 		s->in_txn = 1;
@@ -277,6 +316,7 @@ enum core_status pg_open(const char *location, unsigned flags, struct store **ou
 void pg_close(struct store *h)
 {
 	struct pg_store *s = pg_store(h);
+	int i;
 	if (s->conn && h->pid != getpid()) {
 		/* inherited across fork(): the session is the parent's, so
 		 * PQfinish() must not say goodbye on its socket; this process's
@@ -288,6 +328,8 @@ void pg_close(struct store *h)
 			close(nul);
 	}
 	PQfinish(s->conn);
+	for (i = 0; i < PG_NPREP; i++)
+		free(s->prep[i].sql);
 	json_decref(s->mc.msgs);
 	free(s->secret);
 	free(s);

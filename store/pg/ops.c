@@ -463,37 +463,37 @@ struct save_ctx {
 	json_t *next;           /* fn's result, shaped by the store */
 };
 
+/* The advisory lock every writer of a row takes first (transaction
+ * scoped): two writers of one ID, the first one to create it included,
+ * serialize on it. */
+static enum core_status lock_id(struct pg_store *s, const char *id, const char *what,
+                                struct core_err *e)
+{
+	const char *p[1] = { id };
+	PGresult *l;
+	enum core_status st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
+	                              1, p, &l, what, e);
+	PQclear(l);
+	return st;
+}
+
 /*
- * The row to change, locked, then read: by its row lock when it exists,
- * else by an advisory lock on its ID (so two first writers of one ID
- * serialize) and the row lock of what a first writer committed meanwhile.
- * The read is a statement of its own: a locking read that waited sees the
- * locked row's new version but the joined state as it was before.
+ * The row to change, locked and read: the advisory lock on its ID (every
+ * writer of a row holds it, so two saves of one ID serialize, a first
+ * write included), then the row's own lock with the read.  A locking read
+ * that had to wait would see the locked row's new version but the joined
+ * state as it was; holding the ID's lock first, it never waits for
+ * another writer of this row.
  */
 static enum core_status lock_row(struct pg_store *s, const char *id, unsigned flags,
                                  PGresult **r, struct core_err *e)
 {
-	static const char lock[] =
-		"SELECT 1 FROM agentkit_snapshots WHERE snapshot_id = $1 FOR UPDATE";
 	const char *p[1] = { id };
 	char sql[1024];
-	PGresult *l;
 	enum core_status st;
-	int found;
-	if ((st = pg_exec(s, lock, 1, p, &l, "save snapshot", e)) != CORE_OK)
+	if ((st = lock_id(s, id, "save snapshot", e)) != CORE_OK)
 		return st;
-	found = PQntuples(l) > 0;
-	PQclear(l);
-	if (!found) {
-		if ((st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", 1,
-		                  p, &l, "save snapshot", e)) != CORE_OK)
-			return st;
-		PQclear(l);
-		if ((st = pg_exec(s, lock, 1, p, &l, "save snapshot", e)) != CORE_OK)
-			return st;
-		PQclear(l);
-	}
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL(flags));
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
 	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
 }
 
@@ -562,7 +562,8 @@ static enum core_status put_op(struct pg_store *s, void *ctx, struct core_err *e
 		if ((st = c->src->next(c->src->ctx, &row, e)) != CORE_OK || !row)
 			return st;
 		p[0] = st_str(row, "snapshotId");
-		if ((st = pg_exec(s, sql, 1, p, &r, "import snapshots", e)) != CORE_OK) {
+		if ((st = lock_id(s, p[0], "import snapshots", e)) != CORE_OK ||
+		    (st = pg_exec(s, sql, 1, p, &r, "import snapshots", e)) != CORE_OK) {
 			json_decref(row);
 			return st;
 		}

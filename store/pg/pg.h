@@ -80,6 +80,16 @@ struct pg_cache {
 	unsigned long writes;   /* histories written through the handle */
 };
 
+/* A statement this handle ran: prepared on the connection from its
+ * second use, so a loop of saves is planned once while a one-shot command
+ * pays no extra round trip. */
+struct pg_prep {
+	char *sql;
+	unsigned uses;
+	int prepared;
+};
+#define PG_NPREP 24
+
 /* A handle: store.c's head, then this backend's own. */
 struct pg_store {
 	struct store head;
@@ -96,6 +106,7 @@ struct pg_store {
 	struct pg_ref refs[PG_NREFS];
 	unsigned next_ref;
 	struct pg_cache mc;
+	struct pg_prep prep[PG_NPREP];
 };
 
 static inline struct pg_store *pg_store(struct store *s)

@@ -1,0 +1,431 @@
+/*
+ * bench-pg.c - measurements of the PostgreSQL snapshot store (bench/pg.sh
+ * runs them against a server with durable commits).  Each mode prints
+ * "name value unit" lines.
+ *
+ *   bench-pg turns URL N W       durable turn-end commits/s with W writers
+ *                                (each its own session, 2 messages of
+ *                                ~1.5 KB per turn, saves naming their base
+ *                                as agent-run's do) vs raw libpq
+ *                                BEGIN/INSERT/COMMIT of the same bytes
+ *   bench-pg latest URL ROWS     latest-by-session among ROWS rows
+ *   bench-pg growth URL N        bytes per turn of an N-turn session
+ *   bench-pg wake URL N AGENT_WAIT   commit -> agent-wait exits; abort ->
+ *                                a watching worker (its own process and
+ *                                connection) sees it
+ *
+ * libpq is used directly only for the baseline and for staging rows (bench
+ * code, not the store).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <libpq-fe.h>
+
+#include "../../libcore/json.h"
+#include "../../libcore/util.h"
+#include "../../store/store.h"
+
+extern char **environ;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static void die(const char *what, const char *why)
+{
+	fprintf(stderr, "bench-pg: %s: %s\n", what, why);
+	exit(1);
+}
+
+static struct store *open_store(const char *url)
+{
+	struct store *s;
+	struct core_err e = { 0 };
+	if (store_open(url, &s, &e) != CORE_OK)
+		die("open", e.msg);
+	return s;
+}
+
+static PGconn *raw_conn(const char *url)
+{
+	PGconn *c = PQconnectdb(url);
+	if (PQstatus(c) != CONNECTION_OK)
+		die("connect", PQerrorMessage(c));
+	return c;
+}
+
+static void raw_exec(PGconn *c, const char *sql)
+{
+	PGresult *r = PQexec(c, sql);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
+		die(sql, PQerrorMessage(c));
+	PQclear(r);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* ---- turns ---- */
+
+static char filler[1600];
+
+static json_t *message(const char *role, int turn)
+{
+	char text[1700];
+	snprintf(text, sizeof text, "turn %d: %s", turn, filler);
+	return json_pack("{s:s,s:[{s:s}]}", "role", role, "content", "text", text);
+}
+
+struct turn_ctx {
+	json_t *state;
+	const char *sid, *parent;
+};
+
+static enum core_status fn_turn(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e)
+{
+	struct turn_ctx *t = ctx;
+	char now[CORE_TIME_MAX];
+	core_time_format(core_now_ns(), now);
+	*next = json_pack("{s:s,s:s,s:s,s:s,s:s,s:s,s:O}", "sessionId", t->sid,
+	                  "parentId", t->parent, "createdAt", now, "updatedAt", now,
+	                  "status", "completed", "finishReason", "stop", "state", t->state);
+	return *next ? CORE_OK : CORE_ENOMEM;
+}
+
+/* n turns of session sid through the store; the seconds they took, and
+ * the bytes of each turn's new part (its row without the earlier
+ * messages) in *bytes. */
+static double store_turns(const char *url, const char *sid, int n, size_t *bytes)
+{
+	struct store *s = open_store(url);
+	struct core_err e = { 0 };
+	struct turn_ctx t = { json_pack("{s:[],s:s}", "messages", "sessionId", sid), sid, "" };
+	json_t *msgs = json_object_get(t.state, "messages");
+	char id[64], prev[64] = "";
+	double t0 = now_s();
+	int i;
+	*bytes = 0;
+	for (i = 0; i < n; i++) {
+		struct store_base base = { prev, json_array_size(msgs) };
+		json_array_append_new(msgs, message("user", i));
+		json_array_append_new(msgs, message("model", i));
+		snprintf(id, sizeof id, "%s-%d", sid, i);
+		t.parent = prev;
+		if (store_save_on(s, id, 0, *prev ? &base : NULL, fn_turn, &t, NULL, &e) != CORE_OK)
+			die("save", e.msg);
+		snprintf(prev, sizeof prev, "%s", id);
+	}
+	t0 = now_s() - t0;
+	{
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		json_t *m0 = message("user", 0), *m1 = message("model", 0);
+		jv_dump(m0, &b);
+		jv_dump(m1, &b);
+		*bytes = b.len + 200;   /* the two messages and the row's metadata */
+		json_decref(m0);
+		json_decref(m1);
+		core_buf_release(&b);
+	}
+	json_decref(t.state);
+	store_close(s);
+	return t0;
+}
+
+/* The baseline: n BEGIN/INSERT/COMMIT of bytes-long texts. */
+static double raw_turns(const char *url, const char *table, int n, size_t bytes)
+{
+	PGconn *c = raw_conn(url);
+	char *body = malloc(bytes + 1), sql[256];
+	double t0;
+	int i;
+	memset(body, 'x', bytes);
+	body[bytes] = 0;
+	snprintf(sql, sizeof sql, "INSERT INTO %s (body) VALUES ($1)", table);
+	t0 = now_s();
+	for (i = 0; i < n; i++) {
+		const char *p[1] = { body };
+		PGresult *r;
+		raw_exec(c, "BEGIN");
+		r = PQexecParams(c, sql, 1, NULL, p, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			die("raw insert", PQerrorMessage(c));
+		PQclear(r);
+		raw_exec(c, "COMMIT");
+	}
+	t0 = now_s() - t0;
+	free(body);
+	PQfinish(c);
+	return t0;
+}
+
+/* w processes at once, each running fn; the wall time. */
+static double parallel(int w, void (*fn)(int k, void *), void *ctx)
+{
+	double t0 = now_s();
+	int k, status;
+	for (k = 0; k < w; k++) {
+		pid_t p = fork();
+		if (p == 0) {
+			fn(k, ctx);
+			_exit(0);
+		}
+	}
+	for (k = 0; k < w; k++)
+		wait(&status);
+	return now_s() - t0;
+}
+
+struct par { const char *url; int n; size_t bytes; char table[64]; };
+
+static void par_store(int k, void *ctx)
+{
+	struct par *p = ctx;
+	char sid[32];
+	size_t b;
+	snprintf(sid, sizeof sid, "w%d-%d", k, getpid());
+	store_turns(p->url, sid, p->n, &b);
+}
+
+static void par_raw(int k, void *ctx)
+{
+	struct par *p = ctx;
+	raw_turns(p->url, p->table, p->n, p->bytes);
+}
+
+static void bench_turns(const char *url, int n, int w)
+{
+	PGconn *c = raw_conn(url);
+	struct par p = { url, n / w, 0, "bench_raw" };
+	double ts, tr;
+	size_t bytes;
+	int total;
+	/* the store's schema first, so that it is not in the timing */
+	store_close(open_store(url));
+	raw_exec(c, "CREATE TABLE bench_raw (id bigserial PRIMARY KEY, body text NOT NULL)");
+	if (w == 1) {
+		ts = store_turns(url, "solo", n, &bytes);
+		tr = raw_turns(url, "bench_raw", n, bytes);
+	} else {
+		store_turns(url, "probe", 1, &bytes);
+		p.bytes = bytes;
+		ts = parallel(w, par_store, &p);
+		tr = parallel(w, par_raw, &p);
+	}
+	total = w == 1 ? n : p.n * w;
+	printf("turn_commits_per_s_%dw %.0f /s (%d turns, %zu new bytes each)\n", w,
+	       total / ts, total, bytes);
+	printf("raw_libpq_commits_per_s_%dw %.0f /s\n", w, total / tr);
+	printf("store_vs_raw_%dw %.0f %%\n", w, tr / ts * 100);
+	raw_exec(c, "DROP TABLE bench_raw");
+	PQfinish(c);
+}
+
+/* ---- latest ---- */
+
+static void bench_latest(const char *url, int rows)
+{
+	struct store *s = open_store(url);
+	PGconn *c = raw_conn(url);
+	struct core_err e = { 0 };
+	double *lat = calloc(1000, sizeof *lat);
+	char sql[1024], sid[32];
+	int i;
+	/* rows rows in rows/10 sessions, staged with SQL (the bench's shortcut) */
+	snprintf(sql, sizeof sql,
+	         "INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status, meta)"
+	         " SELECT 'r' || i, 's' || (i %% %d), i, 'completed',"
+	         " json_build_object('snapshotId', 'r' || i, 'sessionId', 's' || (i %% %d),"
+	         " 'status', 'completed')::text FROM generate_series(1, %d) AS i",
+	         rows / 10, rows / 10, rows);
+	raw_exec(c, sql);
+	raw_exec(c, "VACUUM ANALYZE agentkit_snapshots");
+	for (i = 0; i < 1000; i++) {
+		json_t *row;
+		double t0;
+		snprintf(sid, sizeof sid, "s%d", (i * 7919) % (rows / 10));
+		t0 = now_s();
+		if (store_latest(s, sid, STORE_METADATA_ONLY, &row, &e) != CORE_OK)
+			die("latest", e.msg);
+		lat[i] = (now_s() - t0) * 1e6;
+		json_decref(row);
+	}
+	qsort(lat, 1000, sizeof *lat, cmp_double);
+	printf("latest_by_session_p50 %.0f us (%d rows, metadata, Unix socket)\n", lat[500], rows);
+	printf("latest_by_session_p99 %.0f us\n", lat[990]);
+	free(lat);
+	PQfinish(c);
+	store_close(s);
+}
+
+/* ---- growth ---- */
+
+static void bench_growth(const char *url, int n)
+{
+	PGconn *c = raw_conn(url);
+	PGresult *r;
+	size_t bytes;
+	long long total;
+	double raw;
+	store_turns(url, "growth", n, &bytes);
+	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_states, agentkit_nodes");
+	r = PQexec(c, "SELECT pg_total_relation_size('agentkit_snapshots') +"
+	           " pg_total_relation_size('agentkit_states') +"
+	           " pg_total_relation_size('agentkit_nodes')");
+	total = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
+	raw = (double)(bytes - 200) * n;        /* the transcript: every message once */
+	printf("bytes_per_turn_%d %.0f B (tables and indexes)\n", n, (double)total / n);
+	printf("store_vs_transcript_%d %.2f x\n", n, total / raw);
+	PQfinish(c);
+}
+
+/* ---- wake ---- */
+
+static enum core_status fn_status(const json_t *existing, json_t **next, void *ctx,
+                                  struct core_err *e)
+{
+	char now[CORE_TIME_MAX];
+	if (!existing)
+		return CORE_OK;
+	core_time_format(core_now_ns(), now);
+	*next = json_copy((json_t *)existing);
+	json_object_set_new(*next, "status", json_string(ctx));
+	json_object_set_new(*next, "updatedAt", json_string(now));
+	return CORE_OK;
+}
+
+static void put_pending(struct store *s, const char *id)
+{
+	struct core_err e = { 0 };
+	char t[CORE_TIME_MAX];
+	json_t *row;
+	core_time_format(core_now_ns(), t);
+	row = json_pack("{s:s,s:s,s:s,s:s,s:s}", "snapshotId", id, "sessionId", "wake",
+	                "createdAt", t, "status", "pending", "heartbeatAt", t);
+	if (store_put(s, row, &e) != CORE_OK)
+		die("put", e.msg);
+	json_decref(row);
+}
+
+/* A worker's abort watch, as libcore/detach.c's: sequence, read, wait. */
+static void watch(const char *url, const char *id, int ready)
+{
+	struct store *s = open_store(url);
+	struct core_err e = { 0 };
+	int said = 0;
+	for (;;) {
+		uint32_t seq = store_change_seq(s);
+		json_t *row = NULL;
+		const char *st;
+		if (store_get(s, id, STORE_METADATA_ONLY, &row, &e) != CORE_OK)
+			_exit(1);
+		st = json_string_value(json_object_get(row, "status"));
+		if (st && strcmp(st, "pending")) {
+			json_decref(row);
+			break;
+		}
+		json_decref(row);
+		if (!said++ && write(ready, "r", 1) != 1)
+			_exit(1);
+		store_wait_change(s, seq, 30000, &e);
+	}
+	store_close(s);
+	_exit(0);
+}
+
+static void bench_wake(const char *url, int n, const char *bin)
+{
+	struct store *s = open_store(url);
+	struct core_err e = { 0 };
+	double *lat = calloc(n, sizeof *lat), t0;
+	char id[32], *argv[5];
+	int i, status;
+	pid_t pid;
+	for (i = 0; i < n; i++) {
+		struct timespec pause = { 0, 150 * 1000000 };
+		snprintf(id, sizeof id, "w-%d-%d", getpid(), i);
+		put_pending(s, id);
+		argv[0] = (char *)bin;
+		argv[1] = "--store";
+		argv[2] = (char *)url;
+		argv[3] = id;
+		argv[4] = NULL;
+		posix_spawn_file_actions_t fa;
+		posix_spawn_file_actions_init(&fa);
+		posix_spawn_file_actions_addopen(&fa, 1, "/dev/null", O_WRONLY, 0);
+		if (posix_spawn(&pid, bin, &fa, NULL, argv, environ))
+			die("spawn", strerror(errno));
+		posix_spawn_file_actions_destroy(&fa);
+		nanosleep(&pause, NULL);        /* let it start and block */
+		if (store_save(s, id, 0, fn_status, "completed", NULL, &e) != CORE_OK)
+			die("finalize", e.msg);
+		t0 = now_s();
+		waitpid(pid, &status, 0);
+		lat[i] = (now_s() - t0) * 1e3;
+	}
+	qsort(lat, n, sizeof *lat, cmp_double);
+	printf("wake_latency_p50 %.2f ms (commit -> agent-wait exited, %d runs)\n", lat[n / 2], n);
+	printf("wake_latency_p90 %.2f ms\n", lat[n * 9 / 10]);
+	for (i = 0; i < n; i++) {
+		int fds[2];
+		char c;
+		snprintf(id, sizeof id, "a-%d-%d", getpid(), i);
+		put_pending(s, id);
+		if (pipe(fds))
+			die("pipe", strerror(errno));
+		if ((pid = fork()) == 0) {
+			close(fds[0]);
+			watch(url, id, fds[1]);
+		}
+		close(fds[1]);
+		if (read(fds[0], &c, 1) != 1)
+			die("watcher", "did not start");
+		close(fds[0]);
+		if (store_save(s, id, 0, fn_status, "aborting", NULL, &e) != CORE_OK)
+			die("abort", e.msg);
+		t0 = now_s();
+		waitpid(pid, &status, 0);
+		lat[i] = (now_s() - t0) * 1e3;
+	}
+	qsort(lat, n, sizeof *lat, cmp_double);
+	printf("abort_seen_p50 %.2f ms (abort commit -> a watching worker saw it, %d runs)\n",
+	       lat[n / 2], n);
+	printf("abort_seen_p90 %.2f ms\n", lat[n * 9 / 10]);
+	free(lat);
+	store_close(s);
+}
+
+int main(int argc, char **argv)
+{
+	memset(filler, 'a', sizeof filler - 1);
+	filler[1450] = 0;
+	if (argc >= 5 && !strcmp(argv[1], "turns"))
+		bench_turns(argv[2], (int)strtol(argv[3], NULL, 10), (int)strtol(argv[4], NULL, 10));
+	else if (argc >= 4 && !strcmp(argv[1], "latest"))
+		bench_latest(argv[2], (int)strtol(argv[3], NULL, 10));
+	else if (argc >= 4 && !strcmp(argv[1], "growth"))
+		bench_growth(argv[2], (int)strtol(argv[3], NULL, 10));
+	else if (argc >= 5 && !strcmp(argv[1], "wake"))
+		bench_wake(argv[2], (int)strtol(argv[3], NULL, 10), argv[4]);
+	else {
+		fprintf(stderr, "usage: bench-pg turns|latest|growth|wake URL ...\n");
+		return 100;
+	}
+	return 0;
+}
