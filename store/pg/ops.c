@@ -16,12 +16,13 @@
 
 /* Every read's columns, in this order (metadata-only reads leave the
  * state's NULL). */
-enum { C_META, C_STATE_POS, C_BODY, C_MSG_POS, C_COUNT, C_TAIL, C_MSGS, C_ID, C_CREATED };
+enum { C_META, C_STATE_POS, C_BODY, C_MSG_POS, C_COUNT, C_TAIL, C_MSGS, C_DEPTHS, C_ID,
+       C_CREATED };
 #define SEL_FULL "SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, " \
-	"encode(t.tail, 'hex'), CASE WHEN t.tail IS NOT NULL THEN agentkit_messages(t.tail) " \
-	"END, s.snapshot_id, s.created_ns FROM agentkit_snapshots s " \
-	"LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id "
-#define SEL_META "SELECT s.meta, s.state_pos, NULL, NULL, NULL, NULL, NULL, " \
+	"encode(t.tail, 'hex'), m.msgs, m.depths, s.snapshot_id, s.created_ns " \
+	"FROM agentkit_snapshots s LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id " \
+	"LEFT JOIN LATERAL agentkit_messages(t.tail) m ON t.tail IS NOT NULL "
+#define SEL_META "SELECT s.meta, s.state_pos, NULL, NULL, NULL, NULL, NULL, NULL, " \
 	"s.snapshot_id, s.created_ns FROM agentkit_snapshots s "
 #define SEL(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : SEL_FULL)
 
@@ -34,7 +35,8 @@ static const char *val(const PGresult *r, int i, int c)
 static enum core_status row_at(const PGresult *r, int i, json_t **row, struct core_err *e)
 {
 	return pg_row_join(val(r, i, C_META), val(r, i, C_STATE_POS), val(r, i, C_BODY),
-	                   val(r, i, C_MSG_POS), val(r, i, C_MSGS), val(r, i, C_COUNT), row, e);
+	                   val(r, i, C_MSG_POS), val(r, i, C_MSGS), val(r, i, C_DEPTHS),
+	                   val(r, i, C_COUNT), row, e);
 }
 
 /* ---- the handle's chain memory ---- */
@@ -179,7 +181,7 @@ enum core_status pg_sessions(struct store *h, store_session_fn fn, void *ctx,
 		for (i = 0; i < n && st == CORE_OK; i++) {
 			struct store_session_info si;
 			json_t *latest;
-			if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL,
+			if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL, NULL,
 			                      &latest, e)) != CORE_OK)
 				break;
 			si.session_id = PQgetvalue(r, i, 0);
@@ -645,7 +647,7 @@ static enum core_status delete_op(struct pg_store *s, void *ctx, struct core_err
 		if (c->prune) {
 			json_t *row;
 			int keeps;
-			if ((st = pg_row_join(PQgetvalue(r, i, 0), NULL, NULL, NULL, NULL, NULL,
+			if ((st = pg_row_join(PQgetvalue(r, i, 0), NULL, NULL, NULL, NULL, NULL, NULL,
 			                      &row, e)) != CORE_OK)
 				break;
 			keeps = st_prune_keeps(row, (size_t)i, c->keep, c->before_ns);

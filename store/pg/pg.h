@@ -170,13 +170,14 @@ void pg_cols_release(struct pg_cols *c);
 
 /*
  * The columns of a read joined back into the row as it was written:
- * meta, then "state" at state_pos, its "messages" (a JSON array text,
- * msgs) at msg_pos.  NULL texts are absent parts.  count is what the
- * chain must hold (a shorter one is a corrupt store).
+ * meta, then "state" at state_pos, its "messages" at msg_pos: msgs is a
+ * JSON array text of the chain's messages in any order, depths ("3,2,1")
+ * where each goes (1 is the first).  NULL texts are absent parts.  count
+ * is what the chain must hold (anything else is a corrupt store).
  */
 enum core_status pg_row_join(const char *meta, const char *state_pos, const char *body,
-                             const char *msg_pos, const char *msgs, const char *count,
-                             json_t **row, struct core_err *e);
+                             const char *msg_pos, const char *msgs, const char *depths,
+                             const char *count, json_t **row, struct core_err *e);
 
 /* ---- the handle's chain memory (ops.c) ---- */
 

@@ -112,9 +112,37 @@ void pg_cols_release(struct pg_cols *c)
 	core_buf_release(&c->body);
 }
 
+/* The messages of a chain read in walk order, placed by their depths;
+ * NULL when the depths do not make a whole history of count. */
+static json_t *placed(json_t *got, const char *depths, size_t count)
+{
+	json_t *out = json_array();
+	const char *p = depths;
+	size_t i, n = json_array_size(got);
+	if (!out || n != count)
+		goto bad;
+	for (i = 0; i < n; i++)
+		if (json_array_append_new(out, json_null()))
+			goto bad;
+	for (i = 0; i < n; i++) {
+		char *end;
+		unsigned long d = strtoul(p, &end, 10);
+		if (end == p || d < 1 || d > n || !json_is_null(json_array_get(out, d - 1)))
+			goto bad;
+		json_array_set(out, d - 1, json_array_get(got, i));
+		p = *end == ',' ? end + 1 : end;
+	}
+	json_decref(got);
+	return out;
+bad:
+	json_decref(out);
+	json_decref(got);
+	return NULL;
+}
+
 enum core_status pg_row_join(const char *meta, const char *state_pos, const char *body,
-                             const char *msg_pos, const char *msgs, const char *count,
-                             json_t **row, struct core_err *e)
+                             const char *msg_pos, const char *msgs, const char *depths,
+                             const char *count, json_t **row, struct core_err *e)
 {
 	json_t *m, *state, *arr = NULL;
 	*row = NULL;
@@ -131,10 +159,9 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
 	if (msg_pos) {
 		/* an empty history has no chain */
 		if (!msgs && (!count || !strcmp(count, "0")))
-			msgs = "[]";
-		if (!msgs || !(arr = parse(msgs, "messages", e)) ||
-		    json_array_size(arr) != strtoul(count ? count : "0", NULL, 10)) {
-			json_decref(arr);
+			msgs = "[]", depths = "";
+		if (!msgs || !depths || !(arr = parse(msgs, "messages", e)) ||
+		    !(arr = placed(arr, depths, strtoul(count ? count : "0", NULL, 10)))) {
 			json_decref(state);
 			json_decref(m);
 			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");

@@ -84,13 +84,18 @@ static const char step1[] =
 	"   DELETE FROM agentkit_nodes WHERE hash = t;"
 	"   t := p;"
 	"  END LOOP; END $$;"
-	/* the messages of the chain ending at t, oldest first, as one array */
-	"CREATE FUNCTION agentkit_messages(t bytea) RETURNS text LANGUAGE sql STABLE AS $$"
+	/* the messages of the chain ending at t as one array in walk order,
+	 * and each one's depth in the same order (a sort of the bodies by
+	 * depth would spill to disk for long histories; the reader places
+	 * them) */
+	"CREATE FUNCTION agentkit_messages(t bytea, OUT msgs text, OUT depths text)"
+	" LANGUAGE sql STABLE AS $$"
 	" WITH RECURSIVE c (hash, prev, depth, body) AS ("
 	"  SELECT hash, prev, depth, body FROM agentkit_nodes WHERE hash = t"
 	"  UNION ALL SELECT n.hash, n.prev, n.depth, n.body"
 	"  FROM agentkit_nodes n JOIN c ON n.hash = c.prev)"
-	" SELECT '[' || coalesce(string_agg(body, ',' ORDER BY depth), '') || ']' FROM c $$;"
+	" SELECT '[' || coalesce(string_agg(body, ','), '') || ']',"
+	"  coalesce(string_agg(depth::text, ','), '') FROM c $$;"
 	/* write one row: its message chain (NULL: the base's chain is gone,
 	 * nothing written), the row, its state unless kept, the old chain
 	 * released; the new tail (hex, "" for none) */
