@@ -190,3 +190,33 @@ while True:
 	wait "$waiter"
 	assert_equal "$(jq -r .status wait.out)" completed
 }
+
+@test "a writer waits for a row's lock only as long as AGENTKIT_STORE_LOCK_TIMEOUT" {
+	"$SW" save p '{"sessionId":"s","status":"pending"}' >/dev/null
+	# another session holds the row's ID lock, as a writer inside its save
+	psql "$AGENTKIT_STORE" -qAtX -c "BEGIN" \
+		-c "SELECT pg_advisory_xact_lock(hashtextextended('p', 0))" \
+		-c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null &
+	holder=$!
+	wait_for 10 test "$(pg_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" -ge 1
+	AGENTKIT_STORE_LOCK_TIMEOUT=300ms run -111 --separate-stderr agent-abort p
+	assert_equal "$stderr" "agent-abort: save snapshot: timed out waiting for the row's lock after 300ms"
+	# readers are not blocked
+	run -0 --separate-stderr agent-snap -m p
+	assert_output --partial '"status":"pending"'
+	wait "$holder"
+	run -0 --separate-stderr agent-abort p
+	assert_output --partial '"status":"aborting"'
+}
+
+@test "the server stopped: readers and writers exit 111 at once" {
+	dir="$BATS_TEST_TMPDIR/server"
+	url=$("$TOP/scripts/pg-test-server" start "$dir")
+	"$SW" --store "$url" save row1 '{"sessionId":"s"}' >/dev/null
+	"$TOP/scripts/pg-test-server" stop "$dir"
+	start=$SECONDS
+	run -111 --separate-stderr agent-snap --store "$url" row1
+	[[ $stderr == "agent-snap: cannot connect to the store at 'postgresql:///agentkit?host=***&user=***': connection to server on socket "*"failed: No such file or directory" ]]
+	run -111 --separate-stderr "$SW" --store "$url" save row2 '{"sessionId":"s"}'
+	[ $((SECONDS - start)) -le 3 ]
+}

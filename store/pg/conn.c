@@ -66,10 +66,17 @@ static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *wh
 	if (!state || !strncmp(state, "08", 2) || !strncmp(state, "57P", 3)) {
 		sys = ECONNRESET;
 	} else if (!strcmp(state, "55P03")) {
-		st = core_fail(e, CORE_ESYS, "%s: timed out waiting for a lock after %llds",
-		               what, (long long)(s->lock_ms / 1000));
-		e ? e->sys = ETIMEDOUT : 0;
-		return st;
+		/* lock_timeout: another writer holds the row */
+		if (s->lock_ms % 1000)
+			core_fail(e, CORE_ESYS, "%s: timed out waiting for the row's lock after "
+			          "%lldms", what, (long long)s->lock_ms);
+		else
+			core_fail(e, CORE_ESYS, "%s: timed out waiting for the row's lock after "
+			          "%llds", what, (long long)(s->lock_ms / 1000));
+		if (e)
+			e->sys = ETIMEDOUT;
+		memcpy(s->last_state, state, 6);
+		return CORE_ESYS;
 	} else if (!strcmp(state, "53100")) {
 		sys = ENOSPC;
 	} else if (!strcmp(state, "25006")) {
@@ -241,17 +248,25 @@ void pg_rollback(struct pg_store *s)
 /*
  * The connection parameters: the location as libpq's dbname (a URL, or
  * "" for "pg:", which leaves everything to PG* variables and service
- * files), our application name as a fallback, UTF-8, and a connect
- * timeout when neither the URL nor PGCONNECT_TIMEOUT sets one, so an
- * unreachable server fails within it instead of hanging.
+ * files), our application name as a fallback, UTF-8, a connect timeout
+ * when neither the URL nor PGCONNECT_TIMEOUT sets one, so an unreachable
+ * server fails within it instead of hanging, and TCP keepalives probing
+ * an idle connection after 30 s, so a waiter whose server vanished from
+ * the network (no FIN, no RST) notices within about a minute.  What the
+ * URL sets wins.
  */
 static enum core_status connect_params(struct pg_store *s, const char *conninfo,
                                        struct core_err *e)
 {
-	const char *keys[6], *vals[6];
+	static const char *const probe[][2] = {
+		{ "keepalives_idle", "30" }, { "keepalives_interval", "10" },
+		{ "keepalives_count", "3" },
+	};
+	const char *keys[10], *vals[10];
 	PQconninfoOption *opts, *o;
 	char *err = NULL;
-	int n = 0, has_timeout = 0;
+	int n = 0, has_timeout = 0, has_probe[3] = { 0, 0, 0 };
+	size_t i;
 	const char *env = getenv("PGCONNECT_TIMEOUT");
 	if (!(opts = PQconninfoParse(conninfo, &err))) {
 		char msg[512];
@@ -268,12 +283,20 @@ static enum core_status connect_params(struct pg_store *s, const char *conninfo,
 		}
 		if (!strcmp(o->keyword, "connect_timeout") && o->val && *o->val)
 			has_timeout = 1;
+		for (i = 0; i < 3; i++)
+			if (!strcmp(o->keyword, probe[i][0]) && o->val && *o->val)
+				has_probe[i] = 1;
 	}
 	PQconninfoFree(opts);
 	if (!has_timeout && !(env && *env)) {
 		keys[n] = "connect_timeout";
 		vals[n++] = PG_CONNECT_TIMEOUT;
 	}
+	for (i = 0; i < 3; i++)
+		if (!has_probe[i]) {
+			keys[n] = probe[i][0];
+			vals[n++] = probe[i][1];
+		}
 	keys[n] = "dbname";
 	vals[n++] = conninfo;
 	keys[n] = "fallback_application_name";
