@@ -177,18 +177,28 @@ while True:
 	assert_equal "$(jq -r .state.custom.n <<<"$output")" 320
 }
 
+# agentkit_connected: some agentkit process is connected.
+agentkit_connected() {
+	[ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'agentkit'")" -ge 1 ]
+}
+
 @test "a wait survives the server dropping its connection" {
 	now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
 	echo "{\"snapshotId\":\"w\",\"sessionId\":\"s\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}" |
 		agent-snap import >/dev/null
 	agent-wait --timeout 30s w >wait.out &
 	waiter=$!
-	sleep 0.5
+	wait_for 10 agentkit_connected
 	# the server ends the waiter's session (the only agentkit one now)
 	assert_equal "$(pg_sql "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE application_name = 'agentkit'")" 1
 	"$SW" finalize w completed stop >/dev/null
 	wait "$waiter"
 	assert_equal "$(jq -r .status wait.out)" completed
+}
+
+# advisory_held: some session holds an advisory lock.
+advisory_held() {
+	[ "$(pg_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" -ge 1 ]
 }
 
 @test "a writer waits for a row's lock only as long as AGENTKIT_STORE_LOCK_TIMEOUT" {
@@ -198,7 +208,7 @@ while True:
 		-c "SELECT pg_advisory_xact_lock(hashtextextended('p', 0))" \
 		-c "SELECT pg_sleep(5)" -c "COMMIT" >/dev/null &
 	holder=$!
-	wait_for 10 test "$(pg_sql "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND granted")" -ge 1
+	wait_for 10 advisory_held
 	AGENTKIT_STORE_LOCK_TIMEOUT=300ms run -111 --separate-stderr agent-abort p
 	assert_equal "$stderr" "agent-abort: save snapshot: timed out waiting for the row's lock after 300ms"
 	# readers are not blocked
