@@ -20,7 +20,10 @@
 static void drain(struct pg_store *s)
 {
 	PGnotify *n;
-	PQconsumeInput(s->conn);
+	/* a connection that cannot be read counts as a change: the caller
+	 * re-reads, and the read reconnects or fails, never a spin here */
+	if (!PQconsumeInput(s->conn))
+		s->seq++;
 	while ((n = PQnotifies(s->conn))) {
 		s->seq++;
 		PQfreemem(n);
