@@ -53,9 +53,13 @@
  *   put_stream    Write every row src gives (rewind() first, and again on
  *                 any retry), replacing rows with the same snapshotId, in
  *                 one transaction: all or none.  *count (optional) is set.
- *   change_seq,   Wake-ups: a counter every status change, row creation or
- *   wait_change   deletion (in any process) increments after its commit;
- *                 wait_change returns CORE_OK once it differs from seq,
+ *   change_seq,   Wake-ups: a counter every status change of a stored row
+ *   wait_change   or deletion (in any process) increments after its
+ *                 commit; a row's creation may increment it too, but need
+ *                 not (nobody waits for a row that does not exist yet:
+ *                 store_wait_terminal() takes a missing row as settled,
+ *                 and PostgreSQL's NOTIFY serializes the commits that send
+ *                 it); wait_change returns CORE_OK once it differs from seq,
  *                 CORE_ETIMEOUT after timeout_ms, and never busy-polls.  A
  *                 wake-up may be lost (store_wait_terminal() re-reads on a
  *                 bound), but it must never come before the commit.

@@ -348,8 +348,8 @@ static enum core_status known_prefix(struct pg_store *s, const json_t *msgs,
  * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
  * without "state" keeps the stored state.  Only the messages the store may
  * not hold yet are sent (known_prefix()); when the chain they continue was
- * collected meanwhile, the whole history is.  *changed: the status
- * changed (or the row is new).
+ * collected meanwhile, the whole history is.  *changed: the stored row's
+ * status changed (a new row is no change: see backend.h).
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
@@ -370,8 +370,11 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
 		return st;
-	*changed = !o->exists || o->status_set != (c.status != NULL) ||
-	           (c.status && strcmp(o->status, c.status));
+	/* NOTIFY serializes the commits that send it (a database-wide lock at
+	 * commit), so only a stored row's status change sends one: nobody
+	 * waits for a row that does not exist yet (backend.h) */
+	*changed = o->exists && (o->status_set != (c.status != NULL) ||
+	                         (c.status && strcmp(o->status, c.status)));
 	keep = !c.has_state && (flags & STORE_METADATA_ONLY) && o->exists;
 	if (c.msgs) {
 		n = json_array_size(c.msgs);

@@ -37,8 +37,9 @@
  *                       agentkit_release() add and collect them
  *   agentkit_schema_version  the versions applied
  *
- * A status change (a new row, a changed status, a deletion) sends NOTIFY
- * on PG_CHANNEL with the snapshot ID, at commit; heartbeats never do.
+ * A status change of a stored row, or its deletion, sends NOTIFY on
+ * PG_CHANNEL with the snapshot ID, at commit; heartbeats and new rows
+ * never do (NOTIFY serializes the commits that send it).
  */
 #ifndef STORE_PG_PG_H
 #define STORE_PG_PG_H
