@@ -5,6 +5,7 @@
  */
 #include "pg.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -317,21 +318,30 @@ enum core_status pg_open(const char *location, unsigned flags, struct store **ou
                          struct core_err *e)
 {
 	struct pg_store *s = calloc(1, sizeof *s);
-	const char *conninfo = strcasecmp(location, "pg:") ? location : "";
+	char *conninfo = strdup(strcasecmp(location, "pg:") ? location : "");
 	const char *x;
 	enum core_status st;
-	if (!s)
+	size_t i;
+	if (!s || !conninfo) {
+		free(s);
+		free(conninfo);
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
+	}
+	/* store.c matched the scheme without case; libpq knows it lower case */
+	for (i = 0; conninfo[i] && conninfo[i] != ':'; i++)
+		conninfo[i] = (char)tolower((unsigned char)conninfo[i]);
 	core_url_redact(location, s->where, sizeof s->where);
 	s->verify = (x = getenv("AGENTKIT_STORE_VERIFY")) && *x && strcmp(x, "0");
 	if ((st = core_duration_setting(NULL, NULL, "AGENTKIT_STORE_LOCK_TIMEOUT",
 	                                STORE_LOCK_TIMEOUT_MS, &s->lock_ms, e)) != CORE_OK ||
 	    (st = connect_params(s, conninfo, e)) != CORE_OK ||
 	    (st = pg_schema(s, flags, e)) != CORE_OK) {
+		free(conninfo);
 		s->head.pid = getpid();
 		pg_close(&s->head);
 		return st;
 	}
+	free(conninfo);
 	*out = &s->head;
 	return CORE_OK;
 }

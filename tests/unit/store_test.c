@@ -1,7 +1,8 @@
 /*
  * store_test.c - unit tests for store/store.c, the store interface over its
- * backends: how a location chooses a backend (a directory path, or a URL
- * no backend of this agentkit takes, refused with its password redacted),
+ * backends: how a location chooses a backend (a directory path, a URL of
+ * the PostgreSQL backend or "pg:", a URL no backend takes, refused with
+ * its password redacted),
  * the checks made before any backend runs, and the messages store.c writes
  * for the backends.
  */
@@ -51,13 +52,25 @@ static void test_locations(void)
 	struct store *s = NULL;
 	struct stat st;
 
-	refused("a postgresql:// URL is not a directory, its password redacted",
-	        "postgresql://alice:s3cret@db.example:5432/agentkit", CORE_EUSAGE,
-	        "'postgresql://***@db.example:5432/agentkit' is not a store directory: "
-	        "this agentkit has the LMDB backend only");
-	refused("a postgres:// URL too, any case", "POSTGRES://db.example/agentkit",
-	        CORE_EUSAGE, "'POSTGRES://db.example/agentkit' is not a store directory: "
-	        "this agentkit has the LMDB backend only");
+	refused("a URL no backend takes is refused, its password redacted",
+	        "redis://alice:s3cret@cache.example:6379/0", CORE_EUSAGE,
+	        "'redis://***@cache.example:6379/0' is not a store directory: "
+	        "this agentkit has the LMDB and PostgreSQL backends");
+	refused("a postgresql:// URL opens the PostgreSQL backend: no server is a system "
+	        "error, the password redacted",
+	        "postgresql://alice:s3cret@/agentkit?host=/nonexistent", CORE_ESYS,
+	        "cannot connect to the store at 'postgresql://***@/agentkit?host=***': "
+	        "connection to server on socket \"/nonexistent/.s.PGSQL.5432\" failed: "
+	        "No such file or directory");
+	refused("a postgres:// URL too, any case", "POSTGRES://bob@/agentkit?host=/nonexistent",
+	        CORE_ESYS, "cannot connect to the store at 'POSTGRES://***@/agentkit?host=***': "
+	        "connection to server on socket \"/nonexistent/.s.PGSQL.5432\" failed: "
+	        "No such file or directory");
+	setenv("PGHOST", "/nonexistent", 1);
+	refused("pg: leaves the connection to libpq's PG* variables", "pg:", CORE_ESYS,
+	        "cannot connect to the store at 'pg:': connection to server on socket "
+	        "\"/nonexistent/.s.PGSQL.5432\" failed: No such file or directory");
+	unsetenv("PGHOST");
 	snprintf(path, sizeof path, "%s/pg:store", tmp);
 	report(store_open(path, &s, &e) == CORE_OK && s, "a path with a colon is a directory",
 	       e.msg);
