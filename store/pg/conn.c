@@ -228,6 +228,38 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
 	return st;
 }
 
+enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what,
+                          struct core_err *e)
+{
+	struct core_buf sql = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st;
+	PGTransactionStatusType t;
+	char *lit = NULL;
+	PGresult *r;
+	if (!lock)
+		return pg_cmd(s, "BEGIN", what, e);
+	s->last_state[0] = 0;
+	if ((st = pg_ensure(s, e)) != CORE_OK)
+		return st;
+	/* one message, one round trip: the lock is the transaction's first
+	 * statement */
+	if (!(lit = PQescapeLiteral(s->conn, lock, strlen(lock))) ||
+	    core_buf_addf(&sql, "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
+	                  lit) != CORE_OK) {
+		PQfreemem(lit);
+		core_buf_release(&sql);
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+	}
+	PQfreemem(lit);
+	r = PQexec(s->conn, sql.p);
+	core_buf_release(&sql);
+	t = PQtransactionStatus(s->conn);
+	s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
+	st = PQresultStatus(r) == PGRES_TUPLES_OK ? CORE_OK : fail_res(s, r, what, e);
+	PQclear(r);
+	return st;
+}
+
 enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
                            struct core_err *e)
 {

@@ -432,19 +432,23 @@ out:
 }
 
 /*
- * Run a write transaction: begin, op, commit; on a race the server
- * reports, roll back and try again (at most PG_TRIES times).
+ * Run a write transaction: begin (with lock, the advisory lock on that
+ * row's ID: see lock_row()), op, commit; on a race the server reports,
+ * roll back and try again (at most PG_TRIES times).
  */
 typedef enum core_status (*write_op)(struct pg_store *s, void *ctx, struct core_err *e);
 
-static enum core_status run_write(struct pg_store *s, const char *what, write_op op,
-                                  void *ctx, struct core_err *e)
+static enum core_status run_write(struct pg_store *s, const char *what, const char *lock,
+                                  write_op op, void *ctx, struct core_err *e)
 {
 	enum core_status st = CORE_OK;
 	int tries;
 	for (tries = 0; tries < PG_TRIES; tries++) {
-		if ((st = pg_cmd(s, "BEGIN", what, e)) != CORE_OK)
+		if ((st = pg_begin(s, lock, what, e)) != CORE_OK) {
+			if (s->in_txn)
+				pg_rollback(s);
 			return st;
+		}
 		if ((st = op(s, ctx, e)) == CORE_OK &&
 		    (st = pg_cmd(s, "COMMIT", what, e)) == CORE_OK)
 			return CORE_OK;
@@ -495,9 +499,7 @@ static enum core_status lock_row(struct pg_store *s, const char *id, unsigned fl
 {
 	const char *p[1] = { id };
 	char sql[1024];
-	enum core_status st;
-	if ((st = lock_id(s, id, "save snapshot", e)) != CORE_OK)
-		return st;
+	/* run_write() took the advisory lock with BEGIN */
 	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
 	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
 }
@@ -534,7 +536,7 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e)
 {
 	struct save_ctx c = { id, flags, base, fn, ctx, NULL };
-	enum core_status st = run_write(pg_store(h), "save snapshot", save_op, &c, e);
+	enum core_status st = run_write(pg_store(h), "save snapshot", id, save_op, &c, e);
 	if (st == CORE_OK && persisted && c.next)
 		*persisted = json_incref(c.next);
 	json_decref(c.next);
@@ -592,7 +594,7 @@ enum core_status pg_put_stream(struct store *h, const struct store_rows *src,
                                size_t *count, struct core_err *e)
 {
 	struct put_ctx c = { src, 0 };
-	enum core_status st = run_write(pg_store(h), "import snapshots", put_op, &c, e);
+	enum core_status st = run_write(pg_store(h), "import snapshots", NULL, put_op, &c, e);
 	if (st == CORE_OK && count)
 		*count = c.n;
 	return st;
@@ -685,7 +687,7 @@ static enum core_status delete_rows(struct pg_store *s, const char *what, struct
 	enum core_status st;
 	size_t off;
 	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
+	if ((st = run_write(s, what, NULL, delete_op, c, e)) == CORE_OK) {
 		for (off = 0; off < c->gone.len; off += strlen(c->gone.p + off) + 1) {
 			pg_ref_forget(s, c->gone.p + off);
 			if (fn)

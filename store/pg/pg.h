@@ -129,6 +129,10 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 /* pg_exec() without a result: "BEGIN" and "COMMIT" also keep in_txn. */
 enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
                         struct core_err *e);
+/* BEGIN, and with lock (not NULL) the advisory lock on that ID in the
+ * same round trip; in_txn is set even when the lock failed (roll back). */
+enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what,
+                          struct core_err *e);
 /* Several statements without parameters as one simple query (a schema
  * step), inside the caller's transaction. */
 enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
