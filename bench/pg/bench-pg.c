@@ -8,6 +8,7 @@
  *                                ~1.5 KB per turn, saves naming their base
  *                                as agent-run's do) vs raw libpq
  *                                BEGIN/INSERT/COMMIT of the same bytes
+ *                                (one writer: in 10 interleaved blocks)
  *   bench-pg latest URL ROWS     latest-by-session among ROWS rows
  *   bench-pg growth URL N        bytes per turn of an N-turn session
  *   bench-pg wake URL N AGENT_WAIT   commit -> agent-wait exits; abort ->
@@ -219,8 +220,17 @@ static void bench_turns(const char *url, int n, int w)
 	store_close(open_store(url));
 	raw_exec(c, "CREATE TABLE bench_raw (id bigserial PRIMARY KEY, body text NOT NULL)");
 	if (w == 1) {
-		ts = store_turns(url, "solo", n, &bytes);
-		tr = raw_turns(url, "bench_raw", n, bytes);
+		/* interleaved blocks, so that the load of a shared machine
+		 * weighs on both alike */
+		int k;
+		char sid[32];
+		ts = tr = 0;
+		for (k = 0; k < 10; k++) {
+			snprintf(sid, sizeof sid, "solo%d", k);
+			ts += store_turns(url, sid, n / 10, &bytes);
+			tr += raw_turns(url, "bench_raw", n / 10, bytes);
+		}
+		n = n / 10 * 10;
 	} else {
 		store_turns(url, "probe", 1, &bytes);
 		p.bytes = bytes;
