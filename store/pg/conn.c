@@ -133,12 +133,24 @@ static enum core_status connect_fail(struct pg_store *s, struct core_err *e)
 
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 {
+	int64_t now;
 	int i;
 	if (PQstatus(s->conn) == CONNECTION_OK)
 		return CORE_OK;
-	PQreset(s->conn);
-	if (PQstatus(s->conn) != CONNECTION_OK)
+	/* a long-lived handle (a worker's heartbeat, a waiter) retries a
+	 * server that went away with backoff, 0.2 s doubling to 5 s between
+	 * attempts; in between it fails at once with the last reason */
+	now = core_now_mono_ms();
+	if (s->retry_at && now < s->retry_at)
 		return connect_fail(s, e);
+	PQreset(s->conn);
+	if (PQstatus(s->conn) != CONNECTION_OK) {
+		s->backoff_ms = s->backoff_ms ? (s->backoff_ms * 2 > 5000 ? 5000 : s->backoff_ms * 2)
+		                              : 200;
+		s->retry_at = core_now_mono_ms() + s->backoff_ms;
+		return connect_fail(s, e);
+	}
+	s->retry_at = s->backoff_ms = 0;
 	/* notifications sent while the connection was down are lost: wake
 	 * the waiters, who re-read */
 	s->seq++;

@@ -99,6 +99,8 @@ struct pg_store {
 	char *secret;           /* the password in the location, scrubbed from
 	                           libpq's texts; NULL when none */
 	int in_txn;             /* a transaction is open (no reconnects) */
+	int64_t retry_at;       /* no reconnect before (core_now_mono_ms()) */
+	int64_t backoff_ms;     /* the wait after the last failed reconnect */
 	char last_state[6];     /* the SQLSTATE of the last failure, or "" */
 	int listening;          /* LISTEN sent on this connection */
 	uint32_t seq;           /* notifications seen (change_seq) */
@@ -144,7 +146,9 @@ void pg_rollback(struct pg_store *s);
  * collected meanwhile, a concurrent insert of the same key. */
 int pg_retryable(const struct pg_store *s);
 /* Reconnect when the connection dropped (LISTEN is sent again and the
- * change sequence moves: a notification may have been lost). */
+ * change sequence moves: a notification may have been lost); after a
+ * failed attempt the next waits 0.2 s, doubling to 5 s (failing at once
+ * in between with the last reason). */
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e);
 /* The text of e scrubbed of the location's password and URLs. */
 void pg_scrub(const struct pg_store *s, char *msg, size_t n);
