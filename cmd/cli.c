@@ -252,6 +252,116 @@ static int is_short(int key)
 	return key > 0 && key < CLI_LONG;
 }
 
+/* ---- the subcommand table ---- */
+
+/* The options given to cli_next(), by their index in prog->opts. */
+static unsigned char seen[128];
+
+/* Is name one of the space-separated words of list (may be NULL)? */
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, " ");
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p += len;
+		p += strspn(p, " ");
+	}
+	return 0;
+}
+
+/* "[OPTION]... NAME SYNOPSIS": a subcommand's synopsis line. */
+static const char *sub_line(const struct cli_sub *sub, char *buf, size_t size)
+{
+	snprintf(buf, size, "[OPTION]... %s%s%s", sub->name, *sub->synopsis ? " " : "",
+	         sub->synopsis);
+	return buf;
+}
+
+/* The subcommand words, space-separated, for the completions. */
+static const char *sub_words(void)
+{
+	static char words[1024];
+	size_t n = 0;
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++)
+		n += (size_t)snprintf(words + n, n < sizeof words ? sizeof words - n : 0, "%s%s",
+		                      n ? " " : "", sub->name);
+	return words;
+}
+
+static const struct cli_sub *sub_named(const char *name)
+{
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++)
+		if (!strcmp(sub->name, name))
+			return sub;
+	return NULL;
+}
+
+enum core_status cli_sub_find(int *argc, char ***argv, const struct cli_sub **sub)
+{
+	const char *names[64], *near;
+	size_t n = 0;
+	*sub = NULL;
+	if (*argc < 1)
+		return CORE_OK;
+	if ((*sub = sub_named((*argv)[0]))) {
+		(*argc)--;
+		(*argv)++;
+		return CORE_OK;
+	}
+	/* A mistyped subcommand (agent-snap lgo SID) is not read as an
+	 * operand of the plain form. */
+	for (const struct cli_sub *s = prog->subs; s && s->name && n < 63; s++)
+		names[n++] = s->name;
+	names[n] = NULL;
+	if ((near = core_closest((*argv)[0], strlen((*argv)[0]), names)))
+		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); %s '%s %s %s'",
+		                 (*argv)[0], near, prog->plain_hint, prog->name, prog->plain_sub,
+		                 (*argv)[0]);
+	return CORE_OK;
+}
+
+/* "a, b and c": the subcommands that take option name. */
+static void takers(const char *name, char *buf, size_t size)
+{
+	size_t n = 0, count = 0, k = 0;
+	buf[0] = 0;
+	for (const struct cli_sub *s = prog->subs; s && s->name; s++)
+		count += listed(s->opts, name);
+	for (const struct cli_sub *s = prog->subs; s && s->name && n < size; s++)
+		if (listed(s->opts, name)) {
+			k++;
+			n += (size_t)snprintf(buf + n, size - n, "%s%s",
+			                      k == 1 ? "" : k == count ? " and " : ", ", s->name);
+		}
+}
+
+enum core_status cli_sub_check(const struct cli_sub *sub, int argc)
+{
+	const struct cli_sub *as = sub ? sub : sub_named(prog->plain_sub);
+	if (sub && sub->max == 0 && argc > 0)
+		return cli_usage("%s takes no operands", sub->name);
+	if (sub && sub->min == 1 && sub->max == 1 && argc != 1)
+		return cli_usage("%s takes one %s", sub->name, sub->operand);
+	if (sub && argc < sub->min)
+		return cli_usage("%s needs %ss", sub->name, sub->operand);
+	if (sub && sub->max == 1 && argc > 1)
+		return cli_usage("%s takes at most one %s", sub->name, sub->operand);
+	if (sub && sub->max >= 0 && argc > sub->max)
+		return cli_usage("%s takes at most %d %ss", sub->name, sub->max, sub->operand);
+	for (size_t i = 0; prog->opts && prog->opts[i].name && i < sizeof seen; i++) {
+		const char *name = prog->opts[i].name;
+		char who[256];
+		if (!seen[i] || (as && listed(as->opts, name)))
+			continue;
+		takers(name, who, sizeof who);
+		if (*who)
+			return cli_usage("--%s applies to %s", name, who);
+	}
+	return CORE_OK;
+}
+
 #define HELP_WIDTH 79
 
 /*
@@ -356,6 +466,12 @@ static void help(void)
 		wrap(p, len, col, col);
 		p += len + (e ? 1 : 0);
 	}
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++) {
+		char line[256];
+		int col = printf("       %s ", prog->name);
+		sub_line(sub, line, sizeof line);
+		wrap(line, strlen(line), col, col);
+	}
 	if (prog->description) {
 		/* Paragraphs are separated by blank lines in the source text. */
 		for (const char *p = prog->description; *p;) {
@@ -364,6 +480,15 @@ static void help(void)
 			putchar('\n');
 			wrap(p, len, 0, 0);
 			p += len + (e ? 2 : 0);
+		}
+	}
+	if (prog->subs) {
+		printf("\nSubcommands:\n");
+		for (const struct cli_sub *sub = prog->subs; sub->name; sub++) {
+			printf("  %s", sub->name);
+			wrap(sub->synopsis, strlen(sub->synopsis), 3 + (int)strlen(sub->name), 4);
+			printf("      ");
+			wrap(sub->help, strlen(sub->help), 6, 6);
 		}
 	}
 	printf("\nOptions:\n");
@@ -463,6 +588,12 @@ static void man(void)
 		printf("\n.br\n");
 		p += len + (e ? 1 : 0);
 	}
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++) {
+		char line[256];
+		printf(".B %s\n", prog->name);
+		roffs(sub_line(sub, line, sizeof line));
+		printf("\n.br\n");
+	}
 	if (prog->description) {
 		printf(".SH DESCRIPTION\n");
 		for (p = prog->description; *p;) {
@@ -472,6 +603,18 @@ static void man(void)
 			roff(p, len);
 			printf("\n");
 			p += len + (e ? 2 : 0);
+		}
+	}
+	if (prog->subs) {
+		printf(".SH SUBCOMMANDS\n");
+		for (const struct cli_sub *sub = prog->subs; sub->name; sub++) {
+			printf(".TP\n\\fB");
+			roffs(sub->name);
+			printf("\\fR%s", *sub->synopsis ? " " : "");
+			roffs(sub->synopsis);
+			printf("\n");
+			roffs(sub->help);
+			printf("\n");
 		}
 	}
 	printf(".SH OPTIONS\n");
@@ -623,10 +766,10 @@ static void bash(const char *fn)
 	printf("\tif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W '");
 	each_opt(bash_word, NULL);
 	printf("' -- \"$cur\"))\n\t\treturn\n\tfi\n");
-	if (prog->subcommands)
+	if (prog->subs)
 		printf("\tif [[ $COMP_CWORD -eq 1 ]]; then\n\t\tCOMPREPLY=($(compgen -W '%s' -- \"$cur\")"
 		       " $(compgen -W \"$(%s_list snapshots)\" -- \"$cur\"))\n\t\treturn\n\tfi\n",
-		       prog->subcommands, fn);
+		       sub_words(), fn);
 	printf("\t");
 	bash_kind(ops, "", fn);
 	printf("\n}\ncomplete -o filenames -F %s %s\n", fn, prog->name);
@@ -688,8 +831,8 @@ static void zsh(const char *fn)
 	       " else compadd -S '' -- %s; fi }\n", fn, model_words);
 	printf("_arguments -s \\\n");
 	each_opt(zsh_opt, (void *)fn);
-	if (prog->subcommands)
-		printf("  '1:command:(%s)' \\\n", prog->subcommands);
+	if (prog->subs)
+		printf("  '1:command:(%s)' \\\n", sub_words());
 	printf("  '*:operand:");
 	zsh_action(ops, "", fn);
 	printf("'\n");
@@ -733,9 +876,9 @@ static void fish(const char *fn)
 	       "\tcase sessions\n\t\t%s\n\tcase snapshots\n\t\t%s\n\tend\nend\n",
 	       fn, list_agents, list_sessions, list_snapshots);
 	each_opt(fish_opt, (void *)fn);
-	if (prog->subcommands)
+	if (prog->subs)
 		printf("complete -c %s -n '__fish_use_subcommand' -a '%s'\n",
-		       prog->name, prog->subcommands);
+		       prog->name, sub_words());
 	if (ops != CLI_FILE) {
 		printf("complete -c %s", prog->name);
 		fish_args(ops, "", fn);
@@ -848,6 +991,9 @@ int cli_next(int argc, char **argv, const char **arg)
 			cli_usage("option '%s' needs a value", argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);
 	default:
+		for (size_t i = 0; prog->opts && prog->opts[i].name && i < sizeof seen; i++)
+			if (prog->opts[i].key == c)
+				seen[i] = 1;
 		return c;
 	}
 }
