@@ -65,6 +65,13 @@ static const struct cli_exitcode exits[] = {
 	{ -1, NULL }
 };
 
+/* What a subcommand's handler needs opened before it runs (snap_open()). */
+enum {
+	SNAP_AGENT = 1,         /* open --agent's state transform (and so check it) */
+	SNAP_WRITE = 2,         /* open the store read-write, and name its directory */
+	SNAP_NO_STORE = 4,      /* do not open the store */
+};
+
 /* The subcommands' handlers, below; ctx is a struct snap. */
 static enum core_status run_get(void *ctx, int argc, char **argv);
 static enum core_status run_sessions(void *ctx, int argc, char **argv);
@@ -78,38 +85,38 @@ static enum core_status run_worker_log(void *ctx, int argc, char **argv);
 
 /* A new subcommand is one row here and its handler. */
 static const struct cli_sub subs[] = {
-	{ "get", "ID...", 1, -1, "snapshot ID", CLI_SNAPSHOT, "session",
+	{ "get", "ID...", 1, -1, "snapshot ID", CLI_SNAPSHOT, "session", SNAP_AGENT,
 	  "Prints the rows with those IDs as 'agent-snap ID...' does, also rows whose "
 	  "ID is a subcommand word; with --session SID, checks that they belong to SID.", run_get },
-	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT, "since",
+	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT, "since", 0,
 	  "Prints one line per session, most recently updated first: "
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
 	  "\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
 	  "terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
 	  "TIME those updated since then.", run_sessions },
-	{ "show", "SID", 1, 1, "SID", CLI_SESSION, NULL,
+	{ "show", "SID", 1, 1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
 	  "Prints the conversation of the session's latest row (or of the "
 	  "snapshot SID): on a terminal as text, one paragraph per message with "
 	  "tool calls and results on one line each; otherwise its messages as "
 	  "NDJSON, one per line.", run_show },
-	{ "log", "SID", 1, 1, "SID", CLI_SESSION, NULL,
+	{ "log", "SID", 1, 1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
 	  "Prints the session's rows oldest first (createdAt, then "
 	  "snapshotId), metadata only, each with its parentId; a row whose parent "
 	  "already has an earlier child is a fork and carries \"fork\": true.", run_log },
-	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION, NULL,
+	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION, NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs, and prints "
 	  "{\"sessionId\", \"deleted\"} for each.", run_rm },
-	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION, "keep before",
+	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION, "keep before", SNAP_AGENT | SNAP_WRITE,
 	  "Deletes settled rows of every session (or of SID), and their worker logs: "
 	  "those beyond the newest N (--keep) that were also created "
 	  "before TIME (--before); with one limit, that one alone decides.  A "
 	  "session's latest row and pending or aborting rows are never pruned.  It "
 	  "prints {\"deleted\": N}.", run_prune },
-	{ "export", "[SID]...", 0, -1, "SID", CLI_SESSION, NULL,
+	{ "export", "[SID]...", 0, -1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
 	  "Prints the raw rows (not shaped) of every session, or of the "
 	  "given ones, as NDJSON: what import reads.", run_export },
-	{ "import", "[FILE]", 0, 1, "FILE", CLI_FILE, NULL,
+	{ "import", "[FILE]", 0, 1, "FILE", CLI_FILE, NULL, SNAP_NO_STORE,
 	  "Reads rows as export prints them from FILE (or stdin, or "
 	  "'-') and writes them as given, replacing rows with the same "
 	  "snapshotId.  Every line is checked first (an object with string "
@@ -119,7 +126,7 @@ static const struct cli_sub subs[] = {
 	  "first copied to an unnamed file in the store directory), and a status "
 	  "change wakes agent-wait like any other write.  It prints "
 	  "{\"imported\": N}.", run_import },
-	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT, NULL,
+	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT, NULL, SNAP_AGENT | SNAP_NO_STORE,
 	  "Prints the log a detached run's worker kept for snapshot "
 	  "ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
 	  "the abort it saw, how it finalized the row.", run_worker_log },
@@ -179,6 +186,13 @@ struct opts {
 	int text;                         /* sessions, show: -f text */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
+};
+
+/* What one invocation holds; every handler's ctx. */
+struct snap {
+	struct opts o;
+	struct store *s;
+	struct core_buf dir;    /* the store's directory, with SNAP_WRITE */
 };
 
 /* Keep the worse of two outcomes: a failure to go on beats "not found". */
@@ -265,8 +279,11 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	return st;
 }
 
-static enum core_status list_sessions(struct store *s, const struct opts *o)
+static enum core_status run_sessions(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
 	struct core_err e = { 0 };
 	struct store_session_filter f = { o->agent, o->since_ns, o->hb_timeout_ms };
 	json_t *list = NULL, *l;
@@ -338,9 +355,12 @@ static enum core_status message_text(const json_t *m, struct core_err *e)
 	return st;
 }
 
-static enum core_status show_conversation(struct store *s, const struct opts *o,
-                                          const char *id)
+static enum core_status run_show(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
+	const char *id = argv[0];
 	struct core_err e = { 0 };
 	json_t *row = NULL, *m;
 	size_t i;
@@ -408,23 +428,25 @@ static enum core_status collect(const struct store_session_info *si, void *ctx)
 	return json_array_append_new(ctx, json_string(si->session_id)) ? CORE_ENOMEM : CORE_OK;
 }
 
-static enum core_status export_rows(struct store *s, const struct opts *o, char **sids,
-                                    int n)
+static enum core_status run_export(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
 	enum core_status rc = CORE_OK, st;
 	struct core_err e = { 0 };
 	json_t *all = NULL;
 	size_t i, count;
-	if (n == 0) {
+	if (argc == 0) {
 		all = json_array();
 		if ((st = store_sessions(s, collect, all, &e)) != CORE_OK) {
 			json_decref(all);
 			return cli_report(&e);
 		}
 	}
-	count = all ? json_array_size(all) : (size_t)n;
+	count = all ? json_array_size(all) : (size_t)argc;
 	for (i = 0; i < count; i++) {
-		const char *sid = all ? json_string_value(json_array_get(all, i)) : sids[i];
+		const char *sid = all ? json_string_value(json_array_get(all, i)) : argv[i];
 		st = session_rows(s, o, sid, 0, o->flags);
 		rc = worse(rc, st);
 		if (st != CORE_OK && st != CORE_ENOTFOUND)
@@ -589,8 +611,11 @@ static enum core_status import_rows(struct store *s, const char *dir, int in,
 
 /* import [FILE]: the one subcommand that creates the store.  A FILE that
  * does not exist is not found (4), and no store is created for it. */
-static enum core_status import_file(const struct opts *o, const char *file)
+static enum core_status run_import(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const struct opts *o = &c->o;
+	const char *file = argc ? argv[0] : "-";
 	struct core_buf dir = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
@@ -618,18 +643,20 @@ static enum core_status import_file(const struct opts *o, const char *file)
 /* ---- rm, prune ---- */
 
 /* rm and prune take the deleted rows' worker logs with them. */
-static enum core_status remove_sessions(struct store *s, const char *dir, char **sids,
-                                        int n)
+static enum core_status run_rm(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const char *dir = c->dir.p;
 	enum core_status rc = CORE_OK, st;
 	int i;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < argc; i++) {
 		struct core_err e = { 0 };
 		size_t deleted = 0;
-		st = store_delete_session(s, sids[i], &deleted, detach_log_remove,
+		st = store_delete_session(s, argv[i], &deleted, detach_log_remove,
 		                          (void *)dir, &e);
 		if (st == CORE_OK) {
-			json_t *out = json_pack("{s:s,s:I}", "sessionId", sids[i],
+			json_t *out = json_pack("{s:s,s:I}", "sessionId", argv[i],
 			                        "deleted", (json_int_t)deleted);
 			st = cli_write_json(out, &e);
 			json_decref(out);
@@ -644,16 +671,19 @@ static enum core_status remove_sessions(struct store *s, const char *dir, char *
 	return rc;
 }
 
-static enum core_status prune(struct store *s, const char *dir, const struct opts *o,
-                              char **sids, int n)
+static enum core_status run_prune(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const struct opts *o = &c->o;
 	struct core_err e = { 0 };
 	size_t deleted = 0;
 	enum core_status st;
 	json_t *out;
-	st = store_prune(s, n ? sids[0] : NULL, o->have_keep ? o->keep : 0,
+	if (!o->have_keep && !o->have_before)
+		return cli_usage("prune needs --keep N, --before TIME or both");
+	st = store_prune(c->s, argc ? argv[0] : NULL, o->have_keep ? o->keep : 0,
 	                 o->have_before ? o->before_ns : 0, &deleted, detach_log_remove,
-	                 (void *)dir, &e);
+	                 (void *)c->dir.p, &e);
 	if (st != CORE_OK)
 		return cli_report(&e);
 	out = json_pack("{s:I}", "deleted", (json_int_t)deleted);
@@ -662,7 +692,7 @@ static enum core_status prune(struct store *s, const char *dir, const struct opt
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
-/* ---- main ---- */
+/* ---- IDs, times, worker-log ---- */
 
 static enum core_status check_ids(char **ids, int n, const char *what)
 {
@@ -688,8 +718,10 @@ static enum core_status parse_time(const char *flag, const char *arg, int64_t *n
 }
 
 /* The detached worker's log for snapshot id, copied to stdout as it is. */
-static enum core_status worker_log(const char *store, const char *id)
+static enum core_status run_worker_log(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const char *store = c->o.store, *id = argv[0];
 	struct core_buf dir = CORE_BUF_INIT(4096), path = CORE_BUF_INIT(4096);
 	struct core_buf text = CORE_BUF_INIT((size_t)1 << 30);
 	struct core_err e = { 0 };
@@ -711,23 +743,11 @@ static enum core_status worker_log(const char *store, const char *id)
 	return st;
 }
 
-/* ---- the subcommands' handlers ---- */
+/* ---- dispatch ---- */
 
-/* What one invocation holds; every handler's ctx. */
-struct snap {
-	struct opts o;
-	struct store *s;
-	struct core_buf dir;    /* the store's directory, with SNAP_WRITE */
-};
-
-enum {
-	SNAP_AGENT = 1,         /* open --agent's state transform (and so check it) */
-	SNAP_WRITE = 2,         /* open the store read-write, and name its directory */
-	SNAP_NO_STORE = 4,      /* do not open the store */
-};
-
-/* What a handler needs opened.  The store is never created to read it
- * (only import creates one); rm and prune change it. */
+/* What a handler needs opened (its row's SNAP_* flags).  The store is
+ * never created to read it (only import creates one); rm and prune
+ * change it. */
 static enum core_status snap_open(struct snap *c, unsigned how)
 {
 	struct core_err e = { 0 };
@@ -748,70 +768,13 @@ static enum core_status snap_open(struct snap *c, unsigned how)
 static enum core_status run_get(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT);
-	if (st)
-		return st;
 	return argc ? show_ids(c->s, &c->o, argv, argc) : show_latest(c->s, &c->o);
-}
-
-/* sessions --agent filters by name: the agent's file need not exist. */
-static enum core_status run_sessions(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st = snap_open(c, 0);
-	return st ? st : list_sessions(c->s, &c->o);
-}
-
-static enum core_status run_show(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT);
-	return st ? st : show_conversation(c->s, &c->o, argv[0]);
 }
 
 static enum core_status run_log(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT);
-	return st ? st : session_rows(c->s, &c->o, argv[0], 1, STORE_METADATA_ONLY);
-}
-
-static enum core_status run_rm(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT | SNAP_WRITE);
-	return st ? st : remove_sessions(c->s, c->dir.p, argv, argc);
-}
-
-static enum core_status run_prune(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st;
-	if (!c->o.have_keep && !c->o.have_before)
-		return cli_usage("prune needs --keep N, --before TIME or both");
-	st = snap_open(c, SNAP_AGENT | SNAP_WRITE);
-	return st ? st : prune(c->s, c->dir.p, &c->o, argv, argc);
-}
-
-static enum core_status run_export(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT);
-	return st ? st : export_rows(c->s, &c->o, argv, argc);
-}
-
-/* import opens (and creates) the store itself. */
-static enum core_status run_import(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	return import_file(&c->o, argc ? argv[0] : "-");
-}
-
-static enum core_status run_worker_log(void *ctx, int argc, char **argv)
-{
-	struct snap *c = ctx;
-	enum core_status st = snap_open(c, SNAP_AGENT | SNAP_NO_STORE);
-	return st ? st : worker_log(c->o.store, argv[0]);
+	return session_rows(c->s, &c->o, argv[0], 1, STORE_METADATA_ONLY);
 }
 
 /* The subcommand named by the first operand, else the plain form. */
@@ -832,7 +795,8 @@ static enum core_status run(struct snap *c, int argc, char **argv)
 	if (kind != CLI_FILE && (st = check_ids(argv, argc, kind == CLI_SESSION ? "session ID"
 	                                                                        : "snapshot ID")))
 		return st;
-	st = sub ? sub->run(c, argc, argv) : run_get(c, argc, argv);
+	if ((st = snap_open(c, sub ? sub->flags : SNAP_AGENT)) == CORE_OK)
+		st = sub ? sub->run(c, argc, argv) : run_get(c, argc, argv);
 	store_close(c->s);
 	agent_ext_free(c->o.x);
 	core_buf_release(&c->dir);

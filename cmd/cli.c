@@ -1,6 +1,7 @@
 /* cli.c - option parsing, help, man pages, completions and checked output
  * shared by the agentkit commands.  See cli.h. */
 #include "cli.h"
+#include "../libcore/model.h"
 #include "../libcore/suggest.h"
 #include "../libcore/util.h"
 
@@ -72,10 +73,10 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },
 	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
-	{ "OPENAI_API_KEY, OPENAI_BASE_URL", "openai/... models: the key and the endpoint (default https://api.openai.com/v1; any compatible server)" },
-	{ "GOOGLE_API_KEY (preferred) or GEMINI_API_KEY, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL", "googleai/... models: the key and the endpoint" },
-	{ "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL", "anthropic/... models: the key and the endpoint" },
-	{ "OLLAMA_HOST", "ollama/... models: the server (default 127.0.0.1:11434)" },
+	{ NULL, NULL }
+};
+/* After the providers' variables, which come from their table (model.h). */
+static const struct cli_env environment_after[] = {
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
 	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
 	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },
@@ -572,6 +573,46 @@ static void man_opt(const struct cli_opt *o, void *ctx)
 	printf("\n");
 }
 
+static void man_env(const struct cli_env *v)
+{
+	for (; v->name; v++) {
+		printf(".TP\n.B ");
+		roffs(v->name);
+		printf("\n");
+		roffs(v->meaning);
+		printf("\n");
+	}
+}
+
+/* "A, B or C": variables of which the first one set wins. */
+static void man_alternatives(const char *const *v)
+{
+	for (const char *const *x = v; x && *x; x++) {
+		if (x != v)
+			printf(x[1] ? ", " : " or ");
+		roffs(*x);
+	}
+}
+
+/* A provider's variables, as its table entry names them. */
+static void man_provider_env(const struct model_provider *p)
+{
+	if (!p->key_vars && !p->url_vars)
+		return;
+	printf(".TP\n.B ");
+	man_alternatives(p->key_vars);
+	printf("%s", p->key_vars && p->url_vars ? ", " : "");
+	man_alternatives(p->url_vars);
+	printf("\n");
+	roffs(p->prefix);
+	roffs("/... models: ");
+	roffs(!p->key_vars ? "" : p->key_vars[1] ? "the key (the first variable set) and "
+	                                          : "the key and ");
+	roffs("the endpoint (default ");
+	roffs(p->default_url ? p->default_url : "");
+	printf(")\n");
+}
+
 static void man(void)
 {
 	const char *p;
@@ -631,13 +672,10 @@ static void man(void)
 		printf("\n");
 	}
 	printf(".SH ENVIRONMENT\n");
-	for (const struct cli_env *v = environment; v->name; v++) {
-		printf(".TP\n.B ");
-		roffs(v->name);
-		printf("\n");
-		roffs(v->meaning);
-		printf("\n");
-	}
+	man_env(environment);
+	for (size_t i = 0; model_provider_at(i); i++)
+		man_provider_env(model_provider_at(i));
+	man_env(environment_after);
 	printf(".SH FILES\n%s", files_text);
 	printf(".SH SEE ALSO\n");
 	roffs(see_also);
@@ -693,7 +731,18 @@ static const char list_sessions[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"sessionId\":\"[^\"]*\"' | cut -d'\"' -f4";
 static const char list_snapshots[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"snapshotId\":\"[^\"]*\"' | cut -d'\"' -f4";
-static const char model_words[] = "echo script/ openai/ googleai/ anthropic/ ollama/";
+/* The providers, as model names start: "echo script/ openai/ ...".  Only
+ * echo has no name after it. */
+static const char *model_words(void)
+{
+	static char words[512];
+	const char *p;
+	size_t n = 0;
+	for (size_t i = 0; (p = model_provider_name(i)) && n < sizeof words; i++)
+		n += (size_t)snprintf(words + n, sizeof words - n, "%s%s%s", n ? " " : "", p,
+		                      strcmp(p, "echo") ? "/" : "");
+	return words;
+}
 
 static void list_opt(const struct cli_opt *o, void *ctx)
 {
@@ -723,7 +772,7 @@ static void bash_kind(enum cli_kind kind, const char *words, const char *fn)
 	case CLI_MODEL:
 		printf("if [[ $cur == script/* ]]; then COMPREPLY=($(compgen -f -P script/ -- \"${cur#script/}\"));"
 		       " else compopt -o nospace 2>/dev/null; COMPREPLY=($(compgen -W '%s' -- \"$cur\")); fi",
-		       model_words);
+		       model_words());
 		break;
 	case CLI_SESSION:
 		printf("COMPREPLY=($(compgen -W \"$(%s_list sessions)\" -- \"$cur\"))", fn);
@@ -828,7 +877,7 @@ static void zsh(const char *fn)
 	printf("%s_sessions() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_sessions);
 	printf("%s_snapshots() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_snapshots);
 	printf("%s_models() { if [[ $PREFIX == script/* ]]; then compset -P 'script/'; _files;"
-	       " else compadd -S '' -- %s; fi }\n", fn, model_words);
+	       " else compadd -S '' -- %s; fi }\n", fn, model_words());
 	printf("_arguments -s \\\n");
 	each_opt(zsh_opt, (void *)fn);
 	if (prog->subs)
@@ -846,7 +895,7 @@ static void fish_args(enum cli_kind kind, const char *words, const char *fn)
 	case CLI_DIR: printf(" -xa '(__fish_complete_directories)'"); break;
 	case CLI_COMMAND: printf(" -xa '(__fish_complete_command)'"); break;
 	case CLI_AGENT: printf(" -ka '(%s_list agents)'", fn); break;
-	case CLI_MODEL: printf(" -xa '%s'", model_words); break;
+	case CLI_MODEL: printf(" -xa '%s'", model_words()); break;
 	case CLI_SESSION: printf(" -xa '(%s_list sessions)'", fn); break;
 	case CLI_SNAPSHOT: printf(" -xa '(%s_list snapshots)'", fn); break;
 	case CLI_WORDS: printf(" -xa '%s'", words); break;

@@ -88,7 +88,8 @@ struct cli_sub {
 	 * opts is refused by every other row ("--since applies to
 	 * sessions").  NULL: none. */
 	const char *opts;
-	const char *help;       /* one paragraph, starting with the word */
+	unsigned flags;         /* the command's own: what the handler needs */
+	const char *help;       /* one paragraph */
 	/* The handler: ctx is the command's own state, argc and argv the
 	 * operands after the word. */
 	enum core_status (*run)(void *ctx, int argc, char **argv);
