@@ -83,40 +83,53 @@ static enum core_status run_export(void *ctx, int argc, char **argv);
 static enum core_status run_import(void *ctx, int argc, char **argv);
 static enum core_status run_worker_log(void *ctx, int argc, char **argv);
 
-/* A new subcommand is one row here and its handler. */
+/*
+ * A new subcommand is one row here and its handler.  A row: the word, its
+ * synopsis, the least and most operands, an operand's name and kind; the
+ * options only it takes, what it needs opened; its help; its handler.
+ */
 static const struct cli_sub subs[] = {
-	{ "get", "ID...", 1, -1, "snapshot ID", CLI_SNAPSHOT, "session", SNAP_AGENT,
-	  "Prints the rows with those IDs as 'agent-snap ID...' does, also rows whose "
-	  "ID is a subcommand word; with --session SID, checks that they belong to SID.", run_get },
-	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT, "since", 0,
+	{ "get", "ID...", 1, -1, "snapshot ID", CLI_SNAPSHOT,
+	  "session", SNAP_AGENT,
+	  "Prints the rows with those IDs as 'agent-snap ID...' does, also rows "
+	  "whose ID is a subcommand word; with --session SID, checks that they "
+	  "belong to SID.", run_get },
+	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT,
+	  "since", 0,
 	  "Prints one line per session, most recently updated first: "
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
 	  "\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
 	  "terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
 	  "TIME those updated since then.", run_sessions },
-	{ "show", "SID", 1, 1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
+	{ "show", "SID", 1, 1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
 	  "Prints the conversation of the session's latest row (or of the "
 	  "snapshot SID): on a terminal as text, one paragraph per message with "
 	  "tool calls and results on one line each; otherwise its messages as "
 	  "NDJSON, one per line.", run_show },
-	{ "log", "SID", 1, 1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
+	{ "log", "SID", 1, 1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
 	  "Prints the session's rows oldest first (createdAt, then "
 	  "snapshotId), metadata only, each with its parentId; a row whose parent "
 	  "already has an earlier child is a fork and carries \"fork\": true.", run_log },
-	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION, NULL, SNAP_AGENT | SNAP_WRITE,
+	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
+	  NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs, and prints "
 	  "{\"sessionId\", \"deleted\"} for each.", run_rm },
-	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION, "keep before", SNAP_AGENT | SNAP_WRITE,
+	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION,
+	  "keep before", SNAP_AGENT | SNAP_WRITE,
 	  "Deletes settled rows of every session (or of SID), and their worker logs: "
 	  "those beyond the newest N (--keep) that were also created "
 	  "before TIME (--before); with one limit, that one alone decides.  A "
 	  "session's latest row and pending or aborting rows are never pruned.  It "
 	  "prints {\"deleted\": N}.", run_prune },
-	{ "export", "[SID]...", 0, -1, "SID", CLI_SESSION, NULL, SNAP_AGENT,
+	{ "export", "[SID]...", 0, -1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
 	  "Prints the raw rows (not shaped) of every session, or of the "
 	  "given ones, as NDJSON: what import reads.", run_export },
-	{ "import", "[FILE]", 0, 1, "FILE", CLI_FILE, NULL, SNAP_NO_STORE,
+	{ "import", "[FILE]", 0, 1, "FILE", CLI_FILE,
+	  NULL, SNAP_NO_STORE,
 	  "Reads rows as export prints them from FILE (or stdin, or "
 	  "'-') and writes them as given, replacing rows with the same "
 	  "snapshotId.  Every line is checked first (an object with string "
@@ -126,7 +139,8 @@ static const struct cli_sub subs[] = {
 	  "first copied to an unnamed file in the store directory), and a status "
 	  "change wakes agent-wait like any other write.  It prints "
 	  "{\"imported\": N}.", run_import },
-	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT, NULL, SNAP_AGENT | SNAP_NO_STORE,
+	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT,
+	  NULL, SNAP_AGENT | SNAP_NO_STORE,
 	  "Prints the log a detached run's worker kept for snapshot "
 	  "ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
 	  "the abort it saw, how it finalized the row.", run_worker_log },
@@ -789,11 +803,11 @@ static enum core_status run(struct snap *c, int argc, char **argv)
 		return cli_usage("expected snapshot IDs, --session SID or a subcommand");
 	if ((st = cli_sub_check(sub, argc)) != CORE_OK)
 		return st;
-	if (c->o.session && (st = check_ids((char **)&c->o.session, 1, "session ID")) != CORE_OK)
+	if (c->o.session && (st = check_ids((char **)&c->o.session, 1, "session ID")))
 		return st;
 	kind = sub ? sub->kind : CLI_SNAPSHOT;
-	if (kind != CLI_FILE && (st = check_ids(argv, argc, kind == CLI_SESSION ? "session ID"
-	                                                                        : "snapshot ID")))
+	if (kind != CLI_FILE &&
+	    (st = check_ids(argv, argc, kind == CLI_SESSION ? "session ID" : "snapshot ID")))
 		return st;
 	if ((st = snap_open(c, sub ? sub->flags : SNAP_AGENT)) == CORE_OK)
 		st = sub ? sub->run(c, argc, argv) : run_get(c, argc, argv);

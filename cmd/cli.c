@@ -318,8 +318,8 @@ enum core_status cli_sub_find(int *argc, char ***argv, const struct cli_sub **su
 	names[n] = NULL;
 	if ((near = core_closest((*argv)[0], strlen((*argv)[0]), names)))
 		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); %s '%s %s %s'",
-		                 (*argv)[0], near, prog->plain_hint, prog->name, prog->plain_sub,
-		                 (*argv)[0]);
+		                 (*argv)[0], near, prog->plain_hint, prog->name,
+		                 prog->plain_sub, (*argv)[0]);
 	return CORE_OK;
 }
 
@@ -333,8 +333,8 @@ static void takers(const char *name, char *buf, size_t size)
 	for (const struct cli_sub *s = prog->subs; s && s->name && n < size; s++)
 		if (listed(s->opts, name)) {
 			k++;
-			n += (size_t)snprintf(buf + n, size - n, "%s%s",
-			                      k == 1 ? "" : k == count ? " and " : ", ", s->name);
+			const char *sep = k == 1 ? "" : k == count ? " and " : ", ";
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, s->name);
 		}
 }
 
@@ -486,8 +486,8 @@ static void help(void)
 	if (prog->subs) {
 		printf("\nSubcommands:\n");
 		for (const struct cli_sub *sub = prog->subs; sub->name; sub++) {
-			printf("  %s", sub->name);
-			wrap(sub->synopsis, strlen(sub->synopsis), 3 + (int)strlen(sub->name), 4);
+			int col = printf("  %s", sub->name);
+			wrap(sub->synopsis, strlen(sub->synopsis), col, 2);
 			printf("      ");
 			wrap(sub->help, strlen(sub->help), 6, 6);
 		}
