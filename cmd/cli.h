@@ -6,9 +6,11 @@
  * exit codes); from that one description cli_next() parses options
  * (getopt_long), and --help, --version, the man page (--man) and the shell
  * completions (--completion bash|zsh|fish) are generated, so they cannot
- * drift apart.  The man page adds the sections every command shares:
- * ENVIRONMENT, FILES and SEE ALSO.  --list-options prints the long options, one per line, for
- * tests and completion scripts.
+ * drift apart.  A command with subcommands describes each in the same way,
+ * as a row of struct cli_sub.  The man page adds the sections every
+ * command shares: ENVIRONMENT (the model providers' variables read from
+ * their table, model.h), FILES and SEE ALSO.  --list-options prints the
+ * long options, one per line, for tests and completion scripts.
  *
  * Messages go to stderr in one grammar: "prog: what failed: why", input
  * errors naming their place "(at <stdin>:17)".  Data goes to stdout only

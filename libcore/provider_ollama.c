@@ -361,7 +361,8 @@ static enum core_status oll_list(const char *key_file, json_t *row, struct core_
 	char *base = host_url(), *key = NULL, *url = NULL;
 	json_t *doc = NULL;
 	const char *host = getenv(url_vars[0]);
-	enum core_status st = base ? prov_list_row(row, NULL, key_file, url_vars, base, &key)
+	enum core_status st = base ? prov_list_row(row, model_ollama.key_vars, key_file,
+	                                           model_ollama.url_vars, base, &key)
 	                           : CORE_ENOMEM;
 	if (!st && host && *host) {
 		url = prov_strf("%s/api/tags", base);
