@@ -1,6 +1,7 @@
 /* cli.c - option parsing, help, man pages, completions and checked output
  * shared by the agentkit commands.  See cli.h. */
 #include "cli.h"
+#include "../libcore/model.h"
 #include "../libcore/suggest.h"
 #include "../libcore/util.h"
 
@@ -72,10 +73,10 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },
 	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
-	{ "OPENAI_API_KEY, OPENAI_BASE_URL", "openai/... models: the key and the endpoint (default https://api.openai.com/v1; any compatible server)" },
-	{ "GOOGLE_API_KEY (preferred) or GEMINI_API_KEY, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL", "googleai/... models: the key and the endpoint" },
-	{ "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL", "anthropic/... models: the key and the endpoint" },
-	{ "OLLAMA_HOST", "ollama/... models: the server (default 127.0.0.1:11434)" },
+	{ NULL, NULL }
+};
+/* After the providers' variables, which come from their table (model.h). */
+static const struct cli_env environment_after[] = {
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
 	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
 	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },
@@ -252,6 +253,116 @@ static int is_short(int key)
 	return key > 0 && key < CLI_LONG;
 }
 
+/* ---- the subcommand table ---- */
+
+/* The options given to cli_next(), by their index in prog->opts. */
+static unsigned char seen[128];
+
+/* Is name one of the space-separated words of list (may be NULL)? */
+static int listed(const char *list, const char *name)
+{
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, " ");
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p += len;
+		p += strspn(p, " ");
+	}
+	return 0;
+}
+
+/* "[OPTION]... NAME SYNOPSIS": a subcommand's synopsis line. */
+static const char *sub_line(const struct cli_sub *sub, char *buf, size_t size)
+{
+	snprintf(buf, size, "[OPTION]... %s%s%s", sub->name, *sub->synopsis ? " " : "",
+	         sub->synopsis);
+	return buf;
+}
+
+/* The subcommand words, space-separated, for the completions. */
+static const char *sub_words(void)
+{
+	static char words[1024];
+	size_t n = 0;
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++)
+		n += (size_t)snprintf(words + n, n < sizeof words ? sizeof words - n : 0, "%s%s",
+		                      n ? " " : "", sub->name);
+	return words;
+}
+
+static const struct cli_sub *sub_named(const char *name)
+{
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++)
+		if (!strcmp(sub->name, name))
+			return sub;
+	return NULL;
+}
+
+enum core_status cli_sub_find(int *argc, char ***argv, const struct cli_sub **sub)
+{
+	const char *names[64], *near;
+	size_t n = 0;
+	*sub = NULL;
+	if (*argc < 1)
+		return CORE_OK;
+	if ((*sub = sub_named((*argv)[0]))) {
+		(*argc)--;
+		(*argv)++;
+		return CORE_OK;
+	}
+	/* A mistyped subcommand (agent-snap lgo SID) is not read as an
+	 * operand of the plain form. */
+	for (const struct cli_sub *s = prog->subs; s && s->name && n < 63; s++)
+		names[n++] = s->name;
+	names[n] = NULL;
+	if ((near = core_closest((*argv)[0], strlen((*argv)[0]), names)))
+		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); %s '%s %s %s'",
+		                 (*argv)[0], near, prog->plain_hint, prog->name,
+		                 prog->plain_sub, (*argv)[0]);
+	return CORE_OK;
+}
+
+/* "a, b and c": the subcommands that take option name. */
+static void takers(const char *name, char *buf, size_t size)
+{
+	size_t n = 0, count = 0, k = 0;
+	buf[0] = 0;
+	for (const struct cli_sub *s = prog->subs; s && s->name; s++)
+		count += listed(s->opts, name);
+	for (const struct cli_sub *s = prog->subs; s && s->name && n < size; s++)
+		if (listed(s->opts, name)) {
+			k++;
+			const char *sep = k == 1 ? "" : k == count ? " and " : ", ";
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, s->name);
+		}
+}
+
+enum core_status cli_sub_check(const struct cli_sub *sub, int argc)
+{
+	const struct cli_sub *as = sub ? sub : sub_named(prog->plain_sub);
+	if (sub && sub->max == 0 && argc > 0)
+		return cli_usage("%s takes no operands", sub->name);
+	if (sub && sub->min == 1 && sub->max == 1 && argc != 1)
+		return cli_usage("%s takes one %s", sub->name, sub->operand);
+	if (sub && argc < sub->min)
+		return cli_usage("%s needs %ss", sub->name, sub->operand);
+	if (sub && sub->max == 1 && argc > 1)
+		return cli_usage("%s takes at most one %s", sub->name, sub->operand);
+	if (sub && sub->max >= 0 && argc > sub->max)
+		return cli_usage("%s takes at most %d %ss", sub->name, sub->max, sub->operand);
+	for (size_t i = 0; prog->opts && prog->opts[i].name && i < sizeof seen; i++) {
+		const char *name = prog->opts[i].name;
+		char who[256];
+		if (!seen[i] || (as && listed(as->opts, name)))
+			continue;
+		takers(name, who, sizeof who);
+		if (*who)
+			return cli_usage("--%s applies to %s", name, who);
+	}
+	return CORE_OK;
+}
+
 #define HELP_WIDTH 79
 
 /*
@@ -356,6 +467,12 @@ static void help(void)
 		wrap(p, len, col, col);
 		p += len + (e ? 1 : 0);
 	}
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++) {
+		char line[256];
+		int col = printf("       %s ", prog->name);
+		sub_line(sub, line, sizeof line);
+		wrap(line, strlen(line), col, col);
+	}
 	if (prog->description) {
 		/* Paragraphs are separated by blank lines in the source text. */
 		for (const char *p = prog->description; *p;) {
@@ -364,6 +481,15 @@ static void help(void)
 			putchar('\n');
 			wrap(p, len, 0, 0);
 			p += len + (e ? 2 : 0);
+		}
+	}
+	if (prog->subs) {
+		printf("\nSubcommands:\n");
+		for (const struct cli_sub *sub = prog->subs; sub->name; sub++) {
+			int col = printf("  %s", sub->name);
+			wrap(sub->synopsis, strlen(sub->synopsis), col, 2);
+			printf("      ");
+			wrap(sub->help, strlen(sub->help), 6, 6);
 		}
 	}
 	printf("\nOptions:\n");
@@ -447,6 +573,46 @@ static void man_opt(const struct cli_opt *o, void *ctx)
 	printf("\n");
 }
 
+static void man_env(const struct cli_env *v)
+{
+	for (; v->name; v++) {
+		printf(".TP\n.B ");
+		roffs(v->name);
+		printf("\n");
+		roffs(v->meaning);
+		printf("\n");
+	}
+}
+
+/* "A, B or C": variables of which the first one set wins. */
+static void man_alternatives(const char *const *v)
+{
+	for (const char *const *x = v; x && *x; x++) {
+		if (x != v)
+			printf(x[1] ? ", " : " or ");
+		roffs(*x);
+	}
+}
+
+/* A provider's variables, as its table entry names them. */
+static void man_provider_env(const struct model_provider *p)
+{
+	if (!p->key_vars && !p->url_vars)
+		return;
+	printf(".TP\n.B ");
+	man_alternatives(p->key_vars);
+	printf("%s", p->key_vars && p->url_vars ? ", " : "");
+	man_alternatives(p->url_vars);
+	printf("\n");
+	roffs(p->prefix);
+	roffs("/... models: ");
+	roffs(!p->key_vars ? "" : p->key_vars[1] ? "the key (the first variable set) and "
+	                                          : "the key and ");
+	roffs("the endpoint (default ");
+	roffs(p->default_url ? p->default_url : "");
+	printf(")\n");
+}
+
 static void man(void)
 {
 	const char *p;
@@ -463,6 +629,12 @@ static void man(void)
 		printf("\n.br\n");
 		p += len + (e ? 1 : 0);
 	}
+	for (const struct cli_sub *sub = prog->subs; sub && sub->name; sub++) {
+		char line[256];
+		printf(".B %s\n", prog->name);
+		roffs(sub_line(sub, line, sizeof line));
+		printf("\n.br\n");
+	}
 	if (prog->description) {
 		printf(".SH DESCRIPTION\n");
 		for (p = prog->description; *p;) {
@@ -472,6 +644,18 @@ static void man(void)
 			roff(p, len);
 			printf("\n");
 			p += len + (e ? 2 : 0);
+		}
+	}
+	if (prog->subs) {
+		printf(".SH SUBCOMMANDS\n");
+		for (const struct cli_sub *sub = prog->subs; sub->name; sub++) {
+			printf(".TP\n\\fB");
+			roffs(sub->name);
+			printf("\\fR%s", *sub->synopsis ? " " : "");
+			roffs(sub->synopsis);
+			printf("\n");
+			roffs(sub->help);
+			printf("\n");
 		}
 	}
 	printf(".SH OPTIONS\n");
@@ -488,13 +672,10 @@ static void man(void)
 		printf("\n");
 	}
 	printf(".SH ENVIRONMENT\n");
-	for (const struct cli_env *v = environment; v->name; v++) {
-		printf(".TP\n.B ");
-		roffs(v->name);
-		printf("\n");
-		roffs(v->meaning);
-		printf("\n");
-	}
+	man_env(environment);
+	for (size_t i = 0; model_provider_at(i); i++)
+		man_provider_env(model_provider_at(i));
+	man_env(environment_after);
 	printf(".SH FILES\n%s", files_text);
 	printf(".SH SEE ALSO\n");
 	roffs(see_also);
@@ -550,7 +731,18 @@ static const char list_sessions[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"sessionId\":\"[^\"]*\"' | cut -d'\"' -f4";
 static const char list_snapshots[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"snapshotId\":\"[^\"]*\"' | cut -d'\"' -f4";
-static const char model_words[] = "echo script/ openai/ googleai/ anthropic/ ollama/";
+/* The providers, as model names start: "echo script/ openai/ ...".  Only
+ * echo has no name after it. */
+static const char *model_words(void)
+{
+	static char words[512];
+	const char *p;
+	size_t n = 0;
+	for (size_t i = 0; (p = model_provider_name(i)) && n < sizeof words; i++)
+		n += (size_t)snprintf(words + n, sizeof words - n, "%s%s%s", n ? " " : "", p,
+		                      strcmp(p, "echo") ? "/" : "");
+	return words;
+}
 
 static void list_opt(const struct cli_opt *o, void *ctx)
 {
@@ -580,7 +772,7 @@ static void bash_kind(enum cli_kind kind, const char *words, const char *fn)
 	case CLI_MODEL:
 		printf("if [[ $cur == script/* ]]; then COMPREPLY=($(compgen -f -P script/ -- \"${cur#script/}\"));"
 		       " else compopt -o nospace 2>/dev/null; COMPREPLY=($(compgen -W '%s' -- \"$cur\")); fi",
-		       model_words);
+		       model_words());
 		break;
 	case CLI_SESSION:
 		printf("COMPREPLY=($(compgen -W \"$(%s_list sessions)\" -- \"$cur\"))", fn);
@@ -623,10 +815,10 @@ static void bash(const char *fn)
 	printf("\tif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W '");
 	each_opt(bash_word, NULL);
 	printf("' -- \"$cur\"))\n\t\treturn\n\tfi\n");
-	if (prog->subcommands)
+	if (prog->subs)
 		printf("\tif [[ $COMP_CWORD -eq 1 ]]; then\n\t\tCOMPREPLY=($(compgen -W '%s' -- \"$cur\")"
 		       " $(compgen -W \"$(%s_list snapshots)\" -- \"$cur\"))\n\t\treturn\n\tfi\n",
-		       prog->subcommands, fn);
+		       sub_words(), fn);
 	printf("\t");
 	bash_kind(ops, "", fn);
 	printf("\n}\ncomplete -o filenames -F %s %s\n", fn, prog->name);
@@ -685,11 +877,11 @@ static void zsh(const char *fn)
 	printf("%s_sessions() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_sessions);
 	printf("%s_snapshots() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_snapshots);
 	printf("%s_models() { if [[ $PREFIX == script/* ]]; then compset -P 'script/'; _files;"
-	       " else compadd -S '' -- %s; fi }\n", fn, model_words);
+	       " else compadd -S '' -- %s; fi }\n", fn, model_words());
 	printf("_arguments -s \\\n");
 	each_opt(zsh_opt, (void *)fn);
-	if (prog->subcommands)
-		printf("  '1:command:(%s)' \\\n", prog->subcommands);
+	if (prog->subs)
+		printf("  '1:command:(%s)' \\\n", sub_words());
 	printf("  '*:operand:");
 	zsh_action(ops, "", fn);
 	printf("'\n");
@@ -703,7 +895,7 @@ static void fish_args(enum cli_kind kind, const char *words, const char *fn)
 	case CLI_DIR: printf(" -xa '(__fish_complete_directories)'"); break;
 	case CLI_COMMAND: printf(" -xa '(__fish_complete_command)'"); break;
 	case CLI_AGENT: printf(" -ka '(%s_list agents)'", fn); break;
-	case CLI_MODEL: printf(" -xa '%s'", model_words); break;
+	case CLI_MODEL: printf(" -xa '%s'", model_words()); break;
 	case CLI_SESSION: printf(" -xa '(%s_list sessions)'", fn); break;
 	case CLI_SNAPSHOT: printf(" -xa '(%s_list snapshots)'", fn); break;
 	case CLI_WORDS: printf(" -xa '%s'", words); break;
@@ -733,9 +925,9 @@ static void fish(const char *fn)
 	       "\tcase sessions\n\t\t%s\n\tcase snapshots\n\t\t%s\n\tend\nend\n",
 	       fn, list_agents, list_sessions, list_snapshots);
 	each_opt(fish_opt, (void *)fn);
-	if (prog->subcommands)
+	if (prog->subs)
 		printf("complete -c %s -n '__fish_use_subcommand' -a '%s'\n",
-		       prog->name, prog->subcommands);
+		       prog->name, sub_words());
 	if (ops != CLI_FILE) {
 		printf("complete -c %s", prog->name);
 		fish_args(ops, "", fn);
@@ -848,6 +1040,9 @@ int cli_next(int argc, char **argv, const char **arg)
 			cli_usage("option '%s' needs a value", argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);
 	default:
+		for (size_t i = 0; prog->opts && prog->opts[i].name && i < sizeof seen; i++)
+			if (prog->opts[i].key == c)
+				seen[i] = 1;
 		return c;
 	}
 }

@@ -7,8 +7,9 @@
 
 /*
  * The providers.  Each lives in its own file (model_echo.c, model_script.c,
- * provider_openai.c, ...) and defines one struct model_provider; adding a
- * provider is one line here.
+ * provider_openai.c, ...) and defines one struct model_provider, its
+ * environment variables included; adding a provider is one line here,
+ * and its key is then hidden from every child process (spawn.h).
  */
 extern const struct model_provider model_echo;
 extern const struct model_provider model_script;
@@ -28,9 +29,24 @@ static const struct model_provider *const providers[] = {
 
 #define NPROVIDERS (sizeof providers / sizeof providers[0])
 
+const struct model_provider *model_provider_at(size_t i)
+{
+	return i < NPROVIDERS ? providers[i] : NULL;
+}
+
 const char *model_provider_name(size_t i)
 {
 	return i < NPROVIDERS ? providers[i]->prefix : NULL;
+}
+
+int model_key_variable(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+	for (size_t i = 0; i < NPROVIDERS; i++)
+		for (const char *const *v = providers[i]->key_vars; v && *v; v++)
+			if (strlen(*v) == len && !strncmp(*v, entry, len))
+				return 1;
+	return 0;
 }
 
 /* The provider named by name's part before '/' (all of it without one). */

@@ -95,15 +95,40 @@ enum core_status model_last_user_text(const json_t *messages, struct core_buf *o
 enum core_status model_list(const char *key_file, json_t **rows, int *failed,
                             struct core_err *e);
 
-/* A provider: the prefix before '/' and its generate function (name is the
- * part after the '/'); list (may be NULL) fills the provider's
- * --list-models row (see model_list) and returns a listing failure. */
+/*
+ * A provider: one entry of model.c's table, defined in the provider's own
+ * file (model_echo.c, provider_openai.c, ...).
+ *
+ * prefix is the part of a model name before '/'; generate runs one call
+ * (name is the part after the '/'); list (may be NULL) fills the
+ * provider's --list-models row (see model_list) and returns a listing
+ * failure.  The rest describes what an HTTP provider reads from the
+ * environment, as data that --list-models reports and that keeps the keys
+ * from every child process (spawn.h): key_vars, the variables holding its
+ * key (the first one set wins; NULL when it needs none), url_vars, the
+ * variables naming its endpoint (the first one set wins; NULL for none),
+ * and default_url, the endpoint when none is set.  The offline providers
+ * leave them NULL.
+ */
 struct model_provider {
 	const char *prefix;
 	enum core_status (*generate)(const char *name, const struct model_request *req,
 	                             const struct model_stream *stream,
 	                             struct model_response *resp, struct core_err *e);
 	enum core_status (*list)(const char *key_file, json_t *row, struct core_err *e);
+	const char *const *key_vars;
+	const char *const *url_vars;
+	const char *default_url;
 };
+
+/* The i-th provider of the table (static), NULL past the last. */
+const struct model_provider *model_provider_at(size_t i);
+
+/*
+ * Is the environment entry "NAME=value" (or a bare NAME) the key variable
+ * of some provider in the table?  What the processes agentkit starts
+ * (tools, custom agent handlers, transforms) never inherit.
+ */
+int model_key_variable(const char *entry);
 
 #endif

@@ -490,26 +490,86 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
 	return CORE_OK;
 }
 
-enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
-                               const char *key_file, const char *const *url_envs,
-                               const char *dflt_base, const char *path, const char *auth_fmt,
+enum core_status prov_list_get(const struct model_provider *p, json_t *row,
+                               const char *key_file, const char *path, const char *auth_fmt,
                                const char *extra, json_t **doc, struct core_err *e)
 {
-	char *base = prov_env_url(url_envs, dflt_base), *key = NULL, *url = NULL, *auth = NULL;
-	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
+	char *base = prov_env_url(p->url_vars, p->default_url), *key = NULL, *url = NULL;
+	char *auth = NULL;
+	enum core_status st = base ? prov_list_row(row, p->key_vars, key_file, p->url_vars, base,
+	                                           &key)
 	                           : CORE_ENOMEM;
 	*doc = NULL;
 	if (!st && key) {
 		url = prov_strf("%s%s", base, path);
 		auth = prov_strf(auth_fmt, key);
 		const char *headers[] = { auth, extra, NULL };
-		st = !url || !auth ? CORE_ENOMEM : prov_get_json(what, url, headers, key, doc, e);
+		st = !url || !auth ? CORE_ENOMEM
+		                   : prov_get_json(p->prefix, url, headers, key, doc, e);
 	}
 	prov_secret_free(auth);
 	prov_secret_free(key);
 	free(url);
 	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", what) : st;
+	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", p->prefix) : st;
+}
+
+enum core_status prov_generate(const struct prov_dialect *d, const char *name,
+                               const struct model_request *req,
+                               const struct model_stream *stream,
+                               struct model_response *resp, struct core_err *e)
+{
+	const char *what = d->p->prefix;
+	struct prov_out *o = calloc(1, d->size);
+	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
+	const char *headers[3] = { NULL, NULL, NULL };
+	json_t *b = NULL;
+	enum core_status st;
+	if (!o)
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+	prov_out_init(o, what, stream, e);
+	/* The name first: a call that cannot be right fails before the key
+	 * is even looked for. */
+	if (d->bad_name && d->bad_name(name)) {
+		st = core_fail(e, CORE_ENOTFOUND, "%s: bad model name '%s' (use %s/MODEL)", what,
+		               name, what);
+		goto out;
+	}
+	if (!*name) {
+		st = core_fail(e, CORE_ENOTFOUND, "%s: no model name (use %s/MODEL)", what, what);
+		goto out;
+	}
+	if (d->auth_fmt) {
+		if ((st = prov_key(what, d->p->key_vars, req->key_file, &key, e)))
+			goto out;
+		o->key = key;
+	}
+	base = d->base_url ? d->base_url() : prov_env_url(d->p->url_vars, d->p->default_url);
+	if (!base || !(url = prov_strf(d->url_fmt, base, d->url_name ? d->url_name(name) : name))
+	    || (d->auth_fmt && !(auth = prov_strf(d->auth_fmt, key)))) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		goto out;
+	}
+	if ((st = d->build(o, name, base, req, &b, e)))
+		goto out;
+	headers[0] = auth ? auth : d->extra_header;
+	headers[1] = auth ? d->extra_header : NULL;
+	/* Each attempt starts clean: prov_post resets o, on_reset the
+	 * provider's parse state. */
+	o->on_reset = d->on_reset;
+	st = prov_post(o, url, headers, b, d->mode, d->on_event, d->on_error, o, d->terminator,
+	               resp);
+out:
+	if (d->release)
+		d->release(o);
+	prov_out_release(o);
+	json_decref(b);
+	prov_secret_free(auth);
+	prov_secret_free(key);
+	free(url);
+	free(base);
+	free(o);
+	return st;
 }
 
 static int by_string(const void *a, const void *b)

@@ -1,8 +1,8 @@
 /*
  * provider_common.h - what the HTTP model providers (provider_*.c) share:
- * keys and base URLs from the environment, the streamed-output
- * accumulator, the HTTP/SSE plumbing, status mapping and small Genkit
- * message helpers.
+ * keys and base URLs from the environment, the generate skeleton
+ * (prov_generate), the streamed-output accumulator, the HTTP/SSE plumbing,
+ * status mapping and small Genkit message helpers.
  *
  * Ownership: functions returning char * or json_t * return new memory or a
  * new reference for the caller; const json_t * arguments are borrowed.
@@ -116,20 +116,70 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
                                const char *const *url_envs, const char *base, char **key);
 /*
- * The --list-models of a provider with a key: its row (prov_list_row, the
- * base URL from url_envs else dflt_base), then, when a key is set, GET
- * base + path with the header auth_fmt (a printf format for the key) and
- * extra (may be NULL).  *doc is the reply (a new reference), NULL when no
- * key is set.  Errors: prov_get_json's, CORE_ENOMEM.
+ * The --list-models of provider p, which has a key: its row
+ * (prov_list_row, from p's variables and default URL), then, when a key
+ * is set, GET base + path with the header auth_fmt (a printf format for
+ * the key) and extra (may be NULL).  *doc is the reply (a new reference),
+ * NULL when no key is set.  Errors: prov_get_json's, CORE_ENOMEM.
  */
-enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
-                               const char *key_file, const char *const *url_envs,
-                               const char *dflt_base, const char *path, const char *auth_fmt,
+enum core_status prov_list_get(const struct model_provider *p, json_t *row,
+                               const char *key_file, const char *path, const char *auth_fmt,
                                const char *extra, json_t **doc, struct core_err *e);
 /* Set row's "models" to "PREFIX/NAME" for each item of list (its string
  * member field, less a leading strip when given), sorted. */
 enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
                                   const char *field, const char *strip);
+
+/*
+ * ---- one generate call of an HTTP provider ----
+ *
+ * Every HTTP provider's generate is the same skeleton (prov_generate):
+ * check the model name, read the key and the base URL from the provider's
+ * variables (struct model_provider), build the URL and the request body,
+ * POST it with the key's header and stream the reply through the
+ * dialect's event parser.  A provider file describes what differs in one
+ * struct prov_dialect.
+ */
+struct prov_dialect {
+	const struct model_provider *p;
+	/* The call's state, a struct whose first member is struct prov_out
+	 * (prov_post's ctx); zeroed before the call. */
+	size_t size;
+	/* Non-zero for a model name the API cannot take, reported as "bad
+	 * model name"; NULL: only an empty name is refused. */
+	int (*bad_name)(const char *name);
+	/* The base URL when it is not p's first url_vars else default_url
+	 * (malloc()ed, NULL when out of memory); NULL for that rule. */
+	char *(*base_url)(void);
+	/* The endpoint: a printf format given the base URL then the model
+	 * name, which it may leave unused ("%s/chat/completions"). */
+	const char *url_fmt;
+	/* A name rewritten before url_fmt (Gemini drops "models/"); may be
+	 * NULL. */
+	const char *(*url_name)(const char *name);
+	const char *auth_fmt;           /* the key's header ("x-api-key: %s"),
+	                                   NULL for a provider without a key */
+	const char *extra_header;       /* one more header, or NULL */
+	/* The request body (*body a new reference) for model name at base;
+	 * state is the call's state (the parser may need what the request
+	 * asked for).  Errors go into e. */
+	enum core_status (*build)(void *state, const char *name, const char *base,
+	                          const struct model_request *req, json_t **body,
+	                          struct core_err *e);
+	enum sse_mode mode;
+	sse_event_fn on_event;
+	enum core_status (*on_error)(void *state, struct http_error *he, struct core_err *e);
+	void (*on_reset)(void *state);  /* prov_out.on_reset; may be NULL */
+	void (*release)(void *state);   /* free what the parser holds; may be NULL */
+	const char *terminator;         /* what ends a complete stream, for messages */
+};
+
+/* One generate call of d's provider (model.h's generate); the message of
+ * every failure is prefixed with the provider's name. */
+enum core_status prov_generate(const struct prov_dialect *d, const char *name,
+                               const struct model_request *req,
+                               const struct model_stream *stream,
+                               struct model_response *resp, struct core_err *e);
 
 /* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
  * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,

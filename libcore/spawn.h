@@ -18,8 +18,13 @@
 
 #include "status.h"
 
-/* Provider key variables: never passed to a child unless allowed. */
-extern const char *const spawn_provider_keys[];
+/*
+ * Is the environment entry "NAME=..." a provider key: a key variable of a
+ * provider in model.c's table (model_key_variable)?  Those are never
+ * passed to a child unless allowed, so a new provider's key is hidden as
+ * soon as the provider is in the table.
+ */
+int spawn_provider_key(const char *entry);
 
 /*
  * Keep the provider keys from the process's children and from other
