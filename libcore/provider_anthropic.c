@@ -269,9 +269,9 @@ static const char *map_stop(const char *r)
 static enum core_status error_type_status(const char *t)
 {
 	static const struct { const char *type; enum core_status st; } map[] = {
-		{ "invalid_request_error", CORE_EINVAL }, { "authentication_error", CORE_EUNAUTH },
+		{ "invalid_request_error", CORE_EREJECTED }, { "authentication_error", CORE_EUNAUTH },
 		{ "billing_error", CORE_EPERM }, { "permission_error", CORE_EPERM },
-		{ "not_found_error", CORE_ENOTFOUND }, { "request_too_large", CORE_EINVAL },
+		{ "not_found_error", CORE_ENOTFOUND }, { "request_too_large", CORE_EREJECTED },
 		{ "rate_limit_error", CORE_EEXHAUSTED }, { "timeout_error", CORE_EDEADLINE },
 		{ "api_error", CORE_EINTERNAL }, { "overloaded_error", CORE_EUNAVAILABLE },
 	};
@@ -376,7 +376,7 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		} else if (!strcmp(dt, "input_json_delta") && b && b->tool &&
 		           jv_is_string(x = json_object_get(d, "partial_json"))) {
 			if (core_buf_add(&b->json, json_string_value(x), json_string_length(x)))
-				st = core_fail(s->o.e, CORE_ETOOBIG, "anthropic: tool input too long");
+				st = core_fail(s->o.e, CORE_EINTERNAL, "anthropic: tool input too long");
 		}
 	} else if (!strcmp(t, "content_block_stop") && b && b->tool) {
 		json_t *input;

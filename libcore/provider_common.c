@@ -183,7 +183,7 @@ char *prov_env_url(const char *const *envs, const char *dflt)
 enum core_status prov_http_status(long s)
 {
 	switch (s) {
-	case 400: case 413: case 422: return CORE_EINVAL;
+	case 400: case 413: case 422: return CORE_EREJECTED;
 	case 401: return CORE_EUNAUTH;
 	case 402: case 403: return CORE_EPERM;
 	case 404: return CORE_ENOTFOUND;
@@ -223,8 +223,13 @@ const char *prov_http_reason(long s)
 json_t *prov_parse(struct prov_out *o, const char *data, size_t n)
 {
 	json_t *v = jv_parse(data, n, o->what, 0, o->e);
-	if (!v)
+	if (!v) {
+		/* A garbled stream is the model's failure, not malformed input
+		 * of the caller (DESIGN §8). */
+		if (o->e)
+			o->e->st = CORE_EINTERNAL;
 		core_err_prefix(o->e, "%s: bad stream event", o->what);
+	}
 	return v;
 }
 
@@ -279,8 +284,13 @@ static void post_attempt(void *ud)
 static enum core_status post_body(void *ud, const char *p, size_t n, struct core_err *e)
 {
 	struct post_ctx *pc = ud;
+	enum core_status st;
 	pc->bytes += n;
-	return sse_feed(&pc->o->sse, p, n, e);
+	st = sse_feed(&pc->o->sse, p, n, e);
+	/* An event over the cap is a garbled stream: the model's failure. */
+	if (st == CORE_ETOOBIG)
+		st = e->st = CORE_EINTERNAL;
+	return st;
 }
 
 /* The body ended: flush the framing; without the terminator it was cut. */

@@ -181,7 +181,8 @@ enum core_status prov_generate(const struct prov_dialect *d, const char *name,
                                const struct model_stream *stream,
                                struct model_response *resp, struct core_err *e);
 
-/* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
+/* Genkit's class for an HTTP status (400 INVALID_ARGUMENT as
+ * CORE_EREJECTED, a model failure; 401
  * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
  * 429 RESOURCE_EXHAUSTED, 503/502/529 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
  * other 5xx INTERNAL). */
@@ -202,7 +203,8 @@ enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
  * -1 if none.  after is the text that precedes the number. */
 int64_t prov_delay_hint(const char *text, const char *after);
 
-/* Parse a streamed event's JSON; CORE_EINVAL in o->e naming the provider. */
+/* Parse a streamed event's JSON; CORE_EINTERNAL in o->e naming the provider
+ * (a garbled stream is a model failure). */
 json_t *prov_parse(struct prov_out *o, const char *data, size_t n);
 
 /* ---- Genkit message helpers ---- */

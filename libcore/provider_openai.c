@@ -350,7 +350,7 @@ static enum core_status add_call_delta(struct oai *s, const json_t *d)
 		c->name = strdup(name);
 	if (jv_is_string(args)) {
 		if (core_buf_add(&c->args, json_string_value(args), json_string_length(args)))
-			return core_fail(s->o.e, CORE_ETOOBIG, "openai: tool call arguments too long");
+			return core_fail(s->o.e, CORE_EINTERNAL, "openai: tool call arguments too long");
 	} else if (json_is_object(args)) {
 		/* Some proxies send the arguments as an object. */
 		char *t = prov_dump(args);
