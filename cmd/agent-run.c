@@ -486,7 +486,8 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
 	size_t i;
 	if (!base)
 		st = st ? st : core_buf_adds(&b, "offline, no key");
-	else if (!json_array_size(keys))
+	else if (!json_array_size(keys) || (!from && json_is_true(json_object_get(row,
+	                                                                  "keyOptional"))))
 		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else if (from)
 		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
@@ -925,7 +926,9 @@ static enum core_status load_agent(struct run *r)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
 		init_failed(&r->o, &e);
-		models_hint();
+		/* A models file that cannot be read is no misspelt model. */
+		if (strncmp(e.msg, "models file", 11))
+			models_hint();
 	}
 	return st;
 }

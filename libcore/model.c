@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "endpoints.h"
 #include "suggest.h"
 
 /*
@@ -42,11 +43,15 @@ const char *model_provider_name(size_t i)
 int model_key_variable(const char *entry)
 {
 	size_t len = strcspn(entry, "=");
-	for (size_t i = 0; i < NPROVIDERS; i++)
+	for (size_t i = 0; i < NPROVIDERS; i++) {
 		for (const char *const *v = providers[i]->key_vars; v && *v; v++)
 			if (strlen(*v) == len && !strncmp(*v, entry, len))
 				return 1;
-	return 0;
+		for (const struct model_env_header *h = providers[i]->env_headers; h && h->var; h++)
+			if (strlen(h->var) == len && !strncmp(h->var, entry, len))
+				return 1;
+	}
+	return endpoints_variable(entry);
 }
 
 /* The provider named by name's part before '/' (all of it without one). */
@@ -87,8 +92,19 @@ enum core_status model_check(const char *name, struct core_err *e)
 	const struct model_provider *p = find_provider(name);
 	const char *slash = strchr(name, '/'), *rest = slash ? slash + 1 : "";
 	size_t plen = strcspn(name, "/");
+	enum core_status st;
+	/* A models file that cannot be read fails every run: the variables
+	 * it names could not be kept from the run's tools. */
+	if ((st = endpoints_load(e)))
+		return st;
 	if (p && (!strcmp(p->prefix, "echo") ? !slash : *rest))
 		return CORE_OK;
+	if (!p && slash && endpoints_find(name, plen)) {
+		if (*rest)
+			return CORE_OK;
+		return core_fail(e, CORE_ENOTFOUND, "model '%s' names no model: use %.*s/NAME", name,
+		                 (int)plen, name);
+	}
 	if (p && !strcmp(p->prefix, "echo"))
 		return core_fail(e, CORE_ENOTFOUND, "model '%s' not found (the echo model has no "
 		                 "variants): did you mean 'echo'?", name);
@@ -129,7 +145,11 @@ enum core_status model_check(const char *name, struct core_err *e)
 enum core_status model_list(const char *key_file, json_t **rows, int *failed,
                             struct core_err *e)
 {
+	enum core_status fst;
 	*failed = 0;
+	*rows = NULL;
+	if ((fst = endpoints_load(e)))
+		return fst;
 	if (!(*rows = json_array()))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	for (size_t i = 0; i < NPROVIDERS; i++) {
@@ -158,7 +178,11 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		}
 	}
-	return CORE_OK;
+	if ((fst = endpoints_list(*rows, e))) {
+		json_decref(*rows);
+		*rows = NULL;
+	}
+	return fst;
 }
 
 void model_response_release(struct model_response *r)
@@ -175,8 +199,14 @@ enum core_status model_generate(const char *name, const struct model_request *re
 {
 	const struct model_provider *p = find_provider(name);
 	const char *slash = strchr(name, '/');
+	const struct endpoint *ep;
+	enum core_status st;
+	if ((st = endpoints_load(e)))
+		return st;
 	if (p)
 		return p->generate(slash ? slash + 1 : "", req, stream, resp, e);
+	if (slash && slash[1] && (ep = endpoints_find(name, (size_t)(slash - name))))
+		return endpoints_generate(ep, slash + 1, req, stream, resp, e);
 	return model_check(name, e);
 }
 

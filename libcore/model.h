@@ -105,11 +105,17 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
  * failure.  The rest describes what an HTTP provider reads from the
  * environment, as data that --list-models reports and that keeps the keys
  * from every child process (spawn.h): key_vars, the variables holding its
- * key (the first one set wins; NULL when it needs none), url_vars, the
+ * key (the first one set wins; NULL when it needs none; Ollama's is
+ * optional), url_vars, the
  * variables naming its endpoint (the first one set wins; NULL for none),
  * and default_url, the endpoint when none is set.  The offline providers
  * leave them NULL.
  */
+/* A variable whose value a provider sends as a header when it is set. */
+struct model_env_header {
+	const char *var, *header;
+};
+
 struct model_provider {
 	const char *prefix;
 	enum core_status (*generate)(const char *name, const struct model_request *req,
@@ -119,6 +125,10 @@ struct model_provider {
 	const char *const *key_vars;
 	const char *const *url_vars;
 	const char *default_url;
+	/* More variables it reads, each sent as one header when set (OpenAI's
+	 * OPENAI_ORG_ID → OpenAI-Organization); ended by {NULL}; NULL for
+	 * none.  Kept from children like the keys. */
+	const struct model_env_header *env_headers;
 };
 
 /* The i-th provider of the table (static), NULL past the last. */

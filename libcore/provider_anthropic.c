@@ -33,7 +33,10 @@ struct anth {
 	int output_tool;            /* 1: OUTPUT_TOOL is the answer; 2: wrapped in "value" */
 };
 
-static const char *const key_vars[] = { "ANTHROPIC_API_KEY", NULL };
+/* ANTHROPIC_AUTH_TOKEN (a gateway's bearer token) only when there is no
+ * API key, as the Anthropic SDKs read them. */
+static const char *const key_vars[] = { "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", NULL };
+static const char *const auth_fmts[] = { "x-api-key: %s", "Authorization: Bearer %s" };
 static const char *const url_vars[] = { "ANTHROPIC_BASE_URL", NULL };
 #define API_VERSION "anthropic-version: 2023-06-01"
 
@@ -509,11 +512,12 @@ static void anth_release(void *state)
 
 extern const struct model_provider model_anthropic;
 
-static const struct prov_dialect anthropic = {
+const struct prov_dialect prov_dialect_anthropic = {
 	.p = &model_anthropic,
 	.size = sizeof(struct anth),
 	.url_fmt = "%s/v1/messages",
 	.auth_fmt = "x-api-key: %s",
+	.auth_fmts = auth_fmts,
 	.extra_header = API_VERSION,
 	.build = anth_build,
 	.mode = SSE_MODE_SSE,
@@ -528,7 +532,7 @@ static enum core_status anth_generate(const char *name, const struct model_reque
                                       const struct model_stream *stream,
                                       struct model_response *resp, struct core_err *e)
 {
-	return prov_generate(&anthropic, name, req, stream, resp, e);
+	return prov_generate(&prov_dialect_anthropic, name, req, stream, resp, e);
 }
 
 /* GET /v1/models: {"data": [{"id": "claude-...", ...}], "has_more"}. */
@@ -536,7 +540,7 @@ static enum core_status anth_list(const char *key_file, json_t *row, struct core
 {
 	json_t *doc;
 	enum core_status st = prov_list_get(&model_anthropic, row, key_file,
-	                                    "/v1/models?limit=1000", "x-api-key: %s", API_VERSION,
+	                                    "/v1/models?limit=1000", auth_fmts, API_VERSION,
 	                                    &doc, e);
 	if (!st && doc)
 		st = prov_list_models(row, "anthropic", json_object_get(doc, "data"), "id", NULL);

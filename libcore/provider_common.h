@@ -72,6 +72,11 @@ void prov_flush(struct prov_out *o);
  */
 enum core_status prov_key(const char *what, const char *const *envs,
                           const char *key_file, char **key, struct core_err *e);
+/* prov_key(), and *which (may be NULL) is the index in envs of the
+ * variable the key came from (0 for a key file). */
+enum core_status prov_key_from(const char *what, const char *const *envs,
+                               const char *key_file, char **key, size_t *which,
+                               struct core_err *e);
 /* The first non-empty variable of envs, else dflt, without a trailing '/'.
  * malloc()ed; NULL only when out of memory. */
 char *prov_env_url(const char *const *envs, const char *dflt);
@@ -117,14 +122,36 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
                                const char *const *url_envs, const char *base, char **key);
 /*
  * The --list-models of provider p, which has a key: its row
- * (prov_list_row, from p's variables and default URL), then, when a key
- * is set, GET base + path with the header auth_fmt (a printf format for
- * the key) and extra (may be NULL).  *doc is the reply (a new reference),
- * NULL when no key is set.  Errors: prov_get_json's, CORE_ENOMEM.
+ * (prov_list_row, from p's variables and default URL, and p's header
+ * variables), then, when a key is set, GET base + path with the key's
+ * header auth_fmts[i] (a printf format for the key; i is the index in
+ * p->key_vars of the variable it came from, 0 for a key file), extra (may
+ * be NULL) and the headers of p's header variables that are set.  *doc is
+ * the reply (a new reference), NULL when no key is set.  Errors:
+ * prov_get_json's, CORE_ENOMEM.
  */
 enum core_status prov_list_get(const struct model_provider *p, json_t *row,
-                               const char *key_file, const char *path, const char *auth_fmt,
-                               const char *extra, json_t **doc, struct core_err *e);
+                               const char *key_file, const char *path,
+                               const char *const *auth_fmts, const char *extra, json_t **doc,
+                               struct core_err *e);
+/* Set row's "headerVariables" to p's env_headers variables. */
+enum core_status prov_list_header_vars(json_t *row, const struct model_provider *p);
+
+/* Most headers one call sends besides agentkit's own. */
+#define PROV_HEADERS_MAX 40
+
+/* A call's extra "Name: value" headers: v is NULL-terminated; each string
+ * is owned and wiped when released (a header may carry a credential). */
+struct prov_headers {
+	char *v[PROV_HEADERS_MAX + 1];
+	size_t n;
+};
+/* Add "name: value".  CORE_EINVAL for a value with a line break (it would
+ * forge headers) or past PROV_HEADERS_MAX; CORE_ENOMEM.  Neither message
+ * holds the value. */
+enum core_status prov_headers_add(struct prov_headers *h, const char *name, const char *value,
+                                  struct core_err *e);
+void prov_headers_release(struct prov_headers *h);
 /* Set row's "models" to "PREFIX/NAME" for each item of list (its string
  * member field, less a leading strip when given), sorted. */
 enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
@@ -159,6 +186,12 @@ struct prov_dialect {
 	const char *(*url_name)(const char *name);
 	const char *auth_fmt;           /* the key's header ("x-api-key: %s"),
 	                                   NULL for a provider without a key */
+	/* The key's header per variable of p->key_vars (parallel to it; a
+	 * key file uses the first), when they differ (Anthropic: x-api-key,
+	 * or Authorization: Bearer for ANTHROPIC_AUTH_TOKEN); NULL: auth_fmt
+	 * for every one. */
+	const char *const *auth_fmts;
+	int key_optional;               /* no key given: the call goes without */
 	const char *extra_header;       /* one more header, or NULL */
 	/* The request body (*body a new reference) for model name at base;
 	 * state is the call's state (the parser may need what the request
@@ -174,12 +207,43 @@ struct prov_dialect {
 	const char *terminator;         /* what ends a complete stream, for messages */
 };
 
-/* One generate call of d's provider (model.h's generate); the message of
- * every failure is prefixed with the provider's name. */
+/* One generate call of d's provider (model.h's generate): the key from
+ * p's variables or the key file, the base URL from p's variables, the
+ * headers of p's env_headers that are set; then prov_generate_to().  The
+ * message of every failure is prefixed with the provider's name. */
 enum core_status prov_generate(const struct prov_dialect *d, const char *name,
                                const struct model_request *req,
                                const struct model_stream *stream,
                                struct model_response *resp, struct core_err *e);
+
+/*
+ * Where one call goes and how it authenticates: from a provider's
+ * variables (prov_generate) or from a named endpoint of the models file
+ * (endpoints.h).  Everything is borrowed for the call.
+ */
+struct prov_target {
+	const char *what;               /* the name in messages ("openai", "local") */
+	const char *base;               /* base URL without a trailing '/' */
+	const char *key;                /* the credential, redacted from every
+	                                   message; NULL: none */
+	const char *auth_fmt;           /* the key's header, a printf format for
+	                                   it; NULL: the key is not sent */
+	const char *const *headers;     /* more "Name: value" headers (NULL-
+	                                   terminated, may be NULL) */
+	const char *query;              /* "a=b&c=d" added to the URL, or NULL */
+};
+
+/* One generate call of dialect d to target t (model name, URL from d's
+ * url_fmt and t's base and query, t's headers after d's). */
+enum core_status prov_generate_to(const struct prov_dialect *d, const struct prov_target *t,
+                                  const char *name, const struct model_request *req,
+                                  const struct model_stream *stream,
+                                  struct model_response *resp, struct core_err *e);
+
+/* The dialects, for the models file's endpoints: openai, anthropic,
+ * googleai, ollama. */
+extern const struct prov_dialect prov_dialect_openai, prov_dialect_anthropic,
+	prov_dialect_googleai, prov_dialect_ollama;
 
 /* Genkit's class for an HTTP status (400 INVALID_ARGUMENT as
  * CORE_EREJECTED, a model failure; 401

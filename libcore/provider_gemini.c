@@ -508,7 +508,7 @@ static enum core_status gem_build(void *state, const char *name, const char *bas
 
 extern const struct model_provider model_googleai;
 
-static const struct prov_dialect gemini = {
+const struct prov_dialect prov_dialect_googleai = {
 	.p = &model_googleai,
 	.size = sizeof(struct gem),
 	.bad_name = gem_bad_name,
@@ -526,18 +526,18 @@ static enum core_status gem_generate(const char *name, const struct model_reques
                                      const struct model_stream *stream,
                                      struct model_response *resp, struct core_err *e)
 {
-	return prov_generate(&gemini, name, req, stream, resp, e);
+	return prov_generate(&prov_dialect_googleai, name, req, stream, resp, e);
 }
 
 /* GET /v1beta/models: {"models": [{"name": "models/gemini-2.5-flash",
  * "supportedGenerationMethods": [...]}]}; only models that generate. */
 static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
 {
+	static const char *const auth[] = { "x-goog-api-key: %s", "x-goog-api-key: %s" };
 	json_t *doc, *gen = json_array(), *m, *how;
 	size_t i, j;
 	enum core_status st = prov_list_get(&model_googleai, row, key_file,
-	                                    "/v1beta/models?pageSize=1000", "x-goog-api-key: %s",
-	                                    NULL, &doc, e);
+	                                    "/v1beta/models?pageSize=1000", auth, NULL, &doc, e);
 	json_array_foreach(json_object_get(doc, "models"), i, m) {
 		const json_t *methods = json_object_get(m, "supportedGenerationMethods");
 		int generates = !methods;

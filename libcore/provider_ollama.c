@@ -268,6 +268,10 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 }
 
 static const char *const url_vars[] = { "OLLAMA_HOST", NULL };
+/* Optional: a local server needs none; Ollama's cloud (and a proxy in
+ * front of a server) takes it as a bearer token. */
+static const char *const key_vars[] = { "OLLAMA_API_KEY", NULL };
+#define AUTH_FMT "Authorization: Bearer %s"
 #define DEFAULT_HOST "127.0.0.1:11434"
 
 /* OLLAMA_HOST as Ollama reads it: scheme and port optional. */
@@ -334,12 +338,13 @@ static enum core_status oll_build(void *state, const char *name, const char *bas
 
 extern const struct model_provider model_ollama;
 
-/* No key: Ollama's server is the user's own. */
-static const struct prov_dialect ollama = {
+const struct prov_dialect prov_dialect_ollama = {
 	.p = &model_ollama,
 	.size = sizeof(struct oll),
 	.base_url = host_url,
 	.url_fmt = "%s/api/chat",
+	.auth_fmt = AUTH_FMT,
+	.key_optional = 1,
 	.build = oll_build,
 	.mode = SSE_MODE_NDJSON,
 	.on_event = on_event,
@@ -351,26 +356,33 @@ static enum core_status oll_generate(const char *name, const struct model_reques
                                      const struct model_stream *stream,
                                      struct model_response *resp, struct core_err *e)
 {
-	return prov_generate(&ollama, name, req, stream, resp, e);
+	return prov_generate(&prov_dialect_ollama, name, req, stream, resp, e);
 }
 
 /* GET /api/tags: {"models": [{"name": "llama3.2:latest", ...}]}.  Asked
  * only when OLLAMA_HOST says where a server is: Ollama needs no key. */
 static enum core_status oll_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	char *base = host_url(), *key = NULL, *url = NULL;
+	char *base = host_url(), *key = NULL, *url = NULL, *auth = NULL;
 	json_t *doc = NULL;
 	const char *host = getenv(url_vars[0]);
 	enum core_status st = base ? prov_list_row(row, model_ollama.key_vars, key_file,
 	                                           model_ollama.url_vars, base, &key)
 	                           : CORE_ENOMEM;
-	if (!st && host && *host) {
+	if (!st && json_object_set_new(row, "keyOptional", json_true()))
+		st = CORE_ENOMEM;
+	if (!st && ((host && *host) || key)) {
 		url = prov_strf("%s/api/tags", base);
-		st = !url ? CORE_ENOMEM : prov_get_json("ollama", url, NULL, NULL, &doc, e);
+		auth = key ? prov_strf(AUTH_FMT, key) : NULL;
+		const char *headers[] = { auth, NULL };
+		st = !url || (key && !auth) ? CORE_ENOMEM
+		   : prov_get_json("ollama", url, headers, key, &doc, e);
 		if (!st)
 			st = prov_list_models(row, "ollama", json_object_get(doc, "models"), "name", NULL);
 	}
 	json_decref(doc);
+	prov_secret_free(auth);
+	prov_secret_free(key);
 	free(url);
 	free(base);
 	return st == CORE_ENOMEM ? core_fail(e, st, "ollama: out of memory") : st;
@@ -380,6 +392,7 @@ const struct model_provider model_ollama = {
 	.prefix = "ollama",
 	.generate = oll_generate,
 	.list = oll_list,
+	.key_vars = key_vars,
 	.url_vars = url_vars,
 	.default_url = DEFAULT_HOST,
 };

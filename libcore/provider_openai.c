@@ -31,6 +31,12 @@ struct oai {
 
 static const char *const key_vars[] = { "OPENAI_API_KEY", NULL };
 static const char *const url_vars[] = { "OPENAI_BASE_URL", NULL };
+/* As the OpenAI SDKs send them. */
+static const struct model_env_header env_headers[] = {
+	{ "OPENAI_ORG_ID", "OpenAI-Organization" },
+	{ "OPENAI_PROJECT_ID", "OpenAI-Project" },
+	{ NULL, NULL },
+};
 #define DEFAULT_URL "https://api.openai.com/v1"
 
 /* ---- request ---- */
@@ -525,7 +531,7 @@ static void oai_release(void *state)
 
 extern const struct model_provider model_openai;
 
-static const struct prov_dialect openai = {
+const struct prov_dialect prov_dialect_openai = {
 	.p = &model_openai,
 	.size = sizeof(struct oai),
 	.url_fmt = "%s/chat/completions",
@@ -543,15 +549,16 @@ static enum core_status oai_generate(const char *name, const struct model_reques
                                      const struct model_stream *stream,
                                      struct model_response *resp, struct core_err *e)
 {
-	return prov_generate(&openai, name, req, stream, resp, e);
+	return prov_generate(&prov_dialect_openai, name, req, stream, resp, e);
 }
 
 /* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
 static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
 {
+	static const char *const auth[] = { "Authorization: Bearer %s" };
 	json_t *doc;
-	enum core_status st = prov_list_get(&model_openai, row, key_file, "/models",
-	                                    "Authorization: Bearer %s", NULL, &doc, e);
+	enum core_status st = prov_list_get(&model_openai, row, key_file, "/models", auth, NULL,
+	                                    &doc, e);
 	if (!st && doc)
 		st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
 	json_decref(doc);
@@ -565,4 +572,5 @@ const struct model_provider model_openai = {
 	.key_vars = key_vars,
 	.url_vars = url_vars,
 	.default_url = DEFAULT_URL,
+	.env_headers = env_headers,
 };

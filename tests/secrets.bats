@@ -99,7 +99,7 @@ bad_urls() {
 @test "every key variable agent-run --list-models names is hidden from a tool" {
 	# The variables as the provider table reports them, none set (so no
 	# provider is asked for its models).
-	vars=$(env -u OLLAMA_HOST agent-run --list-models | jq -r '.keyVariables[]?')
+	vars=$(env -u OLLAMA_HOST agent-run --list-models | jq -r '.keyVariables[]?, .headerVariables[]?')
 	[[ $'\n'$vars$'\n' == *$'\nOPENAI_API_KEY\n'* ]] || fail "list-models names: $vars"
 	mkdir -p tools
 	printf '#!/bin/sh\ncat >/dev/null\nenv >"%s/tool.env"\necho '"'"'{"output": "seen"}'"'"'\n' \
