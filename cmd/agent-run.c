@@ -89,7 +89,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
 	{ OPT_KEY_FILE, "key-file", "FILE",
 	  "read the model provider's API key from FILE (default $AGENTKIT_KEY_FILE, else the "
-	  "provider's variable: OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY)" },
+	  "provider's variable: OPENAI_API_KEY, GOOGLE_API_KEY or GEMINI_API_KEY, "
+	  "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, OLLAMA_API_KEY); not for the models "
+	  "file's endpoints" },
 	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
 	  "the pending snapshot ID at once (docs/detach.md)" },
 	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
@@ -102,8 +104,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
-	  "list the model providers, the key each needs and whether it is set, the base URL, "
-	  "and (with a key) the provider's models; a table on a terminal, else NDJSON" },
+	  "list the model providers and the models file's endpoints, the key each needs and "
+	  "whether it is set, the base URL, and (with a key) the provider's models; a table on "
+	  "a terminal, else NDJSON" },
 	{ 0 }
 };
 

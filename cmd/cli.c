@@ -57,6 +57,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_PATH", "colon-separated directories searched for NAME.prompt after --agents DIR and before ./agents and ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/agents" },
 	{ "AGENTKIT_MODEL", "the model when neither --model nor the prompt file names one" },
 	{ "AGENTKIT_KEY_FILE", "a file holding the provider key (--key-file overrides)" },
+	{ "AGENTKIT_MODELS_FILE", "the models file of named endpoints (default ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json); every variable it names is kept from tools like a key" },
 	{ "AGENTKIT_HEARTBEAT_INTERVAL", "how often a detached worker heartbeats its row (default 30s)" },
 	{ "AGENTKIT_HEARTBEAT_TIMEOUT", "a pending row whose heartbeat is older than this reads expired (default 60s)" },
 	{ "AGENTKIT_EXEC_TIMEOUT", "the longest a custom agent's handler may be silent (default 5m)" },
@@ -93,6 +94,8 @@ static const char files_text[] =
 	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/agents/NAME.prompt\n"
 	"your own agents, found from any directory; the last directory of the "
 	"agent path (after \\-\\-agents, $AGENTKIT_PATH and ./agents)\n"
+	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/models.json\n"
+	"named model endpoints (\\-\\-model NAME/MODEL; $AGENTKIT_MODELS_FILE overrides)\n"
 	".TP\n.I DIR/tools/NAME.json\n"
 	"a tool's manifest beside its executable, in the tools/ directory "
 	"beside the prompt file or of any agent directory\n";
@@ -611,6 +614,16 @@ static void man_provider_env(const struct model_provider *p)
 	roffs("the endpoint (default ");
 	roffs(p->default_url ? p->default_url : "");
 	printf(")\n");
+	for (const struct model_env_header *h = p->env_headers; h && h->var; h++) {
+		printf(".TP\n.B ");
+		roffs(h->var);
+		printf("\n");
+		roffs(p->prefix);
+		roffs("/... models: sent as the ");
+		roffs(h->header);
+		roffs(" header when set");
+		printf("\n");
+	}
 }
 
 static void man(void)

@@ -296,3 +296,19 @@ JSON
 	run -4 --separate-stderr agent-run --no-store --model azur/gpt-4o -m hi
 	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azur/gpt-4o' not found (unknown provider 'azur')"
 }
+
+@test "the models file's variables are wiped from agent-run's environment block too" {
+	second_mock local openai lk-local-1234 '{"tools":[{"name":"peek","args":{},"id":"call_1"}]}' '{"text":"seen"}'
+	models_file <<JSON
+{"endpoints": {"local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1",
+  "keyVariable": "LOCAL_KEY", "headers": {"X-Extra": "\$EXTRA_SECRET"}}}}
+JSON
+	export LOCAL_KEY=lk-local-1234 EXTRA_SECRET=ex-secret-4321
+	run -0 --separate-stderr agent-run --no-store --model local/m --tool "$TOP/tests/fixtures/secrets/peek.json" -m look
+	report=$(jq -s -c '.[1].body.messages[] | select(.role == "tool") | .content | fromjson' local.ndjson)
+	[ -n "$report" ] || fail "no report: $(cat local.ndjson)"
+	[[ $(jq -r .environ <<<"$report") != *lk-local-1234* && $(jq -r .environ <<<"$report") != *ex-secret* ]] ||
+		fail "a secret is readable: $report"
+	[[ $(jq -r .own <<<"$report") != *lk-local* && $(jq -r .own <<<"$report") != *ex-secret* ]] || fail "the tool got one"
+	assert_equal "$(jq -s -c 'map(.auth)' local.ndjson)" '["ok","ok"]'
+}
