@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -282,6 +283,7 @@ static enum core_status load_file(void)
 	const json_t *eps;
 	const char *k;
 	json_t *x;
+	struct stat sb;
 	size_t i = 0;
 	if (named && *named)
 		snprintf(tab.path, sizeof tab.path, "%s", named);
@@ -290,6 +292,11 @@ static enum core_status load_file(void)
 	else if (getenv("HOME") && *getenv("HOME"))
 		snprintf(tab.path, sizeof tab.path, "%s/.config/agentkit/models.json", getenv("HOME"));
 	else
+		return CORE_OK;
+	/* The default place, where nothing may be: a path that cannot be
+	 * looked at (a directory we may not enter) holds no file of ours. */
+	if (!(named && *named) && stat(tab.path, &sb) &&
+	    (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
 		return CORE_OK;
 	if (core_buf_read_file(&b, tab.path, &tab.err)) {
 		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
