@@ -2,7 +2,8 @@
  * model.h - the model layer: one interface for every provider.
  *
  * A model is named "provider/name" ("echo", "script/PATH", "openai/gpt-4o",
- * "googleai/gemini-2.5-flash", "anthropic/claude-...", "ollama/llama3").
+ * "googleai/gemini-2.5-flash", "anthropic/claude-...", "ollama/llama3"), or
+ * "endpoint/name" for a named endpoint of the models file (endpoints.h).
  * model_generate() finds the provider by prefix and runs one generate call:
  * the request is Genkit-shaped JSON (messages, tool definitions, config),
  * the response streams as Genkit ModelResponseChunk objects through a
@@ -64,8 +65,11 @@ enum core_status model_generate(const char *name, const struct model_request *re
 
 /*
  * Whether name can name a model, before any call is made: a known provider
- * and a name after it (echo alone, script/PATH, PROVIDER/NAME).  Whether
- * the provider serves that name is known only when it is called.
+ * or endpoint and a name after it (echo alone, script/PATH, PROVIDER/NAME,
+ * ENDPOINT/NAME).  Whether the provider serves that name is known only when
+ * it is called.  A models file that cannot be read fails it for every name
+ * (its error: CORE_EINVAL, CORE_ENOTFOUND, CORE_ESYS), since the variables
+ * it names could not be kept from the run's children.
  * CORE_ENOTFOUND otherwise, with a "did you mean" where one is likely:
  * "ecoh" → 'echo', "gpt-4o" → 'openai/gpt-4o', "google/x" → 'googleai/x'.
  */
@@ -84,13 +88,15 @@ enum core_status model_last_user_text(const json_t *messages, struct core_buf *o
  * new array in *rows):
  *   {"provider", "models": ["PROVIDER/NAME", ...]?,
  *    "keyVariables": [...], "keyFrom": VARIABLE|"key file"|null,
- *    "baseUrl", "baseUrlVariables": [...],
- *    "error": {"status", "message"}?}
+ *    "baseUrl", "baseUrlVariables": [...], "headerVariables": [...]?,
+ *    "keyOptional": true?, "error": {"status", "message"}?}
  * The offline providers (echo, script) have only provider and models.  An
  * HTTP provider's own list (its models endpoint) is asked for when its key
- * is set (Ollama, which needs none: when OLLAMA_HOST is set); a failure
- * goes into that row's "error" and *failed is set.  key_file is the key
- * file (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: CORE_ENOMEM.
+ * is set (Ollama: when OLLAMA_HOST or OLLAMA_API_KEY is set); a failure
+ * goes into that row's "error" and *failed is set.  Then one row per
+ * endpoint of the models file (endpoints_list).  key_file is the key file
+ * (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: the models file's
+ * (nothing in *rows then), CORE_ENOMEM.
  */
 enum core_status model_list(const char *key_file, json_t **rows, int *failed,
                             struct core_err *e);
@@ -135,9 +141,10 @@ struct model_provider {
 const struct model_provider *model_provider_at(size_t i);
 
 /*
- * Is the environment entry "NAME=value" (or a bare NAME) the key variable
- * of some provider in the table?  What the processes agentkit starts
- * (tools, custom agent handlers, transforms) never inherit.
+ * Is the environment entry "NAME=value" (or a bare NAME) a key or header
+ * variable of some provider in the table, or a variable the models file
+ * names?  What the processes agentkit starts (tools, custom agent
+ * handlers, transforms, credential commands) never inherit.
  */
 int model_key_variable(const char *entry);
 

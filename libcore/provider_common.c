@@ -620,8 +620,8 @@ static enum core_status check_name(const struct prov_dialect *d, const char *wha
 
 /*
  * The key of a provider: the key file, else its first variable that is
- * set, and the header that variable goes in.  *key NULL without an error
- * when the key is optional and none is given.
+ * set, and the header that variable goes in.  An optional key comes only
+ * from the variables; *key is NULL without an error when none is set.
  */
 static enum core_status provider_key(const struct model_provider *p, const char *key_file,
                                      const char *const *auth_fmts, const char *auth_fmt,
@@ -632,8 +632,11 @@ static enum core_status provider_key(const struct model_provider *p, const char 
 	enum core_status st;
 	*key = NULL;
 	*fmt = NULL;
-	if (optional && !(key_file && *key_file)) {
+	if (optional) {
+		/* Only its own variable: a key file (AGENTKIT_KEY_FILE) set for
+		 * another provider must not reach a server that needs none. */
 		int set = 0;
+		key_file = NULL;
 		for (const char *const *v = p->key_vars; v && *v && !set; v++)
 			set = getenv(*v) && *getenv(*v);
 		if (!set)

@@ -191,7 +191,10 @@ struct prov_dialect {
 	 * or Authorization: Bearer for ANTHROPIC_AUTH_TOKEN); NULL: auth_fmt
 	 * for every one. */
 	const char *const *auth_fmts;
-	int key_optional;               /* no key given: the call goes without */
+	/* The key is optional and comes only from p->key_vars, never the key
+	 * file (which may hold another provider's key); none set: the call
+	 * goes without. */
+	int key_optional;
 	const char *extra_header;       /* one more header, or NULL */
 	/* The request body (*body a new reference) for model name at base;
 	 * state is the call's state (the parser may need what the request

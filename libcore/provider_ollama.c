@@ -366,7 +366,9 @@ static enum core_status oll_list(const char *key_file, json_t *row, struct core_
 	char *base = host_url(), *key = NULL, *url = NULL, *auth = NULL;
 	json_t *doc = NULL;
 	const char *host = getenv(url_vars[0]);
-	enum core_status st = base ? prov_list_row(row, model_ollama.key_vars, key_file,
+	/* Its key only from OLLAMA_API_KEY, never the key file (see
+	 * prov_dialect.key_optional). */
+	enum core_status st = base ? prov_list_row(row, model_ollama.key_vars, NULL,
 	                                           model_ollama.url_vars, base, &key)
 	                           : CORE_ENOMEM;
 	if (!st && json_object_set_new(row, "keyOptional", json_true()))

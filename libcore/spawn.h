@@ -19,10 +19,11 @@
 #include "status.h"
 
 /*
- * Is the environment entry "NAME=..." a provider key: a key variable of a
- * provider in model.c's table (model_key_variable)?  Those are never
- * passed to a child unless allowed, so a new provider's key is hidden as
- * soon as the provider is in the table.
+ * Is the environment entry "NAME=..." a provider key: a key or header
+ * variable of a provider in model.c's table, or a variable the models
+ * file names (model_key_variable, endpoints.h)?  Those are never passed to
+ * a child unless allowed, so a new provider's key is hidden as soon as the
+ * provider is in the table, an endpoint's as soon as it is in the file.
  */
 int spawn_provider_key(const char *entry);
 

@@ -94,7 +94,9 @@ tool_saw() { grep -q "^$1=" "$BATS_TEST_TMPDIR/tool.env"; }
 	assert_equal "$(grep '^ollama' <<<"$output")" "ollama    key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
 	unset OLLAMA_API_KEY
 	turns ollama ol-test-1234 '{"text":"done"}'
-	run -0 --separate-stderr agent-run --no-store --model ollama/llama3.2 -m hi
+	# A key file (another provider's key) never goes to Ollama.
+	echo sk-openai-not-for-ollama >key.txt
+	AGENTKIT_KEY_FILE=$PWD/key.txt run -0 --separate-stderr agent-run --no-store --model ollama/llama3.2 -m hi
 	assert_equal "$(jq -c '[.auth, (.headers | has("authorization"))]' "$MOCK_LOG")" '["none",false]'
 }
 
