@@ -484,7 +484,8 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
 	const json_t *keys = json_object_get(row, "keyVariables"), *v;
 	const char *from = json_string_value(json_object_get(row, "keyFrom"));
 	const char *base = json_string_value(json_object_get(row, "baseUrl"));
-	enum core_status st = core_buf_addf(&b, "%-10s", json_string_value(json_object_get(row,
+	/* A column of 10, and a space after a longer name. */
+	enum core_status st = core_buf_addf(&b, "%-9s ", json_string_value(json_object_get(row,
 	                                                                   "provider")));
 	size_t i;
 	if (!base)

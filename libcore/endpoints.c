@@ -59,6 +59,7 @@ static const struct {
 	const struct prov_dialect *d;
 } dialects[] = {
 	{ "openai", &prov_dialect_openai },
+	{ "openai-responses", &prov_dialect_openai_responses },
 	{ "anthropic", &prov_dialect_anthropic },
 	{ "googleai", &prov_dialect_googleai },
 	{ "ollama", &prov_dialect_ollama },
@@ -219,13 +220,14 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 			return bad("endpoint '%s': \"%s\" must be a string", name, *m);
 	}
 	if (!(dialect = str_member(o, "dialect")))
-		return bad("endpoint '%s': no \"dialect\" (openai, anthropic, googleai or ollama)", name);
+		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
+		           "googleai or ollama)", name);
 	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
 		if (!strcmp(dialects[i].name, dialect))
 			ep->d = dialects[i].d;
 	if (!ep->d)
-		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, anthropic, googleai, "
-		           "ollama", name, dialect);
+		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
+		           "openai-responses, anthropic, googleai, ollama", name, dialect);
 	ep->dialect = dialect;
 	ep->base = str_member(o, "baseUrl");
 	ep->key_var = str_member(o, "keyVariable");

@@ -8,7 +8,8 @@
  * function here, and kept for the process's life:
  *
  *   {"endpoints": {"NAME": {
- *       "dialect": "openai" | "anthropic" | "googleai" | "ollama",
+ *       "dialect": "openai" | "openai-responses" | "anthropic" | "googleai" |
+ *                  "ollama",
  *       "baseUrl": URL,                  (default: the dialect's own)
  *       "keyVariable": VAR | "keyFile": PATH | "credentialCommand": [ARGV],
  *       "keyHeader": HEADER-NAME,        (default: the dialect's key header;

@@ -15,6 +15,7 @@
 extern const struct model_provider model_echo;
 extern const struct model_provider model_script;
 extern const struct model_provider model_openai;
+extern const struct model_provider model_openai_responses;
 extern const struct model_provider model_googleai;
 extern const struct model_provider model_anthropic;
 extern const struct model_provider model_ollama;
@@ -23,6 +24,7 @@ static const struct model_provider *const providers[] = {
 	&model_echo,
 	&model_script,
 	&model_openai,
+	&model_openai_responses,
 	&model_googleai,
 	&model_anthropic,
 	&model_ollama,

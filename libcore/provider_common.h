@@ -243,10 +243,11 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
                                   const struct model_stream *stream,
                                   struct model_response *resp, struct core_err *e);
 
-/* The dialects, for the models file's endpoints: openai, anthropic,
- * googleai, ollama. */
-extern const struct prov_dialect prov_dialect_openai, prov_dialect_anthropic,
-	prov_dialect_googleai, prov_dialect_ollama;
+/* The dialects, for the models file's endpoints: openai (Chat
+ * Completions), openai-responses (the Responses API), anthropic, googleai,
+ * ollama. */
+extern const struct prov_dialect prov_dialect_openai, prov_dialect_openai_responses,
+	prov_dialect_anthropic, prov_dialect_googleai, prov_dialect_ollama;
 
 /* Genkit's class for an HTTP status (400 INVALID_ARGUMENT as
  * CORE_EREJECTED, a model failure; 401

@@ -85,7 +85,7 @@ complete_words() {
 	[ "$(complete_words agent-run --prompt m)" = mine ]
 	[ "$(complete_words agent-run --format '')" = "$(printf '%s\n' ndjson text json)" ]
 	[ "$(complete_words agent-run --format = t)" = text ]
-	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ ollama/)" ]
+	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ openai-responses/ ollama/)" ]
 	[ "$(complete_words agent-run --completion z)" = zsh ]
 	# session IDs come from the store at completion time
 	[ -z "$(complete_words agent-run --session '')" ]
