@@ -371,6 +371,12 @@ const struct endpoint *endpoints_find(const char *name, size_t len)
 	return NULL;
 }
 
+const char *endpoints_name(size_t i)
+{
+	endpoints_load(NULL);
+	return i < tab.n ? tab.eps[i].name : NULL;
+}
+
 int endpoints_variable(const char *entry)
 {
 	size_t len = strcspn(entry, "=");

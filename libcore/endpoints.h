@@ -52,6 +52,9 @@ enum core_status endpoints_load(struct core_err *e);
  * the file could not be read. */
 const struct endpoint *endpoints_find(const char *name, size_t len);
 
+/* The i-th endpoint's name (in the file's order), NULL past the last. */
+const char *endpoints_name(size_t i);
+
 /* Is the environment entry "NAME=..." (or NAME) a variable the file names? */
 int endpoints_variable(const char *entry);
 

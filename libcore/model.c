@@ -130,9 +130,14 @@ enum core_status model_check(const char *name, struct core_err *e)
 		return core_fail(e, CORE_ENOTFOUND, "model '%s' not found: model names are "
 		                 "PROVIDER/NAME", name);
 	}
-	const char *names[NPROVIDERS + 1];
-	for (size_t i = 0; i <= NPROVIDERS; i++)
-		names[i] = model_provider_name(i);
+	/* The providers' names and the endpoints' (as many as fit). */
+	const char *names[NPROVIDERS + 64 + 1];
+	size_t nn = 0;
+	for (size_t i = 0; i < NPROVIDERS; i++)
+		names[nn++] = model_provider_name(i);
+	for (size_t i = 0; nn < NPROVIDERS + 64 && endpoints_name(i); i++)
+		names[nn++] = endpoints_name(i);
+	names[nn] = NULL;
 	const char *near = core_closest(name, plen, names);
 	for (size_t i = 0; !near && i < sizeof aliases / sizeof aliases[0]; i++)
 		if (strlen(aliases[i].other) == plen && !strncmp(aliases[i].other, name, plen))

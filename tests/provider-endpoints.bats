@@ -296,7 +296,7 @@ JSON
 	run -4 --separate-stderr agent-run --no-store --model azure/ -m hi
 	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azure/' names no model: use azure/NAME"
 	run -4 --separate-stderr agent-run --no-store --model azur/gpt-4o -m hi
-	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azur/gpt-4o' not found (unknown provider 'azur')"
+	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azur/gpt-4o' not found (unknown provider 'azur'): did you mean 'azure/gpt-4o'?"
 }
 
 @test "the models file's variables are wiped from agent-run's environment block too" {
