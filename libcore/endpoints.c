@@ -639,7 +639,10 @@ static enum core_status endpoint_key(struct endpoint *ep, const struct model_req
 		dflt = "Authorization: Bearer %s";
 	} else if (ep->key_var) {
 		const char *const vars[] = { ep->key_var, NULL };
-		st = prov_key(ep->name, vars, NULL, key, e);
+		const char *v = getenv(ep->key_var);
+		st = v && *v ? prov_key(ep->name, vars, NULL, key, e)
+		   : core_fail(e, CORE_EUNAUTH, "%s: no API key: set %s (models file %s)", ep->name,
+		               ep->key_var, tab.path);
 	} else if (ep->key_file) {
 		/* Only the endpoint's own: --key-file holds a built-in
 		 * provider's key, which must not go to another server. */

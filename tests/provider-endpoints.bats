@@ -74,6 +74,11 @@ tool_saw() { grep -q "^$1=" "$BATS_TEST_TMPDIR/tool.env"; }
 		'[["ok","<present>",false]]'
 	! tool_saw ANTHROPIC_AUTH_TOKEN || fail "the tool saw ANTHROPIC_AUTH_TOKEN"
 	! grep -q tok-test-1234 tool.env || fail "the token reached the tool"
+	# --list-models asks with the same header.
+	unset OPENAI_API_KEY GEMINI_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -r 'select(.provider == "anthropic") | .keyFrom' <<<"$output")" ANTHROPIC_AUTH_TOKEN
+	assert_equal "$(jq -s -c '.[-1] | [.method, .path, .auth, .headers.authorization]' "$MOCK_LOG")" '["GET","/v1/models","ok","<present>"]'
 	# With both set the API key wins (x-api-key), as the SDKs read them.
 	turns anthropic sk-test-1234 '{"text":"done"}'
 	export ANTHROPIC_API_KEY=sk-test-1234
@@ -293,6 +298,11 @@ JSON
 	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
 	assert_equal "$(last | jq -c .output.error)" \
 		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: header 'api-key' names AZURE_OPENAI_KEY, which is not set (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
+	echo '{"endpoints": {"azure": {"dialect": "openai", "keyVariable": "AZURE_OPENAI_API_KEY"}}}' \
+		>"$XDG_CONFIG_HOME/agentkit/models.json"
+	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: no API key: set AZURE_OPENAI_API_KEY (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
 	run -4 --separate-stderr agent-run --no-store --model azure/ -m hi
 	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azure/' names no model: use azure/NAME"
 	run -4 --separate-stderr agent-run --no-store --model azur/gpt-4o -m hi
