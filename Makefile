@@ -23,7 +23,7 @@ OPT       ?= -O2 -g
 CFLAGS    ?=
 CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
-LDLIBS    := -ljansson -lyaml -luuid -llmdb -lpthread -ldl -lm
+LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd -lpthread -ldl -lm
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
