@@ -23,7 +23,7 @@ OPT       ?= -O2 -g
 CFLAGS    ?=
 CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
-LDLIBS    := -ljansson -lyaml -luuid -llmdb -lpthread -ldl -lm
+LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd -lpthread -ldl -lm
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
@@ -40,13 +40,13 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 
 CORE_SRC  := $(sort $(wildcard libcore/*.c))
 STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c))
-CMD_SRC   := $(filter-out cmd/cli.c,$(sort $(wildcard cmd/*.c)))
+CMD_SRC   := $(filter-out cmd/cli%.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
 BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
 
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
-CLI_OBJ   := $(BUILD)/cmd/cli.o
+CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o
 LIBCORE   := $(BUILD)/libcore.a
 LIBSTORE  := $(BUILD)/libstore.a
 

@@ -31,8 +31,8 @@
  * What an option's value, or a command's operands, are: the shell
  * completions offer candidates by kind.  The lists that live elsewhere are
  * read when the user presses Tab, quietly (no message, nothing on error):
- * agent names from "agent-run --list", session and snapshot IDs from
- * "agent-snap sessions" (at most 200).
+ * agent names from "agent-run --list"; session and snapshot IDs, and the
+ * models run, from "agent-snap sessions" (its first 200 rows).
  */
 enum cli_kind {
 	CLI_AUTO,       /* from the placeholder: FILE and PATH a file, DIR a
@@ -43,7 +43,8 @@ enum cli_kind {
 	CLI_DIR,
 	CLI_COMMAND,
 	CLI_AGENT,      /* agent names on the agent path, and .prompt files */
-	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...) */
+	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...), then the
+	                   models of the newest sessions in the store */
 	CLI_SESSION,    /* session IDs in the store */
 	CLI_SNAPSHOT,   /* snapshot IDs in the store (each session's latest) */
 	CLI_WORDS,      /* one of the words given in struct cli_value */
