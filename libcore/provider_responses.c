@@ -309,9 +309,9 @@ static struct rcall *find_call(struct rsp *s, const char *item_id)
 
 static void map_usage(struct rsp *s, const json_t *u)
 {
-	json_t *g = json_object();
+	json_t *g;
 	const json_t *v;
-	if (!json_is_object(u))
+	if (!json_is_object(u) || !(g = json_object()))
 		return;
 	if (json_is_integer(v = json_object_get(u, "input_tokens")))
 		json_object_set(g, "inputTokens", (json_t *)v);
