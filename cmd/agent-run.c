@@ -490,11 +490,10 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
 	size_t i;
 	if (!base)
 		st = st ? st : core_buf_adds(&b, "offline, no key");
-	else if (!json_array_size(keys) || (!from && json_is_true(json_object_get(row,
-	                                                                  "keyOptional"))))
-		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else if (from)
 		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
+	else if (!json_array_size(keys) || json_is_true(json_object_get(row, "keyOptional")))
+		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else {
 		json_array_foreach(keys, i, v)
 			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",

@@ -222,6 +222,9 @@ JSON
 	assert_equal "$(wc -l <cred.count)" 2
 	run -0 --separate-stderr agent-run --list-models
 	assert_equal "$(jq -r 'select(.provider == "gw") | .keyFrom' <<<"$output")" "credential command"
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep '^gw' <<<"$output")" "gw        key from credential command, http://127.0.0.1:$GW_PORT/v1"
+	# Listing never runs the command.
 	assert_equal "$(wc -l <cred.count)" 2
 }
 
