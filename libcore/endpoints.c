@@ -530,11 +530,14 @@ static enum core_status run_command(const struct endpoint *ep, struct core_buf *
 	if (timed_out)
 		st = core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish within "
 		               "%d s", ep->name, CRED_TIMEOUT_MS / 1000);
-	else if (!WIFEXITED(status) || WEXITSTATUS(status))
-		st = core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.200s", ep->name,
+	else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		/* The first line of its stderr says why ("not logged in"). */
+		size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
+		st = core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
 		               WIFEXITED(status) ? "exited" : "was killed by signal",
 		               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-		               err->len ? ": " : "", err->p ? err->p : "");
+		               why ? ": " : "", (int)(why < 200 ? why : 200), err->p ? err->p : "");
+	}
 out:
 	spawn_close_fd(&sp.out_fd);
 	spawn_close_fd(&sp.err_fd);

@@ -245,6 +245,7 @@ JSON
 	cat >cred.sh <<'SH'
 #!/bin/sh
 echo "not logged in: run 'gcloud auth login'" >&2
+echo "second line" >&2
 exit 3
 SH
 	chmod +x cred.sh
