@@ -25,7 +25,7 @@ CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
-LDLIBS    := -ljansson -lyaml -luuid -llmdb $(PQ_LIBS) -lpthread -ldl -lm
+LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd $(PQ_LIBS) -lpthread -ldl -lm
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
@@ -42,13 +42,13 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 
 CORE_SRC  := $(sort $(wildcard libcore/*.c))
 STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c store/pg/*.c))
-CMD_SRC   := $(filter-out cmd/cli.c,$(sort $(wildcard cmd/*.c)))
+CMD_SRC   := $(filter-out cmd/cli%.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
 BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
 
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
-CLI_OBJ   := $(BUILD)/cmd/cli.o
+CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o
 LIBCORE   := $(BUILD)/libcore.a
 LIBSTORE  := $(BUILD)/libstore.a
 

@@ -5,6 +5,11 @@
 #   bench/agent-run.sh [BUILD]      (default build; well under a minute)
 #
 # Prints "name value unit" lines:
+#   true, nostore_turn, durable_turn
+#                     whole-process cost on tmpfs (/dev/shm) of /bin/true,
+#                     an echo turn with --no-store and a durable one, mean of
+#                     300 each, and the ratios (issue 13's goal: durable at
+#                     most 2x /bin/true)
 #   turn_1            one turn of a fresh session (mean of 50 processes)
 #   turn_100          one turn of a growing session, 100 turns as 100 processes
 #   rss_10k           peak RSS of one turn on a 10,000-message session
@@ -13,7 +18,7 @@
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
-bin="$top/$build/bin"
+case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 export AGENTKIT_STORE="$work/store"
@@ -21,6 +26,30 @@ cd "$work"
 
 now_ns() { date +%s%N; }
 size() { stat -c %s "$AGENTKIT_STORE/data.mdb"; }
+
+# mean_us N CMD...: the mean wall time of one run of CMD, in microseconds:
+# hyperfine's (no shell, warmed up) when it is installed, else a loop's.
+mean_us() {
+	local n=$1 t0 t1
+	shift
+	if command -v hyperfine >/dev/null; then
+		hyperfine -N -w 20 -r "$n" --export-json "$work/hf.json" "$*" >/dev/null 2>&1 &&
+			jq '.results[0].mean * 1e6 | floor' "$work/hf.json" && return
+	fi
+	t0=$(now_ns)
+	for _ in $(seq "$n"); do "$@" >/dev/null; done
+	t1=$(now_ns)
+	echo $(( (t1 - t0) / n / 1000 ))
+}
+shm=$work
+[ -d /dev/shm ] && [ -w /dev/shm ] && shm=$(mktemp -d /dev/shm/agentkit-bench.XXXXXX) &&
+	trap 'rm -rf "$work" "$shm"' EXIT
+t_true=$(mean_us 300 /bin/true)
+t_nostore=$(mean_us 300 "$bin/agent-run" --no-store --model echo -m hi)
+t_durable=$(mean_us 300 "$bin/agent-run" --store "$shm/store" --model echo -m hi)
+echo "true $t_true us"
+echo "nostore_turn $t_nostore us ($(awk -v a="$t_nostore" -v b="$t_true" 'BEGIN { printf "%.1f", a / b }')x /bin/true)"
+echo "durable_turn $t_durable us ($(awk -v a="$t_durable" -v b="$t_true" 'BEGIN { printf "%.1f", a / b }')x /bin/true, $(awk -v a="$t_durable" -v b="$t_nostore" 'BEGIN { printf "%.1f", a / b }')x --no-store)"
 
 t0=$(now_ns)
 for i in $(seq 50); do "$bin/agent-run" --model echo -m "hello $i" >/dev/null; done

@@ -89,7 +89,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
 	{ OPT_KEY_FILE, "key-file", "FILE",
 	  "read the model provider's API key from FILE (default $AGENTKIT_KEY_FILE, else the "
-	  "provider's variable: OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY)" },
+	  "provider's variable: OPENAI_API_KEY, GOOGLE_API_KEY or GEMINI_API_KEY, "
+	  "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, OLLAMA_API_KEY); not for the models "
+	  "file's endpoints" },
 	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
 	  "the pending snapshot ID at once (docs/detach.md)" },
 	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
@@ -102,8 +104,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
-	  "list the model providers, the key each needs and whether it is set, the base URL, "
-	  "and (with a key) the provider's models; a table on a terminal, else NDJSON" },
+	  "list the model providers and the models file's endpoints, the key each needs and "
+	  "whether it is set, the base URL, and (with a key) the provider's models; a table on "
+	  "a terminal, else NDJSON" },
 	{ 0 }
 };
 
@@ -481,15 +484,16 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
 	const json_t *keys = json_object_get(row, "keyVariables"), *v;
 	const char *from = json_string_value(json_object_get(row, "keyFrom"));
 	const char *base = json_string_value(json_object_get(row, "baseUrl"));
-	enum core_status st = core_buf_addf(&b, "%-10s", json_string_value(json_object_get(row,
+	/* A column of 10, and a space after a longer name. */
+	enum core_status st = core_buf_addf(&b, "%-9s ", json_string_value(json_object_get(row,
 	                                                                   "provider")));
 	size_t i;
 	if (!base)
 		st = st ? st : core_buf_adds(&b, "offline, no key");
-	else if (!json_array_size(keys))
-		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else if (from)
 		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
+	else if (!json_array_size(keys) || json_is_true(json_object_get(row, "keyOptional")))
+		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
 	else {
 		json_array_foreach(keys, i, v)
 			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",
@@ -925,7 +929,9 @@ static enum core_status load_agent(struct run *r)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
 		init_failed(&r->o, &e);
-		models_hint();
+		/* A models file that cannot be read is no misspelt model. */
+		if (strncmp(e.msg, "models file", 11))
+			models_hint();
 	}
 	return st;
 }

@@ -13,7 +13,6 @@
 #include "../libcore/detach.h"
 #include "../libcore/json.h"
 #include "../libcore/lines.h"
-#include "../libcore/suggest.h"
 #include "../libcore/util.h"
 #include "../store/store.h"
 
@@ -66,21 +65,94 @@ static const struct cli_exitcode exits[] = {
 	{ -1, NULL }
 };
 
+/* What a subcommand's handler needs opened before it runs (snap_open()). */
+enum {
+	SNAP_AGENT = 1,         /* open --agent's state transform (and so check it) */
+	SNAP_WRITE = 2,         /* open the store read-write, and name its directory */
+	SNAP_NO_STORE = 4,      /* do not open the store */
+};
+
+/* The subcommands' handlers, below; ctx is a struct snap. */
+static enum core_status run_get(void *ctx, int argc, char **argv);
+static enum core_status run_sessions(void *ctx, int argc, char **argv);
+static enum core_status run_show(void *ctx, int argc, char **argv);
+static enum core_status run_log(void *ctx, int argc, char **argv);
+static enum core_status run_rm(void *ctx, int argc, char **argv);
+static enum core_status run_prune(void *ctx, int argc, char **argv);
+static enum core_status run_export(void *ctx, int argc, char **argv);
+static enum core_status run_import(void *ctx, int argc, char **argv);
+static enum core_status run_worker_log(void *ctx, int argc, char **argv);
+
+/*
+ * A new subcommand is one row here and its handler.  A row: the word, its
+ * synopsis, the least and most operands, an operand's name and kind; the
+ * options only it takes, what it needs opened; its help; its handler.
+ */
+static const struct cli_sub subs[] = {
+	{ "get", "ID...", 1, -1, "snapshot ID", CLI_SNAPSHOT,
+	  "session", SNAP_AGENT,
+	  "Prints the rows with those IDs as 'agent-snap ID...' does, also rows "
+	  "whose ID is a subcommand word; with --session SID, checks that they "
+	  "belong to SID.", run_get },
+	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT,
+	  "since", 0,
+	  "Prints one line per session, most recently updated first: "
+	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
+	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
+	  "\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
+	  "terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
+	  "TIME those updated since then.", run_sessions },
+	{ "show", "SID", 1, 1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
+	  "Prints the conversation of the session's latest row (or of the "
+	  "snapshot SID): on a terminal as text, one paragraph per message with "
+	  "tool calls and results on one line each; otherwise its messages as "
+	  "NDJSON, one per line.", run_show },
+	{ "log", "SID", 1, 1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
+	  "Prints the session's rows oldest first (createdAt, then "
+	  "snapshotId), metadata only, each with its parentId; a row whose parent "
+	  "already has an earlier child is a fork and carries \"fork\": true.", run_log },
+	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
+	  NULL, SNAP_AGENT | SNAP_WRITE,
+	  "Deletes every row of each session, and the rows' worker logs, and prints "
+	  "{\"sessionId\", \"deleted\"} for each.", run_rm },
+	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION,
+	  "keep before", SNAP_AGENT | SNAP_WRITE,
+	  "Deletes settled rows of every session (or of SID), and their worker logs: "
+	  "those beyond the newest N (--keep) that were also created "
+	  "before TIME (--before); with one limit, that one alone decides.  A "
+	  "session's latest row and pending or aborting rows are never pruned.  It "
+	  "prints {\"deleted\": N}.", run_prune },
+	{ "export", "[SID]...", 0, -1, "SID", CLI_SESSION,
+	  NULL, SNAP_AGENT,
+	  "Prints the raw rows (not shaped) of every session, or of the "
+	  "given ones, as NDJSON: what import reads.", run_export },
+	{ "import", "[FILE]", 0, 1, "FILE", CLI_FILE,
+	  NULL, SNAP_NO_STORE,
+	  "Reads rows as export prints them from FILE (or stdin, or "
+	  "'-') and writes them as given, replacing rows with the same "
+	  "snapshotId.  Every line is checked first (an object with string "
+	  "snapshotId and sessionId); a bad line is reported with its number and "
+	  "nothing is written.  All rows are then written in one transaction, one "
+	  "row at a time (memory stays at about one row; rows from a pipe are "
+	  "first copied to an unnamed file in the store directory), and a status "
+	  "change wakes agent-wait like any other write.  It prints "
+	  "{\"imported\": N}.", run_import },
+	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT,
+	  NULL, SNAP_AGENT | SNAP_NO_STORE,
+	  "Prints the log a detached run's worker kept for snapshot "
+	  "ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
+	  "the abort it saw, how it finalized the row.", run_worker_log },
+	{ 0 }
+};
+
 static const struct cli_prog prog = {
 	.name = "agent-snap",
 	.purpose = "read and manage the agentkit snapshot store",
 	.synopsis =
 	"[OPTION]... ID...\n"
-	"[OPTION]... --session SID\n"
-	"[OPTION]... get ID...\n"
-	"[OPTION]... sessions [--agent NAME] [--since TIME]\n"
-	"[OPTION]... show SID\n"
-	"[OPTION]... log SID\n"
-	"[OPTION]... rm SID...\n"
-	"[OPTION]... prune [--keep N] [--before TIME] [SID]\n"
-	"[OPTION]... export [SID]...\n"
-	"[OPTION]... import [FILE]\n"
-	"[OPTION]... worker-log ID",
+	"[OPTION]... --session SID",
 	.description =
 	"Prints snapshot rows (SessionSnapshot JSON, one per line) as Genkit's "
 	"getSnapshot shapes them: a pending or aborting row whose heartbeatAt is "
@@ -88,41 +160,9 @@ static const struct cli_prog prog = {
 	"reads \"completed\", a missing or zero updatedAt reads as createdAt.  "
 	"--session SID prints the session's latest row (greatest createdAt, ties "
 	"by greater snapshotId, any status).  Unknown IDs are reported on stderr "
-	"and the others still printed; the exit status is then 4.  The words "
-	"sessions, show, log, rm, prune, export, import, worker-log and get are subcommands; "
-	"'agent-snap get ID' prints a row whose ID is one of those words.\n\n"
-	"sessions prints one line per session, most recently updated first: "
-	"{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
-	"status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
-	"\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
-	"terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
-	"TIME those updated since then.\n\n"
-	"show SID prints the conversation of the session's latest row (or of the "
-	"snapshot SID): on a terminal as text, one paragraph per message with "
-	"tool calls and results on one line each; otherwise its messages as "
-	"NDJSON, one per line.\n\n"
-	"log SID prints the session's rows oldest first (createdAt, then "
-	"snapshotId), metadata only, each with its parentId; a row whose parent "
-	"already has an earlier child is a fork and carries \"fork\": true.\n\n"
-	"rm SID deletes every row of the session and prints "
-	"{\"sessionId\", \"deleted\"}.  prune deletes settled rows of every session "
-	"(or of SID): those beyond the newest N (--keep) that were also created "
-	"before TIME (--before); with one limit, that one alone decides.  A "
-	"session's latest row and pending or aborting rows are never pruned.  It "
-	"prints {\"deleted\": N}.  Both remove the deleted rows' worker logs.\n\n"
-	"worker-log ID prints the log a detached run's worker kept for snapshot "
-	"ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
-	"the abort it saw, how it finalized the row.\n\n"
-	"export prints the raw rows (not shaped) of every session, or of the "
-	"given ones, as NDJSON; import reads such rows from FILE (or stdin, or "
-	"'-') and writes them as given, replacing rows with the same "
-	"snapshotId.  Every line is checked first (an object with string "
-	"snapshotId and sessionId); a bad line is reported with its number and "
-	"nothing is written.  All rows are then written in one transaction, one "
-	"row at a time (memory stays at about one row; rows from a pipe are "
-	"first copied to an unnamed file in the store directory), and a status "
-	"change wakes agent-wait like any other write.  import prints "
-	"{\"imported\": N}.\n\n"
+	"and the others still printed; the exit status is then 4.  The "
+	"subcommands below do the rest; 'agent-snap get ID' prints a row whose "
+	"ID is one of their words.\n\n"
 	"Only import creates a store: the other subcommands exit 4 with \"no "
 	"store at PATH\" where there is none.  A store whose files cannot be "
 	"written (a read-only mount, a backup) is read read-only.",
@@ -143,7 +183,9 @@ static const struct cli_prog prog = {
 	"$ agent-snap prune --keep 20 --before 720h\n"
 	"  drop old settled rows beyond the newest 20 of each session",
 	.exits = exits,
-	.subcommands = "get sessions show log rm prune export import worker-log",
+	.subs = subs,
+	.plain_sub = "get",
+	.plain_hint = "to read a snapshot of that ID use",
 	.operands = CLI_SNAPSHOT,
 };
 
@@ -158,6 +200,13 @@ struct opts {
 	int text;                         /* sessions, show: -f text */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
+};
+
+/* What one invocation holds; every handler's ctx. */
+struct snap {
+	struct opts o;
+	struct store *s;
+	struct core_buf dir;    /* the store's directory, with SNAP_WRITE */
 };
 
 /* Keep the worse of two outcomes: a failure to go on beats "not found". */
@@ -244,8 +293,11 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	return st;
 }
 
-static enum core_status list_sessions(struct store *s, const struct opts *o)
+static enum core_status run_sessions(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
 	struct core_err e = { 0 };
 	struct store_session_filter f = { o->agent, o->since_ns, o->hb_timeout_ms };
 	json_t *list = NULL, *l;
@@ -317,9 +369,12 @@ static enum core_status message_text(const json_t *m, struct core_err *e)
 	return st;
 }
 
-static enum core_status show_conversation(struct store *s, const struct opts *o,
-                                          const char *id)
+static enum core_status run_show(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
+	const char *id = argv[0];
 	struct core_err e = { 0 };
 	json_t *row = NULL, *m;
 	size_t i;
@@ -387,23 +442,25 @@ static enum core_status collect(const struct store_session_info *si, void *ctx)
 	return json_array_append_new(ctx, json_string(si->session_id)) ? CORE_ENOMEM : CORE_OK;
 }
 
-static enum core_status export_rows(struct store *s, const struct opts *o, char **sids,
-                                    int n)
+static enum core_status run_export(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const struct opts *o = &c->o;
 	enum core_status rc = CORE_OK, st;
 	struct core_err e = { 0 };
 	json_t *all = NULL;
 	size_t i, count;
-	if (n == 0) {
+	if (argc == 0) {
 		all = json_array();
 		if ((st = store_sessions(s, collect, all, &e)) != CORE_OK) {
 			json_decref(all);
 			return cli_report(&e);
 		}
 	}
-	count = all ? json_array_size(all) : (size_t)n;
+	count = all ? json_array_size(all) : (size_t)argc;
 	for (i = 0; i < count; i++) {
-		const char *sid = all ? json_string_value(json_array_get(all, i)) : sids[i];
+		const char *sid = all ? json_string_value(json_array_get(all, i)) : argv[i];
 		st = session_rows(s, o, sid, 0, o->flags);
 		rc = worse(rc, st);
 		if (st != CORE_OK && st != CORE_ENOTFOUND)
@@ -568,8 +625,11 @@ static enum core_status import_rows(struct store *s, const char *dir, int in,
 
 /* import [FILE]: the one subcommand that creates the store.  A FILE that
  * does not exist is not found (4), and no store is created for it. */
-static enum core_status import_file(const struct opts *o, const char *file)
+static enum core_status run_import(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const struct opts *o = &c->o;
+	const char *file = argc ? argv[0] : "-";
 	struct core_buf dir = CORE_BUF_INIT(4096);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
@@ -597,18 +657,20 @@ static enum core_status import_file(const struct opts *o, const char *file)
 /* ---- rm, prune ---- */
 
 /* rm and prune take the deleted rows' worker logs with them. */
-static enum core_status remove_sessions(struct store *s, const char *dir, char **sids,
-                                        int n)
+static enum core_status run_rm(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	struct store *s = c->s;
+	const char *dir = c->dir.p;
 	enum core_status rc = CORE_OK, st;
 	int i;
-	for (i = 0; i < n; i++) {
+	for (i = 0; i < argc; i++) {
 		struct core_err e = { 0 };
 		size_t deleted = 0;
-		st = store_delete_session(s, sids[i], &deleted, detach_log_remove,
+		st = store_delete_session(s, argv[i], &deleted, detach_log_remove,
 		                          (void *)dir, &e);
 		if (st == CORE_OK) {
-			json_t *out = json_pack("{s:s,s:I}", "sessionId", sids[i],
+			json_t *out = json_pack("{s:s,s:I}", "sessionId", argv[i],
 			                        "deleted", (json_int_t)deleted);
 			st = cli_write_json(out, &e);
 			json_decref(out);
@@ -623,20 +685,19 @@ static enum core_status remove_sessions(struct store *s, const char *dir, char *
 	return rc;
 }
 
-static enum core_status prune(struct store *s, const char *dir, const struct opts *o,
-                              char **sids, int n)
+static enum core_status run_prune(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const struct opts *o = &c->o;
 	struct core_err e = { 0 };
 	size_t deleted = 0;
 	enum core_status st;
 	json_t *out;
 	if (!o->have_keep && !o->have_before)
 		return cli_usage("prune needs --keep N, --before TIME or both");
-	if (n > 1)
-		return cli_usage("prune takes at most one SID");
-	st = store_prune(s, n ? sids[0] : NULL, o->have_keep ? o->keep : 0,
+	st = store_prune(c->s, argc ? argv[0] : NULL, o->have_keep ? o->keep : 0,
 	                 o->have_before ? o->before_ns : 0, &deleted, detach_log_remove,
-	                 (void *)dir, &e);
+	                 (void *)c->dir.p, &e);
 	if (st != CORE_OK)
 		return cli_report(&e);
 	out = json_pack("{s:I}", "deleted", (json_int_t)deleted);
@@ -645,7 +706,7 @@ static enum core_status prune(struct store *s, const char *dir, const struct opt
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
-/* ---- main ---- */
+/* ---- IDs, times, worker-log ---- */
 
 static enum core_status check_ids(char **ids, int n, const char *what)
 {
@@ -671,8 +732,10 @@ static enum core_status parse_time(const char *flag, const char *arg, int64_t *n
 }
 
 /* The detached worker's log for snapshot id, copied to stdout as it is. */
-static enum core_status worker_log(const char *store, const char *id)
+static enum core_status run_worker_log(void *ctx, int argc, char **argv)
 {
+	struct snap *c = ctx;
+	const char *store = c->o.store, *id = argv[0];
 	struct core_buf dir = CORE_BUF_INIT(4096), path = CORE_BUF_INIT(4096);
 	struct core_buf text = CORE_BUF_INIT((size_t)1 << 30);
 	struct core_err e = { 0 };
@@ -694,104 +757,69 @@ static enum core_status worker_log(const char *store, const char *id)
 	return st;
 }
 
-static enum core_status run(struct opts *o, int argc, char **argv)
+/* ---- dispatch ---- */
+
+/* What a handler needs opened (its row's SNAP_* flags).  The store is
+ * never created to read it (only import creates one); rm and prune
+ * change it. */
+static enum core_status snap_open(struct snap *c, unsigned how)
 {
-	static const char *const subs[] = {
-		"get", "sessions", "show", "log", "rm", "prune", "export", "import", "worker-log", NULL,
-	};
 	struct core_err e = { 0 };
-	struct store *s = NULL;
-	const char *sub = NULL;
+	enum core_status st = CORE_OK;
+	unsigned flags = STORE_OPEN_EXISTING | (how & SNAP_WRITE ? 0 : STORE_OPEN_READONLY);
+	if ((how & SNAP_AGENT) && c->o.agent)
+		st = agent_ext_snap_open(c->o.agent, c->o.agents_dir, &c->o.x, &e);
+	if (st == CORE_OK && !(how & SNAP_NO_STORE))
+		st = store_open_default(c->o.store, flags, &c->s, &e);
+	if (st == CORE_OK && (how & SNAP_WRITE))
+		st = store_default_path(c->o.store, &c->dir, &e);
+	if (st == CORE_OK)
+		return st;
+	return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+}
+
+/* get ID..., and the plain form: IDs, or --session SID alone. */
+static enum core_status run_get(void *ctx, int argc, char **argv)
+{
+	struct snap *c = ctx;
+	return argc ? show_ids(c->s, &c->o, argv, argc) : show_latest(c->s, &c->o);
+}
+
+static enum core_status run_log(void *ctx, int argc, char **argv)
+{
+	struct snap *c = ctx;
+	return session_rows(c->s, &c->o, argv[0], 1, STORE_METADATA_ONLY);
+}
+
+/* The subcommand named by the first operand, else the plain form. */
+static enum core_status run(struct snap *c, int argc, char **argv)
+{
+	const struct cli_sub *sub;
 	enum core_status st;
-	unsigned flags;
-	int i;
-
-	if (argc > 0)
-		for (i = 0; subs[i]; i++)
-			if (!strcmp(argv[0], subs[i])) {
-				sub = subs[i];
-				argc--;
-				argv++;
-				break;
-			}
-	if (!sub && !o->session && argc == 0)
+	enum cli_kind kind;
+	if ((st = cli_sub_find(&argc, &argv, &sub)) != CORE_OK)
+		return st;
+	if (!sub && !c->o.session && argc == 0)
 		return cli_usage("expected snapshot IDs, --session SID or a subcommand");
-	/* A mistyped subcommand (agent-snap lgo SID) is not read as an ID. */
-	if (!sub && argc > 0 && core_closest(argv[0], strlen(argv[0]), subs))
-		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); to read a snapshot "
-		                 "of that ID use 'agent-snap get %s'", argv[0],
-		                 core_closest(argv[0], strlen(argv[0]), subs), argv[0]);
-	if (sub && !strcmp(sub, "get") && argc == 0)
-		return cli_usage("get needs snapshot IDs");
-	if (sub && (!strcmp(sub, "log") || !strcmp(sub, "show")) && argc != 1)
-		return cli_usage("%s takes one SID", sub);
-	if (sub && !strcmp(sub, "worker-log") && argc != 1)
-		return cli_usage("worker-log takes one snapshot ID");
-	if (sub && !strcmp(sub, "rm") && argc == 0)
-		return cli_usage("rm needs session IDs");
-	if (sub && !strcmp(sub, "sessions") && argc)
-		return cli_usage("%s takes no operands", sub);
-	if (sub && !strcmp(sub, "import") && argc > 1)
-		return cli_usage("import takes at most one FILE");
-	if (sub && strcmp(sub, "get") && o->session)
-		return cli_usage("--session does not apply to %s", sub);
-	if ((o->have_keep || o->have_before) && (!sub || strcmp(sub, "prune")))
-		return cli_usage("--keep and --before apply to prune");
-	if (o->since_ns && (!sub || strcmp(sub, "sessions")))
-		return cli_usage("--since applies to sessions");
-	if (o->session && (st = check_ids((char **)&o->session, 1, "session ID")) != CORE_OK)
+	if ((st = cli_sub_check(sub, argc)) != CORE_OK)
 		return st;
-	if (sub && !strcmp(sub, "import"))
-		return import_file(o, argc ? argv[0] : "-");
-	st = check_ids(argv, argc, sub && strcmp(sub, "get") && strcmp(sub, "worker-log")
-	                           ? "session ID" : "snapshot ID");
-	if (st != CORE_OK)
+	if (c->o.session && (st = check_ids((char **)&c->o.session, 1, "session ID")))
 		return st;
-
-	/* sessions --agent filters by name: the agent's file need not exist */
-	if (o->agent && !(sub && !strcmp(sub, "sessions")) &&
-	    (st = agent_ext_snap_open(o->agent, o->agents_dir, &o->x, &e)) != CORE_OK)
-		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
-	if (sub && !strcmp(sub, "worker-log")) {
-		agent_ext_free(o->x);
-		return worker_log(o->store, argv[0]);
-	}
-	/* never create a store to read it; rm and prune change one */
-	flags = STORE_OPEN_EXISTING;
-	if (!sub || (strcmp(sub, "rm") && strcmp(sub, "prune")))
-		flags |= STORE_OPEN_READONLY;
-	if ((st = store_open_default(o->store, flags, &s, &e)) != CORE_OK) {
-		agent_ext_free(o->x);
-		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
-	}
-
-	if (!sub || !strcmp(sub, "get"))
-		st = argc ? show_ids(s, o, argv, argc) : show_latest(s, o);
-	else if (!strcmp(sub, "sessions"))
-		st = list_sessions(s, o);
-	else if (!strcmp(sub, "show"))
-		st = show_conversation(s, o, argv[0]);
-	else if (!strcmp(sub, "log"))
-		st = session_rows(s, o, argv[0], 1, STORE_METADATA_ONLY);
-	else if (!strcmp(sub, "export"))
-		st = export_rows(s, o, argv, argc);
-	else if (!strcmp(sub, "rm") || !strcmp(sub, "prune")) {
-		struct core_buf dir = CORE_BUF_INIT(4096);
-		if ((st = store_default_path(o->store, &dir, &e)) != CORE_OK)
-			cli_report(&e);
-		else if (!strcmp(sub, "rm"))
-			st = remove_sessions(s, dir.p, argv, argc);
-		else
-			st = prune(s, dir.p, o, argv, argc);
-		core_buf_release(&dir);
-	}
-	store_close(s);
-	agent_ext_free(o->x);
+	kind = sub ? sub->kind : CLI_SNAPSHOT;
+	if (kind != CLI_FILE &&
+	    (st = check_ids(argv, argc, kind == CLI_SESSION ? "session ID" : "snapshot ID")))
+		return st;
+	if ((st = snap_open(c, sub ? sub->flags : SNAP_AGENT)) == CORE_OK)
+		st = sub ? sub->run(c, argc, argv) : run_get(c, argc, argv);
+	store_close(c->s);
+	agent_ext_free(c->o.x);
+	core_buf_release(&c->dir);
 	return st;
 }
 
 int main(int argc, char **argv)
 {
+	struct snap snap = { .dir = CORE_BUF_INIT(4096) };
 	struct opts o = { 0 };
 	struct core_err e = { 0 };
 	const char *arg, *hb = NULL, *format = NULL;
@@ -832,5 +860,6 @@ int main(int argc, char **argv)
 	o.text = format ? !strcmp(format, "text") : isatty(1);
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
-	return cli_finish(run(&o, argc - optind, argv + optind));
+	snap.o = o;
+	return cli_finish(run(&snap, argc - optind, argv + optind));
 }

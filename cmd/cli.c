@@ -1,6 +1,9 @@
-/* cli.c - option parsing, help, man pages, completions and checked output
- * shared by the agentkit commands.  See cli.h. */
+/* cli.c - option parsing, messages and checked output shared by the
+ * agentkit commands; the help, man page and completions generated from the
+ * same tables are cli_doc.c's.  See cli.h. */
 #include "cli.h"
+#include "cli_int.h"
+#include "../libcore/model.h"
 #include "../libcore/suggest.h"
 #include "../libcore/util.h"
 
@@ -18,7 +21,7 @@
 #endif
 
 const char *cli_progname = "agentkit";
-static const struct cli_prog *prog;
+const struct cli_prog *cli_cur;
 
 enum {
 	OPT_HELP = 'h',
@@ -28,7 +31,7 @@ enum {
 	OPT_LIST,
 };
 
-static const struct cli_opt common_opts[] = {
+const struct cli_opt cli_common_opts[] = {
 	{ OPT_HELP, "help", NULL, "show this help and exit" },
 	{ OPT_VERSION, "version", NULL, "print the version and exit" },
 	{ OPT_MAN, "man", NULL, "print the man page (roff) and exit" },
@@ -40,87 +43,10 @@ static const struct cli_opt hidden_opts[] = {
 	{ 0 }
 };
 
-/*
- * ---- what every man page says ----
- *
- * One list for every command: the variables are shared (the store, the
- * agent path and the provider keys matter to several commands), and a
- * page that lists them all stands alone.
- */
-struct cli_env {
-	const char *name;
-	const char *meaning;
-};
-static const struct cli_env environment[] = {
-	{ "AGENTKIT_STORE", "the snapshot store (--store overrides); default ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store" },
-	{ "AGENTKIT_PATH", "colon-separated directories searched for NAME.prompt after --agents DIR and before ./agents and ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/agents" },
-	{ "AGENTKIT_MODEL", "the model when neither --model nor the prompt file names one" },
-	{ "AGENTKIT_KEY_FILE", "a file holding the provider key (--key-file overrides)" },
-	{ "AGENTKIT_HEARTBEAT_INTERVAL", "how often a detached worker heartbeats its row (default 30s)" },
-	{ "AGENTKIT_HEARTBEAT_TIMEOUT", "a pending row whose heartbeat is older than this reads expired (default 60s)" },
-	{ "AGENTKIT_EXEC_TIMEOUT", "the longest a custom agent's handler may be silent (default 5m)" },
-	{ "AGENTKIT_EXEC_MAX_BYTES, AGENTKIT_EXEC_MAX_LINES", "the most a custom agent's handler may print in one turn (default 64M, 100000 lines)" },
-	{ "AGENTKIT_TRANSFORM_MAX_LINE", "the longest answer a state or stream transform may give (default 64M)" },
-	{ "AGENTKIT_TRANSFORM_TIMEOUT", "the longest a state or stream transform, or a docs command, may take to answer (default 30s)" },
-	{ "AGENTKIT_HTTP_CONNECT_TIMEOUT", "model requests: connection timeout (default 30s)" },
-	{ "AGENTKIT_HTTP_IDLE_TIMEOUT", "model requests: the longest silence in a response (default 10m)" },
-	{ "AGENTKIT_HTTP_RETRIES", "model requests: retries of a failed request (default 3)" },
-	{ "AGENTKIT_HTTP_BACKOFF", "model requests: the first retry's wait, doubling (default 500ms)" },
-	{ "AGENTKIT_HTTP_RETRY_BUDGET", "model requests: no retry wait ends later than this (default 2m)" },
-	{ "AGENTKIT_STORE_MAPSIZE, AGENTKIT_STORE_MAPSIZE_MAX", "the store's initial and largest map size" },
-	{ "AGENTKIT_STORE_LOCK_TIMEOUT", "the longest a writer waits for the store's write lock (default 60s)" },
-	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },
-	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
-	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
-	{ "OPENAI_API_KEY, OPENAI_BASE_URL", "openai/... models: the key and the endpoint (default https://api.openai.com/v1; any compatible server)" },
-	{ "GOOGLE_API_KEY (preferred) or GEMINI_API_KEY, GEMINI_BASE_URL or GOOGLE_GEMINI_BASE_URL", "googleai/... models: the key and the endpoint" },
-	{ "ANTHROPIC_API_KEY, ANTHROPIC_BASE_URL", "anthropic/... models: the key and the endpoint" },
-	{ "OLLAMA_HOST", "ollama/... models: the server (default 127.0.0.1:11434)" },
-	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
-	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
-	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },
-	{ NULL, NULL }
-};
-
-static const char files_text[] =
-	".TP\n.I ${XDG_STATE_HOME:\\-$HOME/.local/state}/agentkit/store/\n"
-	"the default store: data.mdb, lock.mdb and wake (LMDB)\n"
-	".TP\n.I STORE/logs/SNAPSHOT_ID.log\n"
-	"a detached worker's log (agent\\-snap worker\\-log ID)\n"
-	".TP\n.I ./agents/NAME.prompt\n"
-	"an agent in the working directory; its tools in ./agents/tools/\n"
-	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/agents/NAME.prompt\n"
-	"your own agents, found from any directory; the last directory of the "
-	"agent path (after \\-\\-agents, $AGENTKIT_PATH and ./agents)\n"
-	".TP\n.I DIR/tools/NAME.json\n"
-	"a tool's manifest beside its executable, in the tools/ directory "
-	"beside the prompt file or of any agent directory\n";
-
-/* The pages generated from docs/ (scripts/md2man; installed by make
- * install), by document; "docs/NAME.md" in the text names the page. */
-static const struct {
-	const char *doc, *page;
-} doc_pages[] = {
-	{ "prompts", "agentkit-prompts(5)" },
-	{ "agent-run", "agentkit-agent-run(7)" },
-	{ "custom-agents", "agentkit-custom-agents(7)" },
-	{ "providers", "agentkit-providers(7)" },
-	{ "detach", "agentkit-detach(7)" },
-	{ "transforms", "agentkit-transforms(7)" },
-	{ "store", "agentkit-store(7)" },
-	{ "json", "agentkit-json(7)" },
-};
-static const char see_also[] =
-	"agent-run(1), agent-snap(1), agent-wait(1), agent-abort(1), "
-	"jpatch-diff(1), jpatch-apply(1), agentkit-prompts(5), "
-	"agentkit-tools(5), agentkit-script-model(5), agentkit-agent-run(7), "
-	"agentkit-custom-agents(7), agentkit-providers(7), agentkit-detach(7), "
-	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7)";
-
 void cli_start(const struct cli_prog *p)
 {
 	static char outbuf[1 << 16];
-	prog = p;
+	cli_cur = p;
 	cli_progname = p->name;
 	signal(SIGPIPE, SIG_IGN);
 	setvbuf(stdout, outbuf, _IOFBF, sizeof outbuf);
@@ -239,526 +165,126 @@ noreturn void cli_exit(enum core_status st)
 
 /* ---- the option table ---- */
 
-static void each_opt(void (*fn)(const struct cli_opt *, void *), void *ctx)
+void cli_each_opt(void (*fn)(const struct cli_opt *, void *), void *ctx)
 {
-	for (const struct cli_opt *o = prog->opts; o && o->name; o++)
+	for (const struct cli_opt *o = cli_cur->opts; o && o->name; o++)
 		fn(o, ctx);
-	for (const struct cli_opt *o = common_opts; o->name; o++)
+	for (const struct cli_opt *o = cli_common_opts; o->name; o++)
 		fn(o, ctx);
 }
 
-static int is_short(int key)
+int cli_is_short(int key)
 {
 	return key > 0 && key < CLI_LONG;
 }
 
-#define HELP_WIDTH 79
+/* ---- the subcommand table ---- */
 
-/*
- * Print text[0..n) word-wrapped to HELP_WIDTH: the first line continues a
- * line already at column col, later lines start with indent spaces.  Runs of
- * blanks collapse; a newline in the text ends the line.
- */
-static void wrap(const char *text, size_t n, int col, int indent)
+/* The options given to cli_next(), by their index in cli_cur->opts. */
+static unsigned char seen[128];
+
+/* Is name one of the space-separated words of list (may be NULL)? */
+int cli_listed(const char *list, const char *name)
 {
-	const char *p = text, *end = text + n;
-	while (p < end) {
-		const char *w = p;
-		while (w < end && *w == ' ')
-			w++;
-		if (w < end && *w == '\n') {
-			putchar('\n');
-			printf("%*s", indent, "");
-			col = indent;
-			p = w + 1;
+	size_t n = strlen(name);
+	for (const char *p = list; p && *p;) {
+		size_t len = strcspn(p, " ");
+		if (len == n && !strncmp(p, name, n))
+			return 1;
+		p += len;
+		p += strspn(p, " ");
+	}
+	return 0;
+}
+
+/* "[OPTION]... NAME SYNOPSIS": a subcommand's synopsis line. */
+const char *cli_sub_line(const struct cli_sub *sub, char *buf, size_t size)
+{
+	snprintf(buf, size, "[OPTION]... %s%s%s", sub->name, *sub->synopsis ? " " : "",
+	         sub->synopsis);
+	return buf;
+}
+
+/* The subcommand words, space-separated, for the completions. */
+const char *cli_sub_words(void)
+{
+	static char words[1024];
+	size_t n = 0;
+	for (const struct cli_sub *sub = cli_cur->subs; sub && sub->name; sub++)
+		n += (size_t)snprintf(words + n, n < sizeof words ? sizeof words - n : 0, "%s%s",
+		                      n ? " " : "", sub->name);
+	return words;
+}
+
+static const struct cli_sub *sub_named(const char *name)
+{
+	for (const struct cli_sub *sub = cli_cur->subs; sub && sub->name; sub++)
+		if (!strcmp(sub->name, name))
+			return sub;
+	return NULL;
+}
+
+enum core_status cli_sub_find(int *argc, char ***argv, const struct cli_sub **sub)
+{
+	const char *names[64], *near;
+	size_t n = 0;
+	*sub = NULL;
+	if (*argc < 1)
+		return CORE_OK;
+	if ((*sub = sub_named((*argv)[0]))) {
+		(*argc)--;
+		(*argv)++;
+		return CORE_OK;
+	}
+	/* A mistyped subcommand (agent-snap lgo SID) is not read as an
+	 * operand of the plain form. */
+	for (const struct cli_sub *s = cli_cur->subs; s && s->name && n < 63; s++)
+		names[n++] = s->name;
+	names[n] = NULL;
+	if ((near = core_closest((*argv)[0], strlen((*argv)[0]), names)))
+		return cli_usage("unknown subcommand '%s' (did you mean '%s'?); %s '%s %s %s'",
+		                 (*argv)[0], near, cli_cur->plain_hint, cli_cur->name,
+		                 cli_cur->plain_sub, (*argv)[0]);
+	return CORE_OK;
+}
+
+/* "a, b and c": the subcommands that take option name. */
+static void takers(const char *name, char *buf, size_t size)
+{
+	size_t n = 0, count = 0, k = 0;
+	buf[0] = 0;
+	for (const struct cli_sub *s = cli_cur->subs; s && s->name; s++)
+		count += cli_listed(s->opts, name);
+	for (const struct cli_sub *s = cli_cur->subs; s && s->name && n < size; s++)
+		if (cli_listed(s->opts, name)) {
+			k++;
+			const char *sep = k == 1 ? "" : k == count ? " and " : ", ";
+			n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, s->name);
+		}
+}
+
+enum core_status cli_sub_check(const struct cli_sub *sub, int argc)
+{
+	const struct cli_sub *as = sub ? sub : sub_named(cli_cur->plain_sub);
+	if (sub && sub->max == 0 && argc > 0)
+		return cli_usage("%s takes no operands", sub->name);
+	if (sub && sub->min == 1 && sub->max == 1 && argc != 1)
+		return cli_usage("%s takes one %s", sub->name, sub->operand);
+	if (sub && argc < sub->min)
+		return cli_usage("%s needs %ss", sub->name, sub->operand);
+	if (sub && sub->max == 1 && argc > 1)
+		return cli_usage("%s takes at most one %s", sub->name, sub->operand);
+	if (sub && sub->max >= 0 && argc > sub->max)
+		return cli_usage("%s takes at most %d %ss", sub->name, sub->max, sub->operand);
+	for (size_t i = 0; cli_cur->opts && cli_cur->opts[i].name && i < sizeof seen; i++) {
+		const char *name = cli_cur->opts[i].name;
+		char who[256];
+		if (!seen[i] || (as && cli_listed(as->opts, name)))
 			continue;
-		}
-		const char *we = w;
-		while (we < end && *we != ' ' && *we != '\n')
-			we++;
-		if (we == w)
-			break;
-		int len = (int)(we - w);
-		if (col > indent && col + 1 + len > HELP_WIDTH) {
-			printf("\n%*s", indent, "");
-			col = indent;
-		} else if (col > indent) {
-			putchar(' ');
-			col++;
-		}
-		/* a word longer than a whole line (a path) is cut after its last
-		 * '/' that fits, else at the margin */
-		while (col + len > HELP_WIDTH && HELP_WIDTH > col) {
-			int fit = HELP_WIDTH - col, k = fit;
-			while (k > 0 && w[k - 1] != '/')
-				k--;
-			if (k > 0)
-				fit = k;
-			printf("%.*s\n%*s", fit, w, indent, "");
-			w += fit;
-			len -= fit;
-			col = indent;
-		}
-		printf("%.*s", len, w);
-		col += len;
-		p = we;
+		takers(name, who, sizeof who);
+		if (*who)
+			return cli_usage("--%s applies to %s", name, who);
 	}
-	putchar('\n');
-}
-
-/*
- * An example's command line: as written when it fits, else broken at blanks
- * with a shell line continuation (" \"), so that it still runs when pasted.
- */
-static void example_command(const char *line, size_t n)
-{
-	int indent = 0;
-	while (indent + (int)n > HELP_WIDTH) {
-		size_t cut = (size_t)(HELP_WIDTH - 2 - indent);
-		while (cut > 0 && line[cut] != ' ')
-			cut--;
-		if (!cut)
-			break;
-		printf("%.*s \\\n    ", (int)cut, line);
-		line += cut + 1;
-		n -= cut + 1;
-		indent = 4;
-	}
-	printf("%.*s\n", (int)n, line);
-}
-
-static void help_opt(const struct cli_opt *o, void *ctx)
-{
-	char left[64];
-	(void)ctx;
-	if (is_short(o->key))
-		snprintf(left, sizeof left, "-%c, --%s%s%s", o->key, o->name,
-		         o->arg ? "=" : "", o->arg ? o->arg : "");
-	else
-		snprintf(left, sizeof left, "    --%s%s%s", o->name,
-		         o->arg ? "=" : "", o->arg ? o->arg : "");
-	if (strlen(left) > 24)
-		printf("  %s\n  %24s  ", left, "");
-	else
-		printf("  %-24s  ", left);
-	wrap(o->help, strlen(o->help), 28, 28);
-}
-
-static void help(void)
-{
-	printf("%s -", prog->name);
-	wrap(prog->purpose, strlen(prog->purpose), (int)strlen(prog->name) + 2, 2);
-	putchar('\n');
-	for (const char *p = prog->synopsis; *p;) {
-		const char *e = strchr(p, '\n');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		int col = printf("%s%s ", p == prog->synopsis ? "Usage: " : "       ", prog->name);
-		wrap(p, len, col, col);
-		p += len + (e ? 1 : 0);
-	}
-	if (prog->description) {
-		/* Paragraphs are separated by blank lines in the source text. */
-		for (const char *p = prog->description; *p;) {
-			const char *e = strstr(p, "\n\n");
-			size_t len = e ? (size_t)(e - p) : strlen(p);
-			putchar('\n');
-			wrap(p, len, 0, 0);
-			p += len + (e ? 2 : 0);
-		}
-	}
-	printf("\nOptions:\n");
-	each_opt(help_opt, NULL);
-	if (prog->examples) {
-		printf("\nExamples:\n");
-		for (const char *p = prog->examples; *p;) {
-			const char *e = strchr(p, '\n');
-			size_t len = e ? (size_t)(e - p) : strlen(p);
-			if (len > 2 && p[0] == ' ' && p[1] == ' ') {
-				printf("  ");
-				wrap(p + 2, len - 2, 2, 2);
-			} else {
-				example_command(p, len);
-			}
-			p += len + (e ? 1 : 0);
-		}
-	}
-	printf("\nExit status:\n");
-	for (const struct cli_exitcode *x = prog->exits; x->code >= 0; x++) {
-		printf("  %-4d  ", x->code);
-		wrap(x->meaning, strlen(x->meaning), 8, 8);
-	}
-	printf("\nagentkit %s\n", AGENTKIT_VERSION);
-}
-
-/* The man page of docs/NAME.md at s ("docs/" matched), or NULL; *len is
- * the reference's length. */
-static const char *doc_page(const char *s, size_t n, size_t *len)
-{
-	for (size_t k = 0; k < sizeof doc_pages / sizeof doc_pages[0]; k++) {
-		size_t dl = strlen(doc_pages[k].doc);
-		*len = 5 + dl + 3;
-		if (*len <= n && !strncmp(s + 5, doc_pages[k].doc, dl) && !strncmp(s + 5 + dl, ".md", 3))
-			return doc_pages[k].page;
-	}
-	return NULL;
-}
-
-/* roff: escape backslashes and leading dots/quotes; a reference to
- * docs/NAME.md becomes the installed page's name. */
-static void roff(const char *s, size_t n)
-{
-	for (size_t i = 0; i < n; i++) {
-		size_t len;
-		const char *page = n - i > 5 && !strncmp(s + i, "docs/", 5)
-		                 ? doc_page(s + i, n - i, &len) : NULL;
-		if (page) {
-			roff(page, strlen(page));
-			i += len - 1;
-		} else if (s[i] == '\\')
-			fputs("\\e", stdout);
-		else if (s[i] == '-')
-			fputs("\\-", stdout);
-		else if ((s[i] == '.' || s[i] == '\'') && (i == 0 || s[i - 1] == '\n'))
-			fputs("\\&.", stdout);
-		else
-			putchar(s[i]);
-	}
-}
-
-static void roffs(const char *s)
-{
-	roff(s, strlen(s));
-}
-
-static void man_opt(const struct cli_opt *o, void *ctx)
-{
-	(void)ctx;
-	printf(".TP\n.B ");
-	if (is_short(o->key))
-		printf("\\-%c, ", o->key);
-	printf("\\-\\-");
-	roffs(o->name);
-	if (o->arg) {
-		printf("=");
-		roffs(o->arg);
-	}
-	printf("\n");
-	roffs(o->help);
-	printf("\n");
-}
-
-static void man(void)
-{
-	const char *p;
-	printf(".TH %s 1 \"\" \"agentkit %s\" \"agentkit\"\n", prog->name,
-	       AGENTKIT_VERSION);
-	printf(".SH NAME\n%s \\- ", prog->name);
-	roffs(prog->purpose);
-	printf("\n.SH SYNOPSIS\n");
-	for (p = prog->synopsis; *p;) {
-		const char *e = strchr(p, '\n');
-		size_t len = e ? (size_t)(e - p) : strlen(p);
-		printf(".B %s\n", prog->name);
-		roff(p, len);
-		printf("\n.br\n");
-		p += len + (e ? 1 : 0);
-	}
-	if (prog->description) {
-		printf(".SH DESCRIPTION\n");
-		for (p = prog->description; *p;) {
-			const char *e = strstr(p, "\n\n");
-			size_t len = e ? (size_t)(e - p) : strlen(p);
-			printf(".PP\n");
-			roff(p, len);
-			printf("\n");
-			p += len + (e ? 2 : 0);
-		}
-	}
-	printf(".SH OPTIONS\n");
-	each_opt(man_opt, NULL);
-	if (prog->examples) {
-		printf(".SH EXAMPLES\n.nf\n");
-		roffs(prog->examples);
-		printf(".fi\n");
-	}
-	printf(".SH EXIT STATUS\n");
-	for (const struct cli_exitcode *x = prog->exits; x->code >= 0; x++) {
-		printf(".TP\n.B %d\n", x->code);
-		roffs(x->meaning);
-		printf("\n");
-	}
-	printf(".SH ENVIRONMENT\n");
-	for (const struct cli_env *v = environment; v->name; v++) {
-		printf(".TP\n.B ");
-		roffs(v->name);
-		printf("\n");
-		roffs(v->meaning);
-		printf("\n");
-	}
-	printf(".SH FILES\n%s", files_text);
-	printf(".SH SEE ALSO\n");
-	roffs(see_also);
-	printf("\n");
-}
-
-/* ---- completions ---- */
-
-/* What the command's value table says about o, or NULL. */
-static const struct cli_value *value_of(const struct cli_opt *o)
-{
-	for (const struct cli_value *v = prog->values; v && v->opt; v++)
-		if (!strcmp(v->opt, o->name))
-			return v;
-	return NULL;
-}
-
-/* The kind of o's value: the value table's, else from its placeholder. */
-static enum cli_kind kind_of(const struct cli_opt *o)
-{
-	static const struct {
-		const char *arg;
-		enum cli_kind kind;
-	} by_arg[] = {
-		{ "FILE", CLI_FILE }, { "PATH", CLI_FILE }, { "DIR", CLI_DIR },
-		{ "CMD", CLI_COMMAND }, { "SID", CLI_SESSION }, { "AGENT", CLI_AGENT },
-		{ "SHELL", CLI_WORDS },
-	};
-	const struct cli_value *v = value_of(o);
-	if (v && v->kind != CLI_AUTO)
-		return v->kind;
-	for (size_t i = 0; i < sizeof by_arg / sizeof by_arg[0]; i++)
-		if (!strcmp(o->arg, by_arg[i].arg))
-			return by_arg[i].kind;
-	return CLI_TEXT;
-}
-
-static const char *words_of(const struct cli_opt *o)
-{
-	const struct cli_value *v = value_of(o);
-	return v && v->words ? v->words : !strcmp(o->arg, "SHELL") ? "bash zsh fish" : "";
-}
-
-/*
- * The shell pipelines that list the candidates kept elsewhere, one per
- * line, silent on any error.  They read only what the commands print
- * (NDJSON keys, not their order), so a store or agent that cannot be read
- * offers nothing rather than an error under the user's cursor.
- */
-static const char list_agents[] =
-	"agent-run --list 2>/dev/null | grep -o '\"name\":\"[^\"]*\"' | cut -d'\"' -f4";
-static const char list_sessions[] =
-	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"sessionId\":\"[^\"]*\"' | cut -d'\"' -f4";
-static const char list_snapshots[] =
-	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"snapshotId\":\"[^\"]*\"' | cut -d'\"' -f4";
-static const char model_words[] = "echo script/ openai/ googleai/ anthropic/ ollama/";
-
-static void list_opt(const struct cli_opt *o, void *ctx)
-{
-	(void)ctx;
-	printf("--%s\n", o->name);
-}
-
-static void bash_word(const struct cli_opt *o, void *ctx)
-{
-	(void)ctx;
-	printf(" --%s", o->name);
-	if (is_short(o->key))
-		printf(" -%c", o->key);
-}
-
-/* bash: the compgen call that offers a kind's candidates for $cur. */
-static void bash_kind(enum cli_kind kind, const char *words, const char *fn)
-{
-	switch (kind) {
-	case CLI_FILE: printf("COMPREPLY=($(compgen -f -- \"$cur\"))"); break;
-	case CLI_DIR: printf("COMPREPLY=($(compgen -d -- \"$cur\"))"); break;
-	case CLI_COMMAND: printf("COMPREPLY=($(compgen -c -- \"$cur\"))"); break;
-	case CLI_AGENT:
-		printf("COMPREPLY=($(compgen -W \"$(%s_list agents)\" -- \"$cur\")"
-		       " $(compgen -f -X '!*.prompt' -- \"$cur\") $(compgen -d -- \"$cur\"))", fn);
-		break;
-	case CLI_MODEL:
-		printf("if [[ $cur == script/* ]]; then COMPREPLY=($(compgen -f -P script/ -- \"${cur#script/}\"));"
-		       " else compopt -o nospace 2>/dev/null; COMPREPLY=($(compgen -W '%s' -- \"$cur\")); fi",
-		       model_words);
-		break;
-	case CLI_SESSION:
-		printf("COMPREPLY=($(compgen -W \"$(%s_list sessions)\" -- \"$cur\"))", fn);
-		break;
-	case CLI_SNAPSHOT:
-		printf("COMPREPLY=($(compgen -W \"$(%s_list snapshots)\" -- \"$cur\"))", fn);
-		break;
-	case CLI_WORDS: printf("COMPREPLY=($(compgen -W '%s' -- \"$cur\"))", words); break;
-	default: printf("COMPREPLY=()"); break;
-	}
-}
-
-static void bash_arg(const struct cli_opt *o, void *ctx)
-{
-	if (!o->arg)
-		return;
-	printf("\t--%s", o->name);
-	if (is_short(o->key))
-		printf("|-%c", o->key);
-	printf(")\n\t\t");
-	bash_kind(kind_of(o), words_of(o), ctx);
-	printf("; return;;\n");
-}
-
-static void bash(const char *fn)
-{
-	enum cli_kind ops = prog->operands ? prog->operands : CLI_FILE;
-	printf("# bash completion for %s (generated by %s --completion bash)\n",
-	       prog->name, prog->name);
-	printf("%s_list()\n{\n\tcase $1 in\n"
-	       "\tagents) %s ;;\n\tsessions) %s ;;\n\tsnapshots) %s ;;\n\tesac\n}\n",
-	       fn, list_agents, list_sessions, list_snapshots);
-	printf("%s()\n{\n\tlocal cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}\n", fn);
-	/* "--format=te<Tab>": bash splits at '=' (COMP_WORDBREAKS) */
-	printf("\tif [[ $cur == = ]]; then cur=; elif [[ $prev == = ]]; then"
-	       " prev=${COMP_WORDS[COMP_CWORD-2]}; fi\n");
-	printf("\tcase $prev in\n");
-	each_opt(bash_arg, (void *)fn);
-	printf("\tesac\n");
-	printf("\tif [[ $cur == -* ]]; then\n\t\tCOMPREPLY=($(compgen -W '");
-	each_opt(bash_word, NULL);
-	printf("' -- \"$cur\"))\n\t\treturn\n\tfi\n");
-	if (prog->subcommands)
-		printf("\tif [[ $COMP_CWORD -eq 1 ]]; then\n\t\tCOMPREPLY=($(compgen -W '%s' -- \"$cur\")"
-		       " $(compgen -W \"$(%s_list snapshots)\" -- \"$cur\"))\n\t\treturn\n\tfi\n",
-		       prog->subcommands, fn);
-	printf("\t");
-	bash_kind(ops, "", fn);
-	printf("\n}\ncomplete -o filenames -F %s %s\n", fn, prog->name);
-}
-
-/* Help text safe inside single quotes and zsh's [...] descriptions. */
-static void plain(const char *s)
-{
-	for (; *s; s++)
-		if (!strchr("'[]:\\`$", *s))
-			putchar(*s);
-}
-
-/* zsh: an _arguments action for a kind. */
-static void zsh_action(enum cli_kind kind, const char *words, const char *fn)
-{
-	switch (kind) {
-	case CLI_FILE: printf("_files"); break;
-	case CLI_DIR: printf("_files -/"); break;
-	case CLI_COMMAND: printf("_command_names -e"); break;
-	case CLI_AGENT: printf("%s_agents", fn); break;
-	case CLI_MODEL: printf("%s_models", fn); break;
-	case CLI_SESSION: printf("%s_sessions", fn); break;
-	case CLI_SNAPSHOT: printf("%s_snapshots", fn); break;
-	case CLI_WORDS: printf("(%s)", words); break;
-	default: printf(" "); break;
-	}
-}
-
-static void zsh_opt(const struct cli_opt *o, void *ctx)
-{
-	const char *fn = ctx;
-	if (is_short(o->key))
-		printf("  '(-%c --%s)'{-%c,--%s%s}'[", o->key, o->name, o->key,
-		       o->name, o->arg ? "=" : "");
-	else
-		printf("  '--%s%s[", o->name, o->arg ? "=" : "");
-	plain(o->help);
-	printf("]");
-	if (o->arg) {
-		printf(":");
-		plain(o->arg);
-		printf(":");
-		zsh_action(kind_of(o), words_of(o), fn);
-	}
-	printf("' \\\n");
-}
-
-static void zsh(const char *fn)
-{
-	enum cli_kind ops = prog->operands ? prog->operands : CLI_FILE;
-	printf("#compdef %s\n# zsh completion for %s (generated by %s --completion zsh)\n",
-	       prog->name, prog->name, prog->name);
-	printf("%s_agents() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w; _files -g '*.prompt' }\n",
-	       fn, list_agents);
-	printf("%s_sessions() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_sessions);
-	printf("%s_snapshots() { local -a w; w=(${(f)\"$(%s)\"}); compadd -a w }\n", fn, list_snapshots);
-	printf("%s_models() { if [[ $PREFIX == script/* ]]; then compset -P 'script/'; _files;"
-	       " else compadd -S '' -- %s; fi }\n", fn, model_words);
-	printf("_arguments -s \\\n");
-	each_opt(zsh_opt, (void *)fn);
-	if (prog->subcommands)
-		printf("  '1:command:(%s)' \\\n", prog->subcommands);
-	printf("  '*:operand:");
-	zsh_action(ops, "", fn);
-	printf("'\n");
-}
-
-/* fish: the -a argument (candidates) or -F for a kind. */
-static void fish_args(enum cli_kind kind, const char *words, const char *fn)
-{
-	switch (kind) {
-	case CLI_FILE: printf(" -rF"); break;
-	case CLI_DIR: printf(" -xa '(__fish_complete_directories)'"); break;
-	case CLI_COMMAND: printf(" -xa '(__fish_complete_command)'"); break;
-	case CLI_AGENT: printf(" -ka '(%s_list agents)'", fn); break;
-	case CLI_MODEL: printf(" -xa '%s'", model_words); break;
-	case CLI_SESSION: printf(" -xa '(%s_list sessions)'", fn); break;
-	case CLI_SNAPSHOT: printf(" -xa '(%s_list snapshots)'", fn); break;
-	case CLI_WORDS: printf(" -xa '%s'", words); break;
-	default: printf(" -x"); break;
-	}
-}
-
-static void fish_opt(const struct cli_opt *o, void *ctx)
-{
-	printf("complete -c %s", prog->name);
-	if (is_short(o->key))
-		printf(" -s %c", o->key);
-	printf(" -l %s", o->name);
-	if (o->arg)
-		fish_args(kind_of(o), words_of(o), ctx);
-	printf(" -d '");
-	plain(o->help);
-	printf("'\n");
-}
-
-static void fish(const char *fn)
-{
-	enum cli_kind ops = prog->operands ? prog->operands : CLI_FILE;
-	printf("# fish completion for %s (generated by %s --completion fish)\n",
-	       prog->name, prog->name);
-	printf("function %s_list\n\tswitch $argv[1]\n\tcase agents\n\t\t%s\n"
-	       "\tcase sessions\n\t\t%s\n\tcase snapshots\n\t\t%s\n\tend\nend\n",
-	       fn, list_agents, list_sessions, list_snapshots);
-	each_opt(fish_opt, (void *)fn);
-	if (prog->subcommands)
-		printf("complete -c %s -n '__fish_use_subcommand' -a '%s'\n",
-		       prog->name, prog->subcommands);
-	if (ops != CLI_FILE) {
-		printf("complete -c %s", prog->name);
-		fish_args(ops, "", fn);
-		printf("\n");
-	}
-}
-
-static int completion(const char *shell)
-{
-	char fn[64];
-	size_t i;
-	snprintf(fn, sizeof fn, "_agentkit_%s", prog->name);
-	for (i = 0; fn[i]; i++)
-		if (fn[i] == '-')
-			fn[i] = '_';
-	if (!strcmp(shell, "bash"))
-		bash(fn);
-	else if (!strcmp(shell, "zsh"))
-		zsh(fn);
-	else if (!strcmp(shell, "fish"))
-		fish(fn);
-	else
-		return cli_usage("unknown shell '%s' (bash, zsh or fish)", shell);
 	return CORE_OK;
 }
 
@@ -770,7 +296,7 @@ static char shorts[128];
 static void build(void)
 {
 	size_t n = 0, k = 0, s = 0;
-	const struct cli_opt *sets[] = { prog->opts, common_opts, hidden_opts };
+	const struct cli_opt *sets[] = { cli_cur->opts, cli_common_opts, hidden_opts };
 	for (k = 0; k < 3; k++)
 		for (const struct cli_opt *o = sets[k]; o && o->name; o++)
 			n++;
@@ -785,7 +311,7 @@ static void build(void)
 			longs[n].name = o->name;
 			longs[n].has_arg = o->arg ? required_argument : no_argument;
 			longs[n].val = o->key;
-			if (is_short(o->key) && s + 3 < sizeof shorts) {
+			if (cli_is_short(o->key) && s + 3 < sizeof shorts) {
 				shorts[s++] = (char)o->key;
 				if (o->arg)
 					shorts[s++] = ':';
@@ -801,9 +327,9 @@ static const char *near_option(const char *arg)
 	size_t n = 0;
 	if (strncmp(arg, "--", 2))
 		return NULL;
-	for (const struct cli_opt *o = prog->opts; o && o->name && n < 100; o++)
+	for (const struct cli_opt *o = cli_cur->opts; o && o->name && n < 100; o++)
 		names[n++] = o->name;
-	for (const struct cli_opt *o = common_opts; o->name; o++)
+	for (const struct cli_opt *o = cli_common_opts; o->name; o++)
 		names[n++] = o->name;
 	names[n] = NULL;
 	return core_closest(arg + 2, strcspn(arg + 2, "="), names);
@@ -819,19 +345,19 @@ int cli_next(int argc, char **argv, const char **arg)
 	*arg = optarg;
 	switch (c) {
 	case OPT_HELP:
-		help();
+		cli_help();
 		cli_exit(CORE_OK);
 	case OPT_VERSION:
-		printf("%s (agentkit) %s\n", prog->name, AGENTKIT_VERSION);
+		printf("%s (agentkit) %s\n", cli_cur->name, AGENTKIT_VERSION);
 		cli_exit(CORE_OK);
 	case OPT_MAN:
-		man();
+		cli_man();
 		cli_exit(CORE_OK);
 	case OPT_LIST:
-		each_opt(list_opt, NULL);
+		cli_list_options();
 		cli_exit(CORE_OK);
 	case OPT_COMPLETION:
-		cli_exit(completion(optarg));
+		cli_exit(cli_completion(optarg));
 	case '?':
 		if (optopt && optopt < CLI_LONG)
 			cli_usage("unknown option '-%c'", optopt);
@@ -848,6 +374,9 @@ int cli_next(int argc, char **argv, const char **arg)
 			cli_usage("option '%s' needs a value", argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);
 	default:
+		for (size_t i = 0; cli_cur->opts && cli_cur->opts[i].name && i < sizeof seen; i++)
+			if (cli_cur->opts[i].key == c)
+				seen[i] = 1;
 		return c;
 	}
 }

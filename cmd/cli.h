@@ -6,9 +6,11 @@
  * exit codes); from that one description cli_next() parses options
  * (getopt_long), and --help, --version, the man page (--man) and the shell
  * completions (--completion bash|zsh|fish) are generated, so they cannot
- * drift apart.  The man page adds the sections every command shares:
- * ENVIRONMENT, FILES and SEE ALSO.  --list-options prints the long options, one per line, for
- * tests and completion scripts.
+ * drift apart.  A command with subcommands describes each in the same way,
+ * as a row of struct cli_sub.  The man page adds the sections every
+ * command shares: ENVIRONMENT (the model providers' variables read from
+ * their table, model.h), FILES and SEE ALSO.  --list-options prints the
+ * long options, one per line, for tests and completion scripts.
  *
  * Messages go to stderr in one grammar: "prog: what failed: why", input
  * errors naming their place "(at <stdin>:17)".  Data goes to stdout only
@@ -29,8 +31,8 @@
  * What an option's value, or a command's operands, are: the shell
  * completions offer candidates by kind.  The lists that live elsewhere are
  * read when the user presses Tab, quietly (no message, nothing on error):
- * agent names from "agent-run --list", session and snapshot IDs from
- * "agent-snap sessions" (at most 200).
+ * agent names from "agent-run --list"; session and snapshot IDs, and the
+ * models run, from "agent-snap sessions" (its first 200 rows).
  */
 enum cli_kind {
 	CLI_AUTO,       /* from the placeholder: FILE and PATH a file, DIR a
@@ -41,7 +43,8 @@ enum cli_kind {
 	CLI_DIR,
 	CLI_COMMAND,
 	CLI_AGENT,      /* agent names on the agent path, and .prompt files */
-	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...) */
+	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...), then the
+	                   models of the newest sessions in the store */
 	CLI_SESSION,    /* session IDs in the store */
 	CLI_SNAPSHOT,   /* snapshot IDs in the store (each session's latest) */
 	CLI_WORDS,      /* one of the words given in struct cli_value */
@@ -69,6 +72,32 @@ struct cli_exitcode {
 	const char *meaning;
 };
 
+/*
+ * A subcommand: one row of a command's table (cli_prog.subs).  From the
+ * table come the dispatch (cli_sub_find, with "did you mean" for a
+ * mistyped word), the checks of the operand count and of the options
+ * (cli_sub_check), the synopsis lines, the Subcommands section of --help
+ * and of the man page, and the words the shell completions offer.
+ */
+struct cli_sub {
+	const char *name;       /* the word: "log" */
+	const char *synopsis;   /* what follows the word: "[--keep N] [SID]", may be "" */
+	int min, max;           /* how many operands it takes; max -1: no limit */
+	const char *operand;    /* one operand in messages: "SID" ("log takes one
+	                           SID"), plural with "s" ("rm needs session IDs") */
+	enum cli_kind kind;     /* what the operands are */
+	/* The long options (space-separated names) that only some
+	 * subcommands take and this one does: an option named in some row's
+	 * opts is refused by every other row ("--since applies to
+	 * sessions").  NULL: none. */
+	const char *opts;
+	unsigned flags;         /* the command's own: what the handler needs */
+	const char *help;       /* one paragraph */
+	/* The handler: ctx is the command's own state, argc and argv the
+	 * operands after the word. */
+	enum core_status (*run)(void *ctx, int argc, char **argv);
+};
+
 struct cli_prog {
 	const char *name;
 	const char *purpose;        /* one line, for --help and the man page */
@@ -77,7 +106,13 @@ struct cli_prog {
 	const struct cli_opt *opts; /* terminated by { 0 } */
 	const char *examples;       /* "$ command\n  what it does\n..." */
 	const struct cli_exitcode *exits;   /* terminated by { -1, NULL } */
-	const char *subcommands;    /* space-separated words, for completion */
+	const struct cli_sub *subs; /* terminated by { 0 }; may be NULL */
+	/* With subs: the row whose options apply when the first operand is
+	 * no subcommand word (the command's plain form), and what to say for
+	 * a first operand close to a word ("lgo"), before "'PROG PLAIN lgo'":
+	 * "to read a snapshot of that ID use". */
+	const char *plain_sub;
+	const char *plain_hint;
 	const struct cli_value *values; /* terminated by { 0 }; may be NULL */
 	enum cli_kind operands;     /* what the operands are (CLI_AUTO: files) */
 };
@@ -95,6 +130,22 @@ void cli_start(const struct cli_prog *prog);
  * missing value.
  */
 int cli_next(int argc, char **argv, const char **arg);
+
+/*
+ * The subcommand named by the first of the *argc operands at *argv: *sub,
+ * with the word dropped from *argc and *argv; *sub NULL when the first
+ * operand is none of the words (or there is none).  A first operand one
+ * typo away from a word is a usage error (printed; CORE_EUSAGE): "unknown
+ * subcommand 'lgo' (did you mean 'log'?); ...".
+ */
+enum core_status cli_sub_find(int *argc, char ***argv, const struct cli_sub **sub);
+/*
+ * Whether sub (NULL: the plain form, as prog->plain_sub) takes argc
+ * operands and the options given to cli_next(); a usage error (printed;
+ * CORE_EUSAGE) when not: "log takes one SID", "--since applies to
+ * sessions".
+ */
+enum core_status cli_sub_check(const struct cli_sub *sub, int argc);
 
 /* "prog: message" on stderr. */
 void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -47,7 +47,7 @@ static char **child_env(const char *const *env_add)
 	for (char **p = environ; p && *p; p++) {
 		size_t len = name_len(*p);
 		int drop = 0;
-		drop = spawn_env_listed(spawn_provider_keys, *p);
+		drop = spawn_provider_key(*p);
 		for (const char *const *a = env_add; a && *a && !drop; a++)
 			drop = name_len(*a) == len && name_is(*a, *p, len);
 		if (!drop)

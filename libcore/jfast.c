@@ -1,5 +1,12 @@
-/* jfast.c - compact JSON documents and the fast path of jv_parse(); see
- * jfast.h. */
+/*
+ * jfast.c - compact JSON documents and the fast path of jv_parse(); see
+ * jfast.h.
+ *
+ * One unit on purpose: the parser builds containers straight into the
+ * boxes (members, key index) that the container operations below grow and
+ * search, with the allocator at the end of the file; apart, the box layout
+ * and the allocator hooks would become an interface for three files.
+ */
 #include "jfast.h"
 
 #include <errno.h>

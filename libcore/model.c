@@ -3,16 +3,19 @@
 
 #include <string.h>
 
+#include "endpoints.h"
 #include "suggest.h"
 
 /*
  * The providers.  Each lives in its own file (model_echo.c, model_script.c,
- * provider_openai.c, ...) and defines one struct model_provider; adding a
- * provider is one line here.
+ * provider_openai.c, ...) and defines one struct model_provider, its
+ * environment variables included; adding a provider is one line here,
+ * and its key is then hidden from every child process (spawn.h).
  */
 extern const struct model_provider model_echo;
 extern const struct model_provider model_script;
 extern const struct model_provider model_openai;
+extern const struct model_provider model_openai_responses;
 extern const struct model_provider model_googleai;
 extern const struct model_provider model_anthropic;
 extern const struct model_provider model_ollama;
@@ -21,6 +24,7 @@ static const struct model_provider *const providers[] = {
 	&model_echo,
 	&model_script,
 	&model_openai,
+	&model_openai_responses,
 	&model_googleai,
 	&model_anthropic,
 	&model_ollama,
@@ -28,9 +32,28 @@ static const struct model_provider *const providers[] = {
 
 #define NPROVIDERS (sizeof providers / sizeof providers[0])
 
+const struct model_provider *model_provider_at(size_t i)
+{
+	return i < NPROVIDERS ? providers[i] : NULL;
+}
+
 const char *model_provider_name(size_t i)
 {
 	return i < NPROVIDERS ? providers[i]->prefix : NULL;
+}
+
+int model_key_variable(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+	for (size_t i = 0; i < NPROVIDERS; i++) {
+		for (const char *const *v = providers[i]->key_vars; v && *v; v++)
+			if (strlen(*v) == len && !strncmp(*v, entry, len))
+				return 1;
+		for (const struct model_env_header *h = providers[i]->env_headers; h && h->var; h++)
+			if (strlen(h->var) == len && !strncmp(h->var, entry, len))
+				return 1;
+	}
+	return endpoints_variable(entry);
 }
 
 /* The provider named by name's part before '/' (all of it without one). */
@@ -71,8 +94,19 @@ enum core_status model_check(const char *name, struct core_err *e)
 	const struct model_provider *p = find_provider(name);
 	const char *slash = strchr(name, '/'), *rest = slash ? slash + 1 : "";
 	size_t plen = strcspn(name, "/");
+	enum core_status st;
+	/* A models file that cannot be read fails every run: the variables
+	 * it names could not be kept from the run's tools. */
+	if ((st = endpoints_load(e)))
+		return st;
 	if (p && (!strcmp(p->prefix, "echo") ? !slash : *rest))
 		return CORE_OK;
+	if (!p && slash && endpoints_find(name, plen)) {
+		if (*rest)
+			return CORE_OK;
+		return core_fail(e, CORE_ENOTFOUND, "model '%s' names no model: use %.*s/NAME", name,
+		                 (int)plen, name);
+	}
 	if (p && !strcmp(p->prefix, "echo"))
 		return core_fail(e, CORE_ENOTFOUND, "model '%s' not found (the echo model has no "
 		                 "variants): did you mean 'echo'?", name);
@@ -96,9 +130,14 @@ enum core_status model_check(const char *name, struct core_err *e)
 		return core_fail(e, CORE_ENOTFOUND, "model '%s' not found: model names are "
 		                 "PROVIDER/NAME", name);
 	}
-	const char *names[NPROVIDERS + 1];
-	for (size_t i = 0; i <= NPROVIDERS; i++)
-		names[i] = model_provider_name(i);
+	/* The providers' names and the endpoints' (as many as fit). */
+	const char *names[NPROVIDERS + 64 + 1];
+	size_t nn = 0;
+	for (size_t i = 0; i < NPROVIDERS; i++)
+		names[nn++] = model_provider_name(i);
+	for (size_t i = 0; nn < NPROVIDERS + 64 && endpoints_name(i); i++)
+		names[nn++] = endpoints_name(i);
+	names[nn] = NULL;
 	const char *near = core_closest(name, plen, names);
 	for (size_t i = 0; !near && i < sizeof aliases / sizeof aliases[0]; i++)
 		if (strlen(aliases[i].other) == plen && !strncmp(aliases[i].other, name, plen))
@@ -113,7 +152,11 @@ enum core_status model_check(const char *name, struct core_err *e)
 enum core_status model_list(const char *key_file, json_t **rows, int *failed,
                             struct core_err *e)
 {
+	enum core_status fst;
 	*failed = 0;
+	*rows = NULL;
+	if ((fst = endpoints_load(e)))
+		return fst;
 	if (!(*rows = json_array()))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	for (size_t i = 0; i < NPROVIDERS; i++) {
@@ -142,7 +185,11 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		}
 	}
-	return CORE_OK;
+	if ((fst = endpoints_list(*rows, e))) {
+		json_decref(*rows);
+		*rows = NULL;
+	}
+	return fst;
 }
 
 void model_response_release(struct model_response *r)
@@ -159,8 +206,14 @@ enum core_status model_generate(const char *name, const struct model_request *re
 {
 	const struct model_provider *p = find_provider(name);
 	const char *slash = strchr(name, '/');
+	const struct endpoint *ep;
+	enum core_status st;
+	if ((st = endpoints_load(e)))
+		return st;
 	if (p)
 		return p->generate(slash ? slash + 1 : "", req, stream, resp, e);
+	if (slash && slash[1] && (ep = endpoints_find(name, (size_t)(slash - name))))
+		return endpoints_generate(ep, slash + 1, req, stream, resp, e);
 	return model_check(name, e);
 }
 

@@ -2,7 +2,8 @@
  * model.h - the model layer: one interface for every provider.
  *
  * A model is named "provider/name" ("echo", "script/PATH", "openai/gpt-4o",
- * "googleai/gemini-2.5-flash", "anthropic/claude-...", "ollama/llama3").
+ * "googleai/gemini-2.5-flash", "anthropic/claude-...", "ollama/llama3"), or
+ * "endpoint/name" for a named endpoint of the models file (endpoints.h).
  * model_generate() finds the provider by prefix and runs one generate call:
  * the request is Genkit-shaped JSON (messages, tool definitions, config),
  * the response streams as Genkit ModelResponseChunk objects through a
@@ -64,8 +65,11 @@ enum core_status model_generate(const char *name, const struct model_request *re
 
 /*
  * Whether name can name a model, before any call is made: a known provider
- * and a name after it (echo alone, script/PATH, PROVIDER/NAME).  Whether
- * the provider serves that name is known only when it is called.
+ * or endpoint and a name after it (echo alone, script/PATH, PROVIDER/NAME,
+ * ENDPOINT/NAME).  Whether the provider serves that name is known only when
+ * it is called.  A models file that cannot be read fails it for every name
+ * (its error: CORE_EINVAL, CORE_ENOTFOUND, CORE_ESYS), since the variables
+ * it names could not be kept from the run's children.
  * CORE_ENOTFOUND otherwise, with a "did you mean" where one is likely:
  * "ecoh" → 'echo', "gpt-4o" → 'openai/gpt-4o', "google/x" → 'googleai/x'.
  */
@@ -84,26 +88,64 @@ enum core_status model_last_user_text(const json_t *messages, struct core_buf *o
  * new array in *rows):
  *   {"provider", "models": ["PROVIDER/NAME", ...]?,
  *    "keyVariables": [...], "keyFrom": VARIABLE|"key file"|null,
- *    "baseUrl", "baseUrlVariables": [...],
- *    "error": {"status", "message"}?}
+ *    "baseUrl", "baseUrlVariables": [...], "headerVariables": [...]?,
+ *    "keyOptional": true?, "error": {"status", "message"}?}
  * The offline providers (echo, script) have only provider and models.  An
  * HTTP provider's own list (its models endpoint) is asked for when its key
- * is set (Ollama, which needs none: when OLLAMA_HOST is set); a failure
- * goes into that row's "error" and *failed is set.  key_file is the key
- * file (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: CORE_ENOMEM.
+ * is set (Ollama: when OLLAMA_HOST or OLLAMA_API_KEY is set); a failure
+ * goes into that row's "error" and *failed is set.  Then one row per
+ * endpoint of the models file (endpoints_list).  key_file is the key file
+ * (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: the models file's
+ * (nothing in *rows then), CORE_ENOMEM.
  */
 enum core_status model_list(const char *key_file, json_t **rows, int *failed,
                             struct core_err *e);
 
-/* A provider: the prefix before '/' and its generate function (name is the
- * part after the '/'); list (may be NULL) fills the provider's
- * --list-models row (see model_list) and returns a listing failure. */
+/*
+ * A provider: one entry of model.c's table, defined in the provider's own
+ * file (model_echo.c, provider_openai.c, ...).
+ *
+ * prefix is the part of a model name before '/'; generate runs one call
+ * (name is the part after the '/'); list (may be NULL) fills the
+ * provider's --list-models row (see model_list) and returns a listing
+ * failure.  The rest describes what an HTTP provider reads from the
+ * environment, as data that --list-models reports and that keeps the keys
+ * from every child process (spawn.h): key_vars, the variables holding its
+ * key (the first one set wins; NULL when it needs none; Ollama's is
+ * optional), url_vars, the
+ * variables naming its endpoint (the first one set wins; NULL for none),
+ * and default_url, the endpoint when none is set.  The offline providers
+ * leave them NULL.
+ */
+/* A variable whose value a provider sends as a header when it is set. */
+struct model_env_header {
+	const char *var, *header;
+};
+
 struct model_provider {
 	const char *prefix;
 	enum core_status (*generate)(const char *name, const struct model_request *req,
 	                             const struct model_stream *stream,
 	                             struct model_response *resp, struct core_err *e);
 	enum core_status (*list)(const char *key_file, json_t *row, struct core_err *e);
+	const char *const *key_vars;
+	const char *const *url_vars;
+	const char *default_url;
+	/* More variables it reads, each sent as one header when set (OpenAI's
+	 * OPENAI_ORG_ID → OpenAI-Organization); ended by {NULL}; NULL for
+	 * none.  Kept from children like the keys. */
+	const struct model_env_header *env_headers;
 };
+
+/* The i-th provider of the table (static), NULL past the last. */
+const struct model_provider *model_provider_at(size_t i);
+
+/*
+ * Is the environment entry "NAME=value" (or a bare NAME) a key or header
+ * variable of some provider in the table, or a variable the models file
+ * names?  What the processes agentkit starts (tools, custom agent
+ * handlers, transforms, credential commands) never inherit.
+ */
+int model_key_variable(const char *entry);
 
 #endif

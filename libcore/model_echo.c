@@ -85,4 +85,4 @@ static enum core_status echo_generate(const char *name, const struct model_reque
 	return CORE_OK;
 }
 
-const struct model_provider model_echo = { "echo", echo_generate, NULL };
+const struct model_provider model_echo = { .prefix = "echo", .generate = echo_generate };

@@ -559,4 +559,4 @@ out:
 	return st;
 }
 
-const struct model_provider model_script = { "script", script_generate, NULL };
+const struct model_provider model_script = { .prefix = "script", .generate = script_generate };

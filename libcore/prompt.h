@@ -38,13 +38,12 @@
 
 #include <jansson.h>
 
+#include "frontmatter.h"
 #include "status.h"
 
-/* Largest prompt file accepted; deepest front-matter nesting. */
+/* Largest prompt file accepted (the front matter's own limits are
+ * PROMPT_MAX_YAML_DEPTH and PROMPT_MAX_YAML_NODES, frontmatter.h). */
 #define PROMPT_MAX_FILE (1024 * 1024)
-#define PROMPT_MAX_YAML_DEPTH 64
-/* Most JSON values front matter may expand to (aliases included). */
-#define PROMPT_MAX_YAML_NODES 100000
 
 struct prompt;                          /* opaque; owns everything */
 

@@ -33,8 +33,12 @@ struct anth {
 	int output_tool;            /* 1: OUTPUT_TOOL is the answer; 2: wrapped in "value" */
 };
 
-static const char *const key_envs[] = { "ANTHROPIC_API_KEY", NULL };
-static const char *const url_envs[] = { "ANTHROPIC_BASE_URL", NULL };
+/* ANTHROPIC_AUTH_TOKEN (a gateway's bearer token) only when there is no
+ * API key, as the Anthropic SDKs read them. */
+static const char *const key_vars[] = { "ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", NULL };
+static const char *const auth_fmts[] = { "x-api-key: %s", "Authorization: Bearer %s" };
+static const char *const url_vars[] = { "ANTHROPIC_BASE_URL", NULL };
+#define API_VERSION "anthropic-version: 2023-06-01"
 
 /* ---- request ---- */
 
@@ -268,9 +272,9 @@ static const char *map_stop(const char *r)
 static enum core_status error_type_status(const char *t)
 {
 	static const struct { const char *type; enum core_status st; } map[] = {
-		{ "invalid_request_error", CORE_EINVAL }, { "authentication_error", CORE_EUNAUTH },
+		{ "invalid_request_error", CORE_EREJECTED }, { "authentication_error", CORE_EUNAUTH },
 		{ "billing_error", CORE_EPERM }, { "permission_error", CORE_EPERM },
-		{ "not_found_error", CORE_ENOTFOUND }, { "request_too_large", CORE_EINVAL },
+		{ "not_found_error", CORE_ENOTFOUND }, { "request_too_large", CORE_EREJECTED },
 		{ "rate_limit_error", CORE_EEXHAUSTED }, { "timeout_error", CORE_EDEADLINE },
 		{ "api_error", CORE_EINTERNAL }, { "overloaded_error", CORE_EUNAVAILABLE },
 	};
@@ -375,7 +379,7 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		} else if (!strcmp(dt, "input_json_delta") && b && b->tool &&
 		           jv_is_string(x = json_object_get(d, "partial_json"))) {
 			if (core_buf_add(&b->json, json_string_value(x), json_string_length(x)))
-				st = core_fail(s->o.e, CORE_ETOOBIG, "anthropic: tool input too long");
+				st = core_fail(s->o.e, CORE_EINTERNAL, "anthropic: tool input too long");
 		}
 	} else if (!strcmp(t, "content_block_stop") && b && b->tool) {
 		json_t *input;
@@ -448,39 +452,24 @@ static json_t *max_tokens(const json_t *cfg)
 	return json_integer(4096);
 }
 
-static enum core_status anth_generate(const char *name, const struct model_request *req,
-                                      const struct model_stream *stream,
-                                      struct model_response *resp, struct core_err *e)
+static enum core_status anth_build(void *state, const char *name, const char *base,
+                                   const struct model_request *req, json_t **body,
+                                   struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
 		"stopSequences", "version", "apiKey", "stream", "model", "messages", "system",
 		"tools", "cacheSystem", "cacheTools", NULL };
-	struct anth *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
-	json_t *b = NULL, *msgs = NULL, *system = NULL;
+	struct anth *s = state;
+	json_t *b = NULL, *msgs = json_array(), *system = NULL;
 	const json_t *cfg = req->config;
 	enum core_status st;
-	const char *headers[3];
-	if (!s)
-		return core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
-	prov_out_init(&s->o, "anthropic", stream, e);
-	if (!*name) {
-		st = core_fail(e, CORE_ENOTFOUND, "anthropic: no model name (use anthropic/MODEL)");
+	(void)base;
+	if ((st = build(req->messages, msgs, &system, e)))
 		goto out;
-	}
-	if ((st = prov_key("anthropic", key_envs, req->key_file, &key, e)))
-		goto out;
-	s->o.key = key;
-	base = prov_env_url(url_envs, "https://api.anthropic.com");
-	if (!base || !(url = prov_strf("%s/v1/messages", base)) ||
-	    !(auth = prov_strf("x-api-key: %s", key))) {
+	if (!(b = json_pack("{s:s}", "model", name))) {
 		st = core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
 		goto out;
 	}
-	msgs = json_array();
-	if ((st = build(req->messages, msgs, &system, e)))
-		goto out;
-	b = json_pack("{s:s}", "model", name);
 	json_object_set_new(b, "max_tokens", max_tokens(cfg));
 	if (system) {
 		json_t *cc = cache_control(cfg, "cacheSystem");
@@ -507,33 +496,51 @@ static enum core_status anth_generate(const char *name, const struct model_reque
 	prov_map(b, "stop_sequences", cfg, "stopSequences");
 	if (cfg)
 		prov_pass_through(b, cfg, skip);
-	headers[0] = auth;
-	headers[1] = "anthropic-version: 2023-06-01";
-	headers[2] = NULL;
-	s->o.on_reset = on_attempt_reset;
-	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
-	               "message_stop", resp);
+	*body = b;
+	b = NULL;
 out:
-	blocks_clear(s);
-	prov_out_release(&s->o);
 	json_decref(b);
 	json_decref(msgs);
 	json_decref(system);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	free(s);
 	return st;
+}
+
+static void anth_release(void *state)
+{
+	blocks_clear(state);
+}
+
+extern const struct model_provider model_anthropic;
+
+const struct prov_dialect prov_dialect_anthropic = {
+	.p = &model_anthropic,
+	.size = sizeof(struct anth),
+	.url_fmt = "%s/v1/messages",
+	.auth_fmt = "x-api-key: %s",
+	.auth_fmts = auth_fmts,
+	.extra_header = API_VERSION,
+	.build = anth_build,
+	.mode = SSE_MODE_SSE,
+	.on_event = on_event,
+	.on_error = on_error,
+	.on_reset = on_attempt_reset,
+	.release = anth_release,
+	.terminator = "message_stop",
+};
+
+static enum core_status anth_generate(const char *name, const struct model_request *req,
+                                      const struct model_stream *stream,
+                                      struct model_response *resp, struct core_err *e)
+{
+	return prov_generate(&prov_dialect_anthropic, name, req, stream, resp, e);
 }
 
 /* GET /v1/models: {"data": [{"id": "claude-...", ...}], "has_more"}. */
 static enum core_status anth_list(const char *key_file, json_t *row, struct core_err *e)
 {
 	json_t *doc;
-	enum core_status st = prov_list_get(row, "anthropic", key_envs, key_file, url_envs,
-	                                    "https://api.anthropic.com", "/v1/models?limit=1000",
-	                                    "x-api-key: %s", "anthropic-version: 2023-06-01",
+	enum core_status st = prov_list_get(&model_anthropic, row, key_file,
+	                                    "/v1/models?limit=1000", auth_fmts, API_VERSION,
 	                                    &doc, e);
 	if (!st && doc)
 		st = prov_list_models(row, "anthropic", json_object_get(doc, "data"), "id", NULL);
@@ -541,4 +548,11 @@ static enum core_status anth_list(const char *key_file, json_t *row, struct core
 	return st;
 }
 
-const struct model_provider model_anthropic = { "anthropic", anth_generate, anth_list };
+const struct model_provider model_anthropic = {
+	.prefix = "anthropic",
+	.generate = anth_generate,
+	.list = anth_list,
+	.key_vars = key_vars,
+	.url_vars = url_vars,
+	.default_url = "https://api.anthropic.com",
+};

@@ -125,8 +125,17 @@ static char *trim_dup(const char *s, size_t n)
 enum core_status prov_key(const char *what, const char *const *envs,
                           const char *key_file, char **key, struct core_err *e)
 {
+	return prov_key_from(what, envs, key_file, key, NULL, e);
+}
+
+enum core_status prov_key_from(const char *what, const char *const *envs,
+                               const char *key_file, char **key, size_t *which,
+                               struct core_err *e)
+{
 	struct core_buf b = CORE_BUF_INIT(64 * 1024);
 	*key = NULL;
+	if (which)
+		*which = 0;
 	if (key_file && *key_file) {
 		enum core_status st = core_buf_read_file(&b, key_file, e);
 		size_t n;
@@ -150,6 +159,8 @@ enum core_status prov_key(const char *what, const char *const *envs,
 	for (const char *const *v = envs; *v; v++) {
 		const char *s = getenv(*v);
 		if (s && *s) {
+			if (which)
+				*which = (size_t)(v - envs);
 			*key = trim_dup(s, strlen(s));
 			return *key ? CORE_OK : core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 		}
@@ -183,7 +194,7 @@ char *prov_env_url(const char *const *envs, const char *dflt)
 enum core_status prov_http_status(long s)
 {
 	switch (s) {
-	case 400: case 413: case 422: return CORE_EINVAL;
+	case 400: case 413: case 422: return CORE_EREJECTED;
 	case 401: return CORE_EUNAUTH;
 	case 402: case 403: return CORE_EPERM;
 	case 404: return CORE_ENOTFOUND;
@@ -223,8 +234,13 @@ const char *prov_http_reason(long s)
 json_t *prov_parse(struct prov_out *o, const char *data, size_t n)
 {
 	json_t *v = jv_parse(data, n, o->what, 0, o->e);
-	if (!v)
+	if (!v) {
+		/* A garbled stream is the model's failure, not malformed input
+		 * of the caller (DESIGN §8). */
+		if (o->e)
+			o->e->st = CORE_EINTERNAL;
 		core_err_prefix(o->e, "%s: bad stream event", o->what);
+	}
 	return v;
 }
 
@@ -279,8 +295,13 @@ static void post_attempt(void *ud)
 static enum core_status post_body(void *ud, const char *p, size_t n, struct core_err *e)
 {
 	struct post_ctx *pc = ud;
+	enum core_status st;
 	pc->bytes += n;
-	return sse_feed(&pc->o->sse, p, n, e);
+	st = sse_feed(&pc->o->sse, p, n, e);
+	/* An event over the cap is a garbled stream: the model's failure. */
+	if (st == CORE_ETOOBIG)
+		st = e->st = CORE_EINTERNAL;
+	return st;
 }
 
 /* The body ended: flush the framing; without the terminator it was cut. */
@@ -318,7 +339,7 @@ static int post_cancelled(void *ud)
  * A call's headers and limits: the provider's headers (as many as fit),
  * then ours, in all[CALL_HEADERS]; the limits from the environment.
  */
-#define CALL_HEADERS 8
+#define CALL_HEADERS (PROV_HEADERS_MAX + 8)
 static enum core_status call_init(struct http_call *c, const char **all,
                                   const char *const *headers, const char *const *ours,
                                   struct core_err *e)
@@ -326,8 +347,12 @@ static enum core_status call_init(struct http_call *c, const char **all,
 	size_t n = 0, k = 0;
 	while (ours[k])
 		k++;
-	for (; headers && *headers && n + k < CALL_HEADERS - 1; headers++)
+	for (; headers && *headers; headers++) {
+		if (n + k >= CALL_HEADERS - 1)
+			return core_fail(e, CORE_EINVAL, "more than %d request headers",
+			                 PROV_HEADERS_MAX);
 		all[n++] = *headers;
+	}
 	for (k = 0; ours[k]; k++)
 		all[n++] = ours[k];
 	all[n] = NULL;
@@ -490,26 +515,223 @@ enum core_status prov_list_row(json_t *row, const char *const *key_envs, const c
 	return CORE_OK;
 }
 
-enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
-                               const char *key_file, const char *const *url_envs,
-                               const char *dflt_base, const char *path, const char *auth_fmt,
-                               const char *extra, json_t **doc, struct core_err *e)
+void prov_headers_release(struct prov_headers *h)
 {
-	char *base = prov_env_url(url_envs, dflt_base), *key = NULL, *url = NULL, *auth = NULL;
-	enum core_status st = base ? prov_list_row(row, key_envs, key_file, url_envs, base, &key)
+	for (size_t i = 0; i < h->n; i++)
+		prov_secret_free(h->v[i]);
+	h->n = 0;
+	h->v[0] = NULL;
+}
+
+enum core_status prov_headers_add(struct prov_headers *h, const char *name, const char *value,
+                                  struct core_err *e)
+{
+	if (strpbrk(value, "\r\n"))
+		return core_fail(e, CORE_EINVAL, "the value of header '%s' holds a line break", name);
+	if (h->n >= PROV_HEADERS_MAX)
+		return core_fail(e, CORE_EINVAL, "more than %d request headers", PROV_HEADERS_MAX);
+	if (!(h->v[h->n] = prov_strf("%s: %s", name, value)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	h->v[++h->n] = NULL;
+	return CORE_OK;
+}
+
+/* The headers of p's variables that are set (OpenAI's organization and
+ * project). */
+static enum core_status env_headers(const struct model_provider *p, struct prov_headers *h,
+                                    struct core_err *e)
+{
+	for (const struct model_env_header *x = p->env_headers; x && x->var; x++) {
+		const char *v = getenv(x->var);
+		enum core_status st;
+		if (v && *v && (st = prov_headers_add(h, x->header, v, e))) {
+			core_err_prefix(e, "%s: %s", p->prefix, x->var);
+			return st;
+		}
+	}
+	return CORE_OK;
+}
+
+enum core_status prov_list_get(const struct model_provider *p, json_t *row,
+                               const char *key_file, const char *path,
+                               const char *const *auth_fmts, const char *extra, json_t **doc,
+                               struct core_err *e)
+{
+	char *base = prov_env_url(p->url_vars, p->default_url), *key = NULL, *url = NULL;
+	char *auth = NULL;
+	struct prov_headers h = { 0 };
+	size_t which = 0;
+	enum core_status st = base ? prov_list_row(row, p->key_vars, key_file, p->url_vars, base,
+	                                           &key)
 	                           : CORE_ENOMEM;
 	*doc = NULL;
+	if (!st && p->env_headers)
+		st = prov_list_header_vars(row, p);
 	if (!st && key) {
+		/* Which variable the key came from picks its header. */
+		for (const char *const *v = p->key_vars; !(key_file && *key_file) && v && *v; v++)
+			if (getenv(*v) && *getenv(*v)) {
+				which = (size_t)(v - p->key_vars);
+				break;
+			}
 		url = prov_strf("%s%s", base, path);
-		auth = prov_strf(auth_fmt, key);
-		const char *headers[] = { auth, extra, NULL };
-		st = !url || !auth ? CORE_ENOMEM : prov_get_json(what, url, headers, key, doc, e);
+		auth = prov_strf(auth_fmts[which], key);
+		if (!url || !auth)
+			st = CORE_ENOMEM;
+		if (!st && !(st = env_headers(p, &h, e))) {
+			const char *headers[PROV_HEADERS_MAX + 3] = { auth, extra };
+			size_t n = extra ? 2 : 1;
+			for (size_t i = 0; i < h.n; i++)
+				headers[n++] = h.v[i];
+			headers[n] = NULL;
+			st = prov_get_json(p->prefix, url, headers, key, doc, e);
+		}
 	}
+	prov_headers_release(&h);
 	prov_secret_free(auth);
 	prov_secret_free(key);
 	free(url);
 	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", what) : st;
+	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", p->prefix) : st;
+}
+
+enum core_status prov_list_header_vars(json_t *row, const struct model_provider *p)
+{
+	json_t *a = json_array();
+	for (const struct model_env_header *x = p->env_headers; a && x && x->var; x++)
+		if (json_array_append_new(a, json_string(x->var))) {
+			json_decref(a);
+			return CORE_ENOMEM;
+		}
+	return json_object_set_new(row, "headerVariables", a) ? CORE_ENOMEM : CORE_OK;
+}
+
+/* A name the dialect cannot take fails before anything else is looked for. */
+static enum core_status check_name(const struct prov_dialect *d, const char *what,
+                                   const char *name, struct core_err *e)
+{
+	if (d->bad_name && d->bad_name(name))
+		return core_fail(e, CORE_ENOTFOUND, "%s: bad model name '%s' (use %s/MODEL)", what,
+		                 name, what);
+	if (!*name)
+		return core_fail(e, CORE_ENOTFOUND, "%s: no model name (use %s/MODEL)", what, what);
+	return CORE_OK;
+}
+
+/*
+ * The key of a provider: the key file, else its first variable that is
+ * set, and the header that variable goes in.  An optional key comes only
+ * from the variables; *key is NULL without an error when none is set.
+ */
+static enum core_status provider_key(const struct model_provider *p, const char *key_file,
+                                     const char *const *auth_fmts, const char *auth_fmt,
+                                     int optional, char **key, const char **fmt,
+                                     struct core_err *e)
+{
+	size_t which = 0;
+	enum core_status st;
+	*key = NULL;
+	*fmt = NULL;
+	if (optional) {
+		/* Only its own variable: a key file (AGENTKIT_KEY_FILE) set for
+		 * another provider must not reach a server that needs none. */
+		int set = 0;
+		key_file = NULL;
+		for (const char *const *v = p->key_vars; v && *v && !set; v++)
+			set = getenv(*v) && *getenv(*v);
+		if (!set)
+			return CORE_OK;
+	}
+	if ((st = prov_key_from(p->prefix, p->key_vars, key_file, key, &which, e)))
+		return st;
+	*fmt = auth_fmts ? auth_fmts[which] : auth_fmt;
+	return CORE_OK;
+}
+
+enum core_status prov_generate(const struct prov_dialect *d, const char *name,
+                               const struct model_request *req,
+                               const struct model_stream *stream,
+                               struct model_response *resp, struct core_err *e)
+{
+	const char *what = d->p->prefix, *fmt = NULL;
+	struct prov_headers h = { 0 };
+	char *key = NULL, *base = NULL;
+	enum core_status st;
+	/* The name first: a call that cannot be right fails before the key
+	 * is even looked for. */
+	if ((st = check_name(d, what, name, e)))
+		return st;
+	if ((d->auth_fmt || d->auth_fmts) &&
+	    (st = provider_key(d->p, req->key_file, d->auth_fmts, d->auth_fmt, d->key_optional,
+	                       &key, &fmt, e)))
+		goto out;
+	if ((st = env_headers(d->p, &h, e)))
+		goto out;
+	base = d->base_url ? d->base_url() : prov_env_url(d->p->url_vars, d->p->default_url);
+	if (!base) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		goto out;
+	}
+	struct prov_target t = { what, base, key, fmt, (const char *const *)h.v, NULL };
+	st = prov_generate_to(d, &t, name, req, stream, resp, e);
+out:
+	prov_headers_release(&h);
+	prov_secret_free(key);
+	free(base);
+	return st;
+}
+
+enum core_status prov_generate_to(const struct prov_dialect *d, const struct prov_target *t,
+                                  const char *name, const struct model_request *req,
+                                  const struct model_stream *stream,
+                                  struct model_response *resp, struct core_err *e)
+{
+	const char *what = t->what;
+	struct prov_out *o;
+	char *url = NULL, *auth = NULL;
+	const char *headers[PROV_HEADERS_MAX + 3];
+	size_t nh = 0;
+	json_t *b = NULL;
+	enum core_status st;
+	if ((st = check_name(d, what, name, e)))
+		return st;
+	if (!(o = calloc(1, d->size)))
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+	prov_out_init(o, what, stream, e);
+	o->key = t->key;
+	url = prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
+	if (url && t->query && *t->query) {
+		char *q = prov_strf("%s%c%s", url, strchr(url, '?') ? '&' : '?', t->query);
+		free(url);
+		url = q;
+	}
+	if (!url || (t->key && t->auth_fmt && !(auth = prov_strf(t->auth_fmt, t->key)))) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		goto out;
+	}
+	if ((st = d->build(o, name, t->base, req, &b, e)))
+		goto out;
+	if (auth)
+		headers[nh++] = auth;
+	if (d->extra_header)
+		headers[nh++] = d->extra_header;
+	for (const char *const *x = t->headers; x && *x && nh < PROV_HEADERS_MAX + 2; x++)
+		headers[nh++] = *x;
+	headers[nh] = NULL;
+	/* Each attempt starts clean: prov_post resets o, on_reset the
+	 * provider's parse state. */
+	o->on_reset = d->on_reset;
+	st = prov_post(o, url, headers, b, d->mode, d->on_event, d->on_error, o, d->terminator,
+	               resp);
+out:
+	if (d->release)
+		d->release(o);
+	prov_out_release(o);
+	json_decref(b);
+	prov_secret_free(auth);
+	free(url);
+	free(o);
+	return st;
 }
 
 static int by_string(const void *a, const void *b)

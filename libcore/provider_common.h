@@ -1,8 +1,8 @@
 /*
  * provider_common.h - what the HTTP model providers (provider_*.c) share:
- * keys and base URLs from the environment, the streamed-output
- * accumulator, the HTTP/SSE plumbing, status mapping and small Genkit
- * message helpers.
+ * keys and base URLs from the environment, the generate skeleton
+ * (prov_generate), the streamed-output accumulator, the HTTP/SSE plumbing,
+ * status mapping and small Genkit message helpers.
  *
  * Ownership: functions returning char * or json_t * return new memory or a
  * new reference for the caller; const json_t * arguments are borrowed.
@@ -72,6 +72,11 @@ void prov_flush(struct prov_out *o);
  */
 enum core_status prov_key(const char *what, const char *const *envs,
                           const char *key_file, char **key, struct core_err *e);
+/* prov_key(), and *which (may be NULL) is the index in envs of the
+ * variable the key came from (0 for a key file). */
+enum core_status prov_key_from(const char *what, const char *const *envs,
+                               const char *key_file, char **key, size_t *which,
+                               struct core_err *e);
 /* The first non-empty variable of envs, else dflt, without a trailing '/'.
  * malloc()ed; NULL only when out of memory. */
 char *prov_env_url(const char *const *envs, const char *dflt);
@@ -116,22 +121,136 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
                                const char *const *url_envs, const char *base, char **key);
 /*
- * The --list-models of a provider with a key: its row (prov_list_row, the
- * base URL from url_envs else dflt_base), then, when a key is set, GET
- * base + path with the header auth_fmt (a printf format for the key) and
- * extra (may be NULL).  *doc is the reply (a new reference), NULL when no
- * key is set.  Errors: prov_get_json's, CORE_ENOMEM.
+ * The --list-models of provider p, which has a key: its row
+ * (prov_list_row, from p's variables and default URL, and p's header
+ * variables), then, when a key is set, GET base + path with the key's
+ * header auth_fmts[i] (a printf format for the key; i is the index in
+ * p->key_vars of the variable it came from, 0 for a key file), extra (may
+ * be NULL) and the headers of p's header variables that are set.  *doc is
+ * the reply (a new reference), NULL when no key is set.  Errors:
+ * prov_get_json's, CORE_ENOMEM.
  */
-enum core_status prov_list_get(json_t *row, const char *what, const char *const *key_envs,
-                               const char *key_file, const char *const *url_envs,
-                               const char *dflt_base, const char *path, const char *auth_fmt,
-                               const char *extra, json_t **doc, struct core_err *e);
+enum core_status prov_list_get(const struct model_provider *p, json_t *row,
+                               const char *key_file, const char *path,
+                               const char *const *auth_fmts, const char *extra, json_t **doc,
+                               struct core_err *e);
+/* Set row's "headerVariables" to p's env_headers variables. */
+enum core_status prov_list_header_vars(json_t *row, const struct model_provider *p);
+
+/* Most headers one call sends besides agentkit's own. */
+#define PROV_HEADERS_MAX 40
+
+/* A call's extra "Name: value" headers: v is NULL-terminated; each string
+ * is owned and wiped when released (a header may carry a credential). */
+struct prov_headers {
+	char *v[PROV_HEADERS_MAX + 1];
+	size_t n;
+};
+/* Add "name: value".  CORE_EINVAL for a value with a line break (it would
+ * forge headers) or past PROV_HEADERS_MAX; CORE_ENOMEM.  Neither message
+ * holds the value. */
+enum core_status prov_headers_add(struct prov_headers *h, const char *name, const char *value,
+                                  struct core_err *e);
+void prov_headers_release(struct prov_headers *h);
 /* Set row's "models" to "PREFIX/NAME" for each item of list (its string
  * member field, less a leading strip when given), sorted. */
 enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
                                   const char *field, const char *strip);
 
-/* Genkit's class for an HTTP status (400 INVALID_ARGUMENT, 401
+/*
+ * ---- one generate call of an HTTP provider ----
+ *
+ * Every HTTP provider's generate is the same skeleton (prov_generate):
+ * check the model name, read the key and the base URL from the provider's
+ * variables (struct model_provider), build the URL and the request body,
+ * POST it with the key's header and stream the reply through the
+ * dialect's event parser.  A provider file describes what differs in one
+ * struct prov_dialect.
+ */
+struct prov_dialect {
+	const struct model_provider *p;
+	/* The call's state, a struct whose first member is struct prov_out
+	 * (prov_post's ctx); zeroed before the call. */
+	size_t size;
+	/* Non-zero for a model name the API cannot take, reported as "bad
+	 * model name"; NULL: only an empty name is refused. */
+	int (*bad_name)(const char *name);
+	/* The base URL when it is not p's first url_vars else default_url
+	 * (malloc()ed, NULL when out of memory); NULL for that rule. */
+	char *(*base_url)(void);
+	/* The endpoint: a printf format given the base URL then the model
+	 * name, which it may leave unused ("%s/chat/completions"). */
+	const char *url_fmt;
+	/* A name rewritten before url_fmt (Gemini drops "models/"); may be
+	 * NULL. */
+	const char *(*url_name)(const char *name);
+	const char *auth_fmt;           /* the key's header ("x-api-key: %s"),
+	                                   NULL for a provider without a key */
+	/* The key's header per variable of p->key_vars (parallel to it; a
+	 * key file uses the first), when they differ (Anthropic: x-api-key,
+	 * or Authorization: Bearer for ANTHROPIC_AUTH_TOKEN); NULL: auth_fmt
+	 * for every one. */
+	const char *const *auth_fmts;
+	/* The key is optional and comes only from p->key_vars, never the key
+	 * file (which may hold another provider's key); none set: the call
+	 * goes without. */
+	int key_optional;
+	const char *extra_header;       /* one more header, or NULL */
+	/* The request body (*body a new reference) for model name at base;
+	 * state is the call's state (the parser may need what the request
+	 * asked for).  Errors go into e. */
+	enum core_status (*build)(void *state, const char *name, const char *base,
+	                          const struct model_request *req, json_t **body,
+	                          struct core_err *e);
+	enum sse_mode mode;
+	sse_event_fn on_event;
+	enum core_status (*on_error)(void *state, struct http_error *he, struct core_err *e);
+	void (*on_reset)(void *state);  /* prov_out.on_reset; may be NULL */
+	void (*release)(void *state);   /* free what the parser holds; may be NULL */
+	const char *terminator;         /* what ends a complete stream, for messages */
+};
+
+/* One generate call of d's provider (model.h's generate): the key from
+ * p's variables or the key file, the base URL from p's variables, the
+ * headers of p's env_headers that are set; then prov_generate_to().  The
+ * message of every failure is prefixed with the provider's name. */
+enum core_status prov_generate(const struct prov_dialect *d, const char *name,
+                               const struct model_request *req,
+                               const struct model_stream *stream,
+                               struct model_response *resp, struct core_err *e);
+
+/*
+ * Where one call goes and how it authenticates: from a provider's
+ * variables (prov_generate) or from a named endpoint of the models file
+ * (endpoints.h).  Everything is borrowed for the call.
+ */
+struct prov_target {
+	const char *what;               /* the name in messages ("openai", "local") */
+	const char *base;               /* base URL without a trailing '/' */
+	const char *key;                /* the credential, redacted from every
+	                                   message; NULL: none */
+	const char *auth_fmt;           /* the key's header, a printf format for
+	                                   it; NULL: the key is not sent */
+	const char *const *headers;     /* more "Name: value" headers (NULL-
+	                                   terminated, may be NULL) */
+	const char *query;              /* "a=b&c=d" added to the URL, or NULL */
+};
+
+/* One generate call of dialect d to target t (model name, URL from d's
+ * url_fmt and t's base and query, t's headers after d's). */
+enum core_status prov_generate_to(const struct prov_dialect *d, const struct prov_target *t,
+                                  const char *name, const struct model_request *req,
+                                  const struct model_stream *stream,
+                                  struct model_response *resp, struct core_err *e);
+
+/* The dialects, for the models file's endpoints: openai (Chat
+ * Completions), openai-responses (the Responses API), anthropic, googleai,
+ * ollama. */
+extern const struct prov_dialect prov_dialect_openai, prov_dialect_openai_responses,
+	prov_dialect_anthropic, prov_dialect_googleai, prov_dialect_ollama;
+
+/* Genkit's class for an HTTP status (400 INVALID_ARGUMENT as
+ * CORE_EREJECTED, a model failure; 401
  * UNAUTHENTICATED, 403 PERMISSION_DENIED, 404 NOT_FOUND, 409 ABORTED,
  * 429 RESOURCE_EXHAUSTED, 503/502/529 UNAVAILABLE, 504 DEADLINE_EXCEEDED,
  * other 5xx INTERNAL). */
@@ -152,7 +271,8 @@ enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
  * -1 if none.  after is the text that precedes the number. */
 int64_t prov_delay_hint(const char *text, const char *after);
 
-/* Parse a streamed event's JSON; CORE_EINVAL in o->e naming the provider. */
+/* Parse a streamed event's JSON; CORE_EINTERNAL in o->e naming the provider
+ * (a garbled stream is a model failure). */
 json_t *prov_parse(struct prov_out *o, const char *data, size_t n);
 
 /* ---- Genkit message helpers ---- */

@@ -22,8 +22,8 @@ struct gem {
 };
 
 /* Google's SDKs prefer GOOGLE_API_KEY when both are set. */
-static const char *const key_envs[] = { "GOOGLE_API_KEY", "GEMINI_API_KEY", NULL };
-static const char *const url_envs[] = { "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", NULL };
+static const char *const key_vars[] = { "GOOGLE_API_KEY", "GEMINI_API_KEY", NULL };
+static const char *const url_vars[] = { "GEMINI_BASE_URL", "GOOGLE_GEMINI_BASE_URL", NULL };
 
 /* ---- request ---- */
 
@@ -325,6 +325,8 @@ static enum core_status status_from_doc(const json_t *err, long http)
 	}
 	if (name && strcmp(name, "UNKNOWN")) {
 		enum core_status st = core_status_from_name(name);
+		if (st == CORE_EINVAL)
+			return CORE_EREJECTED; /* Gemini refused what agentkit sent */
 		if (st != CORE_EINTERNAL || !strcmp(name, "INTERNAL"))
 			return st;
 	}
@@ -467,69 +469,75 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	return st;
 }
 
+/* The name goes into the URL's path: a query or a fragment would cut it. */
+static int gem_bad_name(const char *name)
+{
+	return !*name || strchr(name, '?') || strchr(name, '#');
+}
+
+static const char *gem_url_name(const char *name)
+{
+	return !strncmp(name, "models/", 7) ? name + 7 : name;
+}
+
+static enum core_status gem_build(void *state, const char *name, const char *base,
+                                  const struct model_request *req, json_t **body,
+                                  struct core_err *e)
+{
+	json_t *contents = json_array(), *system = NULL, *b = NULL;
+	enum core_status st;
+	(void)state;
+	(void)name;
+	(void)base;
+	if (!(st = build(req->messages, contents, &system, e)) &&
+	    !(b = json_pack("{s:O}", "contents", contents)))
+		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
+	if (!st) {
+		if (system)
+			json_object_set(b, "systemInstruction", system);
+		if (json_array_size(req->tools))
+			json_object_set_new(b, "tools", build_tools(req->tools));
+		map_config(b, req->config);
+		set_response_format(b, req->output);
+		*body = b;
+	}
+	json_decref(contents);
+	json_decref(system);
+	return st;
+}
+
+extern const struct model_provider model_googleai;
+
+const struct prov_dialect prov_dialect_googleai = {
+	.p = &model_googleai,
+	.size = sizeof(struct gem),
+	.bad_name = gem_bad_name,
+	.url_fmt = "%s/v1beta/models/%s:streamGenerateContent?alt=sse",
+	.url_name = gem_url_name,
+	.auth_fmt = "x-goog-api-key: %s",
+	.build = gem_build,
+	.mode = SSE_MODE_SSE,
+	.on_event = on_event,
+	.on_error = on_error,
+	.terminator = "a chunk with a finishReason",
+};
+
 static enum core_status gem_generate(const char *name, const struct model_request *req,
                                      const struct model_stream *stream,
                                      struct model_response *resp, struct core_err *e)
 {
-	struct gem *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
-	json_t *b = NULL, *contents = NULL, *system = NULL;
-	enum core_status st;
-	const char *headers[2];
-	if (!s)
-		return core_fail(e, CORE_ENOMEM, "googleai: out of memory");
-	prov_out_init(&s->o, "googleai", stream, e);
-	if (!*name || strchr(name, '?') || strchr(name, '#')) {
-		st = core_fail(e, CORE_ENOTFOUND, "googleai: bad model name '%s' (use googleai/MODEL)", name);
-		goto out;
-	}
-	if ((st = prov_key("googleai", key_envs, req->key_file, &key, e)))
-		goto out;
-	s->o.key = key;
-	base = prov_env_url(url_envs, "https://generativelanguage.googleapis.com");
-	if (!base || !(url = prov_strf("%s/v1beta/models/%s:streamGenerateContent?alt=sse", base,
-	                      !strncmp(name, "models/", 7) ? name + 7 : name)) ||
-	    !(auth = prov_strf("x-goog-api-key: %s", key))) {
-		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
-		goto out;
-	}
-	contents = json_array();
-	if ((st = build(req->messages, contents, &system, e)))
-		goto out;
-	b = json_pack("{s:O}", "contents", contents);
-	if (system)
-		json_object_set(b, "systemInstruction", system);
-	if (json_array_size(req->tools))
-		json_object_set_new(b, "tools", build_tools(req->tools));
-	map_config(b, req->config);
-	set_response_format(b, req->output);
-	headers[0] = auth;
-	headers[1] = NULL;
-	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
-	               "a chunk with a finishReason", resp);
-out:
-	prov_out_release(&s->o);
-	json_decref(b);
-	json_decref(contents);
-	json_decref(system);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	free(s);
-	return st;
+	return prov_generate(&prov_dialect_googleai, name, req, stream, resp, e);
 }
 
 /* GET /v1beta/models: {"models": [{"name": "models/gemini-2.5-flash",
  * "supportedGenerationMethods": [...]}]}; only models that generate. */
 static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
 {
+	static const char *const auth[] = { "x-goog-api-key: %s", "x-goog-api-key: %s" };
 	json_t *doc, *gen = json_array(), *m, *how;
 	size_t i, j;
-	enum core_status st = prov_list_get(row, "googleai", key_envs, key_file, url_envs,
-	                                    "https://generativelanguage.googleapis.com",
-	                                    "/v1beta/models?pageSize=1000", "x-goog-api-key: %s",
-	                                    NULL, &doc, e);
+	enum core_status st = prov_list_get(&model_googleai, row, key_file,
+	                                    "/v1beta/models?pageSize=1000", auth, NULL, &doc, e);
 	json_array_foreach(json_object_get(doc, "models"), i, m) {
 		const json_t *methods = json_object_get(m, "supportedGenerationMethods");
 		int generates = !methods;
@@ -546,4 +554,11 @@ static enum core_status gem_list(const char *key_file, json_t *row, struct core_
 	return st;
 }
 
-const struct model_provider model_googleai = { "googleai", gem_generate, gem_list };
+const struct model_provider model_googleai = {
+	.prefix = "googleai",
+	.generate = gem_generate,
+	.list = gem_list,
+	.key_vars = key_vars,
+	.url_vars = url_vars,
+	.default_url = "https://generativelanguage.googleapis.com",
+};

@@ -267,15 +267,22 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	return st;
 }
 
+static const char *const url_vars[] = { "OLLAMA_HOST", NULL };
+/* Optional: a local server needs none; Ollama's cloud (and a proxy in
+ * front of a server) takes it as a bearer token. */
+static const char *const key_vars[] = { "OLLAMA_API_KEY", NULL };
+#define AUTH_FMT "Authorization: Bearer %s"
+#define DEFAULT_HOST "127.0.0.1:11434"
+
 /* OLLAMA_HOST as Ollama reads it: scheme and port optional. */
 static char *host_url(void)
 {
-	const char *h = getenv("OLLAMA_HOST");
+	const char *h = getenv(url_vars[0]);
 	const char *scheme = "http://", *rest, *colon;
 	char *url = NULL;
 	size_t n;
 	if (!h || !*h)
-		h = "127.0.0.1:11434";
+		h = DEFAULT_HOST;
 	if (strstr(h, "://"))
 		scheme = "";
 	rest = *scheme ? h : strstr(h, "://") + 3;
@@ -299,30 +306,22 @@ static char *host_url(void)
 	return url;
 }
 
-static enum core_status oll_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
+static enum core_status oll_build(void *state, const char *name, const char *base,
+                                  const struct model_request *req, json_t **body,
+                                  struct core_err *e)
 {
-	struct oll *s = calloc(1, sizeof *s);
-	char *base = NULL, *url = NULL;
-	json_t *b = NULL, *msgs = NULL;
+	json_t *msgs = json_array(), *b;
 	enum core_status st;
-	if (!s)
-		return core_fail(e, CORE_ENOMEM, "ollama: out of memory");
-	prov_out_init(&s->o, "ollama", stream, e);
-	if (!*name) {
-		st = core_fail(e, CORE_ENOTFOUND, "ollama: no model name (use ollama/MODEL)");
-		goto out;
+	(void)state;
+	(void)base;
+	if ((st = build(req->messages, msgs, e))) {
+		json_decref(msgs);
+		return st;
 	}
-	base = host_url();
-	if (!base || !(url = prov_strf("%s/api/chat", base))) {
-		st = core_fail(e, CORE_ENOMEM, "ollama: out of memory");
-		goto out;
-	}
-	msgs = json_array();
-	if ((st = build(req->messages, msgs, e)))
-		goto out;
 	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
+	json_decref(msgs);
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "ollama: out of memory");
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
@@ -333,38 +332,69 @@ static enum core_status oll_generate(const char *name, const struct model_reques
 		json_object_set_new(b, "format", json_object_get(req->output, "schema")
 		                    ? json_incref(json_object_get(req->output, "schema"))
 		                    : json_string("json"));
-	st = prov_post(&s->o, url, NULL, b, SSE_MODE_NDJSON, on_event, on_error, s,
-	               "a \"done\": true line", resp);
-out:
-	prov_out_release(&s->o);
-	json_decref(b);
-	json_decref(msgs);
-	free(url);
-	free(base);
-	free(s);
-	return st;
+	*body = b;
+	return CORE_OK;
+}
+
+extern const struct model_provider model_ollama;
+
+const struct prov_dialect prov_dialect_ollama = {
+	.p = &model_ollama,
+	.size = sizeof(struct oll),
+	.base_url = host_url,
+	.url_fmt = "%s/api/chat",
+	.auth_fmt = AUTH_FMT,
+	.key_optional = 1,
+	.build = oll_build,
+	.mode = SSE_MODE_NDJSON,
+	.on_event = on_event,
+	.on_error = on_error,
+	.terminator = "a \"done\": true line",
+};
+
+static enum core_status oll_generate(const char *name, const struct model_request *req,
+                                     const struct model_stream *stream,
+                                     struct model_response *resp, struct core_err *e)
+{
+	return prov_generate(&prov_dialect_ollama, name, req, stream, resp, e);
 }
 
 /* GET /api/tags: {"models": [{"name": "llama3.2:latest", ...}]}.  Asked
  * only when OLLAMA_HOST says where a server is: Ollama needs no key. */
 static enum core_status oll_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	static const char *const host_envs[] = { "OLLAMA_HOST", NULL };
-	char *base = host_url(), *key = NULL, *url = NULL;
+	char *base = host_url(), *key = NULL, *url = NULL, *auth = NULL;
 	json_t *doc = NULL;
-	const char *host = getenv("OLLAMA_HOST");
-	enum core_status st = base ? prov_list_row(row, NULL, key_file, host_envs, base, &key)
+	const char *host = getenv(url_vars[0]);
+	/* Its key only from OLLAMA_API_KEY, never the key file (see
+	 * prov_dialect.key_optional). */
+	enum core_status st = base ? prov_list_row(row, model_ollama.key_vars, NULL,
+	                                           model_ollama.url_vars, base, &key)
 	                           : CORE_ENOMEM;
-	if (!st && host && *host) {
+	if (!st && json_object_set_new(row, "keyOptional", json_true()))
+		st = CORE_ENOMEM;
+	if (!st && ((host && *host) || key)) {
 		url = prov_strf("%s/api/tags", base);
-		st = !url ? CORE_ENOMEM : prov_get_json("ollama", url, NULL, NULL, &doc, e);
+		auth = key ? prov_strf(AUTH_FMT, key) : NULL;
+		const char *headers[] = { auth, NULL };
+		st = !url || (key && !auth) ? CORE_ENOMEM
+		   : prov_get_json("ollama", url, headers, key, &doc, e);
 		if (!st)
 			st = prov_list_models(row, "ollama", json_object_get(doc, "models"), "name", NULL);
 	}
 	json_decref(doc);
+	prov_secret_free(auth);
+	prov_secret_free(key);
 	free(url);
 	free(base);
 	return st == CORE_ENOMEM ? core_fail(e, st, "ollama: out of memory") : st;
 }
 
-const struct model_provider model_ollama = { "ollama", oll_generate, oll_list };
+const struct model_provider model_ollama = {
+	.prefix = "ollama",
+	.generate = oll_generate,
+	.list = oll_list,
+	.key_vars = key_vars,
+	.url_vars = url_vars,
+	.default_url = DEFAULT_HOST,
+};

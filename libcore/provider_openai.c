@@ -29,8 +29,15 @@ struct oai {
 	char refusal;
 };
 
-static const char *const key_envs[] = { "OPENAI_API_KEY", NULL };
-static const char *const url_envs[] = { "OPENAI_BASE_URL", NULL };
+static const char *const key_vars[] = { "OPENAI_API_KEY", NULL };
+static const char *const url_vars[] = { "OPENAI_BASE_URL", NULL };
+/* As the OpenAI SDKs send them. */
+static const struct model_env_header env_headers[] = {
+	{ "OPENAI_ORG_ID", "OpenAI-Organization" },
+	{ "OPENAI_PROJECT_ID", "OpenAI-Project" },
+	{ NULL, NULL },
+};
+#define DEFAULT_URL "https://api.openai.com/v1"
 
 /* ---- request ---- */
 
@@ -349,7 +356,7 @@ static enum core_status add_call_delta(struct oai *s, const json_t *d)
 		c->name = strdup(name);
 	if (jv_is_string(args)) {
 		if (core_buf_add(&c->args, json_string_value(args), json_string_length(args)))
-			return core_fail(s->o.e, CORE_ETOOBIG, "openai: tool call arguments too long");
+			return core_fail(s->o.e, CORE_EINTERNAL, "openai: tool call arguments too long");
 	} else if (json_is_object(args)) {
 		/* Some proxies send the arguments as an object. */
 		char *t = prov_dump(args);
@@ -492,71 +499,78 @@ static void set_response_format(json_t *b, const json_t *output)
 	        : json_pack("{s:s}", "type", "json_object"));
 }
 
-static enum core_status oai_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
+static enum core_status oai_build(void *state, const char *name, const char *base,
+                                  const struct model_request *req, json_t **body,
+                                  struct core_err *e)
 {
-	struct oai *s = calloc(1, sizeof *s);
-	char *key = NULL, *base = NULL, *url = NULL, *auth = NULL;
-	json_t *b = NULL, *msgs = NULL;
+	json_t *msgs = json_array(), *b;
 	enum core_status st;
-	const char *headers[2];
-	if (!s)
-		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
-	prov_out_init(&s->o, "openai", stream, e);
-	if (!*name) {
-		st = core_fail(e, CORE_ENOTFOUND, "openai: no model name (use openai/MODEL)");
-		goto out;
+	(void)state;
+	if ((st = build_messages(req->messages, msgs, e))) {
+		json_decref(msgs);
+		return st;
 	}
-	if ((st = prov_key("openai", key_envs, req->key_file, &key, e)))
-		goto out;
-	s->o.key = key;
-	base = prov_env_url(url_envs, "https://api.openai.com/v1");
-	if (!base || !(url = prov_strf("%s/chat/completions", base)) ||
-	    !(auth = prov_strf("Authorization: Bearer %s", key))) {
-		st = core_fail(e, CORE_ENOMEM, "openai: out of memory");
-		goto out;
-	}
-	msgs = json_array();
-	if ((st = build_messages(req->messages, msgs, e)))
-		goto out;
 	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
+	json_decref(msgs);
+	if (!b)
+		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
-	map_config(b, req->config, !strcmp(base, "https://api.openai.com/v1"));
+	map_config(b, req->config, !strcmp(base, DEFAULT_URL));
 	set_response_format(b, req->output);
-	headers[0] = auth;
-	headers[1] = NULL;
-	/* Each attempt starts clean: prov_post resets o, on_reset the calls. */
-	s->o.on_reset = on_attempt_reset;
-	st = prov_post(&s->o, url, headers, b, SSE_MODE_SSE, on_event, on_error, s,
-	               "data: [DONE]", resp);
-out:
-	calls_clear(s);
-	prov_out_release(&s->o);
-	json_decref(b);
-	json_decref(msgs);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	free(s);
-	return st;
+	*body = b;
+	return CORE_OK;
+}
+
+static void oai_release(void *state)
+{
+	calls_clear(state);
+}
+
+extern const struct model_provider model_openai;
+
+const struct prov_dialect prov_dialect_openai = {
+	.p = &model_openai,
+	.size = sizeof(struct oai),
+	.url_fmt = "%s/chat/completions",
+	.auth_fmt = "Authorization: Bearer %s",
+	.build = oai_build,
+	.mode = SSE_MODE_SSE,
+	.on_event = on_event,
+	.on_error = on_error,
+	.on_reset = on_attempt_reset,
+	.release = oai_release,
+	.terminator = "data: [DONE]",
+};
+
+static enum core_status oai_generate(const char *name, const struct model_request *req,
+                                     const struct model_stream *stream,
+                                     struct model_response *resp, struct core_err *e)
+{
+	return prov_generate(&prov_dialect_openai, name, req, stream, resp, e);
 }
 
 /* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
 static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
 {
+	static const char *const auth[] = { "Authorization: Bearer %s" };
 	json_t *doc;
-	enum core_status st = prov_list_get(row, "openai", key_envs, key_file, url_envs,
-	                                    "https://api.openai.com/v1", "/models",
-	                                    "Authorization: Bearer %s", NULL, &doc, e);
+	enum core_status st = prov_list_get(&model_openai, row, key_file, "/models", auth, NULL,
+	                                    &doc, e);
 	if (!st && doc)
 		st = prov_list_models(row, "openai", json_object_get(doc, "data"), "id", NULL);
 	json_decref(doc);
 	return st;
 }
 
-const struct model_provider model_openai = { "openai", oai_generate, oai_list };
+const struct model_provider model_openai = {
+	.prefix = "openai",
+	.generate = oai_generate,
+	.list = oai_list,
+	.key_vars = key_vars,
+	.url_vars = url_vars,
+	.default_url = DEFAULT_URL,
+	.env_headers = env_headers,
+};

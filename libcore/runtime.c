@@ -58,6 +58,7 @@ struct runtime {
 	char end_reason[32];    /* failed or aborted */
 	json_t *error;          /* {status, message} */
 	enum core_status sys_st; /* CORE_ESYS/CORE_ENOMEM: a system failure ended it */
+	enum core_status end_st; /* the status of the error that ended it */
 	json_t *usage;
 	json_t *turn_usage;     /* the turn in flight's share of usage */
 };
@@ -1639,6 +1640,7 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 		rt->ended = 1;
 		snprintf(rt->end_reason, sizeof rt->end_reason, "%s", r.reason);
 		rt->error = error_new(r.st, r.msg);
+		rt->end_st = r.st;
 		return !strcmp(r.reason, "aborted") ? CORE_ABORTED : CORE_FAILED;
 	}
 	if (tf_failed) {
@@ -1685,6 +1687,7 @@ void rt_fail(struct runtime *rt, enum core_status st, const char *msg)
 	rt->ended = 1;
 	snprintf(rt->end_reason, sizeof rt->end_reason, "failed");
 	rt->error = error_new(st, msg);
+	rt->end_st = st;
 	if (st == CORE_ESYS || st == CORE_ENOMEM)
 		rt->sys_st = st;
 }
@@ -1744,7 +1747,13 @@ enum core_status rt_output_status(const json_t *output)
 
 enum core_status rt_exit_status(const struct runtime *rt, const json_t *output)
 {
-	return rt->sys_st ? rt->sys_st : rt_output_status(output);
+	if (rt->sys_st)
+		return rt->sys_st;
+	/* The output says INVALID_ARGUMENT, as Genkit does, but a request the
+	 * provider refused was agentkit's, not the caller's input. */
+	if (rt->end_st == CORE_EREJECTED)
+		return CORE_FAILED;
+	return rt_output_status(output);
 }
 
 /* ---- the turn in flight, for agent extensions (runtime.h) ---- */

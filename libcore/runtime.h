@@ -125,7 +125,9 @@ enum core_status rt_output_status(const json_t *output);
  * The status the invocation's output stands for, for the exit code: like
  * rt_output_status(), but CORE_ESYS (or CORE_ENOMEM) when a system failure
  * ended it - a turn whose snapshot could not be written (a full disk), a
- * pending row that could not be saved, rt_fail() with either status.
+ * pending row that could not be saved, rt_fail() with either status -
+ * and CORE_FAILED when a provider refused a model call (CORE_EREJECTED:
+ * the output's INVALID_ARGUMENT is then no malformed input of the caller).
  */
 enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
 

@@ -1,5 +1,6 @@
 /* spawn.c - children on pipes, in their own process group; see spawn.h. */
 #include "spawn.h"
+#include "model.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -12,9 +13,10 @@
 
 extern char **environ;
 
-const char *const spawn_provider_keys[] = {
-	"OPENAI_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY", "ANTHROPIC_API_KEY", NULL
-};
+int spawn_provider_key(const char *entry)
+{
+	return model_key_variable(entry);
+}
 
 int spawn_env_listed(const char *const *names, const char *entry)
 {
@@ -34,13 +36,13 @@ enum core_status spawn_protect_keys(struct core_err *e)
 	 * read a core file) would read the keys wherever they live. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 	for (p = environ; p && *p; p++)
-		n += spawn_env_listed(spawn_provider_keys, *p);
+		n += spawn_provider_key(*p);
 	if (!n)
 		return CORE_OK;
 	if (!(copies = calloc(n, sizeof *copies)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	for (p = environ; *p; p++)
-		if (spawn_env_listed(spawn_provider_keys, *p) && !(copies[k++] = strdup(*p))) {
+		if (spawn_provider_key(*p) && !(copies[k++] = strdup(*p))) {
 			while (k)
 				free(copies[--k]);
 			free(copies);
@@ -49,7 +51,7 @@ enum core_status spawn_protect_keys(struct core_err *e)
 	/* Every copy made: swap them in and wipe the originals' values.  The
 	 * copies live as long as the process (environ points at them). */
 	for (k = 0, p = environ; *p; p++) {
-		if (!spawn_env_listed(spawn_provider_keys, *p))
+		if (!spawn_provider_key(*p))
 			continue;
 		char *value = strchr(*p, '=');
 		if (value)

@@ -18,8 +18,14 @@
 
 #include "status.h"
 
-/* Provider key variables: never passed to a child unless allowed. */
-extern const char *const spawn_provider_keys[];
+/*
+ * Is the environment entry "NAME=..." a provider key: a key or header
+ * variable of a provider in model.c's table, or a variable the models
+ * file names (model_key_variable, endpoints.h)?  Those are never passed to
+ * a child unless allowed, so a new provider's key is hidden as soon as the
+ * provider is in the table, an endpoint's as soon as it is in the file.
+ */
+int spawn_provider_key(const char *entry);
 
 /*
  * Keep the provider keys from the process's children and from other

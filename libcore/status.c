@@ -36,6 +36,9 @@ static const struct {
 	[CORE_EEXHAUSTED]    = { "resource exhausted", "RESOURCE_EXHAUSTED", 1 },
 	[CORE_ECANCELLED]    = { "cancelled", "CANCELLED", 2 },
 	[CORE_EDEADLINE]     = { "deadline exceeded", "DEADLINE_EXCEEDED", 1 },
+	/* Genkit names a provider's 400 INVALID_ARGUMENT, but the request was
+	 * agentkit's, not the caller's malformed input (DESIGN §8). */
+	[CORE_EREJECTED]     = { "rejected by the provider", "INVALID_ARGUMENT", 1 },
 };
 
 static int valid(enum core_status st)

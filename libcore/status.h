@@ -39,6 +39,8 @@ enum core_status {
 	CORE_EEXHAUSTED,    /* RESOURCE_EXHAUSTED: rate limits, quotas, a full store */
 	CORE_ECANCELLED,    /* CANCELLED: the work's context ended */
 	CORE_EDEADLINE,     /* DEADLINE_EXCEEDED: a tool or model took too long */
+	CORE_EREJECTED,     /* INVALID_ARGUMENT from a provider: it refused a request
+	                       agentkit built (HTTP 400); a model failure, exit 1 */
 	CORE_STATUS_MAX
 };
 

@@ -319,7 +319,7 @@ static char **build_env(const struct tool *t, const struct tool_context *ctx)
 	for (char **p = environ; p && *p; p++) {
 		if (spawn_env_listed(context_vars, *p))
 			continue;
-		if (spawn_env_listed(spawn_provider_keys, *p)
+		if (spawn_provider_key(*p)
 		    && !spawn_env_listed((const char *const *)t->env_allow, *p))
 			continue;
 		if (!(env[k++] = strdup(*p)))

@@ -55,7 +55,7 @@ enum core_status core_time_parse(const char *s, int64_t *ns);
 void core_uuid(char *buf);
 
 /*
- * A library loaded on first use rather than at start-up (libcurl, libcrypto):
+ * A library loaded on first use rather than at start-up (libcurl):
  * dlopen(soname) and resolve names[i] into *slots[i] for i < n.  Returns 1,
  * or 0 with why (whylen bytes) saying what is missing.  The library stays
  * loaded.

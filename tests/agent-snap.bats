@@ -229,6 +229,43 @@ setup() {
 	run -0 bash -c 'agent-snap export | head -c 1 >/dev/null'
 }
 
+@test "each subcommand's operands and options are checked before the store is opened" {
+	check() {
+		local want=$1
+		shift
+		run -100 --separate-stderr agent-snap --store nowhere "$@"
+		assert_equal "$stderr" "agent-snap: $want
+try 'agent-snap --help'"
+	}
+	check "get needs snapshot IDs" get
+	check "log takes one SID" log a b
+	check "show takes one SID" show
+	check "worker-log takes one snapshot ID" worker-log
+	check "rm needs session IDs" rm
+	check "sessions takes no operands" sessions x
+	check "import takes at most one FILE" import a b
+	check "prune takes at most one SID" prune --keep 1 a b
+	check "--keep applies to prune" --keep 2 done-1
+	check "--before applies to prune" export --before 1h
+	check "--since applies to sessions" get a --since 1h
+	check "--session applies to get" --session s log x
+	check "unknown subcommand 'exprot' (did you mean 'export'?); to read a snapshot of that ID use 'agent-snap get exprot'" exprot
+	[ ! -e nowhere ]
+}
+
+@test "every subcommand the completions offer has a synopsis line and a Subcommands entry" {
+	words=$(agent-snap --completion zsh | sed -n "s/^  '1:command:(\(.*\))' \\\\$/\1/p")
+	assert_equal "$words" "get sessions show log rm prune export import worker-log"
+	help=$(agent-snap --help)
+	subs=$(sed -n '/^Subcommands:$/,/^Options:$/p' <<<"$help")
+	man=$(agent-snap --man | sed -n '/^\.SH SUBCOMMANDS$/,/^\.SH OPTIONS$/p')
+	for w in $words; do
+		grep -q "^       agent-snap \[OPTION\]\.\.\. $w\( \|$\)" <<<"$help" || fail "no synopsis for $w"
+		grep -q "^  $w\( \|$\)" <<<"$subs" || fail "no Subcommands entry for $w"
+		grep -qF "\\fB${w//-/\\-}\\fR" <<<"$man" || fail "no SUBCOMMANDS entry for $w in the man page"
+	done
+}
+
 @test "a URL no backend takes is a usage error, its password redacted" {
 	run -100 --separate-stderr agent-snap --store 'redis://me:sekrit@cache.example/0' sessions
 	assert_equal "$stderr" "agent-snap: 'redis://***@cache.example/0' is not a store directory: this agentkit has the LMDB and PostgreSQL backends"$'\n'"try 'agent-snap --help'"

@@ -85,7 +85,7 @@ complete_words() {
 	[ "$(complete_words agent-run --prompt m)" = mine ]
 	[ "$(complete_words agent-run --format '')" = "$(printf '%s\n' ndjson text json)" ]
 	[ "$(complete_words agent-run --format = t)" = text ]
-	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ ollama/)" ]
+	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ openai-responses/ ollama/)" ]
 	[ "$(complete_words agent-run --completion z)" = zsh ]
 	# session IDs come from the store at completion time
 	[ -z "$(complete_words agent-run --session '')" ]
@@ -100,6 +100,18 @@ complete_words() {
 	source <(agent-wait --completion bash)
 	[ "$(complete_words agent-wait '')" = "$snap" ]
 	[ "$(complete_words agent-wait --session '')" = "$sid" ]
+}
+
+@test "bash completion offers the models of the newest sessions after the providers" {
+	source <(agent-run --completion bash)
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	for m in openai/gpt-4o-mini anthropic/claude-x openai/gpt-4o-mini script/x.ndjson echo; do
+		echo "{\"snapshotId\":\"r-${m//[^a-z0-9]/-}\",\"sessionId\":\"s-${m//[^a-z0-9]/-}\",\"status\":\"completed\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"agentkit\":{\"model\":\"$m\"}}"
+	done | agent-snap import >/dev/null
+	[ "$(complete_words agent-run --model o)" = "$(printf '%s\n' openai/ openai-responses/ ollama/ openai/gpt-4o-mini)" ]
+	[ "$(complete_words agent-run --model an)" = "$(printf '%s\n' anthropic/ anthropic/claude-x)" ]
+	[ "$(complete_words agent-run --model e)" = echo ]
+	[ "$(complete_words agent-run --model openai/g)" = openai/gpt-4o-mini ]
 }
 
 @test "completion stays silent when the store or the agent path cannot be read" {

@@ -114,7 +114,7 @@ try 'agent-run --help'"
 	run -4 --separate-stderr agent-run --model ecoh -m hi
 	assert_equal "$output" '{"error":{"status":"NOT_FOUND","message":"model '"'"'ecoh'"'"' not found: did you mean '"'"'echo'"'"'?"}}'
 	assert_equal "$stderr" "agent-run: model 'ecoh' not found: did you mean 'echo'?
-agent-run: models are echo, script/PATH or PROVIDER/NAME; providers: openai, googleai, anthropic, ollama (agent-run --list-models)"
+agent-run: models are echo, script/PATH or PROVIDER/NAME; providers: openai, openai-responses, googleai, anthropic, ollama (agent-run --list-models)"
 	# Nothing ran: not even the store was created.
 	[ ! -e "$AGENTKIT_STORE" ]
 }
@@ -196,18 +196,20 @@ try 'agent-snap --help'"
 	[ -z "$stderr" ]
 	assert_equal "$output" '{"provider":"echo","models":["echo"]}
 {"provider":"script","models":["script/PATH"]}
-{"provider":"openai","keyVariables":["OPENAI_API_KEY"],"keyFrom":null,"baseUrl":"http://127.0.0.1:9/v1","baseUrlVariables":["OPENAI_BASE_URL"]}
+{"provider":"openai","keyVariables":["OPENAI_API_KEY"],"keyFrom":null,"baseUrl":"http://127.0.0.1:9/v1","baseUrlVariables":["OPENAI_BASE_URL"],"headerVariables":["OPENAI_ORG_ID","OPENAI_PROJECT_ID"]}
+{"provider":"openai-responses","keyVariables":["OPENAI_API_KEY"],"keyFrom":null,"baseUrl":"http://127.0.0.1:9/v1","baseUrlVariables":["OPENAI_BASE_URL"],"headerVariables":["OPENAI_ORG_ID","OPENAI_PROJECT_ID"]}
 {"provider":"googleai","keyVariables":["GOOGLE_API_KEY","GEMINI_API_KEY"],"keyFrom":null,"baseUrl":"https://generativelanguage.googleapis.com","baseUrlVariables":["GEMINI_BASE_URL","GOOGLE_GEMINI_BASE_URL"]}
-{"provider":"anthropic","keyVariables":["ANTHROPIC_API_KEY"],"keyFrom":null,"baseUrl":"https://api.anthropic.com","baseUrlVariables":["ANTHROPIC_BASE_URL"]}
-{"provider":"ollama","keyVariables":[],"keyFrom":null,"baseUrl":"http://127.0.0.1:11434","baseUrlVariables":["OLLAMA_HOST"]}'
+{"provider":"anthropic","keyVariables":["ANTHROPIC_API_KEY","ANTHROPIC_AUTH_TOKEN"],"keyFrom":null,"baseUrl":"https://api.anthropic.com","baseUrlVariables":["ANTHROPIC_BASE_URL"]}
+{"provider":"ollama","keyVariables":["OLLAMA_API_KEY"],"keyFrom":null,"baseUrl":"http://127.0.0.1:11434","baseUrlVariables":["OLLAMA_HOST"],"keyOptional":true}'
 	AGENTKIT_MODEL=echo run -0 --separate-stderr agent-run --list-models --format text
 	assert_equal "$output" "echo      offline, no key
   echo
 script    offline, no key
   script/PATH
 openai    OPENAI_API_KEY: not set, http://127.0.0.1:9/v1
+openai-responses OPENAI_API_KEY: not set, http://127.0.0.1:9/v1
 googleai  GOOGLE_API_KEY or GEMINI_API_KEY: not set, https://generativelanguage.googleapis.com
-anthropic ANTHROPIC_API_KEY: not set, https://api.anthropic.com
+anthropic ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: not set, https://api.anthropic.com
 ollama    no key needed, http://127.0.0.1:11434
 default model (AGENTKIT_MODEL): echo"
 }

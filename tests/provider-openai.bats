@@ -103,7 +103,9 @@ start() {
 @test "openai: the mock rejects a tool message order the service rejects" {
 	start '{"text":"x"}'
 	req_roundtrip openai/gpt-4o | jq -c '.messages |= map(select(.role != "tool"))' >req.json
-	run -101 --separate-stderr "$MODEL_CALL" <req.json
+	# The service's 400: a model failure (exit 1), INVALID_ARGUMENT kept.
+	run -1 --separate-stderr "$MODEL_CALL" <req.json
+	assert_equal "$(jq -r .error.status <<<"$output")" INVALID_ARGUMENT
 	assert_regex "$(jq -r .error.message <<<"$output")" "must be followed by tool messages"
 }
 

@@ -220,3 +220,30 @@ SH
 	agent anthropic -m hi
 	assert_equal "$(last | jq -r .output.error.message)" 'generate: anthropic: HTTP 400 Bad Request: bad things (request id req_mock01)'
 }
+
+@test "a provider's HTTP 400 is a model failure: exit 1, Genkit's INVALID_ARGUMENT kept" {
+	for d in openai gemini anthropic ollama; do
+		turns "$d" '{"status":400,"message":"bad things"}'
+		agent "$d" -m hi
+		assert_equal "$status" 1
+		local p=${d/gemini/googleai} tail=
+		case $d in openai|anthropic) tail=' (request id req_mock01)' ;; esac
+		assert_equal "$(last | jq -c '[.output.finishReason, .output.error]')" \
+			"[\"failed\",{\"status\":\"INVALID_ARGUMENT\",\"message\":\"generate: $p: HTTP 400 Bad Request: bad things$tail\"}]"
+		assert_equal "$stderr" "agent-run: generate: $p: HTTP 400 Bad Request: bad things$tail"
+		assert_equal "$(mock_requests)" 1
+	done
+	# Anthropic's in-stream invalid_request_error is the same rejection.
+	turns anthropic '{"status":413,"message":"too big"}'
+	agent anthropic -m hi
+	assert_equal "$status" 1
+	assert_equal "$(last | jq -r .output.error.status)" INVALID_ARGUMENT
+}
+
+@test "a garbled stream is a model failure (exit 1), not malformed input" {
+	turns openai '{"raw":"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}\n\n"}'
+	agent openai -m hi
+	assert_equal "$status" 1
+	assert_equal "$(last | jq -r .output.error.status)" INTERNAL
+	assert_regex "$(last | jq -r .output.error.message)" '^generate: openai: bad stream event: '
+}

@@ -22,6 +22,7 @@ provider_setup() {
 model_for() {
 	case $1 in
 	openai) echo openai/gpt-4o ;;
+	responses) echo openai-responses/gpt-5 ;;
 	gemini) echo googleai/gemini-2.5-flash ;;
 	anthropic) echo anthropic/claude-sonnet-4-5 ;;
 	ollama) echo ollama/llama3.2 ;;

@@ -95,3 +95,29 @@ bad_urls() {
 		"generate: googleai: HTTP 500 Internal Server Error: bad request to https://generativelanguage.googleapis.com/v1beta/models/x:streamGenerateContent?alt=***&key=*** (see https://***@docs.example/errors)"
 	[[ $stderr != *AIza-secret* && $stderr != *u:p@* ]] || fail "stderr: $stderr"
 }
+
+@test "every key variable agent-run --list-models names is hidden from a tool" {
+	# The variables as the provider table reports them, none set (so no
+	# provider is asked for its models).
+	vars=$(env -u OLLAMA_HOST agent-run --list-models | jq -r '.keyVariables[]?, .headerVariables[]?')
+	[[ $'\n'$vars$'\n' == *$'\nOPENAI_API_KEY\n'* ]] || fail "list-models names: $vars"
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\nenv >"%s/tool.env"\necho '"'"'{"output": "seen"}'"'"'\n' \
+		"$BATS_TEST_TMPDIR" >tools/env
+	chmod +x tools/env
+	echo '{}' >tools/env.json
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "env", "input": {}}]}' \
+		'{"when": {"round": 1}, "text": "done"}' >s.ndjson
+	for v in $vars; do
+		export "$v=secret-value-of-$v"
+	done
+	export AGENTKIT_TEST_VISIBLE=visible-to-tools
+	run -0 --separate-stderr agent-run --no-store --model script/s.ndjson --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	# The tool ran and saw the rest of the environment, but no key.
+	grep -qx 'AGENTKIT_TEST_VISIBLE=visible-to-tools' tool.env || fail "tool env: $(cat tool.env)"
+	for v in $vars; do
+		! grep -q "^$v=" tool.env || fail "$v reached the tool"
+	done
+	! grep -q secret-value-of tool.env || fail "a key reached the tool: $(grep secret-value-of tool.env)"
+}

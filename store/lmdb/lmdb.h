@@ -54,7 +54,6 @@
 #include <sys/types.h>
 
 #include <lmdb.h>
-#include <openssl/types.h>
 
 #include "../backend.h"
 #include "../internal.h"
@@ -144,7 +143,6 @@ struct wctx {
 	struct core_err *e;
 	struct core_buf tmp, tmp2;      /* scratch for encoding */
 	struct lmdb_store *s;
-	EVP_MD_CTX *md;                 /* for node keys; made on first use */
 	const struct store_base *base;  /* a save's base, or NULL */
 };
 
@@ -231,8 +229,6 @@ int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *stat
                    const char *parent, struct wctx *w);
 /* Delete the state of row id and release its chain (none: a no-op). */
 int lm_delete_state(struct env *v, MDB_txn *t, const char *id);
-/* Free what lm_write_state() made in w (the digest context). */
-void lm_hash_release(struct wctx *w);
 
 /* ---- rows.c ---- */
 

@@ -206,7 +206,7 @@ static enum core_status run_write(struct lmdb_store *s, const char *what, write_
 {
 	struct env *v = s->e;
 	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
-	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL, NULL };
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL };
 	enum core_status st = CORE_OK;
 	for (;;) {
 		MDB_txn *t;
@@ -243,7 +243,6 @@ static enum core_status run_write(struct lmdb_store *s, const char *what, write_
 	}
 	core_buf_release(&w.tmp);
 	core_buf_release(&w.tmp2);
-	lm_hash_release(&w);
 	return st;
 }
 

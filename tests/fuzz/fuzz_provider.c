@@ -1,10 +1,11 @@
 /*
- * fuzz_provider.c - the streamed replies of the four HTTP providers
+ * fuzz_provider.c - the streamed replies of the HTTP providers
  * (libcore/provider_openai.c, provider_anthropic.c, provider_gemini.c,
- * provider_ollama.c over provider_common.c, http.c and sse.c).
+ * provider_ollama.c, provider_responses.c over provider_common.c, http.c
+ * and sse.c).
  *
- * Input: byte 0 picks the provider (mod 4: openai, anthropic, googleai,
- * ollama), byte 1 the reply (mod 8: mostly 200 with the stream's type;
+ * Input: byte 0 picks the provider (4 mod 8: openai-responses, else mod 4:
+ * openai, anthropic, googleai, ollama), byte 1 the reply (mod 8: mostly 200 with the stream's type;
  * 200 as application/json, 400, 401, 429, 500), the rest is the response
  * body.  A server thread on 127.0.0.1 answers each call with it, so the
  * real path runs: the request encoder (a history with a tool call and
@@ -161,14 +162,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	static const char *const models[] = {
 		"openai/gpt-fuzz", "anthropic/claude-fuzz", "googleai/gemini-fuzz", "ollama/llama-fuzz",
+		"openai-responses/gpt-fuzz",
 	};
 	static const char *const sse_type[] = {
 		"text/event-stream", "text/event-stream", "text/event-stream", "application/x-ndjson",
+		"text/event-stream",
 	};
 	char head[sizeof reply_head];
 	if (size < 2)
 		return 0;
-	int which = data[0] % 4;
+	int which = data[0] % 8 == 4 ? 4 : data[0] % 4;
 	switch (data[1] % 8) {
 	case 4:
 		snprintf(head, sizeof head, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"

@@ -10,6 +10,9 @@
  *  - the text streamed in chunks is the text of the final message, and
  *    every chunk is a ModelResponseChunk;
  *  - the answer depends on the request only: asking twice gives the same.
+ * A script that may name "call" (a reply chosen by the process's call count)
+ * or "stream" (chunks given apart from the message) breaks the last two by
+ * design: for such an input only the first is checked.
  * A "delay" would make the run slow: the stream is cancelled at the
  * second poll between two chunks, so no input waits more than one poll.
  */
@@ -25,6 +28,9 @@ struct seen {
 	struct core_buf text;
 	int polls;
 };
+
+/* The input may choose replies by call count or stream its own chunks. */
+static int loose;
 
 static enum core_status on_chunk(void *ctx, const json_t *chunk)
 {
@@ -86,7 +92,7 @@ static char *call(const char *name, const json_t *msgs)
 		json_array_foreach(content, i, p) {
 			const json_t *t = json_object_get(p, "text");
 			/* The script's text part comes first and holds what streamed. */
-			if (jv_is_string(t) && s.text.len) {
+			if (jv_is_string(t) && s.text.len && !loose) {
 				FUZZ_CHECK(json_string_length(t) == s.text.len &&
 				           !memcmp(json_string_value(t), s.text.p, s.text.len),
 				           "the streamed text is not the message's text");
@@ -110,13 +116,14 @@ static char *call(const char *name, const json_t *msgs)
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	char *path = fuzz_write("script.ndjson", data, size);
+	loose = memmem(data, size, "call", 4) || memmem(data, size, "stream", 6);
 	size_t len = strlen(path) + 8;
 	char *name = malloc(len);
 	snprintf(name, len, "script/%s", path);
 	for (size_t models = 0; models < 3; models++) {
 		json_t *msgs = request(models);
 		char *a = call(name, msgs), *b = call(name, msgs);
-		FUZZ_CHECK(!strcmp(a, b), "asking twice differs:\n%s\n%s", a, b);
+		FUZZ_CHECK(loose || !strcmp(a, b), "asking twice differs:\n%s\n%s", a, b);
 		free(a);
 		free(b);
 		json_decref(msgs);

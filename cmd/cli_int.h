@@ -1,0 +1,39 @@
+/*
+ * cli_int.h - internal to cmd/cli.c and cmd/cli_doc.c: the command being
+ * run and the table walkers that parsing and the generators share.
+ */
+#ifndef CMD_CLI_INT_H
+#define CMD_CLI_INT_H
+
+#include <stddef.h>
+
+#include "cli.h"
+
+/* The command cli_start() was given; borrowed for the process. */
+extern const struct cli_prog *cli_cur;
+
+/* --help, --version, --man and --completion: every command has them. */
+extern const struct cli_opt cli_common_opts[];
+
+/* fn(o, ctx) for each of the command's options, then the common ones. */
+void cli_each_opt(void (*fn)(const struct cli_opt *, void *), void *ctx);
+
+/* Non-zero when key is a short option's letter (not a CLI_LONG key). */
+int cli_is_short(int key);
+
+/* Is name one of the space-separated words of list (may be NULL)? */
+int cli_listed(const char *list, const char *name);
+
+/* "[OPTION]... NAME SYNOPSIS": a subcommand's synopsis line, in buf. */
+const char *cli_sub_line(const struct cli_sub *sub, char *buf, size_t size);
+
+/* The subcommand words, space-separated (a static buffer). */
+const char *cli_sub_words(void);
+
+/* The generators (cli_doc.c), all on stdout. */
+void cli_help(void);
+void cli_man(void);
+int cli_completion(const char *shell);  /* enum core_status */
+void cli_list_options(void);            /* the long options, one per line */
+
+#endif

@@ -1,0 +1,80 @@
+/*
+ * endpoints.h - the models file: named endpoints that "--model NAME/MODEL"
+ * reaches (docs/providers.md "Named endpoints").
+ *
+ * The file is AGENTKIT_MODELS_FILE when set, else
+ * ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json (no file there:
+ * no endpoints).  It is read once per process, on the first call of any
+ * function here, and kept for the process's life:
+ *
+ *   {"endpoints": {"NAME": {
+ *       "dialect": "openai" | "openai-responses" | "anthropic" | "googleai" |
+ *                  "ollama",
+ *       "baseUrl": URL,                  (default: the dialect's own)
+ *       "keyVariable": VAR | "keyFile": PATH | "credentialCommand": [ARGV],
+ *       "keyHeader": HEADER-NAME,        (default: the dialect's key header;
+ *                                          Authorization: Bearer for a
+ *                                          credential command)
+ *       "credentialTtl": DURATION,       (plain-text tokens; default 5m)
+ *       "headers": {NAME: VALUE}, "query": {NAME: VALUE},
+ *       "models": {ALIAS: MODEL-ID}}}}
+ *
+ * Values of baseUrl, headers and query may name variables: $NAME or
+ * ${NAME}, $$ for a '$'; they are expanded at each call.  Every variable
+ * the file names (keyVariable and those in values) is kept from the
+ * processes agentkit starts, as the providers' keys are (spawn.h).
+ *
+ * A credential command runs without a shell, with agentkit's environment
+ * minus the keys, for at most 30 s; its stdout is the token: plain text
+ * (valid for credentialTtl) or {"token": T, "expiresAt": RFC3339 or Unix
+ * seconds, "expiresIn": seconds}.  The token is kept in memory for the
+ * process and used again while at least 30 s of its life remain; a call
+ * the endpoint answers 401 forgets it.
+ *
+ * Errors name the file and the spot, never a value that may be a secret.
+ * A file that cannot be read as a models file is CORE_EINVAL (a named
+ * AGENTKIT_MODELS_FILE that does not exist: CORE_ENOTFOUND); every
+ * function that needs the file returns that error each time.
+ */
+#ifndef CORE_ENDPOINTS_H
+#define CORE_ENDPOINTS_H
+
+#include <jansson.h>
+
+#include "model.h"
+
+struct endpoint;
+
+/* Read the file if not yet read; its error, if any (the same each call). */
+enum core_status endpoints_load(struct core_err *e);
+
+/* The endpoint called name (its first len bytes), NULL when none is or
+ * the file could not be read. */
+const struct endpoint *endpoints_find(const char *name, size_t len);
+
+/* The i-th endpoint's name (in the file's order), NULL past the last. */
+const char *endpoints_name(size_t i);
+
+/* Is the environment entry "NAME=..." (or NAME) a variable the file names? */
+int endpoints_variable(const char *entry);
+
+/* One generate call of model (an alias of the endpoint, else the model id
+ * itself) at endpoint ep; messages are prefixed with the endpoint's name.
+ * Errors: the dialect's, and CORE_EUNAUTH / CORE_EINVAL for a key or a
+ * variable that is not set or a credential command that fails. */
+enum core_status endpoints_generate(const struct endpoint *ep, const char *model,
+                                    const struct model_request *req,
+                                    const struct model_stream *stream,
+                                    struct model_response *resp, struct core_err *e);
+
+/*
+ * Append one --list-models row per endpoint to rows, in the file's order:
+ *   {"provider": NAME, "dialect", "keyVariables": [VAR]|[], "keyFrom":
+ *    VAR|"key file"|"credential command"|null, "baseUrl" (as written,
+ *    variables unexpanded, user and password as ***@), "headers": [NAME],
+ *    "query": [NAME], "models": ["NAME/ALIAS", ...], "modelsFile": PATH}
+ * Nothing is asked of the endpoints.  Errors: the file's, CORE_ENOMEM.
+ */
+enum core_status endpoints_list(json_t *rows, struct core_err *e);
+
+#endif

@@ -1,0 +1,330 @@
+#!/usr/bin/env bats
+# provider-endpoints.bats - the providers' other variables (OPENAI_ORG_ID,
+# OPENAI_PROJECT_ID, ANTHROPIC_AUTH_TOKEN, OLLAMA_API_KEY) and the named
+# endpoints of the models file (docs/providers.md "Named endpoints"),
+# through agent-run against scripts/mock-model.
+
+load test_helper
+load provider_helper
+
+setup() {
+	provider_setup
+	unset OPENAI_ORG_ID OPENAI_PROJECT_ID ANTHROPIC_AUTH_TOKEN OLLAMA_API_KEY AGENTKIT_MODELS_FILE
+}
+teardown() { mock_stop; }
+
+last() { tail -n 1 <<<"$output"; }
+
+# A tool "env" that writes its environment to tool.env.
+env_tool() {
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\nenv >"%s/tool.env"\necho '"'"'{"output": "seen"}'"'"'\n' \
+		"$BATS_TEST_TMPDIR" >tools/env
+	chmod +x tools/env
+	echo '{}' >tools/env.json
+}
+
+# turns DIALECT KEY TURN...: the mock with these turns.
+turns() {
+	local d=$1 key=$2
+	shift 2
+	mock_stop
+	printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/turns.ndjson"
+	mock_start "$d" "$BATS_TEST_TMPDIR/turns.ndjson" "$key"
+}
+
+# The mock's turns for one tool round: call env, then answer.
+ENV_CALL='{"tools":[{"name":"env","args":{},"id":"call_1"}]}'
+
+# tool_saw VAR: did the tool's environment have VAR?
+tool_saw() { grep -q "^$1=" "$BATS_TEST_TMPDIR/tool.env"; }
+
+@test "OPENAI_ORG_ID and OPENAI_PROJECT_ID go as OpenAI-Organization and OpenAI-Project, hidden from tools" {
+	env_tool
+	turns openai sk-test-1234 "$ENV_CALL" '{"text":"done"}'
+	export OPENAI_ORG_ID=org-test77 OPENAI_PROJECT_ID=proj_test88
+	run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map([.auth, .headers["openai-organization"], .headers["openai-project"]]) | unique' "$MOCK_LOG")" \
+		'[["ok","org-test77","proj_test88"]]'
+	! tool_saw OPENAI_ORG_ID || fail "the tool saw OPENAI_ORG_ID"
+	! tool_saw OPENAI_PROJECT_ID || fail "the tool saw OPENAI_PROJECT_ID"
+	tool_saw OPENAI_BASE_URL || fail "the tool lost the rest: $(cat tool.env)"
+	# Without them no such header is sent.
+	unset OPENAI_ORG_ID OPENAI_PROJECT_ID
+	turns openai sk-test-1234 '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	assert_equal "$(jq -c '.headers | [has("openai-organization"), has("openai-project")]' "$MOCK_LOG")" '[false,false]'
+	# --list-models names them and sends them with the list request.
+	export OPENAI_ORG_ID=org-test77
+	unset GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -c 'select(.provider == "openai") | .headerVariables' <<<"$output")" '["OPENAI_ORG_ID","OPENAI_PROJECT_ID"]'
+	assert_equal "$(jq -s -c '.[-1] | [.method, .path, .headers["openai-organization"]]' "$MOCK_LOG")" '["GET","/v1/models","org-test77"]'
+}
+
+@test "ANTHROPIC_AUTH_TOKEN is sent as a bearer token when ANTHROPIC_API_KEY is unset, hidden from tools" {
+	env_tool
+	turns anthropic tok-test-1234 "$ENV_CALL" '{"text":"done"}'
+	unset ANTHROPIC_API_KEY
+	export ANTHROPIC_AUTH_TOKEN=tok-test-1234
+	run -0 --separate-stderr agent-run --no-store --model anthropic/claude-sonnet-4-5 --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map([.auth, .headers.authorization, (.headers | has("x-api-key"))]) | unique' "$MOCK_LOG")" \
+		'[["ok","<present>",false]]'
+	! tool_saw ANTHROPIC_AUTH_TOKEN || fail "the tool saw ANTHROPIC_AUTH_TOKEN"
+	! grep -q tok-test-1234 tool.env || fail "the token reached the tool"
+	# --list-models asks with the same header.
+	unset OPENAI_API_KEY GEMINI_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -r 'select(.provider == "anthropic") | .keyFrom' <<<"$output")" ANTHROPIC_AUTH_TOKEN
+	assert_equal "$(jq -s -c '.[-1] | [.method, .path, .auth, .headers.authorization]' "$MOCK_LOG")" '["GET","/v1/models","ok","<present>"]'
+	# With both set the API key wins (x-api-key), as the SDKs read them.
+	turns anthropic sk-test-1234 '{"text":"done"}'
+	export ANTHROPIC_API_KEY=sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model anthropic/claude-sonnet-4-5 -m hi
+	assert_equal "$(jq -c '[.auth, .headers["x-api-key"], (.headers | has("authorization"))]' "$MOCK_LOG")" '["ok","<present>",false]'
+}
+
+@test "OLLAMA_API_KEY goes to Ollama as a bearer token, hidden from tools; without it no key is sent" {
+	env_tool
+	turns ollama ol-test-1234 "$ENV_CALL" '{"text":"done"}'
+	export OLLAMA_API_KEY=ol-test-1234
+	run -0 --separate-stderr agent-run --no-store --model ollama/llama3.2 --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map([.auth, .headers.authorization]) | unique' "$MOCK_LOG")" '[["ok","<present>"]]'
+	! tool_saw OLLAMA_API_KEY || fail "the tool saw OLLAMA_API_KEY"
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep '^ollama' <<<"$output")" "ollama    key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
+	unset OLLAMA_API_KEY
+	turns ollama ol-test-1234 '{"text":"done"}'
+	# A key file (another provider's key) never goes to Ollama.
+	echo sk-openai-not-for-ollama >key.txt
+	AGENTKIT_KEY_FILE=$PWD/key.txt run -0 --separate-stderr agent-run --no-store --model ollama/llama3.2 -m hi
+	assert_equal "$(jq -c '[.auth, (.headers | has("authorization"))]' "$MOCK_LOG")" '["none",false]'
+}
+
+# ---- the models file ----
+
+MOCKS=()
+
+# second_mock NAME DIALECT KEY TURN...: another mock beside $MOCK_PID; its
+# port in ${NAME}_PORT, its log in $BATS_TEST_TMPDIR/NAME.ndjson.
+second_mock() {
+	local name=$1 dialect=$2 key=$3
+	shift 3
+	printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/$name.turns"
+	: >"$BATS_TEST_TMPDIR/$name.ndjson"
+	"$MOCK" --dialect "$dialect" --script "$BATS_TEST_TMPDIR/$name.turns" --key "$key" \
+		--port-file "$BATS_TEST_TMPDIR/$name.port" --log "$BATS_TEST_TMPDIR/$name.ndjson" \
+		>/dev/null 2>"$BATS_TEST_TMPDIR/$name.err" 3>&- &
+	MOCKS+=($!)
+	for _ in $(seq 1 200); do
+		[ -s "$BATS_TEST_TMPDIR/$name.port" ] && break
+		sleep 0.025
+	done
+	printf -v "${name^^}_PORT" '%s' "$(cat "$BATS_TEST_TMPDIR/$name.port")"
+}
+
+teardown() {
+	mock_stop
+	for p in "${MOCKS[@]}"; do
+		kill "$p" 2>/dev/null || true
+		wait "$p" 2>/dev/null || true
+	done
+}
+
+models_file() {
+	mkdir -p "$XDG_CONFIG_HOME/agentkit"
+	cat >"$XDG_CONFIG_HOME/agentkit/models.json"
+}
+
+@test "two endpoints side by side: an alias, an extra header and query parameter, each with its own key" {
+	second_mock local openai lk-local-1234 '{"text":"from local"}'
+	second_mock claude anthropic ck-claude-5678 '{"text":"from claude"}'
+	models_file <<JSON
+{"endpoints": {
+  "local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1", "keyVariable": "LOCAL_KEY",
+            "headers": {"X-Team": "agents", "X-Gateway": "gw-\${GW_TOKEN}-\$\$"},
+            "query": {"api-version": "2024-10-21"},
+            "models": {"fast": "llama-3.1-8b"}},
+  "claude": {"dialect": "anthropic", "baseUrl": "http://127.0.0.1:$CLAUDE_PORT/", "keyVariable": "CLAUDE_KEY",
+             "headers": {"anthropic-beta": "tools-2024-04-04"}}
+}}
+JSON
+	export LOCAL_KEY=lk-local-1234 CLAUDE_KEY=ck-claude-5678 GW_TOKEN=g7
+	run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from local"
+	assert_equal "$(jq -c '[.path, .query, .auth, .headers["x-team"], .headers["x-gateway"], .body.model]' local.ndjson)" \
+		'["/v1/chat/completions",{"api-version":"2024-10-21"},"ok","agents","gw-g7-$","llama-3.1-8b"]'
+	run -0 --separate-stderr agent-run --no-store --model claude/claude-haiku-4-5 -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from claude"
+	assert_equal "$(jq -c '[.path, .auth, .headers["anthropic-beta"], .headers["anthropic-version"], .body.model]' claude.ndjson)" \
+		'["/v1/messages","ok","tools-2024-04-04","2023-06-01","claude-haiku-4-5"]'
+	# The endpoints' rows in --list-models; nothing is asked of them.
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -c 'select(.dialect)' <<<"$output")" \
+"{\"provider\":\"local\",\"dialect\":\"openai\",\"keyVariables\":[\"LOCAL_KEY\"],\"keyFrom\":\"LOCAL_KEY\",\"baseUrl\":\"http://127.0.0.1:$LOCAL_PORT/v1\",\"headers\":[\"X-Team\",\"X-Gateway\"],\"query\":[\"api-version\"],\"models\":[\"local/fast\"],\"modelsFile\":\"$XDG_CONFIG_HOME/agentkit/models.json\"}
+{\"provider\":\"claude\",\"dialect\":\"anthropic\",\"keyVariables\":[\"CLAUDE_KEY\"],\"keyFrom\":\"CLAUDE_KEY\",\"baseUrl\":\"http://127.0.0.1:$CLAUDE_PORT/\",\"headers\":[\"anthropic-beta\"],\"query\":[],\"models\":[],\"modelsFile\":\"$XDG_CONFIG_HOME/agentkit/models.json\"}"
+	assert_equal "$(wc -l <local.ndjson)$(wc -l <claude.ndjson)" 11
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep -A1 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+  local/fast"
+}
+
+@test "every variable the models file names is hidden from tools; the run still authenticates" {
+	env_tool
+	second_mock local openai lk-local-1234 "$ENV_CALL" '{"text":"done"}'
+	models_file <<JSON
+{"endpoints": {"local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1",
+  "keyVariable": "LOCAL_KEY", "headers": {"api-key": "\$AZURE_STYLE_KEY"}, "query": {"sig": "\$SIG_VALUE"}}}}
+JSON
+	export LOCAL_KEY=lk-local-1234 AZURE_STYLE_KEY=az-secret-99 SIG_VALUE=sig-secret-77
+	run -0 --separate-stderr agent-run --no-store --model local/m --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map([.auth, .headers["api-key"], .query.sig]) | unique' local.ndjson)" '[["ok","<present>","sig-secret-77"]]'
+	for v in LOCAL_KEY AZURE_STYLE_KEY SIG_VALUE; do
+		! tool_saw "$v" || fail "the tool saw $v"
+	done
+	! grep -q -- '-secret-\|lk-local' tool.env || fail "a secret reached the tool"
+	tool_saw PATH || fail "the tool lost the rest"
+}
+
+# A credential command that counts its runs in cred.count and prints $1.
+cred_command() {
+	cat >cred.sh <<SH
+#!/bin/sh
+echo run >>"$BATS_TEST_TMPDIR/cred.count"
+printf '%s\n' '$1'
+SH
+	chmod +x cred.sh
+	: >cred.count
+}
+
+@test "a credential command's token is the bearer key, run once per process while it is valid" {
+	env_tool
+	second_mock gw openai tok-from-cmd-42 "$ENV_CALL" '{"text":"done"}' '{"text":"again"}'
+	cred_command tok-from-cmd-42
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$GW_PORT/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh", "ignored-arg"], "credentialTtl": "1h"}}}
+JSON
+	# Two model calls (a tool round) in one process: the command runs once.
+	run -0 --separate-stderr agent-run --no-store --model gw/m --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map([.auth, .headers.authorization])' gw.ndjson)" '[["ok","<present>"],["ok","<present>"]]'
+	assert_equal "$(wc -l <cred.count)" 1
+	! grep -q tok-from-cmd tool.env || fail "the token reached the tool"
+	# A new process asks again.
+	run -0 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(wc -l <cred.count)" 2
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -r 'select(.provider == "gw") | .keyFrom' <<<"$output")" "credential command"
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep '^gw' <<<"$output")" "gw        key from credential command, http://127.0.0.1:$GW_PORT/v1"
+	# Listing never runs the command.
+	assert_equal "$(wc -l <cred.count)" 2
+}
+
+@test "a credential command's JSON names the expiry; a token about to expire is not kept" {
+	second_mock gw openai tok-json-7 '{"tools":[{"name":"greet","args":{"name":"Ann"},"id":"call_1"}]}' '{"text":"done"}'
+	cred_command '{"token":"tok-json-7","expiresIn":10}'
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$GW_PORT/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+JSON
+	run -0 --separate-stderr agent-run --no-store --model gw/m --tool "$TOP/tests/fixtures/tools/greet.json" -m hi
+	assert_equal "$(jq -s -c 'map(.auth)' gw.ndjson)" '["ok","ok"]'
+	# 10 s of life is under the 30 s margin: each call asks for a new one.
+	assert_equal "$(wc -l <cred.count)" 2
+}
+
+@test "a failing credential command fails the turn with its message, never a token" {
+	cat >cred.sh <<'SH'
+#!/bin/sh
+echo "not logged in: run 'gcloud auth login'" >&2
+echo "second line" >&2
+exit 3
+SH
+	chmod +x cred.sh
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+JSON
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: gw: the credential command exited 3: not logged in: run 'gcloud auth login'\"}"
+}
+
+@test "a bad models file: exit 101, the message names the file and the spot, never a value" {
+	models_file <<'JSON'
+{"endpoints": {"local": {"dialect": "openai",
+  "headers": {"api-key": "sk-literal-secret"},}}}
+JSON
+	f=$XDG_CONFIG_HOME/agentkit/models.json
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: invalid JSON: string or '}' expected near '}' (at $f:2:47)"
+	assert_equal "$(last | jq -r .error.status)" INVALID_ARGUMENT
+	run -101 --separate-stderr agent-run --list-models
+	assert_equal "$stderr" "agent-run: models file: invalid JSON: string or '}' expected near '}' (at $f:2:47)"
+	echo '{"endpoints": {"local": {"dialect": "opnai", "headers": {"api-key": "sk-literal-secret"}}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model local/x -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"dialect\": 'opnai' is none of openai, openai-responses, anthropic, googleai, ollama (at $f)"
+	echo '{"endpoints": {"openai": {"dialect": "openai"}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'openai': the name of a built-in provider (at $f)"
+	echo '{"endpoints": {"x": {"dialect": "openai", "query": {"k": "a$ b"}, "keyFile": "k", "keyVariable": "K"}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'x': give one of \"keyVariable\", \"keyFile\" and \"credentialCommand\" (at $f)"
+	echo '{"endpoints": {"x": {"dialect": "openai", "headers": {"h": "a$ b"}}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'x': \"headers\": 'h': a '\$' that names no variable (write \$NAME, \${NAME}, or \$\$ for a '\$') (at $f)"
+	echo '{"endpoints": {"x": {"dialect": "openai", "baseURL": "http://h"}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'x': unknown member \"baseURL\" (at $f)"
+	[[ $stderr != *sk-literal* ]]
+	# A file named by AGENTKIT_MODELS_FILE that is not there is not found (4).
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/none.json run -4 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file (AGENTKIT_MODELS_FILE): cannot open '$BATS_TEST_TMPDIR/none.json': No such file or directory"
+	# No file at the default place: no endpoints, nothing to say.
+	rm "$f"
+	run -0 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" ""
+}
+
+@test "an endpoint's unset variable fails the call naming the variable; an unknown endpoint is not found" {
+	models_file <<'JSON'
+{"endpoints": {"azure": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+  "headers": {"api-key": "$AZURE_OPENAI_KEY"}}}}
+JSON
+	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: header 'api-key' names AZURE_OPENAI_KEY, which is not set (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
+	echo '{"endpoints": {"azure": {"dialect": "openai", "keyVariable": "AZURE_OPENAI_API_KEY"}}}' \
+		>"$XDG_CONFIG_HOME/agentkit/models.json"
+	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: no API key: set AZURE_OPENAI_API_KEY (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
+	run -4 --separate-stderr agent-run --no-store --model azure/ -m hi
+	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azure/' names no model: use azure/NAME"
+	run -4 --separate-stderr agent-run --no-store --model azur/gpt-4o -m hi
+	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azur/gpt-4o' not found (unknown provider 'azur'): did you mean 'azure/gpt-4o'?"
+}
+
+@test "the models file's variables are wiped from agent-run's environment block too" {
+	second_mock local openai lk-local-1234 '{"tools":[{"name":"peek","args":{},"id":"call_1"}]}' '{"text":"seen"}'
+	models_file <<JSON
+{"endpoints": {"local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1",
+  "keyVariable": "LOCAL_KEY", "headers": {"X-Extra": "\$EXTRA_SECRET"}}}}
+JSON
+	export LOCAL_KEY=lk-local-1234 EXTRA_SECRET=ex-secret-4321
+	run -0 --separate-stderr agent-run --no-store --model local/m --tool "$TOP/tests/fixtures/secrets/peek.json" -m look
+	report=$(jq -s -c '.[1].body.messages[] | select(.role == "tool") | .content | fromjson' local.ndjson)
+	[ -n "$report" ] || fail "no report: $(cat local.ndjson)"
+	[[ $(jq -r .environ <<<"$report") != *lk-local-1234* && $(jq -r .environ <<<"$report") != *ex-secret* ]] ||
+		fail "a secret is readable: $report"
+	[[ $(jq -r .own <<<"$report") != *lk-local* && $(jq -r .own <<<"$report") != *ex-secret* ]] || fail "the tool got one"
+	assert_equal "$(jq -s -c 'map(.auth)' local.ndjson)" '["ok","ok"]'
+}
