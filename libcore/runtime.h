@@ -140,6 +140,17 @@ enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
  */
 void rt_detach(struct runtime *rt, struct store *store);
 
+/*
+ * rt_detach() from inside the turn in flight (a detach line read while it
+ * runs, §2.1), keeping the store handle: the turn goes on, its chunks are
+ * dropped and its row is not written.  Until a turn commits,
+ * rt_committed_state() is the state of the last committed row (read from
+ * the store) or, without one, the initial empty state: an unfinished turn
+ * rolls back to it.  Call it on the thread that runs the turn (the
+ * cancelled() callback).
+ */
+void rt_detach_turn(struct runtime *rt);
+
 /* The resume point: the last committed row, or the resumed one; NULL when
  * there is none.  Borrowed. */
 const char *rt_last_snapshot_id(const struct runtime *rt);

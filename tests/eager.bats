@@ -21,7 +21,7 @@ setup() {
 	#!/bin/sh
 	while IFS= read -r line; do
 		case $line in
-		*'"stop"'*) echo stopped >>"$WAITING.stop"; exit 0 ;;
+		*'"stop"'*) exit 0 ;;
 		*'"turn"'*) ;;
 		*) continue ;;
 		esac
@@ -99,4 +99,185 @@ finish() {
 	run -0 --separate-stderr timeout 20 agent-wait "$id"
 	assert_equal "$(jq -c '[.status, .finishReason, .state.custom, [.state.messages[].content[0].text]]' <<<"$output")" \
 		'["completed","stop",{"counter":2},["one","echo: one","two","echo: two"]]'
+}
+
+# ---- a detach line while a turn runs ----
+
+@test "a bare detach while a custom agent's turn blocks: the detached output at once, the turn goes on in the worker" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	echo '{"detach":true}' >&4
+	finish
+	# agent-run has returned while the turn still waits for $GO.
+	assert_equal "$rc" 0
+	assert_equal "$(cat err)" ""
+	assert_equal "$(wc -l <out)" 1
+	assert_equal "$(jq -c '.output | [.finishReason, keys]' out)" '["detached",["finishReason","sessionId","snapshotId"]]'
+	id=$(id_of "$(cat out)")
+	sid=$(jq -r .output.sessionId out)
+	run -0 agent-snap -m "$id"
+	assert_equal "$(jq -c '[.status, has("parentId")]' <<<"$output")" '["pending",false]'
+	: >"$GO"
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, has("parentId"), .state.custom, [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["completed","stop",false,{"n":1},["block","did block"]]'
+	# The turn in flight wrote no row of its own: one row, the finalized pending one.
+	assert_equal "$(agent-snap log "$sid" | wc -l)" 1
+	grep -q "worker started in place: .* parent (none), 0 inputs" "$AGENTKIT_STORE/logs/$id.log"
+}
+
+@test "a detach with a message while turn one blocks: no parent, both turns in the background" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	echo '{"message":{"content":[{"text":"two"}]},"detach":true}' >&4
+	finish
+	assert_equal "$rc" 0
+	assert_equal "$(wc -l <out)" 1
+	id=$(id_of "$(cat out)")
+	run -0 agent-snap -m "$id"
+	assert_equal "$(jq -c '[.status, has("parentId")]' <<<"$output")" '["pending",false]'
+	: >"$GO"
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, has("parentId"), .state.custom, [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["completed",false,{"n":2},["block","did block","two","did two"]]'
+}
+
+@test "a detach while a slow scripted model streams: the pending row's parent is the last committed row" {
+	start agent-run --model "script/$D/convo.ndjson"
+	msg one >&4
+	wait_for 10 has_line out turnEnd
+	first=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
+	msg slow >&4
+	wait_for 10 has_line out '"text":"a "'
+	printf '%s\n%s\n' '{"detach":true}' "$(msg three)" >&4
+	finish
+	assert_equal "$rc" 0
+	# Turn one streamed and committed; the slow turn's chunks stop at the detach.
+	assert_equal "$(jq -c 'select(.turnEnd) | .turnEnd.snapshotId' out | wc -l)" 1
+	id=$(id_of "$(tail -n 1 out)")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .parentId == "'"$first"'", [.state.messages[] | .role + ":" + ([.content[].text] | join(""))]]' <<<"$output")" \
+		'["completed","stop",true,["user:one","model:ok 0","user:slow","model:a b c d e f g h i j ","user:three","model:ok 2"]]'
+	assert_equal "$(agent-snap log "$(jq -r .sessionId <<<"$output")" | wc -l)" 2
+}
+
+@test "an abort of the detached row stops the turn in flight: aborted, rolled back to the last committed row" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg one >&4
+	wait_for 10 has_line out turnEnd
+	first=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	echo '{"detach":true}' >&4
+	finish
+	assert_equal "$rc" 0
+	id=$(id_of "$(tail -n 1 out)")
+	run -0 agent-abort "$id"
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .parentId == "'"$first"'", .state.custom, [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["aborted","aborted",true,{"n":1},["one","did one"]]'
+	grep -q "the abort flip was seen" "$AGENTKIT_STORE/logs/$id.log"
+}
+
+@test "an abort of a row detached while a slow model streams stops the stream" {
+	start agent-run --model "script/$D/convo.ndjson"
+	msg slow >&4
+	wait_for 10 has_line out '"text":"a "'
+	echo '{"detach":true}' >&4
+	finish
+	id=$(id_of "$(tail -n 1 out)")
+	run -0 agent-abort "$id"
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .state.messages]' <<<"$output")" '["aborted","aborted",[]]'
+	grep -q "the abort flip was seen" "$AGENTKIT_STORE/logs/$id.log"
+}
+
+# ---- inputs that are not a detach ----
+
+@test "inputs sent while a turn runs are queued and run in order, attached" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	msg two >&4
+	msg three >&4
+	exec 4>&-
+	: >"$GO"
+	finish
+	assert_equal "$rc" 0
+	assert_equal "$(jq -c 'select(.turnEnd) | .turnEnd.finishReason' out | tr -d '\n')" '"stop""stop""stop"'
+	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, [.output.state.messages[]?.content[0].text]]')" '["stop",[]]'
+	sid=$(tail -n 1 out | jq -r .output.sessionId)
+	assert_equal "$(agent-snap --session "$sid" | jq -c '[.state.messages[].content[0].text]')" \
+		'["block","did block","two","did two","three","did three"]'
+}
+
+@test "end of input while a turn runs changes nothing: the turn finishes and commits" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	exec 4>&-
+	sleep 0.2
+	kill -0 "$pid"
+	: >"$GO"
+	finish
+	assert_equal "$rc" 0
+	row=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
+	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, .output.snapshotId == "'"$row"'"]')" '["stop",true]'
+}
+
+@test "a malformed line sent while a turn runs fails the invocation after that turn, as between turns" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	echo '{"message":' >&4
+	msg never >&4
+	: >"$GO"
+	finish
+	assert_equal "$rc" 101
+	row=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
+	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status, .output.snapshotId == "'"$row"'"]')" \
+		'["failed","INVALID_ARGUMENT",true]'
+	grep -q '(at <stdin>:2)' err
+}
+
+@test "a malformed line after a detach line: the worker runs the turns before it, then fails the row" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	printf '%s\n%s\n%s\n' '{"detach":true}' "$(msg two)" '{"message":' >&4
+	finish
+	assert_equal "$rc" 0
+	id=$(id_of "$(tail -n 1 out)")
+	: >"$GO"
+	run -1 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .error.status, .state.custom, [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["failed","INVALID_ARGUMENT",{"n":2},["block","did block","two","did two"]]'
+	[[ "$(jq -r .error.message <<<"$output")" == *"(at <stdin>:4)" ]]
+}
+
+@test "SIGTERM while a turn blocks and inputs wait: a caller stop, exit 2" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg one >&4
+	wait_for 10 has_line out turnEnd
+	first=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	msg two >&4
+	kill -TERM "$pid"
+	finish
+	assert_equal "$rc" 2
+	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status, .output.snapshotId == "'"$first"'"]')" \
+		'["aborted","CANCELLED",true]'
+	assert_equal "$(cat err)" "agent-run: interrupted by SIGTERM"
+}
+
+@test "all of stdin there at once: a detach line anywhere detaches before the first turn" {
+	run -0 --separate-stderr agent-run --model "script/$D/convo.ndjson" <<<"$(msg one; echo '{"detach":true}'; msg two)"
+	assert_equal "${#lines[@]}" 1
+	id=$(id_of "$output")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, has("parentId"), [.state.messages[].content[0].text]]' <<<"$output")" \
+		'["completed",false,["one","ok 0","two","ok 1"]]'
 }
