@@ -264,6 +264,9 @@ struct intake {
 	atomic_int detach;      /* a detach line was read: q holds it and the drain */
 	struct core_err err;    /* why the reader stopped short (st CORE_OK: it did not) */
 	int wake[2];            /* "the queue changed" (and stop signals), to the turns */
+	int stop[2];            /* "stop reading", to the reader thread */
+	int own_fd;             /* lr.fd is the reader's own description of stdin */
+	int restore_fl;         /* stdin's flags to put back, or -1 */
 };
 
 /* What main() holds; released at its out: label. */
@@ -857,15 +860,28 @@ static void intake_end(struct intake *in, const struct core_err *e)
 	intake_wake(in);
 }
 
-/* The next record of stdin; an error in e with agent-run's status for it. */
-static enum core_status intake_next(struct intake *in, char **line, size_t *len,
+/*
+ * The next record of stdin; an error in e with agent-run's status for it.
+ * The reader thread's descriptor does not block: with wait it sleeps until
+ * stdin has more or it is told to stop (CORE_ECANCELLED); without, "no
+ * more for now" is CORE_ESYS with EAGAIN.
+ */
+static enum core_status intake_next(struct intake *in, int wait, char **line, size_t *len,
                                     struct core_err *e)
 {
-	if (in->threaded)
-		pthread_setcancelstate(PTHREAD_CANCEL_ENABLE, NULL);   /* read() is where it stops */
-	enum core_status st = core_lines_next(&in->lr, line, len, e);
-	if (in->threaded)
-		pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
+	enum core_status st;
+	for (;;) {
+		st = core_lines_next(&in->lr, line, len, e);
+		if (!wait || !in->threaded || st != CORE_ESYS
+		    || (e->sys != EAGAIN && e->sys != EWOULDBLOCK))
+			break;
+		struct pollfd p[2] = { { .fd = in->lr.fd, .events = POLLIN },
+		                       { .fd = in->stop[0], .events = POLLIN } };
+		while (poll(p, 2, -1) < 0 && errno == EINTR)
+			;
+		if (p[1].revents)
+			return CORE_ECANCELLED;
+	}
 	if (st && st != CORE_ESYS)
 		e->st = st = CORE_EINVAL;
 	return st;
@@ -893,7 +909,7 @@ static void intake_detach(struct intake *in, json_t *v, size_t len)
 		size_t ll;
 		struct core_err e = { 0 };
 		json_t *w = NULL;
-		enum core_status st = intake_next(in, &line, &ll, &e);
+		enum core_status st = intake_next(in, 0, &line, &ll, &e);
 		if (st == CORE_ESYS && (e.sys == EAGAIN || e.sys == EWOULDBLOCK))
 			break;
 		if (!st && line)
@@ -953,7 +969,9 @@ static void intake_fill(struct intake *in)
 		size_t len;
 		struct core_err e = { 0 };
 		json_t *v = NULL;
-		enum core_status st = intake_next(in, &line, &len, &e);
+		enum core_status st = intake_next(in, 1, &line, &len, &e);
+		if (st == CORE_ECANCELLED)
+			return;         /* told to stop */
 		if (!st && line)
 			st = parse_line(line, len, in->lr.lineno, &v, &e);
 		if (st || !line) {
@@ -967,8 +985,12 @@ static void intake_fill(struct intake *in)
 			return;
 		}
 		pthread_mutex_lock(&in->mu);
-		st = intake_append(in, v, len);
+		st = in->quit ? CORE_ECANCELLED : intake_append(in, v, len);
 		pthread_mutex_unlock(&in->mu);
+		if (st == CORE_ECANCELLED) {
+			json_decref(v);
+			return;
+		}
 		if (st) {
 			json_decref(v);
 			intake_end(in, &(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
@@ -980,9 +1002,33 @@ static void intake_fill(struct intake *in)
 
 static void *intake_main(void *arg)
 {
-	pthread_setcancelstate(PTHREAD_CANCEL_DISABLE, NULL);
 	intake_fill(arg);
 	return NULL;
+}
+
+/*
+ * The reader thread's descriptor: one that never blocks, so the reader can
+ * wait for stdin and for "stop" at once.  A pipe or FIFO is opened again
+ * (its own open file description: O_NONBLOCK stays ours, not the
+ * caller's); a socket gets O_NONBLOCK until the intake ends; other files
+ * (regular ones) do not block anyway.
+ */
+static int reader_fd(struct intake *in)
+{
+	struct stat sb;
+	if (fstat(0, &sb) < 0 || !(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
+		return 0;
+	if (S_ISFIFO(sb.st_mode)) {
+		int fd = open("/proc/self/fd/0", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+		if (fd >= 0) {
+			in->own_fd = 1;
+			return fd;
+		}
+	}
+	int fl = fcntl(0, F_GETFL);
+	if (fl >= 0 && !(fl & O_NONBLOCK) && fcntl(0, F_SETFL, fl | O_NONBLOCK) == 0)
+		in->restore_fl = fl;
+	return 0;
 }
 
 /* The intake over stdin after the bytes read ahead; threaded: with a
@@ -990,16 +1036,21 @@ static void *intake_main(void *arg)
 static enum core_status intake_start(struct run *r, int threaded)
 {
 	struct intake *in = &r->intake;
-	core_lines_init(&in->lr, 0, "<stdin>", r->opts.max_record);
-	if (r->in.len && core_buf_add(&in->lr.buf, r->in.p, r->in.len))
-		return CORE_ENOMEM;
+	in->restore_fl = -1;
+	core_lines_init(&in->lr, threaded ? reader_fd(in) : 0, "<stdin>", r->opts.max_record);
 	pthread_mutex_init(&in->mu, NULL);
 	pthread_cond_init(&in->room, NULL);
 	in->on = 1;
+	if (r->in.len && core_buf_add(&in->lr.buf, r->in.p, r->in.len))
+		return CORE_ENOMEM;
 	if (!threaded)
 		return CORE_OK;
 	if (pipe2(in->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
 		in->wake[0] = in->wake[1] = -1;
+		return CORE_ESYS;
+	}
+	if (pipe2(in->stop, O_CLOEXEC) < 0) {
+		in->stop[0] = in->stop[1] = -1;
 		return CORE_ESYS;
 	}
 	wake_fd = in->wake[1];
@@ -1017,20 +1068,28 @@ static enum core_status intake_start(struct run *r, int threaded)
 	return rc ? CORE_ESYS : CORE_OK;
 }
 
-/* Stop the reader thread (blocked in a read, or waiting for room). */
+/* Stop the reader thread (waiting for stdin or for room) and let go of
+ * its descriptor: a worker holds nothing of its caller's. */
 static void intake_stop(struct intake *in)
 {
-	if (!in->threaded)
-		return;
-	pthread_mutex_lock(&in->mu);
-	in->quit = 1;
-	int done = in->done;
-	pthread_cond_broadcast(&in->room);
-	pthread_mutex_unlock(&in->mu);
-	if (!done)
-		pthread_cancel(in->thread);
-	pthread_join(in->thread, NULL);
-	in->threaded = 0;
+	if (in->threaded) {
+		pthread_mutex_lock(&in->mu);
+		in->quit = 1;
+		pthread_cond_broadcast(&in->room);
+		pthread_mutex_unlock(&in->mu);
+		ssize_t w = write(in->stop[1], "q", 1);
+		(void)w;        /* one byte in an empty pipe */
+		pthread_join(in->thread, NULL);
+		in->threaded = 0;
+	}
+	if (in->own_fd) {
+		close(in->lr.fd);
+		in->own_fd = 0;
+	}
+	if (in->restore_fl >= 0) {
+		fcntl(0, F_SETFL, in->restore_fl);
+		in->restore_fl = -1;
+	}
 }
 
 static void intake_release(struct intake *in)
@@ -1045,9 +1104,11 @@ static void intake_release(struct intake *in)
 	pthread_mutex_destroy(&in->mu);
 	pthread_cond_destroy(&in->room);
 	wake_fd = -1;
-	if (in->wake[0] >= 0) {
-		close(in->wake[0]);
-		close(in->wake[1]);
+	for (int i = 0; i < 2; i++) {
+		if (in->wake[i] >= 0)
+			close(in->wake[i]);
+		if (in->stop[i] >= 0)
+			close(in->stop[i]);
 	}
 }
 
@@ -1824,7 +1885,8 @@ static enum core_status print_output(struct run *r)
 int main(int argc, char **argv)
 {
 	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0),
-	                 .intake.wake = { -1, -1 }, .front_fd = -1, .front_exit = -1 };
+	                 .intake.wake = { -1, -1 }, .intake.stop = { -1, -1 },
+	                 .front_fd = -1, .front_exit = -1 };
 	enum core_status st;
 
 	cli_start(&prog);

@@ -65,6 +65,12 @@ start() {
 	pid=$!
 	exec 4>in
 }
+# send LINE...: the lines in one write, so they are all there when the
+# first is read.
+send() {
+	printf '%s\n' "$@" >lines
+	cat lines >&4
+}
 finish() {
 	rc=0
 	timeout 20 tail --pid="$pid" -f /dev/null || true
@@ -151,7 +157,7 @@ finish() {
 	first=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out)
 	msg slow >&4
 	wait_for 10 has_line out '"text":"a "'
-	printf '%s\n%s\n' '{"detach":true}' "$(msg three)" >&4
+	send '{"detach":true}' "$(msg three)"
 	finish
 	assert_equal "$rc" 0
 	# Turn one streamed and committed; the slow turn's chunks stop at the detach.
@@ -246,7 +252,8 @@ finish() {
 	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
 	msg block >&4
 	wait_for 10 test -e "$WAITING"
-	printf '%s\n%s\n%s\n' '{"detach":true}' "$(msg two)" '{"message":' >&4
+	send '{"detach":true}' "$(msg two)" '{"message":'
+
 	finish
 	assert_equal "$rc" 0
 	id=$(id_of "$(tail -n 1 out)")
