@@ -1009,27 +1009,29 @@ static void *intake_main(void *arg)
 
 /*
  * The reader thread's descriptor: one that never blocks, so the reader can
- * wait for stdin and for "stop" at once.  A pipe or FIFO is opened again
- * (its own open file description: O_NONBLOCK stays ours, not the
- * caller's); a socket gets O_NONBLOCK until the intake ends; other files
+ * wait for stdin and for "stop" at once, and that is not fd 0 (a stop
+ * signal puts /dev/null there).  A pipe or FIFO is opened again (its own
+ * open file description: O_NONBLOCK stays ours, not the caller's); a
+ * socket is duplicated and O_NONBLOCK until the intake ends; other files
  * (regular ones) do not block anyway.
  */
 static int reader_fd(struct intake *in)
 {
 	struct stat sb;
+	int fd = -1;
 	if (fstat(0, &sb) < 0 || !(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
 		return 0;
-	if (S_ISFIFO(sb.st_mode)) {
-		int fd = open("/proc/self/fd/0", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-		if (fd >= 0) {
-			in->own_fd = 1;
-			return fd;
-		}
+	if (S_ISFIFO(sb.st_mode))
+		fd = open("/proc/self/fd/0", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && (fd = fcntl(0, F_DUPFD_CLOEXEC, 3)) >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0)
+			in->restore_fl = fl;
 	}
-	int fl = fcntl(0, F_GETFL);
-	if (fl >= 0 && !(fl & O_NONBLOCK) && fcntl(0, F_SETFL, fl | O_NONBLOCK) == 0)
-		in->restore_fl = fl;
-	return 0;
+	if (fd < 0)
+		return 0;
+	in->own_fd = 1;
+	return fd;
 }
 
 /* The intake over stdin after the bytes read ahead; threaded: with a
@@ -1083,13 +1085,13 @@ static void intake_stop(struct intake *in)
 		pthread_join(in->thread, NULL);
 		in->threaded = 0;
 	}
+	if (in->restore_fl >= 0) {
+		fcntl(in->lr.fd, F_SETFL, in->restore_fl);
+		in->restore_fl = -1;
+	}
 	if (in->own_fd) {
 		close(in->lr.fd);
 		in->own_fd = 0;
-	}
-	if (in->restore_fl >= 0) {
-		fcntl(0, F_SETFL, in->restore_fl);
-		in->restore_fl = -1;
 	}
 }
 

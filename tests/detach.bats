@@ -65,11 +65,13 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one)"
 }
 
-# after_row LINE...: once turn one's row is written, print the lines (a
-# detach that arrives after the turn it follows has ended).
+# after_row LINE...: once turn one's row is written, print the lines in
+# one write (a detach that arrives after the turn it follows has ended,
+# with the lines behind it already there when it is read).
 after_row() {
 	wait_for 20 eval '[ -n "$(agent-snap sessions 2>/dev/null)" ]'
-	printf '%s\n' "$@"
+	printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/after-row"
+	cat "$BATS_TEST_TMPDIR/after-row"       # one write: bash writes line by line
 }
 
 @test "a detach line mid-conversation: earlier turns stream and commit, the rest runs in the background" {

@@ -288,3 +288,21 @@ finish() {
 	assert_equal "$(jq -c '[.status, has("parentId"), [.state.messages[].content[0].text]]' <<<"$output")" \
 		'["completed",false,["one","ok 0","two","ok 1"]]'
 }
+
+@test "a worker detached in place heartbeats, and SIGTERM to it finalizes the row aborted" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	echo '{"detach":true}' >&4
+	finish
+	id=$(id_of "$(tail -n 1 out)")
+	b1=$(agent-snap -m "$id" | jq -r .heartbeatAt)
+	wait_for 10 eval '[ "$(agent-snap -m "$id" | jq -r .heartbeatAt)" != "$b1" ]'
+	wpid=$(sed -n '1s/.*agent-run\[\([0-9]*\)\]: worker started in place.*/\1/p' "$AGENTKIT_STORE/logs/$id.log")
+	[ -n "$wpid" ]
+	[ "$wpid" != "$pid" ]
+	kill -TERM "$wpid"
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, .finishReason, .state.messages]' <<<"$output")" '["aborted","aborted",[]]'
+	grep -q "stopped by signal 15" "$AGENTKIT_STORE/logs/$id.log"
+}
