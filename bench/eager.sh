@@ -2,20 +2,24 @@
 # eager.sh - what eager intake (docs/detach.md "Eager intake") costs an
 # attached turn, whole process, with the echo model and the store.
 #
-#   bench/eager.sh [BUILD [BASELINE]]
+#   bench/eager.sh [BUILD [BASELINE [RUNS]]]
 #
 # BASELINE is another agent-run binary (say, one built before the change):
-# each case then runs with both and prints both.  Cases:
+# each case then runs it and this build's in turn, run after run (ABAB...),
+# so both see the same load on a shared machine.  Cases:
 #   echo_turn   echo '{"message":...}' | agent-run   (stdin at its end: no split)
 #   m_turn      agent-run -m hi                      (no stdin read)
 #   live_turn   one line from a writer that stays 20 ms longer (the split:
 #               front, back, reader thread; the 20 ms are in both)
-# Wall time with hyperfine when installed (200 runs, its shell's start
-# subtracted), else a loop of 50; CPU time of the pipeline with perf stat
-# when installed.
+# Prints the median and the fastest of RUNS (default 200) wall times of the
+# whole pipeline (a /bin/sh script, the same for both), and the CPU time of
+# a run (user + system, the shell's included).  Interleaved rather than
+# hyperfine's one command after the other: on 2 shared cores the load
+# drifts more between two hyperfine batches than the cases differ.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 build=${1:-build}
+runs=${3:-200}
 bins=("$top/$build/bin/agent-run")
 [ -z "${2:-}" ] || bins+=("$2")
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
@@ -24,45 +28,45 @@ export AGENTKIT_STORE="$work/store"
 cd "$work"
 line='{"message":{"content":[{"text":"hi"}]}}'
 
-case_cmd() {
+# case NAME BIN: the case's script for BIN
+case_script() {
+	local f="$work/$1.$2.sh"
 	case $1 in
-	echo_turn) echo "echo '$line' | $2 --model echo >/dev/null" ;;
-	m_turn) echo "$2 --model echo -m hi </dev/null >/dev/null" ;;
-	live_turn) echo "{ echo '$line'; sleep 0.02; } | $2 --model echo >/dev/null" ;;
+	echo_turn) cmd="echo '$line' | \"$3\" --model echo >/dev/null" ;;
+	m_turn) cmd="\"$3\" --model echo -m hi </dev/null >/dev/null" ;;
+	live_turn) cmd="{ echo '$line'; sleep 0.02; } | \"$3\" --model echo >/dev/null" ;;
 	esac
+	printf '#!/bin/sh\n%s\n' "$cmd" >"$f"
+	chmod +x "$f"
+	echo "$f"
 }
 
-mean_us() {
-	local cmd=$1
-	if command -v hyperfine >/dev/null 2>&1; then
-		hyperfine --style none --warmup 10 --runs 200 --export-json "$work/h.json" "$cmd" \
-			>/dev/null 2>&1
-		jq -r '.results[0] | "mean \(.mean * 1e6 | floor) us, median \(.median * 1e6 | floor) us, sd \(.stddev * 1e6 | floor) us"' "$work/h.json"
-	else
-		local t0 t1
-		t0=$(date +%s%N)
-		for _ in $(seq 50); do bash -c "$cmd"; done
-		t1=$(date +%s%N)
-		echo "mean $(( (t1 - t0) / 50 / 1000 )) us (with the shell's start)"
-	fi
-}
-
-# CPU time (task-clock) of the whole pipeline: on a shared machine wall
-# time is mostly the wait for a core, CPU time is what the process costs.
-cpu_ms() {
-	printf '#!/bin/sh\n%s\n' "$1" >"$work/case.sh"
-	chmod +x "$work/case.sh"
-	perf stat -r 100 -x, -e task-clock "$work/case.sh" 2>&1 >/dev/null \
-		| awk -F, '/task-clock/ { printf "cpu %.2f ms", $1 }'
+# stats FILE: "median N us, fastest N us" of the microseconds in FILE
+stats() {
+	sort -n "$1" | awk '{ v[NR] = $1 } END { printf "median %d us, fastest %d us", v[int((NR + 1) / 2)], v[1] }'
 }
 
 for c in echo_turn m_turn live_turn; do
-	for b in "${bins[@]}"; do
-		label=$([ "$b" = "${bins[0]}" ] && echo this || echo baseline)
-		cpu=""
-		if command -v perf >/dev/null 2>&1; then
-			cpu=", $(cpu_ms "$(case_cmd "$c" "$b")")"
-		fi
-		echo "$c $label $(mean_us "$(case_cmd "$c" "$b")")$cpu"
+	scripts=()
+	for i in "${!bins[@]}"; do
+		scripts+=("$(case_script "$c" "$i" "${bins[$i]}")")
+		: >"$work/t.$i"
+		: >"$work/cpu.$i"
+	done
+	for s in "${scripts[@]}"; do "$s"; "$s"; done      # warm the caches and the store
+	for _ in $(seq "$runs"); do
+		for i in "${!scripts[@]}"; do
+			t0=$(date +%s%N)
+			"${scripts[$i]}"
+			t1=$(date +%s%N)
+			echo $(( (t1 - t0) / 1000 )) >>"$work/t.$i"
+		done
+	done
+	for i in "${!scripts[@]}"; do
+		label=$([ "$i" = 0 ] && echo this || echo baseline)
+		# CPU: a separate pass, 50 runs under bash's times.
+		cpu=$( { time -p bash -c "for _ in \$(seq 50); do '${scripts[$i]}'; done" ; } 2>&1 \
+			| awk '/^user/ { u = $2 } /^sys/ { s = $2 } END { printf "%.2f", (u + s) * 1000 / 50 }')
+		echo "$c $label $(stats "$work/t.$i"), cpu $cpu ms/run"
 	done
 done
