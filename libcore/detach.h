@@ -18,6 +18,12 @@
  *              the inputs (rt_detach()), then detach_watch_quiesce(),
  *              detach_finalize(), detach_watch_end()
  *
+ * A process that already outlives its caller (agent-run's back process,
+ * docs/detach.md "Eager intake") detaches in place instead, even from
+ * inside a turn: detach_here() (the pending row, the watcher,
+ * rt_detach_turn()), the command prints, detach_daemonize() (stdio), then
+ * detach_finish() runs the queue and finalizes.
+ *
  * Nothing here prints or exits: the worker's log lines go to the command's
  * sink (its stderr is the log file), and the worker's exit is the
  * command's.  The lower-level functions below are what detach_start() is

@@ -306,3 +306,16 @@ finish() {
 	assert_equal "$(jq -c '[.status, .finishReason, .state.messages]' <<<"$output")" '["aborted","aborted",[]]'
 	grep -q "stopped by signal 15" "$AGENTKIT_STORE/logs/$id.log"
 }
+
+@test "a detach line while a turn runs, without a store: the turn stops, FAILED_PRECONDITION, exit 5" {
+	start agent-run --no-store --model "script/$D/convo.ndjson"
+	msg slow >&4
+	wait_for 10 has_line out '"text":"a "'
+	echo '{"detach":true}' >&4
+	finish
+	assert_equal "$rc" 5
+	assert_equal "$(jq -c 'select(.turnEnd) | .turnEnd' out)" '{"finishReason":"aborted"}'
+	assert_equal "$(tail -n 1 out | jq -c '.output | [.finishReason, .error]')" \
+		'["failed",{"status":"FAILED_PRECONDITION","message":"agent \"inline\": detach requires a session store"}]'
+	assert_equal "$(cat err)" 'agent-run: agent "inline": detach requires a session store'
+}
