@@ -1044,6 +1044,10 @@ static enum core_status intake_start(struct run *r, int threaded)
 	pthread_mutex_init(&in->mu, NULL);
 	pthread_cond_init(&in->room, NULL);
 	in->on = 1;
+	/* The bytes read ahead may be many records (stdin_complete()): the
+	 * record limit is the reader's, not the buffer's. */
+	if (in->lr.buf.max < r->in.len + 65537)
+		in->lr.buf.max = r->in.len + 65537;
 	if (r->in.len && core_buf_add(&in->lr.buf, r->in.p, r->in.len))
 		return CORE_ENOMEM;
 	if (!threaded)

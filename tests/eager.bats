@@ -319,3 +319,10 @@ finish() {
 		'["failed",{"status":"FAILED_PRECONDITION","message":"agent \"inline\": detach requires a session store"}]'
 	assert_equal "$(cat err)" 'agent-run: agent "inline": detach requires a session store'
 }
+
+@test "stdin read ahead beyond --max-record in many lines: every line is a turn" {
+	for i in $(seq 2000); do msg "$i"; done >many
+	run -0 --separate-stderr agent-run --no-store --model echo --max-record 64 --format json <many
+	assert_equal "$(jq -r '.state.messages | length' <<<"$output")" 4000
+	assert_equal "$(jq -r '.message.content[0].text' <<<"$output")" 2000
+}
