@@ -12,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -1142,6 +1143,8 @@ static void detach_now(struct run *r, int in_flight)
 	struct intake *in = &r->intake;
 	struct detach_run *d = &r->det;
 	enum core_status st = CORE_OK;
+	if (r->back)
+		prctl(PR_SET_PDEATHSIG, 0);     /* the worker outlives the front */
 	intake_stop(in);
 	for (; in->head < in->n; in->head++) {
 		if (!st)
@@ -1297,6 +1300,7 @@ static int split(struct run *r)
 	sigaddset(&stops, SIGINT);
 	sigaddset(&stops, SIGTERM);
 	sigaddset(&stops, SIGHUP);
+	pid_t front = getpid();
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || pipe2(fds, O_CLOEXEC) < 0)
 		return -1;
 	sigprocmask(SIG_BLOCK, &stops, &old);
@@ -1310,6 +1314,7 @@ static int split(struct run *r)
 		return -1;
 	}
 	if (a == 0) {
+		pid_t mid = getpid();
 		pid_t b = setsid() < 0 ? -1 : fork();
 		if (b != 0) {
 			/* The middle process: the back's pid to the front. */
@@ -1320,7 +1325,15 @@ static int split(struct run *r)
 		detach_close_others(fds[1]);
 		r->back = 1;
 		r->front_fd = fds[1];
+		/* Once re-parented to the front (the middle process exits at
+		 * once), the front's death is a caller stop: SIGTERM, as if
+		 * forwarded.  A detach clears it. */
+		while (getppid() == mid)
+			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
 		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (getppid() != front)
+			raise(SIGTERM);         /* the front is gone already */
 		return 1;
 	}
 	close(fds[1]);

@@ -326,3 +326,20 @@ finish() {
 	assert_equal "$(jq -r '.state.messages | length' <<<"$output")" 4000
 	assert_equal "$(jq -r '.message.content[0].text' <<<"$output")" 2000
 }
+
+@test "the caller's agent-run killed while a turn runs: the run stops as a caller stop" {
+	start agent-run --exec "$BATS_TEST_TMPDIR/block.sh"
+	msg one >&4
+	wait_for 10 has_line out turnEnd
+	msg block >&4
+	wait_for 10 test -e "$WAITING"
+	kill -9 "$pid"
+	finish
+	assert_equal "$rc" 137
+	# The back saw SIGTERM: its final line names the resume point, turn one's row.
+	first=$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out | head -n 1)
+	wait_for 10 has_line out '"output"'
+	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, .output.snapshotId == "'"$first"'"]')" '["aborted",true]'
+	run -0 agent-snap sessions
+	assert_equal "$(agent-snap log "$(jq -r .output.sessionId <(tail -n 1 out))" | wc -l)" 1
+}
