@@ -677,8 +677,11 @@ enum core_status detach_finish(struct detach_run *d)
 	json_t *info = rt_row_info(d->rt);
 	struct detach_result r = { aborted, output, state, info };
 	detach_watch_quiesce(d->watch);
+	const char *last = rt_last_snapshot_id(d->rt);
 	st = output && state ? detach_finalize(s, d->pending, &r, &row, &e)
-	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
+	   : output && last ? core_fail(&e, CORE_ESYS, "cannot read the state of the last "
+	                                "committed row '%s'", last)
+	   : core_fail(&e, CORE_ENOMEM, "out of memory");
 	if (st) {
 		wlog(d, "cannot finalize the row: %s", e.msg);
 	} else if (!row) {

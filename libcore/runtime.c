@@ -1638,9 +1638,11 @@ json_t *rt_committed_state(const struct runtime *rt)
 	json_t *row = NULL, *o;
 	struct core_err e = { 0 };
 	const json_t *s = NULL;
-	if (rt->last_snapshot_id && rt->store
-	    && store_get(rt->store, rt->last_snapshot_id, 0, &row, &e) == CORE_OK)
+	if (rt->last_snapshot_id && *rt->last_snapshot_id) {
+		if (!rt->store || store_get(rt->store, rt->last_snapshot_id, 0, &row, &e))
+			return NULL;    /* never an empty state in place of the row's */
 		s = json_object_get(row, "state");
+	}
 	if (s) {
 		o = state_shaped((struct runtime *)rt, s);
 	} else if ((o = json_pack("{s:[]}", "messages"))) {

@@ -157,7 +157,8 @@ const char *rt_last_snapshot_id(const struct runtime *rt);
 
 /* The state a detached run finalizes with (§2.3 committedState): the state
  * at its last committed turn, rolled back past an unfinished one, shaped as
- * persisted (sessionId stamped).  New reference; NULL without memory. */
+ * persisted (sessionId stamped).  New reference; NULL without memory, or
+ * (after rt_detach_turn()) when the last committed row cannot be read. */
 json_t *rt_committed_state(const struct runtime *rt);
 
 /* End the invocation as a caller stop between turns (§2.5): the output is
