@@ -3,11 +3,16 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
@@ -148,8 +153,9 @@ static const struct cli_prog prog = {
 	"'review this'); without -m it is one turn of its own.  NDJSON on stdin "
 	"(first non-blank byte '{', or --input-format ndjson) is one AgentInput "
 	"per line ({\"message\":...}, {\"resume\":{...}}, {} to re-attempt), "
-	"run in order; it cannot be combined with -m.  A terminal on stdin is "
-	"not read when -m is given.\n\n"
+	"run in order; it cannot be combined with -m.  NDJSON lines are read as "
+	"they arrive, also while a turn runs, and queued (a detach line then "
+	"detaches at once).  A terminal on stdin is not read when -m is given.\n\n"
 	"stdout is NDJSON: the AgentStreamChunk objects of every turn "
 	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
 	"then exactly one final line: {\"output\": AgentOutput}, or "
@@ -232,6 +238,42 @@ struct run_opts {
 	int no_store, describe, detach, list, list_models, cont;
 };
 
+/*
+ * Eager intake (runtime-semantics §2.1; docs/detach.md): stdin's AgentInput
+ * lines, read as they arrive and queued for the turns.  A reader thread
+ * fills it while turns run (the back process of a split run), or the main
+ * thread fills it on demand from input that is all there (stdin at end of
+ * file).  The reader stops at end of file, at the first line that is not a
+ * good input (err, handed to the turns after the lines before it), or
+ * after a detach line: that line and every line already written behind it
+ * are queued at once and "detach" turns true.
+ */
+#define INTAKE_MAX_INPUTS 1000                  /* inputs read ahead of the turns */
+#define INTAKE_MAX_BYTES ((size_t)64 << 20)     /* ... and their text, at most */
+
+struct intake_item {
+	json_t *in;
+	size_t len;             /* its line's length, for INTAKE_MAX_BYTES */
+};
+
+struct intake {
+	int on;                 /* the inputs come from here (else run_stdin()) */
+	int threaded;           /* a reader thread fills it */
+	pthread_t thread;
+	pthread_mutex_t mu;
+	pthread_cond_t room;    /* the reader waits for room */
+	struct core_lines lr;   /* the reader's */
+	struct intake_item *q;  /* q[head..n) wait for their turn */
+	size_t head, n, cap, bytes;
+	int done, quit;         /* the reader stopped; is told to stop */
+	atomic_int detach;      /* a detach line was read: q holds it and the drain */
+	struct core_err err;    /* why the reader stopped short (st CORE_OK: it did not) */
+	int wake[2];            /* "the queue changed" (and stop signals), to the turns */
+	int stop[2];            /* "stop reading", to the reader thread */
+	int own_fd;             /* lr.fd is the reader's own description of stdin */
+	int restore_fl;         /* stdin's flags to put back, or -1 */
+};
+
 /* What main() holds; released at its out: label. */
 struct run {
 	struct run_opts opts;
@@ -247,12 +289,22 @@ struct run {
 	int stdin_open;                 /* fd 0 was open when agent-run started */
 	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
 	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
+	struct intake intake;           /* NDJSON inputs read while turns run */
+	int back;                       /* this is the back process of a split run */
+	int front_fd;                   /* back: the pipe to the front, or -1 */
+	int front_exit;                 /* front: the back's exit status, or -1 */
+	int detach_failed;              /* a detach in the middle of a turn failed */
 };
 
 /* ---- caller stops (runtime-semantics §2.5) ---- */
 
-/* The first SIGINT/SIGTERM/SIGHUP: agent-run's only file-scope state. */
+/* The first SIGINT/SIGTERM/SIGHUP.  With the wake pipe of the intake (the
+ * handler's way to wake the turn loop waiting for input) and the front's
+ * back process (where it forwards the signals), agent-run's file-scope
+ * state: a signal handler reaches nothing else. */
 static volatile sig_atomic_t stop_signal;
+static int wake_fd = -1;
+static volatile pid_t back_pid;
 
 static void on_stop_signal(int sig)
 {
@@ -263,15 +315,29 @@ static void on_stop_signal(int sig)
 		return;
 	}
 	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
-	 * dup2 and close are async-signal-safe; errno is the interrupted
-	 * code's. */
+	/* A read of stdin blocked between turns sees EOF after EINTR, and a
+	 * turn loop waiting for the intake wakes up.  open, dup2, write and
+	 * close are async-signal-safe; errno is the interrupted code's. */
 	int saved = errno;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, 0);
 		close(null);
 	}
+	if (wake_fd >= 0) {
+		ssize_t w = write(wake_fd, "s", 1);
+		(void)w;        /* a full pipe is awake already */
+	}
+	errno = saved;
+}
+
+/* The front of a split run: every stop signal is the back's to handle
+ * (it is in a session of its own, so the terminal's reach only the front). */
+static void on_front_signal(int sig)
+{
+	int saved = errno;
+	if (back_pid > 0)
+		kill(back_pid, sig);
 	errno = saved;
 }
 
@@ -294,13 +360,21 @@ static void catch_stop_signals(void)
 	}
 }
 
+static void detach_in_turn(struct run *r);
+
 /* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
- * (in the detached worker) the abort flip. */
+ * (in the detached worker) the abort flip.  It is also where a turn sees a
+ * detach line that arrived while it runs. */
 static int run_cancelled(void *ctx)
 {
 	struct run *r = ctx;
 	struct out_ctx *o = &r->o;
 	if (stop_signal || o->gone)
+		return 1;
+	if (r->det.role == DETACH_NONE && !r->detach_failed && r->intake.threaded
+	    && atomic_load(&r->intake.detach))
+		detach_in_turn(r);      /* a detach line arrived while this turn runs */
+	if (r->detach_failed)
 		return 1;
 	if (r->det.role == DETACH_WORKER)
 		return detach_aborted(&r->det);
@@ -609,31 +683,39 @@ static enum core_status queue_input(struct detach_run *d, const json_t *in)
 	return st;
 }
 
-/* One stdin line as an AgentInput: *in is NULL for a "null" line; errors
- * end the invocation (rt_fail) naming the line. */
-static enum core_status parse_input(struct runtime *rt, const char *line, size_t len,
-                                    size_t lineno, json_t **in)
+/* One stdin line as an AgentInput: *in is NULL for a "null" line; e names
+ * the line of an error.  Any thread. */
+static enum core_status parse_line(const char *line, size_t len, size_t lineno, json_t **in,
+                                   struct core_err *e)
 {
-	struct core_err e = { 0 };
-	*in = jv_parse(line, len, "<stdin>", lineno, &e);
-	if (!*in) {
-		rt_fail(rt, e.st, e.msg);
-		return e.st;
-	}
+	*in = jv_parse(line, len, "<stdin>", lineno, e);
+	if (!*in)
+		return e->st;
 	if (json_is_null(*in)) {
 		json_decref(*in);
 		*in = NULL;
 		return CORE_OK;
 	}
-	if (rt_input_check(*in, &e)) {
-		char msg[sizeof e.msg + 40];
-		snprintf(msg, sizeof msg, "%s (at <stdin>:%zu)", e.msg, lineno);
-		rt_fail(rt, CORE_EINVAL, msg);
+	if (rt_input_check(*in, e)) {
+		char msg[sizeof e->msg];
+		snprintf(msg, sizeof msg, "%s", e->msg);
+		core_fail(e, CORE_EINVAL, "%s (at <stdin>:%zu)", msg, lineno);
 		json_decref(*in);
 		*in = NULL;
 		return CORE_EINVAL;
 	}
 	return CORE_OK;
+}
+
+/* parse_line(), an error ending the invocation (rt_fail). */
+static enum core_status parse_input(struct runtime *rt, const char *line, size_t len,
+                                    size_t lineno, json_t **in)
+{
+	struct core_err e = { 0 };
+	enum core_status st = parse_line(line, len, lineno, in, &e);
+	if (st)
+		rt_fail(rt, st, e.msg);
+	return st;
 }
 
 /*
@@ -729,6 +811,565 @@ static enum core_status run_stdin(struct detach_run *d, const struct core_buf *a
 	}
 	core_lines_release(&lr);
 	return st;
+}
+
+/* ---- eager intake and the front/back split (docs/detach.md "Eager intake") ---- */
+
+static enum core_status print_detached(struct run *r);
+
+static void intake_wake(struct intake *in)
+{
+	if (in->wake[1] >= 0) {
+		ssize_t w = write(in->wake[1], "i", 1);
+		(void)w;        /* a full pipe is awake already */
+	}
+}
+
+static int intake_full(const struct intake *in)
+{
+	return in->n - in->head >= INTAKE_MAX_INPUTS || in->bytes >= INTAKE_MAX_BYTES;
+}
+
+/* Append to q (the lock held, or no reader thread). */
+static enum core_status intake_append(struct intake *in, json_t *v, size_t len)
+{
+	if (in->n == in->cap) {
+		if (in->head) {
+			/* Slide the waiting inputs to the front first. */
+			memmove(in->q, in->q + in->head, (in->n - in->head) * sizeof *in->q);
+			in->n -= in->head;
+			in->head = 0;
+		}
+		if (in->n == in->cap) {
+			size_t cap = in->cap ? 2 * in->cap : 16;
+			struct intake_item *q = realloc(in->q, cap * sizeof *q);
+			if (!q)
+				return CORE_ENOMEM;
+			in->q = q;
+			in->cap = cap;
+		}
+	}
+	in->q[in->n++] = (struct intake_item){ v, len };
+	in->bytes += len;
+	return CORE_OK;
+}
+
+/* The reader stops: e (NULL: end of file) is what the turns get after
+ * the inputs before it. */
+static void intake_end(struct intake *in, const struct core_err *e)
+{
+	pthread_mutex_lock(&in->mu);
+	if (e)
+		in->err = *e;
+	in->done = 1;
+	pthread_mutex_unlock(&in->mu);
+	intake_wake(in);
+}
+
+/*
+ * The next record of stdin; an error in e with agent-run's status for it.
+ * The reader thread's descriptor does not block: with wait it sleeps until
+ * stdin has more or it is told to stop (CORE_ECANCELLED); without, "no
+ * more for now" is CORE_ESYS with EAGAIN.
+ */
+static enum core_status intake_next(struct intake *in, int wait, char **line, size_t *len,
+                                    struct core_err *e)
+{
+	enum core_status st;
+	for (;;) {
+		st = core_lines_next(&in->lr, line, len, e);
+		if (!wait || !in->threaded || st != CORE_ESYS
+		    || (e->sys != EAGAIN && e->sys != EWOULDBLOCK))
+			break;
+		struct pollfd p[2] = { { .fd = in->lr.fd, .events = POLLIN },
+		                       { .fd = in->stop[0], .events = POLLIN } };
+		while (poll(p, 2, -1) < 0 && errno == EINTR)
+			;
+		if (p[1].revents)
+			return CORE_ECANCELLED;
+	}
+	if (st && st != CORE_ESYS)
+		e->st = st = CORE_EINVAL;
+	return st;
+}
+
+/*
+ * A detach line was read (§2.1): it and every line already written behind
+ * it (read without waiting; later lines are not read) join the queue at
+ * once, then "detach" turns true and the reader stops.  A malformed line
+ * among them ends the drain and becomes the tail error.
+ */
+static void intake_detach(struct intake *in, json_t *v, size_t len)
+{
+	struct intake_item *got = malloc(16 * sizeof *got);
+	size_t n = 0, cap = 16;
+	struct core_err tail = { 0 };
+	int fd = in->lr.fd, fl = fcntl(fd, F_GETFL);
+	int restore = fl >= 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
+	if (got)
+		got[n++] = (struct intake_item){ v, len };
+	else
+		core_fail(&tail, CORE_ENOMEM, "out of memory");
+	while (got && n < DETACH_QUEUE_MAX) {
+		char *line;
+		size_t ll;
+		struct core_err e = { 0 };
+		json_t *w = NULL;
+		enum core_status st = intake_next(in, 0, &line, &ll, &e);
+		if (st == CORE_ESYS && (e.sys == EAGAIN || e.sys == EWOULDBLOCK))
+			break;
+		if (!st && line)
+			st = parse_line(line, ll, in->lr.lineno, &w, &e);
+		if (st) {
+			tail = e;
+			break;
+		}
+		if (!line)
+			break;
+		if (!w)
+			continue;
+		if (n == cap) {
+			struct intake_item *g = realloc(got, 2 * cap * sizeof *g);
+			if (!g) {
+				json_decref(w);
+				core_fail(&tail, CORE_ENOMEM, "out of memory");
+				break;
+			}
+			got = g;
+			cap *= 2;
+		}
+		got[n++] = (struct intake_item){ w, ll };
+	}
+	if (restore)
+		fcntl(fd, F_SETFL, fl);
+	pthread_mutex_lock(&in->mu);
+	for (size_t i = 0; i < n; i++)
+		if (intake_append(in, got[i].in, got[i].len)) {
+			for (; i < n; i++)
+				json_decref(got[i].in);
+			core_fail(&tail, CORE_ENOMEM, "out of memory");
+		}
+	if (!got)
+		json_decref(v);
+	in->err = tail;
+	in->done = 1;
+	atomic_store(&in->detach, 1);
+	pthread_mutex_unlock(&in->mu);
+	free(got);
+	intake_wake(in);
+}
+
+/* Read stdin into the queue until the reader stops (or, without a reader
+ * thread, until the queue is full). */
+static void intake_fill(struct intake *in)
+{
+	for (;;) {
+		pthread_mutex_lock(&in->mu);
+		while (in->threaded && intake_full(in) && !in->quit)
+			pthread_cond_wait(&in->room, &in->mu);
+		int stop = in->quit || in->done || (!in->threaded && intake_full(in));
+		pthread_mutex_unlock(&in->mu);
+		if (stop)
+			return;
+		char *line;
+		size_t len;
+		struct core_err e = { 0 };
+		json_t *v = NULL;
+		enum core_status st = intake_next(in, 1, &line, &len, &e);
+		if (st == CORE_ECANCELLED)
+			return;         /* told to stop */
+		if (!st && line)
+			st = parse_line(line, len, in->lr.lineno, &v, &e);
+		if (st || !line) {
+			intake_end(in, st ? &e : NULL);
+			return;
+		}
+		if (!v)
+			continue;
+		if (json_is_true(json_object_get(v, "detach"))) {
+			intake_detach(in, v, len);
+			return;
+		}
+		pthread_mutex_lock(&in->mu);
+		st = in->quit ? CORE_ECANCELLED : intake_append(in, v, len);
+		pthread_mutex_unlock(&in->mu);
+		if (st == CORE_ECANCELLED) {
+			json_decref(v);
+			return;
+		}
+		if (st) {
+			json_decref(v);
+			intake_end(in, &(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+			return;
+		}
+		intake_wake(in);
+	}
+}
+
+static void *intake_main(void *arg)
+{
+	intake_fill(arg);
+	return NULL;
+}
+
+/*
+ * The reader thread's descriptor: one that never blocks, so the reader can
+ * wait for stdin and for "stop" at once, and that is not fd 0 (a stop
+ * signal puts /dev/null there).  A pipe or FIFO is opened again (its own
+ * open file description: O_NONBLOCK stays ours, not the caller's); a
+ * socket is duplicated and O_NONBLOCK until the intake ends; other files
+ * (regular ones) do not block anyway.
+ */
+static int reader_fd(struct intake *in)
+{
+	struct stat sb;
+	int fd = -1;
+	if (fstat(0, &sb) < 0 || !(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
+		return 0;
+	if (S_ISFIFO(sb.st_mode))
+		fd = open("/proc/self/fd/0", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+	if (fd < 0 && (fd = fcntl(0, F_DUPFD_CLOEXEC, 3)) >= 0) {
+		int fl = fcntl(fd, F_GETFL);
+		if (fl >= 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0)
+			in->restore_fl = fl;
+	}
+	if (fd < 0)
+		return 0;
+	in->own_fd = 1;
+	return fd;
+}
+
+/* The intake over stdin after the bytes read ahead; threaded: with a
+ * reader thread (the stop signals are the main thread's). */
+static enum core_status intake_start(struct run *r, int threaded)
+{
+	struct intake *in = &r->intake;
+	in->restore_fl = -1;
+	core_lines_init(&in->lr, threaded ? reader_fd(in) : 0, "<stdin>", r->opts.max_record);
+	pthread_mutex_init(&in->mu, NULL);
+	pthread_cond_init(&in->room, NULL);
+	in->on = 1;
+	/* The bytes read ahead may be many records (stdin_complete()): the
+	 * record limit is the reader's, not the buffer's. */
+	if (in->lr.buf.max < r->in.len + 65537)
+		in->lr.buf.max = r->in.len + 65537;
+	if (r->in.len && core_buf_add(&in->lr.buf, r->in.p, r->in.len))
+		return CORE_ENOMEM;
+	if (!threaded)
+		return CORE_OK;
+	if (pipe2(in->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
+		in->wake[0] = in->wake[1] = -1;
+		return CORE_ESYS;
+	}
+	if (pipe2(in->stop, O_CLOEXEC) < 0) {
+		in->stop[0] = in->stop[1] = -1;
+		return CORE_ESYS;
+	}
+	wake_fd = in->wake[1];
+	sigset_t stops, old;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	pthread_sigmask(SIG_BLOCK, &stops, &old);
+	in->threaded = 1;
+	int rc = pthread_create(&in->thread, NULL, intake_main, in);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		in->threaded = 0;
+	return rc ? CORE_ESYS : CORE_OK;
+}
+
+/* Stop the reader thread (waiting for stdin or for room) and let go of
+ * its descriptor: a worker holds nothing of its caller's. */
+static void intake_stop(struct intake *in)
+{
+	if (in->threaded) {
+		pthread_mutex_lock(&in->mu);
+		in->quit = 1;
+		pthread_cond_broadcast(&in->room);
+		pthread_mutex_unlock(&in->mu);
+		ssize_t w = write(in->stop[1], "q", 1);
+		(void)w;        /* one byte in an empty pipe */
+		pthread_join(in->thread, NULL);
+		in->threaded = 0;
+	}
+	if (in->restore_fl >= 0) {
+		fcntl(in->lr.fd, F_SETFL, in->restore_fl);
+		in->restore_fl = -1;
+	}
+	if (in->own_fd) {
+		close(in->lr.fd);
+		in->own_fd = 0;
+	}
+}
+
+static void intake_release(struct intake *in)
+{
+	if (!in->on)
+		return;
+	intake_stop(in);
+	for (size_t i = in->head; i < in->n; i++)
+		json_decref(in->q[i].in);
+	free(in->q);
+	core_lines_release(&in->lr);
+	pthread_mutex_destroy(&in->mu);
+	pthread_cond_destroy(&in->room);
+	wake_fd = -1;
+	for (int i = 0; i < 2; i++) {
+		if (in->wake[i] >= 0)
+			close(in->wake[i]);
+		if (in->stop[i] >= 0)
+			close(in->stop[i]);
+	}
+}
+
+/* Wait for the reader (or a stop signal) to change something. */
+static void intake_wait(struct intake *in)
+{
+	struct pollfd p = { .fd = in->wake[0], .events = POLLIN };
+	char buf[64];
+	if (poll(&p, 1, -1) > 0)
+		while (read(in->wake[0], buf, sizeof buf) > 0)
+			;
+}
+
+/*
+ * Detach with every input the intake holds (§2.1, §2.2): before a turn,
+ * or (in_flight) from inside the turn that is running.  The process that
+ * runs the turns detaches in place when it is the back of a split run, and
+ * forks the worker otherwise (no turn is running then: input that is all
+ * there is read before the first turn).  The back then prints the detached
+ * output, becomes the worker and lets the front exit.
+ */
+static void detach_now(struct run *r, int in_flight)
+{
+	struct intake *in = &r->intake;
+	struct detach_run *d = &r->det;
+	enum core_status st = CORE_OK;
+	if (r->back)
+		prctl(PR_SET_PDEATHSIG, 0);     /* the worker outlives the front */
+	intake_stop(in);
+	for (; in->head < in->n; in->head++) {
+		if (!st)
+			st = queue_input(d, in->q[in->head].in);
+		json_decref(in->q[in->head].in);
+	}
+	in->bytes = 0;
+	if (st) {
+		r->detach_failed = in_flight;
+		return;
+	}
+	d->tail = in->err;
+	if (!r->back) {
+		detach_start(d);
+		return;
+	}
+	if (detach_here(d, in_flight)) {
+		r->detach_failed = in_flight;
+		return;
+	}
+	print_detached(r);
+	detach_daemonize(d);
+	if (r->front_fd >= 0) {
+		ssize_t w = write(r->front_fd, "d", 1);
+		(void)w;        /* a front that is gone has nothing to wait for */
+		close(r->front_fd);
+		r->front_fd = -1;
+	}
+}
+
+static void detach_in_turn(struct run *r)
+{
+	detach_now(r, 1);
+}
+
+/*
+ * Run the intake's inputs, one turn each, until the end of input, the
+ * reader's error (after the turns before it), a turn that ends the
+ * invocation, a stop signal, or a detach.
+ */
+static void run_intake(struct run *r)
+{
+	struct intake *in = &r->intake;
+	for (;;) {
+		json_t *next = NULL;
+		struct core_err err = { 0 };
+		int detach = 0;
+		pthread_mutex_lock(&in->mu);
+		for (;;) {
+			if (atomic_load(&in->detach)) {
+				detach = 1;
+				break;
+			}
+			if (in->head < in->n) {
+				next = in->q[in->head].in;
+				in->bytes -= in->q[in->head].len;
+				in->head++;
+				pthread_cond_signal(&in->room);
+				break;
+			}
+			if (in->done || stop_signal)
+				break;
+			pthread_mutex_unlock(&in->mu);
+			if (in->threaded)
+				intake_wait(in);
+			else
+				intake_fill(in);
+			pthread_mutex_lock(&in->mu);
+		}
+		if (!next && !detach)
+			err = in->err;
+		pthread_mutex_unlock(&in->mu);
+		if (detach) {
+			detach_now(r, 0);
+			break;
+		}
+		if (!next) {
+			if (err.st && !stop_signal)
+				rt_fail(r->rt, err.st, err.msg);
+			break;
+		}
+		enum core_status st = rt_turn(r->rt, next);
+		json_decref(next);
+		if (r->det.role != DETACH_NONE || st)
+			break;
+	}
+	if (r->det.role == DETACH_WORKER && r->back)
+		detach_finish(&r->det);
+}
+
+/*
+ * Read what stdin already holds, without waiting, after the bytes read
+ * ahead: 1 when that reaches its end (every input is there: no reader
+ * needs to outlive a turn), 0 when a writer may still send more (or more
+ * than INTAKE_MAX_BYTES is there).
+ */
+static int stdin_complete(struct run *r)
+{
+	char chunk[65536];
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	if (r->in.max < INTAKE_MAX_BYTES + sizeof chunk)
+		r->in.max = INTAKE_MAX_BYTES + sizeof chunk;
+	while (r->in.len <= INTAKE_MAX_BYTES) {
+		if (poll(&p, 1, 0) != 1)
+			return 0;
+		ssize_t got = read(0, chunk, sizeof chunk);
+		if (got < 0 && errno == EINTR)
+			continue;
+		if (got <= 0)
+			return 1;       /* the end, or an error the reader will report */
+		if (core_buf_add(&r->in, chunk, (size_t)got))
+			return 0;
+	}
+	return 0;
+}
+
+/* The front: wait for the back to detach (exit 0 at once) or to end (its
+ * exit status, or its death by a signal, is ours). */
+static int front_wait(int fd, pid_t back)
+{
+	char c = 0;
+	ssize_t n;
+	int status;
+	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
+		;
+	if (n == 1 && c == 'd')
+		return core_exit_code(CORE_OK);
+	while (waitpid(back, &status, 0) < 0)
+		if (errno != EINTR)
+			return core_exit_code(CORE_ESYS);
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		raise(WTERMSIG(status));
+	}
+	return WIFEXITED(status) ? WEXITSTATUS(status) : core_exit_code(CORE_ESYS);
+}
+
+/*
+ * Split the run (docs/detach.md "Eager intake"): the process the caller
+ * started stays as the front, which only waits and forwards the stop
+ * signals; the back runs the invocation.  The back is a grandchild in a
+ * session of its own (never a session leader), re-parented to the front,
+ * a child subreaper, so the front can wait for it; it has the caller's
+ * stdin, stdout and stderr and no other descriptor of the caller's.
+ * Returns 1 in the back, 0 in the front (r->front_exit set), -1 when the
+ * split failed before anything started (the run goes on unsplit).
+ */
+static int split(struct run *r)
+{
+	int fds[2];
+	sigset_t stops, old;
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	pid_t front = getpid();
+	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || pipe2(fds, O_CLOEXEC) < 0)
+		return -1;
+	sigprocmask(SIG_BLOCK, &stops, &old);
+	fflush(stdout);
+	fflush(stderr);
+	pid_t a = fork();
+	if (a < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return -1;
+	}
+	if (a == 0) {
+		pid_t mid = getpid();
+		pid_t b = setsid() < 0 ? -1 : fork();
+		if (b != 0) {
+			/* The middle process: the back's pid to the front. */
+			ssize_t w = write(fds[1], &b, sizeof b);
+			_exit(w == sizeof b && b > 0 ? 0 : 1);
+		}
+		close(fds[0]);
+		detach_close_others(fds[1]);
+		r->back = 1;
+		r->front_fd = fds[1];
+		/* Once re-parented to the front (the middle process exits at
+		 * once), the front's death is a caller stop: SIGTERM, as if
+		 * forwarded.  A detach clears it. */
+		while (getppid() == mid)
+			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
+		prctl(PR_SET_PDEATHSIG, SIGTERM);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		if (getppid() != front)
+			raise(SIGTERM);         /* the front is gone already */
+		return 1;
+	}
+	close(fds[1]);
+	pid_t b = -1;
+	ssize_t got;
+	int status;
+	while (waitpid(a, &status, 0) < 0 && errno == EINTR)
+		;
+	while ((got = read(fds[0], &b, sizeof b)) < 0 && errno == EINTR)
+		;
+	if (got != sizeof b || b <= 0) {
+		close(fds[0]);
+		sigprocmask(SIG_SETMASK, &old, NULL);
+		return -1;
+	}
+	back_pid = b;
+	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
+	for (int i = 0; i < 3; i++) {
+		struct sigaction sa, cur;
+		/* Signals agent-run ignores (on entry) stay ignored. */
+		if (sigaction(sigs[i], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
+			continue;
+		memset(&sa, 0, sizeof sa);
+		sa.sa_handler = on_front_signal;
+		sigemptyset(&sa.sa_mask);
+		sa.sa_flags = SA_RESTART;
+		sigaction(sigs[i], &sa, NULL);
+	}
+	sigprocmask(SIG_SETMASK, &old, NULL);
+	r->front_exit = front_wait(fds[0], b);
+	close(fds[0]);
+	return 0;
 }
 
 /* ---- main's phases ---- */
@@ -1137,12 +1778,37 @@ static void run_messages(struct detach_run *d, const char *const *messages, size
 	core_buf_release(&first);
 }
 
+/*
+ * NDJSON on stdin that is not a terminal is read eagerly: all of it now
+ * when it is all there, else by the back process of a split run while its
+ * turns run (split()).  A terminal, --detach (which reads everything
+ * first) and a split that could not start read between turns
+ * (run_stdin()).
+ */
+static enum core_status start_intake(struct run *r)
+{
+	if (r->stdin_kind != STDIN_NDJSON || r->opts.detach || isatty(0))
+		return CORE_OK;
+	int complete = stdin_complete(r);
+	int side = complete ? -1 : split(r);
+	if (side == 0 || (side < 0 && !complete))
+		return CORE_OK;         /* the front (the back ran it), or no split */
+	enum core_status st = intake_start(r, side == 1);
+	if (st == CORE_ENOMEM)
+		return report_oom();
+	if (st)
+		return cli_report(&(struct core_err){ st, errno, "cannot start reading <stdin>" });
+	return CORE_OK;
+}
+
 /* The inputs: -m, else stdin.  How they went is in the runtime
  * (rt_output) and, once detached, in r->det.role. */
 static void run_inputs(struct run *r)
 {
 	const struct core_buf *text = r->stdin_kind == STDIN_TEXT ? &r->in : NULL;
-	if (r->stdin_kind == STDIN_NDJSON)
+	if (r->intake.on)
+		run_intake(r);
+	else if (r->stdin_kind == STDIN_NDJSON)
 		run_stdin(&r->det, &r->in, r->opts.max_record, r->opts.detach);
 	else
 		run_messages(&r->det, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
@@ -1244,7 +1910,9 @@ static enum core_status print_output(struct run *r)
 
 int main(int argc, char **argv)
 {
-	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0) };
+	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0),
+	                 .intake.wake = { -1, -1 }, .intake.stop = { -1, -1 },
+	                 .front_fd = -1, .front_exit = -1 };
 	enum core_status st;
 
 	cli_start(&prog);
@@ -1280,7 +1948,9 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	watch_caller_stops(&r.o);
-	if ((st = read_stdin(&r)) || (st = open_runtime(&r)))
+	if ((st = read_stdin(&r)))
+		goto out;
+	if ((st = start_intake(&r)) || r.front_exit >= 0 || (st = open_runtime(&r)))
 		goto out;
 	run_inputs(&r);
 	switch (r.det.role) {
@@ -1300,7 +1970,11 @@ out:
 	free(r.opts.messages);
 	free(r.opts.tools);
 	core_buf_release(&r.in);
+	intake_release(&r.intake);
 	json_decref(r.o.tools_open);
 	core_buf_release(&r.o.line);
-	return cli_finish(st);
+	if (r.front_fd >= 0)
+		close(r.front_fd);
+	/* The front of a split run exits as its back did. */
+	return r.front_exit >= 0 ? r.front_exit : cli_finish(st);
 }

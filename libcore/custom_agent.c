@@ -45,10 +45,27 @@ enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms, size_t ma
 	return CORE_OK;
 }
 
+/*
+ * In a forked detached worker the handler is the caller's child: not ours
+ * to talk to or wait for (the caller closes it), and its pipes were closed
+ * with every other inherited descriptor (detach_fork), so their numbers may
+ * be the worker's own by now (its store) and must not be closed again.
+ * The worker starts a handler of its own at its first turn.
+ */
+static void forget_inherited(struct custom_agent *ca)
+{
+	if (!ca->cp || !coproc_inherited(ca->cp))
+		return;
+	ca->cp->in_fd = ca->cp->out_fd = ca->cp->err_fd = -1;
+	coproc_free(ca->cp);
+	ca->cp = NULL;
+}
+
 void custom_agent_free(struct custom_agent *ca)
 {
 	if (!ca)
 		return;
+	forget_inherited(ca);
 	coproc_free(ca->cp);
 	free(ca->cmd);
 	free(ca->what);
@@ -352,11 +369,7 @@ void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t
 	}
 	/* The caller's stop (SIGINT, abort) ends the waits. */
 	ca->cancel = (struct coproc_cancel){ rt_cancelled, rt };
-	if (ca->cp && coproc_inherited(ca->cp)) {
-		/* A detached worker: the caller's handler is not ours. */
-		coproc_free(ca->cp);
-		ca->cp = NULL;
-	}
+	forget_inherited(ca);
 	if (!ca->cp && start(ca, rt, &e))
 		goto broken;
 	ca->turns++;
@@ -401,6 +414,7 @@ enum core_status custom_agent_finish(struct custom_agent *ca, int ok_so_far, jso
                                      struct core_err *e)
 {
 	*result = NULL;
+	forget_inherited(ca);   /* a worker whose handler never started: nothing to end */
 	if (!ca->cp)
 		return CORE_OK;
 	if (!ok_so_far || ca->broken) {

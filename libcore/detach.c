@@ -123,12 +123,11 @@ static void report(int fd, const struct core_err *err)
 	}
 }
 
-/* Close every descriptor from 3 up, but keep. */
-static void close_others(int keep)
+void detach_close_others(int keep)
 {
 	if (keep > 3)
 		close_range(3, (unsigned)keep - 1, 0);
-	if (close_range((unsigned)keep + 1, ~0U, 0) == 0)
+	if (close_range(keep < 3 ? 3U : (unsigned)keep + 1, ~0U, 0) == 0)
 		return;
 	long max = sysconf(_SC_OPEN_MAX);
 	if (max < 0 || max > 65536)
@@ -201,7 +200,7 @@ enum core_status detach_fork(const char *log_path, struct detach_proc *p,
 			report(pfd[1], &ce);
 			_exit(1);
 		}
-		close_others(pfd[1]);
+		detach_close_others(pfd[1]);
 		p->worker = 1;
 		p->fd = pfd[1];
 		p->pid = getpid();
@@ -612,6 +611,8 @@ void detach_run_release(struct detach_run *d)
 {
 	detach_queue_release(&d->queue);
 	core_buf_release(&d->log);
+	json_decref(d->pending);
+	d->pending = NULL;
 }
 
 /* The row the worker would have finalized, when it could not start. */
@@ -635,46 +636,35 @@ static void abandon(struct detach_run *d, const json_t *pending, const struct co
 	}
 }
 
-enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
-                                   struct detach_proc *p)
+/* The worker's first log line: what it runs. */
+static void log_started(const struct detach_run *d, const char *how)
 {
-	struct core_err e = { 0 };
-	struct store *s = NULL;
-	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
-	enum core_status st;
-	d->role = DETACH_WORKER;
-	snprintf(d->id, sizeof d->id, "%s", id ? id : "");
-	store_close(*d->store);
-	*d->store = NULL;
-	st = store_open(d->store_path, &s, &e);
-	if (!st)
-		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
-		                        &d->watch, &e);
-	if (st) {
-		wlog(d, "cannot start: %s", e.msg);
-		if (p)
-			detach_ready(p, &e);
-		store_close(s);
-		return st;
-	}
-	/* Logged before the caller returns, so the log names the worker. */
-	const char *parent = json_string_value(json_object_get(pending, "parentId"));
+	const char *parent = json_string_value(json_object_get(d->pending, "parentId"));
 	size_t n = d->queue.n;
-	wlog(d, "worker started: agent %s, session %s, snapshot %s, parent %s, %zu input%s, "
-	     "heartbeat every %lldms", d->agent, rt_session_id(d->rt), d->id,
+	wlog(d, "worker started%s: agent %s, session %s, snapshot %s, parent %s, %zu input%s, "
+	     "heartbeat every %lldms", how, d->agent, rt_session_id(d->rt), d->id,
 	     parent ? parent : "(none)", n, n == 1 ? "" : "s",
 	     (long long)(d->hb_interval_ms > 0 ? d->hb_interval_ms
 	                                       : DETACH_HEARTBEAT_INTERVAL_MS));
-	if (p)
-		detach_ready(p, NULL);
-	*d->store = s;
-	rt_detach(d->rt, s);
+}
 
+enum core_status detach_finish(struct detach_run *d)
+{
+	struct core_err e = { 0 };
+	struct store *s = *d->store;
+	enum core_status st = CORE_OK;
+	size_t n = d->queue.n;
 	for (size_t i = 0; i < n; i++) {
 		st = rt_turn(d->rt, d->queue.in[i]);
 		wlog(d, "input %zu of %zu: %s", i + 1, n, st ? "the invocation ended" : "turn done");
 		if (st)
 			break;
+	}
+	if (!st && d->tail.st) {
+		/* A malformed line after the queued inputs: as attached, the
+		 * invocation fails after the turns before it. */
+		wlog(d, "then: %s", d->tail.msg);
+		rt_fail(d->rt, d->tail.st, d->tail.msg);
 	}
 	int sig = stopped_by(d);
 	int aborted = detach_watch_aborted(d->watch) || sig;
@@ -687,8 +677,11 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	json_t *info = rt_row_info(d->rt);
 	struct detach_result r = { aborted, output, state, info };
 	detach_watch_quiesce(d->watch);
-	st = output && state ? detach_finalize(s, pending, &r, &row, &e)
-	                     : core_fail(&e, CORE_ENOMEM, "out of memory");
+	const char *last = rt_last_snapshot_id(d->rt);
+	st = output && state ? detach_finalize(s, d->pending, &r, &row, &e)
+	   : output && last ? core_fail(&e, CORE_ESYS, "cannot read the state of the last "
+	                                "committed row '%s'", last)
+	   : core_fail(&e, CORE_ENOMEM, "out of memory");
 	if (st) {
 		wlog(d, "cannot finalize the row: %s", e.msg);
 	} else if (!row) {
@@ -711,31 +704,114 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	json_decref(output);
 	json_decref(state);
 	json_decref(info);
+	d->worker_st = st;
 	return st;
 }
 
-enum core_status detach_start(struct detach_run *d)
+enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
+                                   struct detach_proc *p)
+{
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
+	enum core_status st;
+	d->role = DETACH_WORKER;
+	if (d->pending != pending) {
+		json_decref(d->pending);
+		d->pending = json_incref((json_t *)pending);
+	}
+	snprintf(d->id, sizeof d->id, "%s", id ? id : "");
+	store_close(*d->store);
+	*d->store = NULL;
+	st = store_open(d->store_path, &s, &e);
+	if (!st)
+		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
+		                        &d->watch, &e);
+	if (st) {
+		wlog(d, "cannot start: %s", e.msg);
+		if (p)
+			detach_ready(p, &e);
+		store_close(s);
+		return st;
+	}
+	/* Logged before the caller returns, so the log names the worker. */
+	log_started(d, "");
+	if (p)
+		detach_ready(p, NULL);
+	*d->store = s;
+	rt_detach(d->rt, s);
+	return detach_finish(d);
+}
+
+/* The capability check and the pending row (§2.2 steps 1, 4), in
+ * d->pending and d->id; a failure ends the invocation (rt_fail). */
+static enum core_status write_pending(struct detach_run *d)
 {
 	struct core_err e = { 0 };
 	char msg[sizeof e.msg + 200];
-	json_t *pending = NULL;
 	enum core_status st;
-	d->role = DETACH_NONE;
 	if (!*d->store) {
 		snprintf(msg, sizeof msg, "agent \"%s\": detach requires a session store", d->agent);
 		rt_fail(d->rt, CORE_EPRECONDITION, msg);
 		return CORE_EPRECONDITION;
 	}
+	json_decref(d->pending);
+	d->pending = NULL;
 	if ((st = detach_pending(*d->store, rt_session_id(d->rt), rt_last_snapshot_id(d->rt),
-	                         &pending, &e))) {
+	                         &d->pending, &e))) {
 		snprintf(msg, sizeof msg, "agent \"%s\": detach: save pending snapshot: %s",
 		         d->agent, e.msg);
 		rt_fail(d->rt, st, msg);
 		return st;
 	}
-	snprintf(d->id, sizeof d->id, "%s", json_string_value(json_object_get(pending, "snapshotId")));
+	snprintf(d->id, sizeof d->id, "%s",
+	         json_string_value(json_object_get(d->pending, "snapshotId")));
 	core_buf_release(&d->log);
 	core_buf_init(&d->log, CORE_BUF_UNLIMITED);
+	return CORE_OK;
+}
+
+enum core_status detach_here(struct detach_run *d, int in_flight)
+{
+	struct core_err e = { 0 };
+	enum core_status st;
+	d->role = DETACH_NONE;
+	if ((st = write_pending(d)))
+		return st;
+	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e))
+	    || (st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
+	                                &d->watch, &e))) {
+		abandon(d, d->pending, &e);
+		return st;
+	}
+	if (in_flight)
+		rt_detach_turn(d->rt);
+	else
+		rt_detach(d->rt, *d->store);
+	d->role = DETACH_WORKER;
+	return CORE_OK;
+}
+
+enum core_status detach_daemonize(struct detach_run *d)
+{
+	struct core_err e = { 0 };
+	fflush(stdout);
+	fflush(stderr);
+	signal(SIGHUP, SIG_IGN);
+	enum core_status st = worker_stdio(d->log.p, &e);
+	if (st)
+		return st;
+	log_started(d, " in place");
+	return CORE_OK;
+}
+
+enum core_status detach_start(struct detach_run *d)
+{
+	struct core_err e = { 0 };
+	enum core_status st;
+	d->role = DETACH_NONE;
+	if ((st = write_pending(d)))
+		return st;
 	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e)))
 		goto fail;
 
@@ -749,17 +825,14 @@ enum core_status detach_start(struct detach_run *d)
 	if ((st = detach_fork(d->log.p, &p, &e)))
 		goto fail;
 	if (p.worker) {
-		d->worker_st = detach_run_worker(d, pending, &p);
-		json_decref(pending);
+		d->worker_st = detach_run_worker(d, d->pending, &p);
 		return CORE_OK;
 	}
 	if ((st = detach_wait_ready(&p, &e)))
 		goto fail;
 	d->role = DETACH_CALLER;
-	json_decref(pending);
 	return CORE_OK;
 fail:
-	abandon(d, pending, &e);
-	json_decref(pending);
+	abandon(d, d->pending, &e);
 	return st;
 }

@@ -18,6 +18,12 @@
  *              the inputs (rt_detach()), then detach_watch_quiesce(),
  *              detach_finalize(), detach_watch_end()
  *
+ * A process that already outlives its caller (agent-run's back process,
+ * docs/detach.md "Eager intake") detaches in place instead, even from
+ * inside a turn: detach_here() (the pending row, the watcher,
+ * rt_detach_turn()), the command prints, detach_daemonize() (stdio), then
+ * detach_finish() runs the queue and finalizes.
+ *
  * Nothing here prints or exits: the worker's log lines go to the command's
  * sink (its stderr is the log file), and the worker's exit is the
  * command's.  The lower-level functions below are what detach_start() is
@@ -91,6 +97,10 @@ struct detach_proc {
  */
 enum core_status detach_fork(const char *log_path, struct detach_proc *p,
                              struct core_err *e);
+
+/* Close every descriptor from 3 up but keep (-1: none): what a worker
+ * does with the descriptors its caller gave it. */
+void detach_close_others(int keep);
 
 /* Worker: report that it is running (err NULL or CORE_OK) or why it could
  * not start, and close the pipe. */
@@ -219,11 +229,15 @@ struct detach_run {
 	struct detach_sink sink;
 
 	struct detach_queue queue;      /* the inputs, queued before detach_start() */
+	struct core_err tail;           /* a malformed input after the queued ones
+	                                   (st CORE_OK: none): the worker fails the
+	                                   invocation with it after running them */
 	enum detach_role role;
 	char id[DETACH_ID_MAX + 1];     /* the pending row, once written */
 	struct core_buf log;            /* the worker's log file, once named */
 	enum core_status worker_st;     /* the worker: how the row was finalized */
 	struct detach_watch *watch;     /* the worker's watcher, while it runs */
+	json_t *pending;                /* the pending row as written */
 };
 
 /*
@@ -262,11 +276,42 @@ enum core_status detach_start(struct detach_run *d);
 enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
                                    struct detach_proc *p);
 
+/*
+ * Detach without a fork, for a process that already outlives its caller
+ * (agent-run's back process, docs/detach.md "Eager intake"): the
+ * capability check, the pending row chained to rt's last committed row,
+ * the log path and the watcher (its own store handle); then rt_detach()
+ * with the command's handle kept, or, with in_flight, rt_detach_turn(): the
+ * turn in flight (this is called from inside it) goes on detached.  On
+ * CORE_OK the role is DETACH_WORKER: the command prints the detached
+ * output, calls detach_daemonize(), lets the turn in flight end and calls
+ * detach_finish().  Otherwise as detach_start(): the invocation is ended
+ * (rt_fail) and a pending row already written is finalized failed.
+ */
+enum core_status detach_here(struct detach_run *d, int in_flight);
+
+/*
+ * The in-place worker's stdio (after the detached output is printed):
+ * stdin and stdout on /dev/null, stderr appending to the log, SIGHUP
+ * ignored; then its first log line.  Its session, process group and other
+ * descriptors are the command's to arrange.  CORE_ESYS.
+ */
+enum core_status detach_daemonize(struct detach_run *d);
+
+/*
+ * The rest of a worker's run (detach_run_worker() ends with it): the
+ * queued inputs, then the tail's failure if any, then the finalize and the
+ * watcher's end.  Returns, and sets worker_st to, how the row ended (as
+ * detach_run_worker()).
+ */
+enum core_status detach_finish(struct detach_run *d);
+
 /* Non-zero once the worker saw the abort flip; 0 outside a running worker.
  * For rt's cancelled(), on the thread that runs the worker. */
 int detach_aborted(const struct detach_run *d);
 
-/* Free the queue and the log path (the borrowed members stay). */
+/* Free the queue, the log path and the pending row (the borrowed members
+ * stay). */
 void detach_run_release(struct detach_run *d);
 
 #endif

@@ -1636,6 +1636,8 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 		rt_fail(rt, ce.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS, why);
 		return CORE_FAILED;
 	}
+	if (rt->ended)
+		return CORE_FAILED;     /* ended while it ran (rt_fail: a detach that failed) */
 	if (r.st && !keep_going) {
 		rt->ended = 1;
 		snprintf(rt->end_reason, sizeof rt->end_reason, "%s", r.reason);
@@ -1675,9 +1677,40 @@ const char *rt_last_snapshot_id(const struct runtime *rt)
 	return rt->last_snapshot_id && *rt->last_snapshot_id ? rt->last_snapshot_id : NULL;
 }
 
+void rt_detach_turn(struct runtime *rt)
+{
+	rt->detached = 1;
+	rt->sink.chunk = NULL;
+	/* The turn in flight has not committed: until it does, what is
+	 * committed is the last row's state (rt_committed_state). */
+	json_decref(rt->last_good);
+	rt->last_good = NULL;
+}
+
 json_t *rt_committed_state(const struct runtime *rt)
 {
-	return state_shaped((struct runtime *)rt, rt->last_good ? rt->last_good : rt->state);
+	if (rt->last_good || !rt->detached)
+		return state_shaped((struct runtime *)rt, rt->last_good ? rt->last_good : rt->state);
+	/* Detached in the middle of a turn that has not committed (§2.3): the
+	 * state of the last committed row, else the invocation's initial
+	 * (empty) state. */
+	json_t *row = NULL, *o;
+	struct core_err e = { 0 };
+	const json_t *s = NULL;
+	if (rt->last_snapshot_id && *rt->last_snapshot_id) {
+		if (!rt->store || store_get(rt->store, rt->last_snapshot_id, 0, &row, &e))
+			return NULL;    /* never an empty state in place of the row's */
+		s = json_object_get(row, "state");
+	}
+	if (s) {
+		o = state_shaped((struct runtime *)rt, s);
+	} else if ((o = json_pack("{s:[]}", "messages"))) {
+		json_t *shaped = state_shaped((struct runtime *)rt, o);
+		json_decref(o);
+		o = shaped;
+	}
+	json_decref(row);
+	return o;
 }
 
 void rt_fail(struct runtime *rt, enum core_status st, const char *msg)

@@ -142,13 +142,25 @@ enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
  */
 void rt_detach(struct runtime *rt, struct store *store);
 
+/*
+ * rt_detach() from inside the turn in flight (a detach line read while it
+ * runs, §2.1), keeping the store handle: the turn goes on, its chunks are
+ * dropped and its row is not written.  Until a turn commits,
+ * rt_committed_state() is the state of the last committed row (read from
+ * the store) or, without one, the initial empty state: an unfinished turn
+ * rolls back to it.  Call it on the thread that runs the turn (the
+ * cancelled() callback).
+ */
+void rt_detach_turn(struct runtime *rt);
+
 /* The resume point: the last committed row, or the resumed one; NULL when
  * there is none.  Borrowed. */
 const char *rt_last_snapshot_id(const struct runtime *rt);
 
 /* The state a detached run finalizes with (§2.3 committedState): the state
  * at its last committed turn, rolled back past an unfinished one, shaped as
- * persisted (sessionId stamped).  New reference; NULL without memory. */
+ * persisted (sessionId stamped).  New reference; NULL without memory, or
+ * (after rt_detach_turn()) when the last committed row cannot be read. */
 json_t *rt_committed_state(const struct runtime *rt);
 
 /* End the invocation as a caller stop between turns (§2.5): the output is

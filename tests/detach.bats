@@ -65,8 +65,17 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one)"
 }
 
+# after_row LINE...: once turn one's row is written, print the lines in
+# one write (a detach that arrives after the turn it follows has ended,
+# with the lines behind it already there when it is read).
+after_row() {
+	wait_for 20 eval '[ -n "$(agent-snap sessions 2>/dev/null)" ]'
+	printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/after-row"
+	cat "$BATS_TEST_TMPDIR/after-row"       # one write: bash writes line by line
+}
+
 @test "a detach line mid-conversation: earlier turns stream and commit, the rest runs in the background" {
-	run -0 --separate-stderr "${AR[@]}" < <(msg one; echo '{"detach":true,"message":{"content":[{"text":"two"}]}}'; msg three)
+	run -0 --separate-stderr "${AR[@]}" < <(exec 3>&-; msg one; after_row '{"detach":true,"message":{"content":[{"text":"two"}]}}' "$(msg three)")
 	assert_equal "${#lines[@]}" 3
 	assert_equal "$(jq -c .modelChunk <<<"${lines[0]}")" '{"content":[{"text":"ok 0"}],"index":0,"role":"model"}'
 	first=$(jq -r .turnEnd.snapshotId <<<"${lines[1]}")
@@ -82,7 +91,7 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 }
 
 @test "a bare {\"detach\":true} runs no extra turn; the row keeps the state so far" {
-	run -0 --separate-stderr "${AR[@]}" < <(msg one; echo '{"detach":true}')
+	run -0 --separate-stderr "${AR[@]}" < <(exec 3>&-; msg one; after_row '{"detach":true}')
 	first=$(jq -r .turnEnd.snapshotId <<<"${lines[1]}")
 	id=$(id_of "${lines[2]}")
 	run -0 timeout 20 agent-wait "$id"

@@ -116,18 +116,25 @@ tool_loop() {
 	tool_loop anthropic
 }
 
-@test "a detach line after an attached turn: the worker leaves the caller's connection alone and opens its own" {
+@test "a detach line after an attached turn: the worker, detached in place, goes on on its own connection" {
 	printf '%s\n' '{"text":"first"}' '{"text":"second"}' >turns.ndjson
 	mock_start openai turns.ndjson sk-test-1234
+	# The detach line comes once turn one's row is written (docs/detach.md,
+	# "Eager intake": one sent with it would detach turn one too).
 	run -0 --separate-stderr agent-run --model openai/gpt-4o < <(
+		exec 3>&-
 		echo '{"message":{"content":[{"text":"one"}]}}'
+		wait_for 20 eval '[ -n "$(agent-snap sessions 2>/dev/null)" ]'
 		echo '{"detach":true,"message":{"content":[{"text":"two"}]}}')
 	id=$(last | jq -r .output.snapshotId)
 	run -0 --separate-stderr timeout 20 agent-wait "$id"
 	assert_equal "$(jq -c '[.status, [.state.messages[] | .content[0].text]]' <<<"$output")" \
 		'["completed",["one","first","two","second"]]'
 	[ "$(mock_requests)" = 2 ]
-	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 2
+	# The back process that ran turn one is the worker: the same process,
+	# the same kept-alive connection (no handle crossed a fork).
+	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 1
+	grep -q "worker started in place" "$AGENTKIT_STORE/logs/$id.log"
 	grep -q "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log && fail "$(cat "$AGENTKIT_STORE"/logs/*.log)"
 	true
 }

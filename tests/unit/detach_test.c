@@ -6,7 +6,10 @@
  * row, runs detach_run_worker() and reads the finalized row: completed,
  * failed at the first failed turn, aborted by the abort flip (pending ->
  * aborting, written with store_save() while the worker runs) or by a stop
- * signal, or left alone when someone else settled it.
+ * signal, or left alone when someone else settled it.  Then the worker
+ * detached in place from inside a turn (detach_here(), detach_finish()):
+ * the turn in flight goes on unstreamed and rowless, or is rolled back to
+ * the last committed row by an abort.
  */
 #include <ftw.h>
 #include <limits.h>
@@ -141,6 +144,9 @@ struct fixture {
 	int chunks;             /* chunks that reached the sink */
 	const char *flip_to;    /* written over the row when the worker starts */
 	int signal;             /* the stop signal the sink reports */
+	int here;               /* detach_here(in flight) at the next cancelled() */
+	const char *here_flip;  /* ... then write this over the row */
+	int chunks_at_detach;   /* chunks that had reached the sink by then */
 };
 
 static enum core_status on_chunk(void *ctx, const json_t *chunk)
@@ -150,9 +156,23 @@ static enum core_status on_chunk(void *ctx, const json_t *chunk)
 	return CORE_OK;
 }
 
+static enum core_status fn_flip(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e);
+
 static int cancelled(void *ctx)
 {
 	struct fixture *f = ctx;
+	if (f->here) {
+		/* A detach line read while the turn runs (agent-run's back). */
+		f->here = 0;
+		f->chunks_at_detach = f->chunks;
+		if (detach_here(&f->d, 1))
+			fprintf(stderr, "detach_test: detach_here failed\n");
+		struct core_err e = { 0 };
+		if (f->here_flip && store_save(f->s, f->d.id, 0, fn_flip, (void *)f->here_flip,
+		                               NULL, &e))
+			fprintf(stderr, "detach_test: cannot flip the row: %s\n", e.msg);
+	}
 	return f->signal || detach_aborted(&f->d);
 }
 
@@ -417,6 +437,98 @@ static void test_no_store(void)
 	agent_free(a);
 }
 
+/*
+ * Detach in place in the middle of a turn (agent-run's back process): one
+ * attached turn commits its row, then the second turn detaches from inside
+ * its cancelled() poll and goes on; detach_finish() runs the queue.
+ */
+static void run_here(struct fixture *f, const char *model, const char *mid,
+                     const struct core_err *tail, json_t **first_row)
+{
+	struct core_err e = { 0 };
+	struct agent_spec spec = { .model = model };
+	f->log = json_array();
+	if (agent_load(&spec, &f->agent, &e) || store_open(store_path, &f->s, &e)) {
+		fprintf(stderr, "detach_test: %s\n", e.msg);
+		exit(2);
+	}
+	struct rt_sink sink = { on_chunk, NULL, f };
+	struct rt_config cfg = {
+		.agent = f->agent, .store = f->s, .sink = &sink,
+		.cancelled = cancelled, .cancel_ctx = f,
+	};
+	if (rt_open(&cfg, &f->rt, &e)) {
+		fprintf(stderr, "detach_test: rt_open: %s\n", e.msg);
+		exit(2);
+	}
+	f->d.rt = f->rt;
+	f->d.agent = f->agent->name;
+	f->d.store = &f->s;
+	f->d.store_path = store_path;
+	f->d.hb_interval_ms = 50;
+	f->d.sink = (struct detach_sink){ on_log, stopped, f };
+	json_t *in = msg("one");
+	if (rt_turn(f->rt, in) || store_get(f->s, rt_last_snapshot_id(f->rt), 0, first_row, &e))
+		exit(2);
+	json_decref(in);
+	in = msg("after");
+	if (detach_queue_add(&f->d.queue, in, &e))
+		exit(2);
+	json_decref(in);
+	if (tail)
+		f->d.tail = *tail;
+	f->here = 1;
+	in = msg(mid);
+	rt_turn(f->rt, in);
+	json_decref(in);
+	detach_finish(&f->d);
+	if (store_get(f->s, f->d.id, 0, &f->row, &e)) {
+		fprintf(stderr, "detach_test: the row: %s\n", e.msg);
+		exit(2);
+	}
+}
+
+static void test_here_in_flight(void)
+{
+	struct fixture f = { 0 };
+	json_t *first = NULL;
+	struct core_err tail = { CORE_EINVAL, 0, "invalid JSON: bad (at <stdin>:4)" };
+	run_here(&f, "echo", "mid", &tail, &first);
+	check_int("in place: the worker", f.d.role, DETACH_WORKER);
+	report(json_equal(json_object_get(f.row, "parentId"), json_object_get(first, "snapshotId")),
+	       "in place: the pending row's parent is the last committed row", NULL);
+	json_t *o = outcome(f.row), *m = messages(f.row);
+	check_json("in place: the turn in flight and the queue ran, then the tail failed it", o,
+	           "{\"status\":\"failed\",\"finishReason\":\"failed\",\"error\":"
+	           "{\"status\":\"INVALID_ARGUMENT\",\"message\":\"invalid JSON: bad (at <stdin>:4)\"}}");
+	check_json("in place: the state has the turn in flight and the queued one", m,
+	           "[\"user:one\",\"model:one\",\"user:mid\",\"model:mid\",\"user:after\",\"model:after\"]");
+	check_int("in place: nothing streamed after the detach", f.chunks, f.chunks_at_detach);
+	char want[sizeof tail.msg + 8];
+	snprintf(want, sizeof want, "then: %s", tail.msg);
+	check_str("in place: the log names the tail", log_line(&f, 1), want);
+	json_decref(o);
+	json_decref(m);
+	json_decref(first);
+	fixture_release(&f);
+}
+
+static void test_here_rollback(void)
+{
+	struct fixture f = { .here_flip = "aborting" };
+	json_t *first = NULL;
+	run_here(&f, script_path, "slow", NULL, &first);
+	json_t *o = outcome(f.row), *m = messages(f.row);
+	check_json("in place, aborted: the turn in flight is cancelled", o,
+	           "{\"status\":\"aborted\",\"finishReason\":\"aborted\"}");
+	check_json("in place, aborted: the state rolls back to the last committed row", m,
+	           "[\"user:one\",\"model:ok\"]");
+	json_decref(o);
+	json_decref(m);
+	json_decref(first);
+	fixture_release(&f);
+}
+
 static int rm_one(const char *path, const struct stat *sb, int flag, struct FTW *ftw)
 {
 	return remove(path);
@@ -454,6 +566,8 @@ int main(void)
 	test_stop_signal();
 	test_settled();
 	test_no_store();
+	test_here_in_flight();
+	test_here_rollback();
 
 	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
 	printf("1..%d\n", ntest);

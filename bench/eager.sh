@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# eager.sh - what eager intake (docs/detach.md "Eager intake") costs an
+# attached turn, whole process, with the echo model and the store.
+#
+#   bench/eager.sh [BUILD [BASELINE [RUNS]]]
+#
+# BASELINE is another agent-run binary (say, one built before the change):
+# each case then runs it and this build's in turn, run after run (ABAB...),
+# so both see the same load on a shared machine.  Cases:
+#   echo_turn   echo '{"message":...}' | agent-run   (stdin at its end: no split)
+#   m_turn      agent-run -m hi                      (no stdin read)
+#   live_turn   one line from a writer that stays 20 ms longer (the split:
+#               front, back, reader thread; the 20 ms are in both)
+# Prints the median and the fastest of RUNS (default 200) wall times of the
+# whole pipeline (a /bin/sh script, the same for both), and the CPU time of
+# a run (user + system, the shell's included).  Interleaved rather than
+# hyperfine's one command after the other: on 2 shared cores the load
+# drifts more between two hyperfine batches than the cases differ.
+set -eu
+top=$(cd "$(dirname "$0")/.." && pwd)
+build=${1:-build}
+runs=${3:-200}
+bins=("$top/$build/bin/agent-run")
+[ -z "${2:-}" ] || bins+=("$2")
+work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
+trap 'rm -rf "$work"' EXIT
+export AGENTKIT_STORE="$work/store"
+cd "$work"
+line='{"message":{"content":[{"text":"hi"}]}}'
+
+# case NAME BIN: the case's script for BIN
+case_script() {
+	local f="$work/$1.$2.sh"
+	case $1 in
+	echo_turn) cmd="echo '$line' | \"$3\" --model echo >/dev/null" ;;
+	m_turn) cmd="\"$3\" --model echo -m hi </dev/null >/dev/null" ;;
+	live_turn) cmd="{ echo '$line'; sleep 0.02; } | \"$3\" --model echo >/dev/null" ;;
+	esac
+	printf '#!/bin/sh\n%s\n' "$cmd" >"$f"
+	chmod +x "$f"
+	echo "$f"
+}
+
+# stats FILE: "median N us, fastest N us" of the microseconds in FILE
+stats() {
+	sort -n "$1" | awk '{ v[NR] = $1 } END { printf "median %d us, fastest %d us", v[int((NR + 1) / 2)], v[1] }'
+}
+
+for c in echo_turn m_turn live_turn; do
+	scripts=()
+	for i in "${!bins[@]}"; do
+		scripts+=("$(case_script "$c" "$i" "${bins[$i]}")")
+		: >"$work/t.$i"
+		: >"$work/cpu.$i"
+	done
+	for s in "${scripts[@]}"; do "$s"; "$s"; done      # warm the caches and the store
+	for _ in $(seq "$runs"); do
+		for i in "${!scripts[@]}"; do
+			t0=$(date +%s%N)
+			"${scripts[$i]}"
+			t1=$(date +%s%N)
+			echo $(( (t1 - t0) / 1000 )) >>"$work/t.$i"
+		done
+	done
+	for i in "${!scripts[@]}"; do
+		label=$([ "$i" = 0 ] && echo this || echo baseline)
+		# CPU: a separate pass, 50 runs under bash's times.
+		cpu=$( { time -p bash -c "for _ in \$(seq 50); do '${scripts[$i]}'; done" ; } 2>&1 \
+			| awk '/^user/ { u = $2 } /^sys/ { s = $2 } END { printf "%.2f", (u + s) * 1000 / 50 }')
+		echo "$c $label $(stats "$work/t.$i"), cpu $cpu ms/run"
+	done
+done
