@@ -49,6 +49,10 @@ BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
 CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o
+# libstore.a stands on libcore's base (buffers, JSON) and libcore's agent
+# floor on the store (detached runs, the runtime): the two archives are
+# searched as a group until libcore is split by floor.
+LIBS       = -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group
 LIBCORE   := $(BUILD)/libcore.a
 LIBSTORE  := $(BUILD)/libstore.a
 
@@ -83,11 +87,11 @@ $(LIBSTORE): $(STORE_OBJ) $(LIBCORE)
 
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBS) $(LDLIBS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
 # Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh),
 # bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh).
@@ -96,7 +100,7 @@ BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 bench-progs: $(BENCH_STORE)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBSTORE) $(LIBCORE) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 .PHONY: bench-progs
 
 # Completions are generated from each command's option table.
@@ -184,7 +188,7 @@ fuzz-bins: $(FUZZ_BINS)
 $(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBSTORE) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
-	  -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group $(LDLIBS)
+	  $(LIBS) $(LDLIBS)
 fuzz:
 	@if tests/fuzz/run --have-libfuzzer; then \
 	  $(MAKE) --no-print-directory -j2 BUILD=build-fuzz CC=clang FUZZ_ENGINE=libfuzzer \

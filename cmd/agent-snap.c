@@ -744,7 +744,9 @@ static enum core_status run_worker_log(void *ctx, int argc, char **argv)
 		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	} else if ((st = detach_log_name(dir.p, id, &path, &e)) == CORE_ENOTFOUND ||
 	           (st == CORE_OK && access(path.p, F_OK) < 0 && errno == ENOENT)) {
-		cli_warn("no worker log for snapshot '%s' (only detached runs have one)", id);
+		cli_warn("no worker log for snapshot '%s' (only detached runs have one%s)", id,
+		         store_location_is_dir(dir.p) ? "" : "; a worker's log stays on the host "
+		         "that ran it, in ~/.local/state/agentkit/logs");
 		st = CORE_ENOTFOUND;
 	} else if (st != CORE_OK || (st = core_buf_read_file(&text, path.p, &e)) != CORE_OK) {
 		st = cli_report(&e);

@@ -65,25 +65,52 @@ enum core_status detach_pending(struct store *s, const char *session_id,
 	return st;
 }
 
-enum core_status detach_log_path(const char *store_dir, const char *id,
+/* mkdir -p dir, each new directory 0700. */
+static enum core_status make_dirs(char *dir, struct core_err *e)
+{
+	for (char *p = dir + 1; ; p++) {
+		if (*p && *p != '/')
+			continue;
+		char c = *p;
+		*p = '\0';
+		int rc = mkdir(dir, 0700);
+		*p = c;
+		if (rc < 0 && errno != EEXIST)
+			return core_fail_sys(e, "cannot create '%s'", dir);
+		if (!c)
+			return CORE_OK;
+	}
+}
+
+enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e)
 {
 	size_t base = out->len;
-	if (core_buf_addf(out, "%s/logs", store_dir))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if (mkdir(out->p + base, 0700) < 0 && errno != EEXIST)
-		return core_fail_sys(e, "cannot create '%s'", out->p + base);
+	enum core_status st;
+	if ((st = store_logs_dir(store, out, e)) != CORE_OK)
+		return st;
+	/* beside a store the directory exists; this host's state directory
+	 * may not */
+	if (store_location_is_dir(store)) {
+		if (mkdir(out->p + base, 0700) < 0 && errno != EEXIST)
+			return core_fail_sys(e, "cannot create '%s'", out->p + base);
+	} else if ((st = make_dirs(out->p + base, e)) != CORE_OK) {
+		return st;
+	}
 	if (core_buf_addf(out, "/%s.log", id))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;
 }
 
-enum core_status detach_log_name(const char *store_dir, const char *id,
+enum core_status detach_log_name(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e)
 {
+	enum core_status st;
 	if (strchr(id, '/'))
 		return core_fail(e, CORE_ENOTFOUND, "snapshot '%s' cannot have a worker log", id);
-	if (core_buf_addf(out, "%s/logs/%s.log", store_dir, id))
+	if ((st = store_logs_dir(store, out, e)) != CORE_OK)
+		return st;
+	if (core_buf_addf(out, "/%s.log", id))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;
 }

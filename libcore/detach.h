@@ -59,10 +59,12 @@ enum core_status detach_pending(struct store *s, const char *session_id,
                                 struct core_err *e);
 
 /*
- * The worker's log file for snapshot id: STORE_DIR/logs/ID.log (the logs
- * directory is created 0700).  Appends the path to out.
+ * The worker's log file for snapshot id: ID.log in store_logs_dir() of the
+ * store location (STORE/logs beside a directory store; this host's
+ * ~/.local/state/agentkit/logs for a store on a server), the directory
+ * created 0700.  Appends the path to out.
  */
-enum core_status detach_log_path(const char *store_dir, const char *id,
+enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e);
 
 /*
@@ -70,7 +72,7 @@ enum core_status detach_log_path(const char *store_dir, const char *id,
  * CORE_ENOTFOUND for an ID no worker can have (one containing '/': workers'
  * IDs are UUIDs), so a crafted ID never names a file outside the logs.
  */
-enum core_status detach_log_name(const char *store_dir, const char *id,
+enum core_status detach_log_name(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e);
 
 /* Remove snapshot id's worker log, if it has one.  A store_deleted_fn for

@@ -41,3 +41,19 @@ enum core_status store_open_default(const char *path, unsigned flags,
 	core_buf_release(&dir);
 	return st;
 }
+
+enum core_status store_logs_dir(const char *location, struct core_buf *out,
+                                struct core_err *e)
+{
+	const char *v;
+	enum core_status st;
+	if (store_location_is_dir(location))
+		st = core_buf_addf(out, "%s/logs", location);
+	else if ((v = getenv("XDG_STATE_HOME")) && *v == '/')
+		st = core_buf_addf(out, "%s/agentkit/logs", v);
+	else if ((v = getenv("HOME")) && *v)
+		st = core_buf_addf(out, "%s/.local/state/agentkit/logs", v);
+	else
+		return core_fail(e, CORE_ESYS, "no place for worker logs: set HOME");
+	return st ? core_fail(e, st, "worker log path: %s", core_strerror(st)) : CORE_OK;
+}

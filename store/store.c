@@ -91,10 +91,18 @@ static enum core_status choose_backend(const char *location,
 	                 "directories", location);
 }
 
+int store_location_is_dir(const char *location)
+{
+	for (size_t i = 0; i < NBACKENDS; i++)
+		if (takes_location(backends[i], location))
+			return 0;
+	return !url_scheme(location);
+}
+
 enum core_status store_open_flags(const char *path, unsigned flags,
                                   struct store **out, struct core_err *e)
 {
-	const struct store_backend *b;
+	const struct store_backend *b = NULL;
 	enum core_status st;
 	*out = NULL;
 	if ((st = choose_backend(path, &b, e)) != CORE_OK ||

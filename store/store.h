@@ -69,6 +69,20 @@ struct store;
 enum core_status store_default_path(const char *path, struct core_buf *out,
                                     struct core_err *e);
 
+/* Non-zero when location names a directory (the LMDB store), 0 for a URL
+ * or a whole location another backend takes ("pg:"). */
+int store_location_is_dir(const char *location);
+
+/*
+ * Where detached workers keep their logs (docs/detach.md), appended to out:
+ * LOCATION/logs beside a directory store; for a store on a server (a URL,
+ * "pg:") this host's ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/logs,
+ * since a worker's log stays on the host that ran it.  Nothing is created.
+ * CORE_ESYS when neither XDG_STATE_HOME nor HOME is set, CORE_ENOMEM.
+ */
+enum core_status store_logs_dir(const char *location, struct core_buf *out,
+                                struct core_err *e);
+
 /* Flags for store_open_flags() and store_open_default(). */
 #define STORE_OPEN_EXISTING 0x1 /* never create: CORE_ENOTFOUND "no store at
                                    PATH (set --store or AGENTKIT_STORE)" when

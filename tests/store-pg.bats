@@ -167,6 +167,22 @@ while True:
 	assert_equal "$(jq -r .status <<<"$output")" expired
 }
 
+@test "agent-run --detach on one host, agent-wait on another; the worker's log stays on its host" {
+	run -0 --separate-stderr host a agent-run --model echo --detach -m hello
+	id=$(jq -r .output.snapshotId <<<"$output")
+	[ "$(jq -r .output.finishReason <<<"$output")" = detached ]
+	run -0 --separate-stderr host b agent-wait --timeout 30s "$id"
+	assert_equal "$(jq -r '.status + " " + .finishReason' <<<"$output")" "completed stop"
+	assert_equal "$(jq -r '.state.messages[-1].content[0].text' <<<"$output")" hello
+	# the log is under host a's state directory, never at the URL
+	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+	[ -f "$log" ] || fail "no worker log at $log"
+	run -0 --separate-stderr host a agent-snap worker-log "$id"
+	[[ "$output" == *"finalized completed"* ]] || fail "log: $output"
+	run -4 --separate-stderr host b agent-snap worker-log "$id"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '$id' (only detached runs have one; a worker's log stays on the host that ran it, in ~/.local/state/agentkit/logs)"
+}
+
 @test "16 writers on two hosts: no lost update" {
 	"$SW" save c '{"sessionId":"s","state":{"custom":{"n":0}}}' >/dev/null
 	for i in $(seq 16); do
