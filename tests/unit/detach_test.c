@@ -26,33 +26,9 @@
 #include "../../libcore/runtime.h"
 #include "../../libcore/util.h"
 #include "../../store/store.h"
+#include "tap.h"
 
-static int ntest, nfail;
 static char tmpdir[PATH_MAX], store_path[PATH_MAX + 8], script_path[PATH_MAX + 32];
-
-static void report(int ok, const char *name, const char *detail)
-{
-	ntest++;
-	if (ok) {
-		printf("ok %d - %s\n", ntest, name);
-		return;
-	}
-	nfail++;
-	printf("not ok %d - %s\n", ntest, name);
-	if (detail)
-		printf("#   %s\n", detail);
-}
-
-static json_t *pj(const char *s)
-{
-	struct core_err e = { 0 };
-	json_t *v = jv_parse(s, strlen(s), "test", 1, &e);
-	if (!v) {
-		fprintf(stderr, "bad test JSON: %s: %s\n", s, e.msg);
-		exit(2);
-	}
-	return v;
-}
 
 static char *dump(const json_t *v)
 {
@@ -570,6 +546,5 @@ int main(void)
 	test_here_rollback();
 
 	nftw(tmpdir, rm_one, 16, FTW_DEPTH | FTW_PHYS);
-	printf("1..%d\n", ntest);
-	return nfail ? 1 : 0;
+	return tap_end();
 }

@@ -15,37 +15,9 @@
 #include "../../libcore/json.h"
 #include "../../libcore/prompt.h"
 #include "../../libcore/template.h"
+#include "tap.h"
 
-static int ntest, nfail;
 static char fixtures[PATH_MAX];
-
-static void report(int ok, const char *name, const char *detail)
-{
-	ntest++;
-	if (ok) {
-		printf("ok %d - %s\n", ntest, name);
-		return;
-	}
-	nfail++;
-	printf("not ok %d - %s\n", ntest, name);
-	if (detail)
-		printf("#   %s\n", detail);
-}
-
-static json_t *pj(const char *s)
-{
-	struct core_err e = {0};
-	json_t *v;
-
-	if (!s)
-		return NULL;
-	v = jv_parse(s, strlen(s), "test", 1, &e);
-	if (!v) {
-		fprintf(stderr, "bad test JSON: %s: %s\n", s, e.msg);
-		exit(2);
-	}
-	return v;
-}
 
 static char *dump(const json_t *v)
 {
@@ -720,6 +692,5 @@ int main(int argc, char **argv)
 	test_limits();
 	test_files();
 	test_compile_once();
-	printf("1..%d\n", ntest);
-	return nfail ? 1 : 0;
+	return tap_end();
 }

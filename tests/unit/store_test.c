@@ -14,22 +14,9 @@
 
 #include "../../libcore/json.h"
 #include "../../store/store.h"
+#include "tap.h"
 
-static int ntest, nfail;
 static char tmp[] = "/tmp/agentkit-store-test.XXXXXX";
-
-static void report(int ok, const char *name, const char *detail)
-{
-	ntest++;
-	if (ok) {
-		printf("ok %d - %s\n", ntest, name);
-		return;
-	}
-	nfail++;
-	printf("not ok %d - %s\n", ntest, name);
-	if (detail)
-		printf("#   %s\n", detail);
-}
 
 /* Opening location fails with want and exactly msg. */
 static void refused(const char *name, const char *location, enum core_status want,
@@ -177,6 +164,5 @@ int main(void)
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "store_test: could not remove %s\n", tmp);
-	printf("1..%d\n", ntest);
-	return nfail ? 1 : 0;
+	return tap_end();
 }

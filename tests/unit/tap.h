@@ -1,0 +1,55 @@
+/*
+ * tap.h - what the C unit tests share: TAP lines ("ok 3 - name", "not ok
+ * 4 - name" with a "#   detail" line) and a JSON literal parser that
+ * stops the test on a typo in the test itself.  Header-only: each
+ * tests/unit/NAME.c is its own program (tests/unit.bats runs them).
+ *
+ *   report(ok, name, detail)    one test; detail (may be NULL) on failure
+ *   pj(text)                    jv_parse() of a literal, new reference;
+ *                               NULL text gives NULL; a bad one exits 2
+ *   tap_end()                   the plan line "1..N"; the exit status
+ */
+#ifndef TESTS_UNIT_TAP_H
+#define TESTS_UNIT_TAP_H
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../../libcore/json.h"
+
+static int ntest, nfail;
+
+static void report(int ok, const char *name, const char *detail)
+{
+	ntest++;
+	if (ok) {
+		printf("ok %d - %s\n", ntest, name);
+		return;
+	}
+	nfail++;
+	printf("not ok %d - %s\n", ntest, name);
+	if (detail)
+		printf("#   %s\n", detail);
+}
+
+static inline json_t *pj(const char *s)
+{
+	struct core_err e = { 0 };
+	json_t *v;
+	if (!s)
+		return NULL;
+	if (!(v = jv_parse(s, strlen(s), "test", 1, &e))) {
+		fprintf(stderr, "bad test JSON: %s: %s\n", s, e.msg);
+		exit(2);
+	}
+	return v;
+}
+
+static inline int tap_end(void)
+{
+	printf("1..%d\n", ntest);
+	return nfail ? 1 : 0;
+}
+
+#endif
