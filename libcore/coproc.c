@@ -629,11 +629,12 @@ void coproc_free(struct coproc *c)
 {
 	if (!c)
 		return;
-	if (!coproc_inherited(c))
+	if (!coproc_inherited(c)) {
 		coproc_close(c, -1);
-	spawn_close_fd(&c->in_fd);
-	spawn_close_fd(&c->out_fd);
-	spawn_close_fd(&c->err_fd);
+		spawn_close_fd(&c->in_fd);
+		spawn_close_fd(&c->out_fd);
+		spawn_close_fd(&c->err_fd);
+	}
 	core_buf_release(&c->rbuf);
 	core_buf_release(&c->errbuf);
 	free(c->what);

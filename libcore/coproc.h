@@ -179,7 +179,10 @@ const char *coproc_stderr(const struct coproc *c);
 /*
  * Non-zero in a forked child of the process that started the command (a
  * detached worker): the command is not ours to talk to or wait for.
- * coproc_free() then only closes our copies of the pipes.
+ * coproc_free() then only frees the memory: the pipes' descriptors are the
+ * owner's, closed in the worker with every other inherited one
+ * (detach_fork()), and their numbers may be the worker's own by now (its
+ * store), so they are not closed again.
  */
 int coproc_inherited(const struct coproc *c);
 

@@ -46,17 +46,14 @@ enum core_status custom_agent_new(const char *cmd, int64_t timeout_ms, size_t ma
 }
 
 /*
- * In a forked detached worker the handler is the caller's child: not ours
- * to talk to or wait for (the caller closes it), and its pipes were closed
- * with every other inherited descriptor (detach_fork), so their numbers may
- * be the worker's own by now (its store) and must not be closed again.
- * The worker starts a handler of its own at its first turn.
+ * In a forked detached worker the handler is the caller's child, not ours
+ * (coproc_inherited(): coproc_free() only forgets it).  The worker starts a
+ * handler of its own at its first turn.
  */
 static void forget_inherited(struct custom_agent *ca)
 {
 	if (!ca->cp || !coproc_inherited(ca->cp))
 		return;
-	ca->cp->in_fd = ca->cp->out_fd = ca->cp->err_fd = -1;
 	coproc_free(ca->cp);
 	ca->cp = NULL;
 }
