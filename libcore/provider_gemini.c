@@ -327,6 +327,8 @@ static enum core_status status_from_doc(const json_t *err, long http)
 		enum core_status st = core_status_from_name(name);
 		if (st == CORE_EINVAL)
 			return CORE_EREJECTED; /* Gemini refused what agentkit sent */
+		if (st == CORE_EPRECONDITION)
+			return CORE_EUNMET;    /* Gemini's condition, not the caller's */
 		if (st != CORE_EINTERNAL || !strcmp(name, "INTERNAL"))
 			return st;
 	}

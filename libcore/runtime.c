@@ -1784,7 +1784,7 @@ enum core_status rt_exit_status(const struct runtime *rt, const json_t *output)
 		return rt->sys_st;
 	/* The output says INVALID_ARGUMENT, as Genkit does, but a request the
 	 * provider refused was agentkit's, not the caller's input. */
-	if (rt->end_st == CORE_EREJECTED)
+	if (rt->end_st == CORE_EREJECTED || rt->end_st == CORE_EUNMET)
 		return CORE_FAILED;
 	return rt_output_status(output);
 }

@@ -127,7 +127,8 @@ enum core_status rt_output_status(const json_t *output);
  * ended it - a turn whose snapshot could not be written (a full disk), a
  * pending row that could not be saved, rt_fail() with either status -
  * and CORE_FAILED when a provider refused a model call (CORE_EREJECTED:
- * the output's INVALID_ARGUMENT is then no malformed input of the caller).
+ * the output's INVALID_ARGUMENT is then no malformed input of the caller;
+ * CORE_EUNMET: its FAILED_PRECONDITION is the provider's, not agentkit's).
  */
 enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
 

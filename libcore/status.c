@@ -39,6 +39,9 @@ static const struct {
 	/* Genkit names a provider's 400 INVALID_ARGUMENT, but the request was
 	 * agentkit's, not the caller's malformed input (DESIGN §8). */
 	[CORE_EREJECTED]     = { "rejected by the provider", "INVALID_ARGUMENT", 1 },
+	/* Likewise a provider's FAILED_PRECONDITION: exit 5 is for agentkit's
+	 * own preconditions (state mode, a pending row, detach's store). */
+	[CORE_EUNMET]        = { "a provider's precondition failed", "FAILED_PRECONDITION", 1 },
 };
 
 static int valid(enum core_status st)

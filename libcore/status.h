@@ -41,6 +41,8 @@ enum core_status {
 	CORE_EDEADLINE,     /* DEADLINE_EXCEEDED: a tool or model took too long */
 	CORE_EREJECTED,     /* INVALID_ARGUMENT from a provider: it refused a request
 	                       agentkit built (HTTP 400); a model failure, exit 1 */
+	CORE_EUNMET,        /* FAILED_PRECONDITION from a provider (Gemini's "location
+	                       not supported"): its condition, not agentkit's; exit 1 */
 	CORE_STATUS_MAX
 };
 

@@ -240,6 +240,15 @@ SH
 	assert_equal "$(last | jq -r .output.error.status)" INVALID_ARGUMENT
 }
 
+@test "a provider's FAILED_PRECONDITION (Gemini's unsupported location) is a model failure: exit 1, the name kept" {
+	turns gemini '{"status":400,"type":"FAILED_PRECONDITION","message":"User location is not supported for the API use."}'
+	agent gemini -m hi
+	assert_equal "$status" 1
+	assert_equal "$(last | jq -c '[.output.finishReason, .output.error]')" \
+		'["failed",{"status":"FAILED_PRECONDITION","message":"generate: googleai: HTTP 400 Bad Request: User location is not supported for the API use."}]'
+	assert_equal "$(mock_requests)" 1
+}
+
 @test "a garbled stream is a model failure (exit 1), not malformed input" {
 	turns openai '{"raw":"data: {\"choices\":[{\"delta\":{\"content\":\"Hi\"}}\n\n"}'
 	agent openai -m hi
