@@ -719,3 +719,23 @@ int jv_same(const json_t *a, const json_t *b)
 {
 	return equal(a, b, 1);
 }
+
+json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json_t *val)
+{
+	json_t *out = json_object();
+	const char *k;
+	json_t *x;
+	size_t i = 0;
+	if (!out) {
+		json_decref(val);
+		return NULL;
+	}
+	json_object_foreach((json_t *)src, k, x) {
+		if (i++ == pos)
+			json_object_set_new(out, key, val), val = NULL;
+		json_object_set(out, k, x);
+	}
+	if (val)
+		json_object_set_new(out, key, val);
+	return out;
+}

@@ -98,6 +98,12 @@ double jv_number_value(const json_t *v);
 /* A new bignum from the number text p[0..n) (not validated). */
 json_t *jv_bignum(const char *p, size_t n);
 
+/* A new object: src's members with (key, val) inserted at position pos
+ * (at the end past the last), in order: the stores put a row's state and a
+ * state's messages back where they were.  Consumes val; NULL when out of
+ * memory. */
+json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json_t *val);
+
 /* Name of v's type for messages: "object", "array", "string", "number",
  * "boolean", "null". */
 const char *jv_type_name(const json_t *v);

@@ -137,7 +137,7 @@ enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
 		memcpy(ref->tail, h + 10, NODE);
 		ref->count = get_be32(h + 6);
 	}
-	*out = lm_insert_at(rest, get_be32(h + 2), "messages", msgs);
+	*out = jv_object_insert_at(rest, get_be32(h + 2), "messages", msgs);
 	json_decref(rest);
 	return *out ? CORE_OK : core_fail(e, CORE_ENOMEM, "read state: out of memory");
 }

@@ -234,9 +234,6 @@ int lm_delete_state(struct env *v, MDB_txn *t, const char *id);
 
 /* A stored JSON value; NULL with "corrupt store value: ..." in e. */
 json_t *lm_parse_val(const void *p, size_t n, struct core_err *e);
-/* A new object: src's members with (key, val) inserted at position pos
- * (consumes val). */
-json_t *lm_insert_at(const json_t *src, size_t pos, const char *key, json_t *val);
 
 /* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
  * without a message).  ref (optional) receives the row's message chain;

@@ -20,29 +20,6 @@ json_t *lm_parse_val(const void *p, size_t n, struct core_err *e)
 	return v;
 }
 
-/* A new object: src's members with (key, val) inserted at position pos
- * (consumes val). */
-json_t *lm_insert_at(const json_t *src, size_t pos, const char *key, json_t *val)
-{
-	json_t *out = json_object();
-	const char *k;
-	json_t *x;
-	size_t i = 0;
-	if (!out) {
-		json_decref(val);
-		return NULL;
-	}
-	json_object_foreach((json_t *)src, k, x) {
-		if (i++ == pos)
-			json_object_set_new(out, key, val), val = NULL;
-		json_object_set(out, k, x);
-	}
-	if (val)
-		json_object_set_new(out, key, val);
-	return out;
-}
-
-
 /* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
  * without a message).  ref (optional) receives the row's message chain;
  * its count stays 0 when the row has none or only metadata was read. */
@@ -73,7 +50,7 @@ enum core_status lm_read_row(struct env *v, MDB_txn *t, const char *id,
 		json_decref(meta);
 		return st;
 	}
-	*out = lm_insert_at(meta, get_be32(h + 2), "state", state);
+	*out = jv_object_insert_at(meta, get_be32(h + 2), "state", state);
 	json_decref(meta);
 	return *out ? CORE_OK : core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
 }

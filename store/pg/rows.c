@@ -20,27 +20,6 @@ static json_t *parse(const char *text, const char *what, struct core_err *e)
 	return v;
 }
 
-/* A new object: src's members with (key, val) inserted at position pos
- * (consumes val). */
-static json_t *insert_at(const json_t *src, size_t pos, const char *key, json_t *val)
-{
-	json_t *out = json_object(), *x;
-	const char *k;
-	size_t i = 0;
-	if (!out) {
-		json_decref(val);
-		return NULL;
-	}
-	json_object_foreach((json_t *)src, k, x) {
-		if (i++ == pos)
-			json_object_set_new(out, key, val), val = NULL;
-		json_object_set(out, k, x);
-	}
-	if (val)
-		json_object_set_new(out, key, val);
-	return out;
-}
-
 /* A new object: src without key; *pos receives where it sat. */
 static json_t *without(const json_t *src, const char *key, size_t *pos)
 {
@@ -166,14 +145,14 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
 			json_decref(m);
 			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");
 		}
-		json_t *full = insert_at(state, strtoul(msg_pos, NULL, 10), "messages", arr);
+		json_t *full = jv_object_insert_at(state, strtoul(msg_pos, NULL, 10), "messages", arr);
 		json_decref(state);
 		if (!(state = full)) {
 			json_decref(m);
 			return core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
 		}
 	}
-	*row = insert_at(m, strtoul(state_pos, NULL, 10), "state", state);
+	*row = jv_object_insert_at(m, strtoul(state_pos, NULL, 10), "state", state);
 	json_decref(m);
 	return *row ? CORE_OK : core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
 }
