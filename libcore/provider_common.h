@@ -243,6 +243,12 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
                                   const struct model_stream *stream,
                                   struct model_response *resp, struct core_err *e);
 
+/* OpenAI's account variables (provider_openai.c): its key, its base URL
+ * and the ones sent as headers, shared by the Chat Completions and the
+ * Responses dialects, which reach the same account. */
+extern const char *const prov_openai_key_vars[], *const prov_openai_url_vars[];
+extern const struct model_env_header prov_openai_env_headers[];
+
 /* The dialects, for the models file's endpoints: openai (Chat
  * Completions), openai-responses (the Responses API), anthropic, googleai,
  * ollama. */

@@ -29,10 +29,10 @@ struct oai {
 	char refusal;
 };
 
-static const char *const key_vars[] = { "OPENAI_API_KEY", NULL };
-static const char *const url_vars[] = { "OPENAI_BASE_URL", NULL };
+const char *const prov_openai_key_vars[] = { "OPENAI_API_KEY", NULL };
+const char *const prov_openai_url_vars[] = { "OPENAI_BASE_URL", NULL };
 /* As the OpenAI SDKs send them. */
-static const struct model_env_header env_headers[] = {
+const struct model_env_header prov_openai_env_headers[] = {
 	{ "OPENAI_ORG_ID", "OpenAI-Organization" },
 	{ "OPENAI_PROJECT_ID", "OpenAI-Project" },
 	{ NULL, NULL },
@@ -569,8 +569,8 @@ const struct model_provider model_openai = {
 	.prefix = "openai",
 	.generate = oai_generate,
 	.list = oai_list,
-	.key_vars = key_vars,
-	.url_vars = url_vars,
+	.key_vars = prov_openai_key_vars,
+	.url_vars = prov_openai_url_vars,
 	.default_url = DEFAULT_URL,
-	.env_headers = env_headers,
+	.env_headers = prov_openai_env_headers,
 };

@@ -31,14 +31,6 @@ struct rsp {
 	int summary_streamed;       /* reasoning text was emitted for the item in progress */
 };
 
-/* The OpenAI provider's variables: the same account and endpoint. */
-static const char *const key_vars[] = { "OPENAI_API_KEY", NULL };
-static const char *const url_vars[] = { "OPENAI_BASE_URL", NULL };
-static const struct model_env_header env_headers[] = {
-	{ "OPENAI_ORG_ID", "OpenAI-Organization" },
-	{ "OPENAI_PROJECT_ID", "OpenAI-Project" },
-	{ NULL, NULL },
-};
 #define WHAT "openai-responses"
 
 /* ---- request ---- */
@@ -551,8 +543,10 @@ static enum core_status rsp_generate(const char *name, const struct model_reques
 /* Its models are OpenAI's, listed under openai: only the key and URL. */
 static enum core_status rsp_list(const char *key_file, json_t *row, struct core_err *e)
 {
-	char *base = prov_env_url(url_vars, model_openai_responses.default_url), *key = NULL;
-	enum core_status st = base ? prov_list_row(row, key_vars, key_file, url_vars, base, &key)
+	char *base = prov_env_url(prov_openai_url_vars, model_openai_responses.default_url);
+	char *key = NULL;
+	enum core_status st = base ? prov_list_row(row, prov_openai_key_vars, key_file,
+	                                           prov_openai_url_vars, base, &key)
 	                           : CORE_ENOMEM;
 	if (!st)
 		st = prov_list_header_vars(row, &model_openai_responses);
@@ -565,8 +559,8 @@ const struct model_provider model_openai_responses = {
 	.prefix = WHAT,
 	.generate = rsp_generate,
 	.list = rsp_list,
-	.key_vars = key_vars,
-	.url_vars = url_vars,
+	.key_vars = prov_openai_key_vars,
+	.url_vars = prov_openai_url_vars,
 	.default_url = "https://api.openai.com/v1",
-	.env_headers = env_headers,
+	.env_headers = prov_openai_env_headers,
 };
