@@ -1,6 +1,5 @@
 /* spawn.c - children on pipes, in their own process group; see spawn.h. */
 #include "spawn.h"
-#include "model.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -13,9 +12,12 @@
 
 extern char **environ;
 
+/* The key policy, set once at the start of main (spawn_protect_keys()). */
+static spawn_key_fn *key_policy;
+
 int spawn_provider_key(const char *entry)
 {
-	return model_key_variable(entry);
+	return key_policy && key_policy(entry);
 }
 
 int spawn_env_listed(const char *const *names, const char *entry)
@@ -28,10 +30,11 @@ int spawn_env_listed(const char *const *names, const char *entry)
 	return 0;
 }
 
-enum core_status spawn_protect_keys(struct core_err *e)
+enum core_status spawn_protect_keys(spawn_key_fn *is_key, struct core_err *e)
 {
 	size_t n = 0, k = 0;
 	char **p, **copies;
+	key_policy = is_key;
 	/* Before anything else: a same-user process that could ptrace us (or
 	 * read a core file) would read the keys wherever they live. */
 	prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -110,6 +113,9 @@ enum core_status spawn_start(char *const argv[], char *const env[], const char *
 	pid_t pid;
 	s->pid = -1;
 	s->in_fd = s->out_fd = s->err_fd = -1;
+	if (!key_policy)
+		return core_fail(e, CORE_EINTERNAL, "cannot start %s: no key policy "
+		                 "(spawn_protect_keys() was not called)", what);
 	if (pipe2(in, O_CLOEXEC) || pipe2(out, O_CLOEXEC) || pipe2(err, O_CLOEXEC)) {
 		core_fail_sys(e, "cannot start %s: pipe", what);
 		goto fail;

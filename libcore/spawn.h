@@ -19,11 +19,20 @@
 #include "status.h"
 
 /*
- * Is the environment entry "NAME=..." a provider key: a key or header
- * variable of a provider in model.c's table, or a variable the models
- * file names (model_key_variable, endpoints.h)?  Those are never passed to
- * a child unless allowed, so a new provider's key is hidden as soon as the
- * provider is in the table, an endpoint's as soon as it is in the file.
+ * The key policy: is the environment entry "NAME=..." (or a bare NAME) a
+ * secret no child may inherit unless allowed?  The processes layer stands
+ * below the models, so it does not know the providers: the program gives
+ * the policy to spawn_protect_keys() (agent-run gives model_key_variable(),
+ * every key or header variable of a provider in model.c's table and every
+ * variable the models file names), and a new provider's key is hidden as
+ * soon as the provider is in that table.
+ */
+typedef int spawn_key_fn(const char *entry);
+
+/*
+ * Is entry a key under the policy given to spawn_protect_keys()?  0 when
+ * none was given: spawn_start() then refuses to start any child, so a
+ * program that forgot the policy fails loudly instead of leaking a key.
  */
 int spawn_provider_key(const char *entry);
 
@@ -39,7 +48,7 @@ int spawn_provider_key(const char *entry);
  * and the original bytes of the value are overwritten with zeros.  Only
  * CORE_ENOMEM can fail it (nothing is changed then).
  */
-enum core_status spawn_protect_keys(struct core_err *e);
+enum core_status spawn_protect_keys(spawn_key_fn *is_key, struct core_err *e);
 
 /* Is the environment entry "NAME=..." one of names (a NULL-terminated list)? */
 int spawn_env_listed(const char *const *names, const char *entry);
@@ -55,7 +64,8 @@ struct spawn {
 /*
  * Fork and exec argv with environment env (both borrowed; they only need
  * to live through the call).  what names the child in messages ("cannot
- * start WHAT: fork: ...").  CORE_ESYS on failure, with nothing left open.
+ * start WHAT: fork: ...").  CORE_ESYS on failure, with nothing left open;
+ * CORE_EINTERNAL before spawn_protect_keys() gave the key policy.
  */
 enum core_status spawn_start(char *const argv[], char *const env[], const char *what,
                              struct spawn *s, struct core_err *e);
