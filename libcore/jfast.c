@@ -896,6 +896,15 @@ enum core_status jn_parse(const char *p, size_t n, const char *name,
 	return st;
 }
 
+/* json.h's one parser: the fast path first, jansson when it gives up.
+ * It lives here so that json.c stands alone below jfast.c. */
+json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
+                 struct core_err *e)
+{
+	json_t *v = jv_parse_fast(p, n);    /* NULL: let jansson judge */
+	return v ? v : jv_parse_jansson(p, n, name, lineno, e);
+}
+
 json_t *jv_parse_fast(const char *p, size_t n)
 {
 	struct jn v;

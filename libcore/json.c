@@ -1,6 +1,5 @@
 /* json.c - exact-number JSON on top of jansson; see json.h. */
 #include "json.h"
-#include "jfast.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -213,13 +212,6 @@ static json_t *parse_bignums(const char *p, size_t n, json_error_t *jerr)
 out:
 	core_buf_release(&b);
 	return v;
-}
-
-json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
-                 struct core_err *e)
-{
-	json_t *v = jv_parse_fast(p, n);    /* NULL: let jansson judge */
-	return v ? v : jv_parse_jansson(p, n, name, lineno, e);
 }
 
 json_t *jv_parse_jansson(const char *p, size_t n, const char *name,

@@ -41,7 +41,9 @@
  * came from, for messages: with lineno > 0 the text is that NDJSON line,
  * with lineno == 0 it is a whole file and jansson's line and column are
  * named.  On error returns NULL with CORE_EINVAL in e ("invalid JSON: ...
- * (at doc.json:3:14)") or CORE_ENOMEM.
+ * (at doc.json:3:14)") or CORE_ENOMEM.  Defined in jfast.c: it tries
+ * jfast.c's parser first and falls back to jv_parse_jansson(), so json.c
+ * itself never includes jfast.h (the JSON layer has no include circle).
  */
 json_t *jv_parse(const char *p, size_t n, const char *name, size_t lineno,
                  struct core_err *e);
