@@ -1,6 +1,6 @@
 # agentkit - durable, streaming LLM agents for the Unix shell.
 #
-#   make                  build libcore.a, libstore.a and the binaries into build/
+#   make                  build libcore.a (the store in it) and the binaries into build/
 #   make test             run the bats suite against build/bin
 #   make check            the suite twice: plain, then under ASan+UBSan (CI)
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
@@ -40,7 +40,11 @@ endif
 
 ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 
-CORE_SRC  := $(sort $(wildcard libcore/*.c))
+# libcore's floors, lowest first: base (errors, buffers, JSON, JSON Patch,
+# processes, HTTP), the store on base, models and providers on base, agents
+# on all of them.  A lower floor never includes a higher one (scripts/lint).
+CORE_SRC  := $(sort $(wildcard libcore/base/*.c)) \
+             $(sort $(wildcard libcore/model/*.c)) $(sort $(wildcard libcore/agent/*.c))
 STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c store/pg/*.c))
 CMD_SRC   := $(filter-out cmd/cli%.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
@@ -49,12 +53,11 @@ BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
 CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o
-# libstore.a stands on libcore's base (buffers, JSON) and libcore's agent
-# floor on the store (detached runs, the runtime): the two archives are
-# searched as a group until libcore is split by floor.
-LIBS       = -Wl,--start-group $(LIBSTORE) $(LIBCORE) -Wl,--end-group
+# One static core library, the store in it: the store stands on libcore's
+# base and the agent floor on the store, and the linker resolves members of
+# one archive among themselves, so no link order or group is needed.
 LIBCORE   := $(BUILD)/libcore.a
-LIBSTORE  := $(BUILD)/libstore.a
+LIBS       = $(LIBCORE)
 
 # Test programs: tests/helpers/*.c are tools the bats suites drive (a fake
 # detached worker, ...); tests/unit/*.c are C unit tests run by tests/unit.bats.
@@ -77,19 +80,15 @@ $(BUILD)/bench/pg/%.o: bench/pg/%.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
-$(LIBCORE): $(CORE_OBJ)
+$(LIBCORE): $(CORE_OBJ) $(STORE_OBJ)
 	@rm -f $@
 	$(AR) rcs $@ $^
 
-$(LIBSTORE): $(STORE_OBJ) $(LIBCORE)
-	@rm -f $@
-	$(AR) rcs $@ $(STORE_OBJ)
-
-$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBSTORE) $(LIBCORE)
+$(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBS) $(LDLIBS)
 
-$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
+$(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
@@ -98,7 +97,7 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBSTORE) $(LIBCORE)
 BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c))
 BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 bench-progs: $(BENCH_STORE)
-$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBSTORE) $(LIBCORE)
+$(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 .PHONY: bench-progs
@@ -185,7 +184,7 @@ FUZZ_LINK :=
 endif
 all: $(FUZZ_BINS)
 fuzz-bins: $(FUZZ_BINS)
-$(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBSTORE) $(LIBCORE)
+$(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
 	  $(LIBS) $(LDLIBS)

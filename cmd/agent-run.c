@@ -16,15 +16,15 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../libcore/agent.h"
-#include "../libcore/agent_ext.h"
-#include "../libcore/detach.h"
-#include "../libcore/json.h"
-#include "../libcore/lines.h"
-#include "../libcore/model.h"
-#include "../libcore/runtime.h"
-#include "../libcore/spawn.h"
-#include "../libcore/util.h"
+#include "../libcore/agent/agent.h"
+#include "../libcore/agent/agent_ext.h"
+#include "../libcore/agent/detach.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/lines.h"
+#include "../libcore/model/model.h"
+#include "../libcore/agent/runtime.h"
+#include "../libcore/base/spawn.h"
+#include "../libcore/base/util.h"
 #include "../store/store.h"
 
 enum {
@@ -658,7 +658,7 @@ static json_t *user_message(const char *text, size_t len)
 	                 "role", "user");
 }
 
-/* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/detach.h) ---- */
+/* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/agent/detach.h) ---- */
 
 /* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
 static void worker_log(void *ctx, const char *line)

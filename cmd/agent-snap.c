@@ -9,11 +9,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../libcore/agent_ext.h"
-#include "../libcore/detach.h"
-#include "../libcore/json.h"
-#include "../libcore/lines.h"
-#include "../libcore/util.h"
+#include "../libcore/agent/agent_ext.h"
+#include "../libcore/agent/detach.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/lines.h"
+#include "../libcore/base/util.h"
 #include "../store/store.h"
 
 enum {

@@ -8,8 +8,8 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../libcore/json.h"
-#include "../libcore/util.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/util.h"
 #include "../store/store.h"
 
 enum {

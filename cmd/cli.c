@@ -3,9 +3,9 @@
  * same tables are cli_doc.c's.  See cli.h. */
 #include "cli.h"
 #include "cli_int.h"
-#include "../libcore/model.h"
-#include "../libcore/suggest.h"
-#include "../libcore/util.h"
+#include "../libcore/model/model.h"
+#include "../libcore/base/suggest.h"
+#include "../libcore/base/util.h"
 
 #include <errno.h>
 #include <getopt.h>

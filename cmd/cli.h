@@ -23,9 +23,9 @@
 #include <stdnoreturn.h>
 #include <stddef.h>
 
-#include "../libcore/buf.h"
-#include "../libcore/json.h"
-#include "../libcore/status.h"
+#include "../libcore/base/buf.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/status.h"
 
 /*
  * What an option's value, or a command's operands, are: the shell

@@ -3,7 +3,7 @@
  * fish completions (--completion SHELL).  See cli.h. */
 #include "cli.h"
 #include "cli_int.h"
-#include "../libcore/model.h"
+#include "../libcore/model/model.h"
 
 #include <stdio.h>
 #include <stdlib.h>

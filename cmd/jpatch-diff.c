@@ -8,11 +8,11 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "../libcore/jfast.h"
-#include "../libcore/jpatch.h"
-#include "../libcore/json.h"
-#include "../libcore/lines.h"
-#include "../libcore/util.h"
+#include "../libcore/base/jfast.h"
+#include "../libcore/base/jpatch.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/lines.h"
+#include "../libcore/base/util.h"
 
 enum {
 	OPT_MINIMAL = 'm',

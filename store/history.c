@@ -7,7 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../libcore/util.h"
+#include "../libcore/base/util.h"
 
 struct recent_ctx {
 	const struct store_session_filter *f;

@@ -5,8 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../libcore/json.h"
-#include "../libcore/util.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/util.h"
 
 const char *st_str(const json_t *row, const char *key)
 {

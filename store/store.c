@@ -11,9 +11,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../libcore/http.h"
-#include "../libcore/json.h"
-#include "../libcore/util.h"
+#include "../libcore/base/http.h"
+#include "../libcore/base/json.h"
+#include "../libcore/base/util.h"
 
 /* The backends this agentkit has: one row each. */
 static const struct store_backend *const backends[] = {

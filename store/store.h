@@ -53,8 +53,8 @@
 
 #include <jansson.h>
 
-#include "../libcore/buf.h"
-#include "../libcore/status.h"
+#include "../libcore/base/buf.h"
+#include "../libcore/base/status.h"
 
 struct store;
 

@@ -5,7 +5,7 @@
 
 #include <stdlib.h>
 
-#include "../libcore/util.h"
+#include "../libcore/base/util.h"
 
 /* How long until a pending/aborting row could read expired (ms), or -1. */
 static int64_t until_expiry(const json_t *row, int64_t now_ns, int64_t hb_timeout_ms)

@@ -31,8 +31,8 @@
 
 #include <libpq-fe.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 #include "../../store/store.h"
 
 extern char **environ;
@@ -333,7 +333,7 @@ static void put_pending(struct store *s, const char *id)
 	json_decref(row);
 }
 
-/* A worker's abort watch, as libcore/detach.c's: sequence, read, wait. */
+/* A worker's abort watch, as libcore/agent/detach.c's: sequence, read, wait. */
 static void watch(const char *url, const char *id, int ready)
 {
 	struct store *s = open_store(url);

@@ -29,8 +29,8 @@
 
 #include <lmdb.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 #include "../../store/store.h"
 
 extern char **environ;

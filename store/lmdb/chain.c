@@ -11,8 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 
 static void ref_forget(struct lmdb_store *s, const char *id)
 {

@@ -16,7 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../libcore/util.h"
+#include "../../libcore/base/util.h"
 
 static const char *const db_names[DB_N] = {
 	"meta", "state", "msg", "node", "bysess", "sess",

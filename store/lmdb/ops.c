@@ -11,8 +11,8 @@
 #include <sys/statvfs.h>
 #include <unistd.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 
 /* ---- reads ---- */
 

@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 
 /* ---- rows: decoding ---- */
 

@@ -11,7 +11,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../libcore/util.h"
+#include "../../libcore/base/util.h"
 
 /* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
  * full disk, so callers can name the real cause). */

@@ -14,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "../../libcore/util.h"
+#include "../../libcore/base/util.h"
 
 /* ---- wake-ups: a futex word in a MAP_SHARED sidecar file ---- */
 

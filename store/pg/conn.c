@@ -13,8 +13,8 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "../../libcore/http.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/http.h"
+#include "../../libcore/base/util.h"
 
 /* libpq prints a server's NOTICEs on stderr by default; the store never
  * prints. */

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 
 /* Every read's columns, in this order (metadata-only reads leave the
  * state's NULL). */

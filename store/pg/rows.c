@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 
 static json_t *parse(const char *text, const char *what, struct core_err *e)
 {

@@ -13,7 +13,7 @@
 #include <errno.h>
 #include <poll.h>
 
-#include "../../libcore/util.h"
+#include "../../libcore/base/util.h"
 
 /* Count the notifications libpq has received (some arrive with query
  * results and wait in its queue). */

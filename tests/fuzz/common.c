@@ -6,8 +6,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
 
 static char tmpdir[256];
 static pid_t tmpdir_owner;

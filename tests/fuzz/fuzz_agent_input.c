@@ -1,5 +1,5 @@
 /*
- * fuzz_agent_input.c - AgentInit and AgentInput lines (libcore/runtime.c),
+ * fuzz_agent_input.c - AgentInit and AgentInput lines (libcore/agent/runtime.c),
  * read as agent-run reads stdin: each line parsed (jv_parse), checked
  * (rt_input_check) and run as one turn (rt_turn) of an inline agent on the
  * echo model with client-managed state; a bad line ends the invocation
@@ -19,9 +19,9 @@
 
 #include <string.h>
 
-#include "../../libcore/agent.h"
-#include "../../libcore/json.h"
-#include "../../libcore/runtime.h"
+#include "../../libcore/agent/agent.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/runtime.h"
 
 static struct agent *agent;
 static json_t *default_init;

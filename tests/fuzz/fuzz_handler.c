@@ -1,6 +1,6 @@
 /*
  * fuzz_handler.c - what a custom agent's handler writes
- * (libcore/custom_agent.c, libcore/agent_ext.c, through the runtime).
+ * (libcore/agent/custom_agent.c, libcore/agent/agent_ext.c, through the runtime).
  *
  * Input: the handler's whole stdout.  The handler is a real process
  * (/bin/sh -c: print the input, close stdout, read stdin to its end), run
@@ -17,11 +17,13 @@
 #include <signal.h>
 #include <string.h>
 
-#include "../../libcore/agent.h"
-#include "../../libcore/agent_ext.h"
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
-#include "../../libcore/runtime.h"
+#include "../../libcore/agent/agent.h"
+#include "../../libcore/agent/agent_ext.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/runtime.h"
+#include "../../libcore/base/spawn.h"
+#include "../../libcore/model/model.h"
 
 static struct agent *agent;
 static char *cmd;
@@ -33,6 +35,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct core_err e = { 0 };
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	char *out = fuzz_write("handler-out", "", 0);
+	spawn_protect_keys(model_key_variable, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	setenv("AGENTKIT_EXEC_TIMEOUT", "20s", 1);
 	spec.model = "echo";

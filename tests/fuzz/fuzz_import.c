@@ -18,8 +18,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/lines.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/lines.h"
 #include "../../store/store.h"
 
 static struct store *store;

@@ -1,5 +1,5 @@
 /*
- * fuzz_jpatch.c - JSON Patch diff and apply (libcore/jpatch.c).
+ * fuzz_jpatch.c - JSON Patch diff and apply (libcore/base/jpatch.c).
  *
  * Input: three lines - document A, document B, a patch (the rest).
  * Invariants, for every pair that parses:
@@ -16,8 +16,8 @@
 
 #include <string.h>
 
-#include "../../libcore/jpatch.h"
-#include "../../libcore/json.h"
+#include "../../libcore/base/jpatch.h"
+#include "../../libcore/base/json.h"
 
 static json_t *parse(const uint8_t *p, size_t n)
 {

@@ -1,5 +1,5 @@
 /*
- * fuzz_json.c - JSON documents (libcore/json.c, libcore/jfast.c).
+ * fuzz_json.c - JSON documents (libcore/base/json.c, libcore/base/jfast.c).
  *
  * Input: any bytes, parsed as one JSON document as every command reads one.
  * Invariants:
@@ -13,8 +13,8 @@
 
 #include <string.h>
 
-#include "../../libcore/jfast.h"
-#include "../../libcore/json.h"
+#include "../../libcore/base/jfast.h"
+#include "../../libcore/base/json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {

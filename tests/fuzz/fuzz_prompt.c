@@ -1,6 +1,6 @@
 /*
- * fuzz_prompt.c - prompt files: YAML front matter (libyaml, libcore/prompt.c)
- * and the Handlebars body (libcore/template.c), loaded and rendered as a
+ * fuzz_prompt.c - prompt files: YAML front matter (libyaml, libcore/agent/prompt.c)
+ * and the Handlebars body (libcore/agent/template.c), loaded and rendered as a
  * turn renders them.
  *
  * Input: a whole prompt file.
@@ -16,8 +16,8 @@
 
 #include <string.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/prompt.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/prompt.h"
 
 static json_t *input, *state, *history;
 

@@ -1,6 +1,6 @@
 /*
  * fuzz_provider.c - the streamed replies of the HTTP providers
- * (libcore/provider_openai.c, provider_anthropic.c, provider_gemini.c,
+ * (libcore/model/provider_openai.c, provider_anthropic.c, provider_gemini.c,
  * provider_ollama.c, provider_responses.c over provider_common.c, http.c
  * and sse.c).
  *
@@ -29,9 +29,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
-#include "../../libcore/model.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/model/model.h"
 
 #define KEY "fuzzkey-5ecret-value"
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_script.c - the script model's reply files (libcore/model_script.c),
+ * fuzz_script.c - the script model's reply files (libcore/model/model_script.c),
  * through model_generate("script/PATH") as agent-run calls it.
  *
  * Input: the script file.  It answers three requests: no model message yet,
@@ -20,9 +20,9 @@
 
 #include <string.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
-#include "../../libcore/model.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/model/model.h"
 
 struct seen {
 	struct core_buf text;

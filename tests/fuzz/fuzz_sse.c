@@ -1,6 +1,6 @@
 /*
  * fuzz_sse.c - the SSE and NDJSON framing of provider streams
- * (libcore/sse.c) and the NDJSON record reader of stdin (libcore/lines.c).
+ * (libcore/base/sse.c) and the NDJSON record reader of stdin (libcore/base/lines.c).
  *
  * Input: a mode byte (bit 0: 0 SSE, 1 NDJSON), then the stream.
  * Invariants:
@@ -16,9 +16,9 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/lines.h"
-#include "../../libcore/sse.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/lines.h"
+#include "../../libcore/base/sse.h"
 
 static enum core_status record(void *ctx, const char *type, const char *data, size_t n)
 {

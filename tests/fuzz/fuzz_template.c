@@ -1,6 +1,6 @@
 /*
  * fuzz_template.c - the Handlebars subset of prompt bodies
- * (libcore/template.c), compiled and rendered without front matter.
+ * (libcore/agent/template.c), compiled and rendered without front matter.
  *
  * Input: a template.
  * Invariants:
@@ -14,8 +14,8 @@
 
 #include <string.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/template.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/template.h"
 
 static json_t *context, *state;
 

@@ -1,5 +1,5 @@
 /*
- * fuzz_tool_manifest.c - tool manifests (libcore/tools.c tool_load).
+ * fuzz_tool_manifest.c - tool manifests (libcore/agent/tools.c tool_load).
  *
  * Input: the manifest file tools/fz.json.
  * Invariants:
@@ -15,8 +15,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/tools.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/tools.h"
 
 static char *dirs[2];
 

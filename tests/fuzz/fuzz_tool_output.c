@@ -1,5 +1,5 @@
 /*
- * fuzz_tool_output.c - what a tool writes on stdout (libcore/tools.c
+ * fuzz_tool_output.c - what a tool writes on stdout (libcore/agent/tools.c
  * tools_run): the NDJSON lines {"custom"}, {"customPatch"}, {"artifact"},
  * {"part"}, then one {"output"} or {"interrupt"}.
  *
@@ -19,8 +19,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/tools.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/tools.h"
+#include "../../libcore/base/spawn.h"
+#include "../../libcore/model/model.h"
 
 static struct tool *tool;
 
@@ -44,6 +46,7 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_err e = { 0 };
 	char *dirs[2] = { NULL, NULL };
+	spawn_protect_keys(model_key_variable, NULL);
 	signal(SIGPIPE, SIG_IGN);
 	core_buf_addf(&b, "%s/tools", fuzz_tmpdir());
 	mkdir(b.p, 0700);

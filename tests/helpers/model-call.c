@@ -14,9 +14,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
-#include "../../libcore/model.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/model/model.h"
 
 static volatile sig_atomic_t got_signal;
 static long chunks, cancel_after;

@@ -42,8 +42,8 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/util.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 #include "../../store/store.h"
 
 static unsigned flags;

@@ -19,12 +19,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/agent.h"
-#include "../../libcore/buf.h"
-#include "../../libcore/detach.h"
-#include "../../libcore/json.h"
-#include "../../libcore/runtime.h"
-#include "../../libcore/util.h"
+#include "../../libcore/agent/agent.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/agent/detach.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/runtime.h"
+#include "../../libcore/base/util.h"
 #include "../../store/store.h"
 #include "tap.h"
 

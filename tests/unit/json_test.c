@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 
 struct tc {
 	const char *a, *b;

@@ -11,10 +11,10 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "../../libcore/buf.h"
-#include "../../libcore/json.h"
-#include "../../libcore/prompt.h"
-#include "../../libcore/template.h"
+#include "../../libcore/base/buf.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/agent/prompt.h"
+#include "../../libcore/agent/template.h"
 #include "tap.h"
 
 static char fixtures[PATH_MAX];

@@ -6,8 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
-#include "../../libcore/schema.h"
+#include "../../libcore/base/json.h"
+#include "../../libcore/base/schema.h"
 
 struct tc {
 	const char *schema, *value;

@@ -12,7 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 #include "../../store/store.h"
 #include "tap.h"
 

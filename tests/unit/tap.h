@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../libcore/json.h"
+#include "../../libcore/base/json.h"
 
 static int ntest, nfail;
 

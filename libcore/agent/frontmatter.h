@@ -1,0 +1,32 @@
+/*
+ * frontmatter.h - the YAML front matter of a prompt file (prompt.c).
+ */
+#ifndef CORE_FRONTMATTER_H
+#define CORE_FRONTMATTER_H
+
+#include <stddef.h>
+
+#include <jansson.h>
+
+#include "../base/status.h"
+
+/* Deepest front-matter nesting; most JSON values front matter may expand
+ * to (aliases included). */
+#define PROMPT_MAX_YAML_DEPTH 64
+#define PROMPT_MAX_YAML_NODES 100000
+
+/*
+ * Parse fm[0..n), the text between a prompt file's "---" lines, into *out:
+ * a new JSON object (an empty front matter is {}).  name and line0 (the
+ * file line of fm's first line) place messages: "NAME:LINE: ...".  The
+ * fields agentkit reads are type-checked (model, description, name:
+ * strings; config, input, output: mappings; tools: a sequence of names;
+ * maxTurns: an integer >= 0; input.default: a mapping).  On error *out is
+ * NULL: CORE_EINVAL (bad YAML, more than one document, nesting deeper
+ * than PROMPT_MAX_YAML_DEPTH, more than PROMPT_MAX_YAML_NODES values, a
+ * field of the wrong type), CORE_ENOMEM.
+ */
+enum core_status frontmatter_parse(const char *fm, size_t n, const char *name, size_t line0,
+                                   json_t **out, struct core_err *e);
+
+#endif

@@ -1,0 +1,756 @@
+/* tools.c - tool manifests and parallel tool calls over pipes (no shell). */
+#include "tools.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "../base/json.h"
+#include "../base/lines.h"
+#include "../base/spawn.h"
+#include "../base/util.h"
+
+extern char **environ;
+
+#define MANIFEST_MAX ((size_t)1 << 20)
+#define STDERR_KEEP 2048
+#define TOOL_LINE_MAX ((size_t)64 << 20)
+
+/* The context variables the runtime sets itself. */
+static const char *const context_vars[] = {
+	"AGENTKIT_SESSION_ID", "AGENTKIT_SNAPSHOT_ID", "AGENTKIT_PARENT_SNAPSHOT_ID",
+	"AGENTKIT_TURN_INDEX", NULL
+};
+
+static void strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+void tool_free(struct tool *t)
+{
+	if (!t)
+		return;
+	free(t->name);
+	free(t->manifest);
+	json_decref(t->definition);
+	strv_free(t->argv);
+	strv_free(t->env_allow);
+	free(t);
+}
+
+static int is_file(const char *p)
+{
+	struct stat sb;
+	return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
+}
+
+/* A string array member as a NULL-terminated vector; dir (non-NULL) prefixes
+ * a first element that contains '/' and is not absolute. */
+static enum core_status strv_from(const json_t *arr, const char *dir, char ***out,
+                                  const char *path, const char *what, struct core_err *e)
+{
+	size_t n = json_array_size(arr), i;
+	const json_t *v;
+	char **vec = calloc(n + 1, sizeof *vec);
+	if (!vec)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(arr, i, v) {
+		if (!jv_is_string(v)) {
+			strv_free(vec);
+			return core_fail(e, CORE_EINVAL, "tool manifest %s: '%s' must be a list of strings",
+			                 path, what);
+		}
+		const char *s = json_string_value(v);
+		if (dir && i == 0 && strchr(s, '/') && s[0] != '/') {
+			size_t len = strlen(dir) + strlen(s) + 2;
+			if ((vec[i] = malloc(len)))
+				snprintf(vec[i], len, "%s/%s", dir, s);
+		} else {
+			vec[i] = strdup(s);
+		}
+		if (!vec[i]) {
+			strv_free(vec);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+	}
+	*out = vec;
+	return CORE_OK;
+}
+
+/* A positive whole number from a manifest member: a JSON integer, or (for
+ * sizes) a string such as "16M".  0 when it is neither. */
+static size_t positive_count(const json_t *v, int size)
+{
+	uint64_t n = 0;
+	struct core_err ignore = { 0 };
+	if (json_is_integer(v) && json_integer_value(v) > 0)
+		n = (uint64_t)json_integer_value(v);
+	else if (size && jv_is_string(v) && core_parse_size(json_string_value(v), &n, &ignore))
+		n = 0;
+	return n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+}
+
+/* maxOutputBytes, maxOutputLines: caps on one call's stdout. */
+static enum core_status read_limits(struct tool *t, const json_t *m, struct core_err *e)
+{
+	const json_t *v;
+	t->max_output_bytes = TOOL_DEFAULT_MAX_OUTPUT_BYTES;
+	t->max_output_lines = TOOL_DEFAULT_MAX_OUTPUT_LINES;
+	if ((v = json_object_get(m, "maxOutputBytes")) && !(t->max_output_bytes = positive_count(v, 1)))
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'maxOutputBytes' must be a positive "
+		                 "size (a number of bytes, or \"16M\")", t->manifest);
+	if ((v = json_object_get(m, "maxOutputLines")) && !(t->max_output_lines = positive_count(v, 0)))
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'maxOutputLines' must be a positive "
+		                 "integer", t->manifest);
+	return CORE_OK;
+}
+
+static enum core_status read_manifest(struct tool *t, const char *stem, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(MANIFEST_MAX);
+	struct core_err pe = { 0 };
+	enum core_status st;
+	json_t *m = NULL;
+	const json_t *v;
+	char *dir = NULL;
+
+	if ((st = core_buf_read_file(&b, t->manifest, &pe))) {
+		core_buf_release(&b);
+		return core_fail(e, st, "tool '%s': %s", stem, pe.msg);
+	}
+	m = jv_parse(b.p ? b.p : "", b.len, t->manifest, 0, &pe);
+	core_buf_release(&b);
+	if (!m)
+		return core_fail(e, pe.st, "tool manifest: %s", pe.msg);
+	if (!json_is_object(m)) {
+		st = core_fail(e, CORE_EINVAL, "tool manifest %s: must be a JSON object", t->manifest);
+		goto out;
+	}
+	const char *slash = strrchr(t->manifest, '/');
+	dir = slash ? strndup(t->manifest, (size_t)(slash - t->manifest)) : strdup(".");
+	if (!dir)
+		goto nomem;
+	v = json_object_get(m, "name");
+	if (v && !jv_is_string(v)) {
+		st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'name' must be a string", t->manifest);
+		goto out;
+	}
+	if (!(t->name = strdup(v ? json_string_value(v) : stem)))
+		goto nomem;
+	if (!(t->definition = json_pack("{s:s, s:s}", "name", t->name, "description", "")))
+		goto nomem;
+	if ((v = json_object_get(m, "description"))) {
+		if (!jv_is_string(v)) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'description' must be a string",
+			               t->manifest);
+			goto out;
+		}
+		json_object_set(t->definition, "description", (json_t *)v);
+	}
+	static const char *const schemas[] = { "inputSchema", "outputSchema" };
+	for (int i = 0; i < 2; i++)
+		if ((v = json_object_get(m, schemas[i]))) {
+			if (!json_is_object(v)) {
+				st = core_fail(e, CORE_EINVAL, "tool manifest %s: '%s' must be an object",
+				               t->manifest, schemas[i]);
+				goto out;
+			}
+			json_object_set(t->definition, schemas[i], (json_t *)v);
+		}
+	t->input_schema = json_object_get(t->definition, "inputSchema");
+	if (!t->input_schema)
+		json_object_set_new(t->definition, "inputSchema", json_pack("{s:s}", "type", "object"));
+
+	t->timeout_ms = TOOL_DEFAULT_TIMEOUT_MS;
+	if ((v = json_object_get(m, "timeout"))) {
+		struct core_err de = { 0 };
+		if (jv_is_string(v)) {
+			if (core_parse_duration(json_string_value(v), &t->timeout_ms, &de)) {
+				st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout': %s", t->manifest, de.msg);
+				goto out;
+			}
+		} else if (json_is_number(v) && json_number_value(v) > 0 &&
+		           json_number_value(v) <= 9e12) {
+			/* Seconds; bounded as durations are, so the cast is defined. */
+			t->timeout_ms = (int64_t)(json_number_value(v) * 1000 + 0.5);
+		} else {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be a duration ('30s')",
+			               t->manifest);
+			goto out;
+		}
+		if (t->timeout_ms <= 0) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be at least 1ms",
+			               t->manifest);
+			goto out;
+		}
+	}
+	if ((st = read_limits(t, m, e)))
+		goto out;
+	if ((v = json_object_get(m, "command"))) {
+		if (!json_is_array(v) || !json_array_size(v)) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'command' must be a non-empty list of strings",
+			               t->manifest);
+			goto out;
+		}
+		if ((st = strv_from(v, dir, &t->argv, t->manifest, "command", e)))
+			goto out;
+	} else {
+		size_t len = strlen(dir) + strlen(stem) + 2;
+		if (!(t->argv = calloc(2, sizeof *t->argv)) || !(t->argv[0] = malloc(len)))
+			goto nomem;
+		snprintf(t->argv[0], len, "%s/%s", dir, stem);
+	}
+	if ((v = json_object_get(m, "env"))) {
+		if (!json_is_array(v)) {
+			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'env' must be a list of strings",
+			               t->manifest);
+			goto out;
+		}
+		if ((st = strv_from(v, NULL, &t->env_allow, t->manifest, "env", e)))
+			goto out;
+	}
+	st = CORE_OK;
+	goto out;
+nomem:
+	st = core_fail(e, CORE_ENOMEM, "out of memory");
+out:
+	free(dir);
+	json_decref(m);
+	return st;
+}
+
+enum core_status tool_load(const char *name, char *const *dirs, struct tool **out,
+                           struct core_err *e)
+{
+	struct tool *t = calloc(1, sizeof *t);
+	struct core_buf p = CORE_BUF_INIT(PATH_MAX), tried = CORE_BUF_INIT(8192);
+	enum core_status st;
+	char *stem = NULL;
+
+	if (!t)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (strchr(name, '/')) {
+		if (!is_file(name)) {
+			st = core_fail(e, CORE_ENOTFOUND, "tool '%s' not found", name);
+			goto fail;
+		}
+		core_buf_adds(&p, name);
+	} else {
+		for (char *const *d = dirs; d && *d; d++) {
+			core_buf_reset(&p);
+			if (core_buf_addf(&p, "%s/%s.json", *d, name)) {
+				st = core_fail(e, CORE_EINVAL, "tool name '%s' is too long", name);
+				goto fail;
+			}
+			if (is_file(p.p))
+				break;
+			core_buf_addf(&tried, "%s%s", tried.len ? ", " : "", *d);
+			core_buf_reset(&p);
+		}
+		if (!p.len) {
+			st = core_fail(e, CORE_ENOTFOUND, "tool '%s' not found (searched: %s)", name,
+			               tried.len ? tried.p : "nothing");
+			goto fail;
+		}
+	}
+	t->manifest = core_buf_detach(&p, NULL);
+	const char *base = strrchr(t->manifest, '/');
+	base = base ? base + 1 : t->manifest;
+	size_t n = strlen(base);
+	if (n > 5 && !strcmp(base + n - 5, ".json"))
+		n -= 5;
+	if (!(stem = strndup(base, n))) {
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+		goto fail;
+	}
+	if ((st = read_manifest(t, stem, e)))
+		goto fail;
+	free(stem);
+	core_buf_release(&tried);
+	*out = t;
+	return CORE_OK;
+fail:
+	free(stem);
+	core_buf_release(&p);
+	core_buf_release(&tried);
+	tool_free(t);
+	return st;
+}
+
+/* ---- running ---- */
+
+void tool_call_release(struct tool_call *c)
+{
+	json_decref(c->output);
+	json_decref(c->interrupt);
+	json_decref(c->parts);
+	c->output = c->interrupt = c->parts = NULL;
+	core_buf_release(&c->stdin_buf);
+	core_buf_release(&c->out_buf);
+	core_buf_release(&c->err_buf);
+}
+
+/* The child's environment: ours minus provider keys and stale context, plus
+ * the turn's context.  One block of strings owned by *env. */
+static char **build_env(const struct tool *t, const struct tool_context *ctx)
+{
+	size_t n = 0;
+	for (char **p = environ; p && *p; p++)
+		n++;
+	char **env = calloc(n + 5, sizeof *env);
+	if (!env)
+		return NULL;
+	size_t k = 0;
+	for (char **p = environ; p && *p; p++) {
+		if (spawn_env_listed(context_vars, *p))
+			continue;
+		if (spawn_provider_key(*p)
+		    && !spawn_env_listed((const char *const *)t->env_allow, *p))
+			continue;
+		if (!(env[k++] = strdup(*p)))
+			goto nomem;
+	}
+	char num[32];
+	snprintf(num, sizeof num, "%ld", ctx->turn_index);
+	const char *vals[] = { ctx->session_id, ctx->snapshot_id, ctx->parent_snapshot_id, num };
+	for (int i = 0; i < 4; i++) {
+		size_t len = strlen(context_vars[i]) + strlen(vals[i] ? vals[i] : "") + 2;
+		if (!(env[k] = malloc(len)))
+			goto nomem;
+		snprintf(env[k++], len, "%s=%s", context_vars[i], vals[i] ? vals[i] : "");
+	}
+	return env;
+nomem:
+	strv_free(env);
+	return NULL;
+}
+
+static enum core_status spawn(struct tool_call *c, char **env, struct core_err *e)
+{
+	struct spawn sp;
+	char what[300];
+	snprintf(what, sizeof what, "tool '%s'", c->tool->name);
+	if (spawn_start(c->tool->argv, env, what, &sp, e))
+		return e->st;
+	c->pid = sp.pid;
+	c->in_fd = sp.in_fd;
+	c->out_fd = sp.out_fd;
+	c->err_fd = sp.err_fd;
+	return CORE_OK;
+}
+
+/* Mark the call failed (first failure wins) and stop the tool. */
+static void call_fail(struct tool_call *c, enum core_status st, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void call_fail(struct tool_call *c, enum core_status st, const char *fmt, ...)
+{
+	if (c->st == CORE_OK) {
+		va_list ap;
+		va_start(ap, fmt);
+		c->st = st;
+		c->err.st = st;
+		vsnprintf(c->err.msg, sizeof c->err.msg, fmt, ap);
+		va_end(ap);
+	}
+	if (c->pid > 0 && !c->killed) {
+		kill(-c->pid, SIGKILL);
+		kill(c->pid, SIGKILL);
+		c->killed = 1;
+	}
+}
+
+static void handle_line(struct tool_call *c, const char *line, size_t len, size_t lineno,
+                        const struct tool_events *ev)
+{
+	struct core_err pe = { 0 };
+	if (c->output || c->interrupt) {
+		call_fail(c, CORE_EINTERNAL, "wrote a line after its final line (at stdout:%zu)", lineno);
+		return;
+	}
+	json_t *v = jv_parse(line, len, "stdout", lineno, &pe);
+	if (!v) {
+		call_fail(c, CORE_EINTERNAL, "wrote malformed output: %s", pe.msg);
+		return;
+	}
+	const char *key;
+	json_t *val;
+	if (!json_is_object(v) || json_object_size(v) != 1) {
+		call_fail(c, CORE_EINTERNAL,
+		          "wrote an unknown line (want one of custom, customPatch, artifact, part, output, interrupt) (at stdout:%zu)",
+		          lineno);
+		json_decref(v);
+		return;
+	}
+	json_object_foreach(v, key, val) {
+		struct core_err ee = { 0 };
+		if (!strcmp(key, "output")) {
+			c->output = json_incref(val);
+		} else if (!strcmp(key, "interrupt")) {
+			c->interrupt = json_is_null(val) ? json_true() : json_incref(val);
+		} else if (!strcmp(key, "part")) {
+			if (!json_is_object(val))
+				call_fail(c, CORE_EINTERNAL, "'part' must be an object (at stdout:%zu)", lineno);
+			else
+				json_array_append(c->parts, val);
+		} else if (!strcmp(key, "artifact")) {
+			if (!json_is_object(val) || !json_is_array(json_object_get(val, "parts")))
+				call_fail(c, CORE_EINTERNAL, "'artifact' must be an object with 'parts' (at stdout:%zu)",
+				          lineno);
+			else if (ev && ev->artifact && ev->artifact(ev->ctx, c->tool, val, &ee))
+				call_fail(c, ee.st, "%s (at stdout:%zu)", ee.msg, lineno);
+		} else if (!strcmp(key, "custom") || !strcmp(key, "customPatch")) {
+			int is_patch = key[6] == 'P';
+			if (is_patch && !json_is_array(val))
+				call_fail(c, CORE_EINTERNAL, "'customPatch' must be an array (at stdout:%zu)", lineno);
+			else if (ev && ev->custom && ev->custom(ev->ctx, c->tool, val, is_patch, &ee))
+				call_fail(c, ee.st, "%s (at stdout:%zu)", ee.msg, lineno);
+		} else {
+			call_fail(c, CORE_EINTERNAL,
+			          "wrote an unknown line '%s' (want one of custom, customPatch, artifact, part, output, interrupt) (at stdout:%zu)",
+			          key, lineno);
+		}
+	}
+	json_decref(v);
+}
+
+/* Process the complete lines in out_buf (every line counts towards
+ * maxOutputLines, blank ones too: each costs a pass over this loop). */
+static void drain_lines(struct tool_call *c, const struct tool_events *ev, int eof)
+{
+	size_t start = 0;
+	if (!c->out_buf.len)
+		return;         /* nothing yet (out_buf.p may be NULL: no NULL + 0) */
+	for (;;) {
+		char *base = c->out_buf.p + start;
+		size_t avail = c->out_buf.len - start;
+		char *nl = avail ? memchr(base, '\n', avail) : NULL;
+		if (!nl && !(eof && avail))
+			break;
+		size_t n = nl ? (size_t)(nl - base) : avail;
+		size_t m = n;
+		while (m && (base[m - 1] == '\r' || base[m - 1] == ' ' || base[m - 1] == '\t'))
+			m--;
+		size_t s = 0;
+		while (s < m && (base[s] == ' ' || base[s] == '\t'))
+			s++;
+		if (++c->out_lines > c->tool->max_output_lines)
+			call_fail(c, CORE_EINTERNAL, "wrote more than %zu lines on stdout (the limit; set "
+			          "\"maxOutputLines\" in %s to raise it)", c->tool->max_output_lines,
+			          c->tool->manifest);
+		if (c->st == CORE_OK
+		    && (c->out_values += core_json_values(base + s, m - s))
+		       > CORE_VALUE_LIMIT(c->tool->max_output_bytes))
+			call_fail(c, CORE_EINTERNAL, "wrote more than %zu JSON values on stdout (the limit, "
+			          "one per %d bytes of \"maxOutputBytes\"; set it in %s to raise it)",
+			          CORE_VALUE_LIMIT(c->tool->max_output_bytes), CORE_VALUE_BYTES,
+			          c->tool->manifest);
+		if (s < m && c->st == CORE_OK)
+			handle_line(c, base + s, m - s, c->out_lines, ev);
+		start += nl ? n + 1 : n;
+	}
+	if (start) {
+		memmove(c->out_buf.p, c->out_buf.p + start, c->out_buf.len - start);
+		c->out_buf.len -= start;
+		c->out_buf.p[c->out_buf.len] = 0;
+	}
+}
+
+static void finish(struct tool_call *c, int status)
+{
+	char tail[STDERR_KEEP + 16] = "";
+	if (c->err_buf.len) {
+		size_t n = c->err_buf.len;
+		while (n && (c->err_buf.p[n - 1] == '\n' || c->err_buf.p[n - 1] == '\r'))
+			n--;
+		if (n)
+			snprintf(tail, sizeof tail, ": %.*s", (int)n, c->err_buf.p);
+	}
+	if (c->timed_out) {
+		c->st = CORE_OK;
+		call_fail(c, CORE_EDEADLINE, "timed out after %lldms%s%s", (long long)c->tool->timeout_ms,
+		          c->timed_out == 2 ? " (it had exited without a final line; a process it started kept its "
+		                      "output open)" : "", tail);
+		return;
+	}
+	if (c->st != CORE_OK) {
+		size_t len = strlen(c->err.msg);
+		snprintf(c->err.msg + len, sizeof c->err.msg - len, "%s", tail);
+		return;
+	}
+	if (WIFSIGNALED(status)) {
+		call_fail(c, CORE_EINTERNAL, "killed by signal %d%s", WTERMSIG(status), tail);
+	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
+		call_fail(c, CORE_EINTERNAL, "exited with status %d%s", WEXITSTATUS(status), tail);
+	} else if (!c->output && !c->interrupt) {
+		call_fail(c, CORE_EINTERNAL, "exited without an output or interrupt line%s", tail);
+	}
+}
+
+/* Read what is there on fd into b (err_buf keeps its first STDERR_KEEP
+ * bytes, stdout is capped at maxOutputBytes and dropped once the call has
+ * failed); returns 1 at end of file or on error, -1 when nothing was
+ * there, 0 after a read. */
+static int pump(int fd, struct core_buf *b, int is_err, struct tool_call *c)
+{
+	char tmp[65536];
+	ssize_t r = read(fd, tmp, sizeof tmp);
+	if (r < 0)
+		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : 1;
+	if (r == 0)
+		return 1;
+	if (is_err) {
+		if (b->len < STDERR_KEEP)
+			core_buf_add(b, tmp, (size_t)r > STDERR_KEEP - b->len ? STDERR_KEEP - b->len : (size_t)r);
+	} else if (c->st != CORE_OK) {
+		/* Failed and killed: what is still in the pipe is not looked at. */
+	} else if ((c->out_bytes += (size_t)r) > c->tool->max_output_bytes) {
+		call_fail(c, CORE_EINTERNAL, "wrote more than %zu bytes on stdout (the limit; set "
+		          "\"maxOutputBytes\" in %s to raise it)", c->tool->max_output_bytes,
+		          c->tool->manifest);
+	} else if (core_buf_add(b, tmp, (size_t)r)) {
+		call_fail(c, CORE_EINTERNAL, "wrote a line longer than %zu bytes", (size_t)TOOL_LINE_MAX);
+	}
+	return 0;
+}
+
+/*
+ * Has the tool itself ended?  Seen with WNOWAIT: the zombie keeps its pid,
+ * which is its process group's ID, from being reused until we reap it, so
+ * kill(-pid) can never reach a stranger's group.
+ */
+static void note_exit(struct tool_call *c, int64_t now)
+{
+	siginfo_t si;
+	if (c->exited || c->pid <= 0)
+		return;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
+		if (errno != ECHILD)
+			return;
+		/* Reaped behind our back (SIGCHLD ignored): its pid is no
+		 * longer ours to signal. */
+		c->pid = 0;
+		si.si_code = CLD_EXITED;
+	} else if (si.si_pid == 0) {
+		return;
+	}
+	c->exited = 1;
+	c->exited_ok = si.si_code == CLD_EXITED && si.si_status == 0;
+	c->exited_at = now;
+}
+
+/*
+ * The tool has exited but something it started still holds its stdout or
+ * stderr: once the grace is over, and when waiting cannot change the
+ * outcome (it printed its final line, or it failed), kill the group, take
+ * what is already in the pipes and close them.
+ */
+static void cut_pipes(struct tool_call *c, const struct tool_events *ev, int64_t now)
+{
+	if (!c->exited || (c->out_fd < 0 && c->err_fd < 0) || now - c->exited_at < TOOL_PIPE_GRACE_MS)
+		return;
+	if (c->exited_ok && c->st == CORE_OK && !c->output && !c->interrupt)
+		return;
+	if (c->pid > 0)
+		kill(-c->pid, SIGKILL);
+	c->killed = 1;
+	/* What a pipe holds (64 KiB by default, 1 MiB at most): a writer that
+	 * left the group could go on for ever. */
+	for (int i = 0; i < 16 && c->out_fd >= 0 && pump(c->out_fd, &c->out_buf, 0, c) == 0; i++)
+		;
+	for (int i = 0; i < 16 && c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) == 0; i++)
+		;
+	if (c->out_fd >= 0)
+		drain_lines(c, ev, 1);
+	spawn_close_fd(&c->out_fd);
+	spawn_close_fd(&c->err_fd);
+}
+
+enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *custom,
+                           const struct tool_context *ctx, const struct tool_events *ev,
+                           struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	struct pollfd *pfd = calloc(3 * n + 1, sizeof *pfd);
+	if (!pfd)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	int64_t now = core_now_mono_ms();
+	size_t started = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		struct tool_call *c = &calls[i];
+		started = i + 1;
+		c->pid = -1;
+		c->in_fd = c->out_fd = c->err_fd = -1;
+		c->st = CORE_OK;
+		c->output = c->interrupt = NULL;
+		c->done = c->timed_out = c->killed = 0;
+		c->exited = c->exited_ok = 0;
+		c->kill_at = c->exited_at = 0;
+		c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
+		core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
+		core_buf_init(&c->out_buf, TOOL_LINE_MAX);
+		core_buf_init(&c->err_buf, STDERR_KEEP + 1);
+		if (!(c->parts = json_array()))
+			goto nomem;
+		json_t *in = json_pack("{s:O?, s:O?}", "input", c->input ? c->input : json_null(),
+		                       "custom", custom ? custom : json_null());
+		if (!in)
+			goto nomem;
+		if (c->resumed)
+			json_object_set(in, "resumed", (json_t *)c->resumed);
+		json_object_set_new(in, "context", json_pack("{s:s, s:s, s:s, s:i}",
+		                    "sessionId", ctx->session_id ? ctx->session_id : "",
+		                    "snapshotId", ctx->snapshot_id ? ctx->snapshot_id : "",
+		                    "parentSnapshotId", ctx->parent_snapshot_id ? ctx->parent_snapshot_id : "",
+		                    "turnIndex", (int)ctx->turn_index));
+		st = jv_dump(in, &c->stdin_buf);
+		json_decref(in);
+		if (st || core_buf_addc(&c->stdin_buf, '\n'))
+			goto nomem;
+		char **env = build_env(c->tool, ctx);
+		if (!env)
+			goto nomem;
+		st = spawn(c, env, e);
+		strv_free(env);
+		if (st) {
+			/* Stop the ones already started before reporting. */
+			for (size_t j = 0; j < i; j++)
+				call_fail(&calls[j], st, "%s", e->msg);
+			n = i;
+			break;
+		}
+		c->deadline = now + c->tool->timeout_ms;
+	}
+
+	for (;;) {
+		size_t k = 0, live = 0;
+		int cancel = ev && ev->cancelled && ev->cancelled(ev->ctx);
+		int64_t wait_ms = ev && ev->cancelled ? TOOL_CANCEL_POLL_MS : 50;
+		now = core_now_mono_ms();
+		for (size_t i = 0; i < n; i++) {
+			struct tool_call *c = &calls[i];
+			if (c->done)
+				continue;
+			if (cancel && !c->killed) {
+				/* The caller stopped: ask the tool's group to end, then
+				 * force it after the grace. */
+				if (!c->kill_at) {
+					if (c->st == CORE_OK) {
+						c->st = c->err.st = CORE_ECANCELLED;
+						snprintf(c->err.msg, sizeof c->err.msg, "cancelled");
+					}
+					if (c->pid > 0) {
+						kill(-c->pid, SIGTERM);
+						kill(c->pid, SIGTERM);
+					}
+					c->kill_at = now + TOOL_KILL_GRACE_MS;
+				} else if (now >= c->kill_at) {
+					call_fail(c, CORE_ECANCELLED, "cancelled");
+				}
+			}
+			if (!c->killed && !c->kill_at && now >= c->deadline) {
+				/* 2: it had exited, something it started held a pipe */
+				c->timed_out = c->exited ? 2 : 1;
+				call_fail(c, CORE_EDEADLINE, "timed out");
+			}
+			note_exit(c, now);
+			cut_pipes(c, ev, now);
+			if (c->in_fd >= 0 && c->killed)
+				spawn_close_fd(&c->in_fd);
+			if (c->in_fd >= 0)
+				pfd[k++] = (struct pollfd){ .fd = c->in_fd, .events = POLLOUT };
+			if (c->out_fd >= 0)
+				pfd[k++] = (struct pollfd){ .fd = c->out_fd, .events = POLLIN };
+			if (c->err_fd >= 0)
+				pfd[k++] = (struct pollfd){ .fd = c->err_fd, .events = POLLIN };
+			if (c->out_fd < 0 && c->err_fd < 0) {
+				if (c->exited) {
+					/* Whatever it left running goes with it. */
+					int status = 0;
+					pid_t r = -1;
+					if (c->pid > 0)
+						kill(-c->pid, SIGKILL);
+					while (c->pid > 0 && (r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
+						;
+					c->done = 1;
+					c->pid = -1;
+					spawn_close_fd(&c->in_fd);
+					finish(c, r > 0 ? status : 0);
+					continue;
+				}
+				wait_ms = 5;
+			}
+			live++;
+			if (!c->killed && c->deadline - now < wait_ms)
+				wait_ms = c->deadline - now > 0 ? c->deadline - now : 0;
+			if (c->exited && now - c->exited_at < TOOL_PIPE_GRACE_MS
+			    && c->exited_at + TOOL_PIPE_GRACE_MS - now < wait_ms)
+				wait_ms = c->exited_at + TOOL_PIPE_GRACE_MS - now;
+		}
+		if (!live)
+			break;
+		if (k && poll(pfd, k, (int)wait_ms) < 0 && errno != EINTR) {
+			st = core_fail_sys(e, "cannot run tools: poll");
+			for (size_t i = 0; i < n; i++)
+				call_fail(&calls[i], st, "%s", e->msg);
+			/* Reap below on the next rounds. */
+		}
+		if (!k)
+			poll(NULL, 0, (int)wait_ms);
+		for (size_t i = 0; i < n; i++) {
+			struct tool_call *c = &calls[i];
+			if (c->done)
+				continue;
+			if (c->in_fd >= 0) {
+				size_t left = c->stdin_buf.len - c->stdin_off;
+				ssize_t w = left ? write(c->in_fd, c->stdin_buf.p + c->stdin_off, left) : 0;
+				if (w > 0)
+					c->stdin_off += (size_t)w;
+				/* EPIPE: the tool did not read its input; that is its business. */
+				if ((w < 0 && errno != EAGAIN && errno != EINTR) || c->stdin_off == c->stdin_buf.len)
+					spawn_close_fd(&c->in_fd);
+			}
+			if (c->out_fd >= 0) {
+				int eof = pump(c->out_fd, &c->out_buf, 0, c) > 0;
+				drain_lines(c, ev, eof);
+				if (eof)
+					spawn_close_fd(&c->out_fd);
+			}
+			if (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) > 0)
+				spawn_close_fd(&c->err_fd);
+		}
+	}
+	free(pfd);
+	return st;
+nomem:
+	st = core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t i = 0; i < started; i++) {
+		struct tool_call *c = &calls[i];
+		if (c->pid > 0) {
+			kill(-c->pid, SIGKILL);
+			waitpid(c->pid, NULL, 0);
+			c->pid = -1;
+		}
+		spawn_close_fd(&c->in_fd);
+		spawn_close_fd(&c->out_fd);
+		spawn_close_fd(&c->err_fd);
+	}
+	free(pfd);
+	return st;
+}

@@ -1,0 +1,774 @@
+/* endpoints.c - the models file's named endpoints; see endpoints.h. */
+#include "endpoints.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../base/buf.h"
+#include "../base/http.h"
+#include "../base/json.h"
+#include "provider_common.h"
+#include "../base/spawn.h"
+#include "../base/util.h"
+
+extern char **environ;
+
+#define FILE_MAX ((size_t)1 << 20)         /* a models file is small */
+#define CRED_TIMEOUT_MS 30000
+#define CRED_OUT_MAX ((size_t)64 << 10)
+#define CRED_TTL_MS (5 * 60 * 1000)        /* a plain-text token's default life */
+#define CRED_MARGIN_NS ((int64_t)30 * 1000000000)
+
+struct endpoint {
+	const char *name;                  /* borrowed from the document */
+	const struct prov_dialect *d;
+	const char *dialect;
+	const char *base;                  /* as written, or NULL: the dialect's */
+	const char *key_var, *key_file, *key_header;
+	const json_t *cred_cmd;            /* array of strings or NULL */
+	int64_t cred_ttl_ms;
+	const json_t *headers, *query, *models;
+	/* The credential command's token, kept for the process (under lock). */
+	char *token;
+	int64_t token_until_ns;
+};
+
+static struct {
+	pthread_once_t once;
+	pthread_mutex_t lock;
+	char path[4096];
+	json_t *doc;
+	struct endpoint *eps;
+	size_t n;
+	char **vars;                       /* every variable the file names */
+	size_t nvars;
+	struct core_err err;
+} tab = { .once = PTHREAD_ONCE_INIT, .lock = PTHREAD_MUTEX_INITIALIZER };
+
+static const struct {
+	const char *name;
+	const struct prov_dialect *d;
+} dialects[] = {
+	{ "openai", &prov_dialect_openai },
+	{ "openai-responses", &prov_dialect_openai_responses },
+	{ "anthropic", &prov_dialect_anthropic },
+	{ "googleai", &prov_dialect_googleai },
+	{ "ollama", &prov_dialect_ollama },
+};
+
+/* ---- reading the file ---- */
+
+static enum core_status bad(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* "models file: SPOT: why (at PATH)" into tab.err. */
+static enum core_status bad(const char *fmt, ...)
+{
+	char what[768];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(what, sizeof what, fmt, ap);
+	va_end(ap);
+	return core_fail(&tab.err, CORE_EINVAL, "models file: %s (at %s)", what, tab.path);
+}
+
+static int var_start(char c)
+{
+	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
+}
+
+static int var_char(char c)
+{
+	return var_start(c) || (c >= '0' && c <= '9');
+}
+
+/* The length of the variable reference at s ("$NAME", "${NAME}"; s[0] is
+ * '$'), its name at *name (*nlen bytes); 0 when it is none. */
+static size_t var_ref(const char *s, const char **name, size_t *nlen)
+{
+	size_t n = 0;
+	if (s[1] == '{') {
+		while (var_char(s[2 + n]))
+			n++;
+		if (!n || !var_start(s[2]) || s[2 + n] != '}')
+			return 0;
+		*name = s + 2;
+		*nlen = n;
+		return n + 3;
+	}
+	if (!var_start(s[1]))
+		return 0;
+	while (var_char(s[1 + n]))
+		n++;
+	*name = s + 1;
+	*nlen = n;
+	return n + 1;
+}
+
+static enum core_status add_var(const char *name, size_t len)
+{
+	for (size_t i = 0; i < tab.nvars; i++)
+		if (strlen(tab.vars[i]) == len && !strncmp(tab.vars[i], name, len))
+			return CORE_OK;
+	char **v = realloc(tab.vars, (tab.nvars + 1) * sizeof *v);
+	if (!v)
+		return core_fail(&tab.err, CORE_ENOMEM, "out of memory");
+	tab.vars = v;
+	if (!(v[tab.nvars] = strndup(name, len)))
+		return core_fail(&tab.err, CORE_ENOMEM, "out of memory");
+	tab.nvars++;
+	return CORE_OK;
+}
+
+/* Check a value's variable references and note the variables. */
+static enum core_status scan_value(const char *s, const char *ep, const char *spot)
+{
+	for (const char *p = strchr(s, '$'); p; p = strchr(p, '$')) {
+		const char *name;
+		size_t nlen, n;
+		if (p[1] == '$') {
+			p += 2;
+			continue;
+		}
+		if (!(n = var_ref(p, &name, &nlen)))
+			return bad("endpoint '%s': %s: a '$' that names no variable (write $NAME, "
+			           "${NAME}, or $$ for a '$')", ep, spot);
+		if (add_var(name, nlen))
+			return tab.err.st;
+		p += n;
+	}
+	return CORE_OK;
+}
+
+/* A header name agentkit can send as given: an HTTP token, no '%'. */
+static int header_name_ok(const char *s)
+{
+	if (!*s)
+		return 0;
+	for (; *s; s++)
+		if (!var_char(*s) && !strchr("!#$&'*+-.^`|~", *s))
+			return 0;
+	return 1;
+}
+
+/* An object of string values (headers, query, models); NULL is fine. */
+static enum core_status string_map(const json_t *v, const char *ep, const char *member,
+                                   int vars, int names_are_headers)
+{
+	const char *k;
+	json_t *x;
+	if (!v)
+		return CORE_OK;
+	if (!json_is_object(v))
+		return bad("endpoint '%s': \"%s\" must be an object of strings", ep, member);
+	json_object_foreach((json_t *)v, k, x) {
+		char spot[256];
+		if (!json_is_string(x))
+			return bad("endpoint '%s': \"%s\": '%s' must be a string", ep, member, k);
+		if (names_are_headers && !header_name_ok(k))
+			return bad("endpoint '%s': \"%s\": '%s' is not a header name", ep, member, k);
+		if (!*k)
+			return bad("endpoint '%s': \"%s\": an empty name", ep, member);
+		snprintf(spot, sizeof spot, "\"%s\": '%s'", member, k);
+		if (vars && scan_value(json_string_value(x), ep, spot))
+			return tab.err.st;
+	}
+	return CORE_OK;
+}
+
+static const char *str_member(const json_t *o, const char *key)
+{
+	return json_string_value(json_object_get(o, key));
+}
+
+static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
+{
+	static const char *const known[] = { "dialect", "baseUrl", "keyVariable", "keyFile",
+		"keyHeader", "credentialCommand", "credentialTtl", "headers", "query", "models",
+		NULL };
+	const char *k, *dialect;
+	json_t *x;
+	size_t i, sources;
+	memset(ep, 0, sizeof *ep);
+	ep->name = name;
+	if (!*name || strchr(name, '/'))
+		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
+	for (i = 0; model_provider_name(i); i++)
+		if (!strcmp(model_provider_name(i), name))
+			return bad("endpoint '%s': the name of a built-in provider", name);
+	if (!json_is_object(o))
+		return bad("endpoint '%s' must be an object", name);
+	json_object_foreach((json_t *)o, k, x) {
+		int ok = 0;
+		for (const char *const *m = known; *m && !ok; m++)
+			ok = !strcmp(*m, k);
+		if (!ok)
+			return bad("endpoint '%s': unknown member \"%s\"", name, k);
+	}
+	for (const char *const *m = known; *m; m++) {
+		x = json_object_get(o, *m);
+		if (x && !json_is_string(x) && strcmp(*m, "credentialCommand") && strcmp(*m, "headers")
+		    && strcmp(*m, "query") && strcmp(*m, "models"))
+			return bad("endpoint '%s': \"%s\" must be a string", name, *m);
+	}
+	if (!(dialect = str_member(o, "dialect")))
+		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
+		           "googleai or ollama)", name);
+	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
+		if (!strcmp(dialects[i].name, dialect))
+			ep->d = dialects[i].d;
+	if (!ep->d)
+		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
+		           "openai-responses, anthropic, googleai, ollama", name, dialect);
+	ep->dialect = dialect;
+	ep->base = str_member(o, "baseUrl");
+	ep->key_var = str_member(o, "keyVariable");
+	ep->key_file = str_member(o, "keyFile");
+	ep->key_header = str_member(o, "keyHeader");
+	ep->cred_cmd = json_object_get(o, "credentialCommand");
+	ep->headers = json_object_get(o, "headers");
+	ep->query = json_object_get(o, "query");
+	ep->models = json_object_get(o, "models");
+	sources = !!ep->key_var + !!ep->key_file + !!ep->cred_cmd;
+	if (sources > 1)
+		return bad("endpoint '%s': give one of \"keyVariable\", \"keyFile\" and "
+		           "\"credentialCommand\"", name);
+	if (ep->base && scan_value(ep->base, name, "\"baseUrl\""))
+		return tab.err.st;
+	if (ep->key_var) {
+		if (!var_start(*ep->key_var))
+			return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
+		for (const char *p = ep->key_var; *p; p++)
+			if (!var_char(*p))
+				return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
+		if (add_var(ep->key_var, strlen(ep->key_var)))
+			return tab.err.st;
+	}
+	if (ep->key_header && !header_name_ok(ep->key_header))
+		return bad("endpoint '%s': \"keyHeader\": not a header name", name);
+	if (ep->cred_cmd) {
+		if (!json_is_array(ep->cred_cmd) || !json_array_size(ep->cred_cmd))
+			return bad("endpoint '%s': \"credentialCommand\" must be a non-empty array of "
+			           "strings (the command and its arguments, run without a shell)", name);
+		json_array_foreach(ep->cred_cmd, i, x)
+			if (!json_is_string(x))
+				return bad("endpoint '%s': \"credentialCommand\": item %zu is not a string",
+				           name, i);
+	}
+	ep->cred_ttl_ms = CRED_TTL_MS;
+	if (str_member(o, "credentialTtl")) {
+		struct core_err de = { 0 };
+		if (!ep->cred_cmd)
+			return bad("endpoint '%s': \"credentialTtl\" without \"credentialCommand\"", name);
+		if (core_parse_duration(str_member(o, "credentialTtl"), &ep->cred_ttl_ms, &de))
+			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
+	}
+	if (string_map(ep->headers, name, "headers", 1, 1) ||
+	    string_map(ep->query, name, "query", 1, 0) ||
+	    string_map(ep->models, name, "models", 0, 0))
+		return tab.err.st;
+	return CORE_OK;
+}
+
+static enum core_status load_file(void)
+{
+	const char *named = getenv("AGENTKIT_MODELS_FILE"), *cfg = getenv("XDG_CONFIG_HOME");
+	struct core_buf b = CORE_BUF_INIT(FILE_MAX);
+	const json_t *eps;
+	const char *k;
+	json_t *x;
+	struct stat sb;
+	size_t i = 0;
+	if (named && *named)
+		snprintf(tab.path, sizeof tab.path, "%s", named);
+	else if (cfg && *cfg)
+		snprintf(tab.path, sizeof tab.path, "%s/agentkit/models.json", cfg);
+	else if (getenv("HOME") && *getenv("HOME"))
+		snprintf(tab.path, sizeof tab.path, "%s/.config/agentkit/models.json", getenv("HOME"));
+	else
+		return CORE_OK;
+	/* The default place, where nothing may be: a path that cannot be
+	 * looked at (a directory we may not enter) holds no file of ours. */
+	if (!(named && *named) && stat(tab.path, &sb) &&
+	    (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
+		return CORE_OK;
+	if (core_buf_read_file(&b, tab.path, &tab.err)) {
+		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
+		core_buf_release(&b);
+		if (absent && !(named && *named)) {
+			memset(&tab.err, 0, sizeof tab.err);
+			return CORE_OK;
+		}
+		if (absent)
+			tab.err.st = CORE_ENOTFOUND;
+		else if (tab.err.st == CORE_ETOOBIG)
+			return core_fail(&tab.err, CORE_EINVAL, "models file: over %zu bytes (at %s)",
+			                 FILE_MAX, tab.path);
+		core_err_prefix(&tab.err, "models file (AGENTKIT_MODELS_FILE)");
+		return tab.err.st;
+	}
+	tab.doc = jv_parse(b.p ? b.p : "", b.len, tab.path, 0, &tab.err);
+	core_buf_release(&b);
+	if (!tab.doc) {
+		if (tab.err.st != CORE_ENOMEM)
+			tab.err.st = CORE_EINVAL;
+		core_err_prefix(&tab.err, "models file");
+		return tab.err.st;
+	}
+	if (!json_is_object(tab.doc))
+		return bad("the file must be an object {\"endpoints\": {...}}");
+	json_object_foreach(tab.doc, k, x)
+		if (strcmp(k, "endpoints"))
+			return bad("unknown member \"%s\" (the file holds \"endpoints\")", k);
+	eps = json_object_get(tab.doc, "endpoints");
+	if (!eps)
+		return CORE_OK;
+	if (!json_is_object(eps))
+		return bad("\"endpoints\" must be an object of endpoints by name");
+	if (!(tab.eps = calloc(json_object_size(eps) + 1, sizeof *tab.eps)))
+		return core_fail(&tab.err, CORE_ENOMEM, "out of memory");
+	json_object_foreach((json_t *)eps, k, x) {
+		if (read_endpoint(&tab.eps[i], k, x))
+			return tab.err.st;
+		tab.n = ++i;
+	}
+	return CORE_OK;
+}
+
+static void load_once(void)
+{
+	if (load_file()) {
+		/* A file that is not right stands for no endpoint at all. */
+		free(tab.eps);
+		tab.eps = NULL;
+		tab.n = 0;
+	}
+}
+
+enum core_status endpoints_load(struct core_err *e)
+{
+	pthread_once(&tab.once, load_once);
+	if (tab.err.st && e)
+		*e = tab.err;
+	return tab.err.st;
+}
+
+const struct endpoint *endpoints_find(const char *name, size_t len)
+{
+	if (endpoints_load(NULL))
+		return NULL;
+	for (size_t i = 0; i < tab.n; i++)
+		if (strlen(tab.eps[i].name) == len && !strncmp(tab.eps[i].name, name, len))
+			return &tab.eps[i];
+	return NULL;
+}
+
+const char *endpoints_name(size_t i)
+{
+	endpoints_load(NULL);
+	return i < tab.n ? tab.eps[i].name : NULL;
+}
+
+int endpoints_variable(const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+	endpoints_load(NULL);
+	for (size_t i = 0; i < tab.nvars; i++)
+		if (strlen(tab.vars[i]) == len && !strncmp(tab.vars[i], entry, len))
+			return 1;
+	return 0;
+}
+
+/* ---- a call ---- */
+
+/*
+ * A value with its variables expanded into out.  CORE_EUNAUTH naming the
+ * variable (never its value) when one is unset or empty.
+ */
+static enum core_status expand(const struct endpoint *ep, const char *spot, const char *s,
+                               struct core_buf *out, struct core_err *e)
+{
+	core_buf_reset(out);
+	for (const char *p = s; *p;) {
+		const char *name, *v;
+		size_t nlen, n;
+		char var[256];
+		if (*p != '$') {
+			n = strcspn(p, "$");
+			if (core_buf_add(out, p, n))
+				return core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+			p += n;
+			continue;
+		}
+		if (p[1] == '$') {
+			if (core_buf_addc(out, '$'))
+				return core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+			p += 2;
+			continue;
+		}
+		n = var_ref(p, &name, &nlen);   /* checked when the file was read */
+		snprintf(var, sizeof var, "%.*s", (int)nlen, name);
+		v = getenv(var);
+		if (!v || !*v)
+			return core_fail(e, CORE_EUNAUTH, "%s: %s names %s, which is not set (models file "
+			                 "%s)", ep->name, spot, var, tab.path);
+		if (core_buf_adds(out, v))
+			return core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		p += n;
+	}
+	return core_buf_add(out, "", 0) ? core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name)
+	                                : CORE_OK;
+}
+
+/* Percent-encode s (all but RFC 3986's unreserved characters) onto out. */
+static enum core_status add_encoded(struct core_buf *out, const char *s)
+{
+	enum core_status st = CORE_OK;
+	for (; *s && !st; s++) {
+		unsigned char c = (unsigned char)*s;
+		if (var_char((char)c) || c == '-' || c == '.' || c == '~')
+			st = core_buf_addc(out, (char)c);
+		else
+			st = core_buf_addf(out, "%%%02X", c);
+	}
+	return st;
+}
+
+/* The environment of the credential command: ours minus every key. */
+static char **cred_env(void)
+{
+	size_t n = 0, k = 0;
+	for (char **p = environ; p && *p; p++)
+		n++;
+	char **env = calloc(n + 1, sizeof *env);
+	for (char **p = environ; env && p && *p; p++)
+		if (!spawn_provider_key(*p))
+			env[k++] = *p;
+	return env;
+}
+
+static void trim(struct core_buf *b)
+{
+	size_t s = 0;
+	if (!b->p)
+		return;
+	while (b->len && strchr(" \t\r\n", b->p[b->len - 1]))
+		b->p[--b->len] = 0;
+	while (s < b->len && strchr(" \t\r\n", b->p[s]))
+		s++;
+	memmove(b->p, b->p + s, b->len - s + 1);
+	b->len -= s;
+}
+
+/*
+ * Run the credential command: its stdout into out, its stderr (the start
+ * of it) into err.  Bounded by CRED_TIMEOUT_MS; the process group is killed
+ * when that passes.
+ */
+static enum core_status run_command(const struct endpoint *ep, struct core_buf *out,
+                                    struct core_buf *err, struct core_err *e)
+{
+	size_t n = json_array_size(ep->cred_cmd), i;
+	char **argv = calloc(n + 1, sizeof *argv), **env = cred_env();
+	struct spawn sp = { -1, -1, -1, -1 };
+	int64_t deadline = core_now_mono_ms() + CRED_TIMEOUT_MS;
+	enum core_status st = CORE_OK;
+	int status = 0, timed_out = 0;
+	if (!argv || !env) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		goto out;
+	}
+	for (i = 0; i < n; i++)
+		argv[i] = (char *)json_string_value(json_array_get(ep->cred_cmd, i));
+	if ((st = spawn_start(argv, env, "the credential command", &sp, e))) {
+		core_err_prefix(e, "%s", ep->name);
+		goto out;
+	}
+	spawn_close_fd(&sp.in_fd);
+	while (sp.out_fd >= 0 || sp.err_fd >= 0) {
+		struct pollfd pf[2] = { { sp.out_fd, POLLIN, 0 }, { sp.err_fd, POLLIN, 0 } };
+		int64_t left = deadline - core_now_mono_ms();
+		char buf[4096];
+		if (left <= 0) {
+			timed_out = 1;
+			break;
+		}
+		if (poll(pf, 2, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR) {
+			st = core_fail_sys(e, "%s: the credential command: poll", ep->name);
+			break;
+		}
+		for (int j = 0; j < 2; j++) {
+			int *fd = j ? &sp.err_fd : &sp.out_fd;
+			ssize_t r;
+			if (*fd < 0 || !(pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
+				continue;
+			r = read(*fd, buf, sizeof buf);
+			if (r > 0) {
+				struct core_buf *b = j ? err : out;
+				if (b->len + (size_t)r <= CRED_OUT_MAX)
+					core_buf_add(b, buf, (size_t)r);
+			} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
+				spawn_close_fd(fd);
+			}
+		}
+	}
+	if (timed_out || st)
+		kill(-sp.pid, SIGKILL);
+	while (waitpid(sp.pid, &status, 0) < 0 && errno == EINTR)
+		;
+	if (st)
+		goto out;
+	trim(err);
+	if (timed_out)
+		st = core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish within "
+		               "%d s", ep->name, CRED_TIMEOUT_MS / 1000);
+	else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+		/* The first line of its stderr says why ("not logged in"). */
+		size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
+		st = core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
+		               WIFEXITED(status) ? "exited" : "was killed by signal",
+		               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+		               why ? ": " : "", (int)(why < 200 ? why : 200), err->p ? err->p : "");
+	}
+out:
+	spawn_close_fd(&sp.out_fd);
+	spawn_close_fd(&sp.err_fd);
+	spawn_close_fd(&sp.in_fd);
+	free(argv);
+	free(env);
+	return st;
+}
+
+/* A token from the command's output and the time it stops being valid. */
+static enum core_status parse_token(const struct endpoint *ep, struct core_buf *out,
+                                    char **token, int64_t *until, struct core_err *e)
+{
+	int64_t now = core_now_ns();
+	trim(out);
+	if (out->len && out->p[0] == '{') {
+		struct core_err pe = { 0 };
+		json_t *doc = jv_parse(out->p, out->len, "credential", 0, &pe);
+		const json_t *t = json_object_get(doc, "token");
+		const json_t *at = json_object_get(doc, "expiresAt");
+		const json_t *in = json_object_get(doc, "expiresIn");
+		int64_t ns;
+		*until = now + (int64_t)ep->cred_ttl_ms * 1000000;
+		if (!json_is_string(t) || !json_string_length(t)) {
+			json_decref(doc);
+			return core_fail(e, CORE_EUNAUTH, "%s: the credential command printed JSON "
+			                 "without a \"token\" string", ep->name);
+		}
+		if (json_is_string(at) && !core_time_parse(json_string_value(at), &ns))
+			*until = ns;
+		else if (json_is_number(at))
+			*until = (int64_t)(json_number_value(at) * 1e9);
+		else if (json_is_number(in))
+			*until = now + (int64_t)(json_number_value(in) * 1e9);
+		else if (at || in) {
+			json_decref(doc);
+			return core_fail(e, CORE_EUNAUTH, "%s: the credential command's \"expiresAt\" is "
+			                 "not an RFC 3339 time or Unix seconds", ep->name);
+		}
+		*token = strdup(json_string_value(t));
+		json_decref(doc);
+	} else {
+		size_t n = strcspn(out->p ? out->p : "", "\r\n");
+		if (!n)
+			return core_fail(e, CORE_EUNAUTH, "%s: the credential command printed no token",
+			                 ep->name);
+		*token = strndup(out->p, n);
+		*until = now + (int64_t)ep->cred_ttl_ms * 1000000;
+	}
+	return *token ? CORE_OK : core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+}
+
+/* The endpoint's token: the one kept while it has life left, else a new
+ * one from the command.  *token is the caller's (prov_secret_free). */
+static enum core_status cred_token(struct endpoint *ep, char **token, struct core_err *e)
+{
+	struct core_buf out = CORE_BUF_INIT(CRED_OUT_MAX + 1), err = CORE_BUF_INIT(CRED_OUT_MAX + 1);
+	enum core_status st = CORE_OK;
+	int64_t until = 0;
+	/* One command at a time: two calls at once need one token. */
+	pthread_mutex_lock(&tab.lock);
+	if (ep->token && core_now_ns() + CRED_MARGIN_NS < ep->token_until_ns) {
+		*token = strdup(ep->token);
+		if (!*token)
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		goto out;
+	}
+	prov_secret_free(ep->token);
+	ep->token = NULL;
+	if (!(st = run_command(ep, &out, &err, e)) &&
+	    !(st = parse_token(ep, &out, token, &until, e))) {
+		ep->token = strdup(*token);
+		ep->token_until_ns = until;
+	}
+out:
+	pthread_mutex_unlock(&tab.lock);
+	if (out.p)
+		explicit_bzero(out.p, out.len);
+	core_buf_release(&out);
+	core_buf_release(&err);
+	return st;
+}
+
+static void cred_forget(struct endpoint *ep)
+{
+	pthread_mutex_lock(&tab.lock);
+	prov_secret_free(ep->token);
+	ep->token = NULL;
+	pthread_mutex_unlock(&tab.lock);
+}
+
+/* The key and its header format ("Name: %s", in fmt). */
+static enum core_status endpoint_key(struct endpoint *ep, const struct model_request *req,
+                                     char **key, char *fmt, size_t fmtlen,
+                                     struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	const char *dflt = ep->d->auth_fmt ? ep->d->auth_fmt : "Authorization: Bearer %s";
+	*key = NULL;
+	if (ep->cred_cmd) {
+		st = cred_token(ep, key, e);
+		dflt = "Authorization: Bearer %s";
+	} else if (ep->key_var) {
+		const char *const vars[] = { ep->key_var, NULL };
+		const char *v = getenv(ep->key_var);
+		st = v && *v ? prov_key(ep->name, vars, NULL, key, e)
+		   : core_fail(e, CORE_EUNAUTH, "%s: no API key: set %s (models file %s)", ep->name,
+		               ep->key_var, tab.path);
+	} else if (ep->key_file) {
+		/* Only the endpoint's own: --key-file holds a built-in
+		 * provider's key, which must not go to another server. */
+		static const char *const none[] = { "", NULL };
+		st = prov_key(ep->name, none, ep->key_file, key, e);
+	}
+	if (ep->key_header)
+		snprintf(fmt, fmtlen, "%s: %%s", ep->key_header);
+	else
+		snprintf(fmt, fmtlen, "%s", dflt);
+	return st;
+}
+
+enum core_status endpoints_generate(const struct endpoint *cep, const char *model,
+                                    const struct model_request *req,
+                                    const struct model_stream *stream,
+                                    struct model_response *resp, struct core_err *e)
+{
+	struct endpoint *ep = (struct endpoint *)cep;
+	struct core_buf base = CORE_BUF_INIT(CORE_BUF_UNLIMITED), val = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf query = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct prov_headers h = { 0 };
+	const char *alias = json_string_value(json_object_get(ep->models, model)), *k;
+	char *key = NULL, fmt[320];
+	json_t *x;
+	enum core_status st;
+	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, e)))
+		goto out;
+	if (ep->base) {
+		if ((st = expand(ep, "\"baseUrl\"", ep->base, &base, e)))
+			goto out;
+	} else if (ep->d == &prov_dialect_ollama) {
+		st = core_buf_addf(&base, "http://%s", ep->d->p->default_url);
+	} else {
+		st = core_buf_adds(&base, ep->d->p->default_url);
+	}
+	while (!st && base.len && base.p[base.len - 1] == '/')
+		base.p[--base.len] = 0;
+	json_object_foreach((json_t *)ep->headers, k, x) {
+		char spot[300];
+		snprintf(spot, sizeof spot, "header '%s'", k);
+		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+			break;
+		if ((st = prov_headers_add(&h, k, val.p, e)))
+			core_err_prefix(e, "%s", ep->name);
+	}
+	json_object_foreach((json_t *)ep->query, k, x) {
+		char spot[300];
+		snprintf(spot, sizeof spot, "query parameter '%s'", k);
+		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+			break;
+		if ((query.len && core_buf_addc(&query, '&')) || add_encoded(&query, k) ||
+		    core_buf_addc(&query, '=') || add_encoded(&query, val.p))
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+	}
+	if (st || (st = core_buf_add(&base, "", 0)) || (st = core_buf_add(&query, "", 0))) {
+		if (st == CORE_ENOMEM)
+			core_fail(e, st, "%s: out of memory", ep->name);
+		goto out;
+	}
+	struct prov_target t = { ep->name, base.p, key, key ? fmt : NULL,
+	                         (const char *const *)h.v, query.p };
+	st = prov_generate_to(ep->d, &t, alias ? alias : model, req, stream, resp, e);
+	if (st == CORE_EUNAUTH && ep->cred_cmd)
+		cred_forget(ep);  /* refused: the next call asks for a new token */
+out:
+	prov_headers_release(&h);
+	prov_secret_free(key);
+	if (val.p)
+		explicit_bzero(val.p, val.len);
+	if (query.p)
+		explicit_bzero(query.p, query.len);
+	core_buf_release(&val);
+	core_buf_release(&query);
+	core_buf_release(&base);
+	return st;
+}
+
+/* ---- --list-models ---- */
+
+static json_t *names_of(const json_t *obj)
+{
+	json_t *a = json_array(), *x;
+	const char *k;
+	json_object_foreach((json_t *)obj, k, x)
+		json_array_append_new(a, json_string(k));
+	return a;
+}
+
+enum core_status endpoints_list(json_t *rows, struct core_err *e)
+{
+	enum core_status st = endpoints_load(e);
+	if (st)
+		return st;
+	for (size_t i = 0; i < tab.n; i++) {
+		const struct endpoint *ep = &tab.eps[i];
+		const char *from = NULL;
+		char pub[2048];
+		json_t *models = json_array(), *x;
+		const char *k;
+		if (ep->cred_cmd)
+			from = "credential command";
+		else if (ep->key_file)
+			from = "key file";
+		else if (ep->key_var && getenv(ep->key_var) && *getenv(ep->key_var))
+			from = ep->key_var;
+		core_url_redact(ep->base ? ep->base : ep->d->p->default_url, pub, sizeof pub);
+		json_object_foreach((json_t *)ep->models, k, x) {
+			char *full = prov_strf("%s/%s", ep->name, k);
+			json_array_append_new(models, full ? json_string(full) : NULL);
+			free(full);
+		}
+		json_t *row = json_pack("{s:s, s:s, s:[], s:o, s:s, s:o, s:o, s:o, s:s}",
+		                        "provider", ep->name, "dialect", ep->dialect,
+		                        "keyVariables", "keyFrom", from ? json_string(from) : json_null(),
+		                        "baseUrl", pub, "headers", names_of(ep->headers),
+		                        "query", names_of(ep->query), "models", models,
+		                        "modelsFile", tab.path);
+		if (row && ep->key_var)
+			json_array_append_new(json_object_get(row, "keyVariables"),
+			                      json_string(ep->key_var));
+		if (!row || json_array_append_new(rows, row))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+}
