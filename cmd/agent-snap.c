@@ -13,7 +13,9 @@
 #include "../libcore/agent/detach.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
+#include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
+#include "../libcore/model/model.h"
 #include "../store/store.h"
 
 enum {
@@ -828,6 +830,9 @@ int main(int argc, char **argv)
 	int c;
 
 	cli_start(&prog);
+	/* -a runs state transforms: before that child, keys out of its reach. */
+	if (spawn_protect_keys(model_key_variable, &e))
+		return cli_finish(cli_report(&e));
 	while ((c = cli_next(argc, argv, &arg)) != -1) {
 		switch (c) {
 		case OPT_STORE: o.store = arg; break;
