@@ -14,7 +14,7 @@
 #include <string.h>
 
 #include "../base/buf.h"
-#include "frontmatter.h"
+#include "../base/frontmatter.h"
 #include "../base/json.h"
 #include "template.h"
 

@@ -38,7 +38,7 @@
 
 #include <jansson.h>
 
-#include "frontmatter.h"
+#include "../base/frontmatter.h"
 #include "../base/status.h"
 
 /* Largest prompt file accepted (the front matter's own limits are

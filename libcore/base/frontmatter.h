@@ -8,7 +8,7 @@
 
 #include <jansson.h>
 
-#include "../base/status.h"
+#include "status.h"
 
 /* Deepest front-matter nesting; most JSON values front matter may expand
  * to (aliases included). */

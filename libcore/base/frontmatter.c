@@ -16,8 +16,8 @@
 
 #include <yaml.h>
 
-#include "../base/buf.h"
-#include "../base/json.h"
+#include "buf.h"
+#include "json.h"
 
 struct anchor {
 	char *name;
