@@ -354,7 +354,7 @@ void agent_ext_augment(struct agent_ext *x, json_t *messages)
 	}
 }
 
-/* ---- the runtime's hooks ---- */
+/* ---- the runner's hooks (runtime.h) ---- */
 
 void agent_ext_turn(struct agent_ext *x, struct session *s, const json_t *input,
                     struct ca_outcome *o)
