@@ -1871,7 +1871,7 @@ static enum core_status print_output(struct run *r)
 	struct core_err e = { 0 };
 	if (stop_signal || o->gone)
 		rt_abort(r->rt);        /* stopped between turns; a no-op once a turn ended it */
-	agent_ext_finish(r->ext, r->rt);        /* a custom agent's end, failed transforms */
+	rt_finish(r->rt);       /* a custom agent's end, failed transforms */
 	if (!(r->output = rt_output(r->rt)))
 		return report_oom();
 	if (agent_ext_output(r->ext, r->output, &e))       /* its result, the state transform */

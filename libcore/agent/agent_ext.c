@@ -16,7 +16,7 @@
 #include "../base/coproc.h"
 #include "../base/json.h"
 #include "prompt.h"
-#include "runtime.h"
+#include "session.h"
 #include "tools.h"
 #include "transform.h"
 #include "../base/util.h"
@@ -354,36 +354,15 @@ void agent_ext_augment(struct agent_ext *x, json_t *messages)
 	}
 }
 
-/* ---- the runtime's hooks ---- */
+/* ---- the runner's hooks (runtime.h) ---- */
 
-void agent_ext_turn(struct agent_ext *x, struct runtime *rt, const json_t *input,
+void agent_ext_turn(struct agent_ext *x, struct session *s, const json_t *input,
                     struct ca_outcome *o)
 {
-	struct core_err e = { 0 };
-	if (agent_ext_ground(x, json_object_get(rt_state(rt), "messages"), &e)) {
-		memset(o, 0, sizeof *o);
-		o->st = e.st;
-		snprintf(o->msg, sizeof o->msg, "%s", e.msg);
+	memset(o, 0, sizeof *o);
+	if (agent_ext_ground(x, session_messages(s), &o->err))
 		return;
-	}
-	custom_agent_turn(x->custom, rt, input, x->docs_cmd ? x->docs : NULL, o);
-}
-
-enum core_status agent_ext_custom_view(struct agent_ext *x, const json_t *state,
-                                       const char *session_id, json_t **custom,
-                                       struct core_err *e)
-{
-	json_t *view = NULL;
-	*custom = NULL;
-	if (!x || !x->state_tf)
-		return CORE_OK;
-	enum core_status st = transform_state(x->state_tf, state, session_id, &view, e);
-	if (st)
-		return st;
-	const json_t *c = json_object_get(view, "custom");
-	*custom = c ? json_incref((json_t *)c) : json_null();
-	json_decref(view);
-	return CORE_OK;
+	custom_agent_turn(x->custom, s, input, x->docs_cmd ? x->docs : NULL, o);
 }
 
 int agent_ext_failed(struct agent_ext *x, struct core_err *e)
@@ -406,26 +385,20 @@ enum core_status agent_ext_chunk(struct agent_ext *x, const json_t *chunk, json_
 	return transform_apply(x->stream_tf, chunk, out, e);
 }
 
-void agent_ext_finish(struct agent_ext *x, struct runtime *rt)
+enum core_status agent_ext_finish(struct agent_ext *x, int ok, struct core_err *e)
 {
-	struct core_err e = { 0 };
-	json_t *probe;
+	enum core_status st;
 	if (!x)
-		return;
-	/* Is the invocation still good?  (rt_output tells: no error yet.) */
-	probe = rt_output(rt);
-	int ok = probe && !json_object_get(probe, "error");
-	json_decref(probe);
+		return CORE_OK;
 	if (x->custom) {
 		json_decref(x->result);
 		x->result = NULL;
-		if (custom_agent_finish(x->custom, ok, &x->result, &e) && ok) {
-			rt_fail(rt, e.st, e.msg);
-			ok = 0;
-		}
+		if ((st = custom_agent_finish(x->custom, ok, &x->result, e)) && ok)
+			return st;
 	}
-	if (ok && agent_ext_failed(x, &e))
-		rt_fail(rt, e.st, e.msg);
+	if (ok && agent_ext_failed(x, e))
+		return e->st ? e->st : CORE_EINTERNAL;
+	return CORE_OK;
 }
 
 enum core_status agent_ext_output(struct agent_ext *x, json_t *output, struct core_err *e)

@@ -44,7 +44,7 @@
 #include "../base/status.h"
 
 struct agent;
-struct runtime;
+struct session;
 struct transform;
 
 /* The flags (NULL when not given). */
@@ -70,10 +70,11 @@ struct transform *agent_ext_state_transform(struct agent_ext *x);
 /* The custom agent, or NULL (borrowed). */
 struct custom_agent *agent_ext_custom(struct agent_ext *x);
 
-/* ---- hooks of the runtime (runtime.c) ---- */
+/* ---- hooks of the runner (runtime.h) ---- */
 
-/* A custom agent's turn (grounding first when configured). */
-void agent_ext_turn(struct agent_ext *x, struct runtime *rt, const json_t *input,
+/* A custom agent's turn on the live session s (grounding first when
+ * configured). */
+void agent_ext_turn(struct agent_ext *x, struct session *s, const json_t *input,
                     struct ca_outcome *out);
 
 /* Fetch this turn's documents for history (no-op without --docs). */
@@ -84,21 +85,10 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history,
  * (the message and its content are replaced by copies). */
 void agent_ext_augment(struct agent_ext *x, json_t *messages);
 
-/*
- * The custom value a customPatch is computed from: with a state
- * transform, its view of the whole state (state, sessionId re-stamped)
- * taken at .custom (null when omitted); *custom is a new reference.
- * Without one *custom is NULL (use the raw value).  A transform error is
- * returned (fail closed).
- */
-enum core_status agent_ext_custom_view(struct agent_ext *x, const json_t *state,
-                                       const char *session_id, json_t **custom,
-                                       struct core_err *e);
-
 /* Non-zero (e filled) once a transform has failed closed. */
 int agent_ext_failed(struct agent_ext *x, struct core_err *e);
 
-/* ---- hooks of agent-run ---- */
+/* ---- hooks of agent-run and detached runs ---- */
 
 /*
  * The stream transform on one chunk: *out the chunk to forward (new
@@ -109,11 +99,12 @@ enum core_status agent_ext_chunk(struct agent_ext *x, const json_t *chunk, json_
                                  struct core_err *e);
 
 /*
- * The end of the invocation, before rt_output(): a custom agent's handler
- * is finished (its result kept for agent_ext_output), and a transform or
- * handler failure turns the invocation into a failed one (rt_fail).
+ * The end of the invocation (rt_finish()): a custom agent's handler is
+ * finished (its result kept for agent_ext_output; ok 0, the invocation
+ * already failed, just stops it).  When ok, a handler or transform
+ * failure is returned with e: the invocation then fails with it.
  */
-void agent_ext_finish(struct agent_ext *x, struct runtime *rt);
+enum core_status agent_ext_finish(struct agent_ext *x, int ok, struct core_err *e);
 
 /*
  * Shape the final AgentOutput: a custom agent's AgentResult overrides

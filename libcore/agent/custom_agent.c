@@ -9,7 +9,7 @@
 #include "agent.h"
 #include "../base/json.h"
 #include "../model/model.h"
-#include "runtime.h"
+#include "session.h"
 
 struct custom_agent {
 	char *cmd, *what;
@@ -91,10 +91,9 @@ static void stop_handler(struct custom_agent *ca, const char *reason)
 
 static void outcome_fail(struct ca_outcome *o, enum core_status st, const char *msg)
 {
-	o->st = st ? st : CORE_EINTERNAL;
 	o->committed = 0;
 	o->keep_going = 0;
-	snprintf(o->msg, sizeof o->msg, "%s", msg);
+	core_fail(&o->err, st ? st : CORE_EINTERNAL, "%s", msg);
 }
 
 /* A protocol failure: the handler is stopped for good. */
@@ -103,9 +102,8 @@ static void broke(struct custom_agent *ca, struct ca_outcome *o, const struct co
 	enum core_status st = e->st;
 	if (st == CORE_ECANCELLED) {
 		stop_handler(ca, "aborted");
-		o->st = CORE_ABORTED;
 		o->committed = 0;
-		snprintf(o->msg, sizeof o->msg, "%s: aborted", ca->what);
+		core_fail(&o->err, CORE_ABORTED, "%s: aborted", ca->what);
 	} else {
 		if (st != CORE_EDEADLINE && st != CORE_ENOMEM && st != CORE_ESYS)
 			st = CORE_EINTERNAL;
@@ -114,10 +112,8 @@ static void broke(struct custom_agent *ca, struct ca_outcome *o, const struct co
 		outcome_fail(o, st, e->msg);
 	}
 	ca->broken = 1;
-	ca->broken_err = *e;
-	ca->broken_err.st = o->st;
-	snprintf(ca->broken_err.msg, sizeof ca->broken_err.msg, "%.*s",
-	         (int)sizeof ca->broken_err.msg - 1, o->msg);
+	ca->broken_err = o->err;
+	ca->broken_err.sys = e->sys;
 }
 
 /* A ModelResponseChunk with its members in Go's order and the defaults
@@ -147,7 +143,7 @@ static json_t *chunk_shaped(const json_t *v)
 
 struct gen_stream {
 	struct custom_agent *ca;
-	struct runtime *rt;
+	struct session *s;
 	int stream, forward;
 	enum core_status st;
 	struct core_err err;
@@ -157,7 +153,7 @@ static enum core_status gen_chunk(void *ctx, const json_t *chunk)
 {
 	struct gen_stream *g = ctx;
 	if (g->forward)
-		rt_send_chunk(g->rt, "modelChunk", chunk_shaped(chunk));
+		session_emit(g->s, "modelChunk", chunk_shaped(chunk));
 	if (g->stream && !g->st) {
 		json_t *line = json_pack("{s:O}", "generateChunk", chunk);
 		g->st = line ? coproc_write_json(g->ca->cp, line, g->ca->timeout_ms, &g->ca->cancel, &g->err)
@@ -174,14 +170,14 @@ static int gen_cancelled(void *ctx)
 }
 
 /* The default conversation: the agent's system text, then the history. */
-static json_t *default_messages(struct runtime *rt)
+static json_t *default_messages(struct session *s)
 {
-	const struct agent *a = rt_agent(rt);
+	const struct agent *a = session_agent(s);
 	json_t *msgs = json_array();
 	if (a->system)
 		json_array_append_new(msgs, json_pack("{s:[{s:s}], s:s}", "content", "text", a->system,
 		                                      "role", "system"));
-	json_array_extend(msgs, json_object_get(rt_state(rt), "messages"));
+	json_array_extend(msgs, session_messages(s));
 	return msgs;
 }
 
@@ -189,13 +185,13 @@ static json_t *default_messages(struct runtime *rt)
  * Serve {"generate": req}.  Model failures are answered to the handler (it
  * decides); only a broken pipe to the handler fails here (e filled).
  */
-static enum core_status serve_generate(struct custom_agent *ca, struct runtime *rt,
+static enum core_status serve_generate(struct custom_agent *ca, struct session *s,
                                        const json_t *req, struct core_err *e)
 {
-	const struct agent *a = rt_agent(rt);
+	const struct agent *a = session_agent(s);
 	const json_t *v;
 	const char *model = json_string_value(json_object_get(req, "model"));
-	struct gen_stream g = { ca, rt, json_is_true(json_object_get(req, "stream")),
+	struct gen_stream g = { ca, s, json_is_true(json_object_get(req, "stream")),
 	                        json_is_true(json_object_get(req, "forward")), CORE_OK, { 0 } };
 	struct model_request mr = { 0 };
 	struct model_stream ms = { gen_chunk, gen_cancelled, &g };
@@ -218,7 +214,7 @@ static enum core_status serve_generate(struct custom_agent *ca, struct runtime *
 		st = core_fail(&me, CORE_EINVAL, "generate: \"config\" must be an object");
 	} else {
 		v = json_object_get(req, "messages");
-		msgs = v ? json_incref((json_t *)v) : default_messages(rt);
+		msgs = v ? json_incref((json_t *)v) : default_messages(s);
 		mr.messages = msgs;
 		mr.tools = json_object_get(req, "tools");
 		mr.config = json_object_get(req, "config") ? json_object_get(req, "config") : a->config;
@@ -278,7 +274,7 @@ static enum core_status bad_line(struct custom_agent *ca, const char *why, struc
  * Handle one line of a turn.  *over is set when the turn is over (done or
  * fail).  Errors are protocol failures.
  */
-static enum core_status turn_line(struct custom_agent *ca, struct runtime *rt, json_t *line,
+static enum core_status turn_line(struct custom_agent *ca, struct session *s, json_t *line,
                                   struct ca_outcome *o, int *over, struct core_err *e)
 {
 	if (!json_is_object(line) || json_object_size(line) != 1)
@@ -289,15 +285,15 @@ static enum core_status turn_line(struct custom_agent *ca, struct runtime *rt, j
 	if (!strcmp(key, "modelChunk")) {
 		if (!json_is_object(v) || (json_object_get(v, "content") && !is_parts(json_object_get(v, "content"))))
 			return bad_line(ca, "a malformed modelChunk", e);
-		rt_send_chunk(rt, "modelChunk", chunk_shaped(v));
+		session_emit(s, "modelChunk", chunk_shaped(v));
 	} else if (!strcmp(key, "artifact")) {
 		if (!json_is_object(v) || !is_parts(json_object_get(v, "parts")))
 			return bad_line(ca, "an artifact without a \"parts\" array", e);
-		rt_send_artifact(rt, v);
+		session_add_artifact(s, v);
 	} else if (!strcmp(key, "message")) {
 		if (!is_message(v))
 			return bad_line(ca, "a malformed message", e);
-		rt_add_message(rt, v);
+		session_add_message(s, v);
 	} else if (!strcmp(key, "messages")) {
 		size_t i;
 		json_t *m;
@@ -306,10 +302,10 @@ static enum core_status turn_line(struct custom_agent *ca, struct runtime *rt, j
 		json_array_foreach(v, i, m)
 			if (!is_message(m))
 				return bad_line(ca, "a malformed message in \"messages\"", e);
-		rt_set_messages(rt, v);
+		session_set_messages(s, v);
 	} else if (!strcmp(key, "custom") || !strcmp(key, "customPatch")) {
 		struct core_err ue = { 0 };
-		enum core_status st = rt_update_custom(rt, v, key[6] == 'P', &ue);
+		enum core_status st = session_update_custom(s, v, key[6] == 'P', &ue);
 		if (st == CORE_EINVAL || st == CORE_FAILED)
 			return core_fail(e, CORE_EINTERNAL, "%s wrote a bad customPatch (at stdout:%zu): %s",
 			                 ca->what, ca->cp->lineno, ue.msg);
@@ -320,24 +316,24 @@ static enum core_status turn_line(struct custom_agent *ca, struct runtime *rt, j
 			return st;
 		}
 	} else if (!strcmp(key, "generate")) {
-		return serve_generate(ca, rt, v, e);
+		return serve_generate(ca, s, v, e);
 	} else if (!strcmp(key, "done")) {
 		const json_t *r = json_object_get(v, "finishReason");
 		if (!json_is_object(v) || (r && !jv_is_string(r)))
 			return bad_line(ca, "a malformed done", e);
-		o->st = CORE_OK;
+		o->err.st = CORE_OK;
 		o->committed = 1;
 		snprintf(o->reason, sizeof o->reason, "%s", r ? json_string_value(r) : "");
 		*over = 1;
 	} else if (!strcmp(key, "fail")) {
-		const json_t *s = json_object_get(v, "status"), *m = json_object_get(v, "message");
-		if (!json_is_object(v) || (s && !jv_is_string(s)) || (m && !jv_is_string(m)))
+		const json_t *sv = json_object_get(v, "status"), *m = json_object_get(v, "message");
+		if (!json_is_object(v) || (sv && !jv_is_string(sv)) || (m && !jv_is_string(m)))
 			return bad_line(ca, "a malformed fail", e);
-		enum core_status st = s ? core_status_from_name(json_string_value(s)) : CORE_EINTERNAL;
-		o->st = st == CORE_OK ? CORE_EINTERNAL : st;
+		enum core_status st = sv ? core_status_from_name(json_string_value(sv)) : CORE_EINTERNAL;
+		core_fail(&o->err, st == CORE_OK ? CORE_EINTERNAL : st, "%s",
+		          m ? json_string_value(m) : "turn failed");
 		o->committed = json_is_true(json_object_get(v, "committed"));
 		o->keep_going = json_is_true(json_object_get(v, "continue"));
-		snprintf(o->msg, sizeof o->msg, "%s", m ? json_string_value(m) : "turn failed");
 		*over = 1;
 	} else {
 		return bad_line(ca, "an unknown line", e);
@@ -345,15 +341,15 @@ static enum core_status turn_line(struct custom_agent *ca, struct runtime *rt, j
 	return CORE_OK;
 }
 
-static enum core_status start(struct custom_agent *ca, struct runtime *rt, struct core_err *e)
+static enum core_status start(struct custom_agent *ca, struct session *s, struct core_err *e)
 {
 	char sid[300];
-	snprintf(sid, sizeof sid, "AGENTKIT_SESSION_ID=%s", rt_session_id(rt));
+	snprintf(sid, sizeof sid, "AGENTKIT_SESSION_ID=%s", session_id(s));
 	const char *env[] = { sid, NULL };
 	return coproc_start(ca->cmd, ca->what, env, &ca->lim, &ca->cp, e);
 }
 
-void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t *input,
+void custom_agent_turn(struct custom_agent *ca, struct session *s, const json_t *input,
                        const json_t *docs, struct ca_outcome *o)
 {
 	struct core_err e = { 0 };
@@ -365,13 +361,13 @@ void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t
 		return;
 	}
 	/* The caller's stop (SIGINT, abort) ends the waits. */
-	ca->cancel = (struct coproc_cancel){ rt_cancelled, rt };
+	ca->cancel = (struct coproc_cancel){ session_cancelled, s };
 	forget_inherited(ca);
-	if (!ca->cp && start(ca, rt, &e))
+	if (!ca->cp && start(ca, s, &e))
 		goto broken;
 	ca->turns++;
-	turn = json_pack("{s:{s:O, s:o, s:O}}", "turn", "input", input, "context", rt_context(rt),
-	                 "state", rt_state(rt));
+	turn = json_pack("{s:{s:O, s:o, s:O}}", "turn", "input", input, "context", session_context(s),
+	                 "state", session_state(s));
 	if (!turn) {
 		core_fail(&e, CORE_ENOMEM, "out of memory");
 		goto broken;
@@ -384,7 +380,7 @@ void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t
 	while (!over) {
 		if (coproc_read_json(ca->cp, ca->timeout_ms, &ca->cancel, &line, &e))
 			goto broken;
-		enum core_status st = turn_line(ca, rt, line, o, &over, &e);
+		enum core_status st = turn_line(ca, s, line, o, &over, &e);
 		json_decref(line);
 		line = NULL;
 		if (st)

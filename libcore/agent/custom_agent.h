@@ -49,16 +49,15 @@
 /* Default wait for the handler's next line; AGENTKIT_EXEC_TIMEOUT. */
 #define CUSTOM_AGENT_DEFAULT_TIMEOUT_MS 300000
 
-struct runtime;
 struct custom_agent;
+struct session;
 
-/* How a turn ended (copied into the runtime's turn result). */
+/* How a turn ended (copied into the runner's turn result). */
 struct ca_outcome {
 	int committed;          /* the turn's state is kept (a row is written) */
 	int keep_going;         /* a failed turn that does not end the invocation */
 	char reason[32];        /* finish reason of a successful turn */
-	enum core_status st;    /* CORE_OK or the failure's status */
-	char msg[1200];
+	struct core_err err;    /* err.st: CORE_OK or the failure's status */
 };
 
 /* Default caps on the handler's stdout in one turn (and after the last
@@ -76,13 +75,14 @@ void custom_agent_free(struct custom_agent *ca);        /* NULL is a no-op */
 
 /*
  * Run one turn: the input (already appended to the history by the
- * runtime), docs (grounding documents, or NULL) and the live session of rt.
+ * runner), docs (grounding documents, or NULL) and the live session s
+ * (session.h), which the handler's lines edit.
  * The outcome is always filled; after a protocol failure the handler is
- * stopped and later turns fail at once.  The caller's stop (rt_cancelled:
+ * stopped and later turns fail at once.  The caller's stop (session_cancelled():
  * SIGINT, abort) is polled while waiting: the handler is told to stop,
  * then stopped, and the turn ends aborted, uncommitted.
  */
-void custom_agent_turn(struct custom_agent *ca, struct runtime *rt, const json_t *input,
+void custom_agent_turn(struct custom_agent *ca, struct session *s, const json_t *input,
                        const json_t *docs, struct ca_outcome *out);
 
 /*

@@ -20,8 +20,8 @@
 #include <unistd.h>
 
 #include "../../store/store.h"
-#include "agent_ext.h"
 #include "runtime.h"
+#include "session.h"
 #include "../base/util.h"
 
 static const char *status_of(const json_t *row)
@@ -51,15 +51,13 @@ enum core_status detach_pending(struct store *s, const char *session_id,
 	char id[37], now[CORE_TIME_MAX];
 	core_uuid(id);
 	now_str(now);
-	json_t *r = json_pack("{s:s, s:s}", "createdAt", now, "heartbeatAt", now);
+	struct session_row sr = {
+		.created_at = now, .heartbeat_at = now, .updated_at = now, .parent_id = parent_id,
+		.session_id = session_id, .snapshot_id = id, .status = "pending",
+	};
+	json_t *r = session_row(&sr);
 	if (!r)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if (parent_id && *parent_id)
-		json_object_set_new(r, "parentId", json_string(parent_id));
-	json_object_set_new(r, "sessionId", json_string(session_id));
-	json_object_set_new(r, "snapshotId", json_string(id));
-	json_object_set_new(r, "status", json_string("pending"));
-	json_object_set_new(r, "updatedAt", json_string(now));
 	enum core_status st = store_save(s, id, 0, fn_put, r, row, e);
 	json_decref(r);
 	return st;
@@ -450,6 +448,11 @@ static void set_copy(json_t *dst, const char *key, const json_t *v)
 		json_object_set_new(dst, key, json_deep_copy(v));
 }
 
+static const char *pending_str(const json_t *pending, const char *key)
+{
+	return json_string_value(json_object_get(pending, key));
+}
+
 static enum core_status fn_finalize(const json_t *existing, json_t **next, void *ctx,
                                     struct core_err *e)
 {
@@ -485,20 +488,16 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 	} else {
 		status = "completed";
 	}
-	if (!(n = json_object()))
+	struct session_row sr = {
+		.created_at = pending_str(f->pending, "createdAt"), .updated_at = now,
+		.error = err, .finish_reason = reason,
+		.parent_id = pending_str(f->pending, "parentId"),
+		.session_id = pending_str(f->pending, "sessionId"),
+		.snapshot_id = pending_str(f->pending, "snapshotId"),
+		.state = r->state, .status = status, .info = r->info,
+	};
+	if (!(*next = session_row(&sr)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	set_copy(n, "createdAt", json_object_get(f->pending, "createdAt"));
-	set_copy(n, "error", err);
-	if (reason && *reason)
-		json_object_set_new(n, "finishReason", json_string(reason));
-	set_copy(n, "parentId", json_object_get(f->pending, "parentId"));
-	set_copy(n, "sessionId", json_object_get(f->pending, "sessionId"));
-	set_copy(n, "snapshotId", json_object_get(f->pending, "snapshotId"));
-	set_copy(n, "state", r->state);
-	json_object_set_new(n, "status", json_string(status));
-	json_object_set_new(n, "updatedAt", json_string(now));
-	set_copy(n, STORE_INFO_KEY, r->info);
-	*next = n;
 	return CORE_OK;
 }
 
@@ -699,7 +698,7 @@ enum core_status detach_finish(struct detach_run *d)
 		wlog(d, "stopped by signal %d", sig);
 	else if (aborted)
 		wlog(d, "the abort flip was seen");
-	agent_ext_finish(d->ext, d->rt);
+	rt_finish(d->rt);
 	json_t *output = rt_output(d->rt), *state = rt_committed_state(d->rt), *row = NULL;
 	json_t *info = rt_row_info(d->rt);
 	struct detach_result r = { aborted, output, state, info };

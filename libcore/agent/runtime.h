@@ -18,6 +18,10 @@
  * failed (or aborted) and carries the resume point (last committed
  * snapshot ID, or the last-good client state).
  *
+ * The live session (its state, chunks and customPatch) is a struct
+ * session (session.h), which the runner owns and hands to the agent's
+ * extensions for a custom agent's turn; they never see the runner.
+ *
  * Nothing here prints or exits.  A snapshot write that failed is no
  * warning but the invocation's end: a failed output, rt_exit_status()
  * CORE_ESYS.
@@ -93,6 +97,14 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input);
  */
 void rt_fail(struct runtime *rt, enum core_status st, const char *msg);
 
+/*
+ * The end of the invocation, before rt_output(): a custom agent's handler
+ * is finished (its result kept for agent_ext_output()), and a transform or
+ * handler failure turns an invocation still good into a failed one
+ * (agent_ext_finish()).  No-op without extensions.
+ */
+void rt_finish(struct runtime *rt);
+
 /* The invocation's AgentOutput (new reference); NULL without memory. */
 json_t *rt_output(const struct runtime *rt);
 
@@ -167,29 +179,5 @@ json_t *rt_committed_state(const struct runtime *rt);
 /* End the invocation as a caller stop between turns (§2.5): the output is
  * aborted with a CANCELLED error, resume point unchanged. */
 void rt_abort(struct runtime *rt);
-
-/*
- * ---- The turn in flight, for agent extensions (agent_ext.h) ----
- * A custom agent's handler edits the live session through these, as
- * Genkit's Session methods do.  Values are borrowed unless noted.
- */
-struct agent_ext;
-const struct agent *rt_agent(const struct runtime *rt);
-/* The live SessionState {artifacts?, custom?, messages, sessionId}. */
-const json_t *rt_state(const struct runtime *rt);
-/* {sessionId, snapshotId, parentSnapshotId, turnIndex} (new reference). */
-json_t *rt_context(const struct runtime *rt);
-/* Session.UpdateCustom: a new value (is_patch 0) or a JSON Patch applied
- * to it; emits the customPatch chunk.  CORE_EINVAL for a patch that does
- * not apply; a state transform's failure (fail closed) with its status. */
-enum core_status rt_update_custom(struct runtime *rt, const json_t *value, int is_patch,
-                                  struct core_err *e);
-void rt_send_artifact(struct runtime *rt, const json_t *artifact);   /* SendArtifact */
-void rt_add_message(struct runtime *rt, const json_t *message);      /* AddMessages */
-void rt_set_messages(struct runtime *rt, const json_t *messages);    /* SetMessages */
-/* Emit one chunk {key: value}; value is consumed. */
-void rt_send_chunk(struct runtime *rt, const char *key, json_t *value);
-/* The caller's stop (rt_config.cancelled); rt is a struct runtime *. */
-int rt_cancelled(void *rt);
 
 #endif

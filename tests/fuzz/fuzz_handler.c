@@ -95,7 +95,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	for (int i = 0; i < 2; i++)
 		if (rt_turn(rt, inputs[i]) != CORE_OK)
 			break;
-	agent_ext_finish(x, rt);
+	rt_finish(rt);
 	json_t *out = rt_output(rt);
 	FUZZ_CHECK(json_is_object(out), "no output");
 	struct core_err oe = { 0 };

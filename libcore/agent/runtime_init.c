@@ -1,0 +1,269 @@
+/*
+ * runtime_init.c - what an invocation starts from (runtime-semantics §4):
+ * the AgentInit checked, the session it names loaded (a stored row, the
+ * latest row of a session, a client-managed state, or nothing), and the
+ * shape of each AgentInput.
+ */
+#include "runtime_int.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "../../store/store.h"
+#include "../base/json.h"
+#include "../base/util.h"
+
+/* ---- init (§4) ---- */
+
+static int64_t hb_age_ms(const json_t *row, int64_t now_ns)
+{
+	const char *hb = json_string_value(json_object_get(row, "heartbeatAt"));
+	int64_t t;
+	if (!hb || core_time_parse(hb, &t))
+		return -1;
+	return (now_ns - t) / 1000000;
+}
+
+/* §4.2: may a session resume from this row? */
+static enum core_status resumable(struct runtime *rt, const json_t *row, struct core_err *e)
+{
+	const char *id = json_string_value(json_object_get(row, "snapshotId"));
+	const char *status = json_string_value(json_object_get(row, "status"));
+	const char *parent = json_string_value(json_object_get(row, "parentId"));
+	if (!status)
+		status = "";
+	if (!parent)
+		parent = "";
+	if (!strcmp(status, "pending") || !strcmp(status, "aborting")) {
+		int64_t age = hb_age_ms(row, core_now_ns());
+		int pending = !strcmp(status, "pending");
+		if (age > rt->hb_timeout_ms) {
+			if (*parent)
+				return core_fail(e, CORE_EPRECONDITION,
+				                 "snapshot \"%s\" is still %s but its worker stopped heartbeating and is presumed dead; %sresume from its parent snapshot \"%s\"",
+				                 id, status, pending ? "abort it, then " : "", parent);
+			return core_fail(e, CORE_EPRECONDITION,
+			                 "snapshot \"%s\" is still %s but its worker stopped heartbeating and is presumed dead. It recorded no progress, so there is nothing to resume",
+			                 id, status);
+		}
+		if (!pending)
+			return core_fail(e, CORE_EPRECONDITION,
+			                 "snapshot \"%s\" is still being finalized: its invocation was aborted and has not recorded the state yet; retry this same snapshot ID",
+			                 id);
+		return core_fail(e, CORE_EPRECONDITION,
+		                 "snapshot \"%s\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming",
+		                 id);
+	}
+	if (!strcmp(status, "aborted") && !json_object_get(row, "state")) {
+		if (*parent)
+			return core_fail(e, CORE_EPRECONDITION,
+			                 "snapshot \"%s\" was aborted before its invocation recorded any state; resume from its parent snapshot \"%s\"",
+			                 id, parent);
+		return core_fail(e, CORE_EPRECONDITION,
+		                 "snapshot \"%s\" was aborted before its invocation recorded any state and has no parent; there is nothing to resume",
+		                 id);
+	}
+	return CORE_OK;
+}
+
+static enum core_status state_check(const json_t *s, struct core_err *e)
+{
+	const char *key;
+	json_t *v;
+	if (!json_is_object(s))
+		return core_fail(e, CORE_EINVAL, "invalid state: must be a JSON object, not %s", jv_type_name(s));
+	json_object_foreach((json_t *)s, key, v) {
+		if (!strcmp(key, "messages") || !strcmp(key, "artifacts")) {
+			size_t i;
+			json_t *m;
+			if (!json_is_array(v))
+				return core_fail(e, CORE_EINVAL, "invalid state: '%s' must be an array", key);
+			json_array_foreach(v, i, m)
+				if (!json_is_object(m))
+					return core_fail(e, CORE_EINVAL, "invalid state: %s[%zu] must be an object", key, i);
+		} else if (!strcmp(key, "sessionId")) {
+			if (!jv_is_string(v))
+				return core_fail(e, CORE_EINVAL, "invalid state: 'sessionId' must be a string");
+		} else if (strcmp(key, "custom")) {
+			return core_fail(e, CORE_EINVAL, "invalid state: unknown field \"%s\"", key);
+		}
+	}
+	return CORE_OK;
+}
+
+enum core_status rt_init_check(const json_t *init, struct core_err *e)
+{
+	const char *key;
+	json_t *v;
+	if (!init)
+		return CORE_OK;
+	if (!json_is_object(init))
+		return core_fail(e, CORE_EINVAL, "invalid AgentInit: must be a JSON object");
+	json_object_foreach((json_t *)init, key, v) {
+		if (!strcmp(key, "sessionId") || !strcmp(key, "snapshotId")) {
+			if (!jv_is_string(v))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInit: '%s' must be a string", key);
+		} else if (!strcmp(key, "state")) {
+			if (!json_is_null(v) && state_check(v, e))
+				return CORE_EINVAL;
+		} else {
+			return core_fail(e, CORE_EINVAL, "invalid AgentInit: unknown field \"%s\"", key);
+		}
+	}
+	return CORE_OK;
+}
+
+/* The row the init names (a snapshot ID, else the latest of a session),
+ * or *row NULL. */
+static enum core_status find_row(struct runtime *rt, const char *sid, const char *snap,
+                                 json_t **row, struct core_err *e)
+{
+	struct core_err se = { 0 };
+	enum core_status st;
+	*row = NULL;
+	if (snap) {
+		if (!rt->store)
+			return core_fail(e, CORE_EPRECONDITION,
+			                 "snapshot ID \"%s\" provided but agent has no session store configured (client-managed state); use state instead",
+			                 snap);
+		st = store_get(rt->store, snap, 0, row, &se);
+		if (st == CORE_ENOTFOUND)
+			return core_fail(e, CORE_ENOTFOUND, "snapshot \"%s\" not found", snap);
+		if (st)
+			return core_fail(e, st, "failed to load snapshot \"%s\": %s", snap, se.msg);
+		const char *owner = json_string_value(json_object_get(*row, "sessionId"));
+		if (sid && strcmp(owner ? owner : "", sid))
+			return core_fail(e, CORE_EINVAL, "snapshot \"%s\" does not belong to session \"%s\" (snapshot's session: \"%s\")",
+			                 snap, sid, owner ? owner : "");
+	} else if (sid) {
+		if (!rt->store)
+			return core_fail(e, CORE_EPRECONDITION,
+			                 "session ID \"%s\" provided but agent has no session store configured (client-managed state); the conversation's identity rides inside the state object (SessionState.SessionID)",
+			                 sid);
+		st = store_latest(rt->store, sid, 0, row, &se);
+		if (st && st != CORE_ENOTFOUND)
+			return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s", sid, se.msg);
+		const char *owner = json_string_value(json_object_get(*row, "sessionId"));
+		if (*row && strcmp(owner ? owner : "", sid))
+			return core_fail(e, CORE_EINTERNAL,
+			                 "store resolved session \"%s\" to snapshot \"%s\", which belongs to session \"%s\"; the store violates the GetLatestSnapshot contract",
+			                 sid, json_string_value(json_object_get(*row, "snapshotId")), owner ? owner : "");
+	}
+	return CORE_OK;
+}
+
+/* The session from a resumable row. */
+static enum core_status load_row(struct runtime *rt, const json_t *row, struct core_err *e)
+{
+	enum core_status st = resumable(rt, row, e);
+	if (st)
+		return st;
+	const json_t *s = json_object_get(row, "state");
+	json_t *state = json_is_object(s) ? json_deep_copy(s) : json_object();
+	if (!state)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	return session_load(rt->s, state, json_string_value(json_object_get(row, "sessionId")),
+	                    json_string_value(json_object_get(row, "snapshotId")),
+	                    json_array_size(json_object_get(s, "messages")), e);
+}
+
+enum core_status rt_load(struct runtime *rt, const json_t *init, struct core_err *e)
+{
+	enum core_status st;
+	const char *sid = json_string_value(json_object_get(init, "sessionId"));
+	const char *snap = json_string_value(json_object_get(init, "snapshotId"));
+	const json_t *state = json_object_get(init, "state");
+	json_t *row = NULL;
+
+	if (sid && !*sid)
+		sid = NULL;
+	if (snap && !*snap)
+		snap = NULL;
+	if (json_is_null(state))
+		state = NULL;
+	if (state && (sid || snap))
+		return core_fail(e, CORE_EINVAL,
+		                 "state is mutually exclusive with session ID and snapshot ID; a client-managed conversation's identity rides inside the state (SessionState.SessionID)");
+	if (state && rt->store)
+		return core_fail(e, CORE_EPRECONDITION,
+		                 "state provided but agent has a session store configured (server-managed state); use snapshot ID instead");
+	if ((st = find_row(rt, sid, snap, &row, e))) {
+		json_decref(row);
+		return st;
+	}
+	if (row) {
+		st = load_row(rt, row, e);
+		json_decref(row);
+	} else if (state) {
+		json_t *copy = json_deep_copy(state);
+		st = copy ? session_load(rt->s, copy, json_string_value(json_object_get(state, "sessionId")),
+		                         NULL, 0, e)
+		          : core_fail(e, CORE_ENOMEM, "out of memory");
+	} else {
+		st = session_load(rt->s, NULL, sid, NULL, 0, e);
+	}
+	if (st)
+		return st;
+	if (!rt->store && !(rt->last_good = json_deep_copy(session_state(rt->s))))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
+}
+
+/* ---- inputs ---- */
+
+static enum core_status parts_check(const json_t *parts, const char *what, struct core_err *e)
+{
+	size_t i;
+	json_t *p;
+	if (!json_is_array(parts))
+		return core_fail(e, CORE_EINVAL, "invalid AgentInput: '%s' must be an array of parts", what);
+	json_array_foreach(parts, i, p)
+		if (!json_is_object(p))
+			return core_fail(e, CORE_EINVAL, "invalid AgentInput: %s[%zu] must be a part object", what, i);
+	return CORE_OK;
+}
+
+enum core_status rt_input_check(const json_t *in, struct core_err *e)
+{
+	const char *key;
+	json_t *v;
+	if (!json_is_object(in))
+		return core_fail(e, CORE_EINVAL, "invalid AgentInput: must be a JSON object, not %s", jv_type_name(in));
+	json_object_foreach((json_t *)in, key, v) {
+		if (!strcmp(key, "detach")) {
+			if (!json_is_boolean(v))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'detach' must be a boolean");
+		} else if (!strcmp(key, "message")) {
+			if (json_is_null(v))
+				continue;
+			if (!json_is_object(v))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'message' must be a message object");
+			const json_t *r = json_object_get(v, "role"), *c = json_object_get(v, "content");
+			if (r && !jv_is_string(r))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'message.role' must be a string");
+			if (c && parts_check(c, "message.content", e))
+				return CORE_EINVAL;
+			const json_t *md = json_object_get(v, "metadata");
+			if (md && !json_is_object(md) && !json_is_null(md))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'message.metadata' must be an object");
+		} else if (!strcmp(key, "resume")) {
+			const char *k2;
+			json_t *v2;
+			if (json_is_null(v))
+				continue;
+			if (!json_is_object(v))
+				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'resume' must be an object");
+			json_object_foreach(v, k2, v2) {
+				if (strcmp(k2, "respond") && strcmp(k2, "restart"))
+					return core_fail(e, CORE_EINVAL, "invalid AgentInput: unknown field \"resume.%s\"", k2);
+				char what[32];
+				snprintf(what, sizeof what, "resume.%s", k2);
+				if (!json_is_null(v2) && parts_check(v2, what, e))
+					return CORE_EINVAL;
+			}
+		} else {
+			return core_fail(e, CORE_EINVAL, "invalid AgentInput: unknown field \"%s\"", key);
+		}
+	}
+	return CORE_OK;
+}

@@ -1,0 +1,638 @@
+/*
+ * runtime_loop.c - the prompt-backed turn (Genkit's generate tool loop,
+ * runtime-semantics §3.4): the prompt rendered around the history, the
+ * model called, the tools it asks for run until it stops or maxTurns
+ * rounds have run.
+ */
+#include "runtime_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent_ext.h"
+#include "../base/json.h"
+#include "../model/model.h"
+#include "prompt.h"
+#include "../base/schema.h"
+#include "structured.h"
+#include "tools.h"
+#include "../base/util.h"
+
+#define TAG_HISTORY "_genkit_history"
+#define TAG_PROMPT "_genkit_prompt"
+
+const char *rt_role_of(const json_t *m)
+{
+	const char *r = json_string_value(json_object_get(m, "role"));
+	return r ? r : "";
+}
+
+static int has_tag(const json_t *m, const char *tag)
+{
+	return json_is_true(json_object_get(json_object_get(m, "metadata"), tag));
+}
+
+/* A copy of m (shallow below the top) without tag in its metadata; an
+ * emptied metadata object is dropped. */
+static json_t *untagged(const json_t *m, const char *tag1, const char *tag2)
+{
+	json_t *c = json_copy((json_t *)m);
+	const json_t *md = json_object_get(m, "metadata");
+	if (!c || !md || (!json_object_get(md, tag1) && !json_object_get(md, tag2)))
+		return c;
+	json_t *nm = json_copy((json_t *)md);
+	json_object_del(nm, tag1);
+	json_object_del(nm, tag2);
+	if (json_object_size(nm))
+		json_object_set_new(c, "metadata", nm);
+	else {
+		json_decref(nm);
+		json_object_del(c, "metadata");
+	}
+	return c;
+}
+
+/* Keys of a Message in Go's field order: content, metadata, role. */
+static json_t *message_new(const char *role, json_t *content /* consumed */)
+{
+	return json_pack("{s:o, s:s}", "content", content, "role", role);
+}
+
+/* The caller's stop, for the model stream and the tools; ctx is the
+ * runtime. */
+static int stopped(void *ctx)
+{
+	struct runtime *rt = ctx;
+	return session_cancelled(rt->s);
+}
+
+/* ---- a tool's session edits (Session.UpdateCustom, SendArtifact) ---- */
+
+static enum core_status on_custom(void *ctx, const struct tool *t, const json_t *value,
+                                  int is_patch, struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	enum core_status st = session_apply_custom(rt->s, value, is_patch, e);
+	if (st) {
+		/* Prefixed in place: e->msg cannot be an argument of
+		 * core_fail() into e, which would print it twice. */
+		core_err_prefix(e, "bad customPatch");
+		e->st = st == CORE_ENOMEM ? st : CORE_EINTERNAL;
+		return e->st;
+	}
+	return session_custom_changed(rt->s, e);
+}
+
+static enum core_status on_artifact(void *ctx, const struct tool *t, const json_t *a,
+                                    struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	session_add_artifact(rt->s, a);
+	return CORE_OK;
+}
+
+/* ---- the generate loop ---- */
+
+
+/* Whether a tool request has a ref (a non-empty string). */
+static int has_ref(const json_t *tr)
+{
+	const json_t *ref = json_object_get(tr, "ref");
+	return jv_is_string(ref) && json_string_length(ref);
+}
+
+/*
+ * A chunk's content as streamed: a tool request the model gave no ref gets
+ * one here, remembered in rt->minted_refs so that collect_requests() gives
+ * the final message's request the same one and a stream consumer can pair
+ * the streamed request with its toolResponse.  NULL only without memory
+ * (json_object_set_new() then sets nothing).
+ */
+static json_t *chunk_content(struct runtime *rt, const json_t *content)
+{
+	size_t i;
+	json_t *part, *out;
+	if (!json_is_array(content))
+		return json_array();
+	json_array_foreach(content, i, part) {
+		const json_t *tr = json_object_get(part, "toolRequest");
+		if (json_is_object(tr) && !has_ref(tr))
+			break;
+	}
+	if (i == json_array_size(content))
+		return json_incref((json_t *)content);
+	if (!(out = json_deep_copy(content)))
+		return NULL;
+	if (!rt->minted_refs && !(rt->minted_refs = json_array()))
+		return out;
+	json_array_foreach(out, i, part) {
+		json_t *tr = json_object_get(part, "toolRequest");
+		if (json_is_object(tr) && !has_ref(tr)) {
+			char uuid[37];
+			core_uuid(uuid);
+			json_object_set_new(tr, "ref", json_string(uuid));
+			json_array_append_new(rt->minted_refs, json_string(uuid));
+		}
+	}
+	return out;
+}
+
+static enum core_status on_model_chunk(void *ctx, const json_t *chunk)
+{
+	struct runtime *rt = ctx;
+	json_t *c = json_object();
+	const json_t *v;
+	if (!c)
+		return CORE_ENOMEM;
+	if ((v = json_object_get(chunk, "aggregated")))
+		json_object_set(c, "aggregated", (json_t *)v);
+	json_object_set_new(c, "content", chunk_content(rt, json_object_get(chunk, "content")));
+	if ((v = json_object_get(chunk, "custom")))
+		json_object_set(c, "custom", (json_t *)v);
+	json_object_set_new(c, "index", json_integer(rt->msg_index));
+	json_object_set_new(c, "role", json_string("model"));
+	session_emit(rt->s, "modelChunk", c);
+	return CORE_OK;
+}
+
+/* The request the model sees: every message without the runtime's tags. */
+static json_t *request_messages(const json_t *msgs)
+{
+	json_t *out = json_array();
+	size_t i;
+	json_t *m;
+	json_array_foreach(msgs, i, m)
+		json_array_append_new(out, untagged(m, TAG_PROMPT, TAG_HISTORY));
+	return out;
+}
+
+/* The session's messages after the turn: all but the prompt's scaffolding. */
+static json_t *turn_messages(const json_t *msgs)
+{
+	json_t *out = json_array();
+	size_t i;
+	json_t *m;
+	json_array_foreach(msgs, i, m)
+		if (!has_tag(m, TAG_PROMPT))
+			json_array_append_new(out, untagged(m, TAG_PROMPT, TAG_HISTORY));
+	return out;
+}
+
+static void sum_usage(json_t *sum, const json_t *u)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)u, k, v) {
+		if (!json_is_integer(v))
+			continue;
+		json_t *old = json_object_get(sum, k);
+		json_object_set_new(sum, k, json_integer(json_integer_value(v)
+		                    + (json_is_integer(old) ? json_integer_value(old) : 0)));
+	}
+}
+
+static void add_usage(struct runtime *rt, const json_t *u)
+{
+	sum_usage(rt->usage, u);
+	sum_usage(rt->turn_usage, u);
+}
+
+static struct tool *find_tool(struct runtime *rt, const char *name)
+{
+	for (size_t i = 0; i < rt->ntools; i++)
+		if (!strcmp(rt->tools[i]->name, name))
+			return rt->tools[i];
+	return NULL;
+}
+
+static void tool_ctx(struct runtime *rt, struct tool_context *tc)
+{
+	const char *snap = session_snapshot_id(rt->s), *parent = session_parent_id(rt->s);
+	tc->session_id = session_id(rt->s);
+	tc->snapshot_id = snap ? snap : "";
+	tc->parent_snapshot_id = parent ? parent : "";
+	tc->turn_index = session_turn_index(rt->s);
+}
+
+void rt_set_meta(json_t *part, const char *key, json_t *value /* consumed */)
+{
+	json_t *md = json_object_get(part, "metadata");
+	if (!json_is_object(md)) {
+		md = json_object();
+		json_object_set_new(part, "metadata", md);
+	}
+	json_object_set_new(md, key, value);
+}
+
+void rt_del_meta(json_t *part, const char *key)
+{
+	json_t *md = json_object_get(part, "metadata");
+	if (json_is_object(md)) {
+		json_object_del(md, key);
+		if (!json_object_size(md))
+			json_object_del(part, "metadata");
+	}
+}
+
+json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)
+{
+	json_t *tr = json_object();
+	json_object_set(tr, "name", json_object_get(req, "name"));
+	if (json_object_get(req, "ref"))
+		json_object_set(tr, "ref", json_object_get(req, "ref"));
+	json_object_set(tr, "output", c->output ? c->output : json_null());
+	if (json_array_size(c->parts))
+		json_object_set(tr, "content", c->parts);
+	return json_pack("{s:o}", "toolResponse", tr);
+}
+
+/* Fail r with "tool \"x\" failed: ..." (INTERNAL) or the call's own class
+ * for a missing tool. */
+void rt_tool_failed(struct turn_result *r, const char *name, const struct tool_call *c)
+{
+	core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: %s", name, c->err.msg);
+}
+
+/*
+ * Run the tool requests (parts of model message m, indices idx[0..n)) in
+ * parallel.  restart[i] (may be NULL) is the restart metadata of a resumed
+ * call.  Results land in calls[].  Returns non-zero with r filled when a
+ * tool is missing or could not be run.
+ */
+int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
+                 const json_t *const *resumed, struct tool_call *calls, size_t n,
+                 struct turn_result *r)
+{
+	const json_t *content = json_object_get(m, "content");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *tr = json_object_get(json_array_get(content, idx[i]), "toolRequest");
+		const char *name = json_string_value(json_object_get(tr, "name"));
+		memset(&calls[i], 0, sizeof calls[i]);
+		calls[i].tool = find_tool(rt, name ? name : "");
+		if (!calls[i].tool) {
+			core_fail(&r->err, CORE_ENOTFOUND, "generate: tool \"%s\" not found", name ? name : "");
+			return 1;
+		}
+		calls[i].input = json_object_get(tr, "input");
+		calls[i].resumed = resumed ? resumed[i] : NULL;
+		/* the input the model wrote must match the tool's declared
+		 * schema, or no tool of the round runs */
+		struct core_err se = { 0 };
+		if (calls[i].tool->input_schema &&
+		    schema_check(calls[i].tool->input_schema, calls[i].input, &se)) {
+			core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: invalid input: %s",
+			          name, se.msg);
+			return 1;
+		}
+	}
+	struct tool_context tc;
+	struct tool_events ev = { on_custom, on_artifact, rt, stopped };
+	struct core_err e = { 0 };
+	tool_ctx(rt, &tc);
+	if (tools_run(calls, n, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
+		for (size_t i = 0; i < n; i++)
+			tool_call_release(&calls[i]);
+		r->err = e;
+		core_err_prefix(&r->err, "generate");
+		return 1;
+	}
+	return 0;
+}
+
+void rt_emit_interrupts(struct runtime *rt, const json_t *ints)
+{
+	session_emit(rt->s, "modelChunk", json_pack("{s:o, s:i, s:s}", "content", json_deep_copy(ints),
+	                                            "index", 0, "role", "tool"));
+}
+
+/* Mark interrupted requests on m; completed ones keep their output as
+ * pendingOutput.  Emits the tool-role chunk with the interrupt parts. */
+static void mark_interrupts(struct runtime *rt, json_t *m, const size_t *idx,
+                            struct tool_call *calls, size_t n)
+{
+	json_t *content = json_object_get(m, "content");
+	json_t *ints = json_array();
+	for (size_t i = 0; i < n; i++) {
+		json_t *part = json_array_get(content, idx[i]);
+		if (calls[i].interrupt) {
+			rt_set_meta(part, "interrupt", json_incref(calls[i].interrupt));
+			rt_del_meta(part, "pendingOutput");
+			json_array_append(ints, part);
+		} else {
+			rt_set_meta(part, "pendingOutput", json_incref(calls[i].output ? calls[i].output : json_null()));
+		}
+	}
+	rt_emit_interrupts(rt, ints);
+	json_decref(ints);
+}
+
+void rt_emit_tool_message(struct runtime *rt, const json_t *content)
+{
+	session_emit(rt->s, "modelChunk", json_pack("{s:O, s:I, s:s}", "content", content,
+	                                            "index", (json_int_t)rt->msg_index, "role", "tool"));
+	rt->msg_index++;
+}
+
+/* Tool requests without a ref get a UUID ref (Genkit does the same): the
+ * one their streamed chunk carried (minted, in order), else a fresh one. */
+static size_t collect_requests(json_t *m, const json_t *minted, size_t **idx)
+{
+	json_t *content = json_object_get(m, "content");
+	size_t n = 0, k = 0, i;
+	json_t *part;
+	*idx = calloc(json_array_size(content) + 1, sizeof **idx);
+	if (!*idx)
+		return 0;
+	json_array_foreach(content, i, part) {
+		json_t *tr = json_object_get(part, "toolRequest");
+		if (!json_is_object(tr))
+			continue;
+		if (!has_ref(tr)) {
+			char uuid[37];
+			const char *ref = json_string_value(json_array_get(minted, k++));
+			if (!ref) {
+				core_uuid(uuid);
+				ref = uuid;
+			}
+			json_object_set_new(tr, "ref", json_string(ref));
+		}
+		(*idx)[n++] = i;
+	}
+	return n;
+}
+
+/* One model call on the conversation so far (tags removed, grounding
+ * added); *minted the refs its stream gave ref-less tool requests. */
+static enum core_status call_model(struct gen *g, struct model_response *resp, json_t **minted,
+                                   struct core_err *e)
+{
+	struct runtime *rt = g->rt;
+	const struct agent *a = rt->agent;
+	struct model_request req = { 0 };
+	struct model_stream stream = { on_model_chunk, stopped, rt };
+	json_t *reqmsgs = request_messages(g->msgs);
+	agent_ext_augment(rt->ext, reqmsgs);
+	req.messages = reqmsgs;
+	req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
+	req.config = a->config;
+	req.key_file = a->key_file;
+	req.output = a->output;
+	enum core_status st = model_generate(a->model, &req, &stream, resp, e);
+	*minted = rt->minted_refs;
+	rt->minted_refs = NULL;
+	json_decref(reqmsgs);
+	return st;
+}
+
+/* The model's reply as the conversation keeps it (role model, members in
+ * Go's order), appended to g->msgs; borrowed. */
+static json_t *append_reply(struct gen *g, const struct model_response *resp)
+{
+	json_t *m = json_is_object(resp->message) ? json_deep_copy(resp->message)
+	                                          : message_new("model", json_array());
+	json_object_set_new(m, "role", json_string("model"));
+	json_t *ordered = session_message_ordered(m);
+	json_decref(m);
+	json_array_append_new(g->msgs, ordered);
+	g->rt->msg_index++;
+	return ordered;
+}
+
+/* The last message generated is not committed. */
+static void drop_last(struct gen *g)
+{
+	json_array_remove(g->msgs, json_array_size(g->msgs) - 1);
+}
+
+/* r fails with st and "generate: " in front of e's message. */
+static void generate_failed(struct turn_result *r, enum core_status st, const struct core_err *e)
+{
+	r->err = *e;
+	r->err.st = st;
+	core_err_prefix(&r->err, "generate");
+}
+
+/*
+ * One round of tool calls for reply m (its requests idx[0..n)): 0 when
+ * their answers go back to the model, 1 when the turn is over (a tool
+ * failed or interrupted; r filled).
+ */
+static int tool_round(struct gen *g, json_t *m, const size_t *idx, size_t n,
+                      struct turn_result *r)
+{
+	struct runtime *rt = g->rt;
+	struct tool_call *calls = calloc(n, sizeof *calls);
+	if (!calls) {
+		core_fail(&r->err, CORE_ENOMEM, "out of memory");
+		return 1;
+	}
+	int failed = rt_run_calls(rt, m, idx, NULL, calls, n, r), interrupted = 0;
+	for (size_t i = 0; !failed && i < n; i++) {
+		if (calls[i].st) {
+			const json_t *tr = json_object_get(json_array_get(json_object_get(m, "content"), idx[i]),
+			                                   "toolRequest");
+			rt_tool_failed(r, json_string_value(json_object_get(tr, "name")), &calls[i]);
+			failed = 1;
+		} else if (calls[i].interrupt) {
+			interrupted = 1;
+		}
+	}
+	if (failed) {
+		/* The failed round's model message is not committed. */
+		drop_last(g);
+		r->committed = 1;
+	} else if (interrupted) {
+		mark_interrupts(rt, m, idx, calls, n);
+		r->err.st = CORE_OK;
+		snprintf(r->reason, sizeof r->reason, "interrupted");
+		r->committed = 1;
+	} else {
+		json_t *content = json_array();
+		json_t *mc = json_object_get(m, "content");
+		for (size_t i = 0; i < n; i++)
+			json_array_append_new(content, rt_tool_response_part(
+				json_object_get(json_array_get(mc, idx[i]), "toolRequest"), &calls[i]));
+		rt_emit_tool_message(rt, content);
+		json_array_append_new(g->msgs, message_new("tool", content));
+		g->rounds++;
+		g->committable = 1;
+	}
+	for (size_t i = 0; i < n; i++)
+		tool_call_release(&calls[i]);
+	free(calls);
+	return failed || interrupted;
+}
+
+/* One model call and what its reply asks for: 0 to call the model again,
+ * 1 when the turn is over (r filled). */
+static int generate_step(struct gen *g, struct turn_result *r)
+{
+	struct runtime *rt = g->rt;
+	const struct agent *a = rt->agent;
+	struct model_response resp = { 0 };
+	struct core_err e = { 0 };
+	json_t *minted = NULL;
+	enum core_status st = call_model(g, &resp, &minted, &e);
+	if (st) {
+		json_decref(minted);
+		generate_failed(r, st, &e);
+		r->committed = g->committable;
+		return 1;
+	}
+	if (resp.usage)
+		add_usage(rt, resp.usage);
+	json_t *m = append_reply(g, &resp);
+	size_t *idx = NULL, n = collect_requests(m, minted, &idx);
+	int over = 1;
+	json_decref(minted);
+	if (!n && a->output && (st = structured_check(a->output, m, NULL, &e))) {
+		/* A reply that is not the JSON asked for fails the turn
+		 * (§9.1 #144); the message is not committed. */
+		generate_failed(r, st, &e);
+		drop_last(g);
+		r->committed = g->committable;
+	} else if (!n || !strcmp(resp.finish_reason, "interrupted")) {
+		snprintf(r->reason, sizeof r->reason, "%s", resp.finish_reason);
+		r->err.st = CORE_OK;
+		r->committed = 1;
+	} else if (g->rounds + 1 > (size_t)a->max_turns) {
+		core_fail(&r->err, CORE_ABORTED, "generate: exceeded maximum tool call iterations (%d)",
+		          a->max_turns);
+		drop_last(g);
+		r->committed = 1;
+	} else {
+		over = -1;              /* a round of tools */
+	}
+	model_response_release(&resp);
+	if (over < 0)
+		over = tool_round(g, m, idx, n, r);
+	free(idx);
+	return over;
+}
+
+/* The generate call with its tool loop.  On return r says how the turn
+ * ended and g->msgs holds everything generated. */
+static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
+{
+	g->rt->msg_index = 0;
+	if (resume && rt_apply_resume(g, resume, r))
+		return;
+	while (!generate_step(g, r))
+		;
+}
+
+/* ---- one turn ---- */
+
+static int message_has_tool_parts(const json_t *msg)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(json_object_get(msg, "content"), i, p)
+		if (json_object_get(p, "toolRequest") || json_object_get(p, "toolResponse"))
+			return 1;
+	return 0;
+}
+
+static int resume_has_payload(const json_t *resume)
+{
+	return json_array_size(json_object_get(resume, "respond"))
+	    || json_array_size(json_object_get(resume, "restart"));
+}
+
+/* Render the prompt around the history: every message tagged as history or
+ * scaffolding (§3.4 step 4). */
+static enum core_status render(struct runtime *rt, const json_t *history, json_t **out,
+                               struct core_err *e)
+{
+	const struct agent *a = rt->agent;
+	json_t *msgs;
+	if (a->prompt) {
+		json_t *tagged = json_array(), *rendered = NULL;
+		size_t i;
+		json_t *m;
+		json_array_foreach(history, i, m) {
+			json_t *c = json_copy(m);
+			json_t *md = json_object_get(m, "metadata");
+			md = json_is_object(md) ? json_copy(md) : json_object();
+			json_object_set_new(md, TAG_HISTORY, json_true());
+			json_object_set_new(c, "metadata", md);
+			json_array_append_new(tagged, c);
+		}
+		const json_t *custom = json_object_get(session_state(rt->s), "custom");
+		enum core_status st = prompt_render(a->prompt, a->input, custom, tagged, &rendered, e);
+		json_decref(tagged);
+		if (st)
+			return st;
+		msgs = json_array();
+		json_array_foreach(rendered, i, m) {
+			if (has_tag(m, TAG_HISTORY)) {
+				json_array_append_new(msgs, untagged(m, TAG_HISTORY, TAG_PROMPT));
+			} else {
+				json_t *c = json_copy(m);
+				json_t *md = json_object_get(m, "metadata");
+				md = json_is_object(md) ? json_copy(md) : json_object();
+				json_object_set_new(md, TAG_PROMPT, json_true());
+				json_object_set_new(c, "metadata", md);
+				json_array_append_new(msgs, c);
+			}
+		}
+		json_decref(rendered);
+		*out = msgs;
+		return CORE_OK;
+	}
+	msgs = json_array();
+	if (!msgs)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (a->system)
+		json_array_append_new(msgs, json_pack("{s:[{s:s}], s:{s:b}, s:s}", "content", "text", a->system,
+		                                      "metadata", TAG_PROMPT, 1, "role", "system"));
+	json_array_extend(msgs, (json_t *)history);
+	*out = msgs;
+	return CORE_OK;
+}
+
+/* May this input start or go on with a prompt-backed turn (§3.4)? */
+static enum core_status input_usable(const json_t *msg, const json_t *resume,
+                                     const json_t *history, struct core_err *e)
+{
+	if (msg) {
+		const char *role = rt_role_of(msg);
+		if (*role && strcmp(role, "user"))
+			return core_fail(e, CORE_EINVAL,
+			                 "agent input message must have role \"user\", got \"%s\"", role);
+		if (message_has_tool_parts(msg))
+			return core_fail(e, CORE_EINVAL,
+			                 "agent input message must not contain tool request or response parts; use AgentInput.Resume instead");
+	}
+	if (!msg && !resume_has_payload(resume) && !json_array_size(history))
+		return core_fail(e, CORE_EINVAL,
+		                 "agent input message or resume is required to start a conversation");
+	return CORE_OK;
+}
+
+void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *r)
+{
+	const json_t *msg = json_object_get(input, "message");
+	const json_t *resume = json_object_get(input, "resume");
+	if (json_is_null(msg))
+		msg = NULL;
+	if (json_is_null(resume))
+		resume = NULL;
+	json_t *history = session_messages(rt->s);
+	struct gen g = { rt, NULL, 0, 0 };
+	/* A grounding (--docs) that failed: the turn is not committed. */
+	if (input_usable(msg, resume, history, &r->err) ||
+	    agent_ext_ground(rt->ext, history, &r->err) ||
+	    render(rt, history, &g.msgs, &r->err))
+		return;
+	if (resume && !resume_has_payload(resume))
+		resume = NULL;
+	if (resume && rt_validate_resume(resume, history, &r->err)) {
+		json_decref(g.msgs);
+		return;
+	}
+	generate(&g, resume, r);
+	if (r->committed)
+		session_put_messages(rt->s, turn_messages(g.msgs));
+	json_decref(g.msgs);
+}
