@@ -92,6 +92,13 @@ enum core_status store_logs_dir(const char *location, struct core_buf *out,
                                    chmod), open it read-only instead of
                                    failing; writes through such a handle fail
                                    with CORE_ESYS (errno EROFS) */
+#define STORE_OPEN_AS_IS 0x4    /* for store_migrate() alone: open a store
+                                   whose format is older than this agentkit's
+                                   without bringing it up to date (other
+                                   operations may fail on it); on the
+                                   PostgreSQL backend a database without
+                                   agentkit's tables is then a store at
+                                   version 0, even with STORE_OPEN_EXISTING */
 
 /*
  * store_default_path() then store_open_flags(): the store a command's
@@ -290,6 +297,41 @@ void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
 int store_status_terminal(const char *status);
 
 /* ---- additions beyond Genkit's interface ---- */
+
+/*
+ * Format migrations (agent-snap migrate).  A store's format has a version,
+ * and this agentkit knows the steps that bring an older store up to its
+ * own (its "latest"), each applied once, in order.  A store newer than
+ * this agentkit knows is refused at open: CORE_EPRECONDITION "the store at
+ * LOCATION has schema version N, newer than this agentkit's M: upgrade
+ * agentkit".
+ *
+ * The PostgreSQL backend's steps are SQL (store/pg/schema.c); every open
+ * applies the missing ones under an advisory lock, unless
+ * STORE_OPEN_AS_IS, which leaves them to store_migrate().  The LMDB
+ * backend versions each record instead (store/lmdb/lmdb.h: a version byte
+ * in every meta and state record) and has no store-wide steps: its
+ * version is always its latest and there is nothing to migrate.
+ *
+ * store_migrate() fills m: the backend's name, the store's version (after
+ * the steps; with STORE_MIGRATE_DRY_RUN before them, nothing changed),
+ * this agentkit's latest, and steps, a new array (the caller
+ * json_decref()s it, also on failure) of {"version": N, "statements":
+ * ["CREATE TABLE agentkit_nodes", ...]}: the steps applied by this call
+ * (none when another process applied them first), or with
+ * STORE_MIGRATE_DRY_RUN those pending.  The steps are applied in one
+ * transaction: all of them or none.  Errors: the storage's (CORE_ESYS),
+ * CORE_EPRECONDITION for a newer store, CORE_ENOMEM.
+ */
+#define STORE_MIGRATE_DRY_RUN 0x1
+struct store_migration {
+	const char *backend;    /* "PostgreSQL", "LMDB" (static) */
+	long version;
+	long latest;
+	json_t *steps;
+};
+enum core_status store_migrate(struct store *s, unsigned flags, struct store_migration *m,
+                               struct core_err *e);
 
 /*
  * What a person asks of the history and Genkit's row has no place for: the

@@ -275,3 +275,72 @@ advisory_held() {
 	run -0 jq -s '[.[] | select((.state.messages | length) % 2 != 0 or (.state.messages | length) == 0)] | length' <<<"$output"
 	assert_output 0
 }
+
+# latest_step: the schema version this agentkit knows (an empty
+# database's migrate --dry-run lists every step as pending).
+latest_step() {
+	agent-snap migrate --dry-run | jq -r .latest
+}
+
+@test "migrate --dry-run shows every step of an empty database and creates nothing" {
+	run -0 --separate-stderr agent-snap migrate --dry-run
+	latest=$(jq -r .latest <<<"$output")
+	[ "$latest" -ge 1 ]
+	assert_equal "$(jq -c '[.backend, .version, ([.pending[].version] == [range(1; .latest + 1)])]' <<<"$output")" "[\"PostgreSQL\",0,true]"
+	# step 1 lists its statements, read from its SQL
+	assert_equal "$(jq -c '.pending[0].statements[0:3]' <<<"$output")" '["CREATE TABLE agentkit_nodes","CREATE INDEX agentkit_nodes_prev","CREATE TABLE agentkit_snapshots"]'
+	run -0 jq -e '[.pending[].statements[]] | all(test("^[A-Z][A-Z ]* [a-z_]+$"))' <<<"$output"
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_tables WHERE schemaname = '$PG_SCHEMA'")" 0
+	run -0 --separate-stderr agent-snap migrate --dry-run --format text
+	assert_line --index 0 "step 1 (pending):"
+	assert_line --index 1 "  CREATE TABLE agentkit_nodes"
+	assert_line --index -1 "PostgreSQL store at version 0, this agentkit's is $latest: $latest step$([ "$latest" = 1 ] || echo s) pending (run 'agent-snap migrate')"
+	# the readers still find no store there
+	run -4 --separate-stderr agent-snap sessions
+}
+
+@test "migrate brings a store of an older version up to date, once" {
+	latest=$(latest_step)
+	old=$((latest - 1))
+	# a store made by an agentkit that knew one step less
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=$old agent-snap migrate
+	assert_equal "$(jq -c '[.backend, .version, .latest, [.applied[].version]]' <<<"$output")" "[\"PostgreSQL\",$old,$old,[$(seq -s, 1 "$old")]]"
+	if [ "$old" -ge 1 ]; then
+		AGENTKIT_TEST_PG_SCHEMA_STEPS=$old "$SW" save old1 '{"sessionId":"s","state":{"messages":[{"role":"user"}]}}' >/dev/null
+		assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$old"
+	fi
+	run -0 --separate-stderr agent-snap migrate --dry-run
+	assert_equal "$(jq -c '[.version, .latest, [.pending[].version]]' <<<"$output")" "[$old,$latest,[$latest]]"
+	run -0 --separate-stderr agent-snap migrate
+	assert_equal "$(jq -c '[.version, .latest, [.applied[].version]]' <<<"$output")" "[$latest,$latest,[$latest]]"
+	assert_equal "$stderr" ""
+	assert_equal "$(pg_sql 'SELECT string_agg(version::text, $$,$$ ORDER BY version) FROM agentkit_schema_version')" "$(seq -s, 1 "$latest")"
+	# once: nothing left to do
+	run -0 --separate-stderr agent-snap migrate
+	assert_output "{\"backend\":\"PostgreSQL\",\"version\":$latest,\"latest\":$latest,\"applied\":[]}"
+	run -0 --separate-stderr agent-snap migrate --format text
+	assert_output "PostgreSQL store at version $latest, this agentkit's: nothing to migrate"
+	# rows written before the migration read back, and writes go on
+	if [ "$old" -ge 1 ]; then
+		run -0 --separate-stderr agent-snap old1
+		assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"}]},"snapshotId":"old1","status":"completed"}'
+	fi
+	"$SW" save row2 '{"sessionId":"s"}' >/dev/null
+	run -0 --separate-stderr agent-snap -m row2
+	assert_output '{"sessionId":"s","snapshotId":"row2","status":"completed"}'
+}
+
+@test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {
+	"$SW" save old1 '{"sessionId":"s"}' >/dev/null
+	latest=$(latest_step)
+	for flag in "" --dry-run; do
+		# shellcheck disable=SC2086
+		run -5 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=$((latest - 1)) agent-snap migrate $flag
+		assert_output ""
+		assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version $latest, newer than this agentkit's $((latest - 1)): upgrade agentkit"
+	done
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$latest"
+	# an unreachable server is 111, its password never shown
+	run -111 --separate-stderr agent-snap --store 'postgresql://me:sekrit@/agentkit?host=/nonexistent' migrate
+	[[ $stderr != *sekrit* ]]
+}

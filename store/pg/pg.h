@@ -156,8 +156,14 @@ void pg_scrub(const struct pg_store *s, char *msg, size_t n);
 /* ---- schema.c ---- */
 
 /* Check the schema's version; create it (unless STORE_OPEN_EXISTING:
- * CORE_ENOTFOUND) or upgrade it under an advisory lock. */
+ * CORE_ENOTFOUND) or upgrade it under an advisory lock, unless
+ * STORE_OPEN_AS_IS (store.h).  A newer schema is CORE_EPRECONDITION.
+ * AGENTKIT_TEST_PG_SCHEMA_STEPS=N (tests only) makes this agentkit know
+ * only the first N steps, to make a store of an older version. */
 enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *e);
+/* store_migrate() (store.h): the schema's steps, shown or applied. */
+enum core_status pg_migrate(struct store *s, unsigned flags, struct store_migration *m,
+                            struct core_err *e);
 
 /* ---- rows.c ---- */
 
