@@ -37,7 +37,14 @@
  * server is CORE_ESYS within the connect timeout (10 s unless the URL's
  * connect_timeout or PGCONNECT_TIMEOUT sets another); lock waits end
  * after AGENTKIT_STORE_LOCK_TIMEOUT (lock_timeout), CORE_ESYS with errno
- * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.
+ * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.  A
+ * connection lost after open (a restart of the server) is re-established
+ * with backoff within AGENTKIT_STORE_LOCK_TIMEOUT from its loss: a write
+ * waits for it (and runs its transaction again: a commit whose answer was
+ * lost may have happened, and fn then sees that row), a waiter reconnects
+ * in store_wait_change(); past it, CORE_ESYS (errno ETIMEDOUT) "lost the
+ * connection to the store at 'URL' and could not reconnect within 60s:
+ * REASON".
  *
  * Processes and threads: open a store once per process and close it before
  * fork(); a child re-opens its own (never use a handle across fork).  A
@@ -435,7 +442,13 @@ enum core_status store_outcome(const json_t *row);
  * json_decref()s them.  deadline_ms is on core_now_mono_ms()'s clock, < 0
  * for none: CORE_ETIMEOUT when it passes (rows already settled are kept).
  * progress (optional) is called after each read with the number of rows
- * still unsettled.
+ * still unsettled.  A store on a server that goes away mid-wait (a
+ * restart, a failover) does not end the wait: a read the lost connection
+ * fails (CORE_ESYS, errno ECONNRESET or ECONNREFUSED) leaves its row
+ * unsettled, and store_wait_change() re-establishes the connection
+ * within its timeout; once the backend's reconnect window has passed
+ * (PostgreSQL: AGENTKIT_STORE_LOCK_TIMEOUT) the wait fails with CORE_ESYS
+ * (errno ETIMEDOUT) and the backend's message.
  */
 enum core_status store_wait_terminal(struct store *s, const char *const *ids,
                                      size_t n, unsigned flags,

@@ -16,6 +16,20 @@ setup() {
 	SW="$AGENTKIT_BIN/../tests/helpers/store-worker"
 }
 
+# A test that restarts or reconfigures a server starts its own
+# (own_server); it is stopped and removed after the test.
+teardown() {
+	[ ! -d "$BATS_TEST_TMPDIR/server" ] || "$TOP/scripts/pg-test-server" stop "$BATS_TEST_TMPDIR/server"
+}
+
+# own_server [ARGS...]: a server of the test's own at $SERVER (ARGS as
+# pg-test-server start takes them), its URL in $AGENTKIT_STORE.
+own_server() {
+	SERVER="$BATS_TEST_TMPDIR/server"
+	AGENTKIT_STORE=$("$TOP/scripts/pg-test-server" start "$SERVER" "$@") || return 1
+	export AGENTKIT_STORE
+}
+
 # host NAME CMD...: CMD as if on another machine: its own HOME and state,
 # only the database shared.
 host() {
@@ -343,4 +357,70 @@ latest_step() {
 	# an unreachable server is 111, its password never shown
 	run -111 --separate-stderr agent-snap --store 'postgresql://me:sekrit@/agentkit?host=/nonexistent' migrate
 	[[ $stderr != *sekrit* ]]
+}
+
+# beating ID: the row's worker has heartbeaten at least once.
+beating() {
+	[ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]
+}
+
+@test "the server restarts in the middle of a detached run: the run finishes, a waiter on another host gets its row" {
+	own_server
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=30s
+	run -0 --separate-stderr host a agent-run --model "script/$FIXTURES/detach/convo.ndjson" \
+		--detach -m one -m slow
+	id=$(jq -r .output.snapshotId <<<"$output")
+	on b agent-wait --timeout 60s "$id" >wait.out 2>wait.err &
+	waiter=$!
+	wait_for 10 beating "$id"
+	# down for 3s from early in the slow turn (2s of chunks): the worker
+	# streams on, then finalizes while the server is away
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 3
+	rc=0
+	wait "$waiter" || rc=$?
+	assert_equal "$rc $(cat wait.err)" "0 "
+	assert_equal "$(jq -c '[.status, .finishReason, [.state.messages[].content[0].text]]' wait.out)" \
+		'["completed","stop",["one","ok 0","slow","a b c d e f g h i j "]]'
+	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+	wait_for 10 grep -q "heartbeats failed" "$log"
+	grep -q "finalized completed, finish reason stop" "$log"
+	# every host reads the one finalized row
+	run -0 --separate-stderr host c agent-snap log "$(jq -r .sessionId wait.out)"
+	assert_equal "$(jq -r .status <<<"$output")" completed
+}
+
+@test "a server away longer than AGENTKIT_STORE_LOCK_TIMEOUT: the waiter exits 111, the worker leaves its row to expire" {
+	own_server
+	now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+	echo "{\"snapshotId\":\"w\",\"sessionId\":\"s\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}" |
+		agent-snap import >/dev/null
+	export AGENTKIT_STORE_LOCK_TIMEOUT=1s AGENTKIT_HEARTBEAT_INTERVAL=100ms
+	on a agent-run --model "script/$FIXTURES/detach/convo.ndjson" --detach -m slow >run.out &
+	runner=$!
+	on b agent-wait --timeout 60s w >wait.out 2>wait.err &
+	waiter=$!
+	wait "$runner"
+	id=$(jq -r .output.snapshotId run.out)
+	wait_for 10 beating "$id"
+	wait_for 10 agentkit_connected
+	start=$SECONDS
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 5 &
+	restart=$!
+	rc=0
+	wait "$waiter" || rc=$?
+	# the waiter gave up about 1s after the server went, not when it came back
+	[ $((SECONDS - start)) -lt 5 ] || fail "the waiter took $((SECONDS - start))s"
+	assert_equal "$rc" 111
+	assert_equal "$(cat wait.out)" ""
+	[[ $(cat wait.err) == "agent-wait: lost the connection to the store at 'postgresql:///agentkit?host=***&user=***' and could not reconnect within 1s: connection to server on socket "*" failed: "* ]] || fail "$(cat wait.err)"
+	wait "$restart"
+	# the worker could not finalize while the server was away: its row
+	# stays pending, with no heartbeat since, and reads expired
+	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+	wait_for 20 grep -q "cannot finalize the row" "$log"
+	grep -q "could not reconnect within 1s" "$log"
+	run -3 --separate-stderr agent-wait --heartbeat-timeout 500ms --timeout 10s "$id"
+	assert_equal "$(jq -r .status <<<"$output")" expired
+	run -0 --separate-stderr agent-snap --heartbeat-timeout 1h -m "$id"
+	assert_equal "$(jq -r .status <<<"$output")" pending
 }
