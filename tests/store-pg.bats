@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# The PostgreSQL backend's own behaviour: locations, the schema, failures
-# and their messages, rows byte-identical to the LMDB backend's, export
-# and import between the backends, and several hosts sharing one server.
+# The PostgreSQL backend's own behaviour: locations, the schema and
+# agent-snap migrate, failures and their messages, server restarts, TLS,
+# rows byte-identical to the LMDB backend's, export and import between
+# the backends, and several hosts sharing one server.
 # scripts/runtests runs this file in its PostgreSQL pass only (each test
 # on a fresh schema, see pg_store in test_helper.bash); the suites both
 # backends share are store-conformance, agent-snap, agent-wait and
@@ -423,4 +424,47 @@ beating() {
 	assert_equal "$(jq -r .status <<<"$output")" expired
 	run -0 --separate-stderr agent-snap --heartbeat-timeout 1h -m "$id"
 	assert_equal "$(jq -r .status <<<"$output")" pending
+}
+
+@test "TLS settings pass through libpq: sslmode=require connects, verify-full with a wrong root certificate fails (111)" {
+	command -v openssl >/dev/null 2>&1 ||
+		skip "needs the openssl command to make a certificate (scripts/setup installs it)"
+	tls="$BATS_TEST_TMPDIR/tls"
+	mkdir -p "$tls"
+	for name in server other; do
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+			-addext subjectAltName=IP:127.0.0.1 -keyout "$tls/$name.key" \
+			-out "$tls/$name.crt" 2>/dev/null
+	done
+	own_server --ssl "$tls/server.crt" "$tls/server.key"
+	[[ $AGENTKIT_STORE == postgresql://agentkit@127.0.0.1:*/agentkit ]]
+	port=${AGENTKIT_STORE##*:}
+	port=${port%%/*}
+	# a password in the URL (the server trusts local connections and never
+	# asks for it) must never show
+	url="postgresql://agentkit:sekrit@127.0.0.1:$port/agentkit"
+	run -0 --separate-stderr "$SW" --store "$url?sslmode=require" save row1 '{"sessionId":"s"}'
+	# the waiter's session is encrypted
+	agent-wait --store "$url?sslmode=require" --timeout 30s row1 >/dev/null
+	"$SW" --store "$url?sslmode=require" save p '{"sessionId":"s","status":"pending"}' >/dev/null
+	agent-wait --store "$url?sslmode=require" --timeout 30s p >wait.out &
+	waiter=$!
+	wait_for 10 agentkit_connected
+	assert_equal "$(pg_sql "SELECT bool_and(l.ssl) FROM pg_stat_ssl l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'agentkit'")" t
+	"$SW" --store "$url?sslmode=require" finalize p completed stop >/dev/null
+	wait "$waiter"
+	assert_equal "$(jq -r .status wait.out)" completed
+	# the right root certificate verifies the server's name
+	run -0 --separate-stderr agent-snap --store "$url?sslmode=verify-full&sslrootcert=$tls/server.crt" -m row1
+	assert_output '{"sessionId":"s","snapshotId":"row1","status":"completed"}'
+	# a wrong one: a clear message, exit 111, no password
+	for cmd in "agent-snap -m row1" "agent-wait row1" "agent-abort row1"; do
+		# shellcheck disable=SC2086
+		run -111 --separate-stderr $cmd --store "$url?sslmode=verify-full&sslrootcert=$tls/other.crt"
+		assert_equal "$stderr" "${cmd%% *}: cannot connect to the store at 'postgresql://***@127.0.0.1:$port/agentkit?sslmode=***&sslrootcert=***': connection to server at \"127.0.0.1\", port $port failed: SSL error: certificate verify failed"
+	done
+	# a name the certificate does not carry
+	run -111 --separate-stderr agent-snap --store "postgresql://agentkit:sekrit@localhost:$port/agentkit?sslmode=verify-full&sslrootcert=$tls/server.crt" -m row1
+	assert_equal "$stderr" "agent-snap: cannot connect to the store at 'postgresql://***@localhost:$port/agentkit?sslmode=***&sslrootcert=***': connection to server at \"localhost\" (127.0.0.1), port $port failed: server certificate for \"127.0.0.1\" (and 1 other name) does not match host name \"localhost\""
+	[[ $stderr != *sekrit* ]]
 }
