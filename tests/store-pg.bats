@@ -468,3 +468,26 @@ beating() {
 	assert_equal "$stderr" "agent-snap: cannot connect to the store at 'postgresql://***@localhost:$port/agentkit?sslmode=***&sslrootcert=***': connection to server at \"localhost\" (127.0.0.1), port $port failed: server certificate for \"127.0.0.1\" (and 1 other name) does not match host name \"localhost\""
 	[[ $stderr != *sekrit* ]]
 }
+
+@test "after a server restart a detached worker's abort watch still sees an abort from another host" {
+	own_server
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=30s
+	export HANG_PIDFILE="$BATS_TEST_TMPDIR/hang.pids"
+	run -0 --separate-stderr host a agent-run --model "script/$FIXTURES/detach/convo.ndjson" \
+		--tool "$FIXTURES/detach/hang.json" --detach -m hang
+	id=$(jq -r .output.snapshotId <<<"$output")
+	wait_for 10 eval '[ "$(wc -l <"$HANG_PIDFILE" 2>/dev/null)" = 2 ]'
+	wait_for 10 beating "$id"
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 1
+	# the worker heartbeats again once the server is back
+	hb=$(agent-snap -m "$id" | jq -r .heartbeatAt)
+	wait_for 10 eval '[ "$(agent-snap -m "$id" | jq -r .heartbeatAt)" != "$hb" ]'
+	run -0 --separate-stderr host b agent-abort "$id"
+	assert_output "{\"snapshotId\":\"$id\",\"previousStatus\":\"pending\",\"status\":\"aborting\"}"
+	run -2 --separate-stderr host c agent-wait --timeout 30s "$id"
+	assert_equal "$(jq -c '[.status, .finishReason]' <<<"$output")" '["aborted","aborted"]'
+	for pid in $(cat "$HANG_PIDFILE"); do
+		wait_for 10 eval "! kill -0 $pid 2>/dev/null"
+	done
+	grep -q "the abort flip was seen" "$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+}

@@ -33,9 +33,13 @@ static void drain(struct pg_store *s)
 uint32_t pg_change_seq(struct store *h)
 {
 	struct pg_store *s = pg_store(h);
-	if (!s->listening && pg_ensure(s, NULL) == CORE_OK) {
+	/* a lost connection is not waited for here but in pg_wait_change(),
+	 * within the caller's wait; LISTEN goes with its reconnect */
+	if (!s->listening && PQstatus(s->conn) != CONNECTION_OK) {
+		s->listening = 1;
+	} else if (!s->listening) {
 		PGresult *r = PQexec(s->conn, "LISTEN " PG_CHANNEL);
-		if (PQresultStatus(r) == PGRES_COMMAND_OK)
+		if (PQresultStatus(r) == PGRES_COMMAND_OK || PQstatus(s->conn) != CONNECTION_OK)
 			s->listening = 1;
 		PQclear(r);
 	}
