@@ -1,5 +1,6 @@
 /* agent-snap.c - read and manage the snapshot store: rows by ID, a
- * session's latest row or history, sessions, export/import, rm, prune. */
+ * session's latest row or history, sessions, export/import, rm, prune,
+ * migrate. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,6 +30,7 @@ enum {
 	OPT_AGENTS = CLI_LONG + 2,
 	OPT_SINCE = CLI_LONG + 3,
 	OPT_FORMAT = 'f',
+	OPT_DRY_RUN = 'n',
 };
 
 static const struct cli_opt opts[] = {
@@ -45,13 +47,14 @@ static const struct cli_opt opts[] = {
 	{ OPT_SINCE, "since", "TIME",
 	  "sessions: only those updated since TIME (RFC 3339, or a duration ago: 24h)" },
 	{ OPT_FORMAT, "format", "FORMAT",
-	  "sessions and show: text (default on a terminal) or ndjson" },
+	  "sessions, show and migrate: text (default on a terminal) or ndjson" },
 	{ OPT_KEEP, "keep", "N", "prune: keep the newest N rows of each session" },
 	{ OPT_BEFORE, "before", "TIME",
 	  "prune: only rows created before TIME (RFC 3339, or a duration ago: 24h)" },
 	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
 	  "a pending row whose heartbeat is older reads \"expired\" "
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ OPT_DRY_RUN, "dry-run", NULL, "migrate: show the pending steps, change nothing" },
 	{ 0 }
 };
 
@@ -59,6 +62,7 @@ static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
 	{ 4, "a snapshot or session was not found (the others are still printed), "
 	     "there is no store at the path, or import's FILE does not exist" },
+	{ 5, "the store's format is newer than this agentkit knows (upgrade agentkit)" },
 	{ 100, "usage error (bad options, an invalid ID)" },
 	{ 101, "malformed input (import: a bad NDJSON line, nothing is written; "
 	       "with --session and IDs: a snapshot belongs to another session, as "
@@ -84,6 +88,7 @@ static enum core_status run_prune(void *ctx, int argc, char **argv);
 static enum core_status run_export(void *ctx, int argc, char **argv);
 static enum core_status run_import(void *ctx, int argc, char **argv);
 static enum core_status run_worker_log(void *ctx, int argc, char **argv);
+static enum core_status run_migrate(void *ctx, int argc, char **argv);
 
 /*
  * A new subcommand is one row here and its handler.  A row: the word, its
@@ -146,6 +151,20 @@ static const struct cli_sub subs[] = {
 	  "Prints the log a detached run's worker kept for snapshot "
 	  "ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
 	  "the abort it saw, how it finalized the row.", run_worker_log },
+	{ "migrate", "[--dry-run]", 0, 0, "", CLI_TEXT,
+	  "dry-run", SNAP_NO_STORE,
+	  "Brings the store's format up to this agentkit's: applies the steps it "
+	  "lacks, in order, all in one transaction, and prints {\"backend\", "
+	  "\"version\" (the store's, after), \"latest\" (this agentkit's), "
+	  "\"applied\": [{\"version\", \"statements\"}]}, on a terminal as text.  "
+	  "--dry-run (-n) changes nothing and prints the steps pending instead, "
+	  "under \"pending\".  A PostgreSQL store's schema has numbered steps of "
+	  "SQL, each statement listed by what it creates or alters; every agentkit "
+	  "that opens the store also applies them, so migrate is how to see them "
+	  "first, or to apply them with a role that may change the schema (on an "
+	  "empty database it creates the schema).  An LMDB store versions each "
+	  "record and has nothing to migrate.  A store newer than this agentkit "
+	  "knows exits 5; migrate never creates an LMDB store.", run_migrate },
 	{ 0 }
 };
 
@@ -183,7 +202,9 @@ static const struct cli_prog prog = {
 	"$ agent-snap export >backup.ndjson && agent-snap --store new import <backup.ndjson\n"
 	"  copy a store\n"
 	"$ agent-snap prune --keep 20 --before 720h\n"
-	"  drop old settled rows beyond the newest 20 of each session",
+	"  drop old settled rows beyond the newest 20 of each session\n"
+	"$ agent-snap --store postgresql://db/agentkit migrate --dry-run\n"
+	"  the schema steps a newer agentkit would apply",
 	.exits = exits,
 	.subs = subs,
 	.plain_sub = "get",
@@ -199,7 +220,8 @@ struct opts {
 	int64_t before_ns;
 	int have_keep, have_before;
 	int64_t since_ns;
-	int text;                         /* sessions, show: -f text */
+	int text;                         /* sessions, show, migrate: -f text */
+	int dry_run;                      /* migrate -n */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
 };
@@ -761,6 +783,68 @@ static enum core_status run_worker_log(void *ctx, int argc, char **argv)
 	return st;
 }
 
+/* ---- migrate ---- */
+
+/* The migration as a person reads it: the versions, then each step and
+ * its statements, one per line. */
+static enum core_status migrate_text(const struct store_migration *m, int dry_run,
+                                     struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	size_t n = json_array_size(m->steps), i, j;
+	const json_t *step, *stmt;
+	enum core_status st;
+	json_array_foreach(m->steps, i, step) {
+		core_buf_addf(&b, "step %lld%s:\n",
+		              (long long)json_integer_value(json_object_get(step, "version")),
+		              dry_run ? " (pending)" : " applied");
+		json_array_foreach(json_object_get(step, "statements"), j, stmt)
+			core_buf_addf(&b, "  %s\n", json_string_value(stmt));
+	}
+	if (m->version == m->latest)
+		core_buf_addf(&b, "%s store at version %ld, this agentkit's: %s\n", m->backend,
+		              m->version, n ? "up to date" : "nothing to migrate");
+	else
+		core_buf_addf(&b, "%s store at version %ld, this agentkit's is %ld: %zu step%s "
+		              "pending (run 'agent-snap migrate')\n", m->backend, m->version,
+		              m->latest, n, n == 1 ? "" : "s");
+	st = b.p ? cli_write(b.p, b.len, e) : core_fail(e, CORE_ENOMEM, "out of memory");
+	core_buf_release(&b);
+	return st;
+}
+
+/* migrate [--dry-run]: the store opened as it is, then its steps shown or
+ * applied.  Neither form creates an LMDB store; the dry run writes
+ * nothing anywhere. */
+static enum core_status run_migrate(void *ctx, int argc, char **argv)
+{
+	struct snap *c = ctx;
+	const struct opts *o = &c->o;
+	struct store_migration m = { 0 };
+	struct core_err e = { 0 };
+	unsigned flags = STORE_OPEN_EXISTING | STORE_OPEN_AS_IS |
+	                 (o->dry_run ? STORE_OPEN_READONLY : 0);
+	enum core_status st;
+	json_t *out;
+	if ((st = store_open_default(o->store, flags, &c->s, &e)) != CORE_OK)
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+	if ((st = store_migrate(c->s, o->dry_run ? STORE_MIGRATE_DRY_RUN : 0, &m, &e)) == CORE_OK) {
+		if (o->text) {
+			st = migrate_text(&m, o->dry_run, &e);
+		} else if (!(out = json_pack("{s:s,s:I,s:I,s:O}", "backend", m.backend,
+		                             "version", (json_int_t)m.version, "latest",
+		                             (json_int_t)m.latest, o->dry_run ? "pending" :
+		                             "applied", m.steps))) {
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		} else {
+			st = cli_write_json(out, &e);
+			json_decref(out);
+		}
+	}
+	json_decref(m.steps);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
 /* ---- dispatch ---- */
 
 /* What a handler needs opened (its row's SNAP_* flags).  The store is
@@ -860,6 +944,7 @@ int main(int argc, char **argv)
 		case OPT_FORMAT: format = arg; break;
 		case OPT_AGENT: o.agent = arg; break;
 		case OPT_AGENTS: o.agents_dir = arg; break;
+		case OPT_DRY_RUN: o.dry_run = 1; break;
 		}
 	}
 	if (format && strcmp(format, "text") && strcmp(format, "ndjson"))

@@ -42,9 +42,10 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_HTTP_BACKOFF", "model requests: the first retry's wait, doubling (default 500ms)" },
 	{ "AGENTKIT_HTTP_RETRY_BUDGET", "model requests: no retry wait ends later than this (default 2m)" },
 	{ "AGENTKIT_STORE_MAPSIZE, AGENTKIT_STORE_MAPSIZE_MAX", "the store's initial and largest map size" },
-	{ "AGENTKIT_STORE_LOCK_TIMEOUT", "the longest a writer waits for the store's write lock (default 60s)" },
+	{ "AGENTKIT_STORE_LOCK_TIMEOUT", "the longest a writer waits for the store's write lock, and for a store on a server to come back after its connection was lost (default 60s)" },
 	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },
 	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
+	{ "AGENTKIT_TEST_PG_SCHEMA_STEPS", "tests only: N, know only the first N steps of the PostgreSQL schema (to make a store of an older version)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
 	{ NULL, NULL }
 };

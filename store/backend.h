@@ -76,6 +76,11 @@
  *   prune_session   The same for the rows of one session that
  *                 st_prune_keeps() does not keep, walking newest first;
  *                 messages shared with rows that stay are kept.
+ *   migrate       (optional) Report the store's format version and this
+ *                 agentkit's, and apply the steps between (store_migrate()
+ *                 in store.h; store.c has set m->backend and m->steps
+ *                 NULL).  NULL: the backend has no store-wide steps, and
+ *                 store.c reports format_version as both versions.
  */
 #ifndef STORE_BACKEND_H
 #define STORE_BACKEND_H
@@ -128,6 +133,9 @@ struct store_backend {
 	                                  size_t keep, int64_t before_ns, size_t *deleted,
 	                                  store_deleted_fn fn, void *ctx,
 	                                  struct core_err *e);
+	enum core_status (*migrate)(struct store *s, unsigned flags,
+	                            struct store_migration *m, struct core_err *e);
+	long format_version;            /* without migrate: the format's version */
 };
 
 /* The backends (one row each in store.c's table). */

@@ -442,3 +442,21 @@ enum core_status store_prune(struct store *s, const char *session_id,
 		*deleted = total;
 	return st;
 }
+
+/* ---- migrations ---- */
+
+enum core_status store_migrate(struct store *s, unsigned flags, struct store_migration *m,
+                               struct core_err *e)
+{
+	enum core_status st;
+	m->steps = NULL;
+	if ((st = check_handle(s, e)) != CORE_OK)
+		return st;
+	m->backend = s->backend->name;
+	if (s->backend->migrate)
+		return s->backend->migrate(s, flags, m, e);
+	m->version = m->latest = s->backend->format_version;
+	if (!(m->steps = json_array()))
+		return core_fail(e, CORE_ENOMEM, "migrate: out of memory");
+	return CORE_OK;
+}

@@ -37,7 +37,14 @@
  * server is CORE_ESYS within the connect timeout (10 s unless the URL's
  * connect_timeout or PGCONNECT_TIMEOUT sets another); lock waits end
  * after AGENTKIT_STORE_LOCK_TIMEOUT (lock_timeout), CORE_ESYS with errno
- * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.
+ * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.  A
+ * connection lost after open (a restart of the server) is re-established
+ * with backoff within AGENTKIT_STORE_LOCK_TIMEOUT from its loss: a write
+ * waits for it (and runs its transaction again: a commit whose answer was
+ * lost may have happened, and fn then sees that row), a waiter reconnects
+ * in store_wait_change(); past it, CORE_ESYS (errno ETIMEDOUT) "lost the
+ * connection to the store at 'URL' and could not reconnect within 60s:
+ * REASON".
  *
  * Processes and threads: open a store once per process and close it before
  * fork(); a child re-opens its own (never use a handle across fork).  A
@@ -92,6 +99,13 @@ enum core_status store_logs_dir(const char *location, struct core_buf *out,
                                    chmod), open it read-only instead of
                                    failing; writes through such a handle fail
                                    with CORE_ESYS (errno EROFS) */
+#define STORE_OPEN_AS_IS 0x4    /* for store_migrate() alone: open a store
+                                   whose format is older than this agentkit's
+                                   without bringing it up to date (other
+                                   operations may fail on it); on the
+                                   PostgreSQL backend a database without
+                                   agentkit's tables is then a store at
+                                   version 0, even with STORE_OPEN_EXISTING */
 
 /*
  * store_default_path() then store_open_flags(): the store a command's
@@ -292,6 +306,41 @@ int store_status_terminal(const char *status);
 /* ---- additions beyond Genkit's interface ---- */
 
 /*
+ * Format migrations (agent-snap migrate).  A store's format has a version,
+ * and this agentkit knows the steps that bring an older store up to its
+ * own (its "latest"), each applied once, in order.  A store newer than
+ * this agentkit knows is refused at open: CORE_EPRECONDITION "the store at
+ * LOCATION has schema version N, newer than this agentkit's M: upgrade
+ * agentkit".
+ *
+ * The PostgreSQL backend's steps are SQL (store/pg/schema.c); every open
+ * applies the missing ones under an advisory lock, unless
+ * STORE_OPEN_AS_IS, which leaves them to store_migrate().  The LMDB
+ * backend versions each record instead (store/lmdb/lmdb.h: a version byte
+ * in every meta and state record) and has no store-wide steps: its
+ * version is always its latest and there is nothing to migrate.
+ *
+ * store_migrate() fills m: the backend's name, the store's version (after
+ * the steps; with STORE_MIGRATE_DRY_RUN before them, nothing changed),
+ * this agentkit's latest, and steps, a new array (the caller
+ * json_decref()s it, also on failure) of {"version": N, "statements":
+ * ["CREATE TABLE agentkit_nodes", ...]}: the steps applied by this call
+ * (none when another process applied them first), or with
+ * STORE_MIGRATE_DRY_RUN those pending.  The steps are applied in one
+ * transaction: all of them or none.  Errors: the storage's (CORE_ESYS),
+ * CORE_EPRECONDITION for a newer store, CORE_ENOMEM.
+ */
+#define STORE_MIGRATE_DRY_RUN 0x1
+struct store_migration {
+	const char *backend;    /* "PostgreSQL", "LMDB" (static) */
+	long version;
+	long latest;
+	json_t *steps;
+};
+enum core_status store_migrate(struct store *s, unsigned flags, struct store_migration *m,
+                               struct core_err *e);
+
+/*
  * What a person asks of the history and Genkit's row has no place for: the
  * runtime records it in the row's STORE_INFO_KEY member, an object
  * {"agent", "model", "title" (the session's first user text, shortened),
@@ -393,7 +442,13 @@ enum core_status store_outcome(const json_t *row);
  * json_decref()s them.  deadline_ms is on core_now_mono_ms()'s clock, < 0
  * for none: CORE_ETIMEOUT when it passes (rows already settled are kept).
  * progress (optional) is called after each read with the number of rows
- * still unsettled.
+ * still unsettled.  A store on a server that goes away mid-wait (a
+ * restart, a failover) does not end the wait: a read the lost connection
+ * fails (CORE_ESYS, errno ECONNRESET or ECONNREFUSED) leaves its row
+ * unsettled, and store_wait_change() re-establishes the connection
+ * within its timeout; once the backend's reconnect window has passed
+ * (PostgreSQL: AGENTKIT_STORE_LOCK_TIMEOUT) the wait fails with CORE_ESYS
+ * (errno ETIMEDOUT) and the backend's message.
  */
 enum core_status store_wait_terminal(struct store *s, const char *const *ids,
                                      size_t n, unsigned flags,

@@ -3,6 +3,7 @@
 #include "store.h"
 #include "internal.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
 #include "../libcore/base/util.h"
@@ -16,6 +17,23 @@ static int64_t until_expiry(const json_t *row, int64_t now_ns, int64_t hb_timeou
 		return -1;
 	left = (ns + hb_timeout_ms * 1000000 - now_ns) / 1000000 + 1;
 	return left < 1 ? 1 : left;
+}
+
+/*
+ * Whether a read failed because the store's server went away (a restart, a
+ * failover): the connection was reset or refused.  The row is then
+ * unsettled, not failed: store_wait_change() re-establishes the
+ * connection within the time it waits, and fails (errno ETIMEDOUT) once
+ * the backend's reconnect window has passed; only the backends on a
+ * server report these.
+ */
+static int server_gone(enum core_status st, struct core_err *e)
+{
+	if (st != CORE_ESYS || !e || (e->sys != ECONNRESET && e->sys != ECONNREFUSED))
+		return 0;
+	e->st = CORE_OK;
+	e->msg[0] = 0;
+	return 1;
 }
 
 enum core_status store_wait_terminal(struct store *s, const char *const *ids,
@@ -46,6 +64,10 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 				done[i] = 1;
 				continue;
 			}
+			if (server_gone(st, e)) {
+				left++;
+				continue;
+			}
 			if (st != CORE_OK)
 				goto out;
 			store_shape(row, now_ns, hb_timeout_ms);
@@ -56,6 +78,10 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 					st = store_get(s, ids[i], 0, &row, e);
 					if (st == CORE_ENOTFOUND) {
 						done[i] = 1;
+						continue;
+					}
+					if (server_gone(st, e)) {
+						left++;
 						continue;
 					}
 					if (st != CORE_OK)

@@ -255,7 +255,7 @@ try 'agent-snap --help'"
 
 @test "every subcommand the completions offer has a synopsis line and a Subcommands entry" {
 	words=$(agent-snap --completion zsh | sed -n "s/^  '1:command:(\(.*\))' \\\\$/\1/p")
-	assert_equal "$words" "get sessions show log rm prune export import worker-log"
+	assert_equal "$words" "get sessions show log rm prune export import worker-log migrate"
 	help=$(agent-snap --help)
 	subs=$(sed -n '/^Subcommands:$/,/^Options:$/p' <<<"$help")
 	man=$(agent-snap --man | sed -n '/^\.SH SUBCOMMANDS$/,/^\.SH OPTIONS$/p')
@@ -269,4 +269,21 @@ try 'agent-snap --help'"
 @test "a URL no backend takes is a usage error, its password redacted" {
 	run -100 --separate-stderr agent-snap --store 'redis://me:sekrit@cache.example/0' sessions
 	assert_equal "$stderr" "agent-snap: 'redis://***@cache.example/0' is not a store directory: this agentkit has the LMDB and PostgreSQL backends"$'\n'"try 'agent-snap --help'"
+}
+
+@test "migrate on an LMDB store: nothing to do, its records carry their version; no store is 4" {
+	lm="$BATS_TEST_TMPDIR/lm"
+	run -4 --separate-stderr agent-snap --store "$lm" migrate
+	assert_equal "$stderr" "agent-snap: no store at $lm (set --store or AGENTKIT_STORE)"
+	[ ! -e "$lm" ]
+	agent-snap --store "$lm" import <"$FIXTURES/store/rows.ndjson" >/dev/null
+	run -0 --separate-stderr agent-snap --store "$lm" migrate
+	assert_output '{"backend":"LMDB","version":1,"latest":1,"applied":[]}'
+	run -0 --separate-stderr agent-snap --store "$lm" migrate --dry-run
+	assert_output '{"backend":"LMDB","version":1,"latest":1,"pending":[]}'
+	run -0 --separate-stderr agent-snap --store "$lm" migrate -n --format text
+	assert_output "LMDB store at version 1, this agentkit's: nothing to migrate"
+	run -100 --separate-stderr agent-snap --store "$lm" migrate extra
+	run -100 --separate-stderr agent-snap --store "$lm" --dry-run sessions
+	assert_equal "$stderr" "agent-snap: --dry-run applies to migrate"$'\n'"try 'agent-snap --help'"
 }

@@ -10,6 +10,10 @@ setup() {
 	D="$FIXTURES/detach"
 	export HANG_PIDFILE="$BATS_TEST_TMPDIR/hang.pids"
 	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	LOGS=$(logs_dir)
+	# what worker-log adds when the store is on a server
+	HINT=
+	is_pg && HINT="; a worker's log stays on the host that ran it, in ~/.local/state/agentkit/logs"
 	AR=(agent-run --model "script/$D/convo.ndjson" --tool "$D/greet.json" --tool "$D/ask.json"
 		--tool "$D/hang.json" --tool "$D/stubborn.json")
 }
@@ -18,13 +22,13 @@ setup() {
 # unseen: once the workers have exited, their logs must have none.
 teardown() {
 	local log pid
-	for log in "$AGENTKIT_STORE"/logs/*.log; do
+	for log in "$LOGS"/*.log; do
 		[ -f "$log" ] || continue
 		pid=$(sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$log")
 		[ -z "$pid" ] || wait_for 20 gone "$pid"
 	done
-	if grep -l "Sanitizer\|runtime error:" "$AGENTKIT_STORE"/logs/*.log 2>/dev/null; then
-		cat "$AGENTKIT_STORE"/logs/*.log >&2
+	if grep -l "Sanitizer\|runtime error:" "$LOGS"/*.log 2>/dev/null; then
+		cat "$LOGS"/*.log >&2
 		return 1
 	fi
 }
@@ -36,7 +40,7 @@ id_of() { jq -r .output.snapshotId <<<"$1"; }
 
 status_is() { [ "$(agent-snap -m "$1" | jq -r .status)" = "$2" ]; }
 beating() { [ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]; }
-worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/logs/$1.log"; }
+worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$LOGS/$1.log"; }
 
 @test "--detach on the first input: the detached output at once, exit 0, the worker completes the row" {
 	run -0 --separate-stderr "${AR[@]}" --detach -m one -m two
@@ -54,15 +58,15 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$AGENTKIT_STORE/log
 	# One row: the pending row, finalized (no turn-end rows in the background).
 	assert_equal "$(agent-snap log "$sid" | wc -l)" 1
 	# The log beside the store, private.
-	log="$AGENTKIT_STORE/logs/$id.log"
-	assert_equal "$(stat -c %a "$AGENTKIT_STORE/logs") $(stat -c %a "$log")" "700 600"
+	log="$LOGS/$id.log"
+	assert_equal "$(stat -c %a "$LOGS") $(stat -c %a "$log")" "700 600"
 	grep -q "worker started: agent inline, session $sid, snapshot $id, parent (none), 2 inputs" "$log"
 	grep -q "finalized completed, finish reason stop" "$log"
 	# agent-snap prints it; a snapshot without a worker has none.
 	run -0 --separate-stderr agent-snap worker-log "$id"
 	assert_equal "$output" "$(cat "$log")"
 	run -4 --separate-stderr agent-snap worker-log no-such-snapshot
-	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one)"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one$HINT)"
 }
 
 # after_row LINE...: once turn one's row is written, print the lines in
@@ -144,7 +148,7 @@ after_row() {
 	run -2 --separate-stderr timeout 20 agent-wait "$id"
 	assert_equal "$(jq -c '[.status, .finishReason, .parentId, has("heartbeatAt"), [.state.messages[].content[0].text]]' <<<"$output")" \
 		'["aborted","aborted","'"$parent"'",false,["one","ok 0"]]'
-	grep -q "the abort flip was seen" "$AGENTKIT_STORE/logs/$id.log"
+	grep -q "the abort flip was seen" "$LOGS/$id.log"
 	# An aborted row with state resumes.
 	run -0 "${AR[@]}" --snapshot "$id" -m two
 	assert_equal "$(last | jq -r .output.message.content[0].text)" "ok 1"
@@ -228,7 +232,7 @@ after_row() {
 	wait_for 10 beating "$id"
 	kill -TERM "$(worker_pid "$id")"
 	run -2 timeout 20 agent-wait "$id"
-	grep -q "stopped by signal 15" "$AGENTKIT_STORE/logs/$id.log"
+	grep -q "stopped by signal 15" "$LOGS/$id.log"
 }
 
 @test "kill -9 of the worker at random moments: a consistent store, expired, resumable from the parent" {
@@ -270,7 +274,7 @@ after_row() {
 	run -0 --separate-stderr "${AR[@]}" --format text --detach -m one
 	assert_output ""
 	[[ "$stderr" =~ ^agent-run:\ detached,\ session\ [0-9a-f-]+,\ snapshot\ ([0-9a-f-]+)\ \(log:\ (.*)\)$ ]]
-	assert_equal "${BASH_REMATCH[2]}" "$AGENTKIT_STORE/logs/${BASH_REMATCH[1]}.log"
+	assert_equal "${BASH_REMATCH[2]}" "$LOGS/${BASH_REMATCH[1]}.log"
 	run -0 timeout 20 agent-wait "${BASH_REMATCH[1]}"
 }
 
@@ -284,9 +288,10 @@ after_row() {
 
 @test "a worker that cannot start: a failed output, and the pending row finalized failed" {
 	agent-snap import </dev/null >/dev/null     # a store, empty
-	touch "$AGENTKIT_STORE/logs"
+	mkdir -p "$(dirname "$LOGS")"
+	touch "$LOGS"
 	run -111 --separate-stderr "${AR[@]}" --detach -m one
-	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$AGENTKIT_STORE/logs/"*".log': Not a directory" ]]
+	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$LOGS/"*".log': Not a directory" ]]
 	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
 	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'
 }
@@ -303,7 +308,7 @@ after_row() {
 	timeout 20 agent-wait "$b" "$c" >/dev/null
 	pids="$(worker_pid "$a") $(worker_pid "$b")"
 	for pid in $pids; do wait_for 20 gone "$pid"; done
-	logs="$AGENTKIT_STORE/logs"
+	logs=$LOGS
 	run -0 agent-snap prune --keep 1 "$sid"
 	assert_output '{"deleted":1}'
 	assert_equal "$([ -e "$logs/$a.log" ] || echo gone) $([ -e "$logs/$b.log" ] && echo kept)" "gone kept"
@@ -311,7 +316,7 @@ after_row() {
 	assert_output "{\"sessionId\":\"$sid\",\"deleted\":1}"
 	assert_equal "$([ -e "$logs/$b.log" ] || echo gone) $([ -e "$logs/$c.log" ] && echo kept)" "gone kept"
 	# an ID with a slash never names a file outside the logs
-	echo secret >"$AGENTKIT_STORE/x.log"
+	echo secret >"$LOGS/../x.log"
 	run -4 --separate-stderr agent-snap worker-log ../x
-	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one)"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one$HINT)"
 }

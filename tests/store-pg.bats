@@ -1,7 +1,8 @@
 #!/usr/bin/env bats
-# The PostgreSQL backend's own behaviour: locations, the schema, failures
-# and their messages, rows byte-identical to the LMDB backend's, export
-# and import between the backends, and several hosts sharing one server.
+# The PostgreSQL backend's own behaviour: locations, the schema and
+# agent-snap migrate, failures and their messages, server restarts, TLS,
+# rows byte-identical to the LMDB backend's, export and import between
+# the backends, and several hosts sharing one server.
 # scripts/runtests runs this file in its PostgreSQL pass only (each test
 # on a fresh schema, see pg_store in test_helper.bash); the suites both
 # backends share are store-conformance, agent-snap, agent-wait and
@@ -14,6 +15,20 @@ setup() {
 		skip "needs a PostgreSQL server (scripts/runtests starts one: AGENTKIT_TEST_PG_URL)"
 	AGENTKIT_TEST_BACKEND=pg common_setup
 	SW="$AGENTKIT_BIN/../tests/helpers/store-worker"
+}
+
+# A test that restarts or reconfigures a server starts its own
+# (own_server); it is stopped and removed after the test.
+teardown() {
+	[ ! -d "$BATS_TEST_TMPDIR/server" ] || "$TOP/scripts/pg-test-server" stop "$BATS_TEST_TMPDIR/server"
+}
+
+# own_server [ARGS...]: a server of the test's own at $SERVER (ARGS as
+# pg-test-server start takes them), its URL in $AGENTKIT_STORE.
+own_server() {
+	SERVER="$BATS_TEST_TMPDIR/server"
+	AGENTKIT_STORE=$("$TOP/scripts/pg-test-server" start "$SERVER" "$@") || return 1
+	export AGENTKIT_STORE
 }
 
 # host NAME CMD...: CMD as if on another machine: its own HOME and state,
@@ -274,4 +289,205 @@ advisory_held() {
 	[ "${#lines[@]}" -gt 4 ]
 	run -0 jq -s '[.[] | select((.state.messages | length) % 2 != 0 or (.state.messages | length) == 0)] | length' <<<"$output"
 	assert_output 0
+}
+
+# latest_step: the schema version this agentkit knows (an empty
+# database's migrate --dry-run lists every step as pending).
+latest_step() {
+	agent-snap migrate --dry-run | jq -r .latest
+}
+
+@test "migrate --dry-run shows every step of an empty database and creates nothing" {
+	run -0 --separate-stderr agent-snap migrate --dry-run
+	latest=$(jq -r .latest <<<"$output")
+	[ "$latest" -ge 1 ]
+	assert_equal "$(jq -c '[.backend, .version, ([.pending[].version] == [range(1; .latest + 1)])]' <<<"$output")" "[\"PostgreSQL\",0,true]"
+	# step 1 lists its statements, read from its SQL
+	assert_equal "$(jq -c '.pending[0].statements[0:3]' <<<"$output")" '["CREATE TABLE agentkit_nodes","CREATE INDEX agentkit_nodes_prev","CREATE TABLE agentkit_snapshots"]'
+	run -0 jq -e '[.pending[].statements[]] | all(test("^[A-Z][A-Z ]* [a-z_]+$"))' <<<"$output"
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_tables WHERE schemaname = '$PG_SCHEMA'")" 0
+	run -0 --separate-stderr agent-snap migrate --dry-run --format text
+	assert_line --index 0 "step 1 (pending):"
+	assert_line --index 1 "  CREATE TABLE agentkit_nodes"
+	assert_line --index -1 "PostgreSQL store at version 0, this agentkit's is $latest: $latest step$([ "$latest" = 1 ] || echo s) pending (run 'agent-snap migrate')"
+	# the readers still find no store there
+	run -4 --separate-stderr agent-snap sessions
+}
+
+@test "migrate brings a store of an older version up to date, once" {
+	latest=$(latest_step)
+	old=$((latest - 1))
+	# a store made by an agentkit that knew one step less
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=$old agent-snap migrate
+	assert_equal "$(jq -c '[.backend, .version, .latest, [.applied[].version]]' <<<"$output")" "[\"PostgreSQL\",$old,$old,[$(seq -s, 1 "$old")]]"
+	if [ "$old" -ge 1 ]; then
+		AGENTKIT_TEST_PG_SCHEMA_STEPS=$old "$SW" save old1 '{"sessionId":"s","state":{"messages":[{"role":"user"}]}}' >/dev/null
+		assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$old"
+	fi
+	run -0 --separate-stderr agent-snap migrate --dry-run
+	assert_equal "$(jq -c '[.version, .latest, [.pending[].version]]' <<<"$output")" "[$old,$latest,[$latest]]"
+	run -0 --separate-stderr agent-snap migrate
+	assert_equal "$(jq -c '[.version, .latest, [.applied[].version]]' <<<"$output")" "[$latest,$latest,[$latest]]"
+	assert_equal "$stderr" ""
+	assert_equal "$(pg_sql 'SELECT string_agg(version::text, $$,$$ ORDER BY version) FROM agentkit_schema_version')" "$(seq -s, 1 "$latest")"
+	# once: nothing left to do
+	run -0 --separate-stderr agent-snap migrate
+	assert_output "{\"backend\":\"PostgreSQL\",\"version\":$latest,\"latest\":$latest,\"applied\":[]}"
+	run -0 --separate-stderr agent-snap migrate --format text
+	assert_output "PostgreSQL store at version $latest, this agentkit's: nothing to migrate"
+	# rows written before the migration read back, and writes go on
+	if [ "$old" -ge 1 ]; then
+		run -0 --separate-stderr agent-snap old1
+		assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"}]},"snapshotId":"old1","status":"completed"}'
+	fi
+	"$SW" save row2 '{"sessionId":"s"}' >/dev/null
+	run -0 --separate-stderr agent-snap -m row2
+	assert_output '{"sessionId":"s","snapshotId":"row2","status":"completed"}'
+}
+
+@test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {
+	"$SW" save old1 '{"sessionId":"s"}' >/dev/null
+	latest=$(latest_step)
+	for flag in "" --dry-run; do
+		# shellcheck disable=SC2086
+		run -5 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=$((latest - 1)) agent-snap migrate $flag
+		assert_output ""
+		assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version $latest, newer than this agentkit's $((latest - 1)): upgrade agentkit"
+	done
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$latest"
+	# an unreachable server is 111, its password never shown
+	run -111 --separate-stderr agent-snap --store 'postgresql://me:sekrit@/agentkit?host=/nonexistent' migrate
+	[[ $stderr != *sekrit* ]]
+}
+
+# beating ID: the row's worker has heartbeaten at least once.
+beating() {
+	[ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]
+}
+
+@test "the server restarts in the middle of a detached run: the run finishes, a waiter on another host gets its row" {
+	own_server
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=30s
+	run -0 --separate-stderr host a agent-run --model "script/$FIXTURES/detach/convo.ndjson" \
+		--detach -m one -m slow
+	id=$(jq -r .output.snapshotId <<<"$output")
+	on b agent-wait --timeout 60s "$id" >wait.out 2>wait.err &
+	waiter=$!
+	wait_for 10 beating "$id"
+	# down for 3s from early in the slow turn (2s of chunks): the worker
+	# streams on, then finalizes while the server is away
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 3
+	rc=0
+	wait "$waiter" || rc=$?
+	assert_equal "$rc $(cat wait.err)" "0 "
+	assert_equal "$(jq -c '[.status, .finishReason, [.state.messages[].content[0].text]]' wait.out)" \
+		'["completed","stop",["one","ok 0","slow","a b c d e f g h i j "]]'
+	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+	wait_for 10 grep -q "heartbeats failed" "$log"
+	grep -q "finalized completed, finish reason stop" "$log"
+	# every host reads the one finalized row
+	run -0 --separate-stderr host c agent-snap log "$(jq -r .sessionId wait.out)"
+	assert_equal "$(jq -r .status <<<"$output")" completed
+}
+
+@test "a server away longer than AGENTKIT_STORE_LOCK_TIMEOUT: the waiter exits 111, the worker leaves its row to expire" {
+	own_server
+	now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+	echo "{\"snapshotId\":\"w\",\"sessionId\":\"s\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}" |
+		agent-snap import >/dev/null
+	export AGENTKIT_STORE_LOCK_TIMEOUT=1s AGENTKIT_HEARTBEAT_INTERVAL=100ms
+	on a agent-run --model "script/$FIXTURES/detach/convo.ndjson" --detach -m slow >run.out &
+	runner=$!
+	on b agent-wait --timeout 60s w >wait.out 2>wait.err &
+	waiter=$!
+	wait "$runner"
+	id=$(jq -r .output.snapshotId run.out)
+	wait_for 10 beating "$id"
+	wait_for 10 agentkit_connected
+	start=$SECONDS
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 5 &
+	restart=$!
+	rc=0
+	wait "$waiter" || rc=$?
+	# the waiter gave up about 1s after the server went, not when it came back
+	[ $((SECONDS - start)) -lt 5 ] || fail "the waiter took $((SECONDS - start))s"
+	assert_equal "$rc" 111
+	assert_equal "$(cat wait.out)" ""
+	[[ $(cat wait.err) == "agent-wait: lost the connection to the store at 'postgresql:///agentkit?host=***&user=***' and could not reconnect within 1s: connection to server on socket "*" failed: "* ]] || fail "$(cat wait.err)"
+	wait "$restart"
+	# the worker could not finalize while the server was away: its row
+	# stays pending, with no heartbeat since, and reads expired
+	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
+	wait_for 20 grep -q "cannot finalize the row" "$log"
+	grep -q "could not reconnect within 1s" "$log"
+	run -3 --separate-stderr agent-wait --heartbeat-timeout 500ms --timeout 10s "$id"
+	assert_equal "$(jq -r .status <<<"$output")" expired
+	run -0 --separate-stderr agent-snap --heartbeat-timeout 1h -m "$id"
+	assert_equal "$(jq -r .status <<<"$output")" pending
+}
+
+@test "TLS settings pass through libpq: sslmode=require connects, verify-full with a wrong root certificate fails (111)" {
+	command -v openssl >/dev/null 2>&1 ||
+		skip "needs the openssl command to make a certificate (scripts/setup installs it)"
+	tls="$BATS_TEST_TMPDIR/tls"
+	mkdir -p "$tls"
+	for name in server other; do
+		openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
+			-addext subjectAltName=IP:127.0.0.1 -keyout "$tls/$name.key" \
+			-out "$tls/$name.crt" 2>/dev/null
+	done
+	own_server --ssl "$tls/server.crt" "$tls/server.key"
+	[[ $AGENTKIT_STORE == postgresql://agentkit@127.0.0.1:*/agentkit ]]
+	port=${AGENTKIT_STORE##*:}
+	port=${port%%/*}
+	# a password in the URL (the server trusts local connections and never
+	# asks for it) must never show
+	url="postgresql://agentkit:sekrit@127.0.0.1:$port/agentkit"
+	run -0 --separate-stderr "$SW" --store "$url?sslmode=require" save row1 '{"sessionId":"s"}'
+	# the waiter's session is encrypted
+	agent-wait --store "$url?sslmode=require" --timeout 30s row1 >/dev/null
+	"$SW" --store "$url?sslmode=require" save p '{"sessionId":"s","status":"pending"}' >/dev/null
+	agent-wait --store "$url?sslmode=require" --timeout 30s p >wait.out &
+	waiter=$!
+	wait_for 10 agentkit_connected
+	assert_equal "$(pg_sql "SELECT bool_and(l.ssl) FROM pg_stat_ssl l JOIN pg_stat_activity a USING (pid) WHERE a.application_name = 'agentkit'")" t
+	"$SW" --store "$url?sslmode=require" finalize p completed stop >/dev/null
+	wait "$waiter"
+	assert_equal "$(jq -r .status wait.out)" completed
+	# the right root certificate verifies the server's name
+	run -0 --separate-stderr agent-snap --store "$url?sslmode=verify-full&sslrootcert=$tls/server.crt" -m row1
+	assert_output '{"sessionId":"s","snapshotId":"row1","status":"completed"}'
+	# a wrong one: a clear message, exit 111, no password
+	for cmd in "agent-snap -m row1" "agent-wait row1" "agent-abort row1"; do
+		# shellcheck disable=SC2086
+		run -111 --separate-stderr $cmd --store "$url?sslmode=verify-full&sslrootcert=$tls/other.crt"
+		assert_equal "$stderr" "${cmd%% *}: cannot connect to the store at 'postgresql://***@127.0.0.1:$port/agentkit?sslmode=***&sslrootcert=***': connection to server at \"127.0.0.1\", port $port failed: SSL error: certificate verify failed"
+	done
+	# a name the certificate does not carry
+	run -111 --separate-stderr agent-snap --store "postgresql://agentkit:sekrit@localhost:$port/agentkit?sslmode=verify-full&sslrootcert=$tls/server.crt" -m row1
+	assert_equal "$stderr" "agent-snap: cannot connect to the store at 'postgresql://***@localhost:$port/agentkit?sslmode=***&sslrootcert=***': connection to server at \"localhost\" (127.0.0.1), port $port failed: server certificate for \"127.0.0.1\" (and 1 other name) does not match host name \"localhost\""
+	[[ $stderr != *sekrit* ]]
+}
+
+@test "after a server restart a detached worker's abort watch still sees an abort from another host" {
+	own_server
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=30s
+	export HANG_PIDFILE="$BATS_TEST_TMPDIR/hang.pids"
+	run -0 --separate-stderr host a agent-run --model "script/$FIXTURES/detach/convo.ndjson" \
+		--tool "$FIXTURES/detach/hang.json" --detach -m hang
+	id=$(jq -r .output.snapshotId <<<"$output")
+	wait_for 10 eval '[ "$(wc -l <"$HANG_PIDFILE" 2>/dev/null)" = 2 ]'
+	wait_for 10 beating "$id"
+	"$TOP/scripts/pg-test-server" restart "$SERVER" 1
+	# the worker heartbeats again once the server is back
+	hb=$(agent-snap -m "$id" | jq -r .heartbeatAt)
+	wait_for 10 eval '[ "$(agent-snap -m "$id" | jq -r .heartbeatAt)" != "$hb" ]'
+	run -0 --separate-stderr host b agent-abort "$id"
+	assert_output "{\"snapshotId\":\"$id\",\"previousStatus\":\"pending\",\"status\":\"aborting\"}"
+	run -2 --separate-stderr host c agent-wait --timeout 30s "$id"
+	assert_equal "$(jq -c '[.status, .finishReason]' <<<"$output")" '["aborted","aborted"]'
+	for pid in $(cat "$HANG_PIDFILE"); do
+		wait_for 10 eval "! kill -0 $pid 2>/dev/null"
+	done
+	grep -q "the abort flip was seen" "$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
 }

@@ -65,6 +65,16 @@ stored_messages() {
 	fi
 }
 
+# logs_dir: where the test's detached workers keep their logs: beside an
+# LMDB store, this host's state directory for a store on a server.
+logs_dir() {
+	if is_pg; then
+		echo "$XDG_STATE_HOME/agentkit/logs"
+	else
+		echo "$AGENTKIT_STORE/logs"
+	fi
+}
+
 # requires CMD...: skip the test when a tool is missing.
 requires() {
 	for c in "$@"; do

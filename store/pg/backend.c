@@ -26,4 +26,5 @@ const struct store_backend store_pg_backend = {
 	.session_rows = pg_session_rows,
 	.delete_session = pg_delete_session,
 	.prune_session = pg_prune_session,
+	.migrate = pg_migrate,
 };

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "../../libcore/base/http.h"
@@ -58,6 +59,9 @@ static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *wh
 	char msg[512];
 	enum core_status st = CORE_ESYS;
 	int sys = EIO;
+	/* a connection lost mid-transaction: the transaction is worth
+	 * another try once it is back (pg_retryable) */
+	s->dropped = PQstatus(s->conn) != CONNECTION_OK;
 	if (primary) {
 		snprintf(msg, sizeof msg, "%s", primary);
 		pg_scrub(s, msg, sizeof msg);
@@ -102,7 +106,8 @@ static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *wh
 int pg_retryable(const struct pg_store *s)
 {
 	return !strcmp(s->last_state, "40001") || !strcmp(s->last_state, "40P01") ||
-	       !strcmp(s->last_state, "23503") || !strcmp(s->last_state, "23505");
+	       !strcmp(s->last_state, "23503") || !strcmp(s->last_state, "23505") ||
+	       s->dropped;
 }
 
 /* Connection-level settings, on every (re)connect. */
@@ -131,26 +136,28 @@ static enum core_status connect_fail(struct pg_store *s, struct core_err *e)
 	return CORE_ESYS;
 }
 
-enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
+/* The reconnect window passed: the last reason, and how long it tried. */
+static enum core_status lost(struct pg_store *s, struct core_err *e)
 {
-	int64_t now;
+	char msg[512];
+	conn_error(s, msg, sizeof msg);
+	if (s->lock_ms % 1000)
+		core_fail(e, CORE_ESYS, "lost the connection to the store at '%s' and could not "
+		          "reconnect within %lldms: %s", s->where, (long long)s->lock_ms, msg);
+	else
+		core_fail(e, CORE_ESYS, "lost the connection to the store at '%s' and could not "
+		          "reconnect within %llds: %s", s->where, (long long)(s->lock_ms / 1000),
+		          msg);
+	if (e)
+		e->sys = ETIMEDOUT;
+	return CORE_ESYS;
+}
+
+/* A connection re-established: what the server forgot is set up again. */
+static enum core_status reconnected(struct pg_store *s, struct core_err *e)
+{
 	int i;
-	if (PQstatus(s->conn) == CONNECTION_OK)
-		return CORE_OK;
-	/* a long-lived handle (a worker's heartbeat, a waiter) retries a
-	 * server that went away with backoff, 0.2 s doubling to 5 s between
-	 * attempts; in between it fails at once with the last reason */
-	now = core_now_mono_ms();
-	if (s->retry_at && now < s->retry_at)
-		return connect_fail(s, e);
-	PQreset(s->conn);
-	if (PQstatus(s->conn) != CONNECTION_OK) {
-		s->backoff_ms = s->backoff_ms ? (s->backoff_ms * 2 > 5000 ? 5000 : s->backoff_ms * 2)
-		                              : 200;
-		s->retry_at = core_now_mono_ms() + s->backoff_ms;
-		return connect_fail(s, e);
-	}
-	s->retry_at = s->backoff_ms = 0;
+	s->retry_at = s->backoff_ms = s->lost_at = 0;
 	/* notifications sent while the connection was down are lost: wake
 	 * the waiters, who re-read */
 	s->seq++;
@@ -158,6 +165,67 @@ enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 	for (i = 0; i < PG_NPREP; i++)
 		s->prep[i].prepared = 0;        /* the server forgot them */
 	return session_setup(s, e);
+}
+
+static void nap(int64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	nanosleep(&ts, NULL);           /* a signal cuts it short: the caller looks again */
+}
+
+enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err *e)
+{
+	int64_t now = core_now_mono_ms(), end, t;
+	if (PQstatus(s->conn) == CONNECTION_OK)
+		return CORE_OK;
+	if (!s->lost_at)
+		s->lost_at = now;
+	end = s->lost_at + s->lock_ms;
+	for (;;) {
+		if (now >= s->retry_at) {
+			PQreset(s->conn);
+			if (PQstatus(s->conn) == CONNECTION_OK)
+				return reconnected(s, e);
+			s->backoff_ms = s->backoff_ms ? (s->backoff_ms * 2 > 5000 ? 5000
+			                                                          : s->backoff_ms * 2)
+			                              : 200;
+			now = core_now_mono_ms();
+			s->retry_at = now + s->backoff_ms;
+		}
+		if (now >= end)
+			return lost(s, e);
+		if (until <= now) {
+			connect_fail(s, e);
+			if (e)
+				e->st = CORE_ETIMEOUT;
+			return CORE_ETIMEOUT;
+		}
+		t = s->retry_at;
+		if (until < t)
+			t = until;
+		if (end < t)
+			t = end;
+		nap(t - now);
+		now = core_now_mono_ms();
+	}
+}
+
+enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
+{
+	enum core_status st;
+	if (PQstatus(s->conn) == CONNECTION_OK)
+		return CORE_OK;
+	/* a waiter's handle (it LISTENs) reconnects in pg_wait_change(),
+	 * within the time its caller waits: here it tries when the backoff
+	 * allows and fails at once in between; any other handle waits here,
+	 * within the window, so that a server's restart fails no write */
+	st = pg_reconnect(s, s->listening ? core_now_mono_ms() : INT64_MAX, e);
+	if (st == CORE_ETIMEOUT) {
+		if (e)
+			e->st = CORE_ESYS;
+		st = CORE_ESYS;
+	}
+	return st;
 }
 
 /* One statement, prepared when it runs the second time (see pg_prep). */
@@ -198,6 +266,7 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 	int tries;
 	*res = NULL;
 	s->last_state[0] = 0;
+	s->dropped = 0;
 	for (tries = 0;; tries++) {
 		PGresult *r;
 		ExecStatusType x;
@@ -227,6 +296,7 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
 	enum core_status st;
 	PGresult *r;
 	s->last_state[0] = 0;
+	s->dropped = 0;
 	if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
 		return st;
 	/* the simple protocol: one message, nothing to parse or plan */
@@ -248,9 +318,11 @@ enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what
 	PGTransactionStatusType t;
 	char *lit = NULL;
 	PGresult *r;
+	int tries;
 	if (!lock)
 		return pg_cmd(s, "BEGIN", what, e);
 	s->last_state[0] = 0;
+	s->dropped = 0;
 	if ((st = pg_ensure(s, e)) != CORE_OK)
 		return st;
 	/* one message, one round trip: the lock is the transaction's first
@@ -263,12 +335,24 @@ enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 	}
 	PQfreemem(lit);
-	r = PQexec(s->conn, sql.p);
+	for (tries = 0;; tries++) {
+		r = PQexec(s->conn, sql.p);
+		t = PQtransactionStatus(s->conn);
+		s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
+		/* a server restarted since the last statement: once more on a
+		 * new connection, as pg_exec() */
+		if (PQresultStatus(r) != PGRES_TUPLES_OK && tries == 0 &&
+		    PQstatus(s->conn) != CONNECTION_OK) {
+			PQclear(r);
+			if ((st = pg_ensure(s, e)) != CORE_OK)
+				break;
+			continue;
+		}
+		st = PQresultStatus(r) == PGRES_TUPLES_OK ? CORE_OK : fail_res(s, r, what, e);
+		PQclear(r);
+		break;
+	}
 	core_buf_release(&sql);
-	t = PQtransactionStatus(s->conn);
-	s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
-	st = PQresultStatus(r) == PGRES_TUPLES_OK ? CORE_OK : fail_res(s, r, what, e);
-	PQclear(r);
 	return st;
 }
 

@@ -101,6 +101,8 @@ struct pg_store {
 	int in_txn;             /* a transaction is open (no reconnects) */
 	int64_t retry_at;       /* no reconnect before (core_now_mono_ms()) */
 	int64_t backoff_ms;     /* the wait after the last failed reconnect */
+	int64_t lost_at;        /* when the connection was found lost; 0: up */
+	int dropped;            /* the last failure lost the connection */
 	char last_state[6];     /* the SQLSTATE of the last failure, or "" */
 	int listening;          /* LISTEN sent on this connection */
 	uint32_t seq;           /* notifications seen (change_seq) */
@@ -143,12 +145,29 @@ enum core_status pg_script(struct pg_store *s, const char *sql, const char *what
 void pg_rollback(struct pg_store *s);
 /* Whether the last failed statement lost a race worth retrying its
  * transaction for: serialization failure, deadlock, a message node
- * collected meanwhile, a concurrent insert of the same key. */
+ * collected meanwhile, a concurrent insert of the same key, or the
+ * connection (the retry waits for it in pg_ensure(); a COMMIT whose answer
+ * was lost may have committed, and the retry's fn then sees that row). */
 int pg_retryable(const struct pg_store *s);
-/* Reconnect when the connection dropped (LISTEN is sent again and the
- * change sequence moves: a notification may have been lost); after a
- * failed attempt the next waits 0.2 s, doubling to 5 s (failing at once
- * in between with the last reason). */
+/*
+ * Re-establish a lost connection (LISTEN is sent again and the change
+ * sequence moves: a notification may have been lost), with attempts 0.2 s
+ * apart, doubling to 5 s, each bounded by the connect timeout.  The
+ * reconnect window is AGENTKIT_STORE_LOCK_TIMEOUT (lock_ms) from when the
+ * handle found the connection lost: past it, CORE_ESYS (errno ETIMEDOUT)
+ * "lost the connection to the store at 'URL' and could not reconnect
+ * within 60s: REASON", and then one attempt whenever the backoff allows,
+ * failing at once in between.  Before it, pg_reconnect() sleeps between
+ * attempts until one succeeds (CORE_OK) or until `until` (monotonic ms)
+ * comes: CORE_ETIMEOUT with the last reason.
+ */
+enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err *e);
+/* Before a statement: pg_reconnect() when the connection is lost.  A
+ * handle that LISTENs (a waiter: agent-wait, a worker's abort watch)
+ * makes one attempt when the backoff allows and fails at once (CORE_ESYS,
+ * errno ECONNREFUSED) otherwise, since it reconnects in pg_wait_change()
+ * within the time its caller waits; any other handle waits here within
+ * the window, so that a restart of the server fails no write. */
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e);
 /* The text of e scrubbed of the location's password and URLs. */
 void pg_scrub(const struct pg_store *s, char *msg, size_t n);
@@ -156,8 +175,14 @@ void pg_scrub(const struct pg_store *s, char *msg, size_t n);
 /* ---- schema.c ---- */
 
 /* Check the schema's version; create it (unless STORE_OPEN_EXISTING:
- * CORE_ENOTFOUND) or upgrade it under an advisory lock. */
+ * CORE_ENOTFOUND) or upgrade it under an advisory lock, unless
+ * STORE_OPEN_AS_IS (store.h).  A newer schema is CORE_EPRECONDITION.
+ * AGENTKIT_TEST_PG_SCHEMA_STEPS=N (tests only) makes this agentkit know
+ * only the first N steps, to make a store of an older version. */
 enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *e);
+/* store_migrate() (store.h): the schema's steps, shown or applied. */
+enum core_status pg_migrate(struct store *s, unsigned flags, struct store_migration *m,
+                            struct core_err *e);
 
 /* ---- rows.c ---- */
 

@@ -2,9 +2,10 @@
  * schema.c - the PostgreSQL backend's schema: numbered steps, applied in
  * order on open by the first process that finds them missing, under a
  * transaction-scoped advisory lock so that concurrent first opens apply
- * each step once.  The versions applied are rows of
- * agentkit_schema_version.  A later agentkit appends steps; it never
- * edits one.  See pg.h for the layout.
+ * each step once, or by agent-snap migrate (pg_migrate()), which shows
+ * them first.  The versions applied are rows of agentkit_schema_version.
+ * A later agentkit appends steps to steps[]; it never edits one.  See
+ * pg.h for the layout.
  */
 #include "pg.h"
 
@@ -141,6 +142,23 @@ static const char step1[] =
 static const char *const steps[] = { step1 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
+/*
+ * The steps this agentkit knows: all of steps[], or only the first N with
+ * AGENTKIT_TEST_PG_SCHEMA_STEPS=N, which the tests use to make a store of
+ * an older version (and a newer one than "this agentkit" knows).  It is
+ * for tests only; a user never needs it.
+ */
+static size_t known_steps(void)
+{
+	const char *x = getenv("AGENTKIT_TEST_PG_SCHEMA_STEPS");
+	char *end;
+	unsigned long n;
+	if (!x || !*x)
+		return NSTEPS;
+	n = strtoul(x, &end, 10);
+	return *end || n > NSTEPS ? NSTEPS : (size_t)n;
+}
+
 /* The version the store has: -1 without the version table, else its
  * greatest row (0 for none). */
 static enum core_status schema_version(struct pg_store *s, long *v, struct core_err *e)
@@ -157,7 +175,91 @@ static enum core_status schema_version(struct pg_store *s, long *v, struct core_
 	return st;
 }
 
-static enum core_status apply(struct pg_store *s, struct core_err *e)
+static enum core_status too_new(struct pg_store *s, long v, struct core_err *e)
+{
+	return core_fail(e, CORE_EPRECONDITION, "the store at '%s' has schema version %ld, "
+	                 "newer than this agentkit's %zu: upgrade agentkit", s->where, v,
+	                 known_steps());
+}
+
+/* Skip a quoted part of sql at p ('...', "...", $tag$...$tag$): where it
+ * ends, or p itself when none starts there. */
+static const char *skip_quoted(const char *p)
+{
+	const char *q, *end;
+	size_t n;
+	if (*p == '\'' || *p == '"') {
+		for (q = p + 1; *q && *q != *p; q++)
+			;
+		return *q ? q + 1 : q;
+	}
+	if (*p != '$')
+		return p;
+	/* a dollar quote's tag is a name, maybe empty: "$$", "$body$" */
+	for (q = p + 1; *q == '_' || (*q >= 'a' && *q <= 'z') || (*q >= 'A' && *q <= 'Z'); q++)
+		;
+	if (*q != '$')
+		return p;
+	n = (size_t)(q - p) + 1;
+	for (end = q + 1; *end && strncmp(end, p, n); end++)
+		;
+	return *end ? end + n : end;
+}
+
+/*
+ * What one step does, for agent-snap migrate: each of its statements by
+ * its leading words up to the object it names ("CREATE TABLE
+ * agentkit_nodes", "CREATE FUNCTION agentkit_chain"), read from the SQL
+ * itself, so a new step is described without a word more.  The schema's
+ * SQL writes keywords in capitals and names in lower case.
+ */
+static enum core_status describe(size_t i, json_t *list, struct core_err *e)
+{
+	const char *p = steps[i], *q;
+	json_t *what = json_array(), *step;
+	while (what && *p) {
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		int named = 0;
+		while (*p == ' ' || *p == ';' || *p == '\n')
+			p++;
+		/* the leading words: capitals, then one name */
+		while (*p && *p != ';' && !named) {
+			size_t n = strcspn(p, " (;\n");
+			named = n && (*p < 'A' || *p > 'Z' || p[1] < 'A' || p[1] > 'Z');
+			if (n && (core_buf_add(&b, " ", b.len ? 1 : 0) != CORE_OK ||
+			          core_buf_add(&b, p, n) != CORE_OK))
+				break;
+			p += n;
+			while (*p == ' ' || *p == '\n')
+				p++;
+			if (*p == '(')
+				break;
+		}
+		/* then the rest of the statement, quoted parts whole */
+		while (*p && *p != ';')
+			p = (q = skip_quoted(p)) != p ? q : p + 1;
+		if (b.len && json_array_append_new(what, json_stringn(b.p, b.len))) {
+			core_buf_release(&b);
+			break;
+		}
+		core_buf_release(&b);
+	}
+	step = what ? json_pack("{s:I,s:o}", "version", (json_int_t)(i + 1), "statements", what)
+	            : NULL;
+	if (!step || json_array_append_new(list, step))
+		return core_fail(e, CORE_ENOMEM, "migrate: out of memory");
+	return CORE_OK;
+}
+
+/*
+ * Apply the steps the store lacks up to the known ones, all in one
+ * transaction under the advisory lock (the version is read again under
+ * it: a concurrent open may have applied them).  applied (optional)
+ * receives a description of each step applied here; *now (optional) the
+ * version after.
+ */
+static enum core_status apply(struct pg_store *s, json_t *applied, long *now,
+                              struct core_err *e)
 {
 	static const char lock[] =
 		"SELECT pg_advisory_xact_lock(hashtextextended('agentkit schema ' ||"
@@ -167,6 +269,7 @@ static enum core_status apply(struct pg_store *s, struct core_err *e)
 		" version integer PRIMARY KEY,"
 		" applied_at timestamptz NOT NULL DEFAULT now())";
 	const char *what = "create the store's schema";
+	size_t known = known_steps();
 	PGresult *r = NULL;
 	enum core_status st;
 	long v;
@@ -184,8 +287,12 @@ static enum core_status apply(struct pg_store *s, struct core_err *e)
 		goto fail;
 	v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
 	PQclear(r);
-	for (i = (size_t)v; i < NSTEPS; i++) {
-		char num[16];
+	if (v > (long)known) {
+		st = too_new(s, v, e);
+		goto fail;
+	}
+	for (i = (size_t)v; i < known; i++) {
+		char num[24];
 		const char *p[1] = { num };
 		if ((st = pg_script(s, steps[i], what, e)) != CORE_OK)
 			goto fail;
@@ -194,10 +301,18 @@ static enum core_status apply(struct pg_store *s, struct core_err *e)
 		                  1, p, &r, what, e)) != CORE_OK)
 			goto fail;
 		PQclear(r);
+		if (applied && (st = describe(i, applied, e)) != CORE_OK)
+			goto fail;
 	}
-	return pg_cmd(s, "COMMIT", what, e);
+	if ((st = pg_cmd(s, "COMMIT", what, e)) != CORE_OK)
+		return st;
+	if (now)
+		*now = v > (long)known ? v : (long)known;
+	return CORE_OK;
 fail:
 	pg_rollback(s);
+	if (applied)
+		json_array_clear(applied);
 	return st;
 }
 
@@ -207,14 +322,39 @@ enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *
 	long v;
 	if ((st = schema_version(s, &v, e)) != CORE_OK)
 		return st;
-	if (v == (long)NSTEPS)
+	if (v == (long)known_steps())
 		return CORE_OK;
-	if (v > (long)NSTEPS)
-		return core_fail(e, CORE_EPRECONDITION, "the store at '%s' has schema version %ld, "
-		                 "newer than this agentkit's %zu: upgrade agentkit", s->where, v,
-		                 NSTEPS);
+	if (v > (long)known_steps())
+		return too_new(s, v, e);
+	/* agent-snap migrate shows and applies the steps itself; to it a
+	 * database without agentkit's tables is a store at version 0 */
+	if (flags & STORE_OPEN_AS_IS)
+		return CORE_OK;
 	if (v < 0 && (flags & STORE_OPEN_EXISTING))
 		return core_fail(e, CORE_ENOTFOUND, "no store at %s (set --store or AGENTKIT_STORE)",
 		                 s->where);
-	return apply(s, e);
+	return apply(s, NULL, NULL, e);
+}
+
+enum core_status pg_migrate(struct store *h, unsigned flags, struct store_migration *m,
+                            struct core_err *e)
+{
+	struct pg_store *s = pg_store(h);
+	enum core_status st;
+	long v;
+	size_t i;
+	m->latest = (long)known_steps();
+	if (!(m->steps = json_array()))
+		return core_fail(e, CORE_ENOMEM, "migrate: out of memory");
+	if ((st = schema_version(s, &v, e)) != CORE_OK)
+		return st;
+	if (v > m->latest)
+		return too_new(s, v, e);
+	m->version = v < 0 ? 0 : v;
+	if (!(flags & STORE_MIGRATE_DRY_RUN))
+		return m->version == m->latest ? CORE_OK : apply(s, m->steps, &m->version, e);
+	for (i = (size_t)m->version; i < (size_t)m->latest; i++)
+		if ((st = describe(i, m->steps, e)) != CORE_OK)
+			return st;
+	return CORE_OK;
 }

@@ -3,7 +3,7 @@
  * LISTENs on PG_CHANNEL from its first change_seq(), and the sequence
  * counts the notifications it received.  Writers NOTIFY at commit, so a
  * wake-up never comes before the row can be read; a notification lost
- * with a dropped connection moves the sequence on reconnect (pg_ensure),
+ * with a dropped connection moves the sequence on reconnect (pg_reconnect),
  * and store_wait_terminal()'s bounded re-reads cover the rest.  A waiter
  * sleeps in poll() on the connection's socket: no CPU while nothing
  * changes.  See pg.h.
@@ -33,9 +33,13 @@ static void drain(struct pg_store *s)
 uint32_t pg_change_seq(struct store *h)
 {
 	struct pg_store *s = pg_store(h);
-	if (!s->listening && pg_ensure(s, NULL) == CORE_OK) {
+	/* a lost connection is not waited for here but in pg_wait_change(),
+	 * within the caller's wait; LISTEN goes with its reconnect */
+	if (!s->listening && PQstatus(s->conn) != CONNECTION_OK) {
+		s->listening = 1;
+	} else if (!s->listening) {
 		PGresult *r = PQexec(s->conn, "LISTEN " PG_CHANNEL);
-		if (PQresultStatus(r) == PGRES_COMMAND_OK)
+		if (PQresultStatus(r) == PGRES_COMMAND_OK || PQstatus(s->conn) != CONNECTION_OK)
 			s->listening = 1;
 		PQclear(r);
 	}
@@ -53,9 +57,12 @@ enum core_status pg_wait_change(struct store *h, uint32_t seq, int64_t timeout_m
 		struct pollfd p;
 		int64_t left;
 		int rc;
+		/* a lost connection is re-established within the caller's
+		 * wait (and the reconnect window: pg_reconnect()); once it is
+		 * back the sequence has moved */
 		if (PQstatus(s->conn) != CONNECTION_OK &&
-		    (st = pg_ensure(s, e)) != CORE_OK)
-			return st;
+		    (st = pg_reconnect(s, end, e)) != CORE_OK)
+			return st == CORE_ETIMEOUT ? core_fail(e, CORE_ETIMEOUT, "timed out") : st;
 		drain(s);
 		if (s->seq != seq)
 			return CORE_OK;
