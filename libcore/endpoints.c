@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "buf.h"
+#include "frontmatter.h"
 #include "http.h"
 #include "json.h"
 #include "provider_common.h"
@@ -278,6 +279,42 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 	return CORE_OK;
 }
 
+/* Is path a YAML file by its name (.yaml, .yml)? */
+static int yaml_name(const char *path)
+{
+	size_t n = strlen(path);
+	return (n > 5 && !strcmp(path + n - 5, ".yaml")) || (n > 4 && !strcmp(path + n - 4, ".yml"));
+}
+
+/*
+ * The default place: DIR/models.json, DIR/models.yaml or DIR/models.yml
+ * into tab.path.  None: 0.  More than one is refused rather than one
+ * picked by a rule the user has to remember: an edit of the file that is
+ * not read would be silently lost.  A path that cannot be looked at (a
+ * directory we may not enter) holds no file of ours.
+ */
+static enum core_status default_file(const char *dir, int *found)
+{
+	static const char *const names[] = { "models.json", "models.yaml", "models.yml" };
+	const char *seen = NULL;
+	struct stat sb;
+	*found = 0;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char path[sizeof tab.path];
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		if (stat(path, &sb) && (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
+			continue;
+		if (seen)
+			return core_fail(&tab.err, CORE_EINVAL, "models file: both %s and %s are in %s: "
+			                 "keep one (or name one in AGENTKIT_MODELS_FILE)", seen,
+			                 names[i], dir);
+		seen = names[i];
+		snprintf(tab.path, sizeof tab.path, "%s", path);
+	}
+	*found = seen != NULL;
+	return CORE_OK;
+}
+
 static enum core_status load_file(void)
 {
 	const char *named = getenv("AGENTKIT_MODELS_FILE"), *cfg = getenv("XDG_CONFIG_HOME");
@@ -285,21 +322,23 @@ static enum core_status load_file(void)
 	const json_t *eps;
 	const char *k;
 	json_t *x;
-	struct stat sb;
+	char dir[sizeof tab.path - 16];
+	int found;
 	size_t i = 0;
-	if (named && *named)
+	if (named && *named) {
 		snprintf(tab.path, sizeof tab.path, "%s", named);
-	else if (cfg && *cfg)
-		snprintf(tab.path, sizeof tab.path, "%s/agentkit/models.json", cfg);
-	else if (getenv("HOME") && *getenv("HOME"))
-		snprintf(tab.path, sizeof tab.path, "%s/.config/agentkit/models.json", getenv("HOME"));
-	else
-		return CORE_OK;
-	/* The default place, where nothing may be: a path that cannot be
-	 * looked at (a directory we may not enter) holds no file of ours. */
-	if (!(named && *named) && stat(tab.path, &sb) &&
-	    (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
-		return CORE_OK;
+	} else {
+		if (cfg && *cfg)
+			snprintf(dir, sizeof dir, "%s/agentkit", cfg);
+		else if (getenv("HOME") && *getenv("HOME"))
+			snprintf(dir, sizeof dir, "%s/.config/agentkit", getenv("HOME"));
+		else
+			return CORE_OK;
+		if (default_file(dir, &found))
+			return tab.err.st;
+		if (!found)
+			return CORE_OK;
+	}
 	if (core_buf_read_file(&b, tab.path, &tab.err)) {
 		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
 		core_buf_release(&b);
@@ -315,7 +354,10 @@ static enum core_status load_file(void)
 		core_err_prefix(&tab.err, "models file (AGENTKIT_MODELS_FILE)");
 		return tab.err.st;
 	}
-	tab.doc = jv_parse(b.p ? b.p : "", b.len, tab.path, 0, &tab.err);
+	if (yaml_name(tab.path))
+		yaml_to_json(b.p ? b.p : "", b.len, tab.path, &tab.doc, &tab.err);
+	else
+		tab.doc = jv_parse(b.p ? b.p : "", b.len, tab.path, 0, &tab.err);
 	core_buf_release(&b);
 	if (!tab.doc) {
 		if (tab.err.st != CORE_ENOMEM)

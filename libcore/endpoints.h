@@ -2,10 +2,12 @@
  * endpoints.h - the models file: named endpoints that "--model NAME/MODEL"
  * reaches (docs/providers.md "Named endpoints").
  *
- * The file is AGENTKIT_MODELS_FILE when set, else
- * ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json (no file there:
- * no endpoints).  It is read once per process, on the first call of any
- * function here, and kept for the process's life:
+ * The file is AGENTKIT_MODELS_FILE when set, else models.json, models.yaml
+ * or models.yml in ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit (no file
+ * there: no endpoints; more than one there: CORE_EINVAL, keep one).  A
+ * name ending .yaml or .yml is read as YAML (frontmatter.h's conversion),
+ * any other as JSON.  It is read once per process, on the first call of
+ * any function here, and kept for the process's life:
  *
  *   {"endpoints": {"NAME": {
  *       "dialect": "openai" | "openai-responses" | "anthropic" | "googleai" |

@@ -328,3 +328,50 @@ JSON
 	[[ $(jq -r .own <<<"$report") != *lk-local* && $(jq -r .own <<<"$report") != *ex-secret* ]] || fail "the tool got one"
 	assert_equal "$(jq -s -c 'map(.auth)' local.ndjson)" '["ok","ok"]'
 }
+
+@test "a YAML models file (models.yaml, .yml, AGENTKIT_MODELS_FILE) is read as the JSON one; two at the default place are refused" {
+	second_mock local openai lk-local-1234 '{"text":"from yaml"}' '{"text":"from yml"}' '{"text":"named"}'
+	mkdir -p "$XDG_CONFIG_HOME/agentkit"
+	cat >"$XDG_CONFIG_HOME/agentkit/models.yaml" <<YAML
+# endpoints of this machine
+endpoints:
+  local:
+    dialect: openai
+    baseUrl: http://127.0.0.1:$LOCAL_PORT/v1
+    keyVariable: LOCAL_KEY
+    headers: {X-Team: agents, X-Gateway: "gw-\${GW_TOKEN}"}
+    query:
+      api-version: 2024-10-21
+    models:
+      fast: llama-3.1-8b
+YAML
+	export LOCAL_KEY=lk-local-1234 GW_TOKEN=g7
+	run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from yaml"
+	assert_equal "$(jq -c '[.path, .query, .auth, .headers["x-team"], .headers["x-gateway"], .body.model]' local.ndjson)" \
+		'["/v1/chat/completions",{"api-version":"2024-10-21"},"ok","agents","gw-g7","llama-3.1-8b"]'
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -r 'select(.provider == "local") | .modelsFile' <<<"$output")" "$XDG_CONFIG_HOME/agentkit/models.yaml"
+	# .yml is the same file.
+	mv "$XDG_CONFIG_HOME/agentkit/models.yaml" "$XDG_CONFIG_HOME/agentkit/models.yml"
+	run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from yml"
+	# Two files at the default place: which one is meant is not guessed.
+	echo '{"endpoints": {}}' >"$XDG_CONFIG_HOME/agentkit/models.json"
+	run -101 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$stderr" "agent-run: models file: both models.json and models.yml are in $XDG_CONFIG_HOME/agentkit: keep one (or name one in AGENTKIT_MODELS_FILE)"
+	run -101 --separate-stderr agent-run --list-models
+	assert_equal "$stderr" "agent-run: models file: both models.json and models.yml are in $XDG_CONFIG_HOME/agentkit: keep one (or name one in AGENTKIT_MODELS_FILE)"
+	# AGENTKIT_MODELS_FILE wins over the default place; its name says YAML.
+	cp "$XDG_CONFIG_HOME/agentkit/models.yml" "$BATS_TEST_TMPDIR/mine.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/mine.yaml run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" named
+	# Bad YAML names the file and the line; a value of the wrong type the member.
+	printf 'endpoints:\n  local: {dialect: openai\n' >"$BATS_TEST_TMPDIR/bad.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/bad.yaml run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: invalid YAML: while parsing a flow mapping did not find expected ',' or '}' (at $BATS_TEST_TMPDIR/bad.yaml:3)"
+	printf 'endpoints:\n  local:\n    dialect: openai\n    headers: {X-Count: 5}\n' >"$BATS_TEST_TMPDIR/bad.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/bad.yaml run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"headers\": 'X-Count' must be a string (at $BATS_TEST_TMPDIR/bad.yaml)"
+}
