@@ -273,9 +273,22 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
 	}
 	if (string_map(ep->headers, name, "headers", 1, 1) ||
-	    string_map(ep->query, name, "query", 1, 0) ||
-	    string_map(ep->models, name, "models", 0, 0))
+	    string_map(ep->query, name, "query", 1, 0))
 		return tab.err.st;
+	if (json_is_array(ep->models)) {
+		/* The endpoint's own list of model ids, for --list-models and
+		 * completion; a name off the list still goes to the endpoint. */
+		json_array_foreach(ep->models, i, x)
+			if (!json_is_string(x) || !json_string_length(x) ||
+			    strlen(json_string_value(x)) != json_string_length(x))
+				return bad("endpoint '%s': \"models\": item %zu is not a model name", name,
+				           i + 1);
+	} else if (ep->models && !json_is_object(ep->models)) {
+		return bad("endpoint '%s': \"models\" must be a list of model names or an object "
+		           "of aliases", name);
+	} else if (string_map(ep->models, name, "models", 0, 0)) {
+		return tab.err.st;
+	}
 	return CORE_OK;
 }
 
@@ -777,6 +790,41 @@ static json_t *names_of(const json_t *obj)
 	return a;
 }
 
+/* "NAME/MODEL" onto a for each of ep's models: its list, or its aliases. */
+static void model_names(const struct endpoint *ep, json_t *a)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	if (json_is_array(ep->models)) {
+		json_array_foreach(ep->models, i, x) {
+			char *full = prov_strf("%s/%s", ep->name, json_string_value(x));
+			json_array_append_new(a, full ? json_string(full) : NULL);
+			free(full);
+		}
+		return;
+	}
+	json_object_foreach((json_t *)ep->models, k, x) {
+		char *full = prov_strf("%s/%s", ep->name, k);
+		json_array_append_new(a, full ? json_string(full) : NULL);
+		free(full);
+	}
+}
+
+json_t *endpoints_model_names(void)
+{
+	json_t *a = json_array();
+	if (!a || endpoints_load(NULL))
+		return a;
+	for (size_t i = 0; i < tab.n; i++) {
+		char *pre = prov_strf("%s/", tab.eps[i].name);
+		json_array_append_new(a, pre ? json_string(pre) : NULL);
+		free(pre);
+		model_names(&tab.eps[i], a);
+	}
+	return a;
+}
+
 enum core_status endpoints_list(json_t *rows, struct core_err *e)
 {
 	enum core_status st = endpoints_load(e);
@@ -786,8 +834,7 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 		const struct endpoint *ep = &tab.eps[i];
 		const char *from = NULL;
 		char pub[2048];
-		json_t *models = json_array(), *x;
-		const char *k;
+		json_t *models = json_array();
 		if (ep->cred_cmd)
 			from = "credential command";
 		else if (ep->key_file)
@@ -795,11 +842,7 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 		else if (ep->key_var && getenv(ep->key_var) && *getenv(ep->key_var))
 			from = ep->key_var;
 		core_url_redact(ep->base ? ep->base : ep->d->p->default_url, pub, sizeof pub);
-		json_object_foreach((json_t *)ep->models, k, x) {
-			char *full = prov_strf("%s/%s", ep->name, k);
-			json_array_append_new(models, full ? json_string(full) : NULL);
-			free(full);
-		}
+		model_names(ep, models);
 		json_t *row = json_pack("{s:s, s:s, s:[], s:o, s:s, s:o, s:o, s:o, s:s}",
 		                        "provider", ep->name, "dialect", ep->dialect,
 		                        "keyVariables", "keyFrom", from ? json_string(from) : json_null(),

@@ -375,3 +375,56 @@ YAML
 	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/bad.yaml run -101 --separate-stderr agent-run --no-store --model echo -m hi
 	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"headers\": 'X-Count' must be a string (at $BATS_TEST_TMPDIR/bad.yaml)"
 }
+
+# complete_model WORD: what bash completion offers for agent-run --model WORD.
+complete_model() {
+	COMP_WORDS=(agent-run --model "$1") COMP_CWORD=2 COMPREPLY=()
+	_agentkit_agent_run || true
+	printf '%s\n' "${COMPREPLY[@]}"
+}
+
+@test "an endpoint's own model list: --list-models shows it, --model completion offers ENDPOINT/MODEL" {
+	second_mock local openai lk-local-1234 '{"text":"listed"}' '{"text":"unlisted"}'
+	models_file <<JSON
+{"endpoints": {
+  "local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1", "keyVariable": "LOCAL_KEY",
+            "models": ["qwen2.5-coder:7b", "llama-3.1-8b"]},
+  "lab": {"dialect": "ollama", "models": {"fast": "llama3.2:1b"}}
+}}
+JSON
+	export LOCAL_KEY=lk-local-1234
+	run -0 --separate-stderr agent-run --no-store --model local/qwen2.5-coder:7b -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" listed
+	# A name off the list still goes to the endpoint as it is.
+	run -0 --separate-stderr agent-run --no-store --model local/other-model -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" unlisted
+	assert_equal "$(jq -s -c 'map(.body.model)' local.ndjson)" '["qwen2.5-coder:7b","other-model"]'
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -c 'select(.dialect) | [.provider, .models]' <<<"$output")" \
+		'["local",["local/qwen2.5-coder:7b","local/llama-3.1-8b"]]
+["lab",["lab/fast"]]'
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep -A2 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+  local/qwen2.5-coder:7b
+  local/llama-3.1-8b"
+	# Completion: the endpoints and their models, asking none of them.
+	: >local.ndjson
+	run -0 --separate-stderr agent-run --list-model-names
+	assert_equal "$output" "local/
+local/qwen2.5-coder:7b
+local/llama-3.1-8b
+lab/
+lab/fast"
+	source <(agent-run --completion bash)
+	assert_equal "$(complete_model l)" "$(printf '%s\n' lab/ lab/fast local/ local/llama-3.1-8b local/qwen2.5-coder:7b)"
+	assert_equal "$(complete_model local/q)" local/qwen2.5-coder:7b
+	assert_equal "$(wc -l <local.ndjson)" 0
+	# A list that is not one is refused like any bad member.
+	sed -i 's/\["qwen2.5-coder:7b", "llama-3.1-8b"\]/["qwen", 7]/' "$XDG_CONFIG_HOME/agentkit/models.json"
+	run -101 --separate-stderr agent-run --list-models
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"models\": item 2 is not a model name (at $XDG_CONFIG_HOME/agentkit/models.json)"
+	# A bad file: completion stays quiet.
+	run -0 --separate-stderr agent-run --list-model-names
+	assert_equal "$output$stderr" ""
+}
