@@ -42,6 +42,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_HTTP_RETRIES", "model requests: retries of a failed request (default 3)" },
 	{ "AGENTKIT_HTTP_BACKOFF", "model requests: the first retry's wait, doubling (default 500ms)" },
 	{ "AGENTKIT_HTTP_RETRY_BUDGET", "model requests: no retry wait ends later than this (default 2m)" },
+	{ "AGENTKIT_HTTP_MAX_RESPONSE", "model requests: the most bytes one streamed response may bring (default 64M)" },
 	{ "AGENTKIT_STORE_MAPSIZE, AGENTKIT_STORE_MAPSIZE_MAX", "the store's initial and largest map size" },
 	{ "AGENTKIT_STORE_LOCK_TIMEOUT", "the longest a writer waits for the store's write lock (default 60s)" },
 	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },

@@ -7,6 +7,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "util.h"
 
 void prov_out_init(struct prov_out *o, const char *what,
                    const struct model_stream *stream, struct core_err *e)
@@ -279,6 +280,7 @@ struct post_ctx {
 	void *ctx;
 	const char *terminator;
 	size_t bytes;                   /* this attempt's body bytes */
+	size_t max;                     /* the most one response may bring */
 };
 
 /* ---- retry and stream plumbing (http.h callbacks) ---- */
@@ -296,6 +298,13 @@ static enum core_status post_body(void *ud, const char *p, size_t n, struct core
 {
 	struct post_ctx *pc = ud;
 	enum core_status st;
+	/* The whole reply is bounded, not only each event: a stream of
+	 * small deltas would otherwise grow the message without end (only
+	 * the idle timeout stops a server that keeps talking).  Not retried:
+	 * the same request would bring the same flood. */
+	if (n > pc->max - pc->bytes)
+		return core_fail(e, CORE_EINTERNAL, "%s: the response passed %zu bytes (the limit; "
+		                 "set AGENTKIT_HTTP_MAX_RESPONSE to raise it)", pc->o->what, pc->max);
 	pc->bytes += n;
 	st = sse_feed(&pc->o->sse, p, n, e);
 	/* An event over the cap is a garbled stream: the model's failure. */
@@ -361,6 +370,22 @@ static enum core_status call_init(struct http_call *c, const char **all,
 	return http_limits_from_env(&c->limits, e);
 }
 
+/* AGENTKIT_HTTP_MAX_RESPONSE, a size, when set (else *max is kept). */
+static enum core_status response_max(size_t *max, struct core_err *e)
+{
+	const char *v = getenv("AGENTKIT_HTTP_MAX_RESPONSE");
+	struct core_err pe = { 0 };
+	uint64_t n;
+	if (!v || !*v)
+		return CORE_OK;
+	if (core_parse_size(v, &n, &pe))
+		return core_fail(e, CORE_EUSAGE, "AGENTKIT_HTTP_MAX_RESPONSE: %s", pe.msg);
+	if (!n)
+		return core_fail(e, CORE_EUSAGE, "AGENTKIT_HTTP_MAX_RESPONSE: must be positive");
+	*max = n > SIZE_MAX ? SIZE_MAX : (size_t)n;
+	return CORE_OK;
+}
+
 /* A failed call's message: neither the key nor a secret in a URL it quotes. */
 static void scrub_message(struct core_err *e, const char *key)
 {
@@ -380,7 +405,7 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
 	const char *all[CALL_HEADERS];
 	char accept[64];
-	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0 };
+	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0, PROV_RESPONSE_MAX };
 	struct http_call c;
 	struct http_result res;
 	enum core_status st;
@@ -389,7 +414,8 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
 	snprintf(accept, sizeof accept, "Accept: %s", type);
 	const char *ours[] = { "Content-Type: application/json", accept, NULL };
-	if ((st = call_init(&c, all, headers, ours, o->e)))
+	if ((st = call_init(&c, all, headers, ours, o->e)) ||
+	    (st = response_max(&pc.max, o->e)))
 		goto out;
 	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
 	c.url = url;

@@ -18,6 +18,10 @@
 
 /* Longest streamed event or NDJSON line accepted (base64 media can be big). */
 #define PROV_EVENT_MAX ((size_t)64 << 20)
+/* Most body bytes one model response may bring (all its text, reasoning,
+ * tool arguments and framing), unless AGENTKIT_HTTP_MAX_RESPONSE says
+ * otherwise: past it the call fails, INTERNAL, without a retry. */
+#define PROV_RESPONSE_MAX ((size_t)64 << 20)
 
 /*
  * One generate call's output side.  Providers embed it first in their own
@@ -88,7 +92,9 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * the provider state, whose first member is o); on success the response
  * goes into resp (message, finish reason, usage).  on_error maps an error document.  A
  * stream that ends without o->done set is a truncated stream
- * (CORE_EUNAVAILABLE).  Retries (http.h) are decided by o->emitted: an
+ * (CORE_EUNAVAILABLE); a reply past PROV_RESPONSE_MAX (or
+ * AGENTKIT_HTTP_MAX_RESPONSE, a size; a bad value is CORE_EUSAGE) is
+ * CORE_EINTERNAL.  Retries (http.h) are decided by o->emitted: an
  * attempt that failed before any chunk reached the caller is tried again
  * (o and the provider's state, through o->on_reset, start over).  Every
  * failure message has the key redacted.
