@@ -725,7 +725,8 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 	prov_out_init(o, what, stream, e);
 	o->key = t->key;
-	url = prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
+	url = d->url ? d->url(t->base, d->url_name ? d->url_name(name) : name)
+	             : prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
 	if (url && t->query && *t->query) {
 		char *q = prov_strf("%s%c%s", url, strchr(url, '?') ? '&' : '?', t->query);
 		free(url);

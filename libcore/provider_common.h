@@ -190,6 +190,10 @@ struct prov_dialect {
 	/* A name rewritten before url_fmt (Gemini drops "models/"); may be
 	 * NULL. */
 	const char *(*url_name)(const char *name);
+	/* The endpoint when it depends on the base URL (a Gemini base on
+	 * Vertex AI has its own path): base and the (url_name'd) model name
+	 * to a new URL, NULL when out of memory; NULL: url_fmt. */
+	char *(*url)(const char *base, const char *name);
 	const char *auth_fmt;           /* the key's header ("x-api-key: %s"),
 	                                   NULL for a provider without a key */
 	/* The key's header per variable of p->key_vars (parallel to it; a

@@ -482,6 +482,22 @@ static const char *gem_url_name(const char *name)
 	return !strncmp(name, "models/", 7) ? name + 7 : name;
 }
 
+/*
+ * Vertex AI serves the same generateContent under a project and a
+ * location: a base URL whose path names both (".../v1/projects/P/
+ * locations/L", or on to ".../publishers/google") is Vertex's, and the
+ * model goes under its publisher; any other base is the Gemini API's.
+ */
+static char *gem_url(const char *base, const char *name)
+{
+	const char *path = strstr(base, "://");
+	path = path ? strchr(path + 3, '/') : NULL;
+	if (!path || !strstr(path, "/projects/") || !strstr(path, "/locations/"))
+		return prov_strf(prov_dialect_googleai.url_fmt, base, name);
+	return prov_strf("%s%s/models/%s:streamGenerateContent?alt=sse", base,
+	                 strstr(path, "/publishers/") ? "" : "/publishers/google", name);
+}
+
 static enum core_status gem_build(void *state, const char *name, const char *base,
                                   const struct model_request *req, json_t **body,
                                   struct core_err *e)
@@ -516,6 +532,7 @@ const struct prov_dialect prov_dialect_googleai = {
 	.bad_name = gem_bad_name,
 	.url_fmt = "%s/v1beta/models/%s:streamGenerateContent?alt=sse",
 	.url_name = gem_url_name,
+	.url = gem_url,
 	.auth_fmt = "x-goog-api-key: %s",
 	.build = gem_build,
 	.mode = SSE_MODE_SSE,

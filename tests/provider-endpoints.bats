@@ -428,3 +428,43 @@ lab/fast"
 	run -0 --separate-stderr agent-run --list-model-names
 	assert_equal "$output$stderr" ""
 }
+
+@test "Vertex AI: a googleai endpoint whose base names a project and a location, a credential command's bearer token" {
+	env_tool
+	second_mock vertex gemini ya29.tok-vertex-1 "$ENV_CALL" '{"text":"from vertex"}' '{"text":"again"}'
+	cred_command ya29.tok-vertex-1
+	models_file <<JSON
+{"endpoints": {
+  "vertex": {"dialect": "googleai",
+             "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/projects/\$GCP_PROJECT/locations/us-central1",
+             "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"], "models": ["gemini-2.5-flash"]},
+  "vertex-pub": {"dialect": "googleai",
+                 "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/projects/p2/locations/global/publishers/google",
+                 "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}
+}}
+JSON
+	export GCP_PROJECT=my-proj
+	run -0 --separate-stderr agent-run --no-store --model vertex/gemini-2.5-flash --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from vertex"
+	assert_equal "$(jq -s -c 'map([.path, .query, .auth, .headers.authorization, (.headers | has("x-goog-api-key"))]) | unique' vertex.ndjson)" \
+		'[["/v1/projects/my-proj/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent",{"alt":"sse"},"ok","<present>",false]]'
+	# The body is the Gemini API's: the tool round went back as functionResponse.
+	assert_equal "$(jq -s -c '.[1].body.contents | map(.role)' vertex.ndjson)" '["user","model","user"]'
+	assert_equal "$(jq -s -c '.[1].body.contents[2].parts[0].functionResponse.name' vertex.ndjson)" '"env"'
+	assert_equal "$(wc -l <cred.count)" 1
+	! grep -q tok-vertex tool.env || fail "the token reached the tool"
+	# A base that goes on to the publisher is used as it is.
+	run -0 --separate-stderr agent-run --no-store --model vertex-pub/models/gemini-2.5-pro -m hi
+	assert_equal "$(jq -s -c '.[-1] | [.path, .auth]' vertex.ndjson)" \
+		'["/v1/projects/p2/locations/global/publishers/google/models/gemini-2.5-pro:streamGenerateContent","ok"]'
+	# A token Vertex refuses: UNAUTHENTICATED with Google's message, exit 1.
+	mock_stop
+	for p in "${MOCKS[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+	MOCKS=()
+	second_mock vertex2 gemini ya29.the-right-one '{"text":"unused"}'
+	sed -i "s/:$VERTEX_PORT/:$VERTEX2_PORT/" "$XDG_CONFIG_HOME/agentkit/models.json"
+	run -1 --separate-stderr agent-run --no-store --model vertex/gemini-2.5-flash -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"UNAUTHENTICATED","message":"generate: vertex: HTTP 401 Unauthorized: Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."}'
+	assert_equal "$(jq -s -c 'map(.auth)' vertex2.ndjson)" '["wrong"]'
+}
