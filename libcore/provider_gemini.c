@@ -484,15 +484,18 @@ static const char *gem_url_name(const char *name)
 
 /*
  * Vertex AI serves the same generateContent under a project and a
- * location: a base URL whose path names both (".../v1/projects/P/
- * locations/L", or on to ".../publishers/google") is Vertex's, and the
- * model goes under its publisher; any other base is the Gemini API's.
+ * location, or (express mode, with an API key) under the publisher alone:
+ * a base URL whose path names a project and a location (".../v1/projects/
+ * P/locations/L") or a publisher (".../publishers/google") is Vertex's,
+ * and the model goes under its publisher; any other base is the Gemini
+ * API's.
  */
 static char *gem_url(const char *base, const char *name)
 {
 	const char *path = strstr(base, "://");
 	path = path ? strchr(path + 3, '/') : NULL;
-	if (!path || !strstr(path, "/projects/") || !strstr(path, "/locations/"))
+	if (!path || (!strstr(path, "/publishers/") &&
+	              (!strstr(path, "/projects/") || !strstr(path, "/locations/"))))
 		return prov_strf(prov_dialect_googleai.url_fmt, base, name);
 	return prov_strf("%s%s/models/%s:streamGenerateContent?alt=sse", base,
 	                 strstr(path, "/publishers/") ? "" : "/publishers/google", name);

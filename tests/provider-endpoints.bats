@@ -431,7 +431,7 @@ lab/fast"
 
 @test "Vertex AI: a googleai endpoint whose base names a project and a location, a credential command's bearer token" {
 	env_tool
-	second_mock vertex gemini ya29.tok-vertex-1 "$ENV_CALL" '{"text":"from vertex"}' '{"text":"again"}'
+	second_mock vertex gemini ya29.tok-vertex-1 "$ENV_CALL" '{"text":"from vertex"}' '{"text":"again"}' '{"text":"express"}'
 	cred_command ya29.tok-vertex-1
 	models_file <<JSON
 {"endpoints": {
@@ -457,6 +457,16 @@ JSON
 	run -0 --separate-stderr agent-run --no-store --model vertex-pub/models/gemini-2.5-pro -m hi
 	assert_equal "$(jq -s -c '.[-1] | [.path, .auth]' vertex.ndjson)" \
 		'["/v1/projects/p2/locations/global/publishers/google/models/gemini-2.5-pro:streamGenerateContent","ok"]'
+	# Express mode: the publisher without a project, an API key.
+	cat >"$BATS_TEST_TMPDIR/express.json" <<JSON
+{"endpoints": {"express": {"dialect": "googleai", "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/publishers/google",
+  "keyVariable": "VERTEX_KEY"}}}
+JSON
+	VERTEX_KEY=ya29.tok-vertex-1 AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/express.json \
+		run -0 --separate-stderr agent-run --no-store --model express/gemini-2.5-flash -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" express
+	assert_equal "$(jq -s -c '.[-1] | [.path, .auth, .headers["x-goog-api-key"], (.headers | has("authorization"))]' vertex.ndjson)" \
+		'["/v1/publishers/google/models/gemini-2.5-flash:streamGenerateContent","ok","<present>",false]'
 	# A token Vertex refuses: UNAUTHENTICATED with Google's message, exit 1.
 	mock_stop
 	for p in "${MOCKS[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
