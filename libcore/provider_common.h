@@ -268,6 +268,12 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
  * Responses dialects, which reach the same account. */
 extern const char *const prov_openai_key_vars[], *const prov_openai_url_vars[];
 extern const struct model_env_header prov_openai_env_headers[];
+/* An OpenAI error document's HTTP failure (4xx/5xx), for both dialects
+ * (msg and code from {"error": {"message", "code"}}, may be NULL): the
+ * status's class, insufficient_quota final, a "try again in Ns" hint as
+ * the retry delay when no header gave one; prov_fail_http()'s result. */
+enum core_status prov_openai_http_error(struct prov_out *o, struct http_error *he,
+                                        const char *msg, const char *code, struct core_err *e);
 
 /* The dialects, for the models file's endpoints: openai (Chat
  * Completions), openai-responses (the Responses API), anthropic, googleai,

@@ -454,14 +454,19 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 		json_decref(doc);
 		return st;
 	}
-	st = prov_http_status(he->status);
+	st = prov_openai_http_error(&s->o, he, msg, code, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status prov_openai_http_error(struct prov_out *o, struct http_error *he,
+                                        const char *msg, const char *code, struct core_err *e)
+{
 	if (code && !strcmp(code, "insufficient_quota"))
 		he->retryable = 0; /* billing: waiting does not help */
 	if (he->retry_after_ms < 0)
 		he->retry_after_ms = prov_delay_hint(msg, "try again in");
-	st = prov_fail_http(&s->o, he, st, msg, e);
-	json_decref(doc);
-	return st;
+	return prov_fail_http(o, he, prov_http_status(he->status), msg, e);
 }
 
 static void on_attempt_reset(void *ctx)

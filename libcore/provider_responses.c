@@ -460,13 +460,8 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	enum core_status st;
 	if (he->status >= 200 && he->status <= 299)
 		st = prov_fail_http(&s->o, he, err ? CORE_EINTERNAL : CORE_EUNAVAILABLE, msg, e);
-	else {
-		if (code && !strcmp(code, "insufficient_quota"))
-			he->retryable = 0; /* billing: waiting does not help */
-		if (he->retry_after_ms < 0)
-			he->retry_after_ms = prov_delay_hint(msg, "try again in");
-		st = prov_fail_http(&s->o, he, prov_http_status(he->status), msg, e);
-	}
+	else
+		st = prov_openai_http_error(&s->o, he, msg, code, e);
 	json_decref(doc);
 	return st;
 }
