@@ -29,6 +29,7 @@ enum {
 	OPT_MAN,
 	OPT_COMPLETION,
 	OPT_LIST,
+	OPT_MODEL_NAMES,
 };
 
 const struct cli_opt cli_common_opts[] = {
@@ -40,6 +41,7 @@ const struct cli_opt cli_common_opts[] = {
 };
 static const struct cli_opt hidden_opts[] = {
 	{ OPT_LIST, "list-options", NULL, NULL },
+	{ OPT_MODEL_NAMES, "list-model-names", NULL, NULL },
 	{ 0 }
 };
 
@@ -355,6 +357,9 @@ int cli_next(int argc, char **argv, const char **arg)
 		cli_exit(CORE_OK);
 	case OPT_LIST:
 		cli_list_options();
+		cli_exit(CORE_OK);
+	case OPT_MODEL_NAMES:
+		cli_list_model_names();
 		cli_exit(CORE_OK);
 	case OPT_COMPLETION:
 		cli_exit(cli_completion(optarg));

@@ -10,7 +10,9 @@
  * as a row of struct cli_sub.  The man page adds the sections every
  * command shares: ENVIRONMENT (the model providers' variables read from
  * their table, model.h), FILES and SEE ALSO.  --list-options prints the
- * long options, one per line, for tests and completion scripts.
+ * long options, one per line, for tests and completion scripts, and
+ * --list-model-names the models file's endpoints and their models (from
+ * the file alone, quietly), for the completion of models.
  *
  * Messages go to stderr in one grammar: "prog: what failed: why", input
  * errors naming their place "(at <stdin>:17)".  Data goes to stdout only
@@ -32,7 +34,8 @@
  * completions offer candidates by kind.  The lists that live elsewhere are
  * read when the user presses Tab, quietly (no message, nothing on error):
  * agent names from "agent-run --list"; session and snapshot IDs, and the
- * models run, from "agent-snap sessions" (its first 200 rows).
+ * models run, from "agent-snap sessions" (its first 200 rows); the models
+ * file's models from "agent-run --list-model-names".
  */
 enum cli_kind {
 	CLI_AUTO,       /* from the placeholder: FILE and PATH a file, DIR a
@@ -44,6 +47,7 @@ enum cli_kind {
 	CLI_COMMAND,
 	CLI_AGENT,      /* agent names on the agent path, and .prompt files */
 	CLI_MODEL,      /* the providers (echo, script/FILE, openai/, ...), then the
+	                   models file's endpoints and their models, and the
 	                   models of the newest sessions in the store */
 	CLI_SESSION,    /* session IDs in the store */
 	CLI_SNAPSHOT,   /* snapshot IDs in the store (each session's latest) */

@@ -3,6 +3,7 @@
  * fish completions (--completion SHELL).  See cli.h. */
 #include "cli.h"
 #include "cli_int.h"
+#include "../libcore/model/endpoints.h"
 #include "../libcore/model/model.h"
 
 #include <stdio.h>
@@ -29,7 +30,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_PATH", "colon-separated directories searched for NAME.prompt after --agents DIR and before ./agents and ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/agents" },
 	{ "AGENTKIT_MODEL", "the model when neither --model nor the prompt file names one" },
 	{ "AGENTKIT_KEY_FILE", "a file holding the provider key (--key-file overrides)" },
-	{ "AGENTKIT_MODELS_FILE", "the models file of named endpoints (default ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json); every variable it names is kept from tools like a key" },
+	{ "AGENTKIT_MODELS_FILE", "the models file of named endpoints, JSON or (named .yaml, .yml) YAML (default ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json or models.yaml); every variable it names is kept from tools like a key" },
 	{ "AGENTKIT_HEARTBEAT_INTERVAL", "how often a detached worker heartbeats its row (default 30s)" },
 	{ "AGENTKIT_HEARTBEAT_TIMEOUT", "a pending row whose heartbeat is older than this reads expired (default 60s)" },
 	{ "AGENTKIT_EXEC_TIMEOUT", "the longest a custom agent's handler may be silent (default 5m)" },
@@ -41,6 +42,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_HTTP_RETRIES", "model requests: retries of a failed request (default 3)" },
 	{ "AGENTKIT_HTTP_BACKOFF", "model requests: the first retry's wait, doubling (default 500ms)" },
 	{ "AGENTKIT_HTTP_RETRY_BUDGET", "model requests: no retry wait ends later than this (default 2m)" },
+	{ "AGENTKIT_HTTP_MAX_RESPONSE", "model requests: the most bytes one streamed response may bring (default 64M)" },
 	{ "AGENTKIT_STORE_MAPSIZE, AGENTKIT_STORE_MAPSIZE_MAX", "the store's initial and largest map size" },
 	{ "AGENTKIT_STORE_LOCK_TIMEOUT", "the longest a writer waits for the store's write lock, and for a store on a server to come back after its connection was lost (default 60s)" },
 	{ "AGENTKIT_STORE_ALLOW_REMOTE", "1: open a store on a network file system anyway" },
@@ -67,7 +69,7 @@ static const char files_text[] =
 	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/agents/NAME.prompt\n"
 	"your own agents, found from any directory; the last directory of the "
 	"agent path (after \\-\\-agents, $AGENTKIT_PATH and ./agents)\n"
-	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/models.json\n"
+	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/models.json \\fRor\\fP models.yaml\n"
 	"named model endpoints (\\-\\-model NAME/MODEL; $AGENTKIT_MODELS_FILE overrides)\n"
 	".TP\n.I DIR/tools/NAME.json\n"
 	"a tool's manifest beside its executable, in the tools/ directory "
@@ -474,11 +476,14 @@ static const char list_sessions[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"sessionId\":\"[^\"]*\"' | cut -d'\"' -f4";
 static const char list_snapshots[] =
 	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"snapshotId\":\"[^\"]*\"' | cut -d'\"' -f4";
-/* The models of the newest sessions: the names a user has run, offline.
- * script/ names are left out (they resolve from their prompt file; script/
- * completes files instead), and so is echo, which is a provider word. */
+/* The models file's endpoints and their models (agent-run
+ * --list-model-names, which asks no endpoint), and the models of the newest
+ * sessions: the names a user has run, offline.  script/ names are left out
+ * (they resolve from their prompt file; script/ completes files instead),
+ * and so is echo, which is a provider word. */
 static const char list_models[] =
-	"agent-snap sessions 2>/dev/null | head -n 200 | grep -o '\"model\":\"[^\"]*\"' | cut -d'\"' -f4"
+	"{ agent-run --list-model-names 2>/dev/null; agent-snap sessions 2>/dev/null | head -n 200"
+	" | grep -o '\"model\":\"[^\"]*\"' | cut -d'\"' -f4; }"
 	" | grep -v -e '^script/' -e '^echo$' | sort -u";
 /* The providers, as model names start: "echo script/ openai/ ...".  Only
  * echo has no name after it. */
@@ -709,4 +714,13 @@ int cli_completion(const char *shell)
 void cli_list_options(void)
 {
 	cli_each_opt(list_opt, NULL);
+}
+
+void cli_list_model_names(void)
+{
+	json_t *names = endpoints_model_names(), *v;
+	size_t i;
+	json_array_foreach(names, i, v)
+		printf("%s\n", json_string_value(v));
+	json_decref(names);
 }

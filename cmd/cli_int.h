@@ -35,5 +35,8 @@ void cli_help(void);
 void cli_man(void);
 int cli_completion(const char *shell);  /* enum core_status */
 void cli_list_options(void);            /* the long options, one per line */
+/* The models file's model names completion offers, one per line (quiet:
+ * nothing when there is no file or it cannot be read). */
+void cli_list_model_names(void);
 
 #endif

@@ -328,3 +328,153 @@ JSON
 	[[ $(jq -r .own <<<"$report") != *lk-local* && $(jq -r .own <<<"$report") != *ex-secret* ]] || fail "the tool got one"
 	assert_equal "$(jq -s -c 'map(.auth)' local.ndjson)" '["ok","ok"]'
 }
+
+@test "a YAML models file (models.yaml, .yml, AGENTKIT_MODELS_FILE) is read as the JSON one; two at the default place are refused" {
+	second_mock local openai lk-local-1234 '{"text":"from yaml"}' '{"text":"from yml"}' '{"text":"named"}'
+	mkdir -p "$XDG_CONFIG_HOME/agentkit"
+	cat >"$XDG_CONFIG_HOME/agentkit/models.yaml" <<YAML
+# endpoints of this machine
+endpoints:
+  local:
+    dialect: openai
+    baseUrl: http://127.0.0.1:$LOCAL_PORT/v1
+    keyVariable: LOCAL_KEY
+    headers: {X-Team: agents, X-Gateway: "gw-\${GW_TOKEN}"}
+    query:
+      api-version: 2024-10-21
+    models:
+      fast: llama-3.1-8b
+YAML
+	export LOCAL_KEY=lk-local-1234 GW_TOKEN=g7
+	run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from yaml"
+	assert_equal "$(jq -c '[.path, .query, .auth, .headers["x-team"], .headers["x-gateway"], .body.model]' local.ndjson)" \
+		'["/v1/chat/completions",{"api-version":"2024-10-21"},"ok","agents","gw-g7","llama-3.1-8b"]'
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -r 'select(.provider == "local") | .modelsFile' <<<"$output")" "$XDG_CONFIG_HOME/agentkit/models.yaml"
+	# .yml is the same file.
+	mv "$XDG_CONFIG_HOME/agentkit/models.yaml" "$XDG_CONFIG_HOME/agentkit/models.yml"
+	run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from yml"
+	# Two files at the default place: which one is meant is not guessed.
+	echo '{"endpoints": {}}' >"$XDG_CONFIG_HOME/agentkit/models.json"
+	run -101 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$stderr" "agent-run: models file: both models.json and models.yml are in $XDG_CONFIG_HOME/agentkit: keep one (or name one in AGENTKIT_MODELS_FILE)"
+	run -101 --separate-stderr agent-run --list-models
+	assert_equal "$stderr" "agent-run: models file: both models.json and models.yml are in $XDG_CONFIG_HOME/agentkit: keep one (or name one in AGENTKIT_MODELS_FILE)"
+	# AGENTKIT_MODELS_FILE wins over the default place; its name says YAML.
+	cp "$XDG_CONFIG_HOME/agentkit/models.yml" "$BATS_TEST_TMPDIR/mine.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/mine.yaml run -0 --separate-stderr agent-run --no-store --model local/fast -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" named
+	# Bad YAML names the file and the line; a value of the wrong type the member.
+	printf 'endpoints:\n  local: {dialect: openai\n' >"$BATS_TEST_TMPDIR/bad.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/bad.yaml run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: invalid YAML: while parsing a flow mapping did not find expected ',' or '}' (at $BATS_TEST_TMPDIR/bad.yaml:3)"
+	printf 'endpoints:\n  local:\n    dialect: openai\n    headers: {X-Count: 5}\n' >"$BATS_TEST_TMPDIR/bad.yaml"
+	AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/bad.yaml run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"headers\": 'X-Count' must be a string (at $BATS_TEST_TMPDIR/bad.yaml)"
+}
+
+# complete_model WORD: what bash completion offers for agent-run --model WORD.
+complete_model() {
+	COMP_WORDS=(agent-run --model "$1") COMP_CWORD=2 COMPREPLY=()
+	_agentkit_agent_run || true
+	printf '%s\n' "${COMPREPLY[@]}"
+}
+
+@test "an endpoint's own model list: --list-models shows it, --model completion offers ENDPOINT/MODEL" {
+	second_mock local openai lk-local-1234 '{"text":"listed"}' '{"text":"unlisted"}'
+	models_file <<JSON
+{"endpoints": {
+  "local": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$LOCAL_PORT/v1", "keyVariable": "LOCAL_KEY",
+            "models": ["qwen2.5-coder:7b", "llama-3.1-8b"]},
+  "lab": {"dialect": "ollama", "models": {"fast": "llama3.2:1b"}}
+}}
+JSON
+	export LOCAL_KEY=lk-local-1234
+	run -0 --separate-stderr agent-run --no-store --model local/qwen2.5-coder:7b -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" listed
+	# A name off the list still goes to the endpoint as it is.
+	run -0 --separate-stderr agent-run --no-store --model local/other-model -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" unlisted
+	assert_equal "$(jq -s -c 'map(.body.model)' local.ndjson)" '["qwen2.5-coder:7b","other-model"]'
+	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY OLLAMA_HOST
+	run -0 --separate-stderr agent-run --list-models
+	assert_equal "$(jq -c 'select(.dialect) | [.provider, .models]' <<<"$output")" \
+		'["local",["local/qwen2.5-coder:7b","local/llama-3.1-8b"]]
+["lab",["lab/fast"]]'
+	run -0 --separate-stderr agent-run --list-models --format text
+	assert_equal "$(grep -A2 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+  local/qwen2.5-coder:7b
+  local/llama-3.1-8b"
+	# Completion: the endpoints and their models, asking none of them.
+	: >local.ndjson
+	run -0 --separate-stderr agent-run --list-model-names
+	assert_equal "$output" "local/
+local/qwen2.5-coder:7b
+local/llama-3.1-8b
+lab/
+lab/fast"
+	source <(agent-run --completion bash)
+	assert_equal "$(complete_model l)" "$(printf '%s\n' lab/ lab/fast local/ local/llama-3.1-8b local/qwen2.5-coder:7b)"
+	assert_equal "$(complete_model local/q)" local/qwen2.5-coder:7b
+	assert_equal "$(wc -l <local.ndjson)" 0
+	# A list that is not one is refused like any bad member.
+	sed -i 's/\["qwen2.5-coder:7b", "llama-3.1-8b"\]/["qwen", 7]/' "$XDG_CONFIG_HOME/agentkit/models.json"
+	run -101 --separate-stderr agent-run --list-models
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"models\": item 2 is not a model name (at $XDG_CONFIG_HOME/agentkit/models.json)"
+	# A bad file: completion stays quiet.
+	run -0 --separate-stderr agent-run --list-model-names
+	assert_equal "$output$stderr" ""
+}
+
+@test "Vertex AI: a googleai endpoint whose base names a project and a location, a credential command's bearer token" {
+	env_tool
+	second_mock vertex gemini ya29.tok-vertex-1 "$ENV_CALL" '{"text":"from vertex"}' '{"text":"again"}' '{"text":"express"}'
+	cred_command ya29.tok-vertex-1
+	models_file <<JSON
+{"endpoints": {
+  "vertex": {"dialect": "googleai",
+             "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/projects/\$GCP_PROJECT/locations/us-central1",
+             "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"], "models": ["gemini-2.5-flash"]},
+  "vertex-pub": {"dialect": "googleai",
+                 "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/projects/p2/locations/global/publishers/google",
+                 "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}
+}}
+JSON
+	export GCP_PROJECT=my-proj
+	run -0 --separate-stderr agent-run --no-store --model vertex/gemini-2.5-flash --tool env -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "from vertex"
+	assert_equal "$(jq -s -c 'map([.path, .query, .auth, .headers.authorization, (.headers | has("x-goog-api-key"))]) | unique' vertex.ndjson)" \
+		'[["/v1/projects/my-proj/locations/us-central1/publishers/google/models/gemini-2.5-flash:streamGenerateContent",{"alt":"sse"},"ok","<present>",false]]'
+	# The body is the Gemini API's: the tool round went back as functionResponse.
+	assert_equal "$(jq -s -c '.[1].body.contents | map(.role)' vertex.ndjson)" '["user","model","user"]'
+	assert_equal "$(jq -s -c '.[1].body.contents[2].parts[0].functionResponse.name' vertex.ndjson)" '"env"'
+	assert_equal "$(wc -l <cred.count)" 1
+	! grep -q tok-vertex tool.env || fail "the token reached the tool"
+	# A base that goes on to the publisher is used as it is.
+	run -0 --separate-stderr agent-run --no-store --model vertex-pub/models/gemini-2.5-pro -m hi
+	assert_equal "$(jq -s -c '.[-1] | [.path, .auth]' vertex.ndjson)" \
+		'["/v1/projects/p2/locations/global/publishers/google/models/gemini-2.5-pro:streamGenerateContent","ok"]'
+	# Express mode: the publisher without a project, an API key.
+	cat >"$BATS_TEST_TMPDIR/express.json" <<JSON
+{"endpoints": {"express": {"dialect": "googleai", "baseUrl": "http://127.0.0.1:$VERTEX_PORT/v1/publishers/google",
+  "keyVariable": "VERTEX_KEY"}}}
+JSON
+	VERTEX_KEY=ya29.tok-vertex-1 AGENTKIT_MODELS_FILE=$BATS_TEST_TMPDIR/express.json \
+		run -0 --separate-stderr agent-run --no-store --model express/gemini-2.5-flash -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" express
+	assert_equal "$(jq -s -c '.[-1] | [.path, .auth, .headers["x-goog-api-key"], (.headers | has("authorization"))]' vertex.ndjson)" \
+		'["/v1/publishers/google/models/gemini-2.5-flash:streamGenerateContent","ok","<present>",false]'
+	# A token Vertex refuses: UNAUTHENTICATED with Google's message, exit 1.
+	mock_stop
+	for p in "${MOCKS[@]}"; do kill "$p"; wait "$p" 2>/dev/null || true; done
+	MOCKS=()
+	second_mock vertex2 gemini ya29.the-right-one '{"text":"unused"}'
+	sed -i "s/:$VERTEX_PORT/:$VERTEX2_PORT/" "$XDG_CONFIG_HOME/agentkit/models.json"
+	run -1 --separate-stderr agent-run --no-store --model vertex/gemini-2.5-flash -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"UNAUTHENTICATED","message":"generate: vertex: HTTP 401 Unauthorized: Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."}'
+	assert_equal "$(jq -s -c 'map(.auth)' vertex2.ndjson)" '["wrong"]'
+}

@@ -250,3 +250,37 @@ assert_hello() {
 	assert_equal "$(jq -r .error.status <<<"$output")" UNAVAILABLE
 	assert_regex "$(jq -r .error.message <<<"$output")" "^openai: http://127.0.0.1:$port/v1/chat/completions: .*\\(gave up after 2 attempts\\)$"
 }
+
+@test "a response past AGENTKIT_HTTP_MAX_RESPONSE fails the turn (INTERNAL, exit 1), never retried; under it all is well" {
+	chunks=$(jq -c -n '[range(400) | "0123456789"]')
+	args=$(jq -c -n '{"q": ([range(2000) | "x"] | join(""))}')
+	for d in openai responses gemini anthropic ollama; do
+		what=$(model_for "$d")
+		what=${what%%/*}
+		mock_stop
+		printf '%s\n' "{\"chunks\":$chunks}" "{\"chunks\":$chunks}" "{\"tools\":[{\"name\":\"greet\",\"args\":$args,\"id\":\"call_1\"}]}" >"$BATS_TEST_TMPDIR/script.ndjson"
+		mock_start "$d" "$BATS_TEST_TMPDIR/script.ndjson" test-key-0123456789
+		export OPENAI_API_KEY=test-key-0123456789
+		# 4000 bytes of text take more than 2K on every wire: cut after the
+		# first deltas were streamed.
+		AGENTKIT_HTTP_MAX_RESPONSE=2K run -1 --separate-stderr agent-run --no-store --model "$(model_for "$d")" -m hi
+		assert_equal "$(tail -n 1 <<<"$output" | jq -c '[.output.finishReason, .output.error]')" \
+			"[\"failed\",{\"status\":\"INTERNAL\",\"message\":\"generate: $what: the response passed 2048 bytes (the limit; set AGENTKIT_HTTP_MAX_RESPONSE to raise it)\"}]"
+		assert_equal "$(mock_requests)" 1
+		# The default bound (64M) takes it whole.
+		run -0 --separate-stderr agent-run --no-store --model "$(model_for "$d")" -m hi
+		assert_equal "$(tail -n 1 <<<"$output" | jq -r '.output.message.content[0].text | length')" 4000
+		# Tool arguments past it, before anything was streamed: not retried either.
+		AGENTKIT_HTTP_MAX_RESPONSE=1K run -1 --separate-stderr agent-run --no-store --model "$(model_for "$d")" \
+			--tool "$TOP/tests/fixtures/tools/greet.json" -m hi
+		assert_equal "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" \
+			"generate: $what: the response passed 1024 bytes (the limit; set AGENTKIT_HTTP_MAX_RESPONSE to raise it)"
+		assert_equal "$(mock_requests)" 3
+	done
+	# A value that is no size fails the turn before a request, as the other
+	# AGENTKIT_HTTP_* settings do.
+	AGENTKIT_HTTP_MAX_RESPONSE=lots run -101 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	assert_equal "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" \
+		"generate: AGENTKIT_HTTP_MAX_RESPONSE: invalid size 'lots' (use e.g. 4096, 64K, 16M, 1G)"
+	assert_equal "$(mock_requests)" 3
+}

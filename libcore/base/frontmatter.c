@@ -40,6 +40,7 @@ struct yconv {
 	size_t nodes;
 	struct keyline *kl;
 	size_t nkl;
+	int plain;              /* yaml_to_json(): "invalid YAML: ... (at NAME:LINE)" */
 };
 
 static enum core_status yerr(struct yconv *Y, size_t yline, const char *fmt, ...)
@@ -53,6 +54,9 @@ static enum core_status yerr(struct yconv *Y, size_t yline, const char *fmt, ...
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof(msg), fmt, ap);
 	va_end(ap);
+	if (Y->plain)
+		return core_fail(Y->e, CORE_EINVAL, "invalid YAML: %s (at %s:%zu)", msg, Y->name,
+		                 yline + 1);
 	return core_fail(Y->e, CORE_EINVAL, "%s:%zu: invalid front matter: %s",
 	                 Y->name, Y->line0 + yline, msg);
 }
@@ -499,14 +503,71 @@ static enum core_status check_meta(struct yconv *Y, json_t *meta)
 	return CORE_OK;
 }
 
+/*
+ * The one document of Y's input into *doc (NULL for an empty one); with
+ * mapping set it must be a mapping.
+ */
+static enum core_status parse_doc(struct yconv *Y, int mapping, json_t **doc)
+{
+	yaml_event_t ev;
+	enum core_status st;
+	int docs = 0;
+
+	*doc = NULL;
+	for (;;) {
+		if ((st = next_event(Y, &ev)))
+			return st;
+		if (ev.type == YAML_STREAM_END_EVENT) {
+			yaml_event_delete(&ev);
+			return CORE_OK;
+		}
+		if (ev.type == YAML_STREAM_START_EVENT || ev.type == YAML_DOCUMENT_END_EVENT) {
+			yaml_event_delete(&ev);
+			continue;
+		}
+		if (ev.type == YAML_DOCUMENT_START_EVENT) {
+			if (docs++) {
+				st = yerr(Y, ev.start_mark.line, "more than one YAML document");
+				yaml_event_delete(&ev);
+				return st;
+			}
+			yaml_event_delete(&ev);
+			continue;
+		}
+		size_t line = ev.start_mark.line;
+		yaml_event_type_t type = ev.type;
+		if ((st = conv_node(Y, &ev, 0, NULL, doc)))
+			return st;
+		if (json_is_null(*doc) && type == YAML_SCALAR_EVENT) {
+			/* an empty document (only comments) */
+			json_decref(*doc);
+			*doc = NULL;
+			continue;
+		}
+		if (mapping && !json_is_object(*doc))
+			return yerr(Y, line, "expected a mapping of keys, got %s", jv_type_name(*doc));
+	}
+}
+
+static void yconv_release(struct yconv *Y)
+{
+	for (size_t i = 0; i < Y->nanchors; i++) {
+		free(Y->anchors[i].name);
+		json_decref(Y->anchors[i].v);
+	}
+	free(Y->anchors);
+	for (size_t i = 0; i < Y->nkl; i++)
+		free(Y->kl[i].key);
+	free(Y->kl);
+	yaml_parser_delete(&Y->p);
+}
+
 enum core_status frontmatter_parse(const char *fm, size_t n, const char *name, size_t line0,
                                    json_t **out, struct core_err *e)
 {
 	struct yconv Y;
-	yaml_event_t ev;
 	enum core_status st;
 	json_t *doc = NULL;
-	int docs = 0;
 
 	memset(&Y, 0, sizeof(Y));
 	Y.name = name;
@@ -516,42 +577,8 @@ enum core_status frontmatter_parse(const char *fm, size_t n, const char *name, s
 	if (!yaml_parser_initialize(&Y.p))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	yaml_parser_set_input_string(&Y.p, (const unsigned char *)fm, n);
-	for (;;) {
-		if ((st = next_event(&Y, &ev)))
-			goto out;
-		if (ev.type == YAML_STREAM_END_EVENT) {
-			yaml_event_delete(&ev);
-			break;
-		}
-		if (ev.type == YAML_STREAM_START_EVENT || ev.type == YAML_DOCUMENT_END_EVENT) {
-			yaml_event_delete(&ev);
-			continue;
-		}
-		if (ev.type == YAML_DOCUMENT_START_EVENT) {
-			if (docs++) {
-				st = yerr(&Y, ev.start_mark.line, "more than one YAML document");
-				yaml_event_delete(&ev);
-				goto out;
-			}
-			yaml_event_delete(&ev);
-			continue;
-		}
-		size_t line = ev.start_mark.line;
-		yaml_event_type_t type = ev.type;
-		if ((st = conv_node(&Y, &ev, 0, NULL, &doc)))
-			goto out;
-		if (json_is_null(doc) && type == YAML_SCALAR_EVENT) {
-			/* an empty document (only comments) */
-			json_decref(doc);
-			doc = NULL;
-			continue;
-		}
-		if (!json_is_object(doc)) {
-			st = yerr(&Y, line, "expected a mapping of keys, got %s",
-			          jv_type_name(doc));
-			goto out;
-		}
-	}
+	if ((st = parse_doc(&Y, 1, &doc)))
+		goto out;
 	if (!doc && !(doc = json_object())) {
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 		goto out;
@@ -563,14 +590,33 @@ out:
 		doc = NULL;
 	}
 	*out = doc;
-	for (size_t i = 0; i < Y.nanchors; i++) {
-		free(Y.anchors[i].name);
-		json_decref(Y.anchors[i].v);
+	yconv_release(&Y);
+	return st;
+}
+
+enum core_status yaml_to_json(const char *text, size_t n, const char *name, json_t **out,
+                              struct core_err *e)
+{
+	struct yconv Y;
+	enum core_status st;
+	json_t *doc = NULL;
+
+	memset(&Y, 0, sizeof(Y));
+	Y.name = name;
+	Y.e = e;
+	Y.plain = 1;
+	*out = NULL;
+	if (!yaml_parser_initialize(&Y.p))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	yaml_parser_set_input_string(&Y.p, (const unsigned char *)text, n);
+	st = parse_doc(&Y, 0, &doc);
+	if (!st && !doc && !(doc = json_null()))
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	if (st) {
+		json_decref(doc);
+		doc = NULL;
 	}
-	free(Y.anchors);
-	for (size_t i = 0; i < Y.nkl; i++)
-		free(Y.kl[i].key);
-	free(Y.kl);
-	yaml_parser_delete(&Y.p);
+	*out = doc;
+	yconv_release(&Y);
 	return st;
 }

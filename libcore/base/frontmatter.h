@@ -1,5 +1,7 @@
 /*
- * frontmatter.h - the YAML front matter of a prompt file (prompt.c).
+ * frontmatter.h - the YAML front matter of a prompt file (prompt.c), and
+ * the same YAML-to-JSON conversion for agentkit's other YAML files (the
+ * models file, endpoints.c).  This is the one file that includes yaml.h.
  */
 #ifndef CORE_FRONTMATTER_H
 #define CORE_FRONTMATTER_H
@@ -28,5 +30,17 @@
  */
 enum core_status frontmatter_parse(const char *fm, size_t n, const char *name, size_t line0,
                                    json_t **out, struct core_err *e);
+
+/*
+ * Parse text[0..n), one YAML document, into *out: a new JSON value (the
+ * conversion of frontmatter_parse: YAML 1.2 core-schema scalars, anchors
+ * and aliases, at most PROMPT_MAX_YAML_DEPTH deep and PROMPT_MAX_YAML_NODES
+ * values; an empty document is null).  No field is type-checked.  On
+ * error *out is NULL: CORE_EINVAL "invalid YAML: WHY (at NAME:LINE)" (bad
+ * YAML, more than one document, the bounds, a tag other than the core
+ * schema's), CORE_ENOMEM.
+ */
+enum core_status yaml_to_json(const char *text, size_t n, const char *name, json_t **out,
+                              struct core_err *e);
 
 #endif

@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "../base/buf.h"
+#include "../base/frontmatter.h"
 #include "../base/http.h"
 #include "../base/json.h"
 #include "provider_common.h"
@@ -272,9 +273,58 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
 	}
 	if (string_map(ep->headers, name, "headers", 1, 1) ||
-	    string_map(ep->query, name, "query", 1, 0) ||
-	    string_map(ep->models, name, "models", 0, 0))
+	    string_map(ep->query, name, "query", 1, 0))
 		return tab.err.st;
+	if (json_is_array(ep->models)) {
+		/* The endpoint's own list of model ids, for --list-models and
+		 * completion; a name off the list still goes to the endpoint. */
+		json_array_foreach(ep->models, i, x)
+			if (!json_is_string(x) || !json_string_length(x) ||
+			    strlen(json_string_value(x)) != json_string_length(x))
+				return bad("endpoint '%s': \"models\": item %zu is not a model name", name,
+				           i + 1);
+	} else if (ep->models && !json_is_object(ep->models)) {
+		return bad("endpoint '%s': \"models\" must be a list of model names or an object "
+		           "of aliases", name);
+	} else if (string_map(ep->models, name, "models", 0, 0)) {
+		return tab.err.st;
+	}
+	return CORE_OK;
+}
+
+/* Is path a YAML file by its name (.yaml, .yml)? */
+static int yaml_name(const char *path)
+{
+	size_t n = strlen(path);
+	return (n > 5 && !strcmp(path + n - 5, ".yaml")) || (n > 4 && !strcmp(path + n - 4, ".yml"));
+}
+
+/*
+ * The default place: DIR/models.json, DIR/models.yaml or DIR/models.yml
+ * into tab.path.  None: 0.  More than one is refused rather than one
+ * picked by a rule the user has to remember: an edit of the file that is
+ * not read would be silently lost.  A path that cannot be looked at (a
+ * directory we may not enter) holds no file of ours.
+ */
+static enum core_status default_file(const char *dir, int *found)
+{
+	static const char *const names[] = { "models.json", "models.yaml", "models.yml" };
+	const char *seen = NULL;
+	struct stat sb;
+	*found = 0;
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+		char path[sizeof tab.path];
+		snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+		if (stat(path, &sb) && (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
+			continue;
+		if (seen)
+			return core_fail(&tab.err, CORE_EINVAL, "models file: both %s and %s are in %s: "
+			                 "keep one (or name one in AGENTKIT_MODELS_FILE)", seen,
+			                 names[i], dir);
+		seen = names[i];
+		snprintf(tab.path, sizeof tab.path, "%s", path);
+	}
+	*found = seen != NULL;
 	return CORE_OK;
 }
 
@@ -285,21 +335,23 @@ static enum core_status load_file(void)
 	const json_t *eps;
 	const char *k;
 	json_t *x;
-	struct stat sb;
+	char dir[sizeof tab.path - 16];
+	int found;
 	size_t i = 0;
-	if (named && *named)
+	if (named && *named) {
 		snprintf(tab.path, sizeof tab.path, "%s", named);
-	else if (cfg && *cfg)
-		snprintf(tab.path, sizeof tab.path, "%s/agentkit/models.json", cfg);
-	else if (getenv("HOME") && *getenv("HOME"))
-		snprintf(tab.path, sizeof tab.path, "%s/.config/agentkit/models.json", getenv("HOME"));
-	else
-		return CORE_OK;
-	/* The default place, where nothing may be: a path that cannot be
-	 * looked at (a directory we may not enter) holds no file of ours. */
-	if (!(named && *named) && stat(tab.path, &sb) &&
-	    (errno == ENOENT || errno == ENOTDIR || errno == EACCES))
-		return CORE_OK;
+	} else {
+		if (cfg && *cfg)
+			snprintf(dir, sizeof dir, "%s/agentkit", cfg);
+		else if (getenv("HOME") && *getenv("HOME"))
+			snprintf(dir, sizeof dir, "%s/.config/agentkit", getenv("HOME"));
+		else
+			return CORE_OK;
+		if (default_file(dir, &found))
+			return tab.err.st;
+		if (!found)
+			return CORE_OK;
+	}
 	if (core_buf_read_file(&b, tab.path, &tab.err)) {
 		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
 		core_buf_release(&b);
@@ -315,7 +367,10 @@ static enum core_status load_file(void)
 		core_err_prefix(&tab.err, "models file (AGENTKIT_MODELS_FILE)");
 		return tab.err.st;
 	}
-	tab.doc = jv_parse(b.p ? b.p : "", b.len, tab.path, 0, &tab.err);
+	if (yaml_name(tab.path))
+		yaml_to_json(b.p ? b.p : "", b.len, tab.path, &tab.doc, &tab.err);
+	else
+		tab.doc = jv_parse(b.p ? b.p : "", b.len, tab.path, 0, &tab.err);
 	core_buf_release(&b);
 	if (!tab.doc) {
 		if (tab.err.st != CORE_ENOMEM)
@@ -735,6 +790,41 @@ static json_t *names_of(const json_t *obj)
 	return a;
 }
 
+/* "NAME/MODEL" onto a for each of ep's models: its list, or its aliases. */
+static void model_names(const struct endpoint *ep, json_t *a)
+{
+	const char *k;
+	json_t *x;
+	size_t i;
+	if (json_is_array(ep->models)) {
+		json_array_foreach(ep->models, i, x) {
+			char *full = prov_strf("%s/%s", ep->name, json_string_value(x));
+			json_array_append_new(a, full ? json_string(full) : NULL);
+			free(full);
+		}
+		return;
+	}
+	json_object_foreach((json_t *)ep->models, k, x) {
+		char *full = prov_strf("%s/%s", ep->name, k);
+		json_array_append_new(a, full ? json_string(full) : NULL);
+		free(full);
+	}
+}
+
+json_t *endpoints_model_names(void)
+{
+	json_t *a = json_array();
+	if (!a || endpoints_load(NULL))
+		return a;
+	for (size_t i = 0; i < tab.n; i++) {
+		char *pre = prov_strf("%s/", tab.eps[i].name);
+		json_array_append_new(a, pre ? json_string(pre) : NULL);
+		free(pre);
+		model_names(&tab.eps[i], a);
+	}
+	return a;
+}
+
 enum core_status endpoints_list(json_t *rows, struct core_err *e)
 {
 	enum core_status st = endpoints_load(e);
@@ -744,8 +834,7 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 		const struct endpoint *ep = &tab.eps[i];
 		const char *from = NULL;
 		char pub[2048];
-		json_t *models = json_array(), *x;
-		const char *k;
+		json_t *models = json_array();
 		if (ep->cred_cmd)
 			from = "credential command";
 		else if (ep->key_file)
@@ -753,11 +842,7 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 		else if (ep->key_var && getenv(ep->key_var) && *getenv(ep->key_var))
 			from = ep->key_var;
 		core_url_redact(ep->base ? ep->base : ep->d->p->default_url, pub, sizeof pub);
-		json_object_foreach((json_t *)ep->models, k, x) {
-			char *full = prov_strf("%s/%s", ep->name, k);
-			json_array_append_new(models, full ? json_string(full) : NULL);
-			free(full);
-		}
+		model_names(ep, models);
 		json_t *row = json_pack("{s:s, s:s, s:[], s:o, s:s, s:o, s:o, s:o, s:s}",
 		                        "provider", ep->name, "dialect", ep->dialect,
 		                        "keyVariables", "keyFrom", from ? json_string(from) : json_null(),

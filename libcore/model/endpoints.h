@@ -2,10 +2,12 @@
  * endpoints.h - the models file: named endpoints that "--model NAME/MODEL"
  * reaches (docs/providers.md "Named endpoints").
  *
- * The file is AGENTKIT_MODELS_FILE when set, else
- * ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json (no file there:
- * no endpoints).  It is read once per process, on the first call of any
- * function here, and kept for the process's life:
+ * The file is AGENTKIT_MODELS_FILE when set, else models.json, models.yaml
+ * or models.yml in ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit (no file
+ * there: no endpoints; more than one there: CORE_EINVAL, keep one).  A
+ * name ending .yaml or .yml is read as YAML (frontmatter.h's conversion),
+ * any other as JSON.  It is read once per process, on the first call of
+ * any function here, and kept for the process's life:
  *
  *   {"endpoints": {"NAME": {
  *       "dialect": "openai" | "openai-responses" | "anthropic" | "googleai" |
@@ -17,7 +19,9 @@
  *                                          credential command)
  *       "credentialTtl": DURATION,       (plain-text tokens; default 5m)
  *       "headers": {NAME: VALUE}, "query": {NAME: VALUE},
- *       "models": {ALIAS: MODEL-ID}}}}
+ *       "models": {ALIAS: MODEL-ID} | [MODEL-ID]}}}  (aliases, or the
+ *                                          endpoint's list; other names
+ *                                          go to the endpoint as given)
  *
  * Values of baseUrl, headers and query may name variables: $NAME or
  * ${NAME}, $$ for a '$'; they are expanded at each call.  Every variable
@@ -72,9 +76,19 @@ enum core_status endpoints_generate(const struct endpoint *ep, const char *model
  *   {"provider": NAME, "dialect", "keyVariables": [VAR]|[], "keyFrom":
  *    VAR|"key file"|"credential command"|null, "baseUrl" (as written,
  *    variables unexpanded, user and password as ***@), "headers": [NAME],
- *    "query": [NAME], "models": ["NAME/ALIAS", ...], "modelsFile": PATH}
+ *    "query": [NAME], "models": ["NAME/MODEL", ...] (its list or its
+ *    aliases), "modelsFile": PATH}
  * Nothing is asked of the endpoints.  Errors: the file's, CORE_ENOMEM.
  */
 enum core_status endpoints_list(json_t *rows, struct core_err *e);
+
+/*
+ * The names completion offers for --model, without asking any endpoint:
+ * "NAME/" for each endpoint, then "NAME/MODEL" for each of its models
+ * (its list, or its aliases), in the file's order.  A new array, empty
+ * when there is no file or it cannot be read (completion stays quiet);
+ * NULL only when out of memory.
+ */
+json_t *endpoints_model_names(void);
 
 #endif

@@ -1,4 +1,11 @@
-/* provider_common.c - plumbing shared by the HTTP model providers. */
+/*
+ * provider_common.c - one generate call of an HTTP model provider: the
+ * streamed-output accumulator, the key and base URL from the environment,
+ * the extra headers, and the generate skeleton (prov_generate).  The
+ * HTTP/SSE plumbing is provider_http.c's, the --list-models rows
+ * provider_list.c's, the message helpers provider_msg.c's; all are
+ * described in provider_common.h.
+ */
 #include "provider_common.h"
 
 #include <stdarg.h>
@@ -7,6 +14,7 @@
 
 #include "../base/buf.h"
 #include "../base/json.h"
+#include "../base/util.h"
 
 void prov_out_init(struct prov_out *o, const char *what,
                    const struct model_stream *stream, struct core_err *e)
@@ -101,8 +109,7 @@ enum core_status prov_emit(struct prov_out *o, json_t *part)
 	return st;
 }
 
-/* Move the result into resp (message, finish reason, usage). */
-static void prov_out_finish(struct prov_out *o, struct model_response *resp)
+void prov_out_finish(struct prov_out *o, struct model_response *resp)
 {
 	prov_flush(o);
 	resp->message = json_pack("{s:s, s:O}", "role", "model", "content", o->parts);
@@ -191,330 +198,6 @@ char *prov_env_url(const char *const *envs, const char *dflt)
 	return strndup(s, n);
 }
 
-enum core_status prov_http_status(long s)
-{
-	switch (s) {
-	case 400: case 413: case 422: return CORE_EREJECTED;
-	case 401: return CORE_EUNAUTH;
-	case 402: case 403: return CORE_EPERM;
-	case 404: return CORE_ENOTFOUND;
-	case 408: case 504: return CORE_EDEADLINE;
-	case 409: return CORE_ABORTED;
-	case 429: return CORE_EEXHAUSTED;
-	case 502: case 503: case 529: return CORE_EUNAVAILABLE;
-	}
-	if (s >= 500)
-		return CORE_EINTERNAL;
-	return CORE_EINTERNAL;
-}
-
-const char *prov_http_reason(long s)
-{
-	switch (s) {
-	case 200: return "OK";
-	case 400: return "Bad Request";
-	case 401: return "Unauthorized";
-	case 402: return "Payment Required";
-	case 403: return "Forbidden";
-	case 404: return "Not Found";
-	case 408: return "Request Timeout";
-	case 409: return "Conflict";
-	case 413: return "Payload Too Large";
-	case 422: return "Unprocessable Entity";
-	case 429: return "Too Many Requests";
-	case 500: return "Internal Server Error";
-	case 502: return "Bad Gateway";
-	case 503: return "Service Unavailable";
-	case 504: return "Gateway Timeout";
-	case 529: return "Overloaded";
-	}
-	return "";
-}
-
-json_t *prov_parse(struct prov_out *o, const char *data, size_t n)
-{
-	json_t *v = jv_parse(data, n, o->what, 0, o->e);
-	if (!v) {
-		/* A garbled stream is the model's failure, not malformed input
-		 * of the caller (DESIGN §8). */
-		if (o->e)
-			o->e->st = CORE_EINTERNAL;
-		core_err_prefix(o->e, "%s: bad stream event", o->what);
-	}
-	return v;
-}
-
-/*
- * Remove the key, and tokens that look like a masked copy of it (OpenAI
- * answers "Incorrect API key provided: sk-abc***xyz"), from a message.
- */
-static void redact(struct core_err *e, const char *key)
-{
-	char out[sizeof e->msg];
-	size_t klen, o = 0;
-	const char *p;
-	if (!e || !key || (klen = strlen(key)) < 4)
-		return;
-	for (p = e->msg; *p && o + 16 < sizeof out;) {
-		int tokstart = p == e->msg || p[-1] == ' ' || p[-1] == '"' || p[-1] == '\'' ||
-		               p[-1] == ':' || p[-1] == '=' || p[-1] == '(';
-		if (!strncmp(p, key, klen) ||
-		    (tokstart && klen >= 8 && !strncmp(p, key, 4))) {
-			size_t t = strcspn(p, " \"',;)");
-			memcpy(out + o, "[redacted]", 10);
-			o += 10;
-			p += t > klen && !strncmp(p, key, klen) ? klen : t;
-			continue;
-		}
-		out[o++] = *p++;
-	}
-	out[o] = 0;
-	memcpy(e->msg, out, o + 1);
-}
-
-struct post_ctx {
-	struct prov_out *o;
-	sse_event_fn on_event;
-	enum core_status (*on_error)(void *, struct http_error *, struct core_err *);
-	void *ctx;
-	const char *terminator;
-	size_t bytes;                   /* this attempt's body bytes */
-};
-
-/* ---- retry and stream plumbing (http.h callbacks) ---- */
-
-static void post_attempt(void *ud)
-{
-	struct post_ctx *pc = ud;
-	prov_out_reset(pc->o);
-	pc->bytes = 0;
-	if (pc->o->on_reset)
-		pc->o->on_reset(pc->ctx);
-}
-
-static enum core_status post_body(void *ud, const char *p, size_t n, struct core_err *e)
-{
-	struct post_ctx *pc = ud;
-	enum core_status st;
-	pc->bytes += n;
-	st = sse_feed(&pc->o->sse, p, n, e);
-	/* An event over the cap is a garbled stream: the model's failure. */
-	if (st == CORE_ETOOBIG)
-		st = e->st = CORE_EINTERNAL;
-	return st;
-}
-
-/* The body ended: flush the framing; without the terminator it was cut. */
-static enum core_status post_end(void *ud, struct core_err *e)
-{
-	struct post_ctx *pc = ud;
-	enum core_status st = sse_finish(&pc->o->sse, e);
-	if (!st && !pc->o->done)
-		st = core_fail(e, CORE_EUNAVAILABLE,
-		               "%s: the stream ended before %s (truncated after %zu bytes)",
-		               pc->o->what, pc->terminator, pc->bytes);
-	return st;
-}
-
-static int post_emitted(void *ud)
-{
-	struct post_ctx *pc = ud;
-	return pc->o->emitted > 0;
-}
-
-static enum core_status post_error(void *ud, struct http_error *he, struct core_err *e)
-{
-	struct post_ctx *pc = ud;
-	return pc->on_error(pc->ctx, he, e);
-}
-
-static int post_cancelled(void *ud)
-{
-	struct post_ctx *pc = ud;
-	const struct model_stream *s = pc->o->stream;
-	return s && s->cancelled && s->cancelled(s->ctx);
-}
-
-/*
- * A call's headers and limits: the provider's headers (as many as fit),
- * then ours, in all[CALL_HEADERS]; the limits from the environment.
- */
-#define CALL_HEADERS (PROV_HEADERS_MAX + 8)
-static enum core_status call_init(struct http_call *c, const char **all,
-                                  const char *const *headers, const char *const *ours,
-                                  struct core_err *e)
-{
-	size_t n = 0, k = 0;
-	while (ours[k])
-		k++;
-	for (; headers && *headers; headers++) {
-		if (n + k >= CALL_HEADERS - 1)
-			return core_fail(e, CORE_EINVAL, "more than %d request headers",
-			                 PROV_HEADERS_MAX);
-		all[n++] = *headers;
-	}
-	for (k = 0; ours[k]; k++)
-		all[n++] = ours[k];
-	all[n] = NULL;
-	memset(c, 0, sizeof *c);
-	c->headers = all;
-	return http_limits_from_env(&c->limits, e);
-}
-
-/* A failed call's message: neither the key nor a secret in a URL it quotes. */
-static void scrub_message(struct core_err *e, const char *key)
-{
-	redact(e, key);
-	if (e)
-		core_url_redact_text(e->msg, sizeof e->msg);
-}
-
-enum core_status prov_post(struct prov_out *o, const char *url,
-                           const char *const *headers, const json_t *b,
-                           enum sse_mode mode, sse_event_fn on_event,
-                           enum core_status (*on_error)(void *, struct http_error *,
-                                                        struct core_err *),
-                           void *ctx, const char *terminator,
-                           struct model_response *resp)
-{
-	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
-	const char *all[CALL_HEADERS];
-	char accept[64];
-	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0 };
-	struct http_call c;
-	struct http_result res;
-	enum core_status st;
-	char *body = prov_dump(b);
-	if (!body)
-		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
-	snprintf(accept, sizeof accept, "Accept: %s", type);
-	const char *ours[] = { "Content-Type: application/json", accept, NULL };
-	if ((st = call_init(&c, all, headers, ours, o->e)))
-		goto out;
-	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
-	c.url = url;
-	c.body = body;
-	c.body_len = strlen(body);
-	c.stream_type = type;
-	c.what = o->what;
-	c.on_attempt = post_attempt;
-	c.on_body = post_body;
-	c.on_error = post_error;
-	c.cancelled = post_cancelled;
-	c.emitted = post_emitted;
-	c.on_end = post_end;
-	c.ctx = &pc;
-	st = http_post(&c, &res, o->e);
-	if (st)
-		scrub_message(o->e, o->key);
-	else
-		prov_out_finish(o, resp);
-out:
-	free(body);
-	return st;
-}
-
-/* ---- models endpoints (agent-run --list-models) ---- */
-
-struct get_ctx {
-	struct prov_out *o;
-	struct core_buf body;
-};
-
-static enum core_status get_body(void *ud, const char *p, size_t n, struct core_err *e)
-{
-	struct get_ctx *g = ud;
-	if (core_buf_add(&g->body, p, n))
-		return core_fail(e, CORE_EINTERNAL, "%s: the model list is over %zu bytes",
-		                 g->o->what, (size_t)PROV_EVENT_MAX);
-	return CORE_OK;
-}
-
-static enum core_status get_error(void *ud, struct http_error *he, struct core_err *e)
-{
-	struct get_ctx *g = ud;
-	json_t *doc = json_loadb(he->body, he->body_len, 0, NULL);
-	const json_t *err = json_object_get(doc, "error");
-	const char *msg = json_is_string(err) ? json_string_value(err)
-	                : json_string_value(json_object_get(err, "message"));
-	enum core_status st = prov_fail_http(g->o, he, prov_http_status(he->status), msg, e);
-	json_decref(doc);
-	return st;
-}
-
-enum core_status prov_get_json(const char *what, const char *url, const char *const *headers,
-                               const char *key, json_t **doc, struct core_err *e)
-{
-	struct prov_out o;
-	struct get_ctx g = { &o, CORE_BUF_INIT(PROV_EVENT_MAX) };
-	struct http_call c;
-	const char *all[CALL_HEADERS];
-	static const char *const ours[] = { "Accept: application/json", NULL };
-	enum core_status st;
-	*doc = NULL;
-	prov_out_init(&o, what, NULL, e);
-	o.key = key;
-	if ((st = call_init(&c, all, headers, ours, e)))
-		goto out;
-	c.limits.retries = 0;
-	if (c.limits.connect_ms > 10000)
-		c.limits.connect_ms = 10000;
-	c.url = url;
-	c.what = what;
-	c.on_body = get_body;
-	c.on_error = get_error;
-	c.ctx = &g;
-	if (!(st = http_post(&c, NULL, e))) {
-		json_error_t je;
-		*doc = json_loadb(g.body.p ? g.body.p : "", g.body.len, 0, &je);
-		if (!*doc)
-			st = core_fail(e, CORE_EINTERNAL, "%s: the model list is not JSON: %s",
-			               what, je.text);
-	}
-	if (st)
-		scrub_message(e, key);
-out:
-	core_buf_release(&g.body);
-	prov_out_release(&o);
-	return st;
-}
-
-static json_t *string_array(const char *const *v)
-{
-	json_t *a = json_array();
-	for (; a && v && *v; v++)
-		json_array_append_new(a, json_string(*v));
-	return a;
-}
-
-enum core_status prov_list_row(json_t *row, const char *const *key_envs, const char *key_file,
-                               const char *const *url_envs, const char *base, char **key)
-{
-	struct core_err e = { 0 };
-	const char *from = NULL;
-	char pub[2048];
-	core_url_redact(base, pub, sizeof pub);
-	*key = NULL;
-	if (key_envs && key_file && *key_file)
-		from = "key file";
-	for (const char *const *v = key_envs; v && *v && !from; v++)
-		if (getenv(*v) && *getenv(*v))
-			from = *v;
-	/* The key itself only when the list will be asked for with it; a key
-	 * file that cannot be read reads as no key. */
-	if (from && prov_key("list", key_envs, key_file, key, &e) == CORE_ENOMEM)
-		from = NULL;
-	if (json_object_set_new(row, "keyVariables", string_array(key_envs))
-	    || json_object_set_new(row, "keyFrom", from && *key ? json_string(from) : json_null())
-	    || json_object_set_new(row, "baseUrl", json_string(pub))
-	    || json_object_set_new(row, "baseUrlVariables", string_array(url_envs))) {
-		prov_secret_free(*key);
-		*key = NULL;
-		return CORE_ENOMEM;
-	}
-	return CORE_OK;
-}
-
 void prov_headers_release(struct prov_headers *h)
 {
 	for (size_t i = 0; i < h->n; i++)
@@ -536,10 +219,8 @@ enum core_status prov_headers_add(struct prov_headers *h, const char *name, cons
 	return CORE_OK;
 }
 
-/* The headers of p's variables that are set (OpenAI's organization and
- * project). */
-static enum core_status env_headers(const struct model_provider *p, struct prov_headers *h,
-                                    struct core_err *e)
+enum core_status prov_env_headers(const struct model_provider *p, struct prov_headers *h,
+                                  struct core_err *e)
 {
 	for (const struct model_env_header *x = p->env_headers; x && x->var; x++) {
 		const char *v = getenv(x->var);
@@ -550,60 +231,6 @@ static enum core_status env_headers(const struct model_provider *p, struct prov_
 		}
 	}
 	return CORE_OK;
-}
-
-enum core_status prov_list_get(const struct model_provider *p, json_t *row,
-                               const char *key_file, const char *path,
-                               const char *const *auth_fmts, const char *extra, json_t **doc,
-                               struct core_err *e)
-{
-	char *base = prov_env_url(p->url_vars, p->default_url), *key = NULL, *url = NULL;
-	char *auth = NULL;
-	struct prov_headers h = { 0 };
-	size_t which = 0;
-	enum core_status st = base ? prov_list_row(row, p->key_vars, key_file, p->url_vars, base,
-	                                           &key)
-	                           : CORE_ENOMEM;
-	*doc = NULL;
-	if (!st && p->env_headers)
-		st = prov_list_header_vars(row, p);
-	if (!st && key) {
-		/* Which variable the key came from picks its header. */
-		for (const char *const *v = p->key_vars; !(key_file && *key_file) && v && *v; v++)
-			if (getenv(*v) && *getenv(*v)) {
-				which = (size_t)(v - p->key_vars);
-				break;
-			}
-		url = prov_strf("%s%s", base, path);
-		auth = prov_strf(auth_fmts[which], key);
-		if (!url || !auth)
-			st = CORE_ENOMEM;
-		if (!st && !(st = env_headers(p, &h, e))) {
-			const char *headers[PROV_HEADERS_MAX + 3] = { auth, extra };
-			size_t n = extra ? 2 : 1;
-			for (size_t i = 0; i < h.n; i++)
-				headers[n++] = h.v[i];
-			headers[n] = NULL;
-			st = prov_get_json(p->prefix, url, headers, key, doc, e);
-		}
-	}
-	prov_headers_release(&h);
-	prov_secret_free(auth);
-	prov_secret_free(key);
-	free(url);
-	free(base);
-	return st == CORE_ENOMEM ? core_fail(e, st, "%s: out of memory", p->prefix) : st;
-}
-
-enum core_status prov_list_header_vars(json_t *row, const struct model_provider *p)
-{
-	json_t *a = json_array();
-	for (const struct model_env_header *x = p->env_headers; a && x && x->var; x++)
-		if (json_array_append_new(a, json_string(x->var))) {
-			json_decref(a);
-			return CORE_ENOMEM;
-		}
-	return json_object_set_new(row, "headerVariables", a) ? CORE_ENOMEM : CORE_OK;
 }
 
 /* A name the dialect cannot take fails before anything else is looked for. */
@@ -665,7 +292,7 @@ enum core_status prov_generate(const struct prov_dialect *d, const char *name,
 	    (st = provider_key(d->p, req->key_file, d->auth_fmts, d->auth_fmt, d->key_optional,
 	                       &key, &fmt, e)))
 		goto out;
-	if ((st = env_headers(d->p, &h, e)))
+	if ((st = prov_env_headers(d->p, &h, e)))
 		goto out;
 	base = d->base_url ? d->base_url() : prov_env_url(d->p->url_vars, d->p->default_url);
 	if (!base) {
@@ -699,7 +326,8 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 	prov_out_init(o, what, stream, e);
 	o->key = t->key;
-	url = prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
+	url = d->url ? d->url(t->base, d->url_name ? d->url_name(name) : name)
+	             : prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
 	if (url && t->query && *t->query) {
 		char *q = prov_strf("%s%c%s", url, strchr(url, '?') ? '&' : '?', t->query);
 		free(url);
@@ -732,254 +360,6 @@ out:
 	free(url);
 	free(o);
 	return st;
-}
-
-static int by_string(const void *a, const void *b)
-{
-	return strcmp(json_string_value(*(json_t *const *)a), json_string_value(*(json_t *const *)b));
-}
-
-enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
-                                  const char *field, const char *strip)
-{
-	size_t i, n = 0;
-	json_t *m, **v = calloc(json_array_size(list) + 1, sizeof *v), *out = json_array();
-	if (!v || !out)
-		goto nomem;
-	json_array_foreach(list, i, m) {
-		const char *name = json_string_value(json_object_get(m, field));
-		if (!name)
-			continue;
-		if (strip && !strncmp(name, strip, strlen(strip)))
-			name += strlen(strip);
-		char *full = prov_strf("%s/%s", prefix, name);
-		v[n] = full ? json_string(full) : NULL;
-		free(full);
-		if (!v[n++])
-			goto nomem;
-	}
-	qsort(v, n, sizeof *v, by_string);
-	for (i = 0; i < n; i++) {
-		json_array_append_new(out, v[i]);
-		v[i] = NULL;
-	}
-	free(v);
-	return json_object_set_new(row, "models", out) ? CORE_ENOMEM : CORE_OK;
-nomem:
-	for (i = 0; v && i < n; i++)
-		json_decref(v[i]);
-	free(v);
-	json_decref(out);
-	return CORE_ENOMEM;
-}
-
-/* ---- Genkit message helpers ---- */
-
-char *prov_text(const json_t *content)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	size_t i;
-	json_t *p;
-	json_array_foreach(content, i, p) {
-		const json_t *t = json_object_get(p, "text");
-		if (jv_is_string(t) && json_object_size(p) - (json_object_get(p, "metadata") != NULL) == 1)
-			core_buf_add(&b, json_string_value(t), json_string_length(t));
-	}
-	return core_buf_detach(&b, NULL);
-}
-
-char *prov_dump(const json_t *v)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	if (jv_dump(v ? v : json_null(), &b)) {
-		core_buf_release(&b);
-		return NULL;
-	}
-	return core_buf_detach(&b, NULL);
-}
-
-char *prov_output_text(const json_t *output)
-{
-	if (jv_is_string(output))
-		return strndup(json_string_value(output), json_string_length(output));
-	return prov_dump(output);
-}
-
-int prov_data_url(const char *url, char **mime, const char **data)
-{
-	const char *semi, *comma;
-	if (strncmp(url, "data:", 5))
-		return 0;
-	comma = strchr(url, ',');
-	semi = strstr(url, ";base64,");
-	if (!comma || !semi || semi + 7 != comma)
-		return 0;
-	*mime = strndup(url + 5, (size_t)(semi - url - 5));
-	*data = comma + 1;
-	return *mime != NULL;
-}
-
-json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg)
-{
-	json_t *out = json_array(), *reqs = json_array(), *left = json_array();
-	const json_t *content = json_object_get(tool_msg, "content");
-	size_t i, j;
-	json_t *p;
-	json_array_foreach(json_object_get(prev_model, "content"), i, p)
-		if (json_object_get(p, "toolRequest"))
-			json_array_append(reqs, json_object_get(p, "toolRequest"));
-	json_array_foreach(content, i, p)
-		if (json_object_get(p, "toolResponse"))
-			json_array_append(left, p);
-	/* For each request in order, take the response with its ref, else
-	 * the first with its name. */
-	json_array_foreach(reqs, i, p) {
-		const char *ref = json_string_value(json_object_get(p, "ref"));
-		const char *name = json_string_value(json_object_get(p, "name"));
-		size_t hit = (size_t)-1;
-		json_t *r;
-		json_array_foreach(left, j, r) {
-			const json_t *tr = json_object_get(r, "toolResponse");
-			const char *rref = json_string_value(json_object_get(tr, "ref"));
-			if (ref && rref && !strcmp(ref, rref)) {
-				hit = j;
-				break;
-			}
-		}
-		if (hit == (size_t)-1)
-			json_array_foreach(left, j, r) {
-				const json_t *tr = json_object_get(r, "toolResponse");
-				const char *rname = json_string_value(json_object_get(tr, "name"));
-				const char *rref = json_string_value(json_object_get(tr, "ref"));
-				if (name && rname && !strcmp(name, rname) && (!ref || !rref)) {
-					hit = j;
-					break;
-				}
-			}
-		if (hit != (size_t)-1) {
-			json_array_append(out, json_array_get(left, hit));
-			json_array_remove(left, hit);
-		}
-	}
-	json_array_extend(out, left);
-	json_decref(left);
-	json_decref(reqs);
-	return out;
-}
-
-void prov_pass_through(json_t *dst, const json_t *config, const char *const *skip)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)config, k, v) {
-		int known = 0;
-		for (const char *const *s = skip; *s && !known; s++)
-			known = !strcmp(*s, k);
-		if (!known && !json_object_get(dst, k))
-			json_object_set(dst, k, v);
-	}
-}
-
-const json_t *prov_cfg(const json_t *config, const char *key)
-{
-	const json_t *v = json_object_get(config, key);
-	return v && !json_is_null(v) ? v : NULL;
-}
-
-void prov_map(json_t *dst, const char *key, const json_t *config, const char *from)
-{
-	const json_t *v = prov_cfg(config, from);
-	if (v)
-		json_object_set(dst, key, (json_t *)v);
-}
-
-enum core_status prov_fail_http(struct prov_out *o, const struct http_error *he,
-                                enum core_status st, const char *msg,
-                                struct core_err *e)
-{
-	char snippet[201];
-	if (!msg || !*msg) {
-		/* Not the expected error document: show its start, one line. */
-		size_t n = he->body_len < 200 ? he->body_len : 200, i;
-		memcpy(snippet, he->body, n);
-		snippet[n] = 0;
-		for (i = 0; i < n; i++)
-			if (snippet[i] == '\n' || snippet[i] == '\r' || snippet[i] == '\t')
-				snippet[i] = ' ';
-		msg = snippet;
-	}
-	if (he->status >= 200 && he->status <= 299)
-		return core_fail(e, st, "%s: unexpected Content-Type '%s' for a stream (HTTP %ld)%s%s",
-		                 o->what, he->content_type, he->status, *msg ? ": " : "", msg);
-	core_fail(e, st, "%s: HTTP %ld%s%s%s%s", o->what, he->status,
-	          *prov_http_reason(he->status) ? " " : "", prov_http_reason(he->status),
-	          *msg ? ": " : "", msg);
-	if (he->request_id && *he->request_id) {
-		size_t n = strlen(e->msg);
-		snprintf(e->msg + n, sizeof e->msg - n, " (request id %s)", he->request_id);
-	}
-	return st;
-}
-
-int64_t prov_delay_hint(const char *text, const char *after)
-{
-	const char *p = text ? strstr(text, after) : NULL;
-	char *end;
-	double v;
-	if (!p)
-		return -1;
-	p += strlen(after);
-	while (*p == ' ' || *p == '"')
-		p++;
-	v = strtod(p, &end);
-	if (end == p || v < 0)
-		return -1;
-	if (!strncmp(end, "ms", 2))
-		return (int64_t)v;
-	if (*end == 's')
-		return (int64_t)(v * 1000.0);
-	if (*end == 'm')
-		return (int64_t)(v * 60000.0);
-	return -1;
-}
-
-char *prov_strf(const char *fmt, ...)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	va_list ap;
-	enum core_status st;
-	va_start(ap, fmt);
-	st = core_buf_vaddf(&b, fmt, ap);
-	va_end(ap);
-	if (st) {
-		core_buf_release(&b);
-		return NULL;
-	}
-	return core_buf_detach(&b, NULL);
-}
-
-json_t *prov_tool_decl(const json_t *tool, const char *schema_key)
-{
-	const json_t *schema = json_object_get(tool, "inputSchema");
-	json_t *d = json_pack("{s:O}", "name", json_object_get(tool, "name"));
-	if (!d)
-		return NULL;
-	if (json_object_get(tool, "description"))
-		json_object_set(d, "description", json_object_get(tool, "description"));
-	json_object_set_new(d, schema_key, json_is_object(schema)
-	                    ? json_incref((json_t *)schema)
-	                    : json_pack("{s:s, s:{}}", "type", "object", "properties"));
-	return d;
-}
-
-json_t *prov_function_tools(const json_t *tools)
-{
-	json_t *arr = json_array(), *t;
-	size_t i;
-	json_array_foreach(tools, i, t)
-		json_array_append_new(arr, json_pack("{s:s, s:o}", "type", "function",
-		                                     "function", prov_tool_decl(t, "parameters")));
-	return arr;
 }
 
 void prov_secret_free(char *s)

@@ -1,8 +1,10 @@
 /*
  * provider_common.h - what the HTTP model providers (provider_*.c) share:
  * keys and base URLs from the environment, the generate skeleton
- * (prov_generate), the streamed-output accumulator, the HTTP/SSE plumbing,
- * status mapping and small Genkit message helpers.
+ * (prov_generate), the streamed-output accumulator (provider_common.c);
+ * the HTTP/SSE plumbing and status mapping (provider_http.c); the
+ * --list-models rows (provider_list.c); small Genkit message helpers and
+ * the walk of a conversation by role (provider_msg.c).
  *
  * Ownership: functions returning char * or json_t * return new memory or a
  * new reference for the caller; const json_t * arguments are borrowed.
@@ -18,6 +20,10 @@
 
 /* Longest streamed event or NDJSON line accepted (base64 media can be big). */
 #define PROV_EVENT_MAX ((size_t)64 << 20)
+/* Most body bytes one model response may bring (all its text, reasoning,
+ * tool arguments and framing), unless AGENTKIT_HTTP_MAX_RESPONSE says
+ * otherwise: past it the call fails, INTERNAL, without a retry. */
+#define PROV_RESPONSE_MAX ((size_t)64 << 20)
 
 /*
  * One generate call's output side.  Providers embed it first in their own
@@ -63,6 +69,9 @@ enum core_status prov_emit(struct prov_out *o, json_t *part);
 void prov_add_part(struct prov_out *o, json_t *part);
 /* Move the merged trailing part into parts (before looking at parts). */
 void prov_flush(struct prov_out *o);
+/* Move the result into resp: the message (with o's metadata), the finish
+ * reason and the usage (prov_post, on success). */
+void prov_out_finish(struct prov_out *o, struct model_response *resp);
 
 /*
  * The API key: the key file's first line when req->key_file is set, else
@@ -88,7 +97,9 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * the provider state, whose first member is o); on success the response
  * goes into resp (message, finish reason, usage).  on_error maps an error document.  A
  * stream that ends without o->done set is a truncated stream
- * (CORE_EUNAVAILABLE).  Retries (http.h) are decided by o->emitted: an
+ * (CORE_EUNAVAILABLE); a reply past PROV_RESPONSE_MAX (or
+ * AGENTKIT_HTTP_MAX_RESPONSE, a size; a bad value is CORE_EUSAGE) is
+ * CORE_EINTERNAL.  Retries (http.h) are decided by o->emitted: an
  * attempt that failed before any chunk reached the caller is tried again
  * (o and the provider's state, through o->on_reset, start over).  Every
  * failure message has the key redacted.
@@ -152,6 +163,11 @@ struct prov_headers {
 enum core_status prov_headers_add(struct prov_headers *h, const char *name, const char *value,
                                   struct core_err *e);
 void prov_headers_release(struct prov_headers *h);
+/* Add the headers of p's env_headers variables that are set (OpenAI's
+ * organization and project).  Errors: prov_headers_add's, prefixed with
+ * p's name and the variable. */
+enum core_status prov_env_headers(const struct model_provider *p, struct prov_headers *h,
+                                  struct core_err *e);
 /* Set row's "models" to "PREFIX/NAME" for each item of list (its string
  * member field, less a leading strip when given), sorted. */
 enum core_status prov_list_models(json_t *row, const char *prefix, const json_t *list,
@@ -184,6 +200,10 @@ struct prov_dialect {
 	/* A name rewritten before url_fmt (Gemini drops "models/"); may be
 	 * NULL. */
 	const char *(*url_name)(const char *name);
+	/* The endpoint when it depends on the base URL (a Gemini base on
+	 * Vertex AI has its own path): base and the (url_name'd) model name
+	 * to a new URL, NULL when out of memory; NULL: url_fmt. */
+	char *(*url)(const char *base, const char *name);
 	const char *auth_fmt;           /* the key's header ("x-api-key: %s"),
 	                                   NULL for a provider without a key */
 	/* The key's header per variable of p->key_vars (parallel to it; a
@@ -248,6 +268,12 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
  * Responses dialects, which reach the same account. */
 extern const char *const prov_openai_key_vars[], *const prov_openai_url_vars[];
 extern const struct model_env_header prov_openai_env_headers[];
+/* An OpenAI error document's HTTP failure (4xx/5xx), for both dialects
+ * (msg and code from {"error": {"message", "code"}}, may be NULL): the
+ * status's class, insufficient_quota final, a "try again in Ns" hint as
+ * the retry delay when no header gave one; prov_fail_http()'s result. */
+enum core_status prov_openai_http_error(struct prov_out *o, struct http_error *he,
+                                        const char *msg, const char *code, struct core_err *e);
 
 /* The dialects, for the models file's endpoints: openai (Chat
  * Completions), openai-responses (the Responses API), anthropic, googleai,
@@ -318,6 +344,26 @@ int prov_data_url(const char *url, char **mime, const char **data);
  * part references (json_incref'd).
  */
 json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg);
+/*
+ * The walk of a conversation the OpenAI-style wires share (Chat
+ * Completions and the Responses API): each Genkit message in order, by
+ * role.  system: {"role":"system","content": its text parts joined};
+ * user: {"role":"user","content": user(content)} (NULL from user: its
+ * error in e); model: model(content, out, e); tool: tool(prev_model, msg,
+ * out, e), prev_model being the model message before it (NULL if none).
+ * Everything is appended to out.  Errors: CORE_EINVAL "WHAT: message N
+ * has no role or content" or "... has unknown role 'R'", the callbacks'.
+ */
+struct prov_roles {
+	const char *what;
+	json_t *(*user)(const json_t *content, struct core_err *e);
+	enum core_status (*model)(const json_t *content, json_t *out, struct core_err *e);
+	enum core_status (*tool)(const json_t *prev_model, const json_t *msg, json_t *out,
+	                         struct core_err *e);
+};
+enum core_status prov_walk_roles(const struct prov_roles *r, const json_t *msgs, json_t *out,
+                                 struct core_err *e);
+
 /* Copy config keys not in skip (NULL-terminated) into dst. */
 void prov_pass_through(json_t *dst, const json_t *config, const char *const *skip);
 /* Config value of key or NULL (borrowed). */

@@ -482,6 +482,25 @@ static const char *gem_url_name(const char *name)
 	return !strncmp(name, "models/", 7) ? name + 7 : name;
 }
 
+/*
+ * Vertex AI serves the same generateContent under a project and a
+ * location, or (express mode, with an API key) under the publisher alone:
+ * a base URL whose path names a project and a location (".../v1/projects/
+ * P/locations/L") or a publisher (".../publishers/google") is Vertex's,
+ * and the model goes under its publisher; any other base is the Gemini
+ * API's.
+ */
+static char *gem_url(const char *base, const char *name)
+{
+	const char *path = strstr(base, "://");
+	path = path ? strchr(path + 3, '/') : NULL;
+	if (!path || (!strstr(path, "/publishers/") &&
+	              (!strstr(path, "/projects/") || !strstr(path, "/locations/"))))
+		return prov_strf(prov_dialect_googleai.url_fmt, base, name);
+	return prov_strf("%s%s/models/%s:streamGenerateContent?alt=sse", base,
+	                 strstr(path, "/publishers/") ? "" : "/publishers/google", name);
+}
+
 static enum core_status gem_build(void *state, const char *name, const char *base,
                                   const struct model_request *req, json_t **body,
                                   struct core_err *e)
@@ -516,6 +535,7 @@ const struct prov_dialect prov_dialect_googleai = {
 	.bad_name = gem_bad_name,
 	.url_fmt = "%s/v1beta/models/%s:streamGenerateContent?alt=sse",
 	.url_name = gem_url_name,
+	.url = gem_url,
 	.auth_fmt = "x-goog-api-key: %s",
 	.build = gem_build,
 	.mode = SSE_MODE_SSE,

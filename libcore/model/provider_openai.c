@@ -162,70 +162,55 @@ static json_t *tool_call(const json_t *tr)
 	return c;
 }
 
-static enum core_status build_messages(const json_t *msgs, json_t *out, struct core_err *e)
+/* A model message: one assistant message of its text and its tool calls. */
+static enum core_status model_message(const json_t *content, json_t *out, struct core_err *e)
 {
-	size_t i;
-	json_t *m;
-	const json_t *prev_model = NULL;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		if (!role || !json_is_array(content))
-			return core_fail(e, CORE_EINVAL, "openai: message %zu has no role or content", i);
-		if (!strcmp(role, "system")) {
-			char *t = prov_text(content);
-			json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system",
-			                                     "content", t ? t : ""));
-			free(t);
-		} else if (!strcmp(role, "user")) {
-			json_t *uc = user_content(content, e);
-			if (!uc)
-				return e->st;
-			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", uc));
-		} else if (!strcmp(role, "model")) {
-			json_t *a = json_object(), *calls = json_array();
-			char *t = prov_text(content);
-			size_t j;
-			json_t *p;
-			json_array_foreach(content, j, p)
-				if (json_object_get(p, "toolRequest"))
-					json_array_append_new(calls, tool_call(json_object_get(p, "toolRequest")));
-			json_object_set_new(a, "role", json_string("assistant"));
-			json_object_set_new(a, "content", t && (*t || !json_array_size(calls))
-			                    ? json_string(t) : json_null());
-			if (json_array_size(calls))
-				json_object_set(a, "tool_calls", calls);
-			json_decref(calls);
-			free(t);
-			json_array_append_new(out, a);
-			prev_model = m;
-		} else if (!strcmp(role, "tool")) {
-			json_t *rs = prov_ordered_responses(prev_model, m);
-			size_t j;
-			json_t *p;
-			json_array_foreach(rs, j, p) {
-				const json_t *r = json_object_get(p, "toolResponse");
-				const char *ref = json_string_value(json_object_get(r, "ref"));
-				const char *name = json_string_value(json_object_get(r, "name"));
-				char *out_text = prov_output_text(json_object_get(r, "output"));
-				json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool",
-				        "tool_call_id", ref && *ref ? ref : name ? name : "",
-				        "content", out_text ? out_text : "null"));
-				free(out_text);
-			}
-			struct core_err me = { 0 };
-			json_t *media = tool_media_message(rs, &me);
-			json_decref(rs);
-			if (me.st)
-				return core_fail(e, me.st, "%s", me.msg);
-			if (media)
-				json_array_append_new(out, media);
-		} else {
-			return core_fail(e, CORE_EINVAL, "openai: message %zu has unknown role '%s'", i, role);
-		}
-	}
+	json_t *a = json_object(), *calls = json_array(), *p;
+	char *t = prov_text(content);
+	size_t j;
+	json_array_foreach(content, j, p)
+		if (json_object_get(p, "toolRequest"))
+			json_array_append_new(calls, tool_call(json_object_get(p, "toolRequest")));
+	json_object_set_new(a, "role", json_string("assistant"));
+	json_object_set_new(a, "content", t && (*t || !json_array_size(calls))
+	                    ? json_string(t) : json_null());
+	if (json_array_size(calls))
+		json_object_set(a, "tool_calls", calls);
+	json_decref(calls);
+	free(t);
+	if (json_array_append_new(out, a))
+		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
 	return CORE_OK;
 }
+
+/* A tool message: one tool message per response, in the order of the
+ * calls, then the media they returned (tool_media_message). */
+static enum core_status tool_messages(const json_t *prev_model, const json_t *msg, json_t *out,
+                                      struct core_err *e)
+{
+	json_t *rs = prov_ordered_responses(prev_model, msg), *p, *media;
+	struct core_err me = { 0 };
+	size_t j;
+	json_array_foreach(rs, j, p) {
+		const json_t *r = json_object_get(p, "toolResponse");
+		const char *ref = json_string_value(json_object_get(r, "ref"));
+		const char *name = json_string_value(json_object_get(r, "name"));
+		char *out_text = prov_output_text(json_object_get(r, "output"));
+		json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool",
+		        "tool_call_id", ref && *ref ? ref : name ? name : "",
+		        "content", out_text ? out_text : "null"));
+		free(out_text);
+	}
+	media = tool_media_message(rs, &me);
+	json_decref(rs);
+	if (me.st)
+		return core_fail(e, me.st, "%s", me.msg);
+	if (media)
+		json_array_append_new(out, media);
+	return CORE_OK;
+}
+
+static const struct prov_roles roles = { "openai", user_content, model_message, tool_messages };
 
 static void map_config(json_t *body, const json_t *cfg, int official)
 {
@@ -469,14 +454,19 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 		json_decref(doc);
 		return st;
 	}
-	st = prov_http_status(he->status);
+	st = prov_openai_http_error(&s->o, he, msg, code, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status prov_openai_http_error(struct prov_out *o, struct http_error *he,
+                                        const char *msg, const char *code, struct core_err *e)
+{
 	if (code && !strcmp(code, "insufficient_quota"))
 		he->retryable = 0; /* billing: waiting does not help */
 	if (he->retry_after_ms < 0)
 		he->retry_after_ms = prov_delay_hint(msg, "try again in");
-	st = prov_fail_http(&s->o, he, st, msg, e);
-	json_decref(doc);
-	return st;
+	return prov_fail_http(o, he, prov_http_status(he->status), msg, e);
 }
 
 static void on_attempt_reset(void *ctx)
@@ -506,7 +496,7 @@ static enum core_status oai_build(void *state, const char *name, const char *bas
 	json_t *msgs = json_array(), *b;
 	enum core_status st;
 	(void)state;
-	if ((st = build_messages(req->messages, msgs, e))) {
+	if ((st = prov_walk_roles(&roles, req->messages, msgs, e))) {
 		json_decref(msgs);
 		return st;
 	}

@@ -185,40 +185,7 @@ out:
 	return st;
 }
 
-static enum core_status build_input(const json_t *msgs, json_t *out, struct core_err *e)
-{
-	const json_t *prev_model = NULL;
-	size_t i;
-	json_t *m;
-	enum core_status st;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		if (!role || !json_is_array(content))
-			return core_fail(e, CORE_EINVAL, WHAT ": message %zu has no role or content", i);
-		if (!strcmp(role, "system")) {
-			char *t = prov_text(content);
-			json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system",
-			                                     "content", t ? t : ""));
-			free(t);
-		} else if (!strcmp(role, "user")) {
-			json_t *uc = user_content(content, e);
-			if (!uc)
-				return e->st;
-			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", uc));
-		} else if (!strcmp(role, "model")) {
-			if ((st = model_items(content, out, e)))
-				return st;
-			prev_model = m;
-		} else if (!strcmp(role, "tool")) {
-			if ((st = tool_items(prev_model, m, out, e)))
-				return st;
-		} else {
-			return core_fail(e, CORE_EINVAL, WHAT ": message %zu has unknown role '%s'", i, role);
-		}
-	}
-	return CORE_OK;
-}
+static const struct prov_roles roles = { WHAT, user_content, model_items, tool_items };
 
 static json_t *function_tools(const json_t *tools)
 {
@@ -246,7 +213,7 @@ static enum core_status rsp_build(void *state, const char *name, const char *bas
 	enum core_status st;
 	(void)state;
 	(void)base;
-	if ((st = build_input(req->messages, input, e))) {
+	if ((st = prov_walk_roles(&roles, req->messages, input, e))) {
 		json_decref(input);
 		return st;
 	}
@@ -493,13 +460,8 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	enum core_status st;
 	if (he->status >= 200 && he->status <= 299)
 		st = prov_fail_http(&s->o, he, err ? CORE_EINTERNAL : CORE_EUNAVAILABLE, msg, e);
-	else {
-		if (code && !strcmp(code, "insufficient_quota"))
-			he->retryable = 0; /* billing: waiting does not help */
-		if (he->retry_after_ms < 0)
-			he->retry_after_ms = prov_delay_hint(msg, "try again in");
-		st = prov_fail_http(&s->o, he, prov_http_status(he->status), msg, e);
-	}
+	else
+		st = prov_openai_http_error(&s->o, he, msg, code, e);
 	json_decref(doc);
 	return st;
 }

@@ -1,0 +1,53 @@
+#!/usr/bin/env bats
+# scripts/lint, the style rules CI holds the tree to: banned calls, library
+# code that prints, placeholders, and the floors of libcore (no upward
+# include, no circle in the include graph).  Each rule is shown to fail on
+# a copy of the tree with one line broken.
+
+load test_helper
+
+setup() {
+	common_setup
+	top="$TOP"
+	copy="$BATS_TEST_TMPDIR/tree"
+	mkdir -p "$copy"
+	cp -R "$top/cmd" "$top/libcore" "$top/store" "$top/scripts" "$copy/"
+}
+
+@test "the tree is clean" {
+	run --separate-stderr "$top/scripts/lint"
+	[ "$status" -eq 0 ] || fail "$stderr"
+	[ "$output" = "lint: clean" ]
+}
+
+@test "a base file including a model header fails, naming the line" {
+	printf '#include "../model/model.h"\n' >>"$copy/libcore/base/buf.c"
+	run --separate-stderr "$copy/scripts/lint"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"lint: a lower floor includes a higher one:"* ]]
+	[[ "$stderr" == *'libcore/base/buf.c:'*'#include "../model/model.h"'* ]]
+}
+
+@test "the store including the agent floor fails" {
+	printf '#include "../libcore/agent/runtime.h"\n' >>"$copy/store/path.c"
+	run --separate-stderr "$copy/scripts/lint"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *'store/path.c:'*'#include "../libcore/agent/runtime.h"'* ]]
+}
+
+@test "an include circle inside a floor fails, naming its files" {
+	# lines.h already includes buf.h: buf.c including lines.h closes a loop
+	printf '#include "lines.h"\n' >>"$copy/libcore/base/buf.c"
+	run --separate-stderr "$copy/scripts/lint"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"lint: include circles"* ]]
+	[[ "$stderr" == *"libcore/base/buf"* ]]
+	[[ "$stderr" == *"libcore/base/lines"* ]]
+}
+
+@test "library code that prints fails" {
+	printf 'void f(void) { puts("x"); }\n' >>"$copy/libcore/model/model.c"
+	run --separate-stderr "$copy/scripts/lint"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"must not print or exit"* ]]
+}
