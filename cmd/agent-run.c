@@ -21,7 +21,7 @@
 #include "../libcore/agent/detach.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
-#include "../libcore/model/model.h"
+#include "../libcore/model/registry.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"

@@ -16,7 +16,7 @@
 #include "../libcore/base/lines.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
-#include "../libcore/model/model.h"
+#include "../libcore/model/registry.h"
 #include "../store/store.h"
 
 enum {

@@ -4,7 +4,7 @@
 #include "cli.h"
 #include "cli_int.h"
 #include "../libcore/model/endpoints.h"
-#include "../libcore/model/model.h"
+#include "../libcore/model/registry.h"
 
 #include <stdio.h>
 #include <stdlib.h>

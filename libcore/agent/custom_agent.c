@@ -8,7 +8,7 @@
 
 #include "agent.h"
 #include "../base/json.h"
-#include "../model/model.h"
+#include "../model/registry.h"
 #include "session.h"
 
 struct custom_agent {

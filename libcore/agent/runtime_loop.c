@@ -11,7 +11,7 @@
 
 #include "agent_ext.h"
 #include "../base/json.h"
-#include "../model/model.h"
+#include "../model/registry.h"
 #include "prompt.h"
 #include "../base/schema.h"
 #include "structured.h"

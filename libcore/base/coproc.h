@@ -8,7 +8,7 @@
  * The command is a string run with /bin/sh -c (as cron and git run their
  * command strings), in its own process group, with the caller's environment
  * minus the provider keys (spawn_provider_key(): every key variable of
- * model.c's providers) plus the variables the caller adds, and no descriptor
+ * registry.c's providers) plus the variables the caller adds, and no descriptor
  * of ours but the three pipes (everything above 2 is closed in the child).
  * Its stderr is captured (the first COPROC_STDERR_MAX bytes are kept, the
  * rest drained) for error messages.

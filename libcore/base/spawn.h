@@ -23,7 +23,7 @@
  * secret no child may inherit unless allowed?  The processes layer stands
  * below the models, so it does not know the providers: the program gives
  * the policy to spawn_protect_keys() (agent-run gives model_key_variable(),
- * every key or header variable of a provider in model.c's table and every
+ * every key or header variable of a provider in registry.c's table and every
  * variable the models file names), and a new provider's key is hidden as
  * soon as the provider is in that table.
  */

@@ -202,9 +202,6 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 	ep->name = name;
 	if (!*name || strchr(name, '/'))
 		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
-	for (i = 0; model_provider_name(i); i++)
-		if (!strcmp(model_provider_name(i), name))
-			return bad("endpoint '%s': the name of a built-in provider", name);
 	if (!json_is_object(o))
 		return bad("endpoint '%s' must be an object", name);
 	json_object_foreach((json_t *)o, k, x) {
@@ -406,6 +403,12 @@ static void load_once(void)
 		tab.eps = NULL;
 		tab.n = 0;
 	}
+}
+
+const char *endpoints_file(void)
+{
+	pthread_once(&tab.once, load_once);
+	return tab.path[0] ? tab.path : NULL;
 }
 
 enum core_status endpoints_load(struct core_err *e)

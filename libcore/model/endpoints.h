@@ -56,6 +56,9 @@ enum core_status endpoints_load(struct core_err *e);
  * the file could not be read. */
 const struct endpoint *endpoints_find(const char *name, size_t len);
 
+/* The models file's path, NULL when there is none. */
+const char *endpoints_file(void);
+
 /* The i-th endpoint's name (in the file's order), NULL past the last. */
 const char *endpoints_name(size_t i);
 

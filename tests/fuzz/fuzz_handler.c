@@ -23,7 +23,7 @@
 #include "../../libcore/base/json.h"
 #include "../../libcore/agent/runtime.h"
 #include "../../libcore/base/spawn.h"
-#include "../../libcore/model/model.h"
+#include "../../libcore/model/registry.h"
 
 static struct agent *agent;
 static char *cmd;

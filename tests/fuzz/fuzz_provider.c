@@ -31,7 +31,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
-#include "../../libcore/model/model.h"
+#include "../../libcore/model/registry.h"
 
 #define KEY "fuzzkey-5ecret-value"
 

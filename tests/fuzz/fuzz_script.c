@@ -22,7 +22,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
-#include "../../libcore/model/model.h"
+#include "../../libcore/model/registry.h"
 
 struct seen {
 	struct core_buf text;

@@ -22,7 +22,7 @@
 #include "../../libcore/base/json.h"
 #include "../../libcore/agent/tools.h"
 #include "../../libcore/base/spawn.h"
-#include "../../libcore/model/model.h"
+#include "../../libcore/model/registry.h"
 
 static struct tool *tool;
 

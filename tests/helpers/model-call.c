@@ -16,7 +16,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
-#include "../../libcore/model/model.h"
+#include "../../libcore/model/registry.h"
 
 static volatile sig_atomic_t got_signal;
 static long chunks, cancel_after;

@@ -1,0 +1,73 @@
+/*
+ * registry.h - the providers' table: find a model's provider by its name
+ * and run one generate call (model.h is the interface the providers
+ * implement).  A name is "provider/name", or "endpoint/name" for a named
+ * endpoint of the models file (endpoints.h); the providers come first, and
+ * a models file whose endpoint takes a provider's name is refused.
+ *
+ * Nothing here prints or exits; the table is static, so every function may
+ * be called from any thread once the models file was read.
+ */
+#ifndef CORE_REGISTRY_H
+#define CORE_REGISTRY_H
+
+#include <jansson.h>
+
+#include "model.h"
+
+/*
+ * Run one generate call with the model called name.  On failure: a status
+ * naming Genkit's class (CORE_EUNAVAILABLE, CORE_EUNAUTH, CORE_EPERM,
+ * CORE_ENOTFOUND for an unknown provider or model, CORE_EEXHAUSTED,
+ * CORE_EINVAL, CORE_EINTERNAL, CORE_ECANCELLED) and the provider's message.
+ */
+enum core_status model_generate(const char *name, const struct model_request *req,
+                                const struct model_stream *stream,
+                                struct model_response *resp, struct core_err *e);
+
+/*
+ * Whether name can name a model, before any call is made: a known provider
+ * or endpoint and a name after it (echo alone, script/PATH, PROVIDER/NAME,
+ * ENDPOINT/NAME).  Whether the provider serves that name is known only when
+ * it is called.  A models file that cannot be read fails it for every name
+ * (its error: CORE_EINVAL, CORE_ENOTFOUND, CORE_ESYS), since the variables
+ * it names could not be kept from the run's children.
+ * CORE_ENOTFOUND otherwise, with a "did you mean" where one is likely:
+ * "ecoh" → 'echo', "gpt-4o" → 'openai/gpt-4o', "google/x" → 'googleai/x'.
+ */
+enum core_status model_check(const char *name, struct core_err *e);
+
+/* The i-th provider's prefix ("echo", "script", "openai", ...; static),
+ * NULL past the last. */
+const char *model_provider_name(size_t i);
+
+/*
+ * agent-run --list-models: one row per provider, in the table's order (a
+ * new array in *rows):
+ *   {"provider", "models": ["PROVIDER/NAME", ...]?,
+ *    "keyVariables": [...], "keyFrom": VARIABLE|"key file"|null,
+ *    "baseUrl", "baseUrlVariables": [...], "headerVariables": [...]?,
+ *    "keyOptional": true?, "error": {"status", "message"}?}
+ * The offline providers (echo, script) have only provider and models.  An
+ * HTTP provider's own list (its models endpoint) is asked for when its key
+ * is set (Ollama: when OLLAMA_HOST or OLLAMA_API_KEY is set); a failure
+ * goes into that row's "error" and *failed is set.  Then one row per
+ * endpoint of the models file (endpoints_list).  key_file is the key file
+ * (--key-file, $AGENTKIT_KEY_FILE) or NULL.  Errors: the models file's
+ * (nothing in *rows then), CORE_ENOMEM.
+ */
+enum core_status model_list(const char *key_file, json_t **rows, int *failed,
+                            struct core_err *e);
+
+/* The i-th provider of the table (static), NULL past the last. */
+const struct model_provider *model_provider_at(size_t i);
+
+/*
+ * Is the environment entry "NAME=value" (or a bare NAME) a key or header
+ * variable of some provider in the table, or a variable the models file
+ * names?  What the processes agentkit starts (tools, custom agent
+ * handlers, transforms, credential commands) never inherit.
+ */
+int model_key_variable(const char *entry);
+
+#endif
