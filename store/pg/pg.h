@@ -17,7 +17,8 @@
  *              retry on serialization failures and races
  *   wake.c     wake-ups: LISTEN/NOTIFY on the handle's connection
  *
- * Layout (schema version 1, tables in the connection's current schema):
+ * Layout (schema version 2, tables in the connection's current schema;
+ * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
  *                       created_ns (createdAt in ns: the index time),
@@ -52,7 +53,7 @@
 #include "../internal.h"
 
 #define PG_CHANNEL "agentkit_status"
-#define PG_SCHEMA_VERSION 1
+#define PG_SCHEMA_VERSION 2
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
