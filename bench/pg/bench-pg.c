@@ -320,9 +320,14 @@ static void bench_growth(const char *url, int n)
 	PGresult *r;
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *m0 = message("user", 0), *m1 = message("model", 0);
-	long long total;
+	long long total, wal;
 	double raw;
+	/* the WAL a turn writes: what each commit must get to disk */
+	raw_exec(c, "CREATE TEMP TABLE bench_lsn AS SELECT pg_current_wal_lsn() AS l");
 	store_turns(url, "growth", n);
+	r = PQexec(c, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), l)::bigint FROM bench_lsn");
+	wal = atoll(PQgetvalue(r, 0, 0));
+	PQclear(r);
 	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_states, agentkit_nodes");
 	r = PQexec(c, "SELECT pg_total_relation_size('agentkit_snapshots') +"
 	           " pg_total_relation_size('agentkit_states') +"
@@ -338,6 +343,8 @@ static void bench_growth(const char *url, int n)
 	core_buf_release(&b);
 	printf("bytes_per_turn_%d %.0f B (tables and indexes)\n", n, (double)total / n);
 	printf("store_vs_transcript_%d %.2f x\n", n, total / raw);
+	printf("wal_per_turn_%d %.0f B (the server's, other sessions' included)\n", n,
+	       (double)wal / n);
 	PQfinish(c);
 }
 

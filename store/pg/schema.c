@@ -140,9 +140,10 @@ static const char step1[] =
 	"  END $$;";
 
 /*
- * Step 2: no foreign keys.  Their checks cost a turn four row locks and
- * about a third of its WAL (6.7 KB of WAL per 3.2 KB turn with them, 4.6
- * KB without), and a writer needs only one of those locks: on the node
+ * Step 2: no foreign keys.  Their checks cost a turn four row locks (a
+ * trigger and a locking read each, and WAL: 5.2-6.0 KB of WAL per 3.2 KB
+ * turn with them, 5.0-5.1 KB without, in bench/pg.sh's growth mode), and
+ * a writer needs only one of those locks: on the node
  * its new messages hang from, which agentkit_release() must not collect
  * before the writer commits.  agentkit_chain() now takes that lock itself
  * (FOR KEY SHARE, as the check did) on the base node and on a stored node
