@@ -149,8 +149,9 @@ static const char step1[] =
  * (FOR KEY SHARE, as the check did) on the base node and on a stored node
  * the new chain reuses where it goes on or ends, and raises the check's
  * SQLSTATE (23503: the save is tried again) when such a node was
- * collected meanwhile; agentkit_drop() deletes the states the cascade
- * deleted.  Nodes a writer inserted itself cannot be collected by anyone
+ * collected meanwhile (its locking read of the base node also checks that
+ * the node exists: a turn, whose base is its tail, walks no ancestors);
+ * agentkit_drop() deletes the states the cascade deleted.  Nodes a writer inserted itself cannot be collected by anyone
  * before it commits.
  */
 static const char step2[] =
@@ -167,8 +168,10 @@ static const char step2[] =
 	" LANGUAGE plpgsql AS $$ DECLARE d integer := 0; h bytea; b text; held bytea;"
 	"  zero bytea := decode(repeat('00', 32), 'hex'); BEGIN"
 	"  IF t IS NOT NULL THEN"
-	"   t := agentkit_ancestor(t, walk);"
-	"   IF t IS NULL THEN RETURN NULL; END IF;"
+	"   IF walk > 0 THEN"
+	"    t := agentkit_ancestor(t, walk);"
+	"    IF t IS NULL THEN RETURN NULL; END IF;"
+	"   END IF;"
 	"   SELECT depth INTO d FROM agentkit_nodes WHERE hash = t FOR KEY SHARE;"
 	"   IF NOT FOUND THEN RETURN NULL; END IF;"
 	"   held := t;"
