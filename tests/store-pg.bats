@@ -50,7 +50,7 @@ on() {
 	exec env HOME="$h" XDG_STATE_HOME="$h/state" XDG_CONFIG_HOME="$h/config" "$@"
 }
 
-@test "the schema is created once, at version 1, on the first write" {
+@test "the schema is created once, at version 2, on the first write" {
 	run -4 --separate-stderr agent-snap sessions
 	assert_equal "$stderr" "agent-snap: no store at ${AGENTKIT_STORE%%\?*}?host=***&user=***&options=*** (set --store or AGENTKIT_STORE)"
 	# a reader created nothing
@@ -59,15 +59,37 @@ on() {
 		"$SW" save "r$i" '{"sessionId":"s"}' >/dev/null &
 	done
 	wait
-	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version')" 1
+	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
+2"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_snapshots')" 4
 }
 
 @test "a store whose schema is newer than this agentkit is refused" {
 	"$SW" save row1 '{"sessionId":"s"}' >/dev/null
-	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (2)'
+	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (3)'
 	run -5 --separate-stderr agent-snap row1
-	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 2, newer than this agentkit's 1: upgrade agentkit"
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 3, newer than this agentkit's 2: upgrade agentkit"
+}
+
+@test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
+	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
+	# back to version 1: step 1's foreign keys, step 2 not applied
+	pg_sql "DELETE FROM agentkit_schema_version WHERE version = 2;
+		ALTER TABLE agentkit_nodes ADD CONSTRAINT agentkit_nodes_prev_fkey
+		 FOREIGN KEY (prev) REFERENCES agentkit_nodes (hash);
+		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_tail_fkey
+		 FOREIGN KEY (tail) REFERENCES agentkit_nodes (hash);
+		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_snapshot_id_fkey
+		 FOREIGN KEY (snapshot_id) REFERENCES agentkit_snapshots (snapshot_id) ON DELETE CASCADE"
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 3
+	run -0 --separate-stderr agent-snap row1
+	assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]},"snapshotId":"row1","status":"completed"}'
+	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
+2"
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
+	# deleting still collects the state and the messages the cascade used to
+	run -0 agent-snap rm s
+	assert_equal "$(pg_sql 'SELECT (SELECT count(*) FROM agentkit_states) + (SELECT count(*) FROM agentkit_nodes)')" 0
 }
 
 @test "pg: takes libpq's own PG* variables; postgres:// is the same backend" {

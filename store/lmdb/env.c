@@ -58,6 +58,10 @@ static enum core_status make_dirs(const char *path, struct core_err *e)
 	struct stat st;
 	size_t i;
 	enum core_status rc = CORE_OK;
+	/* the common case, a store that exists: one stat(), no mkdir() per
+	 * component of the path */
+	if (stat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		return CORE_OK;
 	if (core_buf_adds(&b, path) != CORE_OK)
 		return core_fail(e, CORE_ESYS, "store path too long");
 	for (i = 1; i <= b.len; i++) {
@@ -129,10 +133,10 @@ static int owner_ok(const struct stat *st)
  * itself and follows symlinks; checking them with lstat() is enough once
  * the directory is known to be writable by the user alone, since nobody
  * else can then plant a link between the check and the open.  Costs a
- * stat() and five lstat()s per open.  Refusals are CORE_ESYS with errno
- * EACCES.
+ * stat() and five lstat()s per open; *top receives the directory's
+ * stat().  Refusals are CORE_ESYS with errno EACCES.
  */
-static enum core_status trust_store(const char *path, struct core_err *e)
+static enum core_status trust_store(const char *path, struct stat *top, struct core_err *e)
 {
 	static const char *const files[] = { "data.mdb", "lock.mdb", "wake", "write.lock",
 	                                     "logs" };
@@ -142,6 +146,7 @@ static enum core_status trust_store(const char *path, struct core_err *e)
 	size_t i;
 	if (stat(path, &st) < 0)
 		return core_fail_sys(e, "cannot open store '%s'", path);
+	*top = st;
 	if (!owner_ok(&st))
 		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it belongs to "
 		               "uid %ld, not to you (uid %ld); use a directory of your own",
@@ -468,18 +473,16 @@ enum core_status lm_open(const char *path, unsigned flags, struct store **out,
                          struct core_err *e)
 {
 	struct lmdb_store *s;
-	struct stat st;
+	struct stat st = { 0 };
 	const char *x;
 	enum core_status rc;
 
 	if ((rc = check_version(e)) != CORE_OK)
 		return rc;
 	if ((rc = (flags & STORE_OPEN_EXISTING) ? find_store(path, e) : make_dirs(path, e))
-	    != CORE_OK || (rc = trust_store(path, e)) != CORE_OK ||
+	    != CORE_OK || (rc = trust_store(path, &st, e)) != CORE_OK ||
 	    (rc = refuse_remote(path, e)) != CORE_OK)
 		return rc;
-	if (stat(path, &st) < 0)
-		return core_fail_sys(e, "cannot open store '%s'", path);
 	guard_std_fds();
 	s = calloc(1, sizeof *s);
 	if (!s)

@@ -228,11 +228,12 @@ enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 	return st;
 }
 
-/* One statement, prepared when it runs the second time (see pg_prep). */
-static PGresult *run(struct pg_store *s, const char *sql, int n, const char *const *params)
+/* The prepared-statement slot of sql, counting this use; NULL when the
+ * table is full (the statement then always goes unprepared).  *name
+ * receives the slot's statement name. */
+static struct pg_prep *prep_slot(struct pg_store *s, const char *sql, char *name, size_t n)
 {
 	struct pg_prep *p = NULL, *free_slot = NULL;
-	char name[16];
 	int i;
 	for (i = 0; i < PG_NPREP && !p; i++) {
 		if (s->prep[i].sql && !strcmp(s->prep[i].sql, sql))
@@ -243,17 +244,27 @@ static PGresult *run(struct pg_store *s, const char *sql, int n, const char *con
 	if (!p) {
 		if (free_slot && (free_slot->sql = strdup(sql)))
 			free_slot->uses = 1;
-		return PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
+		return NULL;
 	}
-	snprintf(name, sizeof name, "agentkit_%d", (int)(p - s->prep));
-	if (!p->prepared && ++p->uses >= 2) {
+	snprintf(name, n, "agentkit_%d", (int)(p - s->prep));
+	if (!p->prepared)
+		p->uses++;
+	return p;
+}
+
+/* One statement, prepared when it runs the second time (see pg_prep). */
+static PGresult *run(struct pg_store *s, const char *sql, int n, const char *const *params)
+{
+	char name[16];
+	struct pg_prep *p = prep_slot(s, sql, name, sizeof name);
+	if (p && !p->prepared && p->uses >= 2) {
 		PGresult *r = PQprepare(s->conn, name, sql, n, NULL);
 		p->prepared = PQresultStatus(r) == PGRES_COMMAND_OK;
 		if (!p->prepared)
 			return r;
 		PQclear(r);
 	}
-	if (!p->prepared)
+	if (!p || !p->prepared)
 		return PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
 	return PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
 }
@@ -310,50 +321,128 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
 	return st;
 }
 
-enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what,
-                          struct core_err *e)
+/* Whether a pipeline ends a transaction it did not begin (then it is
+ * never sent twice: it may have committed before the connection broke). */
+static int ends_txn(const struct pg_stmt *q, int n)
 {
-	struct core_buf sql = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st;
-	PGTransactionStatusType t;
-	char *lit = NULL;
+	int i;
+	for (i = 0; i < n; i++)
+		if (!strcmp(q[i].sql, "COMMIT"))
+			return 1;
+	return 0;
+}
+
+/* Send q[0..n) and a sync, then read every result up to the sync: the
+ * successful ones into q[i].res, the first failure into *bad. */
+static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **bad)
+{
+	struct pg_prep *prep[2 * PG_PIPE_MAX];
+	int stmt[2 * PG_PIPE_MAX], nsent = 0, i, k;
 	PGresult *r;
-	int tries;
-	if (!lock)
-		return pg_cmd(s, "BEGIN", what, e);
+	*bad = NULL;
+	if (!PQenterPipelineMode(s->conn))
+		return;
+	for (i = 0; i < n; i++) {
+		char name[16];
+		struct pg_prep *p = prep_slot(s, q[i].sql, name, sizeof name);
+		int ok = 1;
+		if (p && !p->prepared && p->uses >= 2) {
+			/* the PREPARE goes ahead of its first use, in the same
+			 * round trip; prepared is undone if the server refused */
+			if ((ok = PQsendPrepare(s->conn, name, q[i].sql, q[i].n, NULL))) {
+				p->prepared = 1;
+				prep[nsent] = p;
+				stmt[nsent++] = -1;
+			}
+		}
+		if (ok)
+			ok = p && p->prepared
+			     ? PQsendQueryPrepared(s->conn, name, q[i].n, q[i].params, NULL, NULL, 0)
+			     : PQsendQueryParams(s->conn, q[i].sql, q[i].n, NULL, q[i].params, NULL,
+			                         NULL, 0);
+		if (!ok)
+			break;
+		prep[nsent] = NULL;
+		stmt[nsent++] = i;
+	}
+	PQpipelineSync(s->conn);
+	for (k = 0; k < nsent; k++) {
+		while ((r = PQgetResult(s->conn))) {
+			ExecStatusType x = PQresultStatus(r);
+			if ((x == PGRES_COMMAND_OK || x == PGRES_TUPLES_OK) && stmt[k] >= 0 &&
+			    !q[stmt[k]].res) {
+				q[stmt[k]].res = r;
+				continue;
+			}
+			if (x != PGRES_COMMAND_OK && x != PGRES_TUPLES_OK) {
+				if (prep[k])
+					prep[k]->prepared = 0;
+				if (x != PGRES_PIPELINE_ABORTED && !*bad) {
+					*bad = r;
+					continue;
+				}
+			}
+			PQclear(r);
+		}
+		if (PQstatus(s->conn) != CONNECTION_OK)
+			break;
+	}
+	while (PQstatus(s->conn) == CONNECTION_OK && (r = PQgetResult(s->conn))) {
+		ExecStatusType x = PQresultStatus(r);
+		PQclear(r);
+		if (x == PGRES_PIPELINE_SYNC)
+			break;
+	}
+	/* a send that failed leaves *bad NULL: libpq's connection error
+	 * says why */
+	PQexitPipelineMode(s->conn);
+}
+
+enum core_status pg_pipeline(struct pg_store *s, struct pg_stmt *q, int n, const char *what,
+                             struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	int tries, i, outside = !s->in_txn;
+	PGTransactionStatusType t;
 	s->last_state[0] = 0;
 	s->dropped = 0;
-	if ((st = pg_ensure(s, e)) != CORE_OK)
-		return st;
-	/* one message, one round trip: the lock is the transaction's first
-	 * statement */
-	if (!(lit = PQescapeLiteral(s->conn, lock, strlen(lock))) ||
-	    core_buf_addf(&sql, "BEGIN; SELECT pg_advisory_xact_lock(hashtextextended(%s, 0))",
-	                  lit) != CORE_OK) {
-		PQfreemem(lit);
-		core_buf_release(&sql);
-		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
-	}
-	PQfreemem(lit);
 	for (tries = 0;; tries++) {
-		r = PQexec(s->conn, sql.p);
+		PGresult *bad;
+		int whole = 1;
+		for (i = 0; i < n; i++)
+			q[i].res = NULL;
+		if (outside && (st = pg_ensure(s, e)) != CORE_OK)
+			return st;
+		pipe_once(s, q, n, &bad);
+		for (i = 0; i < n; i++)
+			whole = whole && q[i].res;
 		t = PQtransactionStatus(s->conn);
-		s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR;
-		/* a server restarted since the last statement: once more on a
-		 * new connection, as pg_exec() */
-		if (PQresultStatus(r) != PGRES_TUPLES_OK && tries == 0 &&
-		    PQstatus(s->conn) != CONNECTION_OK) {
-			PQclear(r);
-			if ((st = pg_ensure(s, e)) != CORE_OK)
-				break;
+		s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
+		if (whole) {
+			PQclear(bad);
+			return CORE_OK;
+		}
+		pg_pipeline_clear(q, n);
+		/* a server restarted between two transactions: once more on a
+		 * new connection (see pg_exec()) */
+		if (outside && tries == 0 && PQstatus(s->conn) != CONNECTION_OK &&
+		    !ends_txn(q, n)) {
+			PQclear(bad);
 			continue;
 		}
-		st = PQresultStatus(r) == PGRES_TUPLES_OK ? CORE_OK : fail_res(s, r, what, e);
-		PQclear(r);
-		break;
+		st = fail_res(s, bad, what, e);
+		PQclear(bad);
+		return st;
 	}
-	core_buf_release(&sql);
-	return st;
+}
+
+void pg_pipeline_clear(struct pg_stmt *q, int n)
+{
+	int i;
+	for (i = 0; i < n; i++) {
+		PQclear(q[i].res);
+		q[i].res = NULL;
+	}
 }
 
 enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,

@@ -350,10 +350,17 @@ static enum core_status known_prefix(struct pg_store *s, const json_t *msgs,
  * not hold yet are sent (known_prefix()); when the chain they continue was
  * collected meanwhile, the whole history is.  *changed: the stored row's
  * status changed (a new row is no change: see backend.h).
+ *
+ * With stale (not NULL) the write and the COMMIT go in one round trip
+ * (pg_pipeline()), the transaction's last; when the chain the new
+ * messages continue was collected meanwhile, nothing was written, the
+ * transaction committed empty, what the handle remembered of that chain
+ * is forgotten and *stale is set: the caller runs the whole save again,
+ * which then sends the whole history.
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
-                                  int *changed, struct core_err *e)
+                                  int *changed, int *stale, struct core_err *e)
 {
 	static const char sql[] =
 		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
@@ -403,8 +410,15 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			}
 			p[12] = msgs.p;
 		}
-		if ((st = pg_exec(s, sql, 15, p, &r, "write snapshot", e)) != CORE_OK)
+		if (stale) {
+			struct pg_stmt q[2] = { { sql, 15, p, NULL }, { "COMMIT", 0, NULL, NULL } };
+			if ((st = pg_pipeline(s, q, 2, "write snapshot", e)) != CORE_OK)
+				goto out;
+			PQclear(q[1].res);
+			r = q[0].res;
+		} else if ((st = pg_exec(s, sql, 15, p, &r, "write snapshot", e)) != CORE_OK) {
 			goto out;
+		}
 		if (!PQgetisnull(r, 0, 0) || !tail) {
 			if (c.msgs) {
 				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)n);
@@ -420,6 +434,13 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		}
 		/* the chain they continue was collected since: the whole history */
 		PQclear(r);
+		if (stale) {
+			if (base && base->id)
+				pg_ref_forget(s, base->id);
+			json_array_clear(s->mc.msgs);
+			*stale = 1;
+			break;
+		}
 		tail = NULL;
 		from = cached = 0;
 		walk = 0;
@@ -432,19 +453,18 @@ out:
 }
 
 /*
- * Run a write transaction: begin (with lock, the advisory lock on that
- * row's ID: see lock_row()), op, commit; on a race the server reports,
- * roll back and try again (at most PG_TRIES times).
+ * Run a write transaction: begin, op, commit; on a race the server
+ * reports, roll back and try again (at most PG_TRIES times).
  */
 typedef enum core_status (*write_op)(struct pg_store *s, void *ctx, struct core_err *e);
 
-static enum core_status run_write(struct pg_store *s, const char *what, const char *lock,
-                                  write_op op, void *ctx, struct core_err *e)
+static enum core_status run_write(struct pg_store *s, const char *what, write_op op,
+                                  void *ctx, struct core_err *e)
 {
 	enum core_status st = CORE_OK;
 	int tries;
 	for (tries = 0; tries < PG_TRIES; tries++) {
-		if ((st = pg_begin(s, lock, what, e)) != CORE_OK) {
+		if ((st = pg_cmd(s, "BEGIN", what, e)) != CORE_OK) {
 			if (s->in_txn)
 				pg_rollback(s);
 			return st;
@@ -475,43 +495,59 @@ struct save_ctx {
 /* The advisory lock every writer of a row takes first (transaction
  * scoped): two writers of one ID, the first one to create it included,
  * serialize on it. */
+static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
 static enum core_status lock_id(struct pg_store *s, const char *id, const char *what,
                                 struct core_err *e)
 {
 	const char *p[1] = { id };
 	PGresult *l;
-	enum core_status st = pg_exec(s, "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))",
-	                              1, p, &l, what, e);
+	enum core_status st = pg_exec(s, lock_sql, 1, p, &l, what, e);
 	PQclear(l);
 	return st;
 }
 
 /*
- * The row to change, locked and read: the advisory lock on its ID (every
- * writer of a row holds it, so two saves of one ID serialize, a first
- * write included), then the row's own lock with the read.  A locking read
- * that had to wait would see the locked row's new version but the joined
- * state as it was; holding the ID's lock first, it never waits for
- * another writer of this row.
+ * Begin the transaction and read the row to change, locked: the advisory
+ * lock on its ID (every writer of a row holds it, so two saves of one ID
+ * serialize, a first write included), then the row's own lock with the
+ * read, all in one round trip (pg_pipeline()).  A locking read that had
+ * to wait would see the locked row's new version but the joined state as
+ * it was; holding the ID's lock first, it never waits for another writer
+ * of this row.  Both locks wait at most lock_timeout.
  */
 static enum core_status lock_row(struct pg_store *s, const char *id, unsigned flags,
                                  PGresult **r, struct core_err *e)
 {
 	const char *p[1] = { id };
 	char sql[1024];
-	/* run_write() took the advisory lock with BEGIN */
+	struct pg_stmt q[3] = {
+		{ "BEGIN", 0, NULL, NULL }, { lock_sql, 1, p, NULL }, { sql, 1, p, NULL },
+	};
+	enum core_status st;
 	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
-	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
+	if ((st = pg_pipeline(s, q, 3, "save snapshot", e)) != CORE_OK)
+		return st;
+	PQclear(q[0].res);
+	PQclear(q[1].res);
+	*r = q[2].res;
+	return CORE_OK;
 }
 
-static enum core_status save_op(struct pg_store *s, void *ctx, struct core_err *e)
+/*
+ * One try of a save, two round trips: BEGIN with the locked read, then
+ * (after fn) the write with the COMMIT.  CORE_OK with *stale set when the
+ * write found its base chain collected (nothing written: try again).
+ */
+static enum core_status save_once(struct pg_store *s, struct save_ctx *c, int *stale,
+                                  struct core_err *e)
 {
-	struct save_ctx *c = ctx;
 	json_t *existing = NULL;
 	struct old o;
 	PGresult *r;
 	enum core_status st;
 	int changed;
+	*stale = 0;
 	if ((st = lock_row(s, c->id, c->flags, &r, e)) != CORE_OK)
 		return st;
 	if (PQntuples(r) && (st = row_at(r, 0, &existing, e)) != CORE_OK) {
@@ -526,17 +562,36 @@ static enum core_status save_op(struct pg_store *s, void *ctx, struct core_err *
 	c->next = NULL;
 	st = st_mutate(c->id, existing, c->fn, c->fctx, &c->next, e);
 	json_decref(existing);
-	if (st != CORE_OK || !c->next)
+	if (st != CORE_OK)
 		return st;
-	return write_row(s, c->next, c->flags, &o, c->base, &changed, e);
+	if (!c->next)
+		return pg_cmd(s, "COMMIT", "save snapshot", e);
+	return write_row(s, c->next, c->flags, &o, c->base, &changed, stale, e);
 }
 
 enum core_status pg_save(struct store *h, const char *id, unsigned flags,
                          const struct store_base *base, store_mutate_fn fn, void *ctx,
                          json_t **persisted, struct core_err *e)
 {
+	struct pg_store *s = pg_store(h);
 	struct save_ctx c = { id, flags, base, fn, ctx, NULL };
-	enum core_status st = run_write(pg_store(h), "save snapshot", id, save_op, &c, e);
+	enum core_status st = CORE_OK;
+	int tries, stale;
+	for (tries = 0; tries < PG_TRIES; tries++) {
+		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
+			break;
+		if (st == CORE_OK)
+			continue;       /* committed empty: again, with the whole history */
+		if (s->in_txn)
+			pg_rollback(s);
+		if (!pg_retryable(s))
+			break;
+		if (e)
+			e->st = CORE_OK, e->msg[0] = 0;
+	}
+	if (st == CORE_OK && stale)
+		st = core_fail(e, CORE_ESYS, "save snapshot: the row's history kept changing "
+		               "under it (%d tries)", PG_TRIES);
 	if (st == CORE_OK && persisted && c.next)
 		*persisted = json_incref(c.next);
 	json_decref(c.next);
@@ -582,7 +637,7 @@ static enum core_status put_op(struct pg_store *s, void *ctx, struct core_err *e
 		old_of(r, old, &o);
 		PQclear(r);
 		json_decref(old);
-		st = write_row(s, row, 0, &o, NULL, &changed, e);
+		st = write_row(s, row, 0, &o, NULL, &changed, NULL, e);
 		json_decref(row);
 		if (st != CORE_OK)
 			return st;
@@ -594,7 +649,7 @@ enum core_status pg_put_stream(struct store *h, const struct store_rows *src,
                                size_t *count, struct core_err *e)
 {
 	struct put_ctx c = { src, 0 };
-	enum core_status st = run_write(pg_store(h), "import snapshots", NULL, put_op, &c, e);
+	enum core_status st = run_write(pg_store(h), "import snapshots", put_op, &c, e);
 	if (st == CORE_OK && count)
 		*count = c.n;
 	return st;
@@ -687,7 +742,7 @@ static enum core_status delete_rows(struct pg_store *s, const char *what, struct
 	enum core_status st;
 	size_t off;
 	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	if ((st = run_write(s, what, NULL, delete_op, c, e)) == CORE_OK) {
+	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
 		for (off = 0; off < c->gone.len; off += strlen(c->gone.p + off) + 1) {
 			pg_ref_forget(s, c->gone.p + off);
 			if (fn)

@@ -17,7 +17,8 @@
  *              retry on serialization failures and races
  *   wake.c     wake-ups: LISTEN/NOTIFY on the handle's connection
  *
- * Layout (schema version 1, tables in the connection's current schema):
+ * Layout (schema version 2, tables in the connection's current schema;
+ * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
  *                       created_ns (createdAt in ns: the index time),
@@ -52,7 +53,7 @@
 #include "../internal.h"
 
 #define PG_CHANNEL "agentkit_status"
-#define PG_SCHEMA_VERSION 1
+#define PG_SCHEMA_VERSION 2
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
@@ -133,10 +134,28 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 /* pg_exec() without a result: "BEGIN" and "COMMIT" also keep in_txn. */
 enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
                         struct core_err *e);
-/* BEGIN, and with lock (not NULL) the advisory lock on that ID in the
- * same round trip; in_txn is set even when the lock failed (roll back). */
-enum core_status pg_begin(struct pg_store *s, const char *lock, const char *what,
-                          struct core_err *e);
+/*
+ * One round trip for several statements: q[0..n) (n at most PG_PIPE_MAX)
+ * sent in libpq's pipeline mode with one sync, each prepared from its
+ * second use as pg_exec()'s are.  CORE_OK when every one succeeded, with
+ * each q[i].res (pg_pipeline_clear() them); otherwise the first failure
+ * as pg_fail() says and no results: the server skipped the statements
+ * after it, and a transaction the pipeline began or was in is left
+ * failed (in_txn stays set: roll back).  "BEGIN" and "COMMIT" keep
+ * in_txn.  A pipeline that starts outside a transaction reconnects first
+ * when the connection dropped, and is sent once more on a new connection
+ * when it broke on the way, unless it holds a COMMIT.
+ */
+struct pg_stmt {
+	const char *sql;
+	int n;
+	const char *const *params;
+	PGresult *res;
+};
+#define PG_PIPE_MAX 4
+enum core_status pg_pipeline(struct pg_store *s, struct pg_stmt *q, int n, const char *what,
+                             struct core_err *e);
+void pg_pipeline_clear(struct pg_stmt *q, int n);
 /* Several statements without parameters as one simple query (a schema
  * step), inside the caller's transaction. */
 enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
