@@ -25,7 +25,10 @@ CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
-LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd $(PQ_LIBS) -lpthread -ldl -lm
+# libpq is not linked: store/pg/pq.c loads it when a PostgreSQL store is
+# opened, so that no other run pays for its 22 libraries (pq.h).  Only the
+# PostgreSQL benchmark's baseline program links it.
+LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd -lpthread -ldl -lm
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
@@ -99,7 +102,7 @@ BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 bench-progs: $(BENCH_STORE)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBCORE)
 	@mkdir -p $(dir $@)
-	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
+	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) $(if $(findstring /pg/,$@),$(PQ_LIBS))
 .PHONY: bench-progs
 
 # Completions are generated from each command's option table.

@@ -302,3 +302,19 @@ for s in range(160):
 	run -0 --separate-stderr agent-snap h159-29
 	assert_equal "$(jq -c '.state.messages | length' <<<"$output")" 60
 }
+
+@test "no binary links libpq: a PostgreSQL store loads it on open, and says so when it cannot" {
+	for b in agent-run agent-snap agent-wait agent-abort jpatch-diff jpatch-apply; do
+		run -0 ldd "$AGENTKIT_BIN/$b"
+		[[ "$output" != *libpq* ]] || fail "$b links libpq: $output"
+	done
+	fake="$BATS_TEST_TMPDIR/lib"
+	mkdir -p "$fake"
+	: >"$fake/libpq.so.5"
+	run -111 --separate-stderr env LD_LIBRARY_PATH="$fake" \
+		agent-snap --store 'postgresql://u:hunter2@localhost/x' sessions
+	assert_equal "$stderr" "agent-snap: cannot open the store at 'postgresql://***@localhost/x': cannot load libpq.so.5 (PostgreSQL's client library, Debian's libpq5): $fake/libpq.so.5: file too short"
+	# the embedded store never needs it
+	run -0 --separate-stderr env LD_LIBRARY_PATH="$fake" agent-run -m hi --model echo
+	[ "$(printf '%s\n' "$output" | tail -1 | jq -r .output.message.content[0].text)" = hi ]
+}

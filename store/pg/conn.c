@@ -534,11 +534,19 @@ static enum core_status connect_params(struct pg_store *s, const char *conninfo,
 enum core_status pg_open(const char *location, unsigned flags, struct store **out,
                          struct core_err *e)
 {
-	struct pg_store *s = calloc(1, sizeof *s);
-	char *conninfo = strdup(strcasecmp(location, "pg:") ? location : "");
+	struct pg_store *s;
+	char *conninfo;
 	const char *x;
 	enum core_status st;
 	size_t i;
+	struct core_err le = { 0 };
+	if ((st = pq_load(&le)) != CORE_OK) {
+		char where[sizeof s->where];
+		core_url_redact(location, where, sizeof where);
+		return core_fail(e, st, "cannot open the store at '%s': %s", where, le.msg);
+	}
+	s = calloc(1, sizeof *s);
+	conninfo = strdup(strcasecmp(location, "pg:") ? location : "");
 	if (!s || !conninfo) {
 		free(s);
 		free(conninfo);

@@ -1,11 +1,12 @@
 /*
  * pg.h - the PostgreSQL backend's parts, shared by the files of store/pg/
  * (nothing else includes this; store/pg/ is the only place that includes
- * <libpq-fe.h>).  See store.h for what the store promises and backend.h
+ * <libpq-fe.h>, through pq.h, which loads libpq on the first open).  See store.h for what the store promises and backend.h
  * for what each operation of a backend must guarantee.
  *
  * The files, one reason to change apiece:
  *   backend.c  the backend's row of store.c's table: its operations
+ *   pq.c       libpq itself, loaded by dlopen() on the first open
  *   conn.c     the connection: libpq parameters, the connect timeout,
  *              queries, SQLSTATEs as core_status, messages scrubbed of
  *              credentials, reconnects
@@ -47,10 +48,9 @@
 
 #include <stdint.h>
 
-#include <libpq-fe.h>
-
 #include "../backend.h"
 #include "../internal.h"
+#include "pq.h"
 
 #define PG_CHANNEL "agentkit_status"
 #define PG_SCHEMA_VERSION 2

@@ -1,0 +1,84 @@
+/*
+ * pq.h - libpq, loaded when a PostgreSQL store is opened (pq_load()) and
+ * never before.
+ *
+ * Linked in, libpq brings 22 more shared objects into every process (its
+ * TLS, Kerberos and LDAP libraries): about 13 million instructions of
+ * symbol resolution and start-up code, most of the cost of a whole
+ * agent-run with the embedded store, which never uses it.  So the binaries
+ * do not link it: the backend opens "libpq.so.5" with dlopen() on its first
+ * open and calls libpq through the table below.  The names below are
+ * macros for the table's entries, so the backend's code reads as plain
+ * libpq; include this header instead of <libpq-fe.h> (pg.h does).
+ *
+ * Every pointer is set once pq_load() returned CORE_OK, and stays set for
+ * the process's life (the library is never closed).
+ */
+#ifndef STORE_PG_PQ_H
+#define STORE_PG_PQ_H
+
+#include <libpq-fe.h>
+
+#include "../../libcore/base/status.h"
+
+/* The functions agentkit calls, each X(name). */
+#define PQ_FUNCTIONS(X) \
+	X(PQclear) X(PQconnectdbParams) X(PQconninfoFree) X(PQconninfoParse) \
+	X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) X(PQexec) \
+	X(PQexecParams) X(PQexecPrepared) X(PQexitPipelineMode) X(PQfinish) \
+	X(PQfreemem) X(PQgetResult) X(PQgetisnull) X(PQgetvalue) X(PQnotifies) \
+	X(PQntuples) X(PQpipelineSync) X(PQprepare) X(PQreset) \
+	X(PQresultErrorField) X(PQresultStatus) X(PQsendPrepare) \
+	X(PQsendQueryParams) X(PQsendQueryPrepared) X(PQsetNoticeProcessor) \
+	X(PQsocket) X(PQstatus) X(PQtransactionStatus)
+
+#define PQ_ENTRY(f) __typeof__(f) *f;
+struct pq_api {
+	PQ_FUNCTIONS(PQ_ENTRY)
+};
+#undef PQ_ENTRY
+
+extern struct pq_api pq_api;
+
+/*
+ * Load libpq (once per process; later calls return the first outcome).
+ * CORE_ESYS with the loader's reason when the library or one of its
+ * functions is missing: "cannot load libpq.so.5 (PostgreSQL's client
+ * library, Debian's libpq5): REASON".
+ */
+enum core_status pq_load(struct core_err *e);
+
+#ifndef PQ_LOADER              /* pq.c names the table's entries itself */
+#define PQclear (pq_api.PQclear)
+#define PQconnectdbParams (pq_api.PQconnectdbParams)
+#define PQconninfoFree (pq_api.PQconninfoFree)
+#define PQconninfoParse (pq_api.PQconninfoParse)
+#define PQconsumeInput (pq_api.PQconsumeInput)
+#define PQenterPipelineMode (pq_api.PQenterPipelineMode)
+#define PQerrorMessage (pq_api.PQerrorMessage)
+#define PQexec (pq_api.PQexec)
+#define PQexecParams (pq_api.PQexecParams)
+#define PQexecPrepared (pq_api.PQexecPrepared)
+#define PQexitPipelineMode (pq_api.PQexitPipelineMode)
+#define PQfinish (pq_api.PQfinish)
+#define PQfreemem (pq_api.PQfreemem)
+#define PQgetResult (pq_api.PQgetResult)
+#define PQgetisnull (pq_api.PQgetisnull)
+#define PQgetvalue (pq_api.PQgetvalue)
+#define PQnotifies (pq_api.PQnotifies)
+#define PQntuples (pq_api.PQntuples)
+#define PQpipelineSync (pq_api.PQpipelineSync)
+#define PQprepare (pq_api.PQprepare)
+#define PQreset (pq_api.PQreset)
+#define PQresultErrorField (pq_api.PQresultErrorField)
+#define PQresultStatus (pq_api.PQresultStatus)
+#define PQsendPrepare (pq_api.PQsendPrepare)
+#define PQsendQueryParams (pq_api.PQsendQueryParams)
+#define PQsendQueryPrepared (pq_api.PQsendQueryPrepared)
+#define PQsetNoticeProcessor (pq_api.PQsetNoticeProcessor)
+#define PQsocket (pq_api.PQsocket)
+#define PQstatus (pq_api.PQstatus)
+#define PQtransactionStatus (pq_api.PQtransactionStatus)
+#endif
+
+#endif
