@@ -261,13 +261,11 @@ struct run {
 
 /* ---- caller stops (runtime-semantics §2.5) ---- */
 
-/* The first SIGINT/SIGTERM/SIGHUP.  With the wake pipe of the intake (the
- * handler's way to wake the turn loop waiting for input) and the front's
- * back process (where it forwards the signals), agent-run's file-scope
- * state: a signal handler reaches nothing else. */
+/* The first SIGINT/SIGTERM/SIGHUP: agent-run's one file-scope state.  A
+ * turn loop waiting for the intake wakes by the signal's EINTR
+ * (intake_take()); the front of a split run forwards the signals to its
+ * back (intake_split()). */
 static volatile sig_atomic_t stop_signal;
-static int wake_fd = -1;
-static volatile pid_t back_pid;
 
 static void on_stop_signal(int sig)
 {
@@ -278,29 +276,15 @@ static void on_stop_signal(int sig)
 		return;
 	}
 	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR, and a
-	 * turn loop waiting for the intake wakes up.  open, dup2, write and
-	 * close are async-signal-safe; errno is the interrupted code's. */
+	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
+	 * dup2 and close are async-signal-safe; errno is the interrupted
+	 * code's. */
 	int saved = errno;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, 0);
 		close(null);
 	}
-	if (wake_fd >= 0) {
-		ssize_t w = write(wake_fd, "s", 1);
-		(void)w;        /* a full pipe is awake already */
-	}
-	errno = saved;
-}
-
-/* The front of a split run: every stop signal is the back's to handle
- * (it is in a session of its own, so the terminal's reach only the front). */
-static void on_front_signal(int sig)
-{
-	int saved = errno;
-	if (back_pid > 0)
-		kill(back_pid, sig);
 	errno = saved;
 }
 
@@ -489,16 +473,6 @@ static enum core_status init_failed(struct out_ctx *o, const struct core_err *e)
 	return e->st;
 }
 
-static enum core_status set_init(json_t *init, const char *key, json_t *v)
-{
-	if (json_object_get(init, key)) {
-		json_decref(v);
-		return cli_usage("the init's '%s' is given twice (--init and a flag)", key);
-	}
-	json_object_set_new(init, key, v);
-	return CORE_OK;
-}
-
 /* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/detach.h) ---- */
 
 /* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
@@ -514,27 +488,6 @@ static int worker_stopped(void *ctx)
 {
 	return (int)stop_signal;
 }
-
-/* The front of a split run: its signals go to the back from now on
- * (intake_split() calls it with them blocked). */
-static void forward_signals(pid_t back, void *ctx)
-{
-	back_pid = back;
-	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
-	for (int i = 0; i < 3; i++) {
-		struct sigaction sa, cur;
-		/* Signals agent-run ignores (on entry) stay ignored. */
-		if (sigaction(sigs[i], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
-			continue;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_front_signal;
-		sigemptyset(&sa.sa_mask);
-		sa.sa_flags = SA_RESTART;
-		sigaction(sigs[i], &sa, NULL);
-	}
-}
-
-/* ---- main's phases ---- */
 
 static enum core_status report_oom(void)
 {
@@ -663,43 +616,19 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	return CORE_OK;
 }
 
-/* --state FILE as JSON (bounded by --max-record); NULL with e set. */
-static json_t *read_state(const char *file, size_t max, struct core_err *e)
-{
-	struct core_buf b = CORE_BUF_INIT(max);
-	json_t *s = NULL;
-	if (!core_buf_read_file(&b, file, e))
-		s = jv_parse(b.p ? b.p : "", b.len, file, 0, e);
-	core_buf_release(&b);
-	return s;
-}
-
 /* The init: --init, then the flags (each key given once). */
 static enum core_status build_init(struct run *r)
 {
 	const struct run_opts *op = &r->opts;
 	struct core_err e = { 0 };
-	enum core_status st = CORE_OK;
-	if (op->init_json) {
-		r->init = jv_parse(op->init_json, strlen(op->init_json), "--init", 0, &e);
-		if (!r->init)
-			return init_failed(&r->o, &e);
-	} else if (!(r->init = json_object())) {
+	struct feed_init f = { op->init_json, op->session, op->snapshot, op->state_file,
+	                       op->max_record };
+	enum core_status st = feed_init(&f, &r->init, &e);
+	if (st == CORE_EUSAGE)
+		return cli_usage("%s", e.msg);
+	if (st == CORE_ENOMEM && !r->init && !op->init_json)
 		return report_oom();
-	}
-	if (!json_is_object(r->init))
-		return CORE_OK;         /* rt_open() reports it */
-	if (op->session && (st = set_init(r->init, "sessionId", json_string(op->session))))
-		return st;
-	if (op->snapshot && (st = set_init(r->init, "snapshotId", json_string(op->snapshot))))
-		return st;
-	if (op->state_file) {
-		json_t *s = read_state(op->state_file, (size_t)op->max_record, &e);
-		if (!s)
-			return init_failed(&r->o, &e);
-		st = set_init(r->init, "state", s);
-	}
-	return st;
+	return st ? init_failed(&r->o, &e) : CORE_OK;
 }
 
 /* "agent-run: models are ..." after a model that is not one. */
@@ -772,25 +701,6 @@ static void init_next_step(const struct run_opts *op, enum core_status st)
 		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
-/* --continue: the agent's most recently updated session becomes the init's. */
-static enum core_status continue_session(struct run *r, struct core_err *e)
-{
-	struct store_session_filter f = { r->agent->name, 0, STORE_HEARTBEAT_TIMEOUT_MS };
-	json_t *list = NULL;
-	enum core_status st = store_recent_sessions(r->store, &f, &list, e);
-	if (st)
-		return st;
-	const char *sid = json_string_value(json_object_get(json_array_get(list, 0),
-	                                                    "sessionId"));
-	if (!sid)
-		st = core_fail(e, CORE_ENOTFOUND, "no session of agent '%s' to continue "
-		               "(start one without --continue)", r->agent->name);
-	else
-		json_object_set_new(r->init, "sessionId", json_string(sid));
-	json_decref(list);
-	return st;
-}
-
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
 static enum core_status open_runtime(struct run *r)
 {
@@ -808,7 +718,7 @@ static enum core_status open_runtime(struct run *r)
 		if (!(st = store_default_path(op->store_path, &r->store_dir, &e)))
 			st = store_open(r->store_dir.p, &r->store, &e);
 		if (!st && op->cont)
-			st = continue_session(r, &e);
+			st = feed_continue(r->store, r->agent->name, r->init, &e);
 		if (st)
 			return init_failed(&r->o, &e);
 	}
@@ -878,8 +788,7 @@ static enum core_status start_intake(struct run *r)
 	if (r->stdin_kind != INTAKE_NDJSON || r->opts.detach || isatty(0))
 		return CORE_OK;
 	int complete = intake_all_there(&r->in);
-	int side = complete ? -1 : intake_split(forward_signals, r, &r->feed.front_fd,
-	                                        &r->front_exit, &sig);
+	int side = complete ? -1 : intake_split(&r->feed.front_fd, &r->front_exit, &sig);
 	if (side == 0 && sig) {
 		/* The back died of a signal: so does the front. */
 		signal(sig, SIG_DFL);
@@ -889,7 +798,6 @@ static enum core_status start_intake(struct run *r)
 		return CORE_OK;         /* the front (the back ran it), or no split */
 	r->feed.back = side == 1;
 	enum core_status st = intake_start(&r->intake, &r->in, r->opts.max_record, side == 1, &e);
-	wake_fd = intake_wake_fd(&r->intake);
 	return st ? cli_report(&e) : CORE_OK;
 }
 
@@ -1055,7 +963,6 @@ out:
 	free(r.opts.messages);
 	free(r.opts.tools);
 	core_buf_release(&r.in);
-	wake_fd = -1;
 	intake_release(&r.intake);
 	render_release(&r.o.view);
 	core_buf_release(&r.o.line);

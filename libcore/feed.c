@@ -9,6 +9,73 @@
 #include "intake.h"
 #include "lines.h"
 #include "runtime.h"
+#include "../store/store.h"
+
+static enum core_status set_init(json_t *init, const char *key, json_t *v,
+                                 struct core_err *e)
+{
+	if (json_object_get(init, key)) {
+		json_decref(v);
+		return core_fail(e, CORE_EUSAGE, "the init's '%s' is given twice (--init and a flag)",
+		                 key);
+	}
+	json_object_set_new(init, key, v);
+	return CORE_OK;
+}
+
+/* --state FILE as JSON (bounded by max); NULL with e set. */
+static json_t *read_state(const char *file, size_t max, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(max);
+	json_t *s = NULL;
+	if (!core_buf_read_file(&b, file, e))
+		s = jv_parse(b.p ? b.p : "", b.len, file, 0, e);
+	core_buf_release(&b);
+	return s;
+}
+
+enum core_status feed_init(const struct feed_init *f, json_t **init, struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	if (f->json) {
+		if (!(*init = jv_parse(f->json, strlen(f->json), "--init", 0, e)))
+			return e->st;
+	} else if (!(*init = json_object())) {
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	if (!json_is_object(*init))
+		return CORE_OK;         /* rt_open() reports it */
+	if (f->session_id && (st = set_init(*init, "sessionId", json_string(f->session_id), e)))
+		return st;
+	if (f->snapshot_id && (st = set_init(*init, "snapshotId", json_string(f->snapshot_id), e)))
+		return st;
+	if (f->state_file) {
+		json_t *s = read_state(f->state_file, f->max, e);
+		if (!s)
+			return e->st;
+		st = set_init(*init, "state", s, e);
+	}
+	return st;
+}
+
+enum core_status feed_continue(struct store *s, const char *agent, json_t *init,
+                               struct core_err *e)
+{
+	struct store_session_filter f = { agent, 0, STORE_HEARTBEAT_TIMEOUT_MS };
+	json_t *list = NULL;
+	enum core_status st = store_recent_sessions(s, &f, &list, e);
+	if (st)
+		return st;
+	const char *sid = json_string_value(json_object_get(json_array_get(list, 0),
+	                                                    "sessionId"));
+	if (!sid)
+		st = core_fail(e, CORE_ENOTFOUND, "no session of agent '%s' to continue "
+		               "(start one without --continue)", agent);
+	else
+		json_object_set_new(init, "sessionId", json_string(sid));
+	json_decref(list);
+	return st;
+}
 
 json_t *feed_user_message(const char *text, size_t len)
 {
@@ -147,7 +214,8 @@ static void run_lines(struct feed *f, struct core_lines *lr)
 	}
 }
 
-void feed_stdin(struct feed *f, const struct core_buf *ahead, size_t max_record, int detach_all)
+void feed_stdin(struct feed *f, const struct core_buf *ahead, size_t max_record,
+                int detach_all)
 {
 	struct detach_run *d = f->det;
 	struct core_lines lr;

@@ -12,6 +12,9 @@
  * detached output of the back of a split run is printed by the caller's
  * detached() callback.
  *
+ * Before the turns, feed_init() shapes the invocation's AgentInit from
+ * the command line's flags (and feed_continue() from the store).
+ *
  * The caller fills a struct feed (det and its runtime open, stop pointing
  * at its stop-signal flag) and calls one of feed_messages(), feed_stdin()
  * or feed_intake(); its cancelled() callback of the runtime calls
@@ -29,6 +32,35 @@
 
 struct detach_run;
 struct intake;
+struct store;
+
+/* The command line's parts of an AgentInit (runtime-semantics §1). */
+struct feed_init {
+	const char *json;               /* --init JSON, or NULL */
+	const char *session_id;         /* --session ID, or NULL */
+	const char *snapshot_id;        /* --snapshot ID, or NULL */
+	const char *state_file;         /* --state FILE, or NULL */
+	size_t max;                     /* the state file's limit (--max-record) */
+};
+
+/*
+ * The AgentInit in *init (a new reference): the JSON parsed, else {};
+ * then sessionId, snapshotId and state from the flags, each key given
+ * once.  An init that is not an object is returned as it is, for
+ * rt_open() to refuse.  On error *init may be set all the same (release
+ * it).  Errors: the JSON's (naming "--init"), the state file's (its read,
+ * its JSON, naming the file), CORE_EUSAGE "the init's 'KEY' is given
+ * twice (--init and a flag)", CORE_ENOMEM.
+ */
+enum core_status feed_init(const struct feed_init *f, json_t **init, struct core_err *e);
+
+/*
+ * --continue: the agent's most recently updated session in s becomes
+ * init's sessionId.  Errors: the store's, CORE_ENOTFOUND "no session of
+ * agent 'AGENT' to continue (start one without --continue)".
+ */
+enum core_status feed_continue(struct store *s, const char *agent, json_t *init,
+                               struct core_err *e);
 
 struct feed {
 	struct detach_run *det;         /* the background; det->rt the invocation */
@@ -71,7 +103,8 @@ void feed_messages(struct feed *f, const char *const *messages, size_t n,
  * written behind it).  detach_all (--detach): every line is read and
  * queued first, then the run detaches.
  */
-void feed_stdin(struct feed *f, const struct core_buf *ahead, size_t max_record, int detach_all);
+void feed_stdin(struct feed *f, const struct core_buf *ahead, size_t max_record,
+                int detach_all);
 
 /*
  * Run the intake's inputs, one turn each, until its end, the reader's

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/signalfd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -364,11 +365,6 @@ enum core_status intake_start(struct intake *in, const struct core_buf *ahead,
 	return CORE_OK;
 }
 
-int intake_wake_fd(const struct intake *in)
-{
-	return in->wake[1];
-}
-
 void intake_stop(struct intake *in)
 {
 	if (in->threaded) {
@@ -410,12 +406,13 @@ void intake_release(struct intake *in)
 	}
 }
 
-/* Wait for the reader (or a stop signal) to change something. */
-static void intake_wait(struct intake *in)
+/* Wait for the reader to change something, or for a stop signal: those
+ * are let in (mask) only while the wait sleeps. */
+static void intake_wait(struct intake *in, const sigset_t *mask)
 {
 	struct pollfd p = { .fd = in->wake[0], .events = POLLIN };
 	char buf[64];
-	if (poll(&p, 1, -1) > 0)
+	if (ppoll(&p, 1, NULL, mask) > 0)
 		while (read(in->wake[0], buf, sizeof buf) > 0)
 			;
 }
@@ -424,7 +421,17 @@ enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *sto
                              json_t **next, struct core_err *err)
 {
 	enum intake_next got = INTAKE_END;
+	sigset_t stops, old;
 	*next = NULL;
+	/* With a reader thread the wait may sleep: a stop signal that comes
+	 * after the check of *stop and before the sleep must end the sleep,
+	 * so the signals are held from the check to the sleep. */
+	sigemptyset(&stops);
+	sigaddset(&stops, SIGINT);
+	sigaddset(&stops, SIGTERM);
+	sigaddset(&stops, SIGHUP);
+	if (in->threaded)
+		pthread_sigmask(SIG_BLOCK, &stops, &old);
 	pthread_mutex_lock(&in->mu);
 	for (;;) {
 		if (atomic_load(&in->detach)) {
@@ -443,7 +450,7 @@ enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *sto
 			break;
 		pthread_mutex_unlock(&in->mu);
 		if (in->threaded)
-			intake_wait(in);
+			intake_wait(in, &old);
 		else
 			intake_fill(in);
 		pthread_mutex_lock(&in->mu);
@@ -451,6 +458,8 @@ enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *sto
 	if (got == INTAKE_END)
 		*err = in->err;
 	pthread_mutex_unlock(&in->mu);
+	if (in->threaded)
+		pthread_sigmask(SIG_SETMASK, &old, NULL);
 	return got;
 }
 
@@ -496,13 +505,24 @@ int intake_all_there(struct core_buf *ahead)
 	return 0;
 }
 
-/* The front: wait for the back to detach (exit 0 at once) or to end (its
- * exit status, or the signal that ended it). */
-static int front_wait(int fd, pid_t back, int *sig)
+/* The front: forward each signal of sfd to the back until the back
+ * detaches (exit 0 at once) or ends (its exit status, or the signal that
+ * ended it); the signals are not forwarded once the back is reaped. */
+static int front_wait(int fd, int sfd, pid_t back, int *sig)
 {
+	struct pollfd p[2] = { { .fd = fd, .events = POLLIN }, { .fd = sfd, .events = POLLIN } };
+	struct signalfd_siginfo si;
 	char c = 0;
 	ssize_t n;
 	int status;
+	for (;;) {
+		if (poll(p, 2, -1) < 0 && errno != EINTR)
+			break;
+		while (read(sfd, &si, sizeof si) == sizeof si)
+			kill(back, (int)si.ssi_signo);
+		if (p[0].revents)
+			break;
+	}
 	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
 		;
 	if (n == 1 && c == 'd')
@@ -541,48 +561,56 @@ static int split_back(int fds[2], pid_t front, const sigset_t *old, int *front_f
 	return 1;
 }
 
-int intake_split(void (*front)(pid_t back, void *ctx), void *ctx, int *front_fd,
-                 int *front_exit, int *front_sig)
+int intake_split(int *front_fd, int *front_exit, int *front_sig)
 {
-	int fds[2];
-	sigset_t stops, old;
+	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
+	int fds[2], sfd;
+	sigset_t stops, fwd, old;
 	sigemptyset(&stops);
-	sigaddset(&stops, SIGINT);
-	sigaddset(&stops, SIGTERM);
-	sigaddset(&stops, SIGHUP);
+	sigemptyset(&fwd);
+	for (int i = 0; i < 3; i++) {
+		struct sigaction cur;
+		sigaddset(&stops, sigs[i]);
+		/* Signals agent-run ignores (on entry) stay ignored. */
+		if (sigaction(sigs[i], NULL, &cur) < 0 || cur.sa_handler != SIG_IGN)
+			sigaddset(&fwd, sigs[i]);
+	}
 	pid_t self = getpid();
 	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || pipe2(fds, O_CLOEXEC) < 0)
 		return -1;
 	sigprocmask(SIG_BLOCK, &stops, &old);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t a = fork();
-	if (a < 0) {
+	if ((sfd = signalfd(-1, &fwd, SFD_CLOEXEC | SFD_NONBLOCK)) < 0) {
 		close(fds[0]);
 		close(fds[1]);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return -1;
 	}
+	fflush(stdout);
+	fflush(stderr);
+	pid_t a = fork();
 	if (a == 0)
-		return split_back(fds, self, &old, front_fd);
+		return split_back(fds, self, &old, front_fd);  /* sfd: detach_close_others() */
 	close(fds[1]);
 	pid_t b = -1;
-	ssize_t got;
+	ssize_t got = -1;
 	int status;
-	while (waitpid(a, &status, 0) < 0 && errno == EINTR)
+	while (a > 0 && waitpid(a, &status, 0) < 0 && errno == EINTR)
 		;
-	while ((got = read(fds[0], &b, sizeof b)) < 0 && errno == EINTR)
+	while (a > 0 && (got = read(fds[0], &b, sizeof b)) < 0 && errno == EINTR)
 		;
 	if (got != sizeof b || b <= 0) {
 		close(fds[0]);
+		close(sfd);
 		sigprocmask(SIG_SETMASK, &old, NULL);
 		return -1;
 	}
-	front(b, ctx);
-	sigprocmask(SIG_SETMASK, &old, NULL);
 	*front_sig = 0;
-	*front_exit = front_wait(fds[0], b, front_sig);
+	*front_exit = front_wait(fds[0], sfd, b, front_sig);
 	close(fds[0]);
+	/* Signals after the back's end are the front's, as they come: its
+	 * own stop handling is its caller's. */
+	close(sfd);
+	sigprocmask(SIG_SETMASK, &old, NULL);
 	return 0;
 }
 

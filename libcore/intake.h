@@ -13,8 +13,11 @@
  * queued at once and `detach` turns true.
  *
  * One struct intake per process, used by the thread that runs the turns
- * (and its own reader thread).  Nothing here prints or exits; the stop
- * signals are the caller's (it owns the handlers; see intake_wake_fd()).
+ * (and its own reader thread).  Nothing here prints or exits.  The stop
+ * signals (SIGINT, SIGTERM, SIGHUP) and their handlers are the caller's:
+ * its handler sets the flag intake_take() is given, and the signals must
+ * reach the thread that calls intake_take() (the reader thread blocks
+ * them; no other thread may take them while it waits).
  *
  *   intake_read_stdin()  what stdin holds: NDJSON, text (read whole), nothing
  *   intake_init()        before anything else: intake_release() is safe
@@ -61,7 +64,7 @@ struct intake {
 	int done, quit;         /* the reader stopped; is told to stop */
 	atomic_int detach;      /* a detach line was read: q holds it and the drain */
 	struct core_err err;    /* why the reader stopped short (st CORE_OK: it did not) */
-	int wake[2];            /* "the queue changed" (and stop signals), to the turns */
+	int wake[2];            /* "the queue changed", to the turns */
 	int stop[2];            /* "stop reading", to the reader thread */
 	int own_fd;             /* lr.fd is the reader's own description of stdin */
 	int restore_fl;         /* stdin's flags to put back, or -1 */
@@ -109,17 +112,16 @@ int intake_all_there(struct core_buf *ahead);
 
 /*
  * Split the process (docs/detach.md "Eager intake"): the process the
- * caller started stays as the front, which only waits; the back runs the
- * invocation.  The back is a grandchild in a session of its own (never a
- * session leader), re-parented to the front, a child subreaper, so the
- * front can wait for it; it has the caller's stdin, stdout and stderr and
- * no other descriptor of the caller's (detach_close_others()), and gets
- * SIGTERM when the front dies.  stdio is flushed before the fork.
- *
- * In the front, front(back, ctx) runs with SIGINT, SIGTERM and SIGHUP
- * blocked, so the caller can install the handlers that forward them to
- * the back before any arrives; then the front waits for the back to
- * detach or to end.
+ * caller started stays as the front, which only waits and forwards the
+ * stop signals (SIGINT, SIGTERM, SIGHUP, those not ignored on entry) to
+ * the back; the back runs the invocation.  The back is a grandchild in a
+ * session of its own (never a session leader), re-parented to the front,
+ * a child subreaper, so the front can wait for it; it has the caller's
+ * stdin, stdout and stderr and no other descriptor of the caller's
+ * (detach_close_others()), and gets SIGTERM when the front dies.  stdio is
+ * flushed before the fork.  The front must have no other thread: it
+ * takes the stop signals through a signalfd, with them blocked, and puts
+ * its signal mask back before it returns.
  *
  * Returns 1 in the back (*front_fd: the pipe to the front, the caller's to
  * close; intake_detached() writes to it), 0 in the front (*front_exit: the
@@ -127,8 +129,7 @@ int intake_all_there(struct core_buf *ahead);
  * ended the back, 0 if none, for the caller to end itself with), -1 when
  * the split failed before anything started (the run goes on unsplit).
  */
-int intake_split(void (*front)(pid_t back, void *ctx), void *ctx, int *front_fd,
-                 int *front_exit, int *front_sig);
+int intake_split(int *front_fd, int *front_exit, int *front_sig);
 
 /* The back of a split run has detached: let the front exit 0 and close
  * *front_fd (set to -1).  A front that is gone has nothing to wait for. */
@@ -146,11 +147,6 @@ void intake_detached(int *front_fd);
 enum core_status intake_start(struct intake *in, const struct core_buf *ahead,
                               size_t max_record, int threaded, struct core_err *e);
 
-/* The descriptor a stop signal's handler writes one byte to, to wake a
- * turn loop waiting in intake_take() (-1: none).  Valid until
- * intake_release(); the write must not block (it does not). */
-int intake_wake_fd(const struct intake *in);
-
 /* What intake_take() found. */
 enum intake_next {
 	INTAKE_INPUT,           /* *next: the input for the next turn (new reference) */
@@ -161,7 +157,10 @@ enum intake_next {
 /*
  * The next input, waiting for the reader (or, without a reader thread,
  * reading on demand) until there is one, a detach, the end, or *stop is
- * non-zero (a stop signal: INTAKE_END).
+ * non-zero (a stop signal: INTAKE_END).  With a reader thread the stop
+ * signals are held from the check of *stop until the wait sleeps (they
+ * are let in only then, by ppoll()), so a signal's handler need not wake
+ * the wait: its EINTR does.
  */
 enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *stop,
                              json_t **next, struct core_err *err);

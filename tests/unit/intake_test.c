@@ -5,7 +5,8 @@
  * reads them back through the intake in this process: the line check,
  * the format of stdin, the queue with and without its reader thread, the
  * error after the good lines, the detach drain and its hand-over to a
- * detached run's queue.
+ * detached run's queue.  Then feed's shaping of the first turn's text and
+ * of the AgentInit from the flags.
  */
 #include <fcntl.h>
 #include <signal.h>
@@ -167,7 +168,7 @@ static void test_queue(int threaded)
 	name = threaded ? "reader thread: the inputs in order after the bytes read ahead"
 	                : "on demand: the inputs in order after the bytes read ahead";
 	report(!st && n == INTAKE_END && !err.st && !strcmp(got, "a,b,c")
-	       && (intake_wake_fd(&in) >= 0) == threaded, name, st ? e.msg : got);
+	       && in.threaded == threaded, name, st ? e.msg : got);
 	intake_release(&in);
 
 	stdin_pipe(MSG("a") MSG("b") "{\"message\":\n" MSG("d"), 0, NULL);
@@ -263,6 +264,48 @@ static void test_first_text(void)
 	core_buf_release(&piped);
 }
 
+static void test_feed_init(void)
+{
+	struct core_err e = { 0 };
+	json_t *init = NULL, *want;
+	char path[] = "/tmp/intake_test_state.XXXXXX";
+	struct feed_init f = { .json = "{\"snapshotId\":\"r1\"}", .session_id = "s1", .max = 1024 };
+	enum core_status st = feed_init(&f, &init, &e);
+	want = pj("{\"snapshotId\":\"r1\",\"sessionId\":\"s1\"}");
+	report(!st && json_equal(init, want), "--init, then the flags", e.msg);
+	json_decref(init);
+	json_decref(want);
+
+	f = (struct feed_init){ .json = "{\"sessionId\":\"a\"}", .session_id = "b", .max = 1024 };
+	st = feed_init(&f, &init, &e);
+	report(st == CORE_EUSAGE && !strcmp(e.msg, "the init's 'sessionId' is given twice "
+	                                    "(--init and a flag)"),
+	       "a key given twice is a usage error", e.msg);
+	json_decref(init);
+
+	f = (struct feed_init){ .json = "[1]", .session_id = "b", .max = 1024 };
+	st = feed_init(&f, &init, &e);
+	report(!st && json_is_array(init), "an init that is not an object is left to rt_open()",
+	       e.msg);
+	json_decref(init);
+
+	int fd = mkstemp(path);
+	ssize_t w = fd < 0 ? -1 : write(fd, "{\"messages\":[]}", 15);
+	if (fd >= 0)
+		close(fd);
+	f = (struct feed_init){ .state_file = path, .max = 1024 };
+	st = w == 15 ? feed_init(&f, &init, &e) : CORE_ESYS;
+	want = pj("{\"state\":{\"messages\":[]}}");
+	report(!st && json_equal(init, want), "--state FILE is the init's state", e.msg);
+	json_decref(init);
+	json_decref(want);
+	f.max = 4;
+	st = feed_init(&f, &init, &e);
+	report(st == CORE_ETOOBIG, "a state file over its limit fails", e.msg);
+	json_decref(init);
+	unlink(path);
+}
+
 int main(void)
 {
 	signal(SIGPIPE, SIG_IGN);
@@ -274,5 +317,6 @@ int main(void)
 	test_live();
 	test_detach();
 	test_first_text();
+	test_feed_init();
 	return tap_end();
 }

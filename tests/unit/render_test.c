@@ -70,10 +70,10 @@ static void test_chunks(void)
 	      "O:HelO:loO:\nO:ByeO:\n");
 	check("a tool request and its answer are a line each after the text",
 	      render_all(0, "[" TEXT(0, "Looking.") ","
-	                 "{\"modelChunk\":{\"role\":\"model\",\"index\":0,\"content\":[{\"toolRequest\":"
-	                 "{\"name\":\"search\",\"input\":{\"q\":\"milk\"}}}]}},"
-	                 "{\"modelChunk\":{\"role\":\"tool\",\"index\":1,\"content\":[{\"toolResponse\":"
-	                 "{\"name\":\"search\",\"output\":[1,2]}}]}},"
+	                 "{\"modelChunk\":{\"role\":\"model\",\"index\":0,\"content\":"
+	                 "[{\"toolRequest\":{\"name\":\"search\",\"input\":{\"q\":\"milk\"}}}]}},"
+	                 "{\"modelChunk\":{\"role\":\"tool\",\"index\":1,\"content\":"
+	                 "[{\"toolResponse\":{\"name\":\"search\",\"output\":[1,2]}}]}},"
 	                 "{\"turnEnd\":{\"finishReason\":\"stop\"}}]"),
 	      "O:Looking.O:\nE:tool search {\"q\":\"milk\"}\nE:tool search ok [1,2]\n");
 	check("a request still open when the turn fails is the one that failed",
@@ -129,13 +129,15 @@ static void row(const char *name, const char *json, const char *want)
 static void test_model_rows(void)
 {
 	row("an offline provider", "{\"provider\":\"echo\"}", "echo      offline, no key");
-	row("a key that is set, its models", "{\"provider\":\"openai\",\"keyFrom\":\"OPENAI_API_KEY\","
+	row("a key that is set, its models",
+	    "{\"provider\":\"openai\",\"keyFrom\":\"OPENAI_API_KEY\","
 	    "\"baseUrl\":\"https://api.openai.com/v1\",\"models\":[\"gpt-4o\",\"o3\"]}",
 	    "openai    key from OPENAI_API_KEY, https://api.openai.com/v1\n  gpt-4o\n  o3");
 	row("keys not set, and why the list failed", "{\"provider\":\"gemini\",\"keyVariables\":"
 	    "[\"GOOGLE_API_KEY\",\"GEMINI_API_KEY\"],\"baseUrl\":\"https://g\",\"error\":"
 	    "{\"message\":\"denied\"}}",
-	    "gemini    GOOGLE_API_KEY or GEMINI_API_KEY: not set, https://g\n  (cannot list: denied)");
+	    "gemini    GOOGLE_API_KEY or GEMINI_API_KEY: not set, https://g\n"
+	    "  (cannot list: denied)");
 	row("an optional key", "{\"provider\":\"ollama\",\"keyVariables\":[\"OLLAMA_API_KEY\"],"
 	    "\"keyOptional\":true,\"baseUrl\":\"http://localhost:11434\"}",
 	    "ollama    no key needed, http://localhost:11434");
