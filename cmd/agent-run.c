@@ -1,18 +1,21 @@
 /* agent-run.c - run an agent: AgentInput in, AgentStreamChunk NDJSON out,
- * one final output line. */
+ * one final output line.
+ *
+ * The command line only: options, the init, the output (NDJSON, text,
+ * json) and the stop signals.  Near 1,000 lines as one unit: its option
+ * table and help text (~210 lines) open it, as in every cmd/ file, and
+ * each phase of main() is one of those four jobs; the rest is libcore's:
+ * the eager intake (intake.h), the inputs fed to the turns (feed.h),
+ * text rendering (render.h), detached runs (detach.h), the runtime
+ * (runtime.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
