@@ -1,30 +1,36 @@
 /* agent-run.c - run an agent: AgentInput in, AgentStreamChunk NDJSON out,
- * one final output line. */
+ * one final output line.
+ *
+ * The command line only: options, the init, the output (NDJSON, text,
+ * json) and the stop signals.  Near 1,000 lines as one unit: its option
+ * table and help text (~210 lines) open it, as in every cmd/ file, and
+ * each phase of main() is one of those four jobs; the rest is libcore's:
+ * the eager intake (intake.h), the inputs fed to the turns (feed.h),
+ * text rendering (render.h), detached runs (detach.h), the runtime
+ * (runtime.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
-#include <pthread.h>
 #include <signal.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
 #include "../libcore/agent/agent.h"
 #include "../libcore/agent/agent_ext.h"
 #include "../libcore/agent/detach.h"
+#include "../libcore/agent/feed.h"
+#include "../libcore/agent/intake.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
-#include "../libcore/model/registry.h"
+#include "../libcore/base/render.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
+#include "../libcore/model/registry.h"
 #include "../store/store.h"
 
 enum {
@@ -208,16 +214,12 @@ static const struct cli_prog prog = {
 	.operands = CLI_AGENT,
 };
 
-/* What stdin holds (read_stdin()). */
-enum { STDIN_NONE, STDIN_NDJSON, STDIN_TEXT };
 
 struct out_ctx {
 	int text;               /* --format text */
 	int json;               /* --format json: the final object only */
 	int color;              /* text: colour on stderr (a terminal, no NO_COLOR) */
-	int midline;            /* text printed without a newline yet */
-	json_int_t msg_index;   /* text: the model message last printed, or -1 */
-	json_t *tools_open;     /* text: names of tool requests not answered yet */
+	struct render view;     /* text: the chunks as a person reads them */
 	enum core_status st;    /* first write failure */
 	struct core_err err;
 	struct core_buf line;
@@ -236,44 +238,8 @@ struct run_opts {
 	size_t max_record;
 	int text;                       /* --format text (default: stdout is a terminal) */
 	int json;                       /* --format json: only the final object */
-	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
+	int input_format;               /* --input-format: INTAKE_NDJSON, INTAKE_TEXT, or 0 */
 	int no_store, describe, detach, list, list_models, cont;
-};
-
-/*
- * Eager intake (runtime-semantics §2.1; docs/detach.md): stdin's AgentInput
- * lines, read as they arrive and queued for the turns.  A reader thread
- * fills it while turns run (the back process of a split run), or the main
- * thread fills it on demand from input that is all there (stdin at end of
- * file).  The reader stops at end of file, at the first line that is not a
- * good input (err, handed to the turns after the lines before it), or
- * after a detach line: that line and every line already written behind it
- * are queued at once and "detach" turns true.
- */
-#define INTAKE_MAX_INPUTS 1000                  /* inputs read ahead of the turns */
-#define INTAKE_MAX_BYTES ((size_t)64 << 20)     /* ... and their text, at most */
-
-struct intake_item {
-	json_t *in;
-	size_t len;             /* its line's length, for INTAKE_MAX_BYTES */
-};
-
-struct intake {
-	int on;                 /* the inputs come from here (else run_stdin()) */
-	int threaded;           /* a reader thread fills it */
-	pthread_t thread;
-	pthread_mutex_t mu;
-	pthread_cond_t room;    /* the reader waits for room */
-	struct core_lines lr;   /* the reader's */
-	struct intake_item *q;  /* q[head..n) wait for their turn */
-	size_t head, n, cap, bytes;
-	int done, quit;         /* the reader stopped; is told to stop */
-	atomic_int detach;      /* a detach line was read: q holds it and the drain */
-	struct core_err err;    /* why the reader stopped short (st CORE_OK: it did not) */
-	int wake[2];            /* "the queue changed" (and stop signals), to the turns */
-	int stop[2];            /* "stop reading", to the reader thread */
-	int own_fd;             /* lr.fd is the reader's own description of stdin */
-	int restore_fl;         /* stdin's flags to put back, or -1 */
 };
 
 /* What main() holds; released at its out: label. */
@@ -289,24 +255,20 @@ struct run {
 	struct detach_run det;          /* the background, once detached */
 	json_t *output;                 /* the final AgentOutput */
 	int stdin_open;                 /* fd 0 was open when agent-run started */
-	int stdin_kind;                 /* STDIN_NONE, STDIN_NDJSON or STDIN_TEXT */
+	int stdin_kind;                 /* INTAKE_NONE, INTAKE_NDJSON or INTAKE_TEXT */
 	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
 	struct intake intake;           /* NDJSON inputs read while turns run */
-	int back;                       /* this is the back process of a split run */
-	int front_fd;                   /* back: the pipe to the front, or -1 */
+	struct feed feed;               /* the inputs to the turns (feed.h) */
 	int front_exit;                 /* front: the back's exit status, or -1 */
-	int detach_failed;              /* a detach in the middle of a turn failed */
 };
 
 /* ---- caller stops (runtime-semantics §2.5) ---- */
 
-/* The first SIGINT/SIGTERM/SIGHUP.  With the wake pipe of the intake (the
- * handler's way to wake the turn loop waiting for input) and the front's
- * back process (where it forwards the signals), agent-run's file-scope
- * state: a signal handler reaches nothing else. */
+/* The first SIGINT/SIGTERM/SIGHUP: agent-run's one file-scope state.  A
+ * turn loop waiting for the intake wakes by the signal's EINTR
+ * (intake_take()); the front of a split run forwards the signals to its
+ * back (intake_split()). */
 static volatile sig_atomic_t stop_signal;
-static int wake_fd = -1;
-static volatile pid_t back_pid;
 
 static void on_stop_signal(int sig)
 {
@@ -317,29 +279,15 @@ static void on_stop_signal(int sig)
 		return;
 	}
 	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR, and a
-	 * turn loop waiting for the intake wakes up.  open, dup2, write and
-	 * close are async-signal-safe; errno is the interrupted code's. */
+	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
+	 * dup2 and close are async-signal-safe; errno is the interrupted
+	 * code's. */
 	int saved = errno;
 	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
 	if (null >= 0) {
 		dup2(null, 0);
 		close(null);
 	}
-	if (wake_fd >= 0) {
-		ssize_t w = write(wake_fd, "s", 1);
-		(void)w;        /* a full pipe is awake already */
-	}
-	errno = saved;
-}
-
-/* The front of a split run: every stop signal is the back's to handle
- * (it is in a session of its own, so the terminal's reach only the front). */
-static void on_front_signal(int sig)
-{
-	int saved = errno;
-	if (back_pid > 0)
-		kill(back_pid, sig);
 	errno = saved;
 }
 
@@ -362,8 +310,6 @@ static void catch_stop_signals(void)
 	}
 }
 
-static void detach_in_turn(struct run *r);
-
 /* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
  * (in the detached worker) the abort flip.  It is also where a turn sees a
  * detach line that arrived while it runs. */
@@ -373,11 +319,8 @@ static int run_cancelled(void *ctx)
 	struct out_ctx *o = &r->o;
 	if (stop_signal || o->gone)
 		return 1;
-	if (r->det.role == DETACH_NONE && !r->detach_failed && r->intake.threaded
-	    && atomic_load(&r->intake.detach))
-		detach_in_turn(r);      /* a detach line arrived while this turn runs */
-	if (r->detach_failed)
-		return 1;
+	if (feed_in_turn(&r->feed))
+		return 1;       /* a detach line arrived while this turn ran, and failed */
 	if (r->det.role == DETACH_WORKER)
 		return detach_aborted(&r->det);
 	if (o->pipe) {
@@ -399,110 +342,24 @@ static enum core_status write_json(struct out_ctx *o, const json_t *v)
 	return st;
 }
 
-/* End the text line on stdout (before a tool line, a new message, the
- * turn's end). */
-static enum core_status end_line(struct out_ctx *o)
+/* Text mode's sink (render.h): stdout through cli_write(), tool lines on
+ * stderr after what stdout holds. */
+static enum core_status view_text(void *ctx, const char *p, size_t n)
 {
-	enum core_status st = CORE_OK;
-	if (o->midline)
-		st = cli_write("\n", 1, &o->err);
-	o->midline = 0;
-	if (!st)
-		st = cli_flush(&o->err);
-	return st;
+	struct out_ctx *o = ctx;
+	return cli_write(p, n, &o->err);
 }
 
-/* Text mode: the first open request of this name was answered. */
-static void close_tool(struct out_ctx *o, const char *name)
+static enum core_status view_flush(void *ctx)
 {
-	size_t i;
-	json_t *p;
-	json_array_foreach(o->tools_open, i, p)
-		if (name && !strcmp(json_string_value(p), name)) {
-			json_array_remove(o->tools_open, i);
-			return;
-		}
+	struct out_ctx *o = ctx;
+	return cli_flush(&o->err);
 }
 
-/* Text mode: "tool NAME [WHAT] <compact JSON of v, cut short>" on stderr,
- * WHAT (ok, error, interrupted) coloured when o->color. */
-static void tool_line(const struct out_ctx *o, const char *name, const json_t *v,
-                      const char *what, const char *color)
+static void view_note(void *ctx, const char *line, size_t n)
 {
-	enum { SHORT = 72 };
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	size_t n = 0;
-	if (v && !jv_dump(v, &b)) {
-		n = b.len;
-		if (n > SHORT) {
-			n = SHORT;
-			while (n && ((unsigned char)b.p[n] & 0xC0) == 0x80)
-				n--;    /* not inside a UTF-8 sequence */
-		}
-	}
 	fflush(stdout);
-	const char *dim = o->color ? "\033[2m" : "", *off = o->color ? "\033[0m" : "";
-	fprintf(stderr, "%stool %s%s", dim, name ? name : "?", off);
-	if (what)
-		fprintf(stderr, " %s%s%s", o->color ? color : "", what, off);
-	if (n)
-		fprintf(stderr, " %s%.*s%s%s", dim, (int)n, b.p, n < b.len ? "..." : "", off);
-	fputc('\n', stderr);
-	core_buf_release(&b);
-}
-
-/*
- * Text mode: the model's text on stdout, a line break between model
- * messages; each tool request and its outcome on stderr, one line each
- * (a request still open when the turn fails is the one that failed).
- */
-static enum core_status show_text(struct out_ctx *o, const json_t *chunk)
-{
-	const json_t *mc = json_object_get(chunk, "modelChunk");
-	const char *role = json_string_value(json_object_get(mc, "role"));
-	enum core_status st = CORE_OK;
-	size_t i;
-	json_t *p;
-	json_array_foreach(json_object_get(mc, "content"), i, p) {
-		const json_t *t = json_object_get(p, "text");
-		const json_t *req = json_object_get(p, "toolRequest");
-		const json_t *res = json_object_get(p, "toolResponse");
-		const json_t *intr = json_object_get(json_object_get(p, "metadata"), "interrupt");
-		json_int_t index = json_integer_value(json_object_get(mc, "index"));
-		if (role && !strcmp(role, "model") && json_is_string(t) && json_string_length(t)) {
-			if (index != o->msg_index && (st = end_line(o)))
-				return st;
-			o->msg_index = index;
-			if ((st = cli_write(json_string_value(t), json_string_length(t), &o->err)))
-				return st;
-			o->midline = json_string_value(t)[json_string_length(t) - 1] != '\n';
-		} else if ((req || res) && !(st = end_line(o))) {
-			const char *name = json_string_value(json_object_get(req ? req : res, "name"));
-			if (intr)
-				tool_line(o, name, json_is_true(intr) ? NULL : intr, "interrupted", "\033[33m");
-			else if (res)
-				tool_line(o, name, json_object_get(res, "output"), "ok", "\033[32m");
-			else
-				tool_line(o, name, json_object_get(req, "input"), NULL, NULL);
-			if (req && !intr)
-				json_array_append_new(o->tools_open, json_string(name ? name : "?"));
-			else if (res || intr)
-				close_tool(o, name);
-		}
-		if (st)
-			return st;
-	}
-	const json_t *te = json_object_get(chunk, "turnEnd");
-	if (te) {
-		const char *reason = json_string_value(json_object_get(te, "finishReason"));
-		json_array_foreach(o->tools_open, i, p)
-			if (reason && !strcmp(reason, "failed"))
-				tool_line(o, json_string_value(p), NULL, "error", "\033[31m");
-		json_array_clear(o->tools_open);
-		o->msg_index = -1;
-		st = end_line(o);
-	}
-	return st ? st : cli_flush(&o->err);
+	fprintf(stderr, "%.*s\n", (int)n, line);
 }
 
 static enum core_status show_chunk(void *ctx, const json_t *chunk)
@@ -513,7 +370,7 @@ static enum core_status show_chunk(void *ctx, const json_t *chunk)
 		return o->st;
 	if (o->json)
 		return CORE_OK;
-	st = o->text ? show_text(o, chunk) : write_json(o, chunk);
+	st = o->text ? render_chunk(&o->view, chunk) : write_json(o, chunk);
 	if (st == CORE_EPIPE)
 		o->gone = 1;
 	if (st)
@@ -557,30 +414,7 @@ static enum core_status list_agents(struct out_ctx *o, const char *agents_dir)
 static enum core_status model_row_text(const json_t *row, struct core_err *e)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const json_t *keys = json_object_get(row, "keyVariables"), *v;
-	const char *from = json_string_value(json_object_get(row, "keyFrom"));
-	const char *base = json_string_value(json_object_get(row, "baseUrl"));
-	/* A column of 10, and a space after a longer name. */
-	enum core_status st = core_buf_addf(&b, "%-9s ", json_string_value(json_object_get(row,
-	                                                                   "provider")));
-	size_t i;
-	if (!base)
-		st = st ? st : core_buf_adds(&b, "offline, no key");
-	else if (from)
-		st = st ? st : core_buf_addf(&b, "key from %s, %s", from, base);
-	else if (!json_array_size(keys) || json_is_true(json_object_get(row, "keyOptional")))
-		st = st ? st : core_buf_addf(&b, "no key needed, %s", base);
-	else {
-		json_array_foreach(keys, i, v)
-			st = st ? st : core_buf_addf(&b, "%s%s", i ? " or " : "",
-			                             json_string_value(v));
-		st = st ? st : core_buf_addf(&b, ": not set, %s", base);
-	}
-	json_array_foreach(json_object_get(row, "models"), i, v)
-		st = st ? st : core_buf_addf(&b, "\n  %s", json_string_value(v));
-	if (!st && json_object_get(row, "error"))
-		st = core_buf_addf(&b, "\n  (cannot list: %s)", json_string_value(json_object_get(
-		                   json_object_get(row, "error"), "message")));
+	enum core_status st = render_model_row(row, &b);
 	st = st ? core_fail(e, st, "out of memory") : cli_write_line(&b, e);
 	core_buf_release(&b);
 	return st;
@@ -642,22 +476,6 @@ static enum core_status init_failed(struct out_ctx *o, const struct core_err *e)
 	return e->st;
 }
 
-static enum core_status set_init(json_t *init, const char *key, json_t *v)
-{
-	if (json_object_get(init, key)) {
-		json_decref(v);
-		return cli_usage("the init's '%s' is given twice (--init and a flag)", key);
-	}
-	json_object_set_new(init, key, v);
-	return CORE_OK;
-}
-
-static json_t *user_message(const char *text, size_t len)
-{
-	return json_pack("{s:{s:[{s:s%}], s:s}}", "message", "content", "text", text, len,
-	                 "role", "user");
-}
-
 /* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/agent/detach.h) ---- */
 
 /* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
@@ -673,708 +491,6 @@ static int worker_stopped(void *ctx)
 {
 	return (int)stop_signal;
 }
-
-/* Queue an input for the background; a failure ends the invocation. */
-static enum core_status queue_input(struct detach_run *d, const json_t *in)
-{
-	struct core_err e = { 0 };
-	enum core_status st = in ? detach_queue_add(&d->queue, in, &e)
-	                         : core_fail(&e, CORE_ENOMEM, "out of memory");
-	if (st)
-		rt_fail(d->rt, st, e.msg);
-	return st;
-}
-
-/* One stdin line as an AgentInput: *in is NULL for a "null" line; e names
- * the line of an error.  Any thread. */
-static enum core_status parse_line(const char *line, size_t len, size_t lineno, json_t **in,
-                                   struct core_err *e)
-{
-	*in = jv_parse(line, len, "<stdin>", lineno, e);
-	if (!*in)
-		return e->st;
-	if (json_is_null(*in)) {
-		json_decref(*in);
-		*in = NULL;
-		return CORE_OK;
-	}
-	if (rt_input_check(*in, e)) {
-		char msg[sizeof e->msg];
-		snprintf(msg, sizeof msg, "%s", e->msg);
-		core_fail(e, CORE_EINVAL, "%s (at <stdin>:%zu)", msg, lineno);
-		json_decref(*in);
-		*in = NULL;
-		return CORE_EINVAL;
-	}
-	return CORE_OK;
-}
-
-/* parse_line(), an error ending the invocation (rt_fail). */
-static enum core_status parse_input(struct runtime *rt, const char *line, size_t len,
-                                    size_t lineno, json_t **in)
-{
-	struct core_err e = { 0 };
-	enum core_status st = parse_line(line, len, lineno, in, &e);
-	if (st)
-		rt_fail(rt, st, e.msg);
-	return st;
-}
-
-/*
- * Queue stdin's lines: all of them (--detach), or only those already
- * written (a "detach" line: the reader drains what is there without
- * blocking, later lines are not read).
- */
-static enum core_status queue_stdin(struct detach_run *d, struct core_lines *lr, int nonblock)
-{
-	struct core_err e = { 0 };
-	enum core_status st = CORE_OK;
-	int fl = nonblock ? fcntl(0, F_GETFL) : -1;
-	int restore = fl >= 0 && !(fl & O_NONBLOCK) && fcntl(0, F_SETFL, fl | O_NONBLOCK) == 0;
-	char *line;
-	size_t len;
-	for (;;) {
-		st = core_lines_next(lr, &line, &len, &e);
-		if (st == CORE_ESYS && nonblock && (e.sys == EAGAIN || e.sys == EWOULDBLOCK)) {
-			st = CORE_OK;
-			break;
-		}
-		if (st) {
-			rt_fail(d->rt, st == CORE_ESYS ? CORE_ESYS : CORE_EINVAL, e.msg);
-			break;
-		}
-		if (!line)
-			break;
-		json_t *in;
-		if ((st = parse_input(d->rt, line, len, lr->lineno, &in)))
-			break;
-		if (in && (st = queue_input(d, in))) {
-			json_decref(in);
-			break;
-		}
-		json_decref(in);
-	}
-	if (restore)
-		fcntl(0, F_SETFL, fl);
-	return st;
-}
-
-/* Run stdin's AgentInput lines (after the bytes in ahead); stops at the
- * first failed turn, or detaches at a "detach" line. */
-static enum core_status run_stdin(struct detach_run *d, const struct core_buf *ahead,
-                                  size_t max_record, int detach_all)
-{
-	struct core_lines lr;
-	struct core_err e = { 0 };
-	enum core_status st = CORE_OK;
-	char *line;
-	size_t len;
-	core_lines_init(&lr, 0, "<stdin>", max_record);
-	/* The bytes read_stdin() took to see the format come first. */
-	if (ahead->len && core_buf_add(&lr.buf, ahead->p, ahead->len)) {
-		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
-		core_lines_release(&lr);
-		return CORE_ENOMEM;
-	}
-	if (detach_all) {
-		if (!(st = queue_stdin(d, &lr, 0)) && !stop_signal)
-			st = detach_start(d);
-		core_lines_release(&lr);
-		return st;
-	}
-	for (;;) {
-		if ((st = core_lines_next(&lr, &line, &len, &e))) {
-			rt_fail(d->rt, st == CORE_ESYS ? CORE_ESYS : CORE_EINVAL, e.msg);
-			break;
-		}
-		if (!line || stop_signal)
-			break;
-		json_t *in;
-		if ((st = parse_input(d->rt, line, len, lr.lineno, &in)))
-			break;
-		if (!in)
-			continue;
-		if (json_is_true(json_object_get(in, "detach"))) {
-			/* §2.1: this input (if it has a payload) and the lines
-			 * already written go to the background. */
-			st = queue_input(d, in);
-			json_decref(in);
-			if (st)
-				break;
-			if (*d->store && (st = queue_stdin(d, &lr, 1)))
-				break;
-			st = detach_start(d);
-			break;
-		}
-		st = rt_turn(d->rt, in);
-		json_decref(in);
-		if (st)
-			break;
-	}
-	core_lines_release(&lr);
-	return st;
-}
-
-/* ---- eager intake and the front/back split (docs/detach.md "Eager intake") ---- */
-
-static enum core_status print_detached(struct run *r);
-
-static void intake_wake(struct intake *in)
-{
-	if (in->wake[1] >= 0) {
-		ssize_t w = write(in->wake[1], "i", 1);
-		(void)w;        /* a full pipe is awake already */
-	}
-}
-
-static int intake_full(const struct intake *in)
-{
-	return in->n - in->head >= INTAKE_MAX_INPUTS || in->bytes >= INTAKE_MAX_BYTES;
-}
-
-/* Append to q (the lock held, or no reader thread). */
-static enum core_status intake_append(struct intake *in, json_t *v, size_t len)
-{
-	if (in->n == in->cap) {
-		if (in->head) {
-			/* Slide the waiting inputs to the front first. */
-			memmove(in->q, in->q + in->head, (in->n - in->head) * sizeof *in->q);
-			in->n -= in->head;
-			in->head = 0;
-		}
-		if (in->n == in->cap) {
-			size_t cap = in->cap ? 2 * in->cap : 16;
-			struct intake_item *q = realloc(in->q, cap * sizeof *q);
-			if (!q)
-				return CORE_ENOMEM;
-			in->q = q;
-			in->cap = cap;
-		}
-	}
-	in->q[in->n++] = (struct intake_item){ v, len };
-	in->bytes += len;
-	return CORE_OK;
-}
-
-/* The reader stops: e (NULL: end of file) is what the turns get after
- * the inputs before it. */
-static void intake_end(struct intake *in, const struct core_err *e)
-{
-	pthread_mutex_lock(&in->mu);
-	if (e)
-		in->err = *e;
-	in->done = 1;
-	pthread_mutex_unlock(&in->mu);
-	intake_wake(in);
-}
-
-/*
- * The next record of stdin; an error in e with agent-run's status for it.
- * The reader thread's descriptor does not block: with wait it sleeps until
- * stdin has more or it is told to stop (CORE_ECANCELLED); without, "no
- * more for now" is CORE_ESYS with EAGAIN.
- */
-static enum core_status intake_next(struct intake *in, int wait, char **line, size_t *len,
-                                    struct core_err *e)
-{
-	enum core_status st;
-	for (;;) {
-		st = core_lines_next(&in->lr, line, len, e);
-		if (!wait || !in->threaded || st != CORE_ESYS
-		    || (e->sys != EAGAIN && e->sys != EWOULDBLOCK))
-			break;
-		struct pollfd p[2] = { { .fd = in->lr.fd, .events = POLLIN },
-		                       { .fd = in->stop[0], .events = POLLIN } };
-		while (poll(p, 2, -1) < 0 && errno == EINTR)
-			;
-		if (p[1].revents)
-			return CORE_ECANCELLED;
-	}
-	if (st && st != CORE_ESYS)
-		e->st = st = CORE_EINVAL;
-	return st;
-}
-
-/*
- * A detach line was read (§2.1): it and every line already written behind
- * it (read without waiting; later lines are not read) join the queue at
- * once, then "detach" turns true and the reader stops.  A malformed line
- * among them ends the drain and becomes the tail error.
- */
-static void intake_detach(struct intake *in, json_t *v, size_t len)
-{
-	struct intake_item *got = malloc(16 * sizeof *got);
-	size_t n = 0, cap = 16;
-	struct core_err tail = { 0 };
-	int fd = in->lr.fd, fl = fcntl(fd, F_GETFL);
-	int restore = fl >= 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0;
-	if (got)
-		got[n++] = (struct intake_item){ v, len };
-	else
-		core_fail(&tail, CORE_ENOMEM, "out of memory");
-	while (got && n < DETACH_QUEUE_MAX) {
-		char *line;
-		size_t ll;
-		struct core_err e = { 0 };
-		json_t *w = NULL;
-		enum core_status st = intake_next(in, 0, &line, &ll, &e);
-		if (st == CORE_ESYS && (e.sys == EAGAIN || e.sys == EWOULDBLOCK))
-			break;
-		if (!st && line)
-			st = parse_line(line, ll, in->lr.lineno, &w, &e);
-		if (st) {
-			tail = e;
-			break;
-		}
-		if (!line)
-			break;
-		if (!w)
-			continue;
-		if (n == cap) {
-			struct intake_item *g = realloc(got, 2 * cap * sizeof *g);
-			if (!g) {
-				json_decref(w);
-				core_fail(&tail, CORE_ENOMEM, "out of memory");
-				break;
-			}
-			got = g;
-			cap *= 2;
-		}
-		got[n++] = (struct intake_item){ w, ll };
-	}
-	if (restore)
-		fcntl(fd, F_SETFL, fl);
-	pthread_mutex_lock(&in->mu);
-	for (size_t i = 0; i < n; i++)
-		if (intake_append(in, got[i].in, got[i].len)) {
-			for (; i < n; i++)
-				json_decref(got[i].in);
-			core_fail(&tail, CORE_ENOMEM, "out of memory");
-		}
-	if (!got)
-		json_decref(v);
-	in->err = tail;
-	in->done = 1;
-	atomic_store(&in->detach, 1);
-	pthread_mutex_unlock(&in->mu);
-	free(got);
-	intake_wake(in);
-}
-
-/* Read stdin into the queue until the reader stops (or, without a reader
- * thread, until the queue is full). */
-static void intake_fill(struct intake *in)
-{
-	for (;;) {
-		pthread_mutex_lock(&in->mu);
-		while (in->threaded && intake_full(in) && !in->quit)
-			pthread_cond_wait(&in->room, &in->mu);
-		int stop = in->quit || in->done || (!in->threaded && intake_full(in));
-		pthread_mutex_unlock(&in->mu);
-		if (stop)
-			return;
-		char *line;
-		size_t len;
-		struct core_err e = { 0 };
-		json_t *v = NULL;
-		enum core_status st = intake_next(in, 1, &line, &len, &e);
-		if (st == CORE_ECANCELLED)
-			return;         /* told to stop */
-		if (!st && line)
-			st = parse_line(line, len, in->lr.lineno, &v, &e);
-		if (st || !line) {
-			intake_end(in, st ? &e : NULL);
-			return;
-		}
-		if (!v)
-			continue;
-		if (json_is_true(json_object_get(v, "detach"))) {
-			intake_detach(in, v, len);
-			return;
-		}
-		pthread_mutex_lock(&in->mu);
-		st = in->quit ? CORE_ECANCELLED : intake_append(in, v, len);
-		pthread_mutex_unlock(&in->mu);
-		if (st == CORE_ECANCELLED) {
-			json_decref(v);
-			return;
-		}
-		if (st) {
-			json_decref(v);
-			intake_end(in, &(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
-			return;
-		}
-		intake_wake(in);
-	}
-}
-
-static void *intake_main(void *arg)
-{
-	intake_fill(arg);
-	return NULL;
-}
-
-/*
- * The reader thread's descriptor: one that never blocks, so the reader can
- * wait for stdin and for "stop" at once, and that is not fd 0 (a stop
- * signal puts /dev/null there).  A pipe or FIFO is opened again (its own
- * open file description: O_NONBLOCK stays ours, not the caller's); a
- * socket is duplicated and O_NONBLOCK until the intake ends; other files
- * (regular ones) do not block anyway.
- */
-static int reader_fd(struct intake *in)
-{
-	struct stat sb;
-	int fd = -1;
-	if (fstat(0, &sb) < 0 || !(S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode)))
-		return 0;
-	if (S_ISFIFO(sb.st_mode))
-		fd = open("/proc/self/fd/0", O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-	if (fd < 0 && (fd = fcntl(0, F_DUPFD_CLOEXEC, 3)) >= 0) {
-		int fl = fcntl(fd, F_GETFL);
-		if (fl >= 0 && !(fl & O_NONBLOCK) && fcntl(fd, F_SETFL, fl | O_NONBLOCK) == 0)
-			in->restore_fl = fl;
-	}
-	if (fd < 0)
-		return 0;
-	in->own_fd = 1;
-	return fd;
-}
-
-/* The intake over stdin after the bytes read ahead; threaded: with a
- * reader thread (the stop signals are the main thread's). */
-static enum core_status intake_start(struct run *r, int threaded)
-{
-	struct intake *in = &r->intake;
-	in->restore_fl = -1;
-	core_lines_init(&in->lr, threaded ? reader_fd(in) : 0, "<stdin>", r->opts.max_record);
-	pthread_mutex_init(&in->mu, NULL);
-	pthread_cond_init(&in->room, NULL);
-	in->on = 1;
-	/* The bytes read ahead may be many records (stdin_complete()): the
-	 * record limit is the reader's, not the buffer's. */
-	if (in->lr.buf.max < r->in.len + 65537)
-		in->lr.buf.max = r->in.len + 65537;
-	if (r->in.len && core_buf_add(&in->lr.buf, r->in.p, r->in.len))
-		return CORE_ENOMEM;
-	if (!threaded)
-		return CORE_OK;
-	if (pipe2(in->wake, O_CLOEXEC | O_NONBLOCK) < 0) {
-		in->wake[0] = in->wake[1] = -1;
-		return CORE_ESYS;
-	}
-	if (pipe2(in->stop, O_CLOEXEC) < 0) {
-		in->stop[0] = in->stop[1] = -1;
-		return CORE_ESYS;
-	}
-	wake_fd = in->wake[1];
-	sigset_t stops, old;
-	sigemptyset(&stops);
-	sigaddset(&stops, SIGINT);
-	sigaddset(&stops, SIGTERM);
-	sigaddset(&stops, SIGHUP);
-	pthread_sigmask(SIG_BLOCK, &stops, &old);
-	in->threaded = 1;
-	int rc = pthread_create(&in->thread, NULL, intake_main, in);
-	pthread_sigmask(SIG_SETMASK, &old, NULL);
-	if (rc)
-		in->threaded = 0;
-	return rc ? CORE_ESYS : CORE_OK;
-}
-
-/* Stop the reader thread (waiting for stdin or for room) and let go of
- * its descriptor: a worker holds nothing of its caller's. */
-static void intake_stop(struct intake *in)
-{
-	if (in->threaded) {
-		pthread_mutex_lock(&in->mu);
-		in->quit = 1;
-		pthread_cond_broadcast(&in->room);
-		pthread_mutex_unlock(&in->mu);
-		ssize_t w = write(in->stop[1], "q", 1);
-		(void)w;        /* one byte in an empty pipe */
-		pthread_join(in->thread, NULL);
-		in->threaded = 0;
-	}
-	if (in->restore_fl >= 0) {
-		fcntl(in->lr.fd, F_SETFL, in->restore_fl);
-		in->restore_fl = -1;
-	}
-	if (in->own_fd) {
-		close(in->lr.fd);
-		in->own_fd = 0;
-	}
-}
-
-static void intake_release(struct intake *in)
-{
-	if (!in->on)
-		return;
-	intake_stop(in);
-	for (size_t i = in->head; i < in->n; i++)
-		json_decref(in->q[i].in);
-	free(in->q);
-	core_lines_release(&in->lr);
-	pthread_mutex_destroy(&in->mu);
-	pthread_cond_destroy(&in->room);
-	wake_fd = -1;
-	for (int i = 0; i < 2; i++) {
-		if (in->wake[i] >= 0)
-			close(in->wake[i]);
-		if (in->stop[i] >= 0)
-			close(in->stop[i]);
-	}
-}
-
-/* Wait for the reader (or a stop signal) to change something. */
-static void intake_wait(struct intake *in)
-{
-	struct pollfd p = { .fd = in->wake[0], .events = POLLIN };
-	char buf[64];
-	if (poll(&p, 1, -1) > 0)
-		while (read(in->wake[0], buf, sizeof buf) > 0)
-			;
-}
-
-/*
- * Detach with every input the intake holds (§2.1, §2.2): before a turn,
- * or (in_flight) from inside the turn that is running.  The process that
- * runs the turns detaches in place when it is the back of a split run, and
- * forks the worker otherwise (no turn is running then: input that is all
- * there is read before the first turn).  The back then prints the detached
- * output, becomes the worker and lets the front exit.
- */
-static void detach_now(struct run *r, int in_flight)
-{
-	struct intake *in = &r->intake;
-	struct detach_run *d = &r->det;
-	enum core_status st = CORE_OK;
-	if (r->back)
-		prctl(PR_SET_PDEATHSIG, 0);     /* the worker outlives the front */
-	intake_stop(in);
-	for (; in->head < in->n; in->head++) {
-		if (!st)
-			st = queue_input(d, in->q[in->head].in);
-		json_decref(in->q[in->head].in);
-	}
-	in->bytes = 0;
-	if (st) {
-		r->detach_failed = in_flight;
-		return;
-	}
-	d->tail = in->err;
-	if (!r->back) {
-		detach_start(d);
-		return;
-	}
-	if (detach_here(d, in_flight)) {
-		r->detach_failed = in_flight;
-		return;
-	}
-	print_detached(r);
-	detach_daemonize(d);
-	if (r->front_fd >= 0) {
-		ssize_t w = write(r->front_fd, "d", 1);
-		(void)w;        /* a front that is gone has nothing to wait for */
-		close(r->front_fd);
-		r->front_fd = -1;
-	}
-}
-
-static void detach_in_turn(struct run *r)
-{
-	detach_now(r, 1);
-}
-
-/*
- * Run the intake's inputs, one turn each, until the end of input, the
- * reader's error (after the turns before it), a turn that ends the
- * invocation, a stop signal, or a detach.
- */
-static void run_intake(struct run *r)
-{
-	struct intake *in = &r->intake;
-	for (;;) {
-		json_t *next = NULL;
-		struct core_err err = { 0 };
-		int detach = 0;
-		pthread_mutex_lock(&in->mu);
-		for (;;) {
-			if (atomic_load(&in->detach)) {
-				detach = 1;
-				break;
-			}
-			if (in->head < in->n) {
-				next = in->q[in->head].in;
-				in->bytes -= in->q[in->head].len;
-				in->head++;
-				pthread_cond_signal(&in->room);
-				break;
-			}
-			if (in->done || stop_signal)
-				break;
-			pthread_mutex_unlock(&in->mu);
-			if (in->threaded)
-				intake_wait(in);
-			else
-				intake_fill(in);
-			pthread_mutex_lock(&in->mu);
-		}
-		if (!next && !detach)
-			err = in->err;
-		pthread_mutex_unlock(&in->mu);
-		if (detach) {
-			detach_now(r, 0);
-			break;
-		}
-		if (!next) {
-			if (err.st && !stop_signal)
-				rt_fail(r->rt, err.st, err.msg);
-			break;
-		}
-		enum core_status st = rt_turn(r->rt, next);
-		json_decref(next);
-		if (r->det.role != DETACH_NONE || st)
-			break;
-	}
-	if (r->det.role == DETACH_WORKER && r->back)
-		detach_finish(&r->det);
-}
-
-/*
- * Read what stdin already holds, without waiting, after the bytes read
- * ahead: 1 when that reaches its end (every input is there: no reader
- * needs to outlive a turn), 0 when a writer may still send more (or more
- * than INTAKE_MAX_BYTES is there).
- */
-static int stdin_complete(struct run *r)
-{
-	char chunk[65536];
-	struct pollfd p = { .fd = 0, .events = POLLIN };
-	if (r->in.max < INTAKE_MAX_BYTES + sizeof chunk)
-		r->in.max = INTAKE_MAX_BYTES + sizeof chunk;
-	while (r->in.len <= INTAKE_MAX_BYTES) {
-		if (poll(&p, 1, 0) != 1)
-			return 0;
-		ssize_t got = read(0, chunk, sizeof chunk);
-		if (got < 0 && errno == EINTR)
-			continue;
-		if (got <= 0)
-			return 1;       /* the end, or an error the reader will report */
-		if (core_buf_add(&r->in, chunk, (size_t)got))
-			return 0;
-	}
-	return 0;
-}
-
-/* The front: wait for the back to detach (exit 0 at once) or to end (its
- * exit status, or its death by a signal, is ours). */
-static int front_wait(int fd, pid_t back)
-{
-	char c = 0;
-	ssize_t n;
-	int status;
-	while ((n = read(fd, &c, 1)) < 0 && errno == EINTR)
-		;
-	if (n == 1 && c == 'd')
-		return core_exit_code(CORE_OK);
-	while (waitpid(back, &status, 0) < 0)
-		if (errno != EINTR)
-			return core_exit_code(CORE_ESYS);
-	if (WIFSIGNALED(status)) {
-		signal(WTERMSIG(status), SIG_DFL);
-		raise(WTERMSIG(status));
-	}
-	return WIFEXITED(status) ? WEXITSTATUS(status) : core_exit_code(CORE_ESYS);
-}
-
-/*
- * Split the run (docs/detach.md "Eager intake"): the process the caller
- * started stays as the front, which only waits and forwards the stop
- * signals; the back runs the invocation.  The back is a grandchild in a
- * session of its own (never a session leader), re-parented to the front,
- * a child subreaper, so the front can wait for it; it has the caller's
- * stdin, stdout and stderr and no other descriptor of the caller's.
- * Returns 1 in the back, 0 in the front (r->front_exit set), -1 when the
- * split failed before anything started (the run goes on unsplit).
- */
-static int split(struct run *r)
-{
-	int fds[2];
-	sigset_t stops, old;
-	sigemptyset(&stops);
-	sigaddset(&stops, SIGINT);
-	sigaddset(&stops, SIGTERM);
-	sigaddset(&stops, SIGHUP);
-	pid_t front = getpid();
-	if (prctl(PR_SET_CHILD_SUBREAPER, 1) < 0 || pipe2(fds, O_CLOEXEC) < 0)
-		return -1;
-	sigprocmask(SIG_BLOCK, &stops, &old);
-	fflush(stdout);
-	fflush(stderr);
-	pid_t a = fork();
-	if (a < 0) {
-		close(fds[0]);
-		close(fds[1]);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		return -1;
-	}
-	if (a == 0) {
-		pid_t mid = getpid();
-		pid_t b = setsid() < 0 ? -1 : fork();
-		if (b != 0) {
-			/* The middle process: the back's pid to the front. */
-			ssize_t w = write(fds[1], &b, sizeof b);
-			_exit(w == sizeof b && b > 0 ? 0 : 1);
-		}
-		close(fds[0]);
-		detach_close_others(fds[1]);
-		r->back = 1;
-		r->front_fd = fds[1];
-		/* Once re-parented to the front (the middle process exits at
-		 * once), the front's death is a caller stop: SIGTERM, as if
-		 * forwarded.  A detach clears it. */
-		while (getppid() == mid)
-			nanosleep(&(struct timespec){ 0, 100000 }, NULL);
-		prctl(PR_SET_PDEATHSIG, SIGTERM);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		if (getppid() != front)
-			raise(SIGTERM);         /* the front is gone already */
-		return 1;
-	}
-	close(fds[1]);
-	pid_t b = -1;
-	ssize_t got;
-	int status;
-	while (waitpid(a, &status, 0) < 0 && errno == EINTR)
-		;
-	while ((got = read(fds[0], &b, sizeof b)) < 0 && errno == EINTR)
-		;
-	if (got != sizeof b || b <= 0) {
-		close(fds[0]);
-		sigprocmask(SIG_SETMASK, &old, NULL);
-		return -1;
-	}
-	back_pid = b;
-	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
-	for (int i = 0; i < 3; i++) {
-		struct sigaction sa, cur;
-		/* Signals agent-run ignores (on entry) stay ignored. */
-		if (sigaction(sigs[i], NULL, &cur) == 0 && cur.sa_handler == SIG_IGN)
-			continue;
-		memset(&sa, 0, sizeof sa);
-		sa.sa_handler = on_front_signal;
-		sigemptyset(&sa.sa_mask);
-		sa.sa_flags = SA_RESTART;
-		sigaction(sigs[i], &sa, NULL);
-	}
-	sigprocmask(SIG_SETMASK, &old, NULL);
-	r->front_exit = front_wait(fds[0], b);
-	close(fds[0]);
-	return 0;
-}
-
-/* ---- main's phases ---- */
 
 static enum core_status report_oom(void)
 {
@@ -1449,9 +565,9 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_FORMAT: format = arg; break;
 		case OPT_INPUT_FORMAT:
 			if (!strcmp(arg, "ndjson"))
-				op->input_format = STDIN_NDJSON;
+				op->input_format = INTAKE_NDJSON;
 			else if (!strcmp(arg, "text"))
-				op->input_format = STDIN_TEXT;
+				op->input_format = INTAKE_TEXT;
 			else
 				st = cli_usage("--input-format must be ndjson or text, not '%s'", arg);
 			break;
@@ -1503,43 +619,19 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	return CORE_OK;
 }
 
-/* --state FILE as JSON (bounded by --max-record); NULL with e set. */
-static json_t *read_state(const char *file, size_t max, struct core_err *e)
-{
-	struct core_buf b = CORE_BUF_INIT(max);
-	json_t *s = NULL;
-	if (!core_buf_read_file(&b, file, e))
-		s = jv_parse(b.p ? b.p : "", b.len, file, 0, e);
-	core_buf_release(&b);
-	return s;
-}
-
 /* The init: --init, then the flags (each key given once). */
 static enum core_status build_init(struct run *r)
 {
 	const struct run_opts *op = &r->opts;
 	struct core_err e = { 0 };
-	enum core_status st = CORE_OK;
-	if (op->init_json) {
-		r->init = jv_parse(op->init_json, strlen(op->init_json), "--init", 0, &e);
-		if (!r->init)
-			return init_failed(&r->o, &e);
-	} else if (!(r->init = json_object())) {
+	struct feed_init f = { op->init_json, op->session, op->snapshot, op->state_file,
+	                       op->max_record };
+	enum core_status st = feed_init(&f, &r->init, &e);
+	if (st == CORE_EUSAGE)
+		return cli_usage("%s", e.msg);
+	if (st == CORE_ENOMEM && !r->init && !op->init_json)
 		return report_oom();
-	}
-	if (!json_is_object(r->init))
-		return CORE_OK;         /* rt_open() reports it */
-	if (op->session && (st = set_init(r->init, "sessionId", json_string(op->session))))
-		return st;
-	if (op->snapshot && (st = set_init(r->init, "snapshotId", json_string(op->snapshot))))
-		return st;
-	if (op->state_file) {
-		json_t *s = read_state(op->state_file, (size_t)op->max_record, &e);
-		if (!s)
-			return init_failed(&r->o, &e);
-		st = set_init(r->init, "state", s);
-	}
-	return st;
+	return st ? init_failed(&r->o, &e) : CORE_OK;
 }
 
 /* "agent-run: models are ..." after a model that is not one. */
@@ -1612,25 +704,6 @@ static void init_next_step(const struct run_opts *op, enum core_status st)
 		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
-/* --continue: the agent's most recently updated session becomes the init's. */
-static enum core_status continue_session(struct run *r, struct core_err *e)
-{
-	struct store_session_filter f = { r->agent->name, 0, STORE_HEARTBEAT_TIMEOUT_MS };
-	json_t *list = NULL;
-	enum core_status st = store_recent_sessions(r->store, &f, &list, e);
-	if (st)
-		return st;
-	const char *sid = json_string_value(json_object_get(json_array_get(list, 0),
-	                                                    "sessionId"));
-	if (!sid)
-		st = core_fail(e, CORE_ENOTFOUND, "no session of agent '%s' to continue "
-		               "(start one without --continue)", r->agent->name);
-	else
-		json_object_set_new(r->init, "sessionId", json_string(sid));
-	json_decref(list);
-	return st;
-}
-
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
 static enum core_status open_runtime(struct run *r)
 {
@@ -1648,7 +721,7 @@ static enum core_status open_runtime(struct run *r)
 		if (!(st = store_default_path(op->store_path, &r->store_dir, &e)))
 			st = store_open(r->store_dir.p, &r->store, &e);
 		if (!st && op->cont)
-			st = continue_session(r, &e);
+			st = feed_continue(r->store, r->agent->name, r->init, &e);
 		if (st)
 			return init_failed(&r->o, &e);
 	}
@@ -1666,7 +739,6 @@ static enum core_status open_runtime(struct run *r)
 	}
 	r->det.rt = r->rt;
 	r->det.agent = r->agent->name;
-	r->det.ext = r->ext;
 	r->det.store = &r->store;
 	r->det.store_path = r->store_dir.p;
 	r->det.hb_interval_ms = hb_interval;
@@ -1682,143 +754,73 @@ static void watch_caller_stops(struct out_ctx *o)
 	catch_stop_signals();
 }
 
-/* The format of stdin whose first non-blank byte is c. */
-static int stdin_format(const struct run_opts *op, int c)
-{
-	if (op->input_format)
-		return op->input_format;
-	return c == '{' ? STDIN_NDJSON : STDIN_TEXT;
-}
-
 /*
- * What stdin holds, in r->stdin_kind: --input-format, else NDJSON when its
- * first non-blank byte is '{' and text otherwise; only blanks (or /dev/null,
- * a closed stdin) is no input.  A terminal is not read when -m gives the
- * input.  Text is read whole into r->in (at most --max-record bytes, UTF-8);
- * for NDJSON r->in keeps the bytes read ahead and run_stdin() goes on.
- * A stop signal while reading leaves no input: the run ends aborted.
+ * What stdin holds (intake_read_stdin()), in r->stdin_kind.  A terminal is
+ * not read when -m gives the input.  A stop signal while reading leaves no
+ * input: the run ends aborted.
  */
 static enum core_status read_stdin(struct run *r)
 {
 	const struct run_opts *op = &r->opts;
 	struct core_err e = { 0 };
-	char chunk[4096];
-	size_t seen = 0;
-	int first = 0;          /* the first non-blank byte, once read */
-	r->stdin_kind = STDIN_NONE;
+	r->stdin_kind = INTAKE_NONE;
 	if (!r->stdin_open || (op->nmsg && isatty(0)))
 		return CORE_OK;
-	/* A read may go one chunk past the limit before the format is known. */
-	core_buf_init(&r->in, op->max_record + sizeof chunk);
-	while (!first || stdin_format(op, first) == STDIN_TEXT) {
-		ssize_t got = read(0, chunk, sizeof chunk);
-		if (got < 0 && errno == EINTR && !stop_signal)
-			continue;
-		if (got < 0 && !stop_signal) {
-			core_fail_sys(&e, "cannot read <stdin>");
-			return init_failed(&r->o, &e);
-		}
-		if (got <= 0)
-			break;
-		enum core_status st = core_buf_add(&r->in, chunk, (size_t)got);
-		if (st == CORE_ENOMEM)
-			return report_oom();
-		for (; seen < r->in.len && !first; seen++)
-			if (!strchr(" \t\r\n", r->in.p[seen]))
-				first = (unsigned char)r->in.p[seen];
-		if (st || (first && stdin_format(op, first) == STDIN_TEXT
-		           && r->in.len > op->max_record)) {
-			core_fail(&e, CORE_ETOOBIG, "text on <stdin> is longer than %zu bytes "
-			          "(--max-record)", op->max_record);
-			return init_failed(&r->o, &e);
-		}
-	}
-	if (stop_signal || !first)
-		return CORE_OK;
-	r->stdin_kind = stdin_format(op, first);
-	if (r->stdin_kind == STDIN_NDJSON && op->nmsg)
+	enum core_status st = intake_read_stdin(op->input_format, op->max_record, &stop_signal,
+	                                        &r->in, &r->stdin_kind, &e);
+	if (st)
+		return st == CORE_ENOMEM && !e.sys ? cli_report(&e) : init_failed(&r->o, &e);
+	if (r->stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (r->stdin_kind == STDIN_TEXT) {
-		json_t *t = json_stringn(r->in.p, r->in.len);
-		if (!t) {
-			core_fail(&e, CORE_EINVAL, "text on <stdin> is not valid UTF-8");
-			return init_failed(&r->o, &e);
-		}
-		json_decref(t);
-	}
 	return CORE_OK;
-}
-
-/*
- * Each -m TEXT as one turn, or (--detach) queued for the background; text
- * from stdin joins the first turn after a blank line, or is the one turn
- * when there is no -m.
- */
-static void run_messages(struct detach_run *d, const char *const *messages, size_t n,
-                         const struct core_buf *piped, int detach)
-{
-	struct core_buf first = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st = CORE_OK;
-	if (piped && ((n && core_buf_addf(&first, "%s\n\n", messages[0]))
-	              || core_buf_add(&first, piped->p, piped->len))) {
-		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
-		core_buf_release(&first);
-		return;
-	}
-	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
-		json_t *in = i == 0 && piped ? user_message(first.p, first.len)
-		                             : user_message(messages[i], strlen(messages[i]));
-		if (detach)
-			st = queue_input(d, in);
-		else
-			st = in ? rt_turn(d->rt, in) : CORE_ENOMEM;
-		json_decref(in);
-	}
-	if (detach && !st && !stop_signal)
-		detach_start(d);
-	core_buf_release(&first);
 }
 
 /*
  * NDJSON on stdin that is not a terminal is read eagerly: all of it now
  * when it is all there, else by the back process of a split run while its
- * turns run (split()).  A terminal, --detach (which reads everything
- * first) and a split that could not start read between turns
- * (run_stdin()).
+ * turns run (intake_split()).  A terminal, --detach (which reads
+ * everything first) and a split that could not start read between turns
+ * (feed_stdin()).
  */
 static enum core_status start_intake(struct run *r)
 {
-	if (r->stdin_kind != STDIN_NDJSON || r->opts.detach || isatty(0))
+	struct core_err e = { 0 };
+	int sig = 0;
+	if (r->stdin_kind != INTAKE_NDJSON || r->opts.detach || isatty(0))
 		return CORE_OK;
-	int complete = stdin_complete(r);
-	int side = complete ? -1 : split(r);
+	int complete = intake_all_there(&r->in);
+	int side = complete ? -1 : intake_split(&r->feed.front_fd, &r->front_exit, &sig);
+	if (side == 0 && sig) {
+		/* The back died of a signal: so does the front. */
+		signal(sig, SIG_DFL);
+		raise(sig);
+	}
 	if (side == 0 || (side < 0 && !complete))
 		return CORE_OK;         /* the front (the back ran it), or no split */
-	enum core_status st = intake_start(r, side == 1);
-	if (st == CORE_ENOMEM)
-		return report_oom();
-	if (st)
-		return cli_report(&(struct core_err){ st, errno, "cannot start reading <stdin>" });
-	return CORE_OK;
+	r->feed.back = side == 1;
+	enum core_status st = intake_start(&r->intake, &r->in, r->opts.max_record, side == 1, &e);
+	return st ? cli_report(&e) : CORE_OK;
 }
 
 /* The inputs: -m, else stdin.  How they went is in the runtime
  * (rt_output) and, once detached, in r->det.role. */
 static void run_inputs(struct run *r)
 {
-	const struct core_buf *text = r->stdin_kind == STDIN_TEXT ? &r->in : NULL;
+	const struct core_buf *text = r->stdin_kind == INTAKE_TEXT ? &r->in : NULL;
 	if (r->intake.on)
-		run_intake(r);
-	else if (r->stdin_kind == STDIN_NDJSON)
-		run_stdin(&r->det, &r->in, r->opts.max_record, r->opts.detach);
+		feed_intake(&r->feed);
+	else if (r->stdin_kind == INTAKE_NDJSON)
+		feed_stdin(&r->feed, &r->in, r->opts.max_record, r->opts.detach);
 	else
-		run_messages(&r->det, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
+		feed_messages(&r->feed, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
 }
 
-/* §2.2 step 6: the caller's detached output, at once. */
-static enum core_status print_detached(struct run *r)
+/* §2.2 step 6: the caller's detached output, at once (also the feed's
+ * detached(), in the back of a split run). */
+static enum core_status print_detached(void *ctx)
 {
+	struct run *r = ctx;
 	const char *session = rt_session_id(r->rt);
 	r->output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
 	                      "sessionId", session, "snapshotId", r->det.id);
@@ -1843,24 +845,13 @@ static enum core_status print_detached(struct run *r)
  */
 static void print_summary(struct run *r)
 {
-	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
-	const char *snap = json_string_value(json_object_get(r->output, "snapshotId"));
-	const json_t *u = rt_usage(r->rt);
-	const char *unit = json_object_get(u, "inputTokens") || json_object_get(u, "outputTokens")
-	                 ? "tokens" : json_object_get(u, "inputCharacters") ? "characters" : NULL;
-	char usage[96] = "";
-	if (unit) {
-		int tokens = unit[0] == 't';
-		snprintf(usage, sizeof usage, ", %" JSON_INTEGER_FORMAT " %s in, %" JSON_INTEGER_FORMAT
-		         " out", json_integer_value(json_object_get(u, tokens ? "inputTokens"
-		                                                           : "inputCharacters")),
-		         unit, json_integer_value(json_object_get(u, tokens ? "outputTokens"
-		                                                             : "outputCharacters")));
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (!render_summary(cli_progname, r->output, rt_session_id(r->rt), rt_usage(r->rt),
+	                    r->o.color, &b)) {
+		fflush(stdout);
+		fprintf(stderr, "%s\n", b.p);
 	}
-	fflush(stdout);
-	fprintf(stderr, "%s%s: %s, session %s%s%s%s%s\n", r->o.color ? "\033[2m" : "",
-	        cli_progname, reason && *reason ? reason : "completed", rt_session_id(r->rt),
-	        snap ? ", snapshot " : "", snap ? snap : "", usage, r->o.color ? "\033[0m" : "");
+	core_buf_release(&b);
 }
 
 /* The final line of an attached run: {"output": AgentOutput} (or, with
@@ -1913,11 +904,14 @@ static enum core_status print_output(struct run *r)
 int main(int argc, char **argv)
 {
 	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0),
-	                 .intake.wake = { -1, -1 }, .intake.stop = { -1, -1 },
-	                 .front_fd = -1, .front_exit = -1 };
+	                 .front_exit = -1 };
+	struct render_sink view = { view_text, view_flush, view_note, &r.o };
 	enum core_status st;
 
 	cli_start(&prog);
+	intake_init(&r.intake);
+	r.feed = (struct feed){ .det = &r.det, .intake = &r.intake, .stop = &stop_signal,
+	                        .front_fd = -1, .detached = print_detached, .ctx = &r };
 	r.stdin_open = fcntl(0, F_GETFD) != -1;
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	if ((st = spawn_protect_keys(model_key_variable, NULL)))
@@ -1928,8 +922,7 @@ int main(int argc, char **argv)
 	r.o.text = r.opts.text;
 	r.o.json = r.opts.json;
 	r.o.color = r.o.text && isatty(2) && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
-	r.o.msg_index = -1;
-	if (!(r.o.tools_open = json_array())) {
+	if (render_init(&r.o.view, r.o.color, view)) {
 		st = report_oom();
 		goto out;
 	}
@@ -1973,10 +966,10 @@ out:
 	free(r.opts.tools);
 	core_buf_release(&r.in);
 	intake_release(&r.intake);
-	json_decref(r.o.tools_open);
+	render_release(&r.o.view);
 	core_buf_release(&r.o.line);
-	if (r.front_fd >= 0)
-		close(r.front_fd);
+	if (r.feed.front_fd >= 0)
+		close(r.feed.front_fd);
 	/* The front of a split run exits as its back did. */
 	return r.front_exit >= 0 ? r.front_exit : cli_finish(st);
 }

@@ -40,7 +40,6 @@
 #include "../base/buf.h"
 #include "../base/status.h"
 
-struct agent_ext;
 struct runtime;
 struct store;
 
@@ -222,8 +221,6 @@ enum detach_role {
 struct detach_run {
 	struct runtime *rt;             /* the invocation, opened on *store */
 	const char *agent;              /* the agent's name, for messages */
-	struct agent_ext *ext;          /* rt's extensions, or NULL; the run finishes
-	                                   them through rt (rt_finish()) */
 	struct store **store;           /* the command's handle (*store NULL: none);
 	                                   see detach_start() */
 	const char *store_path;         /* the store directory */
