@@ -18,6 +18,7 @@
 #include "prompt.h"
 #include "../base/schema.h"
 #include "structured.h"
+#include "agent_trace.h"
 
 #define TAG_HISTORY "_genkit_history"
 #define TAG_PROMPT "_genkit_prompt"
@@ -1163,7 +1164,9 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		req.config = a->config;
 		req.key_file = a->key_file;
 		req.output = a->output;
+		struct trace_span *span = agent_trace_model_begin(a->model);
 		enum core_status st = model_generate(a->model, &req, &stream, &resp, &e);
+		agent_trace_model_end(span, st, e.msg, resp.finish_reason, resp.usage);
 		json_t *minted = rt->minted_refs;
 		rt->minted_refs = NULL;
 		json_decref(reqmsgs);
@@ -1381,7 +1384,9 @@ static void agent_turn(struct runtime *rt, const json_t *input, struct turn_resu
 		json_decref(g.msgs);
 		return;
 	}
+	agent_trace_generate_begin();
 	generate(&g, resume, r);
+	agent_trace_generate_end(r->st, r->msg);
 	if (r->committed) {
 		json_t *now = session_messages(g.msgs, 0);
 		rt->base_kept = kept_prefix(history, now, rt->base_kept);
@@ -1530,6 +1535,7 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
 	emit(rt, "turnEnd", te);
+	agent_trace_turn_end(written, st ? st : r->st, st ? e->msg : r->msg);
 	if (written) {
 		free(rt->last_snapshot_id);
 		rt->last_snapshot_id = strdup(written);
@@ -1573,6 +1579,7 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 		rt_abort(rt);
 		return CORE_ABORTED;
 	}
+	agent_trace_turn_begin();
 	/* §3.1: arm the patcher, reserve the row, append the message. */
 	json_object_clear(rt->turn_usage);
 	rt->patch_first = 1;

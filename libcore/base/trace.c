@@ -771,8 +771,15 @@ enum core_status trace_flush(struct core_err *e)
 			core_url_redact(t->cfg.url, where, sizeof where);
 		else
 			snprintf(where, sizeof where, "console");
+		/* http_post() names itself and the URL already: say it once. */
+		const char *why = e->msg;
+		size_t wl = strlen(where);
+		if (!strncmp(why, "trace export: ", 14))
+			why += 14;
+		if (!strncmp(why, where, wl) && !strncmp(why + wl, ": ", 2))
+			why += wl + 2;
 		t->failed = 1;
-		core_fail(&t->first, st, "trace export failed: %s: %s", where, e->msg);
+		core_fail(&t->first, st, "trace export failed: %s: %s", where, why);
 		*e = t->first;
 	}
 	pthread_mutex_unlock(&mu);
