@@ -238,3 +238,26 @@ attr() {
 	seen=$(printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[-1].content[0].text')
 	[ "$seen" = "00-$(jq -r .traceId <<<"$root")-$(jq -r .spanId <<<"$root")-01" ]
 }
+
+@test "a detached run is one trace: the worker's spans continue the launcher's" {
+	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson --detach -m one -m two
+	[ "$stderr" = "" ]
+	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	# The worker writes its last line before it finalizes the row; wait for it.
+	for _ in $(seq 1 100); do
+		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
+		sleep 0.05
+	done
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
+	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
+	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .flags <<<"$worker")" = 769 ]
+	[ "$(jq -c '[.attributes[] | select(.key == "genkit:metadata:agent:detached") | .value]' <<<"$worker")" = '[{"boolValue":true}]' ]
+	[ "$(jq -r 'select(.name | startswith("runTurn")) | .parentSpanId' all | sort -u)" = "$(jq -r .spanId <<<"$worker")" ]
+	[ "$(jq -r 'select(.name | startswith("runTurn")) | .name' all | tr '\n' ' ')" = "runTurn-1 runTurn-2 " ]
+	# No span is exported twice.
+	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+}

@@ -21,6 +21,7 @@ struct open_span {
 static struct {
 	struct open_span root, turn, gen;
 	char agent[256];
+	char session[256];
 	long turns;
 	int failure_marked;     /* a span of this turn is the failure's source */
 } A;
@@ -86,10 +87,31 @@ void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
 		trace_attr_str(s, "gen_ai.request.model", model);
 }
 
+void agent_trace_worker(void)
+{
+	struct trace_span *launcher = A.root.s;
+	if (!launcher)
+		return;
+	trace_adopt(launcher);
+	if (!trace_on())
+		return;
+	memset(&A.turn, 0, sizeof A.turn);
+	memset(&A.gen, 0, sizeof A.gen);
+	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
+	trace_attr_bool(A.root.s, "genkit:isRoot", 1);
+	trace_attr_bool(A.root.s, "genkit:metadata:agent:detached", 1);
+	trace_attr_str(A.root.s, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(A.root.s, "gen_ai.agent.name", A.agent);
+	char sid[sizeof A.session];
+	memcpy(sid, A.session, sizeof sid);
+	agent_trace_session(sid[0] ? sid : NULL);
+}
+
 void agent_trace_session(const char *session_id)
 {
 	if (!session_id)
 		return;
+	snprintf(A.session, sizeof A.session, "%s", session_id);
 	trace_attr_str(A.root.s, "genkit:metadata:agent:sessionId", session_id);
 	trace_attr_str(A.root.s, "gen_ai.conversation.id", session_id);
 }

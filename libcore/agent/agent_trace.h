@@ -40,6 +40,14 @@
 
 /* The root span, started at start_ns (0: now). */
 void agent_trace_begin(const char *agent, const char *model, int64_t start_ns);
+/*
+ * In a detached worker, right after the fork: the launcher exports its
+ * own spans; the worker's root span (the agent's name again, with
+ * genkit:metadata:agent:detached) continues the trace as a child of the
+ * launcher's root span.  The launcher's open turn, if any, is its own.
+ */
+void agent_trace_worker(void);
+
 /* The session, once settled. */
 void agent_trace_session(const char *session_id);
 /*

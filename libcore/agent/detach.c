@@ -21,6 +21,7 @@
 
 #include "../../store/store.h"
 #include "agent_ext.h"
+#include "agent_trace.h"
 #include "runtime.h"
 #include "../base/util.h"
 
@@ -852,6 +853,7 @@ enum core_status detach_start(struct detach_run *d)
 	if ((st = detach_fork(d->log.p, &p, &e)))
 		goto fail;
 	if (p.worker) {
+		agent_trace_worker();   /* the worker's spans continue the launcher's trace */
 		d->worker_st = detach_run_worker(d, d->pending, &p);
 		return CORE_OK;
 	}

@@ -807,12 +807,14 @@ enum core_status trace_finish(struct core_err *e)
 	return st;
 }
 
-void trace_adopt(void)
+void trace_adopt(const struct trace_span *parent)
 {
 	pthread_mutex_lock(&mu);
 	if (T && T->owner != getpid()) {
 		T->owner = getpid();
-		drop_ended(T, 1);
+		if (parent)
+			memcpy(T->remote_span, parent->span_id, sizeof T->remote_span);
+		drop_ended(T, 1);       /* parent is among them: copied first */
 	}
 	pthread_mutex_unlock(&mu);
 }

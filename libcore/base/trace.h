@@ -146,10 +146,12 @@ enum core_status trace_finish(struct core_err *e);
 
 /*
  * In a forked child that carries on the parent's work (a detached worker):
- * the recorder becomes this process's, and the spans the parent still had
- * open are dropped (the parent ends and exports them).
+ * the recorder becomes this process's, the spans the parent still had are
+ * dropped (the parent ends and exports them), and a span started with no
+ * parent becomes a child of parent (the parent's span, flagged remote: it
+ * lives in another process).  parent NULL: the inbound parent stays.
  */
-void trace_adopt(void);
+void trace_adopt(const struct trace_span *parent);
 
 /* The request trace_flush() would send for the ended spans, without
  * sending or dropping them (tests); NULL when off. */
