@@ -346,7 +346,13 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	unsigned fl;
 	if (tp && trace_parse_parent(tp, tid, sid, &fl))
 		note(c, "TRACEPARENT '%.60s' is not a W3C traceparent: a new trace is started", tp);
-	else if (tp)
+	else if (tp && !(fl & 1)) {
+		/* parentbased_always_on, the SDKs' default sampler: the caller
+		 * chose not to sample this trace, so nothing is recorded (and
+		 * children inherit its TRACEPARENT unchanged). */
+		trace_config_release(c);
+		return CORE_OK;
+	} else if (tp)
 		snprintf(c->parent, sizeof c->parent, "%.55s", tp);
 	if (c->parent[0] && env("TRACESTATE") && !(c->tracestate = strdup(env("TRACESTATE"))))
 		goto nomem;

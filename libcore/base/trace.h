@@ -79,7 +79,8 @@ struct trace_config {
  * note.  Resource: OTEL_RESOURCE_ATTRIBUTES, then service.name from
  * OTEL_SERVICE_NAME else the one there else default_service, service.version
  * = version.  TRACEPARENT (validated; an invalid one is ignored with a note)
- * and TRACESTATE are read here.  Problems never fail: they leave a note
+ * and TRACESTATE are read here; a TRACEPARENT whose sampled flag is clear
+ * turns tracing off, as the SDKs' default parent-based sampler does.  Problems never fail: they leave a note
  * (c->note) and, where nothing sensible is left, tracing off.  Only
  * CORE_ENOMEM is returned.
  */

@@ -99,6 +99,11 @@ static void config(void)
 	       c.note);
 	trace_config_release(&c);
 	unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
+	setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00", 1);
+	trace_config_from_env(&c, 1, NULL, "agent-run", "9.9");
+	report(c.exporter == TRACE_OFF && !c.note[0], "an unsampled parent records nothing", c.note);
+	trace_config_release(&c);
+	unsetenv("TRACEPARENT");
 	trace_config_from_env(&c, 0, NULL, "agent-run", "9.9");
 	report(c.exporter == TRACE_OFF, "off without the flag or AGENTKIT_TRACE", NULL);
 	trace_config_release(&c);
