@@ -64,6 +64,8 @@ enum {
 	OPT_JSON,
 	OPT_TRACE = CLI_LONG + 600,
 	OPT_TRACE_FILE,
+	OPT_TRACE_CONTENT,
+	OPT_TRACE_NAMES,
 };
 
 static const struct cli_opt opts[] = {
@@ -114,6 +116,10 @@ static const struct cli_opt opts[] = {
 	{ OPT_TRACE, "trace", NULL, "export OpenTelemetry traces (OTEL_TRACES_EXPORTER: otlp, console; "
 	  "also $AGENTKIT_TRACE=1; docs/tracing.md)" },
 	{ OPT_TRACE_FILE, "trace-file", "FILE", "trace to FILE: one OTLP JSON request per line (implies --trace)" },
+	{ OPT_TRACE_CONTENT, "trace-content", NULL, "traces also record prompts, replies, tool input and "
+	  "output and states (cut at 64K)" },
+	{ OPT_TRACE_NAMES, "trace-names", "NAMES", "span names: genkit (default) or semconv (invoke_agent, "
+	  "chat, execute_tool)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
 	  "list the model providers and the models file's endpoints, the key each needs and "
@@ -144,6 +150,7 @@ static const struct cli_value values[] = {
 	{ .opt = "prompt", .kind = CLI_AGENT },
 	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text json" },
 	{ .opt = "input-format", .kind = CLI_WORDS, .words = "ndjson text" },
+	{ .opt = "trace-names", .kind = CLI_WORDS, .words = "genkit semconv" },
 	{ 0 }
 };
 
@@ -245,7 +252,8 @@ struct run_opts {
 	int json;                       /* --format json: only the final object */
 	int input_format;               /* --input-format: STDIN_NDJSON, STDIN_TEXT, or 0 */
 	int no_store, describe, detach, list, list_models, cont;
-	int trace;                      /* --trace */
+	int trace, trace_content;       /* --trace, --trace-content */
+	int trace_semconv;              /* --trace-names semconv */
 	const char *trace_file;         /* --trace-file */
 };
 
@@ -1487,6 +1495,12 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_TRACE: op->trace = 1; break;
 		case OPT_TRACE_FILE: op->trace_file = arg; break;
+		case OPT_TRACE_CONTENT: op->trace_content = 1; break;
+		case OPT_TRACE_NAMES:
+			if (strcmp(arg, "genkit") && strcmp(arg, "semconv"))
+				st = cli_usage("--trace-names must be genkit or semconv, not '%s'", arg);
+			op->trace_semconv = !strcmp(arg, "semconv");
+			break;
 		case OPT_MAX_RECORD:
 			st = cli_size("--max-record", arg, &op->max_record);
 			break;
@@ -1659,6 +1673,7 @@ static void trace_open(struct run *r)
 		cli_warn("%s", c.note);
 	if (trace_init(&c))
 		cli_warn("tracing off: out of memory");
+	agent_trace_options(r->opts.trace_content, r->opts.trace_semconv);
 	agent_trace_begin(r->agent->name, r->agent->model, r->t0);
 }
 

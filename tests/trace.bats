@@ -261,3 +261,30 @@ attr() {
 	# No span is exported twice.
 	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
 }
+
+@test "--trace-content records inputs, outputs and the turn's state, cut at the limit; off by default" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"text":"done","usage":{"inputTokens":7,"outputTokens":3}}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file off.ndjson -m hi
+	[ "$(spans off.ndjson | jq -c '.attributes[] | select(.key | test("^genkit:(input|output)$"))')" = "" ]
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-content -m hi
+	[ "$(attr t.ndjson greet genkit:input)" = '{"stringValue":"{\"name\":\"ann\"}"}' ]
+	[ "$(attr t.ndjson greet genkit:output)" = '{"stringValue":"\"hello ann\""}' ]
+	state=$(printf "%s\n" "$output" | tail -n 1 | jq -cS .output.state)
+	[ "$(attr t.ndjson runTurn-1 genkit:output | jq -r .stringValue | jq -cS .state)" = "$state" ]
+	[ "$(attr t.ndjson script/model.ndjson gen_ai.usage.input_tokens | tail -n 1)" = '{"intValue":"7"}' ]
+	[ "$(attr t.ndjson script/model.ndjson genkit:input | head -n 1 | jq -r .stringValue)" = '{"messages":[{"content":[{"text":"hi"}],"role":"user"}]}' ]
+	OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=12 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true \
+		run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file cut.ndjson -m hi
+	[ "$(attr cut.ndjson greet genkit:input)" = '{"stringValue":"{\"name\":\"ann"}' ]
+}
+
+@test "--trace-names semconv: invoke_agent, chat and execute_tool names; Genkit's names stay in attributes" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-names semconv -m hi
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|invoke_agent inline|" ]
+	[ "$(attr t.ndjson 'invoke_agent inline' genkit:name)" = '{"stringValue":"inline"}' ]
+	[ "$(attr t.ndjson 'execute_tool greet' gen_ai.operation.name)" = '{"stringValue":"execute_tool"}' ]
+	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
+	[ "${stderr%%$'\n'*}" = "agent-run: --trace-names must be genkit or semconv, not 'otel'" ]
+}

@@ -7,9 +7,13 @@
  * ("util" spans carry none).
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "agent_trace.h"
+#include "../base/buf.h"
+#include "../base/json.h"
 
 #define PATH_MAX_LEN 1024
 
@@ -24,7 +28,40 @@ static struct {
 	char session[256];
 	long turns;
 	int failure_marked;     /* a span of this turn is the failure's source */
+	int content, semconv;   /* agent_trace_options() */
+	size_t content_max;
 } A;
+
+void agent_trace_options(int content, int semconv)
+{
+	const char *v = getenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT");
+	const char *lim = getenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT");
+	char *end = NULL;
+	long long n = lim && *lim ? strtoll(lim, &end, 10) : 0;
+	A.content = content || (v && !strcasecmp(v, "true"));
+	A.semconv = semconv;
+	A.content_max = end && !*end && n > 0 ? (size_t)n : AGENT_TRACE_CONTENT_MAX;
+}
+
+/* A value as a JSON string attribute, cut at the cap on a UTF-8 boundary;
+ * only when content capture is on. */
+static void content_attr(struct trace_span *s, const char *key, const json_t *v)
+{
+	if (!s || !v || !A.content)
+		return;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (!jv_dump(v, &b) && b.p) {
+		size_t n = b.len;
+		if (n > A.content_max) {
+			n = A.content_max;
+			while (n && ((unsigned char)b.p[n] & 0xc0) == 0x80)
+				n--;
+		}
+		b.p[n] = 0;
+		trace_attr_str(s, key, b.p);
+	}
+	core_buf_release(&b);
+}
 
 static void path_of(char *out, const char *parent, const char *name, const char *type,
                     const char *subtype)
@@ -66,6 +103,16 @@ static void close_span(struct trace_span *s, enum core_status st, const char *ms
 	          st ? (msg && *msg ? msg : core_strerror(st)) : NULL);
 }
 
+/* --trace-names semconv: the span's name as the GenAI conventions give it. */
+static void semconv_name(struct trace_span *s, const char *op, const char *what)
+{
+	char name[300];
+	if (!s || !A.semconv)
+		return;
+	snprintf(name, sizeof name, "%s %s", op, what);
+	trace_rename(s, name);
+}
+
 /* The innermost open span: a model's or tool's parent. */
 static const struct open_span *inner(void)
 {
@@ -80,6 +127,7 @@ void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
 	struct trace_span *s = open_under(NULL, agent, TRACE_INTERNAL, "action", "agent",
 	                                  A.root.path, start_ns);
 	A.root.s = s;
+	semconv_name(s, "invoke_agent", agent);
 	trace_attr_bool(s, "genkit:isRoot", 1);
 	trace_attr_str(s, "gen_ai.operation.name", "invoke_agent");
 	trace_attr_str(s, "gen_ai.agent.name", agent);
@@ -132,6 +180,7 @@ void agent_trace_end(enum core_status st, const json_t *output)
 		est = st;
 	if (reason)
 		trace_attr_str(A.root.s, "agentkit.finish_reason", reason);
+	content_attr(A.root.s, "genkit:output", output);
 	close_span(A.root.s, est, msg);
 	A.root.s = NULL;
 }
@@ -146,10 +195,17 @@ void agent_trace_turn_begin(void)
 	A.turn.s = open_under(&A.root, name, TRACE_INTERNAL, "flowStep", NULL, A.turn.path, 0);
 }
 
-void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg)
+void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
+                          const json_t *state)
 {
 	if (!A.turn.s)
 		return;
+	if (!st && A.content && state) {
+		/* Genkit's turn span output (turnSpanOutput): {"state": ...}. */
+		json_t *o = json_pack("{s:O}", "state", state);
+		content_attr(A.turn.s, "genkit:output", o);
+		json_decref(o);
+	}
 	if (A.gen.s)
 		agent_trace_generate_end(st, msg);
 	if (snapshot_id && *snapshot_id)
@@ -174,7 +230,7 @@ void agent_trace_generate_end(enum core_status st, const char *msg)
 	A.gen.s = NULL;
 }
 
-struct trace_span *agent_trace_model_begin(const char *model)
+struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
 {
 	const struct open_span *p = inner();
 	char path[PATH_MAX_LEN];
@@ -188,14 +244,28 @@ struct trace_span *agent_trace_model_begin(const char *model)
 	snprintf(prov, sizeof prov, "%.*s", slash ? (int)(slash - model) : (int)strlen(model),
 	         model);
 	trace_attr_str(s, "gen_ai.provider.name", prov);
+	semconv_name(s, "chat", model);
+	if (A.content && messages) {
+		json_t *in = json_pack("{s:O}", "messages", messages);
+		content_attr(s, "genkit:input", in);
+		json_decref(in);
+	}
 	return s;
 }
 
 void agent_trace_model_end(struct trace_span *s, enum core_status st, const char *msg,
-                           const char *finish_reason, const json_t *usage)
+                           const struct model_response *resp)
 {
 	if (!s)
 		return;
+	const char *finish_reason = resp ? resp->finish_reason : NULL;
+	const json_t *usage = resp ? resp->usage : NULL;
+	if (!st && resp && resp->message && A.content) {
+		json_t *out = json_pack("{s:O, s:s}", "message", resp->message, "finishReason",
+		                        finish_reason ? finish_reason : "");
+		content_attr(s, "genkit:output", out);
+		json_decref(out);
+	}
 	static const char *const keys[][2] = {
 		{ "inputTokens", "gen_ai.usage.input_tokens" },
 		{ "outputTokens", "gen_ai.usage.output_tokens" },
@@ -214,7 +284,7 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
 	close_span(s, st, msg);
 }
 
-struct trace_span *agent_trace_tool_begin(const char *tool)
+struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input)
 {
 	const struct open_span *p = inner();
 	char path[PATH_MAX_LEN];
@@ -224,16 +294,20 @@ struct trace_span *agent_trace_tool_begin(const char *tool)
 	trace_attr_str(s, "gen_ai.operation.name", "execute_tool");
 	trace_attr_str(s, "gen_ai.tool.name", tool);
 	trace_attr_str(s, "gen_ai.tool.type", "function");
+	semconv_name(s, "execute_tool", tool);
+	content_attr(s, "genkit:input", input);
 	return s;
 }
 
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
-                          int interrupted)
+                          const json_t *interrupt, const json_t *output)
 {
 	if (!s)
 		return;
-	trace_attr_str(s, "agentkit.tool.outcome", st ? "failed" : interrupted ? "interrupted"
-	                                                                       : "ok");
+	trace_attr_str(s, "agentkit.tool.outcome", st ? "failed" : interrupt ? "interrupted"
+	                                                                     : "ok");
+	if (!st)
+		content_attr(s, "genkit:output", interrupt ? interrupt : output);
 	close_span(s, st, msg);
 }
 

@@ -19,7 +19,8 @@
  * The GenAI attributes that need no content ride along on the same spans
  * (gen_ai.operation.name, gen_ai.agent.name, gen_ai.conversation.id,
  * gen_ai.request.model, gen_ai.usage.*, gen_ai.response.finish_reasons,
- * gen_ai.tool.name).  No prompt text, tool input or output is recorded.
+ * gen_ai.tool.name).  No prompt text, tool input or output is recorded
+ * unless content capture is on (agent_trace_options()).
  *
  * Every function is a no-op while tracing is off (trace_on() false), and
  * takes NULL spans.  One invocation per process: the state is the process's.
@@ -34,9 +35,25 @@
 
 #include "../base/status.h"
 #include "../base/trace.h"
+#include "../model/model.h"
 
 /* "TRACEPARENT=00-...-01" */
 #define AGENT_TRACE_ENV_MAX (TRACE_PARENT_LEN + 16)
+
+/*
+ * Before agent_trace_begin().  content (or
+ * OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true): record, as JSON
+ * strings, genkit:input/genkit:output of model calls (the request's
+ * messages, the reply), tool calls (input, output), turns (the committed
+ * state: {"state": ...}, as Genkit's turn span) and the invocation (its
+ * AgentOutput), each cut at OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT bytes, else
+ * AGENT_TRACE_CONTENT_MAX (at a UTF-8 boundary).  semconv: name the
+ * spans as the OpenTelemetry GenAI conventions do ("invoke_agent NAME",
+ * "chat MODEL", "execute_tool NAME"); genkit:name and genkit:path keep
+ * Genkit's.
+ */
+#define AGENT_TRACE_CONTENT_MAX ((size_t)64 << 10)
+void agent_trace_options(int content, int semconv);
 
 /* The root span, started at start_ns (0: now). */
 void agent_trace_begin(const char *agent, const char *model, int64_t start_ns);
@@ -57,25 +74,29 @@ void agent_trace_session(const char *session_id);
  */
 void agent_trace_end(enum core_status st, const json_t *output);
 
-/* A turn: begin before it runs; end with the row it wrote (NULL: none)
- * and its status and message; the end flushes the ended spans. */
+/* A turn: begin before it runs; end with the row it wrote (NULL: none),
+ * its status and message, and the session state (borrowed; content only,
+ * on success); the end flushes the ended spans. */
 void agent_trace_turn_begin(void);
-void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg);
+void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
+                          const json_t *state);
 
 /* The "generate" span around a prompt-backed turn's model loop. */
 void agent_trace_generate_begin(void);
 void agent_trace_generate_end(enum core_status st, const char *msg);
 
-/* One model call; end with its outcome (finish_reason and usage may be
- * NULL). */
-struct trace_span *agent_trace_model_begin(const char *model);
+/* One model call with the request's messages (borrowed; content only);
+ * end with its outcome and response (NULL or zeroed on failure). */
+struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages);
 void agent_trace_model_end(struct trace_span *s, enum core_status st, const char *msg,
-                           const char *finish_reason, const json_t *usage);
+                           const struct model_response *resp);
 
-/* One tool call; outcome "ok", "interrupted" or "failed" (then msg). */
-struct trace_span *agent_trace_tool_begin(const char *tool);
+/* One tool call with its input (content only); outcome "ok",
+ * "interrupted" (interrupt non-NULL) or "failed" (then msg); output is
+ * recorded with content. */
+struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input);
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
-                          int interrupted);
+                          const json_t *interrupt, const json_t *output);
 
 /*
  * "TRACEPARENT=..." for a child started under span s (NULL: the innermost

@@ -1164,9 +1164,9 @@ static void generate(struct gen *g, const json_t *resume, struct turn_result *r)
 		req.config = a->config;
 		req.key_file = a->key_file;
 		req.output = a->output;
-		struct trace_span *span = agent_trace_model_begin(a->model);
+		struct trace_span *span = agent_trace_model_begin(a->model, reqmsgs);
 		enum core_status st = model_generate(a->model, &req, &stream, &resp, &e);
-		agent_trace_model_end(span, st, e.msg, resp.finish_reason, resp.usage);
+		agent_trace_model_end(span, st, e.msg, &resp);
 		json_t *minted = rt->minted_refs;
 		rt->minted_refs = NULL;
 		json_decref(reqmsgs);
@@ -1535,7 +1535,7 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
 	emit(rt, "turnEnd", te);
-	agent_trace_turn_end(written, st ? st : r->st, st ? e->msg : r->msg);
+	agent_trace_turn_end(written, st ? st : r->st, st ? e->msg : r->msg, rt->state);
 	if (written) {
 		free(rt->last_snapshot_id);
 		rt->last_snapshot_id = strdup(written);

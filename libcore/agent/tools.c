@@ -631,14 +631,14 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		json_decref(in);
 		if (st || core_buf_addc(&c->stdin_buf, '\n'))
 			goto nomem;
-		c->span = agent_trace_tool_begin(c->tool->name);
+		c->span = agent_trace_tool_begin(c->tool->name, c->input);
 		char **env = build_env(c->tool, ctx, c->span);
 		if (!env)
 			goto nomem;
 		st = spawn(c, env, e);
 		strv_free(env);
 		if (st) {
-			agent_trace_tool_end(c->span, st, e->msg, 0);
+			agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
 			/* Stop the ones already started before reporting. */
 			for (size_t j = 0; j < i; j++)
 				call_fail(&calls[j], st, "%s", e->msg);
@@ -702,7 +702,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 					c->pid = -1;
 					spawn_close_fd(&c->in_fd);
 					finish(c, r > 0 ? status : 0);
-					agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt != NULL);
+					agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 					continue;
 				}
 				wait_ms = 5;

@@ -482,6 +482,17 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 	return s;
 }
 
+void trace_rename(struct trace_span *s, const char *name)
+{
+	char *n = s ? strdup(name) : NULL;
+	if (!n)
+		return;
+	pthread_mutex_lock(&mu);
+	free(s->name);
+	s->name = n;
+	pthread_mutex_unlock(&mu);
+}
+
 static void attr(struct trace_span *s, const char *key, json_t *value)
 {
 	if (!s || !value) {
