@@ -11,6 +11,11 @@
 #   otlp              --trace to a loopback receiver (scripts/otlp-receiver,
 #                     two POSTs a run)
 #   *_overhead        the traced runs' cost over the untraced one, in %
+#   provider, provider_otlp
+#                     the same turn with an OpenAI-dialect model served by
+#                     scripts/mock-model on loopback, untraced and --trace
+#                     (otlp): libcurl is loaded either way, so this is the
+#                     cost of the spans and the POSTs alone
 # hyperfine (-N, warmed up) when installed, else a shell loop.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -19,8 +24,9 @@ case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 base=${TMPDIR:-/tmp}
 [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
 work=$(mktemp -d "$base/agentkit-bench-trace.XXXXXX")
-recv=
-trap '[ -z "$recv" ] || kill "$recv" 2>/dev/null; rm -rf "$work"' EXIT
+recv= mock=
+trap '[ -z "$recv" ] || kill "$recv" 2>/dev/null; [ -z "$mock" ] || kill "$mock" 2>/dev/null
+	rm -rf "$work"' EXIT
 cd "$work"
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_EXPORTER \
 	OTEL_SDK_DISABLED AGENTKIT_TRACE TRACEPARENT http_proxy HTTP_PROXY
@@ -29,6 +35,12 @@ unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES
 recv=$!
 for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.025; done
 port=$(cat "$work/port")
+echo '{"text": "hello", "repeat": 100000}' >"$work/turns.ndjson"
+"$top/scripts/mock-model" --dialect openai --script "$work/turns.ndjson" --log /dev/null \
+	--port-file "$work/mport" >/dev/null 2>&1 &
+mock=$!
+for _ in $(seq 1 200); do [ -s "$work/mport" ] && break; sleep 0.025; done
+mport=$(cat "$work/mport")
 
 n=200
 ar="$bin/agent-run --no-store --model echo --system hi -m hello"
@@ -48,9 +60,16 @@ plain=$(mean_us "$ar")
 console=$(mean_us "$ar --trace-file $work/t.ndjson")
 export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port"
 otlp=$(mean_us "$ar --trace")
+export OPENAI_BASE_URL="http://127.0.0.1:$mport/v1" OPENAI_API_KEY=sk-bench
+pv="$bin/agent-run --no-store --model openai/gpt-4o --system hi -m hello"
+provider=$(OTEL_EXPORTER_OTLP_ENDPOINT= mean_us "$pv")
+provider_otlp=$(mean_us "$pv --trace")
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a - b) * 100 / b }'; }
 echo "untraced $plain us"
 echo "console $console us"
 echo "otlp $otlp us"
 echo "console_overhead $(pct "$console" "$plain") %"
 echo "otlp_overhead $(pct "$otlp" "$plain") %"
+echo "provider $provider us"
+echo "provider_otlp $provider_otlp us"
+echo "provider_otlp_overhead $(pct "$provider_otlp" "$provider") %"
