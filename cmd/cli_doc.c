@@ -52,7 +52,7 @@ static const struct cli_env environment[] = {
 /* After the providers' variables, which come from their table (model.h). */
 static const struct cli_env environment_after[] = {
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
-	{ "OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED", "agent-run's trace export, as the OpenTelemetry SDKs read them (docs/tracing.md)" },
+	{ "OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED, GENKIT_TELEMETRY_SERVER", "agent-run's trace export, as the OpenTelemetry SDKs read them (docs/tracing.md)" },
 	{ "TRACEPARENT, TRACESTATE", "the trace a traced agent-run continues; set for its tools, handlers and transforms" },
 	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
 	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },

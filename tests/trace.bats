@@ -288,3 +288,26 @@ attr() {
 	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
 	[ "${stderr%%$'\n'*}" = "agent-run: --trace-names must be genkit or semconv, not 'otel'" ]
 }
+
+@test "GENKIT_TELEMETRY_SERVER: each flush also posted to URL/api/traces in Genkit's trace format" {
+	recv_start
+	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT/" OTEL_TRACES_EXPORTER=none \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r .path "$LOG" | sort -u)" = /api/traces ]
+	[ "$(wc -l <"$LOG")" -eq 2 ]
+	last=$(tail -n 1 "$LOG" | jq -c .body)
+	root=$(jq -r '.spans[] | select(.displayName == "inline") | .spanId' <<<"$last")
+	[ "$(jq -c '[.displayName, (.traceId | test("^[0-9a-f]{32}$")), (.startTime | type), (.spans | keys)]' <<<"$last")" = "[\"inline\",true,\"number\",[\"$root\"]]" ]
+	[ "$(jq -c --arg r "$root" '.spans[$r] | [.spanKind, .attributes["genkit:type"], .attributes["genkit:isRoot"], .status, .sameProcessAsParentSpan, .instrumentationLibrary.name]' <<<"$last")" = '["INTERNAL","action",true,{"code":0},{"value":true},"agentkit"]' ]
+	first=$(head -n 1 "$LOG" | jq -c .body)
+	[ "$(jq -c '[has("displayName"), ([.spans[] | .displayName] | sort)]' <<<"$first")" = '[false,["echo","generate","runTurn-1"]]' ]
+	[ "$(jq -r '.spans[] | select(.displayName == "echo") | .spanKind' <<<"$first")" = CLIENT ]
+	[ "$(jq -r '.spans[] | select(.displayName == "runTurn-1") | .parentSpanId' <<<"$first")" = "$root" ]
+	# Both destinations at once; the OTLP headers are not sent to Genkit's server.
+	: >"$LOG"
+	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
+	OTEL_EXPORTER_OTLP_HEADERS='authorization=secret' run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r .path "$LOG" | sort | uniq -c | awk '{print $1, $2}' | tr '\n' ' ')" = "2 /api/traces 2 /v1/traces " ]
+	[ "$(jq -r 'select(.path == "/api/traces") | .headers.authorization // "none"' "$LOG" | sort -u)" = none ]
+}

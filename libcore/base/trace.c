@@ -49,7 +49,8 @@ struct tracer {
 	unsigned flags;         /* W3C trace flags */
 	pid_t owner;
 	struct trace_span *spans;       /* newest first */
-	int failed;             /* an export failed: export is off */
+	int failed;             /* the export failed: it is off */
+	int genkit_failed;      /* the post to the Genkit server failed: it is off */
 	struct core_err first;  /* the first failure */
 };
 
@@ -262,19 +263,29 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	const char *off = env("OTEL_SDK_DISABLED");
 	if (!on || (off && !strcasecmp(off, "true")))
 		return CORE_OK;
+	const char *gk = env("GENKIT_TELEMETRY_SERVER");
+	if (gk) {
+		size_t len = strlen(gk);
+		if (asprintf(&c->genkit_url, "%.*s/api/traces",
+		             (int)(len && gk[len - 1] == '/' ? len - 1 : len), gk) < 0) {
+			c->genkit_url = NULL;
+			goto nomem;
+		}
+	}
 	if (file)
 		c->exporter = TRACE_CONSOLE;
 	else if (!ex || !strcmp(ex, "otlp"))
 		c->exporter = TRACE_OTLP;
 	else if (!strcmp(ex, "console"))
 		c->exporter = TRACE_CONSOLE;
-	else if (!strcmp(ex, "none"))
-		return CORE_OK;
-	else {
+	else if (strcmp(ex, "none")) {
 		note(c, "tracing off: OTEL_TRACES_EXPORTER '%s' is not one of otlp, console, none",
 		     ex);
+		trace_config_release(c);
 		return CORE_OK;
 	}
+	if (!trace_config_on(c))
+		return CORE_OK;
 	if (file && !(c->file = strdup(file)))
 		goto nomem;
 	if (c->exporter == TRACE_OTLP) {
@@ -283,7 +294,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 		if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
 			note(c, "tracing off: OTLP protocol '%s' is not supported (agentkit sends "
 			     "http/json)", proto);
-			c->exporter = TRACE_OFF;
+			trace_config_release(c);
 			return CORE_OK;
 		}
 		char url[2048];
@@ -362,9 +373,15 @@ nomem:
 	return CORE_ENOMEM;
 }
 
+int trace_config_on(const struct trace_config *c)
+{
+	return c->exporter != TRACE_OFF || c->genkit_url;
+}
+
 void trace_config_release(struct trace_config *c)
 {
 	free(c->url);
+	free(c->genkit_url);
 	for (int i = 0; c->headers[i]; i++)
 		free(c->headers[i]);
 	free(c->file);
@@ -417,7 +434,7 @@ static void random_hex(char *out, size_t n)
 
 enum core_status trace_init(struct trace_config *c)
 {
-	if (c->exporter == TRACE_OFF) {
+	if (!trace_config_on(c)) {
 		trace_config_release(c);
 		return CORE_OK;
 	}
@@ -652,11 +669,86 @@ static json_t *request(const struct tracer *t, size_t *n)
 	                 "spans", spans);
 }
 
-json_t *trace_request_peek(void)
+/* ---- Genkit's telemetry-server format (go/core/tracing/store.go) ---- */
+
+/* An OTLP AnyValue as the plain JSON value Genkit's attributes hold. */
+static json_t *plain(const json_t *any)
+{
+	const json_t *v;
+	if ((v = json_object_get(any, "stringValue")))
+		return json_copy((json_t *)v);
+	if ((v = json_object_get(any, "boolValue")))
+		return json_copy((json_t *)v);
+	if ((v = json_object_get(any, "intValue")))
+		return json_integer(strtoll(json_string_value(v), NULL, 10));
+	json_t *arr = json_array(), *e;
+	size_t i;
+	json_array_foreach(json_object_get(json_object_get(any, "arrayValue"), "values"), i, e)
+		json_array_append_new(arr, plain(e));
+	return arr;
+}
+
+static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
+{
+	static const char *const kinds[] = { "UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT" };
+	json_t *attrs = json_object(), *kv;
+	size_t i;
+	json_array_foreach(s->attrs, i, kv)
+		json_object_set_new(attrs, json_string_value(json_object_get(kv, "key")),
+		                    plain(json_object_get(kv, "value")));
+	json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:o, s:s, s:s, s:{s:s, s:s}, s:{s:b}, "
+	                      "s:{s:i}, s:{s:[]}}",
+	                      "spanId", s->span_id, "traceId", t->trace_id,
+	                      "startTime", s->start_ns / 1e6, "endTime", s->end_ns / 1e6,
+	                      "attributes", attrs, "displayName", s->name,
+	                      "spanKind", kinds[s->kind <= TRACE_CLIENT ? s->kind : 0],
+	                      "instrumentationLibrary", "name", "agentkit",
+	                      "version", AGENTKIT_VERSION,
+	                      "sameProcessAsParentSpan", "value", !s->remote_parent,
+	                      "status", "code", (int)s->code,
+	                      "timeEvents", "timeEvent");
+	if (o && s->parent_id[0])
+		json_object_set_new(o, "parentSpanId", json_string(s->parent_id));
+	if (o && s->msg)
+		json_object_set_new(json_object_get(o, "status"), "message", json_string(s->msg));
+	return o;
+}
+
+/* The ended spans as one Genkit TraceData; the trace's name and times
+ * come from its root span (no parent in this process) when it is among
+ * them, as Genkit's exporter sets them. */
+static json_t *genkit_request(const struct tracer *t)
+{
+	json_t *spans = json_object(), *o;
+	int any = 0;
+	if (!spans || !(o = json_pack("{s:s}", "traceId", t->trace_id))) {
+		json_decref(spans);
+		return NULL;
+	}
+	for (const struct trace_span *s = t->spans; s; s = s->next) {
+		if (!s->ended)
+			continue;
+		json_object_set_new(spans, s->span_id, genkit_span(t, s));
+		any = 1;
+		if (!s->parent_id[0] || s->remote_parent) {
+			json_object_set_new(o, "displayName", json_string(s->name));
+			json_object_set_new(o, "startTime", json_real(s->start_ns / 1e6));
+			json_object_set_new(o, "endTime", json_real(s->end_ns / 1e6));
+		}
+	}
+	json_object_set_new(o, "spans", spans);
+	if (!any) {
+		json_decref(o);
+		return NULL;
+	}
+	return o;
+}
+
+json_t *trace_request_peek(int genkit)
 {
 	size_t n;
 	pthread_mutex_lock(&mu);
-	json_t *r = mine() ? request(T, &n) : NULL;
+	json_t *r = !mine() ? NULL : genkit ? genkit_request(T) : request(T, &n);
 	pthread_mutex_unlock(&mu);
 	return r;
 }
@@ -710,24 +802,27 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	                 "HTTP %ld%s%s", he->status, *head ? ": " : "", head);
 }
 
-static enum core_status post(struct tracer *t, const struct core_buf *body, struct core_err *e)
+/* POST body to url; the OTLP headers and TLS files only go to the OTLP
+ * endpoint (otlp), never to the Genkit server. */
+static enum core_status post(struct tracer *t, const char *url, int otlp,
+                             const struct core_buf *body, struct core_err *e)
 {
 	const char *hdrs[TRACE_HEADERS_MAX + 2];
 	size_t k = 0;
 	hdrs[k++] = "Content-Type: application/json";
-	for (int i = 0; t->cfg.headers[i]; i++)
+	for (int i = 0; otlp && t->cfg.headers[i]; i++)
 		hdrs[k++] = t->cfg.headers[i];
 	hdrs[k] = NULL;
 	struct reply r = { CORE_BUF_INIT(REPLY_MAX) };
 	struct http_call c = {
-		.url = t->cfg.url, .headers = hdrs, .body = body->p, .body_len = body->len,
+		.url = url, .headers = hdrs, .body = body->p, .body_len = body->len,
 		.what = "trace export",
 		.limits = { .connect_ms = t->cfg.timeout_ms, .idle_ms = t->cfg.timeout_ms,
 		            .retries = 3, .budget_ms = t->cfg.timeout_ms, .backoff_ms = 200 },
 		.on_body = on_body, .on_error = on_error, .ctx = &r,
 		.retry_status_only = 1,
-		.ca_file = t->cfg.ca_file, .cert_file = t->cfg.cert_file,
-		.key_file = t->cfg.key_file,
+		.ca_file = otlp ? t->cfg.ca_file : NULL, .cert_file = otlp ? t->cfg.cert_file : NULL,
+		.key_file = otlp ? t->cfg.key_file : NULL,
 	};
 	enum core_status st = http_post(&c, NULL, e);
 	core_buf_release(&r.body);
@@ -759,48 +854,72 @@ static enum core_status write_line(struct tracer *t, struct core_buf *body, stru
 	return st;
 }
 
-enum core_status trace_flush(struct core_err *e)
+/* A destination failed: export there stops, the first failure is kept
+ * for trace_finish(), and e says it. */
+static void failed(struct tracer *t, const char *url, enum core_status st, int *flag,
+                   struct core_err *e)
 {
-	enum core_status st = CORE_OK;
-	pthread_mutex_lock(&mu);
-	struct tracer *t = mine();
-	size_t n = 0;
-	json_t *req = t && !t->failed ? request(t, &n) : NULL;
-	if (t)
-		drop_ended(t, 0);
-	if (!req) {
-		pthread_mutex_unlock(&mu);
-		return CORE_OK;
-	}
+	char where[512];
+	if (url)
+		core_url_redact(url, where, sizeof where);
+	else
+		snprintf(where, sizeof where, "console");
+	/* http_post() names itself and the URL already: say it once. */
+	const char *why = e->msg;
+	size_t wl = strlen(where);
+	if (!strncmp(why, "trace export: ", 14))
+		why += 14;
+	if (!strncmp(why, where, wl) && !strncmp(why + wl, ": ", 2))
+		why += wl + 2;
+	*flag = 1;
+	struct core_err fe = { 0 };
+	core_fail(&fe, st, "trace export failed: %s: %s", where, why);
+	if (!t->first.st)
+		t->first = fe;
+	*e = fe;
+}
+
+/* Encode and send one request to one destination. */
+static enum core_status send_to(struct tracer *t, json_t *req, const char *url, int otlp,
+                                struct core_err *e)
+{
 	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	st = jv_dump(req, &body);
-	json_decref(req);
+	enum core_status st = jv_dump(req, &body);
 	if (st)
 		core_fail(e, st, "out of memory");
-	else if (t->cfg.exporter == TRACE_OTLP)
-		st = post(t, &body, e);
+	else if (url)
+		st = post(t, url, otlp, &body, e);
 	else
 		st = write_line(t, &body, e);
 	core_buf_release(&body);
-	if (st && !t->failed) {
-		char where[512];
-		if (t->cfg.exporter == TRACE_OTLP)
-			core_url_redact(t->cfg.url, where, sizeof where);
-		else
-			snprintf(where, sizeof where, "console");
-		/* http_post() names itself and the URL already: say it once. */
-		const char *why = e->msg;
-		size_t wl = strlen(where);
-		if (!strncmp(why, "trace export: ", 14))
-			why += 14;
-		if (!strncmp(why, where, wl) && !strncmp(why + wl, ": ", 2))
-			why += wl + 2;
-		t->failed = 1;
-		core_fail(&t->first, st, "trace export failed: %s: %s", where, why);
-		*e = t->first;
-	}
-	pthread_mutex_unlock(&mu);
 	return st;
+}
+
+enum core_status trace_flush(struct core_err *e)
+{
+	enum core_status st = CORE_OK, gst = CORE_OK;
+	pthread_mutex_lock(&mu);
+	struct tracer *t = mine();
+	size_t n = 0;
+	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed;
+	int genkit = t && t->cfg.genkit_url && !t->genkit_failed;
+	json_t *req = primary ? request(t, &n) : NULL;
+	json_t *greq = genkit ? genkit_request(t) : NULL;
+	if (t)
+		drop_ended(t, 0);
+	const char *url = t && t->cfg.exporter == TRACE_OTLP ? t->cfg.url : NULL;
+	if (req && (st = send_to(t, req, url, 1, e)))
+		failed(t, url, st, &t->failed, e);
+	struct core_err ge = { 0 };
+	if (greq && (gst = send_to(t, greq, t->cfg.genkit_url, 0, &ge))) {
+		failed(t, t->cfg.genkit_url, gst, &t->genkit_failed, &ge);
+		if (!st)
+			*e = ge;
+	}
+	json_decref(req);
+	json_decref(greq);
+	pthread_mutex_unlock(&mu);
+	return st ? st : gst;
 }
 
 enum core_status trace_finish(struct core_err *e)
@@ -811,7 +930,7 @@ enum core_status trace_finish(struct core_err *e)
 	struct tracer *t = mine();
 	enum core_status st = CORE_OK;
 	if (t) {
-		if (t->failed) {
+		if (t->first.st) {
 			*e = t->first;
 			st = t->first.st;
 		}

@@ -52,8 +52,9 @@ enum trace_code { TRACE_UNSET = 0, TRACE_STATUS_OK = 1, TRACE_STATUS_ERROR = 2 }
  * trace_config_release()).
  */
 struct trace_config {
-	enum trace_exporter exporter;   /* TRACE_OFF: tracing is off */
+	enum trace_exporter exporter;   /* TRACE_OFF: no OTLP or console export */
 	char *url;                      /* otlp: the traces endpoint */
+	char *genkit_url;               /* GENKIT_TELEMETRY_SERVER + "/api/traces", or NULL */
 	char *headers[TRACE_HEADERS_MAX + 1];   /* "Name: value", NULL-terminated */
 	int64_t timeout_ms;             /* one export's budget */
 	char *file;                     /* console: NULL is stderr */
@@ -78,7 +79,10 @@ struct trace_config {
  * http/protobuf sends JSON; grpc or anything else turns tracing off with a
  * note.  Resource: OTEL_RESOURCE_ATTRIBUTES, then service.name from
  * OTEL_SERVICE_NAME else the one there else default_service, service.version
- * = version.  TRACEPARENT (validated; an invalid one is ignored with a note)
+ * = version.  GENKIT_TELEMETRY_SERVER (with tracing on) adds Genkit's
+ * telemetry server as a second destination: each flush is also posted to
+ * URL/api/traces in Genkit's trace format (go/core/tracing/store.go), even
+ * with OTEL_TRACES_EXPORTER=none.  TRACEPARENT (validated; an invalid one is ignored with a note)
  * and TRACESTATE are read here; a TRACEPARENT whose sampled flag is clear
  * turns tracing off, as the SDKs' default parent-based sampler does.  Problems never fail: they leave a note
  * (c->note) and, where nothing sensible is left, tracing off.  Only
@@ -96,9 +100,12 @@ void trace_endpoint(const char *traces_endpoint, const char *base, char *out, si
  * (version 00 or a later one, non-zero IDs), -1 otherwise. */
 int trace_parse_parent(const char *v, char trace_id[33], char span_id[17], unsigned *flags);
 
+/* Whether c records anything (an exporter or the Genkit server). */
+int trace_config_on(const struct trace_config *c);
+
 /*
  * Install the process's recorder with config c (taken over: c is left
- * released).  TRACE_OFF installs nothing.  Spans started before
+ * released).  A config that exports nowhere installs nothing.  Spans started before
  * trace_init() are not recorded.  CORE_ENOMEM.
  */
 enum core_status trace_init(struct trace_config *c);
@@ -157,7 +164,8 @@ enum core_status trace_finish(struct core_err *e);
 void trace_adopt(const struct trace_span *parent);
 
 /* The request trace_flush() would send for the ended spans, without
- * sending or dropping them (tests); NULL when off. */
-json_t *trace_request_peek(void);
+ * sending or dropping them (tests); NULL when off.  genkit: in Genkit's
+ * telemetry-server format instead of OTLP's. */
+json_t *trace_request_peek(int genkit);
 
 #endif

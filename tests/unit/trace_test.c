@@ -130,7 +130,7 @@ static void spans(void)
 	       !strcmp(tp + 52, "-01"), "traceparent of a span", tp);
 	trace_end(kid, TRACE_STATUS_ERROR, "boom");
 	trace_end(root, TRACE_UNSET, "ignored");
-	json_t *req = trace_request_peek();
+	json_t *req = trace_request_peek(0);
 	json_t *sp = json_object_get(json_array_get(json_object_get(json_array_get(
 		json_object_get(req, "resourceSpans"), 0), "scopeSpans"), 0), "spans");
 	report(json_array_size(sp) == 2, "two ended spans in one request", NULL);
