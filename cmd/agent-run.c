@@ -1896,7 +1896,8 @@ static enum core_status print_detached(struct run *r)
 
 /*
  * Text mode's summary on stderr: "agent-run: stop, session S, snapshot R,
- * 12 tokens in, 30 out" (characters for models that count those).
+ * 12 tokens in, 30 out" (characters for models that count those), and
+ * ", trace T" when tracing.
  */
 static void print_summary(struct run *r)
 {
@@ -1905,7 +1906,7 @@ static void print_summary(struct run *r)
 	const json_t *u = rt_usage(r->rt);
 	const char *unit = json_object_get(u, "inputTokens") || json_object_get(u, "outputTokens")
 	                 ? "tokens" : json_object_get(u, "inputCharacters") ? "characters" : NULL;
-	char usage[96] = "";
+	char usage[160] = "";
 	if (unit) {
 		int tokens = unit[0] == 't';
 		snprintf(usage, sizeof usage, ", %" JSON_INTEGER_FORMAT " %s in, %" JSON_INTEGER_FORMAT
@@ -1914,6 +1915,8 @@ static void print_summary(struct run *r)
 		         unit, json_integer_value(json_object_get(u, tokens ? "outputTokens"
 		                                                             : "outputCharacters")));
 	}
+	if (trace_id())
+		snprintf(usage + strlen(usage), sizeof usage - strlen(usage), ", trace %s", trace_id());
 	fflush(stdout);
 	fprintf(stderr, "%s%s: %s, session %s%s%s%s%s\n", r->o.color ? "\033[2m" : "",
 	        cli_progname, reason && *reason ? reason : "completed", rt_session_id(r->rt),

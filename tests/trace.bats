@@ -260,6 +260,17 @@ attr() {
 	[ "$(jq -r 'select(.name | startswith("runTurn")) | .name' all | tr '\n' ' ')" = "runTurn-1 runTurn-2 " ]
 	# No span is exported twice.
 	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+	# The worker's log names the trace.
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	[[ $output == *" trace $(jq -r .traceId <<<"$worker")"* ]]
+}
+
+@test "text mode's summary names the trace" {
+	run -0 --separate-stderr agent-run --format text --model echo --system hi --trace-file t.ndjson -m one
+	tid=$(spans t.ndjson | jq -r .traceId | sort -u)
+	[[ $stderr == *", trace $tid" ]]
+	run -0 --separate-stderr agent-run --format text --model echo --system hi -m one
+	[[ $stderr != *trace* ]]
 }
 
 @test "--trace-content records inputs, outputs and the turn's state, cut at the limit; off by default" {

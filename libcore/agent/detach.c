@@ -23,6 +23,7 @@
 #include "agent_ext.h"
 #include "agent_trace.h"
 #include "runtime.h"
+#include "../base/trace.h"
 #include "../base/util.h"
 
 static const char *status_of(const json_t *row)
@@ -674,6 +675,8 @@ static void log_started(const struct detach_run *d, const char *how)
 	     parent ? parent : "(none)", n, n == 1 ? "" : "s",
 	     (long long)(d->hb_interval_ms > 0 ? d->hb_interval_ms
 	                                       : DETACH_HEARTBEAT_INTERVAL_MS));
+	if (trace_id())
+		wlog(d, "trace %s", trace_id());
 }
 
 enum core_status detach_finish(struct detach_run *d)
