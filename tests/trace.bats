@@ -212,6 +212,16 @@ attr() {
 	[[ $(printf '%s\n' "$stderr" | tail -n 1) == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: Failed to connect to 127.0.0.1 port 1 "* ]]
 	run -0 --separate-stderr env OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 agent-run --trace --model echo --system hi -m one -m two
 	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	# A detached worker says it in its log.
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 run -0 --separate-stderr agent-run --trace --model echo --system hi --detach -m one
+	[[ $stderr == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: "* ]]
+	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
+	run -0 timeout 20 agent-wait "$id"
+	for _ in $(seq 1 100); do
+		[[ $(agent-snap worker-log "$id") == *"trace export failed"* ]] && break
+		sleep 0.05
+	done
+	[ "$(agent-snap worker-log "$id" | grep -c '^agent-run: trace export failed: http://127.0.0.1:1/v1/traces: ')" -eq 1 ]
 }
 
 @test "console to stderr; grpc and unknown exporters turn tracing off with one note" {

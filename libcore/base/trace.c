@@ -951,6 +951,10 @@ void trace_adopt(const struct trace_span *parent)
 		if (parent)
 			memcpy(T->remote_span, parent->span_id, sizeof T->remote_span);
 		drop_ended(T, 1);       /* parent is among them: copied first */
+		/* The child reports to its own stderr (a worker's log): the
+		 * parent's failures are the parent's to report. */
+		T->failed = T->genkit_failed = 0;
+		memset(&T->first, 0, sizeof T->first);
 	}
 	pthread_mutex_unlock(&mu);
 }
