@@ -332,3 +332,26 @@ attr() {
 	[ "$(jq -r .path "$LOG" | sort | uniq -c | awk '{print $1, $2}' | tr '\n' ' ')" = "2 /api/traces 2 /v1/traces " ]
 	[ "$(jq -r 'select(.path == "/api/traces") | .headers.authorization // "none"' "$LOG" | sort -u)" = none ]
 }
+
+@test "a detach line mid-conversation: the launcher's span ends at the detach, the worker's continues in the same process" {
+	printf '%s\n' '{"text":"ok 0"}' '{"text":"ok 1"}' >model.ndjson
+	run -0 --separate-stderr agent-run --model script/model.ndjson --trace-file t.ndjson < <(exec 3>&-
+		printf '%s\n' '{"message":{"content":[{"text":"one"}]}}'
+		sleep 1
+		printf '%s\n' '{"detach":true,"message":{"content":[{"text":"two"}]}}')
+	id=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.snapshotId)
+	run -0 timeout 20 agent-wait "$id"
+	for _ in $(seq 1 100); do
+		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
+		sleep 0.05
+	done
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
+	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
+	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .flags <<<"$worker")" = 257 ]
+	[ "$(jq -c '[.attributes[] | select(.key == "agentkit.finish_reason") | .value.stringValue]' <<<"$launcher")" = '["detached"]' ]
+	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+}

@@ -146,6 +146,7 @@ void agent_trace_worker(void)
 	memset(&A.turn, 0, sizeof A.turn);
 	memset(&A.gen, 0, sizeof A.gen);
 	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
+	semconv_name(A.root.s, "invoke_agent", A.agent);
 	trace_attr_bool(A.root.s, "genkit:isRoot", 1);
 	trace_attr_bool(A.root.s, "genkit:metadata:agent:detached", 1);
 	trace_attr_str(A.root.s, "gen_ai.operation.name", "invoke_agent");
@@ -153,6 +154,31 @@ void agent_trace_worker(void)
 	char sid[sizeof A.session];
 	memcpy(sid, A.session, sizeof sid);
 	agent_trace_session(sid[0] ? sid : NULL);
+}
+
+void agent_trace_detach_here(void)
+{
+	struct trace_span *launcher = A.root.s;
+	if (!launcher)
+		return;
+	struct trace_span *w = trace_start(launcher, A.agent, TRACE_INTERNAL, 0);
+	trace_attr_str(launcher, "agentkit.finish_reason", "detached");
+	close_span(launcher, CORE_OK, NULL);
+	A.root.s = w;
+	trace_attr_str(w, "genkit:name", A.agent);
+	trace_attr_str(w, "genkit:type", "action");
+	trace_attr_str(w, "genkit:metadata:subtype", "agent");
+	trace_attr_str(w, "genkit:path", A.root.path);
+	trace_attr_bool(w, "genkit:isRoot", 1);
+	trace_attr_bool(w, "genkit:metadata:agent:detached", 1);
+	trace_attr_str(w, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(w, "gen_ai.agent.name", A.agent);
+	semconv_name(w, "invoke_agent", A.agent);
+	char sid[sizeof A.session];
+	memcpy(sid, A.session, sizeof sid);
+	agent_trace_session(sid[0] ? sid : NULL);
+	struct core_err e = { 0 };
+	trace_flush(&e);
 }
 
 void agent_trace_session(const char *session_id)

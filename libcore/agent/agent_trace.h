@@ -64,6 +64,13 @@ void agent_trace_begin(const char *agent, const char *model, int64_t start_ns);
  * launcher's root span.  The launcher's open turn, if any, is its own.
  */
 void agent_trace_worker(void);
+/*
+ * The same for a run that detaches in place (the back process of a split
+ * run becomes the worker, no fork): the launcher's root span ends now and
+ * is flushed, and the worker's root span, its child in the same process,
+ * takes over; a turn in flight stays under the launcher's.
+ */
+void agent_trace_detach_here(void);
 
 /* The session, once settled. */
 void agent_trace_session(const char *session_id);

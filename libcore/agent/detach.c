@@ -832,6 +832,7 @@ enum core_status detach_daemonize(struct detach_run *d)
 	enum core_status st = worker_stdio(d->log.p, &e);
 	if (st)
 		return st;
+	agent_trace_detach_here();      /* the launcher's span ends, the worker's begins */
 	log_started(d, " in place");
 	return CORE_OK;
 }
