@@ -21,6 +21,7 @@
 #include "cli.h"
 #include "../libcore/agent/agent.h"
 #include "../libcore/agent/agent_ext.h"
+#include "../libcore/agent/agent_trace.h"
 #include "../libcore/agent/detach.h"
 #include "../libcore/agent/feed.h"
 #include "../libcore/agent/intake.h"
@@ -29,6 +30,7 @@
 #include "../libcore/base/render.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
+#include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
 #include "../store/store.h"
@@ -66,6 +68,10 @@ enum {
 	OPT_LIST_MODELS,
 	OPT_OUTPUT_SCHEMA = CLI_LONG + 500,
 	OPT_JSON,
+	OPT_TRACE = CLI_LONG + 600,
+	OPT_TRACE_FILE,
+	OPT_TRACE_CONTENT,
+	OPT_TRACE_NAMES,
 };
 
 static const struct cli_opt opts[] = {
@@ -113,6 +119,13 @@ static const struct cli_opt opts[] = {
 	{ OPT_DOCS, "docs", "CMD", "grounding: CMD gets the conversation, prints documents for the turn (docs/transforms.md)" },
 	{ OPT_STATE_TRANSFORM, "state-transform", "CMD", "filter the state clients see through CMD, an NDJSON filter" },
 	{ OPT_STREAM_TRANSFORM, "stream-transform", "CMD", "filter every streamed chunk through CMD (null drops it)" },
+	{ OPT_TRACE, "trace", NULL, "export OpenTelemetry traces (OTEL_TRACES_EXPORTER: otlp, console; "
+	  "also $AGENTKIT_TRACE=1; docs/tracing.md)" },
+	{ OPT_TRACE_FILE, "trace-file", "FILE", "trace to FILE: one OTLP JSON request per line (implies --trace)" },
+	{ OPT_TRACE_CONTENT, "trace-content", NULL, "traces also record prompts, replies, tool input and "
+	  "output and states (cut at 64K)" },
+	{ OPT_TRACE_NAMES, "trace-names", "NAMES", "span names: genkit (default) or semconv (invoke_agent, "
+	  "chat, execute_tool)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
 	  "list the model providers and the models file's endpoints, the key each needs and "
@@ -143,6 +156,7 @@ static const struct cli_value values[] = {
 	{ .opt = "prompt", .kind = CLI_AGENT },
 	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text json" },
 	{ .opt = "input-format", .kind = CLI_WORDS, .words = "ndjson text" },
+	{ .opt = "trace-names", .kind = CLI_WORDS, .words = "genkit semconv" },
 	{ 0 }
 };
 
@@ -240,11 +254,15 @@ struct run_opts {
 	int json;                       /* --format json: only the final object */
 	int input_format;               /* --input-format: INTAKE_NDJSON, INTAKE_TEXT, or 0 */
 	int no_store, describe, detach, list, list_models, cont;
+	int trace, trace_content;       /* --trace, --trace-content */
+	int trace_semconv;              /* --trace-names semconv */
+	const char *trace_file;         /* --trace-file */
 };
 
 /* What main() holds; released at its out: label. */
 struct run {
 	struct run_opts opts;
+	int64_t t0;                     /* when the run started (the root span's start) */
 	struct out_ctx o;
 	json_t *init;                   /* the AgentInit */
 	struct agent *agent;
@@ -591,6 +609,14 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
+		case OPT_TRACE: op->trace = 1; break;
+		case OPT_TRACE_FILE: op->trace_file = arg; break;
+		case OPT_TRACE_CONTENT: op->trace_content = 1; break;
+		case OPT_TRACE_NAMES:
+			if (strcmp(arg, "genkit") && strcmp(arg, "semconv"))
+				st = cli_usage("--trace-names must be genkit or semconv, not '%s'", arg);
+			op->trace_semconv = !strcmp(arg, "semconv");
+			break;
 		case OPT_MAX_RECORD:
 			st = cli_size("--max-record", arg, &op->max_record);
 			break;
@@ -704,6 +730,35 @@ static void init_next_step(const struct run_opts *op, enum core_status st)
 		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
+/*
+ * Tracing (docs/tracing.md), in the process that runs the invocation (the
+ * back of a split run): never on stdout, never in the exit status.
+ */
+static void trace_open(struct run *r)
+{
+	struct trace_config c;
+	if (trace_config_from_env(&c, r->opts.trace, r->opts.trace_file, "agent-run",
+	                          AGENTKIT_VERSION)) {
+		cli_warn("tracing off: out of memory");
+		return;
+	}
+	if (c.note[0])
+		cli_warn("%s", c.note);
+	if (trace_init(&c))
+		cli_warn("tracing off: out of memory");
+	agent_trace_options(r->opts.trace_content, r->opts.trace_semconv);
+	agent_trace_begin(r->agent->name, r->agent->model, r->t0);
+}
+
+/* End the root span, flush, and say in one line if an export failed. */
+static void trace_close(struct run *r, enum core_status st)
+{
+	struct core_err e = { 0 };
+	agent_trace_end(st, r->output);
+	if (trace_finish(&e))
+		cli_warn("%s", e.msg);
+}
+
 /* Heartbeat settings, the store (unless --no-store) and the runtime. */
 static enum core_status open_runtime(struct run *r)
 {
@@ -711,6 +766,7 @@ static enum core_status open_runtime(struct run *r)
 	struct core_err e = { 0 };
 	int64_t hb_interval, hb_timeout;
 	enum core_status st;
+	trace_open(r);
 	/* Heartbeats: the flags, else the environment, else Genkit's. */
 	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
 	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
@@ -737,6 +793,7 @@ static enum core_status open_runtime(struct run *r)
 		init_next_step(op, st);
 		return st;
 	}
+	agent_trace_session(rt_session_id(r->rt));
 	r->det.rt = r->rt;
 	r->det.agent = r->agent->name;
 	r->det.store = &r->store;
@@ -841,13 +898,14 @@ static enum core_status print_detached(void *ctx)
 
 /*
  * Text mode's summary on stderr: "agent-run: stop, session S, snapshot R,
- * 12 tokens in, 30 out" (characters for models that count those).
+ * 12 tokens in, 30 out" (characters for models that count those), and
+ * ", trace T" when tracing.
  */
 static void print_summary(struct run *r)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	if (!render_summary(cli_progname, r->output, rt_session_id(r->rt), rt_usage(r->rt),
-	                    r->o.color, &b)) {
+	                    trace_id(), r->o.color, &b)) {
 		fflush(stdout);
 		fprintf(stderr, "%s\n", b.p);
 	}
@@ -912,6 +970,7 @@ int main(int argc, char **argv)
 	intake_init(&r.intake);
 	r.feed = (struct feed){ .det = &r.det, .intake = &r.intake, .stop = &stop_signal,
 	                        .front_fd = -1, .detached = print_detached, .ctx = &r };
+	r.t0 = core_now_ns();
 	r.stdin_open = fcntl(0, F_GETFD) != -1;
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	if ((st = spawn_protect_keys(model_key_variable, NULL)))
@@ -954,6 +1013,7 @@ int main(int argc, char **argv)
 	default: st = print_output(&r); break;
 	}
 out:
+	trace_close(&r, st);
 	json_decref(r.output);
 	detach_run_release(&r.det);
 	rt_free(r.rt);

@@ -49,11 +49,14 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_STORE_VERIFY", "1: check every save's kept messages against its base (slow; for tests)" },
 	{ "AGENTKIT_TEST_PG_SCHEMA_STEPS", "tests only: N, know only the first N steps of the PostgreSQL schema (to make a store of an older version)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
+	{ "AGENTKIT_TRACE", "1 or true: agent-run exports OpenTelemetry traces, as --trace (docs/tracing.md)" },
 	{ NULL, NULL }
 };
 /* After the providers' variables, which come from their table (model.h). */
 static const struct cli_env environment_after[] = {
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
+	{ "OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED, GENKIT_TELEMETRY_SERVER", "agent-run's trace export, as the OpenTelemetry SDKs read them (docs/tracing.md)" },
+	{ "TRACEPARENT, TRACESTATE", "the trace a traced agent-run continues; set for its tools, handlers and transforms" },
 	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
 	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },
 	{ NULL, NULL }
@@ -88,13 +91,14 @@ static const struct {
 	{ "transforms", "agentkit-transforms(7)" },
 	{ "store", "agentkit-store(7)" },
 	{ "json", "agentkit-json(7)" },
+	{ "tracing", "agentkit-tracing(7)" },
 };
 static const char see_also[] =
 	"agent-run(1), agent-snap(1), agent-wait(1), agent-abort(1), "
 	"jpatch-diff(1), jpatch-apply(1), agentkit-prompts(5), "
 	"agentkit-tools(5), agentkit-script-model(5), agentkit-agent-run(7), "
 	"agentkit-custom-agents(7), agentkit-providers(7), agentkit-detach(7), "
-	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7)";
+	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7), agentkit-tracing(7)";
 
 /* ---- help ---- */
 

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_trace.h"
 #include "../base/buf.h"
 #include "../base/coproc.h"
 #include "../base/json.h"
@@ -226,7 +227,9 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	size_t n = strlen(x->docs_cmd);
 	snprintf(what, sizeof what, "docs command '%.*s%s'", n > 60 ? 57 : (int)n, x->docs_cmd,
 	         n > 60 ? "..." : "");
-	if ((st = coproc_start(x->docs_cmd, what, NULL, &docs_limits, &c, &le)))
+	char tp[AGENT_TRACE_ENV_MAX];
+	const char *env[2] = { agent_trace_env(NULL, tp) ? NULL : tp, NULL };  /* the turn's span */
+	if ((st = coproc_start(x->docs_cmd, what, env, &docs_limits, &c, &le)))
 		goto fail;
 	if (!history && !(history = empty = json_array())) {
 		st = core_fail(&le, CORE_ENOMEM, "out of memory");

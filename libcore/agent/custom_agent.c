@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "agent_trace.h"
 #include "../base/json.h"
 #include "../model/registry.h"
 #include "session.h"
@@ -345,7 +346,9 @@ static enum core_status start(struct custom_agent *ca, struct session *s, struct
 {
 	char sid[300];
 	snprintf(sid, sizeof sid, "AGENTKIT_SESSION_ID=%s", session_id(s));
-	const char *env[] = { sid, NULL };
+	char tp[AGENT_TRACE_ENV_MAX];
+	const char *env[] = { sid, NULL, NULL };
+	agent_trace_env_add(env, tp);   /* the invocation's span: the handler outlives turns */
 	return coproc_start(ca->cmd, ca->what, env, &ca->lim, &ca->cp, e);
 }
 

@@ -20,7 +20,10 @@
 #include <unistd.h>
 
 #include "../../store/store.h"
+#include "agent_ext.h"
+#include "agent_trace.h"
 #include "runtime.h"
+#include "../base/trace.h"
 #include "session.h"
 #include "../base/util.h"
 
@@ -672,6 +675,8 @@ static void log_started(const struct detach_run *d, const char *how)
 	     parent ? parent : "(none)", n, n == 1 ? "" : "s",
 	     (long long)(d->hb_interval_ms > 0 ? d->hb_interval_ms
 	                                       : DETACH_HEARTBEAT_INTERVAL_MS));
+	if (trace_id())
+		wlog(d, "trace %s", trace_id());
 }
 
 enum core_status detach_finish(struct detach_run *d)
@@ -827,6 +832,7 @@ enum core_status detach_daemonize(struct detach_run *d)
 	enum core_status st = worker_stdio(d->log.p, &e);
 	if (st)
 		return st;
+	agent_trace_detach_here();      /* the launcher's span ends, the worker's begins */
 	log_started(d, " in place");
 	return CORE_OK;
 }
@@ -851,6 +857,7 @@ enum core_status detach_start(struct detach_run *d)
 	if ((st = detach_fork(d->log.p, &p, &e)))
 		goto fail;
 	if (p.worker) {
+		agent_trace_worker();   /* the worker's spans continue the launcher's trace */
 		d->worker_st = detach_run_worker(d, d->pending, &p);
 		return CORE_OK;
 	}

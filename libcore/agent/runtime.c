@@ -17,6 +17,10 @@
 #include "structured.h"
 #include "tools.h"
 #include "../base/util.h"
+#include "prompt.h"
+#include "../base/schema.h"
+#include "structured.h"
+#include "agent_trace.h"
 
 #define DEFAULT_HEARTBEAT_TIMEOUT_MS 60000
 
@@ -212,6 +216,8 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
 	session_emit(rt->s, "turnEnd", te);
+	agent_trace_turn_end(written, st ? st : r->err.st, st ? e->msg : r->err.msg,
+	                     session_state(rt->s));
 	if (r->committed && (!rt->store || rt->detached)) {
 		json_decref(rt->last_good);
 		rt->last_good = json_deep_copy(session_state(rt->s));
@@ -255,6 +261,7 @@ static enum core_status turn_begin(struct runtime *rt, const json_t *input)
 		rt_abort(rt);
 		return CORE_ABORTED;
 	}
+	agent_trace_turn_begin();
 	json_object_clear(rt->turn_usage);
 	if (session_turn_begin(rt->s, rt->store != NULL, &e)) {
 		rt_fail(rt, e.st, e.msg);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent_ext.h"
+#include "agent_trace.h"
 #include "../base/json.h"
 #include "../model/registry.h"
 #include "prompt.h"
@@ -377,7 +378,9 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	req.config = a->config;
 	req.key_file = a->key_file;
 	req.output = a->output;
+	struct trace_span *span = agent_trace_model_begin(a->model, reqmsgs);
 	enum core_status st = model_generate(a->model, &req, &stream, resp, e);
+	agent_trace_model_end(span, st, e->msg, resp);
 	*minted = rt->minted_refs;
 	rt->minted_refs = NULL;
 	json_decref(reqmsgs);
@@ -631,7 +634,9 @@ void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *
 		json_decref(g.msgs);
 		return;
 	}
+	agent_trace_generate_begin();
 	generate(&g, resume, r);
+	agent_trace_generate_end(r->err.st, r->err.msg);
 	if (r->committed)
 		session_put_messages(rt->s, turn_messages(g.msgs));
 	json_decref(g.msgs);

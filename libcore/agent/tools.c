@@ -19,6 +19,7 @@
 #include "../base/lines.h"
 #include "../base/spawn.h"
 #include "../base/util.h"
+#include "agent_trace.h"
 
 extern char **environ;
 
@@ -306,18 +307,25 @@ void tool_call_release(struct tool_call *c)
 }
 
 /* The child's environment: ours minus provider keys and stale context, plus
- * the turn's context.  One block of strings owned by *env. */
-static char **build_env(const struct tool *t, const struct tool_context *ctx)
+ * the turn's context and, when tracing, the tool span's TRACEPARENT.  One
+ * block of strings owned by *env. */
+static char **build_env(const struct tool *t, const struct tool_context *ctx,
+                        const struct trace_span *span)
 {
 	size_t n = 0;
+	char tp[AGENT_TRACE_ENV_MAX];
+	static const char *const tp_var[] = { "TRACEPARENT", NULL };
+	int traced = !agent_trace_env(span, tp);
 	for (char **p = environ; p && *p; p++)
 		n++;
-	char **env = calloc(n + 5, sizeof *env);
+	char **env = calloc(n + 6, sizeof *env);
 	if (!env)
 		return NULL;
 	size_t k = 0;
+	if (traced && !(env[k++] = strdup(tp)))
+		goto nomem;
 	for (char **p = environ; p && *p; p++) {
-		if (spawn_env_listed(context_vars, *p))
+		if (spawn_env_listed(context_vars, *p) || (traced && spawn_env_listed(tp_var, *p)))
 			continue;
 		if (spawn_provider_key(*p)
 		    && !spawn_env_listed((const char *const *)t->env_allow, *p))
@@ -623,12 +631,14 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		json_decref(in);
 		if (st || core_buf_addc(&c->stdin_buf, '\n'))
 			goto nomem;
-		char **env = build_env(c->tool, ctx);
+		c->span = agent_trace_tool_begin(c->tool->name, c->input);
+		char **env = build_env(c->tool, ctx, c->span);
 		if (!env)
 			goto nomem;
 		st = spawn(c, env, e);
 		strv_free(env);
 		if (st) {
+			agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
 			/* Stop the ones already started before reporting. */
 			for (size_t j = 0; j < i; j++)
 				call_fail(&calls[j], st, "%s", e->msg);
@@ -692,6 +702,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 					c->pid = -1;
 					spawn_close_fd(&c->in_fd);
 					finish(c, r > 0 ? status : 0);
+					agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 					continue;
 				}
 				wait_ms = 5;

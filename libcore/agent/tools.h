@@ -108,6 +108,8 @@ struct tool_events {
 #define TOOL_KILL_GRACE_MS 2000
 
 /* One call: fill tool and input (and resumed), read the results. */
+struct trace_span;
+
 struct tool_call {
 	const struct tool *tool;   /* in */
 	const json_t *input;       /* in: the request's input, or NULL */
@@ -129,6 +131,7 @@ struct tool_call {
 	int exited, exited_ok;     /* the tool itself ended (not reaped yet); with status 0 */
 	int64_t exited_at;
 	int64_t kill_at;           /* cancelled: SIGKILL at this time (0: not yet TERMed) */
+	struct trace_span *span;   /* its span while it runs (agent_trace.h), or NULL */
 };
 
 /*

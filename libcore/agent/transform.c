@@ -7,6 +7,7 @@
 
 #include "../base/coproc.h"
 #include "../base/json.h"
+#include "agent_trace.h"
 
 struct transform {
 	char *kind, *cmd, *what;
@@ -112,7 +113,10 @@ enum core_status transform_apply(struct transform *t, const json_t *in, json_t *
 		coproc_free(t->cp);     /* a detached worker starts its own */
 		t->cp = NULL;
 	}
-	if (!t->cp && coproc_start(t->cmd, t->what, NULL, &t->lim, &t->cp, &le))
+	char tp[AGENT_TRACE_ENV_MAX];
+	const char *env[2] = { NULL, NULL };
+	agent_trace_env_add(env, tp);   /* the invocation's span: it outlives turns */
+	if (!t->cp && coproc_start(t->cmd, t->what, env, &t->lim, &t->cp, &le))
 		return broken(t, &le), again(t, e);
 	coproc_budget(t->cp, "for one answer");
 	if (coproc_write_json(t->cp, in, t->timeout_ms, NULL, &le)

@@ -482,6 +482,12 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
 		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
 	if ((ca = getenv("SSL_CERT_DIR")) && *ca)
 		cu.easy_setopt(h, CURLOPT_CAPATH, ca);
+	if (c->ca_file)
+		cu.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
+	if (c->cert_file)
+		cu.easy_setopt(h, CURLOPT_SSLCERT, c->cert_file);
+	if (c->key_file)
+		cu.easy_setopt(h, CURLOPT_SSLKEY, c->key_file);
 }
 
 enum outcome { DONE, RETRY, FAIL };
@@ -638,7 +644,7 @@ transport:
 	core_buf_release(&a.errbody);
 	/* Retry only while nothing of the body was passed on, and never what
 	 * another attempt cannot change (a certificate, a bad URL). */
-	return emitted_any(c, &a) || transport_permanent(rc) ? FAIL : RETRY;
+	return emitted_any(c, &a) || transport_permanent(rc) || c->retry_status_only ? FAIL : RETRY;
 fail:
 	core_buf_release(&a.errbody);
 	return FAIL;

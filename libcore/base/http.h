@@ -110,6 +110,12 @@ struct http_call {
 	/* A 2xx body ended: non-OK when it was incomplete (may be NULL). */
 	enum core_status (*on_end)(void *ctx, struct core_err *e);
 	void *ctx;
+	/* Non-zero: a transport failure is final; only what on_error marks
+	 * retryable is tried again (the trace exporter's rule). */
+	int retry_status_only;
+	/* TLS files beside the CA variables (NULL: none): a CA bundle that
+	 * wins over CURL_CA_BUNDLE, a client certificate and its key. */
+	const char *ca_file, *cert_file, *key_file;
 };
 
 /* What happened, for callers and tests. */

@@ -129,7 +129,8 @@ enum core_status render_chunk(struct render *r, const json_t *chunk)
 }
 
 enum core_status render_summary(const char *prog, const json_t *output, const char *session,
-                                const json_t *u, int color, struct core_buf *b)
+                                const json_t *u, const char *trace, int color,
+                                struct core_buf *b)
 {
 	const char *reason = json_string_value(json_object_get(output, "finishReason"));
 	const char *snap = json_string_value(json_object_get(output, "snapshotId"));
@@ -144,10 +145,10 @@ enum core_status render_summary(const char *prog, const json_t *output, const ch
 		         unit, json_integer_value(json_object_get(u, tokens ? "outputTokens"
 		                                                             : "outputCharacters")));
 	}
-	return core_buf_addf(b, "%s%s: %s, session %s%s%s%s%s", color ? "\033[2m" : "", prog,
+	return core_buf_addf(b, "%s%s: %s, session %s%s%s%s%s%s%s", color ? "\033[2m" : "", prog,
 	                     reason && *reason ? reason : "completed", session,
 	                     snap ? ", snapshot " : "", snap ? snap : "", usage,
-	                     color ? "\033[0m" : "");
+	                     trace ? ", trace " : "", trace ? trace : "", color ? "\033[0m" : "");
 }
 
 enum core_status render_model_row(const json_t *row, struct core_buf *b)

@@ -50,12 +50,14 @@ enum core_status render_chunk(struct render *r, const json_t *chunk);
 
 /*
  * The summary of a run's AgentOutput on b: "PROG: stop, session S,
- * snapshot R, 12 tokens in, 30 out" (characters for models that count
- * those; "completed" for an empty finish reason), dim when color.
+ * snapshot R, 12 tokens in, 30 out, trace T" (characters for models that
+ * count those; "completed" for an empty finish reason; the trace part only
+ * when trace, the run's trace ID, is not NULL), dim when color.
  * Errors: CORE_ENOMEM.
  */
 enum core_status render_summary(const char *prog, const json_t *output, const char *session,
-                                const json_t *usage, int color, struct core_buf *b);
+                                const json_t *usage, const char *trace, int color,
+                                struct core_buf *b);
 
 /*
  * One provider row of model_list() (model.h) on b, as the --list-models

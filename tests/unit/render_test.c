@@ -97,7 +97,7 @@ static void test_summary(void)
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *out = pj("{\"finishReason\":\"stop\",\"snapshotId\":\"r1\"}");
 	json_t *u = pj("{\"inputTokens\":12,\"outputTokens\":30}");
-	render_summary("agent-run", out, "s1", u, 0, &b);
+	render_summary("agent-run", out, "s1", u, NULL, 0, &b);
 	core_buf_addc(&b, 0);
 	check("the summary names the reason, session, snapshot and tokens", b.p,
 	      "agent-run: stop, session s1, snapshot r1, 12 tokens in, 30 out");
@@ -106,7 +106,7 @@ static void test_summary(void)
 	core_buf_reset(&b);
 	out = pj("{\"finishReason\":\"\"}");
 	u = pj("{\"inputCharacters\":5,\"outputCharacters\":7}");
-	render_summary("agent-run", out, "s2", u, 1, &b);
+	render_summary("agent-run", out, "s2", u, NULL, 1, &b);
 	core_buf_addc(&b, 0);
 	check("characters for models that count those; no reason is completed; dim", b.p,
 	      "\033[2magent-run: completed, session s2, 5 characters in, 7 out\033[0m");

@@ -1,0 +1,360 @@
+/*
+ * agent_trace.c - Genkit's span names, types and paths for an agent's
+ * invocation (agent_trace.h).
+ *
+ * genkit:path follows go/core/tracing: the parent's path plus
+ * "/{NAME,t:TYPE}", ",s:SUBTYPE" added for a subtype other than the type
+ * ("util" spans carry none).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "agent_trace.h"
+#include "../base/buf.h"
+#include "../base/json.h"
+
+#define PATH_MAX_LEN 1024
+
+struct open_span {
+	struct trace_span *s;
+	char path[PATH_MAX_LEN];
+};
+
+static struct {
+	struct open_span root, turn, gen;
+	char agent[256];
+	char session[256];
+	long turns;
+	int failure_marked;     /* a span of this turn is the failure's source */
+	int content, semconv;   /* agent_trace_options() */
+	size_t content_max;
+} A;
+
+void agent_trace_options(int content, int semconv)
+{
+	const char *v = getenv("OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT");
+	const char *lim = getenv("OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT");
+	char *end = NULL;
+	long long n = lim && *lim ? strtoll(lim, &end, 10) : 0;
+	A.content = content || (v && !strcasecmp(v, "true"));
+	A.semconv = semconv;
+	A.content_max = end && !*end && n > 0 ? (size_t)n : AGENT_TRACE_CONTENT_MAX;
+}
+
+/* A value as a JSON string attribute, cut at the cap on a UTF-8 boundary;
+ * only when content capture is on. */
+static void content_attr(struct trace_span *s, const char *key, const json_t *v)
+{
+	if (!s || !v || !A.content)
+		return;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (!jv_dump(v, &b) && b.p) {
+		size_t n = b.len;
+		if (n > A.content_max) {
+			n = A.content_max;
+			while (n && ((unsigned char)b.p[n] & 0xc0) == 0x80)
+				n--;
+		}
+		b.p[n] = 0;
+		trace_attr_str(s, key, b.p);
+	}
+	core_buf_release(&b);
+}
+
+static void path_of(char *out, const char *parent, const char *name, const char *type,
+                    const char *subtype)
+{
+	/* A path past the cap is cut: a name of a kilobyte is no name. */
+	if (snprintf(out, PATH_MAX_LEN, "%s/{%s,t:%s%s%s}", parent, name, type,
+	             subtype ? ",s:" : "", subtype ? subtype : "") >= PATH_MAX_LEN)
+		out[PATH_MAX_LEN - 1] = 0;
+}
+
+static struct trace_span *open_under(const struct open_span *parent, const char *name,
+                                     enum trace_kind kind, const char *type,
+                                     const char *subtype, char *path, int64_t start_ns)
+{
+	struct trace_span *s = trace_start(parent ? parent->s : NULL, name, kind, start_ns);
+	if (!s)
+		return NULL;
+	path_of(path, parent ? parent->path : "", name, type, subtype);
+	trace_attr_str(s, "genkit:name", name);
+	trace_attr_str(s, "genkit:type", type);
+	if (subtype)
+		trace_attr_str(s, "genkit:metadata:subtype", subtype);
+	trace_attr_str(s, "genkit:path", path);
+	return s;
+}
+
+static void close_span(struct trace_span *s, enum core_status st, const char *msg)
+{
+	if (!s)
+		return;
+	trace_attr_str(s, "genkit:state", st ? "error" : "success");
+	if (st && !A.failure_marked) {
+		trace_attr_bool(s, "genkit:isFailureSource", 1);
+		A.failure_marked = 1;
+	}
+	if (st)
+		trace_attr_str(s, "error.type", core_status_name(st));
+	trace_end(s, st ? TRACE_STATUS_ERROR : TRACE_UNSET,
+	          st ? (msg && *msg ? msg : core_strerror(st)) : NULL);
+}
+
+/* --trace-names semconv: the span's name as the GenAI conventions give it. */
+static void semconv_name(struct trace_span *s, const char *op, const char *what)
+{
+	char name[300];
+	if (!s || !A.semconv)
+		return;
+	snprintf(name, sizeof name, "%s %s", op, what);
+	trace_rename(s, name);
+}
+
+/* The innermost open span: a model's or tool's parent. */
+static const struct open_span *inner(void)
+{
+	return A.gen.s ? &A.gen : A.turn.s ? &A.turn : A.root.s ? &A.root : NULL;
+}
+
+void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
+{
+	if (!trace_on() || A.root.s)
+		return;
+	snprintf(A.agent, sizeof A.agent, "%s", agent);
+	struct trace_span *s = open_under(NULL, agent, TRACE_INTERNAL, "action", "agent",
+	                                  A.root.path, start_ns);
+	A.root.s = s;
+	semconv_name(s, "invoke_agent", agent);
+	trace_attr_bool(s, "genkit:isRoot", 1);
+	trace_attr_str(s, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(s, "gen_ai.agent.name", agent);
+	if (model && *model)
+		trace_attr_str(s, "gen_ai.request.model", model);
+}
+
+void agent_trace_worker(void)
+{
+	struct trace_span *launcher = A.root.s;
+	if (!launcher)
+		return;
+	trace_adopt(launcher);
+	if (!trace_on())
+		return;
+	memset(&A.turn, 0, sizeof A.turn);
+	memset(&A.gen, 0, sizeof A.gen);
+	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
+	semconv_name(A.root.s, "invoke_agent", A.agent);
+	trace_attr_bool(A.root.s, "genkit:isRoot", 1);
+	trace_attr_bool(A.root.s, "genkit:metadata:agent:detached", 1);
+	trace_attr_str(A.root.s, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(A.root.s, "gen_ai.agent.name", A.agent);
+	char sid[sizeof A.session];
+	memcpy(sid, A.session, sizeof sid);
+	agent_trace_session(sid[0] ? sid : NULL);
+}
+
+void agent_trace_detach_here(void)
+{
+	struct trace_span *launcher = A.root.s;
+	if (!launcher)
+		return;
+	struct trace_span *w = trace_start(launcher, A.agent, TRACE_INTERNAL, 0);
+	trace_attr_str(launcher, "agentkit.finish_reason", "detached");
+	close_span(launcher, CORE_OK, NULL);
+	A.root.s = w;
+	trace_attr_str(w, "genkit:name", A.agent);
+	trace_attr_str(w, "genkit:type", "action");
+	trace_attr_str(w, "genkit:metadata:subtype", "agent");
+	trace_attr_str(w, "genkit:path", A.root.path);
+	trace_attr_bool(w, "genkit:isRoot", 1);
+	trace_attr_bool(w, "genkit:metadata:agent:detached", 1);
+	trace_attr_str(w, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(w, "gen_ai.agent.name", A.agent);
+	semconv_name(w, "invoke_agent", A.agent);
+	char sid[sizeof A.session];
+	memcpy(sid, A.session, sizeof sid);
+	agent_trace_session(sid[0] ? sid : NULL);
+	struct core_err e = { 0 };
+	trace_flush(&e);
+}
+
+void agent_trace_session(const char *session_id)
+{
+	if (!session_id)
+		return;
+	snprintf(A.session, sizeof A.session, "%s", session_id);
+	trace_attr_str(A.root.s, "genkit:metadata:agent:sessionId", session_id);
+	trace_attr_str(A.root.s, "gen_ai.conversation.id", session_id);
+}
+
+void agent_trace_end(enum core_status st, const json_t *output)
+{
+	if (!A.root.s)
+		return;
+	const json_t *err = json_object_get(output, "error");
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	const char *reason = json_string_value(json_object_get(output, "finishReason"));
+	enum core_status est = CORE_OK;
+	if (output && err)
+		est = core_status_from_name(json_string_value(json_object_get(err, "status")));
+	if (output && err && !est)
+		est = CORE_FAILED;
+	if (!output && st && st != CORE_EPIPE)
+		est = st;
+	if (reason)
+		trace_attr_str(A.root.s, "agentkit.finish_reason", reason);
+	content_attr(A.root.s, "genkit:output", output);
+	close_span(A.root.s, est, msg);
+	A.root.s = NULL;
+}
+
+void agent_trace_turn_begin(void)
+{
+	if (!A.root.s)
+		return;
+	char name[32];
+	snprintf(name, sizeof name, "runTurn-%ld", ++A.turns);
+	A.failure_marked = 0;
+	A.turn.s = open_under(&A.root, name, TRACE_INTERNAL, "flowStep", NULL, A.turn.path, 0);
+}
+
+void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
+                          const json_t *state)
+{
+	if (!A.turn.s)
+		return;
+	if (!st && A.content && state) {
+		/* Genkit's turn span output (turnSpanOutput): {"state": ...}. */
+		json_t *o = json_pack("{s:O}", "state", state);
+		content_attr(A.turn.s, "genkit:output", o);
+		json_decref(o);
+	}
+	if (A.gen.s)
+		agent_trace_generate_end(st, msg);
+	if (snapshot_id && *snapshot_id)
+		trace_attr_str(A.turn.s, "genkit:metadata:agent:snapshotId", snapshot_id);
+	close_span(A.turn.s, st, msg);
+	A.turn.s = NULL;
+	/* A failure is remembered by the recorder and reported at exit. */
+	struct core_err e = { 0 };
+	trace_flush(&e);
+}
+
+void agent_trace_generate_begin(void)
+{
+	if (A.turn.s && !A.gen.s)
+		A.gen.s = open_under(&A.turn, "generate", TRACE_INTERNAL, "util", NULL,
+		                     A.gen.path, 0);
+}
+
+void agent_trace_generate_end(enum core_status st, const char *msg)
+{
+	close_span(A.gen.s, st, msg);
+	A.gen.s = NULL;
+}
+
+struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
+{
+	const struct open_span *p = inner();
+	char path[PATH_MAX_LEN];
+	if (!p)
+		return NULL;
+	struct trace_span *s = open_under(p, model, TRACE_CLIENT, "action", "model", path, 0);
+	trace_attr_str(s, "gen_ai.operation.name", "chat");
+	trace_attr_str(s, "gen_ai.request.model", model);
+	const char *slash = strchr(model, '/');
+	char prov[64];
+	snprintf(prov, sizeof prov, "%.*s", slash ? (int)(slash - model) : (int)strlen(model),
+	         model);
+	trace_attr_str(s, "gen_ai.provider.name", prov);
+	semconv_name(s, "chat", model);
+	if (A.content && messages) {
+		json_t *in = json_pack("{s:O}", "messages", messages);
+		content_attr(s, "genkit:input", in);
+		json_decref(in);
+	}
+	return s;
+}
+
+void agent_trace_model_end(struct trace_span *s, enum core_status st, const char *msg,
+                           const struct model_response *resp)
+{
+	if (!s)
+		return;
+	const char *finish_reason = resp ? resp->finish_reason : NULL;
+	const json_t *usage = resp ? resp->usage : NULL;
+	if (!st && resp && resp->message && A.content) {
+		json_t *out = json_pack("{s:O, s:s}", "message", resp->message, "finishReason",
+		                        finish_reason ? finish_reason : "");
+		content_attr(s, "genkit:output", out);
+		json_decref(out);
+	}
+	static const char *const keys[][2] = {
+		{ "inputTokens", "gen_ai.usage.input_tokens" },
+		{ "outputTokens", "gen_ai.usage.output_tokens" },
+		{ "thoughtsTokens", "gen_ai.usage.reasoning.output_tokens" },
+	};
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		const json_t *v = json_object_get(usage, keys[i][0]);
+		if (json_is_integer(v))
+			trace_attr_int(s, keys[i][1], json_integer_value(v));
+	}
+	if (finish_reason && *finish_reason) {
+		json_t *arr = json_pack("[s]", finish_reason);
+		trace_attr_strs(s, "gen_ai.response.finish_reasons", arr);
+		json_decref(arr);
+	}
+	close_span(s, st, msg);
+}
+
+struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input)
+{
+	const struct open_span *p = inner();
+	char path[PATH_MAX_LEN];
+	if (!p)
+		return NULL;
+	struct trace_span *s = open_under(p, tool, TRACE_INTERNAL, "action", "tool", path, 0);
+	trace_attr_str(s, "gen_ai.operation.name", "execute_tool");
+	trace_attr_str(s, "gen_ai.tool.name", tool);
+	trace_attr_str(s, "gen_ai.tool.type", "function");
+	semconv_name(s, "execute_tool", tool);
+	content_attr(s, "genkit:input", input);
+	return s;
+}
+
+void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
+                          const json_t *interrupt, const json_t *output)
+{
+	if (!s)
+		return;
+	trace_attr_str(s, "agentkit.tool.outcome", st ? "failed" : interrupt ? "interrupted"
+	                                                                     : "ok");
+	if (!st)
+		content_attr(s, "genkit:output", interrupt ? interrupt : output);
+	close_span(s, st, msg);
+}
+
+int agent_trace_env(const struct trace_span *s, char out[AGENT_TRACE_ENV_MAX])
+{
+	char tp[TRACE_PARENT_LEN + 1];
+	const struct open_span *p = inner();
+	if (!s && p)
+		s = p->s;
+	if (!s || trace_traceparent(s, tp))
+		return -1;
+	snprintf(out, AGENT_TRACE_ENV_MAX, "TRACEPARENT=%s", tp);
+	return 0;
+}
+
+void agent_trace_env_add(const char **env, char buf[AGENT_TRACE_ENV_MAX])
+{
+	if (!A.root.s || agent_trace_env(A.root.s, buf))
+		return;
+	while (*env)
+		env++;
+	env[0] = buf;
+	env[1] = NULL;
+}

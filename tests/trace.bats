@@ -1,0 +1,357 @@
+#!/usr/bin/env bats
+# agent-run --trace: OpenTelemetry export (OTLP/HTTP JSON and console),
+# Genkit's agent spans (runtime-semantics §9.1 items 4, 27, 28), TRACEPARENT
+# in and out, and an export that never changes stdout or the exit status
+# (docs/tracing.md).  The collector is scripts/otlp-receiver on loopback.
+
+load test_helper
+
+setup() {
+	common_setup
+	unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_SDK_DISABLED
+	unset OTEL_EXPORTER_OTLP_HEADERS OTEL_EXPORTER_OTLP_TRACES_HEADERS OTEL_TRACES_EXPORTER
+	unset OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES OTEL_EXPORTER_OTLP_PROTOCOL
+	unset TRACEPARENT TRACESTATE AGENTKIT_TRACE http_proxy HTTP_PROXY ALL_PROXY all_proxy
+	TOOLS="$FIXTURES/tools"
+	RECV_PID=
+}
+
+teardown() {
+	[ -z "$RECV_PID" ] || kill "$RECV_PID" 2>/dev/null || true
+}
+
+# recv_start [ANSWERS]: the receiver on a free port ($PORT), its log in $LOG.
+recv_start() {
+	LOG="$BATS_TEST_TMPDIR/otlp.ndjson"
+	: >"$LOG"
+	"$TOP/scripts/otlp-receiver" --port-file "$BATS_TEST_TMPDIR/port" --log "$LOG" \
+		--answers "${1:-200}" --idle 20 3>&- &
+	RECV_PID=$!
+	for _ in $(seq 1 200); do
+		[ -s "$BATS_TEST_TMPDIR/port" ] && break
+		sleep 0.025
+	done
+	PORT=$(cat "$BATS_TEST_TMPDIR/port")
+}
+
+# Every span the log's requests (or a console file) carry, one per line.
+spans() { jq -c '(.body // .) | .resourceSpans[].scopeSpans[].spans[]' "$1"; }
+# The attribute KEY of span NAME's value, as its JSON (or null).
+attr() {
+	spans "$1" | jq -c --arg n "$2" --arg k "$3" \
+		'select(.name == $n) | [.attributes[] | select(.key == $k) | .value][0]'
+}
+
+@test "--trace-file: one OTLP request per line, Genkit's spans, stdout as without tracing" {
+	run -0 --separate-stderr agent-run --model echo --system hi -m one -m two
+	plain=$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')
+	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson -m one -m two
+	[ "$stderr" = "" ]
+	[ "$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')" = "$plain" ]
+	# One request per turn end, one at exit.
+	[ "$(wc -l <t.ndjson)" -eq 3 ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo runTurn-2 generate echo inline " ]
+	[ "$(attr t.ndjson inline genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}"}' ]
+	[ "$(attr t.ndjson inline genkit:type)" = '{"stringValue":"action"}' ]
+	[ "$(attr t.ndjson inline genkit:metadata:subtype)" = '{"stringValue":"agent"}' ]
+	[ "$(attr t.ndjson inline genkit:isRoot)" = '{"boolValue":true}' ]
+	sid=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.sessionId)
+	[ "$(attr t.ndjson inline genkit:metadata:agent:sessionId)" = "{\"stringValue\":\"$sid\"}" ]
+	# Turn spans: flowStep, no subtype, no session (§9.1 item 4), the row's ID (item 28).
+	[ "$(attr t.ndjson runTurn-1 genkit:type)" = '{"stringValue":"flowStep"}' ]
+	[ "$(attr t.ndjson runTurn-1 genkit:metadata:subtype)" = null ]
+	[ "$(attr t.ndjson runTurn-1 genkit:metadata:agent:sessionId)" = null ]
+	[ "$(attr t.ndjson runTurn-2 genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}/{runTurn-2,t:flowStep}"}' ]
+	ids=$(printf '%s\n' "$output" | jq -r 'select(.turnEnd) | .turnEnd.snapshotId' | tr '\n' ' ')
+	[ "$(attr t.ndjson runTurn-1 genkit:metadata:agent:snapshotId | jq -r .stringValue) $(attr t.ndjson runTurn-2 genkit:metadata:agent:snapshotId | jq -r .stringValue) " = "$ids" ]
+	[ "$(attr t.ndjson echo genkit:path | tail -n 1)" = '{"stringValue":"/{inline,t:action,s:agent}/{runTurn-2,t:flowStep}/{generate,t:util}/{echo,t:action,s:model}"}' ]
+	[ "$(attr t.ndjson echo gen_ai.response.finish_reasons | tail -n 1)" = '{"arrayValue":{"values":[{"stringValue":"stop"}]}}' ]
+}
+
+@test "hex IDs, nanosecond strings, integer enums, one trace and its parent links" {
+	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson -m one
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	jq -e -s 'all(.[]; (.traceId | test("^[0-9a-f]{32}$")) and (.spanId | test("^[0-9a-f]{16}$"))
+		and (.startTimeUnixNano | test("^[0-9]{19}$")) and (.endTimeUnixNano | test("^[0-9]{19}$"))
+		and (.kind | type == "number") and (.status.code | type == "number")
+		and (.endTimeUnixNano | tonumber) >= (.startTimeUnixNano | tonumber))' all
+	id() { jq -r --arg n "$1" 'select(.name == $n) | .spanId' all; }
+	par() { jq -r --arg n "$1" 'select(.name == $n) | .parentSpanId // "none"' all; }
+	[ "$(par inline)" = none ]
+	[ "$(par runTurn-1)" = "$(id inline)" ]
+	[ "$(par generate)" = "$(id runTurn-1)" ]
+	[ "$(par echo)" = "$(id generate)" ]
+	# The model call is a CLIENT span (3); the rest INTERNAL (1); all unset (0).
+	[ "$(jq -c '[.name, .kind, .status.code, .flags]' all | tr -d '\n')" = '["runTurn-1",1,0,257]["generate",1,0,257]["echo",3,0,257]["inline",1,0,257]' ]
+	r=$(jq -c '.resourceSpans[0].resource.attributes | from_entries' t.ndjson 2>/dev/null || true)
+	[ "$(head -n 1 t.ndjson | jq -c '[.resourceSpans[0].resource.attributes[] | {(.key): .value.stringValue}] | add | {"service.name", "service.version"}')" = '{"service.name":"agent-run","service.version":"0.1.0"}' ]
+	[ "$(head -n 1 t.ndjson | jq -c '.resourceSpans[0].scopeSpans[0].scope')" = '{"name":"agentkit","version":"0.1.0"}' ]
+}
+
+@test "TRACEPARENT makes the run a child of the caller's span; a tool sees its own span's" {
+	export TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01
+	mkdir -p tools
+	cat >tools/tp <<-'EOF'
+	#!/bin/sh
+	cat >/dev/null
+	printf '{"output":"%s"}\n' "$TRACEPARENT"
+	EOF
+	chmod +x tools/tp
+	echo '{"description": "Reports its TRACEPARENT."}' >tools/tp.json
+	printf '%s\n' '{"toolRequests":[{"name":"tp","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool tp --trace-file t.ndjson -m hi
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u)" = 0af7651916cd43dd8448eb211c80319c ]
+	root=$(jq -c 'select(.name == "inline")' all)
+	[ "$(jq -r .parentSpanId <<<"$root")" = 00f067aa0ba902b7 ]
+	[ "$(jq -r .flags <<<"$root")" = 769 ]
+	tool=$(jq -c 'select(.name == "tp")' all)
+	seen=$(printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[2].content[0].toolResponse.output')
+	[ "$seen" = "00-0af7651916cd43dd8448eb211c80319c-$(jq -r .spanId <<<"$tool")-01" ]
+	[ "$(jq -r .parentSpanId <<<"$tool")" = "$(jq -r 'select(.name == "generate") | .spanId' all)" ]
+	[ "$(attr t.ndjson tp genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}/{runTurn-1,t:flowStep}/{generate,t:util}/{tp,t:action,s:tool}"}' ]
+	[ "$(attr t.ndjson tp agentkit.tool.outcome)" = '{"stringValue":"ok"}' ]
+	# Client-managed: no row, no snapshot attribute (§9.1 item 27).
+	[ "$(attr t.ndjson runTurn-1 genkit:metadata:agent:snapshotId)" = null ]
+	# An invalid TRACEPARENT starts a new trace, with one note.
+	TRACEPARENT=bogus run -0 --separate-stderr agent-run --no-store --model echo --system hi --trace-file u.ndjson -m hi
+	[ "$stderr" = "agent-run: TRACEPARENT 'bogus' is not a W3C traceparent: a new trace is started" ]
+	[ "$(spans u.ndjson | jq -r 'select(.name == "inline") | .parentSpanId // "none"')" = none ]
+}
+
+@test "a failed tool: exit status as without tracing, ERROR spans with the message, failure source marked" {
+	printf '%s\n' '{"toolRequests":[{"name":"fail","ref":"1","input":{}}]}' >model.ndjson
+	run -1 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" -m hi
+	plain=$(printf '%s\n' "$output" | jq -c 'del(.. | .sessionId?)')
+	run -1 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" --trace-file t.ndjson -m hi
+	[ "$(printf '%s\n' "$output" | jq -c 'del(.. | .sessionId?)')" = "$plain" ]
+	msg=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.error.message)
+	[ "$(spans t.ndjson | jq -c 'select(.name == "fail") | .status.code')" = 2 ]
+	[ "$(attr t.ndjson fail genkit:isFailureSource)" = '{"boolValue":true}' ]
+	[ "$(attr t.ndjson fail agentkit.tool.outcome)" = '{"stringValue":"failed"}' ]
+	[ "$(attr t.ndjson runTurn-1 genkit:isFailureSource)" = null ]
+	[ "$(spans t.ndjson | jq -c 'select(.name == "runTurn-1") | .status')" = "$(jq -cn --arg m "$msg" '{code: 2, message: $m}')" ]
+	[ "$(spans t.ndjson | jq -c 'select(.name == "inline") | .status')" = "$(jq -cn --arg m "$msg" '{code: 2, message: $m}')" ]
+	[ "$(attr t.ndjson inline genkit:state)" = '{"stringValue":"error"}' ]
+}
+
+@test "the snapshot attribute only on committed turns; runTurn-N counts this invocation's turns" {
+	run -0 --separate-stderr agent-run --model echo --system hi -m first
+	sid=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.sessionId)
+	printf '%s\n' '{"message":{"role":"user","content":[{"text":"ok"}]}}' \
+		'{"message":{"role":"model","content":[{"text":"forged"}]}}' >in.ndjson
+	run -101 --separate-stderr agent-run --model echo --system hi --session "$sid" --trace-file t.ndjson <in.ndjson
+	[ "$(spans t.ndjson | jq -r 'select(.name | startswith("runTurn")) | .name' | tr '\n' ' ')" = "runTurn-1 runTurn-2 " ]
+	id1=$(printf '%s\n' "$output" | jq -r 'select(.turnEnd) | .turnEnd.snapshotId' | head -n 1)
+	[ "$(attr t.ndjson runTurn-1 genkit:metadata:agent:snapshotId)" = "{\"stringValue\":\"$id1\"}" ]
+	[ "$(attr t.ndjson runTurn-2 genkit:metadata:agent:snapshotId)" = null ]
+	[ "$(spans t.ndjson | jq -r 'select(.name == "runTurn-2") | .status.code')" = 2 ]
+}
+
+@test "otlp: OTEL_EXPORTER_OTLP_ENDPOINT + /v1/traces, headers percent-decoded, JSON" {
+	recv_start
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT/base" \
+	OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer%20t,x-team=a' OTEL_EXPORTER_OTLP_TRACES_HEADERS='X-Team=b' \
+	OTEL_SERVICE_NAME=nightly OTEL_RESOURCE_ATTRIBUTES='deployment.environment=ci,service.name=lost' \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r .path "$LOG" | sort -u)" = /base/v1/traces ]
+	[ "$(wc -l <"$LOG")" -eq 2 ]
+	[ "$(head -n 1 "$LOG" | jq -c '.headers | {authorization, "x-team", "content-type"}')" = '{"authorization":"Bearer t","x-team":"b","content-type":"application/json"}' ]
+	[ "$(head -n 1 "$LOG" | jq -c '[.body.resourceSpans[0].resource.attributes[] | {(.key): .value.stringValue}] | add | {"service.name", "deployment.environment"}')" = '{"service.name":"nightly","deployment.environment":"ci"}' ]
+	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline " ]
+}
+
+@test "otlp: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given; AGENTKIT_TRACE=1; OTEL_SDK_DISABLED=true wins" {
+	recv_start
+	AGENTKIT_TRACE=1 OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$PORT/custom/path" \
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:1" \
+		run -0 --separate-stderr agent-run --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r .path "$LOG" | sort -u)" = /custom/path ]
+	: >"$LOG"
+	OTEL_SDK_DISABLED=true OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$PORT/x" \
+		run -0 --separate-stderr agent-run --trace --trace-file f.ndjson --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ ! -e f.ndjson ]
+	OTEL_TRACES_EXPORTER=none OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$PORT/x" \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	# Without --trace or AGENTKIT_TRACE, the OTEL variables alone export nothing.
+	OTEL_EXPORTER_OTLP_TRACES_ENDPOINT="http://127.0.0.1:$PORT/x" \
+		run -0 --separate-stderr agent-run --model echo --system hi -m one
+	[ ! -s "$LOG" ]
+}
+
+@test "otlp: a 503 with Retry-After is retried after the wait; a 400 is not, and export stops" {
+	recv_start "503:1,200"
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(wc -l <"$LOG")" -eq 3 ]
+	[ "$(sed -n 1p "$LOG" | jq -c .body)" = "$(sed -n 2p "$LOG" | jq -c .body)" ]
+	kill "$RECV_PID"
+	rm -f "$BATS_TEST_TMPDIR/port"
+	recv_start 400
+	run -0 --separate-stderr agent-run --model echo --system hi -m one -m two
+	plain=$(printf '%s\n' "$output" | wc -l)
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq "$plain" ]
+	[ "$(wc -l <"$LOG")" -eq 1 ]
+	[ "$stderr" = "agent-run: trace export failed: http://127.0.0.1:$PORT/v1/traces: HTTP 400: {\"code\": 400, \"message\": \"receiver says 400\"}" ]
+}
+
+@test "otlp: with the receiver down the run is unchanged but for one line on stderr" {
+	printf '%s\n' '{"toolRequests":[{"name":"fail","ref":"1","input":{}}]}' >model.ndjson
+	run -1 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" -m hi
+	plain=$(printf '%s\n' "$output" | jq -c 'del(.. | .sessionId?)')
+	plain_err=$stderr
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 \
+		run -1 --separate-stderr agent-run --trace --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" -m hi
+	[ "$(printf '%s\n' "$output" | jq -c 'del(.. | .sessionId?)')" = "$plain" ]
+	[ "$(printf '%s\n' "$stderr" | sed '$d')" = "$plain_err" ]
+	[[ $(printf '%s\n' "$stderr" | tail -n 1) == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: Failed to connect to 127.0.0.1 port 1 "* ]]
+	run -0 --separate-stderr env OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 agent-run --trace --model echo --system hi -m one -m two
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	# A detached worker says it in its log.
+	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 run -0 --separate-stderr agent-run --trace --model echo --system hi --detach -m one
+	[[ $stderr == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: "* ]]
+	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
+	run -0 timeout 20 agent-wait "$id"
+	for _ in $(seq 1 100); do
+		[[ $(agent-snap worker-log "$id") == *"trace export failed"* ]] && break
+		sleep 0.05
+	done
+	[ "$(agent-snap worker-log "$id" | grep -c '^agent-run: trace export failed: http://127.0.0.1:1/v1/traces: ')" -eq 1 ]
+}
+
+@test "console to stderr; grpc and unknown exporters turn tracing off with one note" {
+	OTEL_TRACES_EXPORTER=console run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 2 ]
+	[ "$(printf '%s\n' "$stderr" | jq -r '.resourceSpans[].scopeSpans[].spans[].name' | tr '\n' ' ')" = "runTurn-1 generate echo inline " ]
+	[[ $output != *resourceSpans* ]]
+	OTEL_EXPORTER_OTLP_PROTOCOL=grpc run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported (agentkit sends http/json)" ]
+	OTEL_TRACES_EXPORTER=zipkin run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: tracing off: OTEL_TRACES_EXPORTER 'zipkin' is not one of otlp, console, none" ]
+}
+
+@test "custom agent handlers and transforms get the invocation span's TRACEPARENT" {
+	cat >handler <<-'EOF'
+	#!/bin/sh
+	while read -r line; do
+		printf '{"message":{"role":"model","content":[{"text":"%s"}]}}\n{"done":{}}\n' "$TRACEPARENT"
+	done
+	EOF
+	chmod +x handler
+	run -0 --separate-stderr agent-run --no-store --exec ./handler --trace-file t.ndjson -m hi
+	root=$(spans t.ndjson | jq -c 'select(has("parentSpanId") | not)')
+	seen=$(printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[-1].content[0].text')
+	[ "$seen" = "00-$(jq -r .traceId <<<"$root")-$(jq -r .spanId <<<"$root")-01" ]
+}
+
+@test "a detached run is one trace: the worker's spans continue the launcher's" {
+	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson --detach -m one -m two
+	[ "$stderr" = "" ]
+	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	# The worker writes its last line before it finalizes the row; wait for it.
+	for _ in $(seq 1 100); do
+		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
+		sleep 0.05
+	done
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
+	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
+	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .flags <<<"$worker")" = 769 ]
+	[ "$(jq -c '[.attributes[] | select(.key == "genkit:metadata:agent:detached") | .value]' <<<"$worker")" = '[{"boolValue":true}]' ]
+	[ "$(jq -r 'select(.name | startswith("runTurn")) | .parentSpanId' all | sort -u)" = "$(jq -r .spanId <<<"$worker")" ]
+	[ "$(jq -r 'select(.name | startswith("runTurn")) | .name' all | tr '\n' ' ')" = "runTurn-1 runTurn-2 " ]
+	# No span is exported twice.
+	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+	# The worker's log names the trace.
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	[[ $output == *" trace $(jq -r .traceId <<<"$worker")"* ]]
+}
+
+@test "text mode's summary names the trace" {
+	run -0 --separate-stderr agent-run --format text --model echo --system hi --trace-file t.ndjson -m one
+	tid=$(spans t.ndjson | jq -r .traceId | sort -u)
+	[[ $stderr == *", trace $tid" ]]
+	run -0 --separate-stderr agent-run --format text --model echo --system hi -m one
+	[[ $stderr != *trace* ]]
+}
+
+@test "--trace-content records inputs, outputs and the turn's state, cut at the limit; off by default" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"text":"done","usage":{"inputTokens":7,"outputTokens":3}}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file off.ndjson -m hi
+	[ "$(spans off.ndjson | jq -c '.attributes[] | select(.key | test("^genkit:(input|output)$"))')" = "" ]
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-content -m hi
+	[ "$(attr t.ndjson greet genkit:input)" = '{"stringValue":"{\"name\":\"ann\"}"}' ]
+	[ "$(attr t.ndjson greet genkit:output)" = '{"stringValue":"\"hello ann\""}' ]
+	state=$(printf "%s\n" "$output" | tail -n 1 | jq -cS .output.state)
+	[ "$(attr t.ndjson runTurn-1 genkit:output | jq -r .stringValue | jq -cS .state)" = "$state" ]
+	[ "$(attr t.ndjson script/model.ndjson gen_ai.usage.input_tokens | tail -n 1)" = '{"intValue":"7"}' ]
+	[ "$(attr t.ndjson script/model.ndjson genkit:input | head -n 1 | jq -r .stringValue)" = '{"messages":[{"content":[{"text":"hi"}],"role":"user"}]}' ]
+	OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT=12 OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true \
+		run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file cut.ndjson -m hi
+	[ "$(attr cut.ndjson greet genkit:input)" = '{"stringValue":"{\"name\":\"ann"}' ]
+}
+
+@test "--trace-names semconv: invoke_agent, chat and execute_tool names; Genkit's names stay in attributes" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-names semconv -m hi
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|invoke_agent inline|" ]
+	[ "$(attr t.ndjson 'invoke_agent inline' genkit:name)" = '{"stringValue":"inline"}' ]
+	[ "$(attr t.ndjson 'execute_tool greet' gen_ai.operation.name)" = '{"stringValue":"execute_tool"}' ]
+	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
+	[ "${stderr%%$'\n'*}" = "agent-run: --trace-names must be genkit or semconv, not 'otel'" ]
+}
+
+@test "GENKIT_TELEMETRY_SERVER: each flush also posted to URL/api/traces in Genkit's trace format" {
+	recv_start
+	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT/" OTEL_TRACES_EXPORTER=none \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r .path "$LOG" | sort -u)" = /api/traces ]
+	[ "$(wc -l <"$LOG")" -eq 2 ]
+	last=$(tail -n 1 "$LOG" | jq -c .body)
+	root=$(jq -r '.spans[] | select(.displayName == "inline") | .spanId' <<<"$last")
+	[ "$(jq -c '[.displayName, (.traceId | test("^[0-9a-f]{32}$")), (.startTime | type), (.spans | keys)]' <<<"$last")" = "[\"inline\",true,\"number\",[\"$root\"]]" ]
+	[ "$(jq -c --arg r "$root" '.spans[$r] | [.spanKind, .attributes["genkit:type"], .attributes["genkit:isRoot"], .status, .sameProcessAsParentSpan, .instrumentationLibrary.name]' <<<"$last")" = '["INTERNAL","action",true,{"code":0},{"value":true},"agentkit"]' ]
+	first=$(head -n 1 "$LOG" | jq -c .body)
+	[ "$(jq -c '[has("displayName"), ([.spans[] | .displayName] | sort)]' <<<"$first")" = '[false,["echo","generate","runTurn-1"]]' ]
+	[ "$(jq -r '.spans[] | select(.displayName == "echo") | .spanKind' <<<"$first")" = CLIENT ]
+	[ "$(jq -r '.spans[] | select(.displayName == "runTurn-1") | .parentSpanId' <<<"$first")" = "$root" ]
+	# Both destinations at once; the OTLP headers are not sent to Genkit's server.
+	: >"$LOG"
+	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
+	OTEL_EXPORTER_OTLP_HEADERS='authorization=secret' run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r .path "$LOG" | sort | uniq -c | awk '{print $1, $2}' | tr '\n' ' ')" = "2 /api/traces 2 /v1/traces " ]
+	[ "$(jq -r 'select(.path == "/api/traces") | .headers.authorization // "none"' "$LOG" | sort -u)" = none ]
+}
+
+@test "a detach line mid-conversation: the launcher's span ends at the detach, the worker's continues in the same process" {
+	printf '%s\n' '{"text":"ok 0"}' '{"text":"ok 1"}' >model.ndjson
+	run -0 --separate-stderr agent-run --model script/model.ndjson --trace-file t.ndjson < <(exec 3>&-
+		printf '%s\n' '{"message":{"content":[{"text":"one"}]}}'
+		sleep 1
+		printf '%s\n' '{"detach":true,"message":{"content":[{"text":"two"}]}}')
+	id=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.snapshotId)
+	run -0 timeout 20 agent-wait "$id"
+	for _ in $(seq 1 100); do
+		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
+		sleep 0.05
+	done
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
+	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
+	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .flags <<<"$worker")" = 257 ]
+	[ "$(jq -c '[.attributes[] | select(.key == "agentkit.finish_reason") | .value.stringValue]' <<<"$launcher")" = '["detached"]' ]
+	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r .spanId <<<"$launcher")" ]
+	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+}
