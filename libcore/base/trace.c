@@ -1,18 +1,17 @@
 /*
- * trace.c - the span recorder, its OTLP/JSON encoding and its exporters.
+ * trace.c - the span recorder, its OTLP/JSON encoding and its exporters
+ * (trace_env.c reads their configuration from the OTEL_* variables).
  *
  * One recorder per process, behind a mutex: the hooks that feed it sit in
  * the turn loop, the tool runner and the model call, and each must stay a
  * single call, so nothing carries a recorder handle around.
  */
-#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -20,10 +19,9 @@
 #include "http.h"
 #include "json.h"
 #include "trace.h"
+#include "trace_int.h"
 #include "util.h"
 
-#define DEFAULT_ENDPOINT "http://localhost:4318/v1/traces"
-#define DEFAULT_TIMEOUT_MS 10000
 /* The most an export reply is read: the collector's answer is a small
  * ExportTraceServiceResponse, kept only for a message. */
 #define REPLY_MAX 4096
@@ -57,128 +55,8 @@ struct tracer {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tracer *T;
 
-/* ---- configuration ---- */
-
-static const char *env(const char *name)
-{
-	const char *v = getenv(name);
-	return v && *v ? v : NULL;
-}
-
-/* The first of the two variables that is set. */
-static const char *env2(const char *specific, const char *general)
-{
-	const char *v = env(specific);
-	return v ? v : env(general);
-}
-
-static int truthy(const char *v)
-{
-	return v && (!strcmp(v, "1") || !strcasecmp(v, "true"));
-}
-
-static int hexval(int c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c = tolower(c);
-	return c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-}
-
-/* Percent-decode p[0..n) trimmed of blanks into a new string; NULL on a
- * bad escape or without memory (*bad says which). */
-static char *decode(const char *p, size_t n, int *bad)
-{
-	while (n && isspace((unsigned char)*p))
-		p++, n--;
-	while (n && isspace((unsigned char)p[n - 1]))
-		n--;
-	char *out = malloc(n + 1), *o = out;
-	if (!out)
-		return NULL;
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] != '%') {
-			*o++ = p[i];
-			continue;
-		}
-		int a = i + 1 < n ? hexval(p[i + 1]) : -1;
-		int b = i + 2 < n ? hexval(p[i + 2]) : -1;
-		int h = a >= 0 && b >= 0 ? a * 16 + b : -1;
-		if (h < 0) {
-			free(out);
-			*bad = 1;
-			return NULL;
-		}
-		*o++ = (char)h;
-		i += 2;
-	}
-	*o = 0;
-	return out;
-}
-
-/*
- * Split "k1=v1,k2=v2" (W3C Baggage style, percent-encoded) and call fn with
- * each decoded pair.  -1 when an entry is malformed (nothing more is
- * given), -2 without memory.
- */
-static int kv_each(const char *s, int (*fn)(void *ctx, const char *k, const char *v), void *ctx)
-{
-	while (s && *s) {
-		const char *end = strchr(s, ','), *eq;
-		size_t len = end ? (size_t)(end - s) : strlen(s);
-		/* Baggage metadata (";...") is not part of the value. */
-		const char *semi = memchr(s, ';', len);
-		size_t vlen = semi ? (size_t)(semi - s) : len;
-		if (vlen && strspn(s, " \t") < len) {
-			if (!(eq = memchr(s, '=', vlen)) || eq == s)
-				return -1;
-			int bad = 0;
-			char *k = decode(s, (size_t)(eq - s), &bad);
-			char *v = k ? decode(eq + 1, vlen - (size_t)(eq - s) - 1, &bad) : NULL;
-			int r = k && v && *k ? fn(ctx, k, v) : bad || (k && !*k) ? -1 : -2;
-			free(k);
-			free(v);
-			if (r)
-				return r;
-		}
-		s = end ? end + 1 : NULL;
-	}
-	return 0;
-}
-
-static int add_header(void *ctx, const char *k, const char *v)
-{
-	struct trace_config *c = ctx;
-	size_t n = 0, klen = strlen(k);
-	for (; c->headers[n]; n++) {
-		if (!strncasecmp(c->headers[n], k, klen) && c->headers[n][klen] == ':') {
-			/* The traces-specific variable comes second and wins. */
-			free(c->headers[n]);
-			memmove(&c->headers[n], &c->headers[n + 1],
-			        (TRACE_HEADERS_MAX - n) * sizeof c->headers[0]);
-			n--;
-		}
-	}
-	if (n >= TRACE_HEADERS_MAX)
-		return 0;
-	/* A header value is never allowed to carry a line break. */
-	if (strpbrk(k, "\r\n:") || strpbrk(v, "\r\n"))
-		return -1;
-	size_t len = klen + strlen(v) + 3;
-	if (!(c->headers[n] = malloc(len)))
-		return -2;
-	snprintf(c->headers[n], len, "%s: %s", k, v);
-	c->headers[n + 1] = NULL;
-	return 0;
-}
-
-static json_t *kv_str(const char *k, const char *v)
-{
-	return json_pack("{s:s, s:{s:s}}", "key", k, "value", "stringValue", v);
-}
-
 /* Set key in an OTLP KeyValue array (replacing), consuming kv. */
-static void kv_set(json_t *arr, json_t *kv)
+void trace_kv_set(json_t *arr, json_t *kv)
 {
 	const char *k = json_string_value(json_object_get(kv, "key"));
 	size_t i;
@@ -192,208 +70,6 @@ static void kv_set(json_t *arr, json_t *kv)
 		}
 	}
 	json_array_append_new(arr, kv);
-}
-
-static int add_resource(void *ctx, const char *k, const char *v)
-{
-	kv_set(ctx, kv_str(k, v));
-	return 0;
-}
-
-void trace_endpoint(const char *traces_endpoint, const char *base, char *out, size_t n)
-{
-	if (traces_endpoint && *traces_endpoint) {
-		/* As given; only an empty path becomes "/" (exporter.md). */
-		const char *sch = strstr(traces_endpoint, "://");
-		int bare = sch && !strchr(sch + 3, '/');
-		snprintf(out, n, "%s%s", traces_endpoint, bare ? "/" : "");
-	} else if (base && *base) {
-		size_t len = strlen(base);
-		snprintf(out, n, "%s%sv1/traces", base, len && base[len - 1] == '/' ? "" : "/");
-	} else {
-		snprintf(out, n, "%s", DEFAULT_ENDPOINT);
-	}
-}
-
-int trace_parse_parent(const char *v, char trace_id[33], char span_id[17], unsigned *flags)
-{
-	/* version "-" trace-id "-" parent-id "-" flags; a later version may
-	 * append fields after another "-". */
-	if (!v || strlen(v) < TRACE_PARENT_LEN || v[2] != '-' || v[35] != '-' || v[52] != '-' ||
-	    (v[TRACE_PARENT_LEN] && (v[0] == '0' && v[1] == '0')) ||
-	    (v[TRACE_PARENT_LEN] && v[TRACE_PARENT_LEN] != '-'))
-		return -1;
-	if (!strncmp(v, "ff", 2))
-		return -1;
-	int zt = 1, zs = 1;
-	for (int i = 0; i < TRACE_PARENT_LEN; i++) {
-		if (i == 2 || i == 35 || i == 52)
-			continue;
-		int h = hexval(v[i]);
-		if (h < 0 || isupper((unsigned char)v[i]))
-			return -1;
-		if (i > 2 && i < 35 && h)
-			zt = 0;
-		if (i > 35 && i < 52 && h)
-			zs = 0;
-	}
-	if (zt || zs)
-		return -1;
-	memcpy(trace_id, v + 3, 32);
-	trace_id[32] = 0;
-	memcpy(span_id, v + 36, 16);
-	span_id[16] = 0;
-	*flags = (unsigned)(hexval(v[53]) * 16 + hexval(v[54]));
-	return 0;
-}
-
-static void note(struct trace_config *c, const char *fmt, const char *what)
-{
-	if (!c->note[0])
-		snprintf(c->note, sizeof c->note, fmt, what);
-}
-
-enum core_status trace_config_from_env(struct trace_config *c, int flag_on, const char *file,
-                                       const char *default_service, const char *version)
-{
-	memset(c, 0, sizeof *c);
-	int on = flag_on || file || truthy(env("AGENTKIT_TRACE"));
-	const char *ex = env("OTEL_TRACES_EXPORTER");
-	/* Only a case-insensitive "true" disables (sdk-environment-variables.md). */
-	const char *off = env("OTEL_SDK_DISABLED");
-	if (!on || (off && !strcasecmp(off, "true")))
-		return CORE_OK;
-	const char *gk = env("GENKIT_TELEMETRY_SERVER");
-	if (gk) {
-		size_t len = strlen(gk);
-		if (asprintf(&c->genkit_url, "%.*s/api/traces",
-		             (int)(len && gk[len - 1] == '/' ? len - 1 : len), gk) < 0) {
-			c->genkit_url = NULL;
-			goto nomem;
-		}
-	}
-	if (file)
-		c->exporter = TRACE_CONSOLE;
-	else if (!ex || !strcmp(ex, "otlp"))
-		c->exporter = TRACE_OTLP;
-	else if (!strcmp(ex, "console"))
-		c->exporter = TRACE_CONSOLE;
-	else if (strcmp(ex, "none")) {
-		note(c, "tracing off: OTEL_TRACES_EXPORTER '%s' is not one of otlp, console, none",
-		     ex);
-		trace_config_release(c);
-		return CORE_OK;
-	}
-	if (!trace_config_on(c))
-		return CORE_OK;
-	if (file && !(c->file = strdup(file)))
-		goto nomem;
-	if (c->exporter == TRACE_OTLP) {
-		const char *proto = env2("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-		                         "OTEL_EXPORTER_OTLP_PROTOCOL");
-		if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
-			note(c, "tracing off: OTLP protocol '%s' is not supported (agentkit sends "
-			     "http/json)", proto);
-			trace_config_release(c);
-			return CORE_OK;
-		}
-		char url[2048];
-		trace_endpoint(env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-		               env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
-		if (!(c->url = strdup(url)))
-			goto nomem;
-		const char *hv[] = { "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS" };
-		for (int i = 0; i < 2; i++) {
-			int r = kv_each(env(hv[i]), add_header, c);
-			if (r == -2)
-				goto nomem;
-			if (r == -1)
-				note(c, "trace headers: %s is malformed: ignored from the bad entry on",
-				     hv[i]);
-		}
-		const char *t = env2("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT");
-		char *end = NULL;
-		long long ms = t ? strtoll(t, &end, 10) : 0;
-		c->timeout_ms = DEFAULT_TIMEOUT_MS;
-		if (t && (end == t || *end || ms <= 0))
-			note(c, "trace export: timeout '%s' is not a positive number of milliseconds: "
-			     "10000 used", t);
-		else if (t)
-			c->timeout_ms = ms;
-		const char *tls[3] = {
-			env2("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
-			env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
-			     "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
-			env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
-		};
-		char **dst[3] = { &c->ca_file, &c->cert_file, &c->key_file };
-		for (int i = 0; i < 3; i++)
-			if (tls[i] && !(*dst[i] = strdup(tls[i])))
-				goto nomem;
-	}
-	if (!(c->resource = json_array()))
-		goto nomem;
-	int r = kv_each(env("OTEL_RESOURCE_ATTRIBUTES"), add_resource, c->resource);
-	if (r == -2)
-		goto nomem;
-	if (r == -1) {
-		/* specification/resource/sdk.md: discard the whole value. */
-		json_array_clear(c->resource);
-		note(c, "%s is malformed: ignored", "OTEL_RESOURCE_ATTRIBUTES");
-	}
-	int has_name = 0;
-	size_t i;
-	json_t *kv;
-	json_array_foreach(c->resource, i, kv)
-		has_name |= !strcmp(json_string_value(json_object_get(kv, "key")), "service.name");
-	if (env("OTEL_SERVICE_NAME") || !has_name)
-		kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
-		                            ? env("OTEL_SERVICE_NAME") : default_service));
-	kv_set(c->resource, kv_str("service.version", version));
-	kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
-	kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
-	const char *tp = env("TRACEPARENT");
-	char tid[33], sid[17];
-	unsigned fl;
-	if (tp && trace_parse_parent(tp, tid, sid, &fl))
-		note(c, "TRACEPARENT '%.60s' is not a W3C traceparent: a new trace is started", tp);
-	else if (tp && !(fl & 1)) {
-		/* parentbased_always_on, the SDKs' default sampler: the caller
-		 * chose not to sample this trace, so nothing is recorded (and
-		 * children inherit its TRACEPARENT unchanged). */
-		trace_config_release(c);
-		return CORE_OK;
-	} else if (tp)
-		snprintf(c->parent, sizeof c->parent, "%.55s", tp);
-	if (c->parent[0] && env("TRACESTATE") && !(c->tracestate = strdup(env("TRACESTATE"))))
-		goto nomem;
-	return CORE_OK;
-nomem:
-	trace_config_release(c);
-	return CORE_ENOMEM;
-}
-
-int trace_config_on(const struct trace_config *c)
-{
-	return c->exporter != TRACE_OFF || c->genkit_url;
-}
-
-void trace_config_release(struct trace_config *c)
-{
-	free(c->url);
-	free(c->genkit_url);
-	for (int i = 0; c->headers[i]; i++)
-		free(c->headers[i]);
-	free(c->file);
-	free(c->ca_file);
-	free(c->cert_file);
-	free(c->key_file);
-	free(c->tracestate);
-	json_decref(c->resource);
-	char keep[sizeof c->note];
-	memcpy(keep, c->note, sizeof keep);
-	memset(c, 0, sizeof *c);
-	memcpy(c->note, keep, sizeof keep);
 }
 
 /* ---- IDs ---- */
@@ -517,7 +193,7 @@ static void attr(struct trace_span *s, const char *key, json_t *value)
 		return;
 	}
 	pthread_mutex_lock(&mu);
-	kv_set(s->attrs, json_pack("{s:s, s:o}", "key", key, "value", value));
+	trace_kv_set(s->attrs, json_pack("{s:s, s:o}", "key", key, "value", value));
 	pthread_mutex_unlock(&mu);
 }
 
