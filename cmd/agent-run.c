@@ -7,7 +7,7 @@
  * each phase of main() is one of those four jobs; the rest is libcore's:
  * the eager intake (intake.h), the inputs fed to the turns (feed.h),
  * text rendering (render.h), detached runs (detach.h), the runtime
- * (runtime.h). */
+ * (runtime.h), tracing (agent_trace.h, trace.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
