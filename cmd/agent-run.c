@@ -2061,7 +2061,8 @@ int main(int argc, char **argv)
 	if ((st = load_agent(&r)))
 		goto out;
 	if (r.opts.describe) {
-		st = describe_agent(&r);
+		if (!(st = start_mcp(&r)))
+			st = describe_agent(&r);
 		goto out;
 	}
 	watch_caller_stops(&r.o);

@@ -241,3 +241,9 @@ try 'agent-run --help'" ]
 	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --mcp-config keys.json --mcp-list k
 	[[ $stderr == *"key=sk-test"* ]]
 }
+
+@test "--describe lists the MCP tools among the agent's tools" {
+	run -0 --separate-stderr agent-run --model echo --mcp-config mcp.json --describe
+	[ "$(jq -c '[.tools[].name] | .[0:3]' <<<"$output")" = '["fake_echo","fake_sum","fake_json"]' ]
+	[ "$(jq -c '.tools[0]' <<<"$output")" = '{"name":"fake_echo","description":"Echo the text.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}' ]
+}
