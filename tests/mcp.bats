@@ -247,3 +247,50 @@ try 'agent-run --help'" ]
 	[ "$(jq -c '[.tools[].name] | .[0:3]' <<<"$output")" = '["fake_echo","fake_sum","fake_json"]' ]
 	[ "$(jq -c '.tools[0]' <<<"$output")" = '{"name":"fake_echo","description":"Echo the text.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}' ]
 }
+
+# The pinned reference servers (scripts/mcp-servers), run with node.
+reference_servers() {
+	local mods="$TOP/bench/out/mcp/node_modules/@modelcontextprotocol"
+	command -v node >/dev/null || skip "node is not installed"
+	[ -f "$mods/server-everything/dist/index.js" ] && [ -f "$mods/server-filesystem/dist/index.js" ] ||
+		skip "the reference MCP servers are not installed (run scripts/mcp-servers)"
+	mkdir -p root
+	echo "hello file" >root/note.txt
+	printf '{"mcpServers": {"everything": {"command": "node", "args": ["%s"]}, "fs": {"command": "node", "args": ["%s", "%s"]}}}\n' \
+		"$mods/server-everything/dist/index.js" "$mods/server-filesystem/dist/index.js" "$PWD/root" >ref.json
+}
+
+@test "reference servers: --mcp-list lists both, the task-only tool left out" {
+	reference_servers
+	run -0 --separate-stderr agent-run --mcp-config ref.json --mcp-list
+	names=$(printf '%s\n' "$output" | jq -r .name)
+	grep -qx everything_get-tiny-image <<<"$names"
+	grep -qx fs_read_text_file <<<"$names"
+	! grep -q simulate-research-query <<<"$names"
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.name == "fs_read_text_file") | [.server, .mcpName, .annotations.readOnlyHint]')" = '["fs","read_text_file",true]' ]
+	# they log to stderr; agent-run keeps it to itself
+	[ -z "$stderr" ]
+}
+
+@test "reference servers: text, structured content, an image, resource links, isError" {
+	reference_servers
+	script '{"toolRequests":[{"name":"everything_echo","ref":"1","input":{"message":"hi"}},{"name":"everything_get-structured-content","ref":"2","input":{"location":"New York"}},{"name":"everything_get-tiny-image","ref":"3","input":{}},{"name":"everything_get-resource-links","ref":"4","input":{"count":1}},{"name":"fs_read_text_file","ref":"5","input":{"path":"'"$PWD"'/root/note.txt"}},{"name":"fs_read_text_file","ref":"6","input":{"path":"/etc/passwd"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config ref.json -m go
+	tr=$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[].toolResponse')
+	[ "$(jq -c 'select(.ref == "1") | .output' <<<"$tr")" = '"Echo: hi"' ]
+	[ "$(jq -c 'select(.ref == "2") | .output | keys' <<<"$tr")" = '["conditions","humidity","temperature"]' ]
+	[ "$(jq -c 'select(.ref == "3") | [.content[].media.contentType, (.content[0].media.url | startswith("data:image/png;base64,iVBOR"))]' <<<"$tr")" = '["image/png",true]' ]
+	[[ $(jq -r 'select(.ref == "4") | .output' <<<"$tr") == *"Resource Link: "*" at demo://resource/"* ]]
+	[ "$(jq -c 'select(.ref == "5") | .output' <<<"$tr")" = '{"content":"hello file\n"}' ]
+	[[ $(jq -r 'select(.ref == "6") | .output.error' <<<"$tr") == "Access denied - path outside allowed directories: /etc/passwd"* ]]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+}
+
+@test "reference servers: get-env shows the server no provider key" {
+	reference_servers
+	script '{"toolRequests":[{"name":"everything_get-env","ref":"1","input":{}}]}' '{"text":"done"}'
+	OPENAI_API_KEY=sk-test-secret MCP_VISIBLE=yes run -0 --separate-stderr agent-run --no-store --model $M --mcp-config ref.json -m go
+	env=$(response | jq -r .output)
+	[[ $env == *MCP_VISIBLE* ]]
+	[[ $env != *sk-test-secret* ]]
+}
