@@ -1963,7 +1963,9 @@ static enum core_status start_mcp(struct run *r)
 		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
 		if (st == CORE_EUSAGE)
 			return cli_usage("%s", e.msg);
-		if (st)
+		if (st && r->mcp.servers[i].optional)
+			cli_warn("%s (an optional server: the run goes on without its tools)", e.msg);
+		else if (st)
 			return init_failed(&r->o, &e);
 	}
 	tool_set_source(mcp_set_source(r->mcp_set));

@@ -115,6 +115,29 @@ try 'agent-run --help'" ]
 	[ "$(printf '%s\n' "$output" | head -n 1 | jq -r .name)" = "$first" ]
 }
 
+@test "includeTools, excludeTools (which wins) and prefix choose and name the tools" {
+	config normal '"includeTools": ["echo", "sum", "json"], "excludeTools": ["json", "nosuch"], "prefix": "db."'
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -c '[.name, .mcpName]' | tr -d '\n')" = '["db_echo","echo"]["db_sum","sum"]' ]
+	config normal '"prefix": ""'
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | head -n 1 | jq -r .name)" = echo ]
+	config normal '"includeTools": "echo"'
+	run -101 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$stderr" = "agent-run: mcp config mcp.json: server 'fake': 'includeTools' must be a list of tool names" ]
+}
+
+@test "an optional server that fails is a warning; the run goes on without its tools" {
+	printf '{"mcpServers": {"gone": {"command": "no-such-mcp-server", "optional": true}, "fake": {"command": "%s"}}}\n' "$SERVER" >opt.json
+	call fake_echo '{"text":"still here"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config opt.json -m go
+	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (while waiting for its answer to initialize) (an optional server: the run goes on without its tools)" ]
+	[ "$(response | jq -c .output)" = '"echo: still here"' ]
+	# --mcp-list, a health check, still says it failed
+	run -1 --separate-stderr agent-run --mcp-config opt.json --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -r .server | sort -u)" = fake ]
+}
+
 @test "MCP tools through a scripted model: text, structured output, JSON text, media, links" {
 	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"hi"}},{"name":"fake_sum","ref":"2","input":{"a":2,"b":3}},{"name":"fake_json","ref":"3","input":{}},{"name":"fake_image","ref":"4","input":{}},{"name":"fake_link","ref":"5","input":{}}]}' '{"text":"done"}'
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go

@@ -111,6 +111,31 @@ static enum core_status timeout_field(const json_t *entry, const char *key, int6
 	                 "('30s') or a number of milliseconds", file, server, key);
 }
 
+/* A list of tool names (includeTools, excludeTools), or NULL when absent. */
+static enum core_status names_field(const json_t *entry, const char *key, const char *file,
+                                    const char *server, char ***out, struct core_err *e)
+{
+	const json_t *v = json_object_get(entry, key), *n;
+	size_t i;
+	*out = NULL;
+	if (!v)
+		return CORE_OK;
+	if (!json_is_array(v))
+		goto bad;
+	if (!(*out = calloc(json_array_size(v) + 1, sizeof **out)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(v, i, n) {
+		if (!jv_is_string(n))
+			goto bad;
+		if (!((*out)[i] = strdup(json_string_value(n))))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+bad:
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a list of "
+	                 "tool names", file, server, key);
+}
+
 static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
                                      const char *name, const json_t *entry,
                                      struct core_err *e)
@@ -181,6 +206,23 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 	    (st = timeout_field(entry, "startupTimeout", MCP_DEFAULT_STARTUP_TIMEOUT_MS, file,
 	                        name, &sc->startup_timeout_ms, e)))
 		return st;
+	if ((st = names_field(entry, "includeTools", file, name, &sc->include, e)) ||
+	    (st = names_field(entry, "excludeTools", file, name, &sc->exclude, e)))
+		return st;
+	const json_t *prefix = json_object_get(entry, "prefix");
+	if (prefix && !jv_is_string(prefix))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'prefix' must be a "
+		                 "string", file, name);
+	if (prefix ? !(sc->prefix = strdup(json_string_value(prefix)))
+	           : asprintf(&sc->prefix, "%s_", name) < 0) {
+		sc->prefix = NULL;
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	const json_t *opt = json_object_get(entry, "optional");
+	if (opt && !json_is_boolean(opt))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'optional' must be "
+		                 "true or false", file, name);
+	sc->optional = json_is_true(opt);
 	sc->max_result_bytes = MCP_DEFAULT_MAX_RESULT_BYTES;
 	if (size) {
 		uint64_t n = 0;
@@ -199,6 +241,9 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 
 static void server_config_release(struct mcp_server_config *sc)
 {
+	strv_free(sc->include);
+	strv_free(sc->exclude);
+	free(sc->prefix);
 	free(sc->name);
 	free(sc->file);
 	strv_free(sc->argv);
@@ -275,11 +320,11 @@ void mcp_config_release(struct mcp_config *cfg)
 
 /* ---- names ---- */
 
-void mcp_tool_name(const char *server, const char *tool, char *out)
+void mcp_tool_name(const char *prefix, const char *tool, char *out)
 {
 	char full[1024];
 	size_t n = 0;
-	int len = snprintf(full, sizeof full, "%s_%s", server, tool);
+	int len = snprintf(full, sizeof full, "%s%s", prefix, tool);
 	size_t flen = len < 0 ? 0 : (size_t)len < sizeof full ? (size_t)len : sizeof full - 1;
 	uint32_t h = 2166136261u;      /* FNV-1a: stable across runs and builds */
 	for (size_t i = 0; i < flen; i++)
@@ -491,6 +536,14 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 	}
 }
 
+static int listed(char *const *names, const char *name)
+{
+	for (char *const *p = names; p && *p; p++)
+		if (!strcmp(*p, name))
+			return 1;
+	return 0;
+}
+
 static int64_t left_ms(int64_t deadline)
 {
 	int64_t left = deadline - core_now_mono_ms();
@@ -570,6 +623,9 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 			}
 			if (task && !strcmp(task, "required"))
 				continue;       /* needs MCP tasks, which agentkit does not speak */
+			if ((c->include && !listed(c->include, json_string_value(json_object_get(t, "name")))) ||
+			    listed(c->exclude, json_string_value(json_object_get(t, "name"))))
+				continue;
 			json_array_append(tools, (json_t *)t);
 		}
 		const char *next = json_string_value(json_object_get(res, "nextCursor"));
@@ -631,7 +687,7 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 	json_array_foreach(tools, i, t) {
 		struct mcp_tool *mt = &s->tools[s->ntools];
 		const char *tn = json_string_value(json_object_get(t, "name"));
-		mcp_tool_name(c->name, tn, mt->name);
+		mcp_tool_name(c->prefix, tn, mt->name);
 		for (size_t j = 0; j < s->ntools; j++) {
 			if (strcmp(s->tools[j].name, mt->name))
 				continue;

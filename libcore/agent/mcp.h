@@ -7,7 +7,9 @@
  *   {"mcpServers": {"NAME": {"command": "node", "args": ["server.js"],
  *                            "env": {"K": "V"}, "cwd": "dir",
  *                            "timeout": "60s", "startupTimeout": "30s",
- *                            "maxResultBytes": "4M", "disabled": false}}}
+ *                            "maxResultBytes": "4M", "disabled": false,
+ *                            "includeTools": [...], "excludeTools": [...],
+ *                            "prefix": "NAME_", "optional": false}}}
  *
  * read only when named (--mcp-config, AGENTKIT_MCP_CONFIG).  ${VAR} and
  * ${VAR:-default} expand in command, args, env values and cwd; an unset
@@ -68,6 +70,10 @@ struct mcp_server_config {
 	char *cwd;              /* or NULL */
 	int64_t startup_timeout_ms, call_timeout_ms;
 	size_t max_result_bytes;
+	char **include, **exclude;  /* MCP tool names, NULL-terminated, or NULL:
+	                               no list (exclude wins) */
+	char *prefix;           /* before each tool's name (default "NAME_") */
+	int optional;           /* a failure to start is a warning (the caller's) */
 };
 
 struct mcp_config {
@@ -94,7 +100,8 @@ struct mcp_set *mcp_set_new(void);
 
 /*
  * Start the server c (borrowed; it must outlive the set), initialize it
- * and list its tools, each named "<server>_<tool>" mapped to
+ * and list its tools (those includeTools names, if given, minus those
+ * excludeTools names), each named "<prefix><tool>" mapped to
  * ^[A-Za-z_][A-Za-z0-9_-]{0,63}$ (other characters become '_', a leading
  * digit or '-' gets a '_' before it, a longer name keeps its first 55
  * characters, '_' and 8 hex digits of a hash of the whole name).  Tools
@@ -136,8 +143,8 @@ const struct tool_source *mcp_set_source(struct mcp_set *s);
 /* End every server (the shutdown above) and free.  NULL is a no-op. */
 void mcp_set_free(struct mcp_set *s);
 
-/* "fs" + "read.file" as the model sees it: "fs_read_file".  out must hold
+/* "fs_" + "read.file" as the model sees it: "fs_read_file".  out must hold
  * MCP_TOOL_NAME_MAX + 1 bytes. */
-void mcp_tool_name(const char *server, const char *tool, char *out);
+void mcp_tool_name(const char *prefix, const char *tool, char *out);
 
 #endif
