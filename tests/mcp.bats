@@ -131,7 +131,7 @@ try 'agent-run --help'" ]
 	printf '{"mcpServers": {"gone": {"command": "no-such-mcp-server", "optional": true}, "fake": {"command": "%s"}}}\n' "$SERVER" >opt.json
 	call fake_echo '{"text":"still here"}'
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config opt.json -m go
-	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (while waiting for its answer to initialize) (an optional server: the run goes on without its tools)" ]
+	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (during initialize) (an optional server: the run goes on without its tools)" ]
 	[ "$(response | jq -c .output)" = '"echo: still here"' ]
 	# --mcp-list, a health check, still says it failed
 	run -1 --separate-stderr agent-run --mcp-config opt.json --mcp-list
@@ -198,7 +198,7 @@ try 'agent-run --help'" ]
 @test "a server that crashes mid-call fails the call with its exit and stderr" {
 	call fake_crash
 	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$stderr" = "agent-run: generate: tool \"fake_crash\" failed: mcp server 'fake' exited with status 3: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: crashing on purpose (while waiting for its answer to tools/call)" ]
+	[ "$stderr" = "agent-run: generate: tool \"fake_crash\" failed: mcp server 'fake' exited with status 3: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: crashing on purpose (during tools/call)" ]
 }
 
 @test "garbage on stdout mid-call is an error naming the server, not a hang" {
@@ -316,4 +316,14 @@ reference_servers() {
 	env=$(response | jq -r .output)
 	[[ $env == *MCP_VISIBLE* ]]
 	[[ $env != *sk-test-secret* ]]
+}
+
+@test "a detached worker starts its own servers; the caller's are ended" {
+	call fake_meta
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	sid=$(jq -r .output.sessionId <<<"$output")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -c '[.status, (.state.messages[2].content[0].toolResponse.output | .["dev.agentkit/sessionId"])]' <<<"$output")" = "[\"completed\",\"$sid\"]" ]
+	! pgrep -f "$SERVER normal" >/dev/null
 }

@@ -400,16 +400,20 @@ static enum core_status server_fail(struct mcp_server *s, int broken, enum core_
 	return st;
 }
 
+/* Write msg; method (or NULL) names the request it is or belongs to in
+ * messages, as rpc() does. */
 static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
-                             int64_t timeout_ms, struct core_err *e)
+                             const char *method, int64_t timeout_ms, struct core_err *e)
 {
 	struct core_err we = { 0 };
+	char msgbuf[1400];
 	enum core_status st = msg ? coproc_write_json(s->cp, msg, timeout_ms, NULL, &we)
 	                          : core_fail(&we, CORE_ENOMEM, "out of memory");
 	json_decref(msg);
-	if (st)
-		return server_fail(s, st != CORE_EDEADLINE, st, we.msg, e);
-	return CORE_OK;
+	if (!st)
+		return CORE_OK;
+	snprintf(msgbuf, sizeof msgbuf, method ? "%s (during %s)" : "%s", we.msg, method);
+	return server_fail(s, st != CORE_EDEADLINE, st, msgbuf, e);
 }
 
 /* A request of the server's: ping gets {}, anything else -32601. */
@@ -420,11 +424,11 @@ static void answer(struct mcp_server *s, const json_t *msg)
 	json_t *id = json_object_get(msg, "id");
 	if (!method || !strcmp(method, "ping"))
 		post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
-		     NOTE_TIMEOUT_MS, &ignore);
+		     NULL, NOTE_TIMEOUT_MS, &ignore);
 	else
 		post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
 		                  "code", -32601, "message", "Method not found"),
-		     NOTE_TIMEOUT_MS, &ignore);
+		     NULL, NOTE_TIMEOUT_MS, &ignore);
 }
 
 static void line_head(const char *line, size_t len, struct core_buf *b)
@@ -456,7 +460,7 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 	}
 	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
 	                        method, "params", params ? params : json_object());
-	if ((st = post(s, req, timeout_ms, e)))
+	if ((st = post(s, req, method, timeout_ms, e)))
 		return st;
 	for (;;) {
 		struct core_err re = { 0 };
@@ -470,7 +474,7 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 				post(s, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
 				                  "notifications/cancelled", "params", "requestId", id,
 				                  "reason", st == CORE_EDEADLINE ? "timeout" : "cancelled"),
-				     NOTE_TIMEOUT_MS, &ignore);
+				     NULL, NOTE_TIMEOUT_MS, &ignore);
 			if (st == CORE_ECANCELLED)
 				return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name,
 				                 method);
@@ -480,8 +484,7 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 		}
 		if (st) {
 			/* Exited, a line too long: nothing more can be read. */
-			snprintf(msgbuf, sizeof msgbuf, "%s (while waiting for its answer to %s)",
-			         re.msg, method);
+			snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
 			return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
 			                   msgbuf, e);
 		}
@@ -588,8 +591,8 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 	}
 	json_decref(res);
 	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-	                            "notifications/initialized"), left_ms(deadline), e)))
-		return st;
+	                            "notifications/initialized"), "initialize", left_ms(deadline), e)))
+		return unavailable(s, e);
 	char *cursor = NULL;
 	for (int page = 0;; page++) {
 		if (page == MAX_PAGES) {
@@ -644,12 +647,49 @@ struct mcp_set *mcp_set_new(void)
 	return calloc(1, sizeof(struct mcp_set));
 }
 
+/* Start srv's process (srv->cp). */
+static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
+{
+	const struct mcp_server_config *c = srv->cfg;
+	char what[300];
+	snprintf(what, sizeof what, "mcp server '%s'", c->name);
+	struct coproc_limits lim = { .line = c->max_result_bytes,
+	                             .line_knob = "the server's maxResultBytes",
+	                             .stderr_tail = 1 };
+	return coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
+	                         &srv->cp, e);
+}
+
+/*
+ * In a process forked after the server started (a detached worker) the
+ * server is the parent's, and its pipes were closed with every other
+ * inherited descriptor: start this process's own, once, at its first
+ * call.  The tools stay those the parent listed.
+ */
+static enum core_status own_server(struct mcp_server *s, struct core_err *e)
+{
+	enum core_status st;
+	json_t *tools;
+	if (!coproc_inherited(s->cp))
+		return CORE_OK;
+	coproc_free(s->cp);     /* the memory only: the process is the parent's */
+	s->cp = NULL;
+	s->broken = 0;
+	s->list_changed = 0;
+	if ((st = spawn_server(s, e)))
+		return st;
+	if (!(tools = json_array()))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	st = handshake(s, tools, e);
+	json_decref(tools);
+	return st;
+}
+
 enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
                                struct core_err *e)
 {
 	struct mcp_server *srv = calloc(1, sizeof *srv);
 	struct mcp_server **grown = realloc(s->servers, (s->nservers + 1) * sizeof *s->servers);
-	char what[300];
 	enum core_status st;
 	json_t *tools = json_array();
 	if (grown)
@@ -660,12 +700,7 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	srv->cfg = c;
-	snprintf(what, sizeof what, "mcp server '%s'", c->name);
-	struct coproc_limits lim = { .line = c->max_result_bytes,
-	                             .line_knob = "the server's maxResultBytes",
-	                             .stderr_tail = 1 };
-	if ((st = coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
-	                            &srv->cp, e))) {
+	if ((st = spawn_server(srv, e))) {
 		free(srv);
 		json_decref(tools);
 		return st;
@@ -810,10 +845,11 @@ static enum core_status call(const struct tool *t, const json_t *input,
 	json_t *res = NULL;
 	enum core_status st;
 	*output = NULL;
-	if (coproc_inherited(s->cp))
-		return core_fail(e, CORE_EUNAVAILABLE, "mcp server '%s' belongs to the process that "
-		                 "started it (MCP tools are not available in a detached worker)",
-		                 s->cfg->name);
+	if (s->cp && (st = own_server(s, e)))
+		return st;
+	if (!s->cp)
+		return core_fail(e, CORE_EUNAVAILABLE, "mcp server '%s' could not be started in "
+		                 "this process", s->cfg->name);
 	json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I}", "progressToken", s->next_id + 1,
 	                         "dev.agentkit/sessionId", or_empty(ctx->session_id),
 	                         "dev.agentkit/snapshotId", or_empty(ctx->snapshot_id),

@@ -135,8 +135,9 @@ json_t *mcp_set_row(const struct mcp_set *s, size_t i);
  * URI"), parsed as JSON when they parse, else the text; no text: null.
  * Images, audio and blobs are media parts.  isError: {"error": text}, and
  * the call succeeds (the model reads it).  In a process forked after the
- * servers started (a detached worker) calls fail: the servers are the
- * parent's.
+ * servers started (a detached worker) the servers are the parent's: the
+ * first call there starts that process's own (initialize again; the tools
+ * stay those listed first), ended by its mcp_set_free().
  */
 const struct tool_source *mcp_set_source(struct mcp_set *s);
 
