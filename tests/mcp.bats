@@ -210,11 +210,11 @@ try 'agent-run --help'" ]
 @test "a call that outlives the server's timeout fails DEADLINE_EXCEEDED; the server is ended" {
 	call fake_sleep
 	start=$(date +%s)
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[[ $stderr == "agent-run: generate: tool \"fake_sleep\" failed: mcp server 'fake' did not answer tools/call within 1500 ms (stderr: "* ]]
 	# 1.5 s of call, then stdin closed, 2 s, SIGTERM: well under the server's 30 s sleep
 	[ $(( $(date +%s) - start )) -lt 15 ]
-	! pgrep -f "$SERVER normal" >/dev/null
+	[ -s server.pid ] && ! kill -0 "$(cat server.pid)" 2>/dev/null
 }
 
 @test "start-up failures: silent, a banner on stdout, a newer protocol, a missing command" {
@@ -320,10 +320,13 @@ reference_servers() {
 
 @test "a detached worker starts its own servers; the caller's are ended" {
 	call fake_meta
-	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	FAKE_PIDFILE=$PWD/server.pid run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
 	id=$(jq -r .output.snapshotId <<<"$output")
 	sid=$(jq -r .output.sessionId <<<"$output")
 	run -0 --separate-stderr timeout 20 agent-wait "$id"
 	[ "$(jq -c '[.status, (.state.messages[2].content[0].toolResponse.output | .["dev.agentkit/sessionId"])]' <<<"$output")" = "[\"completed\",\"$sid\"]" ]
-	! pgrep -f "$SERVER normal" >/dev/null
+	# the worker's own server wrote the file last; it is gone with the worker
+	[ -s server.pid ]
+	for _ in $(seq 50); do kill -0 "$(cat server.pid)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(cat server.pid)" 2>/dev/null
 }
