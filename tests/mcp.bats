@@ -330,3 +330,21 @@ reference_servers() {
 	for _ in $(seq 50); do kill -0 "$(cat server.pid)" 2>/dev/null || break; sleep 0.1; done
 	! kill -0 "$(cat server.pid)" 2>/dev/null
 }
+
+@test "SIGINT during an MCP call: the call is cancelled, the turn aborted, the server ended" {
+	printf '{"mcpServers": {"fake": {"command": "%s", "timeout": "60s"}}}\n' "$SERVER" >slow.json
+	call fake_sleep
+	FAKE_PIDFILE=$PWD/server.pid env --default-signal=INT agent-run --no-store --model $M \
+		--mcp-config slow.json -m go >out 2>err 3>&- &
+	pid=$!
+	for _ in $(seq 100); do [ -s server.pid ] && break; sleep 0.05; done
+	sleep 0.5       # the call is in flight: the server sleeps in it
+	kill -INT "$pid"
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null || true
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 2 ]
+	[ "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
+	[ "$(cat err)" = "agent-run: interrupted" ]
+	! kill -0 "$(cat server.pid)" 2>/dev/null
+}
