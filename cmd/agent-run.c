@@ -1955,6 +1955,18 @@ static enum core_status load_mcp(struct run *r)
 static enum core_status start_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
+	if (r->agent->mcp_servers) {
+		/* Paths in a prompt file are relative to its directory. */
+		char *dir = strdup(r->agent->path);
+		if (!dir)
+			return report_oom();
+		char *slash = strrchr(dir, '/');
+		enum core_status fst = mcp_config_add(&r->mcp, r->agent->mcp_servers, r->agent->path,
+		                                      slash ? (*slash = 0, dir) : ".", &e);
+		free(dir);
+		if (fst)
+			return fst == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	}
 	if (!r->mcp.n)
 		return CORE_OK;
 	if (!(r->mcp_set = mcp_set_new()))

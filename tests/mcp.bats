@@ -348,3 +348,33 @@ reference_servers() {
 	[ "$(cat err)" = "agent-run: interrupted" ]
 	! kill -0 "$(cat server.pid)" 2>/dev/null
 }
+
+@test "a prompt's front matter mcpServers: starts its servers; one also in a file is a usage error" {
+	mkdir -p agents
+	cp "$SERVER" agents/fake-server
+	# a relative command is the prompt file's, as its other paths
+	cat >agents/helper.prompt <<-EOF2
+	---
+	model: script/model.ndjson
+	mcpServers:
+	  fake:
+	    command: ./fake-server
+	    args: ["normal"]
+	---
+	You help.
+	EOF2
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"from the prompt"}}]}' '{"text":"done"}'
+	cp model.ndjson agents/
+	run -0 --separate-stderr agent-run --no-store helper -m go
+	[ "$(response | jq -c .output)" = '"echo: from the prompt"' ]
+	mkdir -p elsewhere && cd elsewhere
+	run -0 --separate-stderr agent-run --no-store --agents ../agents helper -m go
+	[ "$(response | jq -c .output)" = '"echo: from the prompt"' ]
+	cd ..
+	run -100 --separate-stderr agent-run --no-store helper --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: mcp server 'fake' is configured twice: in mcp.json and in agents/helper.prompt
+try 'agent-run --help'" ]
+	printf -- '---\nmodel: echo\nmcpServers: [1]\n---\nhi\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run --no-store bad -m go
+	[ "$stderr" = "agent-run: agents/bad.prompt: mcpServers must be an object of servers" ]
+}

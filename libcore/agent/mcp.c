@@ -136,8 +136,21 @@ bad:
 	                 "tool names", file, server, key);
 }
 
+/* *p relative to dir: "DIR/p" when p is a relative path and dir is given. */
+static enum core_status rebase(char **p, const char *dir, struct core_err *e)
+{
+	char *q;
+	if (!dir || !*p || **p == '/')
+		return CORE_OK;
+	if (asprintf(&q, "%s/%s", dir, *p) < 0)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	free(*p);
+	*p = q;
+	return CORE_OK;
+}
+
 static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
-                                     const char *name, const json_t *entry,
+                                     const char *dir, const char *name, const json_t *entry,
                                      struct core_err *e)
 {
 	const json_t *cmd = json_object_get(entry, "command");
@@ -201,6 +214,11 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 	}
 	if (cwd && (st = expand(json_string_value(cwd), file, name, "cwd", &sc->cwd, e)))
 		return st;
+	/* From a prompt file: its directory, as for its other paths; a
+	 * command with a cwd is the child's, relative to that cwd. */
+	if ((st = rebase(&sc->cwd, dir, e)) ||
+	    (!sc->cwd && strchr(sc->argv[0], '/') && (st = rebase(&sc->argv[0], dir, e))))
+		return st;
 	if ((st = timeout_field(entry, "timeout", MCP_DEFAULT_CALL_TIMEOUT_MS, file, name,
 	                        &sc->call_timeout_ms, e)) ||
 	    (st = timeout_field(entry, "startupTimeout", MCP_DEFAULT_STARTUP_TIMEOUT_MS, file,
@@ -257,8 +275,7 @@ enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
 	struct core_buf b = CORE_BUF_INIT(CONFIG_MAX);
 	struct core_err pe = { 0 };
 	enum core_status st;
-	const char *name;
-	json_t *doc, *entry;
+	json_t *doc;
 
 	if ((st = core_buf_read_file(&b, path, &pe))) {
 		core_buf_release(&b);
@@ -274,7 +291,19 @@ enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
 		json_decref(doc);
 		return core_fail(e, CORE_EINVAL, "mcp config %s: no \"mcpServers\" object", path);
 	}
-	st = CORE_OK;
+	st = mcp_config_add(cfg, servers, path, NULL, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
+                                const char *path, const char *dir, struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	const char *name;
+	json_t *entry;
+	if (!json_is_object(servers))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: mcpServers must be an object", path);
 	json_object_foreach((json_t *)servers, name, entry) {
 		if (!json_is_object(entry)) {
 			st = core_fail(e, CORE_EINVAL, "mcp config %s: server '%s' must be an object",
@@ -299,13 +328,12 @@ enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
 		}
 		cfg->servers = grown;
 		memset(&cfg->servers[cfg->n], 0, sizeof *cfg->servers);
-		if ((st = server_entry(&cfg->servers[cfg->n], path, name, entry, e))) {
+		if ((st = server_entry(&cfg->servers[cfg->n], path, dir, name, entry, e))) {
 			server_config_release(&cfg->servers[cfg->n]);
 			break;
 		}
 		cfg->n++;
 	}
-	json_decref(doc);
 	return st;
 }
 

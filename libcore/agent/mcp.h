@@ -90,6 +90,12 @@ struct mcp_config {
  */
 enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
                                  struct core_err *e);
+/* The same for a "mcpServers" object already read (a prompt's front
+ * matter), named path in messages; dir (or NULL) is the directory a
+ * relative cwd, or a relative command with a '/' and no cwd, is taken
+ * from (the prompt file's). */
+enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
+                                const char *path, const char *dir, struct core_err *e);
 void mcp_config_release(struct mcp_config *cfg);
 
 /* The invocation's running servers and their tools. */
