@@ -27,6 +27,8 @@
 #include "../libcore/agent/intake.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
+#include "../libcore/model/model.h"
+#include "../libcore/agent/mcp.h"
 #include "../libcore/base/render.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
@@ -72,6 +74,8 @@ enum {
 	OPT_TRACE_FILE,
 	OPT_TRACE_CONTENT,
 	OPT_TRACE_NAMES,
+	OPT_MCP_CONFIG = CLI_LONG + 610,
+	OPT_MCP_LIST,
 };
 
 static const struct cli_opt opts[] = {
@@ -127,6 +131,11 @@ static const struct cli_opt opts[] = {
 	{ OPT_TRACE_NAMES, "trace-names", "NAMES", "span names: genkit (default) or semconv (invoke_agent, "
 	  "chat, execute_tool)" },
 	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ OPT_MCP_CONFIG, "mcp-config", "FILE", "start the MCP servers of FILE ({\"mcpServers\": ...}, "
+	  "as .mcp.json) and give the agent their tools (repeatable; also $AGENTKIT_MCP_CONFIG, "
+	  "colon-separated; docs/mcp.md)" },
+	{ OPT_MCP_LIST, "mcp-list", NULL, "start the MCP servers (only the one named by the operand, if "
+	  "given), print one NDJSON line per tool and exit: 1 names a server that failed" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
 	  "list the model providers and the models file's endpoints, the key each needs and "
 	  "whether it is set, the base URL, and (with a key) the provider's models; a table on "
@@ -257,6 +266,9 @@ struct run_opts {
 	int trace, trace_content;       /* --trace, --trace-content */
 	int trace_semconv;              /* --trace-names semconv */
 	const char *trace_file;         /* --trace-file */
+	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
+	size_t nmcp;
+	int mcp_list;
 };
 
 /* What main() holds; released at its out: label. */
@@ -278,6 +290,8 @@ struct run {
 	struct intake intake;           /* NDJSON inputs read while turns run */
 	struct feed feed;               /* the inputs to the turns (feed.h) */
 	int front_exit;                 /* front: the back's exit status, or -1 */
+	struct mcp_config mcp;          /* the MCP servers configured (docs/mcp.md) */
+	struct mcp_set *mcp_set;        /* ... once started */
 };
 
 /* ---- caller stops (runtime-semantics §2.5) ---- */
@@ -605,6 +619,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;
+		case OPT_MCP_CONFIG: st = push_arg(&op->mcp_configs, &op->nmcp, arg); break;
+		case OPT_MCP_LIST: op->mcp_list = 1; break;
 		case OPT_JSON: spec->json_output = 1; break;
 		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
@@ -959,6 +975,114 @@ static enum core_status print_output(struct run *r)
 	return st;
 }
 
+/* ---- MCP servers (docs/mcp.md) ---- */
+
+/* The --mcp-config files, else those of $AGENTKIT_MCP_CONFIG (colon-separated). */
+static enum core_status load_mcp(struct run *r)
+{
+	struct core_err e = { 0 };
+	enum core_status st = CORE_OK;
+	const char *env = getenv("AGENTKIT_MCP_CONFIG");
+	for (size_t i = 0; !st && i < r->opts.nmcp; i++)
+		st = mcp_config_load(&r->mcp, r->opts.mcp_configs[i], &e);
+	for (const char *p = r->opts.nmcp ? NULL : env; !st && p && *p;) {
+		size_t n = strcspn(p, ":");
+		char *file = strndup(p, n);
+		if (!file)
+			return report_oom();
+		if (n)
+			st = mcp_config_load(&r->mcp, file, &e);
+		free(file);
+		p += n + (p[n] == ':');
+	}
+	if (st == CORE_EUSAGE)
+		return cli_usage("%s", e.msg);
+	return st ? cli_report(&e) : CORE_OK;
+}
+
+/* Start every server and give the agent their tools (before the first
+ * model call; in the back process of a split run, which runs the turns). */
+static enum core_status start_mcp(struct run *r)
+{
+	struct core_err e = { 0 };
+	if (r->agent->mcp_servers) {
+		/* Paths in a prompt file are relative to its directory. */
+		char *dir = strdup(r->agent->path);
+		if (!dir)
+			return report_oom();
+		char *slash = strrchr(dir, '/');
+		enum core_status fst = mcp_config_add(&r->mcp, r->agent->mcp_servers, r->agent->path,
+		                                      slash ? (*slash = 0, dir) : ".", &e);
+		free(dir);
+		if (fst)
+			return fst == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	}
+	if (!r->mcp.n)
+		return CORE_OK;
+	if (!(r->mcp_set = mcp_set_new()))
+		return report_oom();
+	for (size_t i = 0; i < r->mcp.n; i++) {
+		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
+		if (st == CORE_EUSAGE)
+			return cli_usage("%s", e.msg);
+		if (st && r->mcp.servers[i].optional)
+			cli_warn("%s (an optional server: the run goes on without its tools)", e.msg);
+		else if (st)
+			return init_failed(&r->o, &e);
+	}
+	tool_set_source(mcp_set_source(r->mcp_set));
+	for (size_t i = 0; i < mcp_set_count(r->mcp_set); i++) {
+		const char *name = mcp_set_name(r->mcp_set, i);
+		size_t k;
+		json_t *t;
+		int listed = 0;
+		json_array_foreach(r->agent->tools, k, t)
+			listed |= !strcmp(json_string_value(t), name);
+		if (!listed && json_array_append_new(r->agent->tools, json_string(name)))
+			return report_oom();
+	}
+	return CORE_OK;
+}
+
+/* agent-run --mcp-list [NAME]: each server's tools, one line each. */
+static enum core_status list_mcp(struct run *r)
+{
+	const char *only = r->opts.spec.name;
+	enum core_status failed = CORE_OK;
+	struct core_err e = { 0 };
+	int found = 0;
+	if (!r->mcp.n)
+		return cli_usage("--mcp-list needs --mcp-config FILE or $AGENTKIT_MCP_CONFIG");
+	if (!(r->mcp_set = mcp_set_new()))
+		return report_oom();
+	for (size_t i = 0; i < r->mcp.n; i++) {
+		if (only && strcmp(only, r->mcp.servers[i].name))
+			continue;
+		found = 1;
+		size_t first = mcp_set_count(r->mcp_set);
+		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
+		if (st == CORE_EUSAGE)
+			return cli_usage("%s", e.msg);
+		if (st) {
+			cli_report(&e);
+			failed = CORE_FAILED;
+			continue;
+		}
+		for (size_t k = first; k < mcp_set_count(r->mcp_set); k++) {
+			json_t *row = mcp_set_row(r->mcp_set, k);
+			if (!row)
+				return report_oom();
+			st = write_json(&r->o, row);
+			json_decref(row);
+			if (st)
+				return cli_report(&r->o.err);
+		}
+	}
+	if (!found)
+		return cli_usage("no mcp server '%s' is configured", only);
+	return failed;
+}
+
 int main(int argc, char **argv)
 {
 	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0),
@@ -989,6 +1113,12 @@ int main(int argc, char **argv)
 		st = list_models(&r.o, r.opts.spec.key_file);
 		goto out;
 	}
+	if ((st = load_mcp(&r)))
+		goto out;
+	if (r.opts.mcp_list) {
+		st = list_mcp(&r);
+		goto out;
+	}
 	if ((st = build_init(&r)))
 		goto out;
 	if (r.opts.list) {
@@ -998,13 +1128,15 @@ int main(int argc, char **argv)
 	if ((st = load_agent(&r)))
 		goto out;
 	if (r.opts.describe) {
-		st = describe_agent(&r);
+		if (!(st = start_mcp(&r)))
+			st = describe_agent(&r);
 		goto out;
 	}
 	watch_caller_stops(&r.o);
 	if ((st = read_stdin(&r)))
 		goto out;
-	if ((st = start_intake(&r)) || r.front_exit >= 0 || (st = open_runtime(&r)))
+	if ((st = start_intake(&r)) || r.front_exit >= 0 || (st = start_mcp(&r)) ||
+	    (st = open_runtime(&r)))
 		goto out;
 	run_inputs(&r);
 	switch (r.det.role) {
@@ -1024,6 +1156,9 @@ out:
 	json_decref(r.init);
 	free(r.opts.messages);
 	free(r.opts.tools);
+	free(r.opts.mcp_configs);
+	mcp_set_free(r.mcp_set);
+	mcp_config_release(&r.mcp);
 	core_buf_release(&r.in);
 	intake_release(&r.intake);
 	render_release(&r.o.view);

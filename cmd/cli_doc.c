@@ -37,6 +37,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_EXEC_MAX_BYTES, AGENTKIT_EXEC_MAX_LINES", "the most a custom agent's handler may print in one turn (default 64M, 100000 lines)" },
 	{ "AGENTKIT_TRANSFORM_MAX_LINE", "the longest answer a state or stream transform may give (default 64M)" },
 	{ "AGENTKIT_TRANSFORM_TIMEOUT", "the longest a state or stream transform, or a docs command, may take to answer (default 30s)" },
+	{ "AGENTKIT_MCP_CONFIG", "colon-separated MCP configuration files ({\"mcpServers\": ...}) whose servers' tools agent-run gives the agent, when no --mcp-config is given" },
 	{ "AGENTKIT_HTTP_CONNECT_TIMEOUT", "model requests: connection timeout (default 30s)" },
 	{ "AGENTKIT_HTTP_IDLE_TIMEOUT", "model requests: the longest silence in a response (default 10m)" },
 	{ "AGENTKIT_HTTP_RETRIES", "model requests: retries of a failed request (default 3)" },
@@ -92,13 +93,15 @@ static const struct {
 	{ "store", "agentkit-store(7)" },
 	{ "json", "agentkit-json(7)" },
 	{ "tracing", "agentkit-tracing(7)" },
+	{ "mcp", "agentkit-mcp(7)" },
 };
 static const char see_also[] =
 	"agent-run(1), agent-snap(1), agent-wait(1), agent-abort(1), "
 	"jpatch-diff(1), jpatch-apply(1), agentkit-prompts(5), "
 	"agentkit-tools(5), agentkit-script-model(5), agentkit-agent-run(7), "
 	"agentkit-custom-agents(7), agentkit-providers(7), agentkit-detach(7), "
-	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7), agentkit-tracing(7)";
+	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7), agentkit-tracing(7),"
+	" agentkit-mcp(7)";
 
 /* ---- help ---- */
 

@@ -240,6 +240,12 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 			json_array_append(a->tools, t);
 		}
 	}
+	if ((v = json_object_get(meta, "mcpServers"))) {
+		if (!json_is_object(v))
+			return core_fail(e, CORE_EINVAL, "%s: mcpServers must be an object of servers",
+			                 a->path);
+		a->mcp_servers = json_deep_copy(v);
+	}
 	if ((v = json_object_get(meta, "output"))) {
 		enum core_status st = structured_spec(v, a->path, &a->output, e);
 		if (st)
@@ -372,6 +378,7 @@ void agent_free(struct agent *a)
 	json_decref(a->tools);
 	json_decref(a->input);
 	json_decref(a->state_schema);
+	json_decref(a->mcp_servers);
 	prompt_free(a->prompt);
 	list_free(a->tool_dirs);
 	free(a);

@@ -41,6 +41,7 @@ struct agent {
 	int max_turns;          /* > 0 */
 	json_t *input;          /* the prompt's input (--input or its default), or NULL */
 	json_t *state_schema;   /* front matter state schema, or NULL */
+	json_t *mcp_servers;    /* front matter mcpServers (docs/mcp.md), or NULL */
 	json_t *output;         /* structured output spec (structured.h), or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */

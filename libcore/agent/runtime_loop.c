@@ -213,6 +213,7 @@ static void tool_ctx(struct runtime *rt, struct tool_context *tc)
 	tc->snapshot_id = snap ? snap : "";
 	tc->parent_snapshot_id = parent ? parent : "";
 	tc->turn_index = session_turn_index(rt->s);
+	tc->traceparent = NULL;         /* tools_run() sets each call's */
 }
 
 void rt_set_meta(json_t *part, const char *key, json_t *value /* consumed */)

@@ -235,15 +235,25 @@ out:
 	return st;
 }
 
+static const struct tool_source *source;
+
+void tool_set_source(const struct tool_source *src)
+{
+	source = src;
+}
+
 enum core_status tool_load(const char *name, char *const *dirs, struct tool **out,
                            struct core_err *e)
 {
-	struct tool *t = calloc(1, sizeof *t);
+	struct tool *t;
 	struct core_buf p = CORE_BUF_INIT(PATH_MAX), tried = CORE_BUF_INIT(8192);
 	enum core_status st;
 	char *stem = NULL;
 
-	if (!t)
+	if (source && !strchr(name, '/') && (st = source->load(source->ctx, name, out, e)) !=
+	    CORE_ENOTFOUND)
+		return st;
+	if (!(t = calloc(1, sizeof *t)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	if (strchr(name, '/')) {
 		if (!is_file(name)) {
@@ -600,9 +610,40 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 	int64_t now = core_now_mono_ms();
 	size_t started = 0;
 
+	/* In-process tools first, one at a time: each waits on its server
+	 * with its own timeout. */
+	for (size_t i = 0; i < n; i++) {
+		struct tool_call *c = &calls[i];
+		if (!c->tool->call)
+			continue;
+		c->pid = -1;
+		c->in_fd = c->out_fd = c->err_fd = -1;
+		c->output = c->interrupt = NULL;
+		c->done = 1;
+		core_buf_init(&c->stdin_buf, 0);
+		core_buf_init(&c->out_buf, 0);
+		core_buf_init(&c->err_buf, 0);
+		memset(&c->err, 0, sizeof c->err);
+		if (!(c->parts = json_array())) {
+			free(pfd);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		/* The call's span, and its traceparent for the server (without
+		 * the "TRACEPARENT=" of the environment form). */
+		struct tool_context cc = *ctx;
+		char tp[AGENT_TRACE_ENV_MAX];
+		c->span = agent_trace_tool_begin(c->tool->name, c->input);
+		cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
+		c->st = c->tool->call(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
+		                      ev ? ev->ctx : NULL, &c->output, c->parts, &c->err);
+		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
+	}
+	now = core_now_mono_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct tool_call *c = &calls[i];
 		started = i + 1;
+		if (c->tool->call)
+			continue;
 		c->pid = -1;
 		c->in_fd = c->out_fd = c->err_fd = -1;
 		c->st = CORE_OK;
@@ -641,7 +682,8 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 			agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
 			/* Stop the ones already started before reporting. */
 			for (size_t j = 0; j < i; j++)
-				call_fail(&calls[j], st, "%s", e->msg);
+				if (!calls[j].tool->call)
+					call_fail(&calls[j], st, "%s", e->msg);
 			n = i;
 			break;
 		}

@@ -57,6 +57,21 @@
 /* How long the pipes may stay open after the tool itself has exited. */
 #define TOOL_PIPE_GRACE_MS 200
 
+struct tool;
+struct tool_context;
+
+/*
+ * A tool served in this process instead of by an executable (an MCP
+ * server's tool, mcp.h): run one call with input (borrowed; NULL: none),
+ * set *output (a new reference) and append media parts to parts, or fail
+ * with e (the message names who failed, the call fails with it).
+ * cancelled(cctx), polled while it waits, stops it with CORE_ECANCELLED.
+ */
+typedef enum core_status tool_call_fn(const struct tool *t, const json_t *input,
+                                      const struct tool_context *ctx,
+                                      int (*cancelled)(void *), void *cctx,
+                                      json_t **output, json_t *parts, struct core_err *e);
+
 struct tool {
 	char *name;
 	char *manifest;        /* the manifest's path */
@@ -68,7 +83,23 @@ struct tool {
 	char **env_allow;      /* NULL-terminated provider variables to keep */
 	int64_t timeout_ms;
 	size_t max_output_bytes, max_output_lines;   /* caps on one call's stdout */
+	tool_call_fn *call;    /* set: served in-process (argv NULL) ... */
+	void *impl;            /* ... with this (borrowed: its source's) */
 };
+
+/*
+ * Where tool_load() looks before the tool directories: the MCP servers of
+ * the invocation (mcp.h).  load returns CORE_ENOTFOUND for a name that is
+ * not its own, else fills *out (freed with tool_free()) or fails.  One
+ * source per process, set by the program (NULL: none); borrowed, it must
+ * outlive every tool_load().
+ */
+struct tool_source {
+	enum core_status (*load)(void *ctx, const char *name, struct tool **out,
+	                         struct core_err *e);
+	void *ctx;
+};
+void tool_set_source(const struct tool_source *src);
 
 /*
  * Find and read tool name's manifest in dirs (NULL-terminated).
@@ -83,6 +114,9 @@ void tool_free(struct tool *t);     /* NULL is a no-op */
 struct tool_context {
 	const char *session_id, *snapshot_id, *parent_snapshot_id;
 	long turn_index;
+	/* The W3C traceparent of the call's span when tracing (an in-process
+	 * tool's call gets it: MCP's _meta.traceparent), else NULL. */
+	const char *traceparent;
 };
 
 /*
@@ -135,7 +169,9 @@ struct tool_call {
 };
 
 /*
- * Run calls[0..n) at the same time and wait for all of them.  custom is the
+ * Run calls[0..n) at the same time and wait for all of them (calls of
+ * in-process tools, tool->call, run one after another first, then the
+ * executables in parallel).  custom is the
  * session's custom state each tool gets on stdin.  Per-call outcomes are in
  * calls[i].st; the return value is non-OK only when tools could not be run
  * at all (CORE_ESYS, CORE_ENOMEM).  Release results with tool_call_release().

@@ -93,43 +93,61 @@ static int simple_command(const char *cmd)
 	return !q;
 }
 
-enum core_status coproc_start(const char *cmd, const char *what,
-                              const char *const *env_add, const struct coproc_limits *lim,
-                              struct coproc **out, struct core_err *e)
+/* A new coproc for argv (run in cwd, NULL: ours), or NULL with e filled. */
+static struct coproc *start(char *const argv[], const char *cwd, const char *what,
+                            const char *const *env_add, const struct coproc_limits *lim,
+                            struct core_err *e)
 {
 	struct coproc *c = calloc(1, sizeof *c);
-	char **env = NULL, *execd = NULL;
+	char **env = NULL;
 	if (c)
 		c->in_fd = c->out_fd = c->err_fd = -1;
 	if (!c || !(c->what = strdup(what)) || !(env = child_env(env_add))) {
 		free(env);
 		coproc_free(c);
-		return core_fail(e, CORE_ENOMEM, "out of memory");
+		core_fail(e, CORE_ENOMEM, "out of memory");
+		return NULL;
 	}
 	if (lim)
 		c->lim = *lim;
 	c->max_line = c->lim.line ? c->lim.line : COPROC_DEFAULT_MAX_LINE;
 	core_buf_init(&c->rbuf, c->max_line + 65536);
 	core_buf_init(&c->errbuf, COPROC_STDERR_MAX + 1);
-	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
-		execd = NULL;
-	char *const argv[] = { "/bin/sh", "-c", execd ? execd : (char *)cmd, NULL };
 	struct spawn sp;
-	if (spawn_start(argv, env, what, &sp, e)) {
-		free(execd);
+	if (spawn_start_in(argv, env, cwd, what, &sp, e)) {
 		free(env);
 		coproc_free(c);
-		return e->st;
+		return NULL;
 	}
 	c->owner = getpid();
-	free(execd);
 	free(env);
 	c->pid = sp.pid;
 	c->in_fd = sp.in_fd;
 	c->out_fd = sp.out_fd;
 	c->err_fd = sp.err_fd;
-	*out = c;
-	return CORE_OK;
+	return c;
+}
+
+enum core_status coproc_start(const char *cmd, const char *what,
+                              const char *const *env_add, const struct coproc_limits *lim,
+                              struct coproc **out, struct core_err *e)
+{
+	char *execd = NULL;
+	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
+		execd = NULL;
+	char *const argv[] = { "/bin/sh", "-c", execd ? execd : (char *)cmd, NULL };
+	*out = start(argv, NULL, what, env_add, lim, e);
+	free(execd);
+	return *out ? CORE_OK : e->st;
+}
+
+enum core_status coproc_start_argv(char *const argv[], const char *cwd, const char *what,
+                                   const char *const *env_add,
+                                   const struct coproc_limits *lim, struct coproc **out,
+                                   struct core_err *e)
+{
+	*out = start(argv, cwd, what, env_add, lim, e);
+	return *out ? CORE_OK : e->st;
 }
 
 /* ---- waiting ---- */
@@ -196,10 +214,33 @@ static void drain_err(struct coproc *c)
 	char tmp[4096];
 	for (;;) {
 		ssize_t r = read(c->err_fd, tmp, sizeof tmp);
+		if (r > 0 && c->lim.stderr_tail) {
+			/* The last COPROC_STDERR_MAX bytes: what a server said
+			 * just before it failed. */
+			size_t n = (size_t)r, keep = c->errbuf.len;
+			if (n >= COPROC_STDERR_MAX) {
+				keep = 0;
+			} else if (keep + n > COPROC_STDERR_MAX) {
+				keep = COPROC_STDERR_MAX - n;
+				memmove(c->errbuf.p, c->errbuf.p + c->errbuf.len - keep, keep);
+			}
+			if (keep < c->errbuf.len || n >= COPROC_STDERR_MAX)
+				c->err_dropped = 1;
+			c->errbuf.len = keep;
+			if (c->errbuf.p)
+				c->errbuf.p[keep] = 0;
+			if (n > COPROC_STDERR_MAX)
+				core_buf_add(&c->errbuf, tmp + n - COPROC_STDERR_MAX, COPROC_STDERR_MAX);
+			else
+				core_buf_add(&c->errbuf, tmp, n);
+			continue;
+		}
 		if (r > 0) {
 			size_t room = COPROC_STDERR_MAX - c->errbuf.len;
 			if (c->errbuf.len < COPROC_STDERR_MAX)
 				core_buf_add(&c->errbuf, tmp, (size_t)r < room ? (size_t)r : room);
+			else
+				c->err_dropped = 1;
 			continue;
 		}
 		if (r == 0)
@@ -375,9 +416,11 @@ void coproc_describe(struct coproc *c, struct core_buf *out)
 		n--;
 	if (n) {
 		core_buf_adds(out, ": ");
+		if (c->lim.stderr_tail && c->err_dropped)
+			core_buf_adds(out, "...");
 		for (size_t i = 0; i < n; i++)
 			core_buf_addc(out, s[i] == '\n' ? ' ' : s[i]);
-		if (c->errbuf.len >= COPROC_STDERR_MAX)
+		if (!c->lim.stderr_tail && c->errbuf.len >= COPROC_STDERR_MAX)
 			core_buf_adds(out, "...");
 	}
 }

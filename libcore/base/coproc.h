@@ -11,7 +11,9 @@
  * registry.c's providers) plus the variables the caller adds, and no descriptor
  * of ours but the three pipes (everything above 2 is closed in the child).
  * Its stderr is captured (the first COPROC_STDERR_MAX bytes are kept, the
- * rest drained) for error messages.
+ * rest drained; or the last ones, struct coproc_limits) for error
+ * messages.  coproc_start_argv() runs a command given as an argv, without
+ * a shell (MCP servers).
  *
  * Failures are named, never guessed: the command exited (with its status),
  * closed its stdout, wrote a line longer than the limit or more than its
@@ -64,6 +66,8 @@ struct coproc_limits {
 	size_t line;            /* longest line; 0: COPROC_DEFAULT_MAX_LINE */
 	size_t bytes, lines;    /* 0: no cap */
 	const char *line_knob, *bytes_knob, *lines_knob;   /* or NULL */
+	int stderr_tail;        /* keep the last COPROC_STDERR_MAX bytes of
+	                           stderr instead of the first */
 };
 
 struct coproc {
@@ -79,7 +83,8 @@ struct coproc {
 	int64_t exited_at;      /* when the command was seen ended (0: not yet) */
 	struct core_buf rbuf;   /* stdout read-ahead */
 	size_t rstart;          /* first unconsumed byte of rbuf */
-	struct core_buf errbuf; /* the head of stderr */
+	struct core_buf errbuf; /* the head (or tail) of stderr */
+	int err_dropped;        /* stderr had more than errbuf keeps */
 	int out_eof, err_eof;
 	int wstatus;            /* waitpid status once reaped */
 	int reaped;
@@ -103,6 +108,17 @@ struct coproc_cancel {
 enum core_status coproc_start(const char *cmd, const char *what,
                               const char *const *env_add, const struct coproc_limits *lim,
                               struct coproc **out, struct core_err *e);
+
+/*
+ * Start argv without a shell (argv[0] with a '/' as is, else on PATH), in
+ * directory cwd (NULL: ours); otherwise as coproc_start().  A command
+ * that cannot be executed, or a cwd it cannot enter, shows up later as an
+ * exit (127 or 126) with the reason on its stderr.
+ */
+enum core_status coproc_start_argv(char *const argv[], const char *cwd, const char *what,
+                                   const char *const *env_add,
+                                   const struct coproc_limits *lim, struct coproc **out,
+                                   struct core_err *e);
 
 /* Start counting the budget's bytes and lines afresh; scope ("in one
  * turn", borrowed, may be NULL) says in messages what they counted over. */
@@ -169,7 +185,7 @@ int coproc_exited(const struct coproc *c);
 /*
  * Append to out how the command ended and what it said: "exited with
  * status 3", "was killed by signal 9", or "is still running", followed by
- * ": <stderr head>" when it wrote to stderr.
+ * ": <stderr head>" (or "...<tail>") when it wrote to stderr.
  */
 void coproc_describe(struct coproc *c, struct core_buf *out);
 

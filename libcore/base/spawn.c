@@ -80,7 +80,8 @@ void spawn_close_fd(int *fd)
 }
 
 /* In the child, between fork and exec: only async-signal-safe calls. */
-static void child(char *const argv[], char *const env[], int in, int out, int err)
+static void child(char *const argv[], char *const env[], const char *cwd, int in, int out,
+                  int err)
 {
 	static const int sigs[] = { SIGPIPE, SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGCHLD };
 	sigset_t none;
@@ -94,6 +95,14 @@ static void child(char *const argv[], char *const env[], int in, int out, int er
 	if (dup2(in, 0) < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0)
 		_exit(127);
 	closefrom(3);
+	if (cwd && chdir(cwd) < 0) {
+		saved = errno;
+		len = snprintf(msg, sizeof msg, "cannot change to directory '%s': %s", cwd,
+		               strerror(saved));
+		if (len > 0 && write(2, msg, (size_t)len < sizeof msg ? (size_t)len : sizeof msg - 1) < 0)
+			_exit(126);
+		_exit(126);
+	}
 	if (strchr(argv[0], '/'))
 		execve(argv[0], argv, env);
 	else
@@ -108,6 +117,12 @@ static void child(char *const argv[], char *const env[], int in, int out, int er
 
 enum core_status spawn_start(char *const argv[], char *const env[], const char *what,
                              struct spawn *s, struct core_err *e)
+{
+	return spawn_start_in(argv, env, NULL, what, s, e);
+}
+
+enum core_status spawn_start_in(char *const argv[], char *const env[], const char *cwd,
+                                const char *what, struct spawn *s, struct core_err *e)
 {
 	int in[2] = { -1, -1 }, out[2] = { -1, -1 }, err[2] = { -1, -1 };
 	pid_t pid;
@@ -125,7 +140,7 @@ enum core_status spawn_start(char *const argv[], char *const env[], const char *
 		goto fail;
 	}
 	if (pid == 0)
-		child(argv, env, in[0], out[1], err[1]);
+		child(argv, env, cwd, in[0], out[1], err[1]);
 	/* Both sides set the group: whichever runs first, signals sent right
 	 * after this returns reach the child's group. */
 	setpgid(pid, pid);

@@ -70,4 +70,12 @@ struct spawn {
 enum core_status spawn_start(char *const argv[], char *const env[], const char *what,
                              struct spawn *s, struct core_err *e);
 
+/*
+ * spawn_start() in directory cwd (NULL: ours).  A directory the child
+ * cannot enter is its failure, as exec's: "cannot change to directory
+ * 'x': why" on its stderr pipe, exit status 126.
+ */
+enum core_status spawn_start_in(char *const argv[], char *const env[], const char *cwd,
+                                const char *what, struct spawn *s, struct core_err *e);
+
 #endif

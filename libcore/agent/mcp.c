@@ -1,0 +1,958 @@
+/* mcp.c - MCP servers over stdio as a tool source (mcp.h). */
+#include "mcp.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/buf.h"
+#include "../base/coproc.h"
+#include "../base/json.h"
+#include "../base/trace.h"
+#include "../base/util.h"
+
+/* A configuration file is read whole, like a prompt file. */
+#define CONFIG_MAX ((size_t)1 << 20)
+/* tools/list pages followed before the server is called broken. */
+#define MAX_PAGES 1000
+/* Writing a reply or a notification: the server reads its stdin. */
+#define NOTE_TIMEOUT_MS 1000
+
+static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
+
+static const char *str_or(const json_t *v, const char *dflt)
+{
+	const char *s = json_string_value(v);
+	return s ? s : dflt;
+}
+
+static const char *or_empty(const char *s)
+{
+	return s ? s : "";
+}
+
+static void strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* ---- configuration ---- */
+
+static int var_char(char c, int first)
+{
+	return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (!first && c >= '0' && c <= '9');
+}
+
+/* Expand ${VAR} and ${VAR:-default} in s into a new string (*out).
+ * where says what is expanded in messages ("args[1]"). */
+static enum core_status expand(const char *s, const char *file, const char *server,
+                               const char *where, char **out, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const char *p = s;
+	core_buf_adds(&b, "");
+	while (*p) {
+		const char *d = strstr(p, "${");
+		if (!d) {
+			core_buf_adds(&b, p);
+			break;
+		}
+		core_buf_add(&b, p, (size_t)(d - p));
+		const char *n = d + 2, *q = n;
+		while (var_char(*q, q == n))
+			q++;
+		const char *close = strchr(q, '}');
+		if (q == n || !close || (*q != '}' && strncmp(q, ":-", 2))) {
+			core_buf_release(&b);
+			return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: malformed "
+			                 "'${' (write ${VAR} or ${VAR:-default})", file, server, where);
+		}
+		char *name = strndup(n, (size_t)(q - n));
+		const char *v = name ? getenv(name) : NULL;
+		if (*q == ':' && (!v || !*v)) {
+			core_buf_add(&b, q + 2, (size_t)(close - q - 2));
+		} else if (!v) {
+			core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: variable '%s' is not "
+			          "set (set it, or write ${%s:-default})", file, server, where,
+			          name ? name : "?", name ? name : "?");
+			free(name);
+			core_buf_release(&b);
+			return CORE_EUSAGE;
+		} else {
+			core_buf_adds(&b, v);
+		}
+		free(name);
+		p = close + 1;
+	}
+	*out = core_buf_detach(&b, NULL);
+	return CORE_OK;
+}
+
+static enum core_status timeout_field(const json_t *entry, const char *key, int64_t dflt,
+                                      const char *file, const char *server, int64_t *ms,
+                                      struct core_err *e)
+{
+	const json_t *v = json_object_get(entry, key);
+	struct core_err de = { 0 };
+	*ms = dflt;
+	if (!v)
+		return CORE_OK;
+	if (jv_is_string(v) && !core_parse_duration(json_string_value(v), ms, &de) && *ms > 0)
+		return CORE_OK;
+	if (json_is_integer(v) && json_integer_value(v) > 0 &&
+	    json_integer_value(v) <= (json_int_t)1 << 40) {
+		*ms = json_integer_value(v);
+		return CORE_OK;
+	}
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a duration "
+	                 "('30s') or a number of milliseconds", file, server, key);
+}
+
+/* A list of tool names (includeTools, excludeTools), or NULL when absent. */
+static enum core_status names_field(const json_t *entry, const char *key, const char *file,
+                                    const char *server, char ***out, struct core_err *e)
+{
+	const json_t *v = json_object_get(entry, key), *n;
+	size_t i;
+	*out = NULL;
+	if (!v)
+		return CORE_OK;
+	if (!json_is_array(v))
+		goto bad;
+	if (!(*out = calloc(json_array_size(v) + 1, sizeof **out)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(v, i, n) {
+		if (!jv_is_string(n))
+			goto bad;
+		if (!((*out)[i] = strdup(json_string_value(n))))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+bad:
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a list of "
+	                 "tool names", file, server, key);
+}
+
+/* *p relative to dir: "DIR/p" when p is a relative path and dir is given. */
+static enum core_status rebase(char **p, const char *dir, struct core_err *e)
+{
+	char *q;
+	if (!dir || !*p || **p == '/')
+		return CORE_OK;
+	if (asprintf(&q, "%s/%s", dir, *p) < 0)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	free(*p);
+	*p = q;
+	return CORE_OK;
+}
+
+static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
+                                     const char *dir, const char *name, const json_t *entry,
+                                     struct core_err *e)
+{
+	const json_t *cmd = json_object_get(entry, "command");
+	const json_t *args = json_object_get(entry, "args");
+	const json_t *env = json_object_get(entry, "env");
+	const json_t *cwd = json_object_get(entry, "cwd");
+	const json_t *type = json_object_get(entry, "type");
+	const json_t *size = json_object_get(entry, "maxResultBytes");
+	enum core_status st;
+	char where[64];
+	size_t i, k = 0;
+	const char *key;
+	json_t *v;
+
+	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if ((type && (!jv_is_string(type) || strcmp(json_string_value(type), "stdio"))) ||
+	    (!cmd && json_object_get(entry, "url")))
+		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': only stdio servers "
+		                 "(a \"command\") are supported", file, name);
+	if (!jv_is_string(cmd) || !*json_string_value(cmd))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'command' must be a "
+		                 "non-empty string", file, name);
+	if (args && !json_is_array(args))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'args' must be a list "
+		                 "of strings", file, name);
+	if (env && !json_is_object(env))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'env' must be an "
+		                 "object of strings", file, name);
+	if (cwd && !jv_is_string(cwd))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'cwd' must be a "
+		                 "string", file, name);
+	if (!(sc->argv = calloc(json_array_size(args) + 2, sizeof *sc->argv)) ||
+	    !(sc->env = calloc(json_object_size(env) + 1, sizeof *sc->env)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if ((st = expand(json_string_value(cmd), file, name, "command", &sc->argv[0], e)))
+		return st;
+	json_array_foreach(args, i, v) {
+		if (!jv_is_string(v))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'args' must be "
+			                 "a list of strings", file, name);
+		snprintf(where, sizeof where, "args[%zu]", i);
+		if ((st = expand(json_string_value(v), file, name, where, &sc->argv[i + 1], e)))
+			return st;
+	}
+	json_object_foreach((json_t *)env, key, v) {
+		char *val = NULL;
+		if (!jv_is_string(v) || !*key || strchr(key, '='))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'env' must be an "
+			                 "object of strings", file, name);
+		snprintf(where, sizeof where, "env.%.50s", key);
+		if ((st = expand(json_string_value(v), file, name, where, &val, e)))
+			return st;
+		if (asprintf(&sc->env[k], "%s=%s", key, val) < 0) {
+			sc->env[k] = NULL;
+			free(val);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		k++;
+		free(val);
+	}
+	if (cwd && (st = expand(json_string_value(cwd), file, name, "cwd", &sc->cwd, e)))
+		return st;
+	/* From a prompt file: its directory, as for its other paths; a
+	 * command with a cwd is the child's, relative to that cwd. */
+	if ((st = rebase(&sc->cwd, dir, e)) ||
+	    (!sc->cwd && strchr(sc->argv[0], '/') && (st = rebase(&sc->argv[0], dir, e))))
+		return st;
+	if ((st = timeout_field(entry, "timeout", MCP_DEFAULT_CALL_TIMEOUT_MS, file, name,
+	                        &sc->call_timeout_ms, e)) ||
+	    (st = timeout_field(entry, "startupTimeout", MCP_DEFAULT_STARTUP_TIMEOUT_MS, file,
+	                        name, &sc->startup_timeout_ms, e)))
+		return st;
+	if ((st = names_field(entry, "includeTools", file, name, &sc->include, e)) ||
+	    (st = names_field(entry, "excludeTools", file, name, &sc->exclude, e)))
+		return st;
+	const json_t *prefix = json_object_get(entry, "prefix");
+	if (prefix && !jv_is_string(prefix))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'prefix' must be a "
+		                 "string", file, name);
+	if (prefix ? !(sc->prefix = strdup(json_string_value(prefix)))
+	           : asprintf(&sc->prefix, "%s_", name) < 0) {
+		sc->prefix = NULL;
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	const json_t *opt = json_object_get(entry, "optional");
+	if (opt && !json_is_boolean(opt))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'optional' must be "
+		                 "true or false", file, name);
+	sc->optional = json_is_true(opt);
+	sc->max_result_bytes = MCP_DEFAULT_MAX_RESULT_BYTES;
+	if (size) {
+		uint64_t n = 0;
+		struct core_err se = { 0 };
+		if (jv_is_string(size) ? core_parse_size(json_string_value(size), &n, &se) != CORE_OK
+		                       : !json_is_integer(size) || json_integer_value(size) <= 0 ||
+		                         (n = (uint64_t)json_integer_value(size), 0))
+			n = 0;
+		if (n < 1024 || n > ((uint64_t)1 << 32))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'maxResultBytes' "
+			                 "must be a size from 1K to 4G", file, name);
+		sc->max_result_bytes = (size_t)n;
+	}
+	return CORE_OK;
+}
+
+static void server_config_release(struct mcp_server_config *sc)
+{
+	strv_free(sc->include);
+	strv_free(sc->exclude);
+	free(sc->prefix);
+	free(sc->name);
+	free(sc->file);
+	strv_free(sc->argv);
+	strv_free(sc->env);
+	free(sc->cwd);
+}
+
+enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
+                                 struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CONFIG_MAX);
+	struct core_err pe = { 0 };
+	enum core_status st;
+	json_t *doc;
+
+	if ((st = core_buf_read_file(&b, path, &pe))) {
+		core_buf_release(&b);
+		return core_fail(e, st, "mcp config: %s", pe.msg);
+	}
+	doc = jv_parse(b.p ? b.p : "", b.len, path, 0, &pe);
+	core_buf_release(&b);
+	if (!doc)
+		return core_fail(e, pe.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_EINVAL,
+		                 "mcp config: %s", pe.msg);
+	const json_t *servers = json_object_get(doc, "mcpServers");
+	if (!json_is_object(servers)) {
+		json_decref(doc);
+		return core_fail(e, CORE_EINVAL, "mcp config %s: no \"mcpServers\" object", path);
+	}
+	st = mcp_config_add(cfg, servers, path, NULL, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
+                                const char *path, const char *dir, struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	const char *name;
+	json_t *entry;
+	if (!json_is_object(servers))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: mcpServers must be an object", path);
+	json_object_foreach((json_t *)servers, name, entry) {
+		if (!json_is_object(entry)) {
+			st = core_fail(e, CORE_EINVAL, "mcp config %s: server '%s' must be an object",
+			               path, name);
+			break;
+		}
+		if (json_is_true(json_object_get(entry, "disabled")))
+			continue;
+		for (size_t i = 0; i < cfg->n; i++)
+			if (!strcmp(cfg->servers[i].name, name)) {
+				st = core_fail(e, CORE_EUSAGE, "mcp server '%s' is configured twice: in %s "
+				               "and in %s", name, cfg->servers[i].file, path);
+				break;
+			}
+		if (st)
+			break;
+		struct mcp_server_config *grown = realloc(cfg->servers,
+		                                          (cfg->n + 1) * sizeof *cfg->servers);
+		if (!grown) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			break;
+		}
+		cfg->servers = grown;
+		memset(&cfg->servers[cfg->n], 0, sizeof *cfg->servers);
+		if ((st = server_entry(&cfg->servers[cfg->n], path, dir, name, entry, e))) {
+			server_config_release(&cfg->servers[cfg->n]);
+			break;
+		}
+		cfg->n++;
+	}
+	return st;
+}
+
+void mcp_config_release(struct mcp_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n; i++)
+		server_config_release(&cfg->servers[i]);
+	free(cfg->servers);
+	cfg->servers = NULL;
+	cfg->n = 0;
+}
+
+/* ---- names ---- */
+
+void mcp_tool_name(const char *prefix, const char *tool, char *out)
+{
+	char full[1024];
+	size_t n = 0;
+	int len = snprintf(full, sizeof full, "%s%s", prefix, tool);
+	size_t flen = len < 0 ? 0 : (size_t)len < sizeof full ? (size_t)len : sizeof full - 1;
+	uint32_t h = 2166136261u;      /* FNV-1a: stable across runs and builds */
+	for (size_t i = 0; i < flen; i++)
+		h = (h ^ (unsigned char)full[i]) * 16777619u;
+	if (!var_char(full[0], 1))
+		out[n++] = '_';
+	for (size_t i = 0; i < flen && n < 1023 && n <= MCP_TOOL_NAME_MAX; i++) {
+		char c = full[i];
+		out[n++] = var_char(c, 0) || c == '-' ? c : '_';
+	}
+	if (n > MCP_TOOL_NAME_MAX)
+		n = (size_t)snprintf(out + 55, MCP_TOOL_NAME_MAX + 1 - 55, "_%08x", h) + 55;
+	out[n] = 0;
+}
+
+/* ---- one server ---- */
+
+struct mcp_server {
+	const struct mcp_server_config *cfg;
+	struct coproc *cp;
+	json_int_t next_id;
+	int broken;             /* exited or broke the protocol: why */
+	struct core_err why;
+	int list_changed;
+};
+
+struct mcp_tool {
+	struct mcp_server *srv;
+	char name[MCP_TOOL_NAME_MAX + 1];
+	json_t *def;            /* the server's Tool object */
+};
+
+struct mcp_set {
+	struct mcp_server **servers;
+	size_t nservers;
+	struct mcp_tool *tools;
+	size_t ntools;
+	struct tool_source source;
+};
+
+/* " (stderr: ...tail)" when the server wrote to stderr. */
+static void add_stderr(struct mcp_server *s, struct core_buf *b)
+{
+	const char *t = coproc_stderr(s->cp);
+	size_t n = strlen(t);
+	while (n && (t[n - 1] == '\n' || t[n - 1] == ' ' || t[n - 1] == '\r'))
+		n--;
+	if (!n)
+		return;
+	core_buf_adds(b, " (stderr: ");
+	if (s->cp->err_dropped)
+		core_buf_adds(b, "...");
+	for (size_t i = 0; i < n; i++)
+		core_buf_addc(b, t[i] == '\n' ? ' ' : t[i]);
+	core_buf_addc(b, ')');
+}
+
+/* Fail with msg and the stderr tail; broken: every later call fails so. */
+static enum core_status server_fail(struct mcp_server *s, int broken, enum core_status st,
+                                    const char *msg, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	core_buf_adds(&b, msg);
+	/* coproc's own messages for a server that ended carry its stderr */
+	if (strncmp(msg, "mcp server '", 12) || !coproc_exited(s->cp))
+		add_stderr(s, &b);
+	core_fail(e, st, "%s", b.p ? b.p : msg);
+	core_buf_release(&b);
+	if (broken && !s->broken) {
+		s->broken = 1;
+		s->why = *e;
+	}
+	return st;
+}
+
+/* Write msg; method (or NULL) names the request it is or belongs to in
+ * messages, as rpc() does. */
+static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
+                             const char *method, int64_t timeout_ms, struct core_err *e)
+{
+	struct core_err we = { 0 };
+	char msgbuf[1400];
+	enum core_status st = msg ? coproc_write_json(s->cp, msg, timeout_ms, NULL, &we)
+	                          : core_fail(&we, CORE_ENOMEM, "out of memory");
+	json_decref(msg);
+	if (!st)
+		return CORE_OK;
+	snprintf(msgbuf, sizeof msgbuf, method ? "%s (during %s)" : "%s", we.msg, method);
+	return server_fail(s, st != CORE_EDEADLINE, st, msgbuf, e);
+}
+
+/* A request of the server's: ping gets {}, anything else -32601. */
+static void answer(struct mcp_server *s, const json_t *msg)
+{
+	struct core_err ignore = { 0 };
+	const char *method = json_string_value(json_object_get(msg, "method"));
+	json_t *id = json_object_get(msg, "id");
+	if (!method || !strcmp(method, "ping"))
+		post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
+		     NULL, NOTE_TIMEOUT_MS, &ignore);
+	else
+		post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
+		                  "code", -32601, "message", "Method not found"),
+		     NULL, NOTE_TIMEOUT_MS, &ignore);
+}
+
+static void line_head(const char *line, size_t len, struct core_buf *b)
+{
+	for (size_t i = 0; i < len && i < 80; i++)
+		core_buf_addc(b, (unsigned char)line[i] < ' ' ? '?' : line[i]);
+	if (len > 80)
+		core_buf_adds(b, "...");
+}
+
+/*
+ * One request: send it, read until its answer, answering the server's own
+ * requests meanwhile.  *result is the result (new reference).
+ */
+static enum core_status rpc(struct mcp_server *s, const char *method, json_t *params,
+                            int64_t timeout_ms, int (*cancelled)(void *), void *cctx,
+                            json_t **result, struct core_err *e)
+{
+	struct coproc_cancel cancel = { cancelled, cctx };
+	char msgbuf[1400];
+	enum core_status st;
+	json_int_t id = ++s->next_id;
+	int64_t deadline = core_now_mono_ms() + timeout_ms;
+	*result = NULL;
+	if (s->broken) {
+		json_decref(params);
+		*e = s->why;
+		return e->st;
+	}
+	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
+	                        method, "params", params ? params : json_object());
+	if ((st = post(s, req, method, timeout_ms, e)))
+		return st;
+	for (;;) {
+		struct core_err re = { 0 };
+		char *line;
+		size_t len;
+		int64_t left = deadline - core_now_mono_ms();
+		st = coproc_read_line(s->cp, left > 0 ? left : 0, &cancel, &line, &len, &re);
+		if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
+			struct core_err ignore = { 0 };
+			if (strcmp(method, "initialize"))
+				post(s, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
+				                  "notifications/cancelled", "params", "requestId", id,
+				                  "reason", st == CORE_EDEADLINE ? "timeout" : "cancelled"),
+				     NULL, NOTE_TIMEOUT_MS, &ignore);
+			if (st == CORE_ECANCELLED)
+				return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name,
+				                 method);
+			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' did not answer %s within %lld ms",
+			         s->cfg->name, method, (long long)timeout_ms);
+			return server_fail(s, 0, st, msgbuf, e);
+		}
+		if (st) {
+			/* Exited, a line too long: nothing more can be read. */
+			snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
+			return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
+			                   msgbuf, e);
+		}
+		struct core_err pe = { 0 };
+		json_t *msg = jv_parse(line, len, "stdout", 0, &pe);
+		if (!json_is_object(msg) ||
+		    strcmp(str_or(json_object_get(msg, "jsonrpc"), ""), "2.0")) {
+			struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+			core_buf_addf(&b, "mcp server '%s' wrote a line that is not a JSON-RPC message "
+			              "on stdout: '", s->cfg->name);
+			line_head(line, len, &b);
+			core_buf_adds(&b, "' (an MCP server may write only JSON-RPC there; logs go "
+			              "to stderr)");
+			json_decref(msg);
+			st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
+			core_buf_release(&b);
+			return st;
+		}
+		if (json_object_get(msg, "method")) {
+			const char *m = json_string_value(json_object_get(msg, "method"));
+			if (json_object_get(msg, "id"))
+				answer(s, msg);
+			else if (m && !strcmp(m, "notifications/tools/list_changed"))
+				s->list_changed = 1;
+			json_decref(msg);
+			continue;
+		}
+		const json_t *rid = json_object_get(msg, "id");
+		if (!json_is_integer(rid) || json_integer_value(rid) != id) {
+			json_decref(msg);       /* a late answer to a cancelled request */
+			continue;
+		}
+		const json_t *err = json_object_get(msg, "error");
+		if (err) {
+			const char *m = json_string_value(json_object_get(err, "message"));
+			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s': %s failed: %s (code %lld)",
+			         s->cfg->name, method, m ? m : "no message",
+			         (long long)json_integer_value(json_object_get(err, "code")));
+			json_decref(msg);
+			return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+		}
+		*result = json_incref(json_object_get(msg, "result"));
+		json_decref(msg);
+		if (!json_is_object(*result)) {
+			json_decref(*result);
+			*result = NULL;
+			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered %s without a result "
+			         "object", s->cfg->name, method);
+			return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+		}
+		return CORE_OK;
+	}
+}
+
+static int listed(char *const *names, const char *name)
+{
+	for (char *const *p = names; p && *p; p++)
+		if (!strcmp(*p, name))
+			return 1;
+	return 0;
+}
+
+static int64_t left_ms(int64_t deadline)
+{
+	int64_t left = deadline - core_now_mono_ms();
+	return left > 0 ? left : 0;
+}
+
+/* A server that failed to start is of no use: UNAVAILABLE (a timeout
+ * stays DEADLINE_EXCEEDED), and broken for good. */
+static enum core_status unavailable(struct mcp_server *s, struct core_err *e)
+{
+	if (e->st != CORE_EDEADLINE && e->st != CORE_ENOMEM && e->st != CORE_ESYS)
+		e->st = CORE_EUNAVAILABLE;
+	s->broken = 1;
+	s->why = *e;
+	return e->st;
+}
+
+/* initialize, initialized, tools/list: the tool objects into *tools. */
+static enum core_status handshake(struct mcp_server *s, json_t *tools, struct core_err *e)
+{
+	const struct mcp_server_config *c = s->cfg;
+	int64_t deadline = core_now_mono_ms() + c->startup_timeout_ms;
+	char msgbuf[1400];
+	json_t *res;
+	enum core_status st;
+
+	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
+	                           MCP_PROTOCOL_VERSION, "capabilities", "clientInfo",
+	                           "name", "agentkit", "version", AGENTKIT_VERSION);
+	if ((st = rpc(s, "initialize", params, left_ms(deadline), NULL, NULL, &res, e)))
+		return unavailable(s, e);
+	const char *v = json_string_value(json_object_get(res, "protocolVersion"));
+	int ok = 0;
+	for (int i = 0; v && accepted[i]; i++)
+		ok |= !strcmp(v, accepted[i]);
+	if (!ok) {
+		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered protocol version '%s'; "
+		         "agentkit speaks 2025-11-25, 2025-06-18 and 2025-03-26", c->name,
+		         v ? v : "(none)");
+		json_decref(res);
+		return server_fail(s, 1, CORE_EUNAVAILABLE, msgbuf, e);
+	}
+	json_decref(res);
+	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+	                            "notifications/initialized"), "initialize", left_ms(deadline), e)))
+		return unavailable(s, e);
+	char *cursor = NULL;
+	for (int page = 0;; page++) {
+		if (page == MAX_PAGES) {
+			free(cursor);
+			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' gave more than %d pages of "
+			         "tools", c->name, MAX_PAGES);
+			return server_fail(s, 1, CORE_EINTERNAL, msgbuf, e);
+		}
+		params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
+		free(cursor);
+		cursor = NULL;
+		if ((st = rpc(s, "tools/list", params, left_ms(deadline), NULL, NULL, &res, e)))
+			return unavailable(s, e);
+		const json_t *list = json_object_get(res, "tools"), *t;
+		size_t i;
+		if (!json_is_array(list)) {
+			json_decref(res);
+			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered tools/list without a "
+			         "\"tools\" list", c->name);
+			return server_fail(s, 1, CORE_EINTERNAL, msgbuf, e);
+		}
+		json_array_foreach(list, i, t) {
+			const char *task = json_string_value(json_object_get(
+				json_object_get(t, "execution"), "taskSupport"));
+			if (!jv_is_string(json_object_get(t, "name")) ||
+			    !json_is_object(json_object_get(t, "inputSchema"))) {
+				json_decref(res);
+				snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' listed a tool without a "
+				         "name or an inputSchema object", c->name);
+				return server_fail(s, 1, CORE_EINTERNAL, msgbuf, e);
+			}
+			if (task && !strcmp(task, "required"))
+				continue;       /* needs MCP tasks, which agentkit does not speak */
+			if ((c->include && !listed(c->include, json_string_value(json_object_get(t, "name")))) ||
+			    listed(c->exclude, json_string_value(json_object_get(t, "name"))))
+				continue;
+			json_array_append(tools, (json_t *)t);
+		}
+		const char *next = json_string_value(json_object_get(res, "nextCursor"));
+		if (next && *next && !(cursor = strdup(next))) {
+			json_decref(res);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		json_decref(res);
+		if (!cursor)
+			return CORE_OK;
+	}
+}
+
+struct mcp_set *mcp_set_new(void)
+{
+	return calloc(1, sizeof(struct mcp_set));
+}
+
+/* Start srv's process (srv->cp). */
+static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
+{
+	const struct mcp_server_config *c = srv->cfg;
+	char what[300];
+	snprintf(what, sizeof what, "mcp server '%s'", c->name);
+	struct coproc_limits lim = { .line = c->max_result_bytes,
+	                             .line_knob = "the server's maxResultBytes",
+	                             .stderr_tail = 1 };
+	return coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
+	                         &srv->cp, e);
+}
+
+/*
+ * In a process forked after the server started (a detached worker) the
+ * server is the parent's, and its pipes were closed with every other
+ * inherited descriptor: start this process's own, once, at its first
+ * call.  The tools stay those the parent listed.
+ */
+static enum core_status own_server(struct mcp_server *s, struct core_err *e)
+{
+	enum core_status st;
+	json_t *tools;
+	if (!coproc_inherited(s->cp))
+		return CORE_OK;
+	coproc_free(s->cp);     /* the memory only: the process is the parent's */
+	s->cp = NULL;
+	s->broken = 0;
+	s->list_changed = 0;
+	if ((st = spawn_server(s, e)))
+		return st;
+	if (!(tools = json_array()))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	st = handshake(s, tools, e);
+	json_decref(tools);
+	return st;
+}
+
+enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
+                               struct core_err *e)
+{
+	struct mcp_server *srv = calloc(1, sizeof *srv);
+	struct mcp_server **grown = realloc(s->servers, (s->nservers + 1) * sizeof *s->servers);
+	enum core_status st;
+	json_t *tools = json_array();
+	if (grown)
+		s->servers = grown;
+	if (!srv || !grown || !tools) {
+		free(srv);
+		json_decref(tools);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	srv->cfg = c;
+	if ((st = spawn_server(srv, e))) {
+		free(srv);
+		json_decref(tools);
+		return st;
+	}
+	s->servers[s->nservers++] = srv;
+	if ((st = handshake(srv, tools, e))) {
+		json_decref(tools);
+		return st;
+	}
+	size_t first = s->ntools, i;
+	json_t *t;
+	struct mcp_tool *more = realloc(s->tools, (s->ntools + json_array_size(tools) + 1) *
+	                                sizeof *s->tools);
+	if (!more) {
+		json_decref(tools);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	s->tools = more;
+	json_array_foreach(tools, i, t) {
+		struct mcp_tool *mt = &s->tools[s->ntools];
+		const char *tn = json_string_value(json_object_get(t, "name"));
+		mcp_tool_name(c->prefix, tn, mt->name);
+		for (size_t j = 0; j < s->ntools; j++) {
+			if (strcmp(s->tools[j].name, mt->name))
+				continue;
+			core_fail(e, CORE_EUSAGE, "mcp tool '%s' of server '%s' and tool '%s' of server "
+			          "'%s' are both named '%s' for the model",
+			          json_string_value(json_object_get(s->tools[j].def, "name")),
+			          s->tools[j].srv->cfg->name, tn, c->name, mt->name);
+			for (size_t k = first; k < s->ntools; k++)
+				json_decref(s->tools[k].def);
+			s->ntools = first;
+			json_decref(tools);
+			return CORE_EUSAGE;
+		}
+		mt->srv = srv;
+		mt->def = json_incref(t);
+		s->ntools++;
+	}
+	json_decref(tools);
+	return CORE_OK;
+}
+
+size_t mcp_set_count(const struct mcp_set *s)
+{
+	return s->ntools;
+}
+
+const char *mcp_set_name(const struct mcp_set *s, size_t i)
+{
+	return s->tools[i].name;
+}
+
+json_t *mcp_set_row(const struct mcp_set *s, size_t i)
+{
+	const struct mcp_tool *t = &s->tools[i];
+	const json_t *d = json_object_get(t->def, "description");
+	const json_t *a = json_object_get(t->def, "annotations");
+	return json_pack("{s:s, s:s, s:O, s:O, s:O, s:O}", "server", t->srv->cfg->name,
+	                 "name", t->name, "mcpName", json_object_get(t->def, "name"),
+	                 "description", d ? d : json_null(),
+	                 "inputSchema", json_object_get(t->def, "inputSchema"),
+	                 "annotations", a ? a : json_null());
+}
+
+/* ---- calls ---- */
+
+/* A media part for a base64 block of type mime. */
+static enum core_status media_part(json_t *parts, const char *mime, const char *data)
+{
+	struct core_buf url = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	core_buf_addf(&url, "data:%s;base64,%s", mime ? mime : "application/octet-stream",
+	              data ? data : "");
+	json_t *p = json_pack("{s:{s:s, s:s}}", "media", "contentType",
+	                      mime ? mime : "application/octet-stream", "url", url.p ? url.p : "");
+	core_buf_release(&url);
+	return p && !json_array_append_new(parts, p) ? CORE_OK : CORE_ENOMEM;
+}
+
+static enum core_status map_result(const json_t *res, json_t **output, json_t *parts)
+{
+	struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *content = json_object_get(res, "content"), *b;
+	const json_t *structured = json_object_get(res, "structuredContent");
+	int has_text = 0;
+	size_t i;
+	core_buf_adds(&text, "");
+	json_array_foreach(content, i, b) {
+		const char *type = str_or(json_object_get(b, "type"), "");
+		const char *mime = json_string_value(json_object_get(b, "mimeType"));
+		if (!strcmp(type, "text")) {
+			core_buf_adds(&text, str_or(json_object_get(b, "text"), ""));
+			has_text = 1;
+		} else if (!strcmp(type, "image") || !strcmp(type, "audio")) {
+			if (media_part(parts, mime, json_string_value(json_object_get(b, "data"))))
+				goto nomem;
+		} else if (!strcmp(type, "resource_link")) {
+			const char *name = json_string_value(json_object_get(b, "title"));
+			if (!name)
+				name = json_string_value(json_object_get(b, "name"));
+			core_buf_addf(&text, "%sResource Link: %s at %s", has_text ? "\n" : "",
+			              name ? name : "?",
+			              str_or(json_object_get(b, "uri"), "?"));
+			has_text = 1;
+		} else if (!strcmp(type, "resource")) {
+			const json_t *r = json_object_get(b, "resource");
+			const char *t = json_string_value(json_object_get(r, "text"));
+			if (t) {
+				core_buf_adds(&text, t);
+				has_text = 1;
+			} else if (media_part(parts, json_string_value(json_object_get(r, "mimeType")),
+			                      json_string_value(json_object_get(r, "blob")))) {
+				goto nomem;
+			}
+		}
+	}
+	if (json_is_true(json_object_get(res, "isError"))) {
+		*output = json_pack("{s:s}", "error", text.p);
+	} else if (structured && !json_is_null(structured)) {
+		*output = json_incref((json_t *)structured);
+	} else if (has_text) {
+		struct core_err pe = { 0 };
+		*output = jv_parse(text.p, text.len, "text", 0, &pe);
+		if (!*output)
+			*output = json_string(text.p);
+	} else {
+		*output = json_null();
+	}
+	core_buf_release(&text);
+	return *output ? CORE_OK : CORE_ENOMEM;
+nomem:
+	core_buf_release(&text);
+	return CORE_ENOMEM;
+}
+
+static enum core_status call(const struct tool *t, const json_t *input,
+                             const struct tool_context *ctx, int (*cancelled)(void *),
+                             void *cctx, json_t **output, json_t *parts, struct core_err *e)
+{
+	struct mcp_tool *mt = t->impl;
+	struct mcp_server *s = mt->srv;
+	json_t *res = NULL;
+	enum core_status st;
+	*output = NULL;
+	if (s->cp && (st = own_server(s, e)))
+		return st;
+	if (!s->cp)
+		return core_fail(e, CORE_EUNAVAILABLE, "mcp server '%s' could not be started in "
+		                 "this process", s->cfg->name);
+	json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I}", "progressToken", s->next_id + 1,
+	                         "dev.agentkit/sessionId", or_empty(ctx->session_id),
+	                         "dev.agentkit/snapshotId", or_empty(ctx->snapshot_id),
+	                         "dev.agentkit/parentSnapshotId", or_empty(ctx->parent_snapshot_id),
+	                         "dev.agentkit/turnIndex", (json_int_t)ctx->turn_index);
+	/* The W3C context, in the key MCP reserves for it (2026-07-28). */
+	if (meta && ctx->traceparent) {
+		json_object_set_new(meta, "traceparent", json_string(ctx->traceparent));
+		if (trace_tracestate())
+			json_object_set_new(meta, "tracestate", json_string(trace_tracestate()));
+	}
+	json_t *params = json_pack("{s:O, s:o, s:o}", "name", json_object_get(mt->def, "name"),
+	                           "arguments", json_is_object(input) ?
+	                           json_incref((json_t *)input) : json_object(),
+	                           "_meta", meta);
+	if (!params)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if ((st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, cancelled, cctx, &res, e)))
+		return st;
+	st = map_result(res, output, parts);
+	json_decref(res);
+	return st ? core_fail(e, st, "out of memory") : CORE_OK;
+}
+
+static enum core_status source_load(void *ctx, const char *name, struct tool **out,
+                                    struct core_err *e)
+{
+	struct mcp_set *s = ctx;
+	for (size_t i = 0; i < s->ntools; i++) {
+		struct mcp_tool *mt = &s->tools[i];
+		if (strcmp(mt->name, name))
+			continue;
+		struct tool *t = calloc(1, sizeof *t);
+		const json_t *d = json_object_get(mt->def, "description");
+		if (!t || !(t->name = strdup(mt->name)) ||
+		    asprintf(&t->manifest, "mcp server '%s'", mt->srv->cfg->name) < 0 ||
+		    !(t->definition = json_pack("{s:s, s:o, s:O}", "name", mt->name,
+		                                "description", d ? json_incref((json_t *)d)
+		                                                 : json_string(""),
+		                                "inputSchema",
+		                                json_object_get(mt->def, "inputSchema")))) {
+			tool_free(t);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		t->input_schema = json_object_get(t->definition, "inputSchema");
+		t->timeout_ms = mt->srv->cfg->call_timeout_ms;
+		t->call = call;
+		t->impl = mt;
+		*out = t;
+		return CORE_OK;
+	}
+	return CORE_ENOTFOUND;
+}
+
+const struct tool_source *mcp_set_source(struct mcp_set *s)
+{
+	s->source.load = source_load;
+	s->source.ctx = s;
+	return &s->source;
+}
+
+void mcp_set_free(struct mcp_set *s)
+{
+	if (!s)
+		return;
+	for (size_t i = 0; i < s->ntools; i++)
+		json_decref(s->tools[i].def);
+	free(s->tools);
+	for (size_t i = 0; i < s->nservers; i++) {
+		if (s->servers[i]->cp && !coproc_inherited(s->servers[i]->cp))
+			coproc_close(s->servers[i]->cp, MCP_SHUTDOWN_GRACE_MS);
+		coproc_free(s->servers[i]->cp);
+		free(s->servers[i]);
+	}
+	free(s->servers);
+	free(s);
+}

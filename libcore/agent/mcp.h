@@ -1,0 +1,157 @@
+/*
+ * mcp.h - MCP servers as a tool source: the configuration, a stdio client
+ * for each server, and their tools as agentkit tools (tools.h).
+ *
+ * Configuration (docs/mcp.md): files in the shared shape
+ *
+ *   {"mcpServers": {"NAME": {"command": "node", "args": ["server.js"],
+ *                            "env": {"K": "V"}, "cwd": "dir",
+ *                            "timeout": "60s", "startupTimeout": "30s",
+ *                            "maxResultBytes": "4M", "disabled": false,
+ *                            "includeTools": [...], "excludeTools": [...],
+ *                            "prefix": "NAME_", "optional": false}}}
+ *
+ * read only when named (--mcp-config, AGENTKIT_MCP_CONFIG).  ${VAR} and
+ * ${VAR:-default} expand in command, args, env values and cwd; an unset
+ * variable without a default is CORE_EUSAGE naming it.  Only stdio
+ * servers: an entry with another "type" or only a "url" is CORE_EUSAGE.
+ * Other members are ignored (the format is shared with other clients).
+ * timeout and startupTimeout are durations ("30s") or numbers of
+ * milliseconds (as Gemini CLI writes them).
+ *
+ * A server runs as a co-process (coproc.h): argv without a shell, in its
+ * own process group, with the caller's environment minus the provider
+ * keys plus its "env", stderr captured (the last 2 KiB, attached to every
+ * failure's message).  The client speaks JSON-RPC 2.0, one object per
+ * line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
+ * answers are accepted, anything else is a failure naming the version),
+ * notifications/initialized, tools/list until no nextCursor, then
+ * tools/call per call.  Server requests are answered: ping with {},
+ * everything else with -32601.  Notifications are read and dropped.
+ *
+ * Failures name the server ("mcp server 'fs' ..."): it did not start or
+ * answer within startupTimeout, exited, wrote a line that is not a JSON
+ * object (the server is then unusable: nothing it writes later can be
+ * trusted), a line over maxResultBytes, or a JSON-RPC error.  A call that
+ * times out sends notifications/cancelled and fails CORE_EDEADLINE; the
+ * server goes on (a late answer is dropped).  A server that exited or
+ * broke the protocol fails every later call with the first reason.
+ *
+ * Shutdown (mcp_set_free): close the server's stdin, wait up to 2 s,
+ * SIGTERM its process group, 2 s more, SIGKILL; always reaped.
+ *
+ * Nothing here prints or exits.
+ */
+#ifndef CORE_MCP_H
+#define CORE_MCP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+#include "tools.h"
+#include "../base/status.h"
+
+#define MCP_PROTOCOL_VERSION "2025-11-25"
+#define MCP_DEFAULT_STARTUP_TIMEOUT_MS 30000
+#define MCP_DEFAULT_CALL_TIMEOUT_MS TOOL_DEFAULT_TIMEOUT_MS
+#define MCP_DEFAULT_MAX_RESULT_BYTES ((size_t)4 << 20)
+#define MCP_SHUTDOWN_GRACE_MS 2000
+/* Longest tool name the providers all accept. */
+#define MCP_TOOL_NAME_MAX 64
+
+/* One server entry, expanded.  Owned by its struct mcp_config. */
+struct mcp_server_config {
+	char *name;
+	char *file;             /* the configuration file it came from */
+	char **argv;            /* command and args, NULL-terminated */
+	char **env;             /* "NAME=VALUE" from "env", NULL-terminated */
+	char *cwd;              /* or NULL */
+	int64_t startup_timeout_ms, call_timeout_ms;
+	size_t max_result_bytes;
+	char **include, **exclude;  /* MCP tool names, NULL-terminated, or NULL:
+	                               no list (exclude wins) */
+	char *prefix;           /* before each tool's name (default "NAME_") */
+	int optional;           /* a failure to start is a warning (the caller's) */
+};
+
+struct mcp_config {
+	struct mcp_server_config *servers;
+	size_t n;
+};
+
+/*
+ * Read the configuration file path and add its servers to cfg (zeroed
+ * before the first call).  A server name already in cfg is CORE_EUSAGE
+ * naming both files.  Errors: CORE_EUSAGE (a variable unset, an
+ * unsupported type), CORE_EINVAL (malformed: "mcp config FILE: ..."),
+ * CORE_ENOTFOUND / CORE_ESYS (cannot read it), CORE_ENOMEM.
+ */
+enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
+                                 struct core_err *e);
+/* The same for a "mcpServers" object already read (a prompt's front
+ * matter), named path in messages; dir (or NULL) is the directory a
+ * relative cwd, or a relative command with a '/' and no cwd, is taken
+ * from (the prompt file's). */
+enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
+                                const char *path, const char *dir, struct core_err *e);
+void mcp_config_release(struct mcp_config *cfg);
+
+/* The invocation's running servers and their tools. */
+struct mcp_set;
+
+/* A new, empty set; NULL without memory. */
+struct mcp_set *mcp_set_new(void);
+
+/*
+ * Start the server c (borrowed; it must outlive the set), initialize it
+ * and list its tools (those includeTools names, if given, minus those
+ * excludeTools names), each named "<prefix><tool>" mapped to
+ * ^[A-Za-z_][A-Za-z0-9_-]{0,63}$ (other characters become '_', a leading
+ * digit or '-' gets a '_' before it, a longer name keeps its first 55
+ * characters, '_' and 8 hex digits of a hash of the whole name).  Tools
+ * whose execution.taskSupport is "required" are left out.  Errors: the
+ * server's failure (CORE_EUNAVAILABLE, CORE_EDEADLINE, CORE_EINTERNAL,
+ * CORE_ETOOBIG, ...); CORE_EUSAGE when a name collides with one already
+ * in the set, naming both servers.  A failed server stays in the set
+ * until mcp_set_free() (which ends it); its tools are not added.
+ */
+enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
+                               struct core_err *e);
+
+/* Number of tools, and the i-th's name as the model sees it (borrowed). */
+size_t mcp_set_count(const struct mcp_set *s);
+const char *mcp_set_name(const struct mcp_set *s, size_t i);
+
+/*
+ * The i-th tool for agent-run --mcp-list: {"server", "name", "mcpName",
+ * "description", "inputSchema", "annotations"} (description and
+ * annotations null when the server gave none).  New reference or NULL.
+ */
+json_t *mcp_set_row(const struct mcp_set *s, size_t i);
+
+/*
+ * The set as tool_set_source() wants it (borrowed from s): tool_load() of
+ * a name in the set gives a tool whose calls go to its server as
+ * tools/call with _meta {progressToken, dev.agentkit/sessionId,
+ * dev.agentkit/snapshotId, dev.agentkit/parentSnapshotId,
+ * dev.agentkit/turnIndex}.  Results: structuredContent is the output;
+ * else the text blocks joined (resource links as "Resource Link: NAME at
+ * URI"), parsed as JSON when they parse, else the text; no text: null.
+ * Images, audio and blobs are media parts.  isError: {"error": text}, and
+ * the call succeeds (the model reads it).  In a process forked after the
+ * servers started (a detached worker) the servers are the parent's: the
+ * first call there starts that process's own (initialize again; the tools
+ * stay those listed first), ended by its mcp_set_free().
+ */
+const struct tool_source *mcp_set_source(struct mcp_set *s);
+
+/* End every server (the shutdown above) and free.  NULL is a no-op. */
+void mcp_set_free(struct mcp_set *s);
+
+/* "fs_" + "read.file" as the model sees it: "fs_read_file".  out must hold
+ * MCP_TOOL_NAME_MAX + 1 bytes. */
+void mcp_tool_name(const char *prefix, const char *tool, char *out);
+
+#endif

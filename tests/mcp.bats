@@ -1,0 +1,396 @@
+#!/usr/bin/env bats
+# agent-run and MCP servers: the configuration, the stdio client against a
+# python3 fake server (tests/fixtures/mcp/fake-server), MCP tools called by
+# a scripted model, and --mcp-list (docs/mcp.md).
+
+load test_helper
+load provider_helper
+
+teardown() { mock_stop; }
+
+setup() {
+	provider_setup
+	SERVER="$FIXTURES/mcp/fake-server"
+	command -v python3 >/dev/null || skip "python3 is not installed"
+	# mode, then extra members of the server entry
+	config normal
+}
+
+config() {
+	local mode=$1
+	shift
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["%s"], "env": {"FAKE_ENV": "${FAKE_VALUE:-unset}"}, "startupTimeout": "2s", "timeout": 1500%s}}}\n' \
+		"$SERVER" "$mode" "${1:+, $1}" >mcp.json
+}
+
+last() { printf '%s\n' "$output" | tail -n 1; }
+script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
+call() { script "{\"toolRequests\":[{\"name\":\"$1\",\"ref\":\"1\",\"input\":${2:-{\}}}]}" '{"text":"done"}'; }
+M="script/model.ndjson"
+# The one tool response of the turn, from its tool chunk.
+response() { printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse'; }
+
+@test "--mcp-list: one NDJSON line per tool, task-only tools left out, names mapped" {
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -r .name | tr '\n' ' ')" = 'fake_echo fake_sum fake_json fake_oops fake_rpcerror fake_crash fake_garbage fake_sleep fake_meta fake_ping fake_image fake_link fake_dotted_name ' ]
+	[ "$(printf '%s\n' "$output" | head -n 1)" = '{"server":"fake","name":"fake_echo","mcpName":"echo","description":"Echo the text.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"text":{"type":"string"}},"required":["text"]},"annotations":{"readOnlyHint":true}}' ]
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.mcpName == "json")')" = '{"server":"fake","name":"fake_json","mcpName":"json","description":null,"inputSchema":{"type":"object"},"annotations":null}' ]
+	[ "$(printf '%s\n' "$output" | jq -r 'select(.mcpName == "dotted.name") | .name')" = fake_dotted_name ]
+	[ -z "$stderr" ]
+}
+
+@test "--mcp-list follows tools/list pages to the end" {
+	config paged
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq 13 ]
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .mcpName)" = dotted.name ]
+}
+
+@test "--mcp-list NAME lists one server; an unknown one is a usage error" {
+	printf '{"mcpServers": {"other": {"command": "%s"}}}\n' "$SERVER" >other.json
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-config other.json --mcp-list other
+	[ "$(printf '%s\n' "$output" | jq -r .server | sort -u)" = other ]
+	run -100 --separate-stderr agent-run --mcp-config mcp.json --mcp-list nosuch
+	[ "$stderr" = "agent-run: no mcp server 'nosuch' is configured
+try 'agent-run --help'" ]
+	run -100 --separate-stderr agent-run --mcp-list
+	[ "${stderr%%$'\n'*}" = "agent-run: --mcp-list needs --mcp-config FILE or \$AGENTKIT_MCP_CONFIG" ]
+}
+
+@test "AGENTKIT_MCP_CONFIG names the files when no --mcp-config is given" {
+	printf '{"mcpServers": {"other": {"command": "%s"}}}\n' "$SERVER" >other.json
+	AGENTKIT_MCP_CONFIG="$PWD/mcp.json::other.json" run -0 --separate-stderr agent-run --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -r .server | sort -u | tr '\n' ' ')" = 'fake other ' ]
+	AGENTKIT_MCP_CONFIG=/nonexistent run -0 --separate-stderr agent-run --mcp-config other.json --mcp-list
+}
+
+@test "\${VAR} and \${VAR:-default} expand; an unset variable is a usage error naming it" {
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["${MODE}"], "env": {"FAKE_ENV": "${FAKE_VALUE:-dflt}"}}}}\n' "$SERVER" >vars.json
+	call fake_meta
+	run -100 --separate-stderr agent-run --no-store --model $M --mcp-config vars.json -m go
+	[ "$stderr" = "agent-run: mcp config vars.json: server 'fake': args[0]: variable 'MODE' is not set (set it, or write \${MODE:-default})
+try 'agent-run --help'" ]
+	[ -z "$output" ]
+	# the server saw its arguments and environment expanded (its stderr says so)
+	call fake_crash
+	MODE=normal FAKE_VALUE=set run -1 --separate-stderr agent-run --no-store --model $M --mcp-config vars.json -m go
+	[[ $stderr == *"starting in normal mode (cwd "*", FAKE_ENV=set)"* ]]
+	MODE=normal run -1 --separate-stderr agent-run --no-store --model $M --mcp-config vars.json -m go
+	[[ $stderr == *"FAKE_ENV=dflt)"* ]]
+}
+
+@test "malformed configurations are named; stdio only; a server twice is a usage error" {
+	echo '{"servers": {}}' >bad.json
+	run -101 --separate-stderr agent-run --mcp-config bad.json --mcp-list
+	[ "$stderr" = "agent-run: mcp config bad.json: no \"mcpServers\" object" ]
+	echo '{"mcpServers": {"web": {"url": "https://example.com/mcp"}}}' >http.json
+	run -100 --separate-stderr agent-run --mcp-config http.json --mcp-list
+	[ "${stderr%%$'\n'*}" = "agent-run: mcp config http.json: server 'web': only stdio servers (a \"command\") are supported" ]
+	run -100 --separate-stderr agent-run --mcp-config mcp.json --mcp-config mcp.json --mcp-list
+	[ "${stderr%%$'\n'*}" = "agent-run: mcp server 'fake' is configured twice: in mcp.json and in mcp.json" ]
+	echo '{"mcpServers": {"off": {"command": "nosuch", "disabled": true}}}' >off.json
+	run -0 --separate-stderr agent-run --mcp-config off.json --mcp-config mcp.json --mcp-list
+}
+
+@test "two tools that map to one name are a usage error naming both servers; long names are shortened" {
+	printf '{"mcpServers": {"a.b": {"command": "%s"}, "a_b": {"command": "%s"}}}\n' "$SERVER" "$SERVER" >two.json
+	script '{"text":"never"}'
+	run -100 --separate-stderr agent-run --no-store --model $M --mcp-config two.json -m go
+	[ "$stderr" = "agent-run: mcp tool 'echo' of server 'a.b' and tool 'echo' of server 'a_b' are both named 'a_b_echo' for the model
+try 'agent-run --help'" ]
+	[ -z "$output" ]
+	long=server-with-a-name-far-longer-than-any-provider-accepts-for-a-tool
+	printf '{"mcpServers": {"%s": {"command": "%s"}, "9lives": {"command": "%s"}}}\n' "$long" "$SERVER" "$SERVER" >long.json
+	run -0 --separate-stderr agent-run --mcp-config long.json --mcp-list
+	names=$(printf '%s\n' "$output" | jq -r .name)
+	[ "$(grep -c . <<<"$names")" -eq 26 ]
+	# each fits ^[A-Za-z_][A-Za-z0-9_-]{0,63}$, and all differ
+	[ -z "$(grep -vE '^[A-Za-z_][A-Za-z0-9_-]{0,63}$' <<<"$names")" ]
+	[ "$(sort -u <<<"$names" | wc -l)" -eq 26 ]
+	[ "$(grep -m1 '^_9lives' <<<"$names")" = _9lives_echo ]
+	first=$(head -n 1 <<<"$names")
+	[ "${#first}" -eq 64 ] && [[ $first == server-with-a-name-far-longer-than-any-provider-accepts_* ]]
+	# stable: the same name in every run
+	run -0 --separate-stderr agent-run --mcp-config long.json --mcp-list
+	[ "$(printf '%s\n' "$output" | head -n 1 | jq -r .name)" = "$first" ]
+}
+
+@test "includeTools, excludeTools (which wins) and prefix choose and name the tools" {
+	config normal '"includeTools": ["echo", "sum", "json"], "excludeTools": ["json", "nosuch"], "prefix": "db."'
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -c '[.name, .mcpName]' | tr -d '\n')" = '["db_echo","echo"]["db_sum","sum"]' ]
+	config normal '"prefix": ""'
+	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$(printf '%s\n' "$output" | head -n 1 | jq -r .name)" = echo ]
+	config normal '"includeTools": "echo"'
+	run -101 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	[ "$stderr" = "agent-run: mcp config mcp.json: server 'fake': 'includeTools' must be a list of tool names" ]
+}
+
+@test "an optional server that fails is a warning; the run goes on without its tools" {
+	printf '{"mcpServers": {"gone": {"command": "no-such-mcp-server", "optional": true}, "fake": {"command": "%s"}}}\n' "$SERVER" >opt.json
+	call fake_echo '{"text":"still here"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config opt.json -m go
+	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (during initialize) (an optional server: the run goes on without its tools)" ]
+	[ "$(response | jq -c .output)" = '"echo: still here"' ]
+	# --mcp-list, a health check, still says it failed
+	run -1 --separate-stderr agent-run --mcp-config opt.json --mcp-list
+	[ "$(printf '%s\n' "$output" | jq -r .server | sort -u)" = fake ]
+}
+
+@test "MCP tools through a scripted model: text, structured output, JSON text, media, links" {
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"hi"}},{"name":"fake_sum","ref":"2","input":{"a":2,"b":3}},{"name":"fake_json","ref":"3","input":{}},{"name":"fake_image","ref":"4","input":{}},{"name":"fake_link","ref":"5","input":{}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(last | jq -c '[.output.state.messages[2].content[].toolResponse | [.name, .ref, .output, .content]]')" = '[["fake_echo","1","echo: hi",null],["fake_sum","2",{"sum":5},null],["fake_json","3",{"a":[1,2]},null],["fake_image","4","a dot",[{"media":{"contentType":"image/png","url":"data:image/png;base64,iVBORw0K"}}]],["fake_link","5","Resource Link: a.txt at file:///tmp/a.txt",null]]' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+	[ -z "$stderr" ]
+}
+
+@test "the providers are offered the MCP tools with their schemas (Gemini's without \$schema)" {
+	for dialect in openai gemini; do
+		printf '%s\n' '{"tools":[{"name":"fake_echo","args":{"text":"hi"},"id":"call_1"}]}' \
+			'{"text":"said hi"}' >turns.ndjson
+		mock_start $dialect turns.ndjson sk-test-1234
+		run -0 --separate-stderr agent-run --no-store --model "$(model_for $dialect)" --mcp-config mcp.json -m go
+		[ "$(last | jq -r .output.message.content[0].text)" = "said hi" ] || fail "$dialect: $output $stderr"
+		[ "$(response | jq -c .output)" = '"echo: hi"' ]
+		[ "$(jq -s '.[0].body | tostring | contains("fake_echo") and contains("Echo the text.")' "$MOCK_LOG")" = true ]
+		[ "$(jq -s '.[1].body | tostring | contains("echo: hi")' "$MOCK_LOG")" = true ]
+		mock_stop
+	done
+	[ "$(jq -s '.[0].body | tostring | contains("$schema")' "$MOCK_LOG")" = false ]
+}
+
+@test "every call carries _meta: a progress token, the session, snapshot and turn" {
+	call fake_meta
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json -m go
+	sid=$(last | jq -r .output.sessionId)
+	snap=$(last | jq -r .output.snapshotId)
+	[ "$(response | jq -c '.output | [(.progressToken | type), .["dev.agentkit/sessionId"], .["dev.agentkit/snapshotId"], .["dev.agentkit/turnIndex"]]')" = "[\"number\",\"$sid\",\"$snap\",0]" ]
+}
+
+@test "the server's ping is answered, its other requests refused with -32601" {
+	call fake_ping
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '{"pong":{"jsonrpc":"2.0","id":"s1","result":{}},"refused":{"jsonrpc":"2.0","id":"s2","error":{"code":-32601,"message":"Method not found"}}}' ]
+}
+
+@test "isError is an {\"error\"} output and the turn goes on" {
+	call fake_oops
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '{"error":"no such row"}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+}
+
+@test "arguments are checked against the input schema before the call" {
+	call fake_echo '{"text":5}'
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = 'agent-run: generate: tool "fake_echo" failed: invalid input: /text: expected a string, got a number' ]
+}
+
+@test "a JSON-RPC error fails the call like a failing tool, with the server's stderr" {
+	call fake_rpcerror
+	run -1 --separate-stderr agent-run --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: generate: tool \"fake_rpcerror\" failed: mcp server 'fake': tools/call failed: database offline (code -32000) (stderr: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset))" ]
+	[ "$(last | jq -c .output.error.status)" = '"INTERNAL"' ]
+}
+
+@test "a server that crashes mid-call fails the call with its exit and stderr" {
+	call fake_crash
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: generate: tool \"fake_crash\" failed: mcp server 'fake' exited with status 3: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: crashing on purpose (during tools/call)" ]
+}
+
+@test "garbage on stdout mid-call is an error naming the server, not a hang" {
+	call fake_garbage
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[[ $stderr == "agent-run: generate: tool \"fake_garbage\" failed: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'debug: this is not JSON' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting"* ]]
+}
+
+@test "a call that outlives the server's timeout fails DEADLINE_EXCEEDED; the server is ended" {
+	call fake_sleep
+	start=$(date +%s)
+	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[[ $stderr == "agent-run: generate: tool \"fake_sleep\" failed: mcp server 'fake' did not answer tools/call within 1500 ms (stderr: "* ]]
+	# 1.5 s of call, then stdin closed, 2 s, SIGTERM: well under the server's 30 s sleep
+	[ $(( $(date +%s) - start )) -lt 15 ]
+	[ -s server.pid ] && ! kill -0 "$(cat server.pid)" 2>/dev/null
+}
+
+@test "start-up failures: silent, a banner on stdout, a newer protocol, a missing command" {
+	script '{"text":"never"}'
+	config silent
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 2000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))" ]
+	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 2000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))\"}}" ]
+	config banner
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[[ $stderr == "agent-run: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 listening on stdio' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: "* ]]
+	[ "$(jq -r .error.status <<<"$output")" = UNAVAILABLE ]
+	config newer
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[[ $stderr == "agent-run: mcp server 'fake' answered protocol version '2099-01-01'; agentkit speaks 2025-11-25, 2025-06-18 and 2025-03-26 (stderr: "* ]]
+	echo '{"mcpServers": {"gone": {"command": "no-such-mcp-server"}}}' >gone.json
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config gone.json -m go
+	[[ $stderr == "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory"* ]]
+}
+
+@test "--mcp-list exits 1 naming the server that failed, and lists the others" {
+	printf '{"mcpServers": {"broken": {"command": "%s", "args": ["newer"]}, "ok": {"command": "%s"}}}\n' "$SERVER" "$SERVER" >two.json
+	run -1 --separate-stderr agent-run --mcp-config two.json --mcp-list
+	[[ $stderr == "agent-run: mcp server 'broken' answered protocol version '2099-01-01';"* ]]
+	[ "$(printf '%s\n' "$output" | jq -r .server | sort -u)" = ok ]
+}
+
+@test "the server runs in cwd, without a shell, with no provider key unless its env names one" {
+	mkdir -p srvdir
+	config normal '"cwd": "srvdir"'
+	call fake_crash
+	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[[ $stderr == *"(cwd srvdir, FAKE_ENV=unset)"* ]]
+	# a shell would expand this; the server gets it as is
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["$HOME;x"]}}}\n' "$SERVER" >lit.json
+	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --model $M --mcp-config lit.json -m go
+	[[ $stderr == *'starting in $HOME;x mode'* ]]
+	cat >env.py <<-'PY'
+	#!/usr/bin/env python3
+	import os, sys
+	sys.stderr.write("key=%s\n" % os.environ.get("OPENAI_API_KEY", "none"))
+	PY
+	chmod +x env.py
+	printf '{"mcpServers": {"e": {"command": "./env.py"}, "k": {"command": "./env.py", "env": {"OPENAI_API_KEY": "${OPENAI_API_KEY}"}}}}\n' >keys.json
+	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --mcp-config keys.json --mcp-list e
+	[[ $stderr == *"key=none"* ]]
+	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --mcp-config keys.json --mcp-list k
+	[[ $stderr == *"key=sk-test"* ]]
+}
+
+@test "--describe lists the MCP tools among the agent's tools" {
+	run -0 --separate-stderr agent-run --model echo --mcp-config mcp.json --describe
+	[ "$(jq -c '[.tools[].name] | .[0:3]' <<<"$output")" = '["fake_echo","fake_sum","fake_json"]' ]
+	[ "$(jq -c '.tools[0]' <<<"$output")" = '{"name":"fake_echo","description":"Echo the text.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"text":{"type":"string"}},"required":["text"]}}' ]
+}
+
+# The pinned reference servers (scripts/mcp-servers), run with node.
+reference_servers() {
+	local mods="$TOP/bench/out/mcp/node_modules/@modelcontextprotocol"
+	command -v node >/dev/null || skip "node is not installed"
+	[ -f "$mods/server-everything/dist/index.js" ] && [ -f "$mods/server-filesystem/dist/index.js" ] ||
+		skip "the reference MCP servers are not installed (run scripts/mcp-servers)"
+	mkdir -p root
+	echo "hello file" >root/note.txt
+	printf '{"mcpServers": {"everything": {"command": "node", "args": ["%s"]}, "fs": {"command": "node", "args": ["%s", "%s"]}}}\n' \
+		"$mods/server-everything/dist/index.js" "$mods/server-filesystem/dist/index.js" "$PWD/root" >ref.json
+}
+
+@test "reference servers: --mcp-list lists both, the task-only tool left out" {
+	reference_servers
+	run -0 --separate-stderr agent-run --mcp-config ref.json --mcp-list
+	names=$(printf '%s\n' "$output" | jq -r .name)
+	grep -qx everything_get-tiny-image <<<"$names"
+	grep -qx fs_read_text_file <<<"$names"
+	! grep -q simulate-research-query <<<"$names"
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.name == "fs_read_text_file") | [.server, .mcpName, .annotations.readOnlyHint]')" = '["fs","read_text_file",true]' ]
+	# they log to stderr; agent-run keeps it to itself
+	[ -z "$stderr" ]
+}
+
+@test "reference servers: text, structured content, an image, resource links, isError" {
+	reference_servers
+	script '{"toolRequests":[{"name":"everything_echo","ref":"1","input":{"message":"hi"}},{"name":"everything_get-structured-content","ref":"2","input":{"location":"New York"}},{"name":"everything_get-tiny-image","ref":"3","input":{}},{"name":"everything_get-resource-links","ref":"4","input":{"count":1}},{"name":"fs_read_text_file","ref":"5","input":{"path":"'"$PWD"'/root/note.txt"}},{"name":"fs_read_text_file","ref":"6","input":{"path":"/etc/passwd"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config ref.json -m go
+	tr=$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[].toolResponse')
+	[ "$(jq -c 'select(.ref == "1") | .output' <<<"$tr")" = '"Echo: hi"' ]
+	[ "$(jq -c 'select(.ref == "2") | .output | keys' <<<"$tr")" = '["conditions","humidity","temperature"]' ]
+	[ "$(jq -c 'select(.ref == "3") | [.content[].media.contentType, (.content[0].media.url | startswith("data:image/png;base64,iVBOR"))]' <<<"$tr")" = '["image/png",true]' ]
+	[[ $(jq -r 'select(.ref == "4") | .output' <<<"$tr") == *"Resource Link: "*" at demo://resource/"* ]]
+	[ "$(jq -c 'select(.ref == "5") | .output' <<<"$tr")" = '{"content":"hello file\n"}' ]
+	[[ $(jq -r 'select(.ref == "6") | .output.error' <<<"$tr") == "Access denied - path outside allowed directories: /etc/passwd"* ]]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+}
+
+@test "reference servers: get-env shows the server no provider key" {
+	reference_servers
+	script '{"toolRequests":[{"name":"everything_get-env","ref":"1","input":{}}]}' '{"text":"done"}'
+	OPENAI_API_KEY=sk-test-secret MCP_VISIBLE=yes run -0 --separate-stderr agent-run --no-store --model $M --mcp-config ref.json -m go
+	env=$(response | jq -r .output)
+	[[ $env == *MCP_VISIBLE* ]]
+	[[ $env != *sk-test-secret* ]]
+}
+
+@test "a detached worker starts its own servers; the caller's are ended" {
+	call fake_meta
+	FAKE_PIDFILE=$PWD/server.pid run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	sid=$(jq -r .output.sessionId <<<"$output")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -c '[.status, (.state.messages[2].content[0].toolResponse.output | .["dev.agentkit/sessionId"])]' <<<"$output")" = "[\"completed\",\"$sid\"]" ]
+	# the worker's own server wrote the file last; it is gone with the worker
+	[ -s server.pid ]
+	for _ in $(seq 50); do kill -0 "$(cat server.pid)" 2>/dev/null || break; sleep 0.1; done
+	! kill -0 "$(cat server.pid)" 2>/dev/null
+}
+
+@test "SIGINT during an MCP call: the call is cancelled, the turn aborted, the server ended" {
+	printf '{"mcpServers": {"fake": {"command": "%s", "timeout": "60s"}}}\n' "$SERVER" >slow.json
+	call fake_sleep
+	FAKE_PIDFILE=$PWD/server.pid env --default-signal=INT agent-run --no-store --model $M \
+		--mcp-config slow.json -m go >out 2>err 3>&- &
+	pid=$!
+	for _ in $(seq 100); do [ -s server.pid ] && break; sleep 0.05; done
+	sleep 0.5       # the call is in flight: the server sleeps in it
+	kill -INT "$pid"
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null || true
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 2 ]
+	[ "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
+	[ "$(cat err)" = "agent-run: interrupted" ]
+	! kill -0 "$(cat server.pid)" 2>/dev/null
+}
+
+@test "a prompt's front matter mcpServers: starts its servers; one also in a file is a usage error" {
+	mkdir -p agents
+	cp "$SERVER" agents/fake-server
+	# a relative command is the prompt file's, as its other paths
+	cat >agents/helper.prompt <<-EOF2
+	---
+	model: script/model.ndjson
+	mcpServers:
+	  fake:
+	    command: ./fake-server
+	    args: ["normal"]
+	---
+	You help.
+	EOF2
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"from the prompt"}}]}' '{"text":"done"}'
+	cp model.ndjson agents/
+	run -0 --separate-stderr agent-run --no-store helper -m go
+	[ "$(response | jq -c .output)" = '"echo: from the prompt"' ]
+	mkdir -p elsewhere && cd elsewhere
+	run -0 --separate-stderr agent-run --no-store --agents ../agents helper -m go
+	[ "$(response | jq -c .output)" = '"echo: from the prompt"' ]
+	cd ..
+	run -100 --separate-stderr agent-run --no-store helper --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: mcp server 'fake' is configured twice: in mcp.json and in agents/helper.prompt
+try 'agent-run --help'" ]
+	printf -- '---\nmodel: echo\nmcpServers: [1]\n---\nhi\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run --no-store bad -m go
+	[ "$stderr" = "agent-run: agents/bad.prompt: mcpServers must be an object of servers" ]
+}
+
+@test "traced: an MCP call is a tool span, and its _meta carries that span's traceparent and the tracestate" {
+	call fake_meta
+	run -0 --separate-stderr env TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01 \
+		TRACESTATE=vendor=x agent-run --no-store --model $M --mcp-config mcp.json \
+		--trace-file t.ndjson -m go
+	tp=$(response | jq -r '.output.traceparent')
+	[ "$(response | jq -r '.output.tracestate')" = vendor=x ]
+	span=$(jq -c '.resourceSpans[].scopeSpans[].spans[] | select(.name == "fake_meta")' t.ndjson)
+	[ -n "$span" ]
+	[ "$(printf '%s' "$span" | jq -r .traceId)" = 0af7651916cd43dd8448eb211c80319c ]
+	[ "$tp" = "00-0af7651916cd43dd8448eb211c80319c-$(printf '%s' "$span" | jq -r .spanId)-01" ]
+	# untraced, no traceparent at all
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c '.output | has("traceparent")')" = false ]
+}
