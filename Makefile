@@ -28,7 +28,20 @@ PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 # libpq is not linked: store/pg/pq.c loads it when a PostgreSQL store is
 # opened, so that no other run pays for its 22 libraries (pq.h).  Only the
 # PostgreSQL benchmark's baseline program links it.
-LDLIBS    := -ljansson -lyaml -luuid -llmdb -lmd -lpthread -ldl -lm
+#
+# The five small libraries are linked statically when their archives are
+# there (Debian's -dev packages ship them): each shared object costs every
+# process its loading and symbol binding, and together they were a third
+# of a whole echo turn (docs/store.md "What a process costs").  Libraries
+# that update separately for security (libc; libcurl and libpq, loaded on
+# demand) stay shared.  STATIC_DEPS=0 links all five shared.
+DEP_LIBS  := -ljansson -lyaml -luuid -llmdb -lmd
+STATIC_DEPS ?= $(if $(strip $(foreach l,jansson yaml uuid lmdb md,$(if $(filter /%,$(shell $(CC) -print-file-name=lib$(l).a)),,$(l)))),0,1)
+ifeq ($(STATIC_DEPS),1)
+LDLIBS    := -Wl,-Bstatic $(DEP_LIBS) -Wl,-Bdynamic -lpthread -ldl -lm
+else
+LDLIBS    := $(DEP_LIBS) -lpthread -ldl -lm
+endif
 
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
