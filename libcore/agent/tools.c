@@ -599,19 +599,13 @@ static void cut_pipes(struct tool_call *c, const struct tool_events *ev, int64_t
 	spawn_close_fd(&c->err_fd);
 }
 
-enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *custom,
-                           const struct tool_context *ctx, const struct tool_events *ev,
-                           struct core_err *e)
+/* The in-process tools (an MCP server's) of a round, one at a time, before
+ * the executables start: each waits on its server with its own timeout.
+ * Only CORE_ENOMEM fails the round. */
+static enum core_status run_in_process(struct tool_call *calls, size_t n,
+                                       const struct tool_context *ctx,
+                                       const struct tool_events *ev, struct core_err *e)
 {
-	enum core_status st = CORE_OK;
-	struct pollfd *pfd = calloc(3 * n + 1, sizeof *pfd);
-	if (!pfd)
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	int64_t now = core_now_mono_ms();
-	size_t started = 0;
-
-	/* In-process tools first, one at a time: each waits on its server
-	 * with its own timeout. */
 	for (size_t i = 0; i < n; i++) {
 		struct tool_call *c = &calls[i];
 		if (!c->tool->call)
@@ -624,10 +618,8 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		core_buf_init(&c->out_buf, 0);
 		core_buf_init(&c->err_buf, 0);
 		memset(&c->err, 0, sizeof c->err);
-		if (!(c->parts = json_array())) {
-			free(pfd);
+		if (!(c->parts = json_array()))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
-		}
 		/* The call's span, and its traceparent for the server (without
 		 * the "TRACEPARENT=" of the environment form). */
 		struct tool_context cc = *ctx;
@@ -638,39 +630,68 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		                      ev ? ev->ctx : NULL, &c->output, c->parts, &c->err);
 		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
 	}
+	return CORE_OK;
+}
+
+/* An executable call's state before its start: its buffers, and its stdin
+ * line (input, custom state, resume, context).  CORE_ENOMEM only. */
+static enum core_status prepare_executable(struct tool_call *c, const json_t *custom,
+                                           const struct tool_context *ctx)
+{
+	enum core_status st;
+	c->pid = -1;
+	c->in_fd = c->out_fd = c->err_fd = -1;
+	c->st = CORE_OK;
+	c->output = c->interrupt = NULL;
+	c->done = c->timed_out = c->killed = 0;
+	c->exited = c->exited_ok = 0;
+	c->kill_at = c->exited_at = 0;
+	c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
+	core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
+	core_buf_init(&c->out_buf, TOOL_LINE_MAX);
+	core_buf_init(&c->err_buf, STDERR_KEEP + 1);
+	if (!(c->parts = json_array()))
+		return CORE_ENOMEM;
+	json_t *in = json_pack("{s:O?, s:O?}", "input", c->input ? c->input : json_null(),
+	                       "custom", custom ? custom : json_null());
+	if (!in)
+		return CORE_ENOMEM;
+	if (c->resumed)
+		json_object_set(in, "resumed", (json_t *)c->resumed);
+	json_object_set_new(in, "context", json_pack("{s:s, s:s, s:s, s:i}",
+	                    "sessionId", ctx->session_id ? ctx->session_id : "",
+	                    "snapshotId", ctx->snapshot_id ? ctx->snapshot_id : "",
+	                    "parentSnapshotId", ctx->parent_snapshot_id ? ctx->parent_snapshot_id : "",
+	                    "turnIndex", (int)ctx->turn_index));
+	st = jv_dump(in, &c->stdin_buf);
+	json_decref(in);
+	if (st || core_buf_addc(&c->stdin_buf, '\n'))
+		return CORE_ENOMEM;
+	return CORE_OK;
+}
+
+enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *custom,
+                           const struct tool_context *ctx, const struct tool_events *ev,
+                           struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	struct pollfd *pfd = calloc(3 * n + 1, sizeof *pfd);
+	if (!pfd)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	int64_t now = core_now_mono_ms();
+	size_t started = 0;
+
+	if ((st = run_in_process(calls, n, ctx, ev, e))) {
+		free(pfd);
+		return st;
+	}
 	now = core_now_mono_ms();
 	for (size_t i = 0; i < n; i++) {
 		struct tool_call *c = &calls[i];
 		started = i + 1;
 		if (c->tool->call)
 			continue;
-		c->pid = -1;
-		c->in_fd = c->out_fd = c->err_fd = -1;
-		c->st = CORE_OK;
-		c->output = c->interrupt = NULL;
-		c->done = c->timed_out = c->killed = 0;
-		c->exited = c->exited_ok = 0;
-		c->kill_at = c->exited_at = 0;
-		c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
-		core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
-		core_buf_init(&c->out_buf, TOOL_LINE_MAX);
-		core_buf_init(&c->err_buf, STDERR_KEEP + 1);
-		if (!(c->parts = json_array()))
-			goto nomem;
-		json_t *in = json_pack("{s:O?, s:O?}", "input", c->input ? c->input : json_null(),
-		                       "custom", custom ? custom : json_null());
-		if (!in)
-			goto nomem;
-		if (c->resumed)
-			json_object_set(in, "resumed", (json_t *)c->resumed);
-		json_object_set_new(in, "context", json_pack("{s:s, s:s, s:s, s:i}",
-		                    "sessionId", ctx->session_id ? ctx->session_id : "",
-		                    "snapshotId", ctx->snapshot_id ? ctx->snapshot_id : "",
-		                    "parentSnapshotId", ctx->parent_snapshot_id ? ctx->parent_snapshot_id : "",
-		                    "turnIndex", (int)ctx->turn_index));
-		st = jv_dump(in, &c->stdin_buf);
-		json_decref(in);
-		if (st || core_buf_addc(&c->stdin_buf, '\n'))
+		if (prepare_executable(c, custom, ctx))
 			goto nomem;
 		c->span = agent_trace_tool_begin(c->tool->name, c->input);
 		char **env = build_env(c->tool, ctx, c->span);
