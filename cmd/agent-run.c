@@ -1005,6 +1005,7 @@ static enum core_status load_mcp(struct run *r)
 static enum core_status start_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
+	enum core_status st;
 	if (r->agent->mcp_servers) {
 		/* Paths in a prompt file are relative to its directory. */
 		char *dir = strdup(r->agent->path);
@@ -1017,12 +1018,12 @@ static enum core_status start_mcp(struct run *r)
 		if (fst)
 			return fst == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	}
-	if (!r->mcp.n)
-		return CORE_OK;
+	if ((st = mcp_config_manifests(&r->mcp, r->agent->tools, r->agent->tool_dirs, &e)))
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if (!(r->mcp_set = mcp_set_new()))
 		return report_oom();
 	for (size_t i = 0; i < r->mcp.n; i++) {
-		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
+		st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
 		if (st == CORE_EUSAGE)
 			return cli_usage("%s", e.msg);
 		if (st && r->mcp.servers[i].optional)
@@ -1031,16 +1032,11 @@ static enum core_status start_mcp(struct run *r)
 			return init_failed(&r->o, &e);
 	}
 	tool_set_source(mcp_set_source(r->mcp_set));
-	for (size_t i = 0; i < mcp_set_count(r->mcp_set); i++) {
-		const char *name = mcp_set_name(r->mcp_set, i);
-		size_t k;
-		json_t *t;
-		int listed = 0;
-		json_array_foreach(r->agent->tools, k, t)
-			listed |= !strcmp(json_string_value(t), name);
-		if (!listed && json_array_append_new(r->agent->tools, json_string(name)))
-			return report_oom();
-	}
+	/* A prompt that lists tools gets only the MCP tools it selects (its
+	 * entries come before the --tool values). */
+	if ((st = mcp_set_select(r->mcp_set, r->agent->tools,
+	                         json_array_size(r->agent->tools) > r->opts.ntools, &e)))
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	return CORE_OK;
 }
 

@@ -394,3 +394,17 @@ try 'agent-run --help'" ]
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c '.output | has("traceparent")')" = false ]
 }
+
+@test "notifications/tools/list_changed: the next model call lists the server's tools again" {
+	config changes
+	printf '%s\n' '{"tools":[{"name":"fake_echo","args":{"text":"hi"},"id":"call_1"}]}' \
+		'{"tools":[{"name":"fake_fresh","args":{},"id":"call_2"}]}' '{"text":"done"}' >turns.ndjson
+	mock_start openai turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model "$(model_for openai)" --mcp-config mcp.json -m go
+	[ "$(last | jq -c '[.output.state.messages[] | select(.role == "tool") | .content[0].toolResponse.output]')" = '["echo: hi","fresh"]' ]
+	names() { jq -s -c ".[$1].body.tools | map(.function.name) | map(select(. == \"fake_fresh\" or . == \"fake_sleep\"))" "$MOCK_LOG"; }
+	[ "$(names 0)" = '["fake_sleep"]' ]
+	[ "$(names 1)" = '["fake_fresh"]' ]
+	[ "$(names 2)" = '["fake_fresh"]' ]
+	[ -z "$stderr" ]
+}
