@@ -408,3 +408,74 @@ try 'agent-run --help'" ]
 	[ "$(names 2)" = '["fake_fresh"]' ]
 	[ -z "$stderr" ]
 }
+
+@test "a prompt's tools: NAME/* and NAME/tool select the MCP tools offered; unknown ones are usage errors" {
+	mkdir -p agents/tools
+	printf '{"name":"local","description":"A local tool.","command":["true"]}\n' >agents/tools/local.json
+	printf '{"mcpServers": {"other": {"command": "%s", "prefix": "o_"}}}\n' "$SERVER" >other.json
+	tools() { printf -- '---\nmodel: echo\ntools: %s\n---\nYou help.\n' "$1" >agents/pick.prompt; }
+	described() { jq -c '[.tools[].name]' <<<"$output"; }
+	tools '[local, fake/echo, fake/sum]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json --mcp-config other.json pick --describe
+	[ "$(described)" = '["local","fake_echo","fake_sum"]' ]
+	tools '[other/*]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json --mcp-config other.json pick --describe
+	[ "$(jq -c '[.tools[].name] | [length, .[0], (map(select(startswith("fake_"))) | length)]' <<<"$output")" = '[13,"o_echo",0]' ]
+	# only local: no MCP tool at all
+	tools '[local]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$(described)" = '["local"]' ]
+	# no tools: list: every tool of every server, as with --mcp-config alone
+	printf -- '---\nmodel: echo\n---\nYou help.\n' >agents/all.prompt
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json all --describe
+	[ "$(jq '.tools | length' <<<"$output")" = 13 ]
+	# a selected tool is called; one not selected is not the agent's
+	tools '[fake/echo]'
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"picked"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --agents agents --mcp-config mcp.json --model $M pick -m go
+	[ "$(response | jq -c .output)" = '"echo: picked"' ]
+	call fake_sum '{"a":1,"b":2}'
+	run -4 --separate-stderr agent-run --no-store --agents agents --mcp-config mcp.json --model $M pick -m go
+	[ "$stderr" = 'agent-run: generate: tool "fake_sum" not found' ]
+	tools '[fake/nosuch]'
+	run -100 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$stderr" = "agent-run: tool 'fake/nosuch': mcp server 'fake' has no tool 'nosuch'
+try 'agent-run --help'" ]
+	tools '[nosrv/*]'
+	run -100 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$stderr" = "agent-run: tool 'nosrv/*': no mcp server 'nosrv' is configured
+try 'agent-run --help'" ]
+	# an optional server that cannot start: its entries give nothing, not an error
+	printf '{"mcpServers": {"gone": {"command": "/nonexistent/server", "optional": true}}}\n' >gone.json
+	tools '[local, gone/*, gone/echo]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config gone.json pick --describe
+	[ "$(described)" = '["local"]' ]
+	[[ $stderr == *"an optional server: the run goes on without its tools"* ]]
+}
+
+@test "a server manifest tools/NAME.mcp.json on the tool path serves an agent that lists NAME/*" {
+	mkdir -p agents/tools
+	cp "$SERVER" agents/tools/fake-server
+	# a relative command is the manifest's directory's, as an executable tool's
+	printf '{"command": "./fake-server", "args": ["normal"], "includeTools": ["echo", "sum"]}\n' >agents/tools/mine.mcp.json
+	printf -- '---\nmodel: script/model.ndjson\ntools: [mine/*]\n---\nYou help.\n' >agents/man.prompt
+	script '{"toolRequests":[{"name":"mine_echo","ref":"1","input":{"text":"manifest"}}]}' '{"text":"done"}'
+	cp model.ndjson agents/
+	mkdir -p elsewhere && cd elsewhere
+	run -0 --separate-stderr agent-run --no-store --agents ../agents man -m go
+	[ "$(response | jq -c .output)" = '"echo: manifest"' ]
+	run -0 --separate-stderr agent-run --agents ../agents man --describe
+	[ "$(jq -c '[.tools[].name]' <<<"$output")" = '["mine_echo","mine_sum"]' ]
+	cd ..
+	# a server configured by name wins over the manifest; without a selection it is not read
+	printf '{"mcpServers": {"mine": {"command": "%s", "includeTools": ["json"]}}}\n' "$SERVER" >mine.json
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mine.json man --describe
+	[ "$(jq -c '[.tools[].name]' <<<"$output")" = '["mine_json"]' ]
+	printf -- '---\nmodel: echo\n---\nYou help.\n' >agents/none.prompt
+	run -0 --separate-stderr agent-run --agents agents none --describe
+	[ "$(jq -c '.tools' <<<"$output")" = '[]' ]
+	printf '{"args": []}\n' >agents/tools/bad.mcp.json
+	printf -- '---\nmodel: echo\ntools: [bad/*]\n---\nYou help.\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run --agents agents bad --describe
+	[[ $stderr == *"agents/tools/bad.mcp.json"* ]]
+}

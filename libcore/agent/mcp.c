@@ -842,13 +842,16 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	srv->cfg = c;
+	srv->offer = OFFER_ALL;
+	/* A server that cannot be started stays in the set too, broken: an
+	 * optional one's selections are not errors (mcp_set_select()). */
+	s->servers[s->nservers++] = srv;
 	if ((st = spawn_server(srv, e))) {
-		free(srv);
+		srv->broken = 1;
+		srv->why = *e;
 		json_decref(tools);
 		return st;
 	}
-	s->servers[s->nservers++] = srv;
-	srv->offer = OFFER_ALL;
 	if (!(st = handshake(srv, tools, e)))
 		st = add_tools(s, srv, tools, e);
 	json_decref(tools);
