@@ -479,3 +479,23 @@ try 'agent-run --help'" ]
 	run -101 --separate-stderr agent-run --agents agents bad --describe
 	[[ $stderr == *"agents/tools/bad.mcp.json"* ]]
 }
+
+@test "--verbose shows the server's stderr prefixed; a detached worker's log keeps it" {
+	call fake_echo '{"text":"hi"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ -z "$stderr" ]
+	run -0 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: mcp fake: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
+	run -0 --separate-stderr agent-run --verbose --mcp-config mcp.json --mcp-list
+	[ "$stderr" = "agent-run: mcp fake: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
+	# the worker's own server, in the worker's log (the caller shows nothing without --verbose)
+	call fake_crash
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	[ -z "$stderr" ]
+	id=$(jq -r .output.snapshotId <<<"$output")
+	run -1 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -r .status <<<"$output")" = failed ]
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	[[ $output == *"agent-run: mcp fake: fake-server: starting in normal mode"* ]]
+	[[ $output == *"agent-run: mcp fake: fake-server: crashing on purpose"* ]]
+}

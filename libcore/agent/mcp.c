@@ -432,6 +432,8 @@ struct mcp_server {
 	struct core_err why;
 	int list_changed;       /* notifications/tools/list_changed since the last list */
 	int offer;              /* OFFER_*: which of its tools the agent is given */
+	struct mcp_set *set;
+	struct core_buf errline; /* stderr after its last newline, for the sink */
 	json_t *sel;            /* OFFER_LISTED: the MCP names selected */
 };
 
@@ -451,6 +453,8 @@ struct mcp_set {
 	struct mcp_tool *tools;
 	size_t ntools;
 	struct tool_source source;
+	mcp_stderr_fn *sink;
+	void *sink_ctx;
 };
 
 /* " (stderr: ...tail)" when the server wrote to stderr. */
@@ -752,6 +756,38 @@ struct mcp_set *mcp_set_new(void)
 	return calloc(1, sizeof(struct mcp_set));
 }
 
+/* Line by line to the set's sink; a line longer than the buffer keeps
+ * (a megabyte) is given in pieces. */
+static void on_stderr(void *ctx, const char *p, size_t n)
+{
+	struct mcp_server *srv = ctx;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n' && !core_buf_addc(&srv->errline, p[i]) &&
+		    srv->errline.len < ((size_t)1 << 20))
+			continue;
+		if (srv->errline.len || p[i] == '\n')
+			srv->set->sink(srv->set->sink_ctx, srv->cfg->name,
+			               srv->errline.p ? srv->errline.p : "");
+		srv->errline.len = 0;
+		if (srv->errline.p)
+			srv->errline.p[0] = 0;
+	}
+}
+
+/* The rest of a last line without a newline. */
+static void flush_stderr(struct mcp_server *srv)
+{
+	if (srv->set && srv->set->sink && srv->errline.len)
+		srv->set->sink(srv->set->sink_ctx, srv->cfg->name, srv->errline.p);
+	core_buf_release(&srv->errline);
+}
+
+void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
+{
+	s->sink = fn;
+	s->sink_ctx = ctx;
+}
+
 /* Start srv's process (srv->cp). */
 static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 {
@@ -760,7 +796,11 @@ static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 	snprintf(what, sizeof what, "mcp server '%s'", c->name);
 	struct coproc_limits lim = { .line = c->max_result_bytes,
 	                             .line_knob = "the server's maxResultBytes",
-	                             .stderr_tail = 1 };
+	                             .stderr_tail = 1,
+	                             .on_stderr = srv->set->sink ? on_stderr : NULL,
+	                             .stderr_ctx = srv };
+	core_buf_release(&srv->errline);
+	core_buf_init(&srv->errline, CORE_BUF_UNLIMITED);
 	return coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
 	                         &srv->cp, e);
 }
@@ -842,6 +882,7 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	srv->cfg = c;
+	srv->set = s;
 	srv->offer = OFFER_ALL;
 	/* A server that cannot be started stays in the set too, broken: an
 	 * optional one's selections are not errors (mcp_set_select()). */
@@ -1182,6 +1223,7 @@ void mcp_set_free(struct mcp_set *s)
 		if (s->servers[i]->cp && !coproc_inherited(s->servers[i]->cp))
 			coproc_close(s->servers[i]->cp, MCP_SHUTDOWN_GRACE_MS);
 		coproc_free(s->servers[i]->cp);
+		flush_stderr(s->servers[i]);
 		json_decref(s->servers[i]->sel);
 		free(s->servers[i]);
 	}

@@ -22,7 +22,7 @@
  * A server runs as a co-process (coproc.h): argv without a shell, in its
  * own process group, with the caller's environment minus the provider
  * keys plus its "env", stderr captured (the last 2 KiB, attached to every
- * failure's message).  The client speaks JSON-RPC 2.0, one object per
+ * failure's message; and line by line to mcp_set_stderr()'s sink).  The client speaks JSON-RPC 2.0, one object per
  * line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
  * answers are accepted, anything else is a failure naming the version),
  * notifications/initialized, tools/list until no nextCursor, then
@@ -116,6 +116,16 @@ struct mcp_set;
 
 /* A new, empty set; NULL without memory. */
 struct mcp_set *mcp_set_new(void);
+
+/*
+ * What the servers write on stderr, line by line (without the newline;
+ * a last line without one at the end; a line over 1 MiB in pieces), to
+ * fn(ctx, server name, line) besides the tail kept for messages; set
+ * before the servers start (mcp_set_start(), and a detached worker's own
+ * start).  Without it stderr is only kept.
+ */
+typedef void mcp_stderr_fn(void *ctx, const char *server, const char *line);
+void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx);
 
 /*
  * Start the server c (borrowed; it must outlive the set), initialize it
