@@ -499,3 +499,20 @@ try 'agent-run --help'" ]
 	[[ $output == *"agent-run: mcp fake: fake-server: starting in normal mode"* ]]
 	[[ $output == *"agent-run: mcp fake: fake-server: crashing on purpose"* ]]
 }
+
+@test "Gemini: a schema beyond its Schema subset goes as parametersJsonSchema, the mock's checks pass" {
+	config schemas '"includeTools": ["echo", "nullable"]'
+	printf '%s\n' '{"tools":[{"name":"fake_nullable","args":{"note":null,"kind":"memo"},"id":"call_1"}]}' \
+		'{"text":"noted"}' >turns.ndjson
+	mock_start gemini turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model "$(model_for gemini)" --mcp-config mcp.json -m go
+	[ "$(last | jq -r .output.message.content[0].text)" = noted ] || fail "$output $stderr"
+	[ "$(response | jq -c .output)" = '{"kind":"memo","note":null}' ]
+	[ "$(jq -s -c '.[0].body.tools[0].functionDeclarations' "$MOCK_LOG")" = '[{"name":"fake_echo","description":"Echo the text.","parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}},{"name":"fake_nullable","description":"Take a nullable note.","parametersJsonSchema":{"type":"object","additionalProperties":false,"properties":{"note":{"type":["string","null"]},"kind":{"$ref":"#/$defs/kind"}},"$defs":{"kind":{"const":"memo"}}}}]' ]
+	mock_stop
+	# the mock answers such a schema in "parameters" as Gemini does
+	printf '%s\n' '{"contents":[{"role":"user","parts":[{"text":"x"}]}],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object","properties":{"n":{"type":["string","null"]}}}}]}]}' >req.json
+	mock_start gemini turns.ndjson sk-test-1234
+	run curl -s -H 'x-goog-api-key: sk-test-1234' -H 'content-type: application/json' --data @req.json "$GEMINI_BASE_URL/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+	[[ $output == *"Proto field is not repeating, cannot start list."* ]] || fail "$output"
+}
