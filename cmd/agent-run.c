@@ -76,6 +76,7 @@ enum {
 	OPT_TRACE_NAMES,
 	OPT_MCP_CONFIG = CLI_LONG + 610,
 	OPT_MCP_LIST,
+	OPT_VERBOSE,
 };
 
 static const struct cli_opt opts[] = {
@@ -136,6 +137,8 @@ static const struct cli_opt opts[] = {
 	  "colon-separated; docs/mcp.md)" },
 	{ OPT_MCP_LIST, "mcp-list", NULL, "start the MCP servers (only the one named by the operand, if "
 	  "given), print one NDJSON line per tool and exit: 1 names a server that failed" },
+	{ OPT_VERBOSE, "verbose", NULL, "show what the MCP servers write on stderr, each line as "
+	  "'agent-run: mcp NAME: LINE' (a detached worker's log always has them)" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
 	  "list the model providers and the models file's endpoints, the key each needs and "
 	  "whether it is set, the base URL, and (with a key) the provider's models; a table on "
@@ -269,6 +272,7 @@ struct run_opts {
 	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
 	size_t nmcp;
 	int mcp_list;
+	int verbose;
 };
 
 /* What main() holds; released at its out: label. */
@@ -621,6 +625,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_LIST: op->list = 1; break;
 		case OPT_MCP_CONFIG: st = push_arg(&op->mcp_configs, &op->nmcp, arg); break;
 		case OPT_MCP_LIST: op->mcp_list = 1; break;
+		case OPT_VERBOSE: op->verbose = 1; break;
 		case OPT_JSON: spec->json_output = 1; break;
 		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
@@ -977,6 +982,23 @@ static enum core_status print_output(struct run *r)
 
 /* ---- MCP servers (docs/mcp.md) ---- */
 
+/* A server's stderr line: shown with --verbose, and in a detached worker
+ * (its stderr is its log). */
+static void mcp_stderr_line(void *ctx, const char *server, const char *line)
+{
+	struct run *r = ctx;
+	if (r->opts.verbose || r->det.role == DETACH_WORKER)
+		cli_warn("mcp %s: %s", server, line);
+}
+
+static enum core_status new_mcp_set(struct run *r)
+{
+	if (!(r->mcp_set = mcp_set_new()))
+		return report_oom();
+	mcp_set_stderr(r->mcp_set, mcp_stderr_line, r);
+	return CORE_OK;
+}
+
 /* The --mcp-config files, else those of $AGENTKIT_MCP_CONFIG (colon-separated). */
 static enum core_status load_mcp(struct run *r)
 {
@@ -1005,6 +1027,7 @@ static enum core_status load_mcp(struct run *r)
 static enum core_status start_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
+	enum core_status st;
 	if (r->agent->mcp_servers) {
 		/* Paths in a prompt file are relative to its directory. */
 		char *dir = strdup(r->agent->path);
@@ -1017,12 +1040,12 @@ static enum core_status start_mcp(struct run *r)
 		if (fst)
 			return fst == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	}
-	if (!r->mcp.n)
-		return CORE_OK;
-	if (!(r->mcp_set = mcp_set_new()))
-		return report_oom();
+	if ((st = mcp_config_manifests(&r->mcp, r->agent->tools, r->agent->tool_dirs, &e)))
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	if ((st = new_mcp_set(r)))
+		return st;
 	for (size_t i = 0; i < r->mcp.n; i++) {
-		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
+		st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
 		if (st == CORE_EUSAGE)
 			return cli_usage("%s", e.msg);
 		if (st && r->mcp.servers[i].optional)
@@ -1031,16 +1054,11 @@ static enum core_status start_mcp(struct run *r)
 			return init_failed(&r->o, &e);
 	}
 	tool_set_source(mcp_set_source(r->mcp_set));
-	for (size_t i = 0; i < mcp_set_count(r->mcp_set); i++) {
-		const char *name = mcp_set_name(r->mcp_set, i);
-		size_t k;
-		json_t *t;
-		int listed = 0;
-		json_array_foreach(r->agent->tools, k, t)
-			listed |= !strcmp(json_string_value(t), name);
-		if (!listed && json_array_append_new(r->agent->tools, json_string(name)))
-			return report_oom();
-	}
+	/* A prompt that lists tools gets only the MCP tools it selects (its
+	 * entries come before the --tool values). */
+	if ((st = mcp_set_select(r->mcp_set, r->agent->tools,
+	                         json_array_size(r->agent->tools) > r->opts.ntools, &e)))
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	return CORE_OK;
 }
 
@@ -1048,19 +1066,19 @@ static enum core_status start_mcp(struct run *r)
 static enum core_status list_mcp(struct run *r)
 {
 	const char *only = r->opts.spec.name;
-	enum core_status failed = CORE_OK;
+	enum core_status failed = CORE_OK, st;
 	struct core_err e = { 0 };
 	int found = 0;
 	if (!r->mcp.n)
 		return cli_usage("--mcp-list needs --mcp-config FILE or $AGENTKIT_MCP_CONFIG");
-	if (!(r->mcp_set = mcp_set_new()))
-		return report_oom();
+	if ((st = new_mcp_set(r)))
+		return st;
 	for (size_t i = 0; i < r->mcp.n; i++) {
 		if (only && strcmp(only, r->mcp.servers[i].name))
 			continue;
 		found = 1;
 		size_t first = mcp_set_count(r->mcp_set);
-		enum core_status st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
+		st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
 		if (st == CORE_EUSAGE)
 			return cli_usage("%s", e.msg);
 		if (st) {

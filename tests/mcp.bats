@@ -394,3 +394,125 @@ try 'agent-run --help'" ]
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c '.output | has("traceparent")')" = false ]
 }
+
+@test "notifications/tools/list_changed: the next model call lists the server's tools again" {
+	config changes
+	printf '%s\n' '{"tools":[{"name":"fake_echo","args":{"text":"hi"},"id":"call_1"}]}' \
+		'{"tools":[{"name":"fake_fresh","args":{},"id":"call_2"}]}' '{"text":"done"}' >turns.ndjson
+	mock_start openai turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model "$(model_for openai)" --mcp-config mcp.json -m go
+	[ "$(last | jq -c '[.output.state.messages[] | select(.role == "tool") | .content[0].toolResponse.output]')" = '["echo: hi","fresh"]' ]
+	names() { jq -s -c ".[$1].body.tools | map(.function.name) | map(select(. == \"fake_fresh\" or . == \"fake_sleep\"))" "$MOCK_LOG"; }
+	[ "$(names 0)" = '["fake_sleep"]' ]
+	[ "$(names 1)" = '["fake_fresh"]' ]
+	[ "$(names 2)" = '["fake_fresh"]' ]
+	[ -z "$stderr" ]
+}
+
+@test "a prompt's tools: NAME/* and NAME/tool select the MCP tools offered; unknown ones are usage errors" {
+	mkdir -p agents/tools
+	printf '{"name":"local","description":"A local tool.","command":["true"]}\n' >agents/tools/local.json
+	printf '{"mcpServers": {"other": {"command": "%s", "prefix": "o_"}}}\n' "$SERVER" >other.json
+	tools() { printf -- '---\nmodel: echo\ntools: %s\n---\nYou help.\n' "$1" >agents/pick.prompt; }
+	described() { jq -c '[.tools[].name]' <<<"$output"; }
+	tools '[local, fake/echo, fake/sum]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json --mcp-config other.json pick --describe
+	[ "$(described)" = '["local","fake_echo","fake_sum"]' ]
+	tools '[other/*]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json --mcp-config other.json pick --describe
+	[ "$(jq -c '[.tools[].name] | [length, .[0], (map(select(startswith("fake_"))) | length)]' <<<"$output")" = '[13,"o_echo",0]' ]
+	# only local: no MCP tool at all
+	tools '[local]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$(described)" = '["local"]' ]
+	# no tools: list: every tool of every server, as with --mcp-config alone
+	printf -- '---\nmodel: echo\n---\nYou help.\n' >agents/all.prompt
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json all --describe
+	[ "$(jq '.tools | length' <<<"$output")" = 13 ]
+	# a selected tool is called; one not selected is not the agent's
+	tools '[fake/echo]'
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"picked"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --agents agents --mcp-config mcp.json --model $M pick -m go
+	[ "$(response | jq -c .output)" = '"echo: picked"' ]
+	call fake_sum '{"a":1,"b":2}'
+	run -4 --separate-stderr agent-run --no-store --agents agents --mcp-config mcp.json --model $M pick -m go
+	[ "$stderr" = 'agent-run: generate: tool "fake_sum" not found' ]
+	tools '[fake/nosuch]'
+	run -100 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$stderr" = "agent-run: tool 'fake/nosuch': mcp server 'fake' has no tool 'nosuch'
+try 'agent-run --help'" ]
+	tools '[nosrv/*]'
+	run -100 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
+	[ "$stderr" = "agent-run: tool 'nosrv/*': no mcp server 'nosrv' is configured
+try 'agent-run --help'" ]
+	# an optional server that cannot start: its entries give nothing, not an error
+	printf '{"mcpServers": {"gone": {"command": "/nonexistent/server", "optional": true}}}\n' >gone.json
+	tools '[local, gone/*, gone/echo]'
+	run -0 --separate-stderr agent-run --agents agents --mcp-config gone.json pick --describe
+	[ "$(described)" = '["local"]' ]
+	[[ $stderr == *"an optional server: the run goes on without its tools"* ]]
+}
+
+@test "a server manifest tools/NAME.mcp.json on the tool path serves an agent that lists NAME/*" {
+	mkdir -p agents/tools
+	cp "$SERVER" agents/tools/fake-server
+	# a relative command is the manifest's directory's, as an executable tool's
+	printf '{"command": "./fake-server", "args": ["normal"], "includeTools": ["echo", "sum"]}\n' >agents/tools/mine.mcp.json
+	printf -- '---\nmodel: script/model.ndjson\ntools: [mine/*]\n---\nYou help.\n' >agents/man.prompt
+	script '{"toolRequests":[{"name":"mine_echo","ref":"1","input":{"text":"manifest"}}]}' '{"text":"done"}'
+	cp model.ndjson agents/
+	mkdir -p elsewhere && cd elsewhere
+	run -0 --separate-stderr agent-run --no-store --agents ../agents man -m go
+	[ "$(response | jq -c .output)" = '"echo: manifest"' ]
+	run -0 --separate-stderr agent-run --agents ../agents man --describe
+	[ "$(jq -c '[.tools[].name]' <<<"$output")" = '["mine_echo","mine_sum"]' ]
+	cd ..
+	# a server configured by name wins over the manifest; without a selection it is not read
+	printf '{"mcpServers": {"mine": {"command": "%s", "includeTools": ["json"]}}}\n' "$SERVER" >mine.json
+	run -0 --separate-stderr agent-run --agents agents --mcp-config mine.json man --describe
+	[ "$(jq -c '[.tools[].name]' <<<"$output")" = '["mine_json"]' ]
+	printf -- '---\nmodel: echo\n---\nYou help.\n' >agents/none.prompt
+	run -0 --separate-stderr agent-run --agents agents none --describe
+	[ "$(jq -c '.tools' <<<"$output")" = '[]' ]
+	printf '{"args": []}\n' >agents/tools/bad.mcp.json
+	printf -- '---\nmodel: echo\ntools: [bad/*]\n---\nYou help.\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run --agents agents bad --describe
+	[[ $stderr == *"agents/tools/bad.mcp.json"* ]]
+}
+
+@test "--verbose shows the server's stderr prefixed; a detached worker's log keeps it" {
+	call fake_echo '{"text":"hi"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ -z "$stderr" ]
+	run -0 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: mcp fake: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
+	run -0 --separate-stderr agent-run --verbose --mcp-config mcp.json --mcp-list
+	[ "$stderr" = "agent-run: mcp fake: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
+	# the worker's own server, in the worker's log (the caller shows nothing without --verbose)
+	call fake_crash
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	[ -z "$stderr" ]
+	id=$(jq -r .output.snapshotId <<<"$output")
+	run -1 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -r .status <<<"$output")" = failed ]
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	[[ $output == *"agent-run: mcp fake: fake-server: starting in normal mode"* ]]
+	[[ $output == *"agent-run: mcp fake: fake-server: crashing on purpose"* ]]
+}
+
+@test "Gemini: a schema beyond its Schema subset goes as parametersJsonSchema, the mock's checks pass" {
+	config schemas '"includeTools": ["echo", "nullable"]'
+	printf '%s\n' '{"tools":[{"name":"fake_nullable","args":{"note":null,"kind":"memo"},"id":"call_1"}]}' \
+		'{"text":"noted"}' >turns.ndjson
+	mock_start gemini turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model "$(model_for gemini)" --mcp-config mcp.json -m go
+	[ "$(last | jq -r .output.message.content[0].text)" = noted ] || fail "$output $stderr"
+	[ "$(response | jq -c .output)" = '{"kind":"memo","note":null}' ]
+	[ "$(jq -s -c '.[0].body.tools[0].functionDeclarations' "$MOCK_LOG")" = '[{"name":"fake_echo","description":"Echo the text.","parameters":{"type":"object","properties":{"text":{"type":"string"}},"required":["text"]}},{"name":"fake_nullable","description":"Take a nullable note.","parametersJsonSchema":{"type":"object","additionalProperties":false,"properties":{"note":{"type":["string","null"]},"kind":{"$ref":"#/$defs/kind"}},"$defs":{"kind":{"const":"memo"}}}}]' ]
+	mock_stop
+	# the mock answers such a schema in "parameters" as Gemini does
+	printf '%s\n' '{"contents":[{"role":"user","parts":[{"text":"x"}]}],"tools":[{"functionDeclarations":[{"name":"f","parameters":{"type":"object","properties":{"n":{"type":["string","null"]}}}}]}]}' >req.json
+	mock_start gemini turns.ndjson sk-test-1234
+	run curl -s -H 'x-goog-api-key: sk-test-1234' -H 'content-type: application/json' --data @req.json "$GEMINI_BASE_URL/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
+	[[ $output == *"Proto field is not repeating, cannot start list."* ]] || fail "$output"
+}

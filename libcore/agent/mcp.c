@@ -1,8 +1,10 @@
 /* mcp.c - MCP servers over stdio as a tool source (mcp.h). */
 #include "mcp.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../base/buf.h"
 #include "../base/coproc.h"
@@ -338,6 +340,57 @@ enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
 	return st;
 }
 
+enum core_status mcp_config_manifests(struct mcp_config *cfg, const json_t *names,
+                                      char *const *dirs, struct core_err *e)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(names, i, v) {
+		const char *n = json_string_value(v), *slash = strchr(n, '/');
+		int known = 0;
+		if (!slash || slash == n || memchr(n, '.', (size_t)(slash - n)))
+			continue;       /* no server name ("/abs", "./x", "../x") */
+		for (size_t k = 0; !known && k < cfg->n; k++)
+			known = strlen(cfg->servers[k].name) == (size_t)(slash - n) &&
+			        !strncmp(cfg->servers[k].name, n, (size_t)(slash - n));
+		for (char *const *d = dirs; !known && d && *d; d++) {
+			char *path;
+			enum core_status st;
+			if (asprintf(&path, "%s/%.*s.mcp.json", *d, (int)(slash - n), n) < 0)
+				return core_fail(e, CORE_ENOMEM, "out of memory");
+			if (access(path, F_OK)) {
+				free(path);
+				continue;
+			}
+			/* One server entry, its paths the manifest's directory's (as an
+			 * executable tool's manifest). */
+			struct core_buf b = CORE_BUF_INIT(CONFIG_MAX);
+			struct core_err pe = { 0 };
+			json_t *doc = NULL;
+			if ((st = core_buf_read_file(&b, path, &pe)))
+				st = core_fail(e, st, "mcp server manifest: %s", pe.msg);
+			else if (!(doc = jv_parse(b.p ? b.p : "", b.len, path, 0, &pe)))
+				st = core_fail(e, pe.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_EINVAL,
+				               "mcp server manifest: %s", pe.msg);
+			core_buf_release(&b);
+			if (!st) {
+				char *name = strndup(n, (size_t)(slash - n));
+				json_t *one = name ? json_pack("{s:O}", name, doc) : NULL;
+				st = one ? mcp_config_add(cfg, one, path, *d, e)
+				         : core_fail(e, CORE_ENOMEM, "out of memory");
+				json_decref(one);
+				free(name);
+			}
+			json_decref(doc);
+			free(path);
+			if (st)
+				return st;
+			known = 1;
+		}
+	}
+	return CORE_OK;
+}
+
 void mcp_config_release(struct mcp_config *cfg)
 {
 	for (size_t i = 0; i < cfg->n; i++)
@@ -377,9 +430,17 @@ struct mcp_server {
 	json_int_t next_id;
 	int broken;             /* exited or broke the protocol: why */
 	struct core_err why;
-	int list_changed;
+	int list_changed;       /* notifications/tools/list_changed since the last list */
+	int offer;              /* OFFER_*: which of its tools the agent is given */
+	struct mcp_set *set;
+	struct core_buf errline; /* stderr after its last newline, for the sink */
+	json_t *sel;            /* OFFER_LISTED: the MCP names selected */
 };
 
+enum { OFFER_NONE, OFFER_ALL, OFFER_LISTED };
+
+/* The calls find their tool by name at each call (see call()): a refresh
+ * moves the array. */
 struct mcp_tool {
 	struct mcp_server *srv;
 	char name[MCP_TOOL_NAME_MAX + 1];
@@ -392,6 +453,8 @@ struct mcp_set {
 	struct mcp_tool *tools;
 	size_t ntools;
 	struct tool_source source;
+	mcp_stderr_fn *sink;
+	void *sink_ctx;
 };
 
 /* " (stderr: ...tail)" when the server wrote to stderr. */
@@ -593,6 +656,9 @@ static enum core_status unavailable(struct mcp_server *s, struct core_err *e)
 	return e->st;
 }
 
+static enum core_status list_tools(struct mcp_server *s, int64_t deadline, json_t *tools,
+                                   struct core_err *e);
+
 /* initialize, initialized, tools/list: the tool objects into *tools. */
 static enum core_status handshake(struct mcp_server *s, json_t *tools, struct core_err *e)
 {
@@ -622,6 +688,18 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
 	                            "notifications/initialized"), "initialize", left_ms(deadline), e)))
 		return unavailable(s, e);
+	return list_tools(s, deadline, tools, e);
+}
+
+/* tools/list, every page, the tools kept (include, exclude, tasks) into
+ * *tools; the server's list_changed flag is cleared by a complete list. */
+static enum core_status list_tools(struct mcp_server *s, int64_t deadline, json_t *tools,
+                                   struct core_err *e)
+{
+	const struct mcp_server_config *c = s->cfg;
+	char msgbuf[1400];
+	json_t *res, *params;
+	enum core_status st;
 	char *cursor = NULL;
 	for (int page = 0;; page++) {
 		if (page == MAX_PAGES) {
@@ -666,14 +744,48 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		}
 		json_decref(res);
-		if (!cursor)
+		if (!cursor) {
+			s->list_changed = 0;
 			return CORE_OK;
+		}
 	}
 }
 
 struct mcp_set *mcp_set_new(void)
 {
 	return calloc(1, sizeof(struct mcp_set));
+}
+
+/* Line by line to the set's sink; a line longer than the buffer keeps
+ * (a megabyte) is given in pieces. */
+static void on_stderr(void *ctx, const char *p, size_t n)
+{
+	struct mcp_server *srv = ctx;
+	for (size_t i = 0; i < n; i++) {
+		if (p[i] != '\n' && !core_buf_addc(&srv->errline, p[i]) &&
+		    srv->errline.len < ((size_t)1 << 20))
+			continue;
+		if (srv->errline.len || p[i] == '\n')
+			srv->set->sink(srv->set->sink_ctx, srv->cfg->name,
+			               srv->errline.p ? srv->errline.p : "");
+		srv->errline.len = 0;
+		if (srv->errline.p)
+			srv->errline.p[0] = 0;
+	}
+}
+
+/* The rest of a last line without a newline. */
+static void flush_stderr(struct mcp_server *srv)
+{
+	if (srv->set && srv->set->sink && srv->errline.len)
+		srv->set->sink(srv->set->sink_ctx, srv->cfg->name, srv->errline.p);
+	core_buf_release(&srv->errline);
+}
+
+void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
+{
+	s->sink = fn;
+	s->sink_ctx = ctx;
 }
 
 /* Start srv's process (srv->cp). */
@@ -684,7 +796,11 @@ static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 	snprintf(what, sizeof what, "mcp server '%s'", c->name);
 	struct coproc_limits lim = { .line = c->max_result_bytes,
 	                             .line_knob = "the server's maxResultBytes",
-	                             .stderr_tail = 1 };
+	                             .stderr_tail = 1,
+	                             .on_stderr = srv->set->sink ? on_stderr : NULL,
+	                             .stderr_ctx = srv };
+	core_buf_release(&srv->errline);
+	core_buf_init(&srv->errline, CORE_BUF_UNLIMITED);
 	return coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
 	                         &srv->cp, e);
 }
@@ -714,39 +830,19 @@ static enum core_status own_server(struct mcp_server *s, struct core_err *e)
 	return st;
 }
 
-enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
-                               struct core_err *e)
+/* Add srv's tools (the Tool objects of its list) to the set, named for
+ * the model; a name another server's tool has is CORE_EUSAGE naming both
+ * (none of the list is added then). */
+static enum core_status add_tools(struct mcp_set *s, struct mcp_server *srv,
+                                  const json_t *tools, struct core_err *e)
 {
-	struct mcp_server *srv = calloc(1, sizeof *srv);
-	struct mcp_server **grown = realloc(s->servers, (s->nservers + 1) * sizeof *s->servers);
-	enum core_status st;
-	json_t *tools = json_array();
-	if (grown)
-		s->servers = grown;
-	if (!srv || !grown || !tools) {
-		free(srv);
-		json_decref(tools);
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	}
-	srv->cfg = c;
-	if ((st = spawn_server(srv, e))) {
-		free(srv);
-		json_decref(tools);
-		return st;
-	}
-	s->servers[s->nservers++] = srv;
-	if ((st = handshake(srv, tools, e))) {
-		json_decref(tools);
-		return st;
-	}
+	const struct mcp_server_config *c = srv->cfg;
 	size_t first = s->ntools, i;
 	json_t *t;
 	struct mcp_tool *more = realloc(s->tools, (s->ntools + json_array_size(tools) + 1) *
 	                                sizeof *s->tools);
-	if (!more) {
-		json_decref(tools);
+	if (!more)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	}
 	s->tools = more;
 	json_array_foreach(tools, i, t) {
 		struct mcp_tool *mt = &s->tools[s->ntools];
@@ -762,15 +858,45 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 			for (size_t k = first; k < s->ntools; k++)
 				json_decref(s->tools[k].def);
 			s->ntools = first;
-			json_decref(tools);
 			return CORE_EUSAGE;
 		}
 		mt->srv = srv;
 		mt->def = json_incref(t);
 		s->ntools++;
 	}
-	json_decref(tools);
 	return CORE_OK;
+}
+
+enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
+                               struct core_err *e)
+{
+	struct mcp_server *srv = calloc(1, sizeof *srv);
+	struct mcp_server **grown = realloc(s->servers, (s->nservers + 1) * sizeof *s->servers);
+	enum core_status st;
+	json_t *tools = json_array();
+	if (grown)
+		s->servers = grown;
+	if (!srv || !grown || !tools) {
+		free(srv);
+		json_decref(tools);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	srv->cfg = c;
+	srv->set = s;
+	srv->offer = OFFER_ALL;
+	/* A server that cannot be started stays in the set too, broken: an
+	 * optional one's selections are not errors (mcp_set_select()). */
+	s->servers[s->nservers++] = srv;
+	if ((st = spawn_server(srv, e))) {
+		srv->broken = 1;
+		srv->why = *e;
+		json_decref(tools);
+		return st;
+	}
+	if (!(st = handshake(srv, tools, e)))
+		st = add_tools(s, srv, tools, e);
+	json_decref(tools);
+	return st;
 }
 
 size_t mcp_set_count(const struct mcp_set *s)
@@ -869,11 +995,18 @@ static enum core_status call(const struct tool *t, const json_t *input,
                              const struct tool_context *ctx, int (*cancelled)(void *),
                              void *cctx, json_t **output, json_t *parts, struct core_err *e)
 {
-	struct mcp_tool *mt = t->impl;
-	struct mcp_server *s = mt->srv;
+	struct mcp_set *set = t->impl;
+	struct mcp_tool *mt = NULL;
 	json_t *res = NULL;
 	enum core_status st;
 	*output = NULL;
+	for (size_t i = 0; !mt && i < set->ntools; i++)
+		if (!strcmp(set->tools[i].name, t->name))
+			mt = &set->tools[i];
+	if (!mt)
+		return core_fail(e, CORE_EUNAVAILABLE, "%s no longer offers tool '%s'", t->manifest,
+		                 t->name);
+	struct mcp_server *s = mt->srv;
 	if (s->cp && (st = own_server(s, e)))
 		return st;
 	if (!s->cp)
@@ -926,15 +1059,154 @@ static enum core_status source_load(void *ctx, const char *name, struct tool **o
 		t->input_schema = json_object_get(t->definition, "inputSchema");
 		t->timeout_ms = mt->srv->cfg->call_timeout_ms;
 		t->call = call;
-		t->impl = mt;
+		t->impl = s;
 		*out = t;
 		return CORE_OK;
 	}
 	return CORE_ENOTFOUND;
 }
 
+static int has_name(const json_t *names, const char *name)
+{
+	size_t i;
+	json_t *n;
+	json_array_foreach(names, i, n)
+		if (!strcmp(json_string_value(n), name))
+			return 1;
+	return 0;
+}
+
+/* Append to names the tools of srv from the first-th on that its offer
+ * gives the agent. */
+static enum core_status offer_tools(struct mcp_set *s, const struct mcp_server *srv,
+                                    size_t first, json_t *names, struct core_err *e)
+{
+	for (size_t k = first; k < s->ntools; k++) {
+		const struct mcp_tool *mt = &s->tools[k];
+		const json_t *mn = json_object_get(mt->def, "name");
+		int given = srv->offer == OFFER_ALL;
+		size_t i;
+		json_t *v;
+		if (mt->srv != srv)
+			continue;
+		json_array_foreach(srv->sel, i, v)
+			given |= json_equal((json_t *)mn, v);
+		if (given && !has_name(names, mt->name) &&
+		    json_array_append_new(names, json_string(mt->name)))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+}
+
+enum core_status mcp_set_select(struct mcp_set *s, json_t *names, int restrict_,
+                                struct core_err *e)
+{
+	json_t *kept = json_array(), *v;
+	enum core_status st = CORE_OK;
+	size_t i;
+	if (!kept)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t k = 0; k < s->nservers; k++)
+		s->servers[k]->offer = restrict_ ? OFFER_NONE : OFFER_ALL;
+	json_array_foreach(names, i, v) {
+		const char *n = json_string_value(v), *slash = strchr(n, '/');
+		struct mcp_server *srv = NULL;
+		for (size_t k = 0; slash && !srv && k < s->nservers; k++)
+			if (strlen(s->servers[k]->cfg->name) == (size_t)(slash - n) &&
+			    !strncmp(s->servers[k]->cfg->name, n, (size_t)(slash - n)))
+				srv = s->servers[k];
+		if (!srv && slash && !strcmp(slash + 1, "*")) {
+			st = core_fail(e, CORE_EUSAGE, "tool '%s': no mcp server '%.*s' is configured",
+			               n, (int)(slash - n), n);
+			break;
+		}
+		if (!srv) {
+			if (json_array_append(kept, v))
+				st = core_fail(e, CORE_ENOMEM, "out of memory");
+			continue;
+		}
+		if (!strcmp(slash + 1, "*")) {
+			srv->offer = OFFER_ALL;
+			continue;
+		}
+		int found = srv->broken;        /* an optional server that failed: no tools */
+		for (size_t k = 0; !found && k < s->ntools; k++)
+			found = s->tools[k].srv == srv &&
+			        !strcmp(json_string_value(json_object_get(s->tools[k].def, "name")),
+			                slash + 1);
+		if (!found) {
+			st = core_fail(e, CORE_EUSAGE, "tool '%s': mcp server '%s' has no tool '%s'", n,
+			               srv->cfg->name, slash + 1);
+			break;
+		}
+		if (srv->offer == OFFER_NONE)
+			srv->offer = OFFER_LISTED;
+		if ((!srv->sel && !(srv->sel = json_array())) ||
+		    json_array_append_new(srv->sel, json_string(slash + 1))) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			break;
+		}
+	}
+	if (!st && json_array_clear(names))
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(kept, i, v)
+		if (!st && json_array_append(names, v))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t k = 0; !st && k < s->nservers; k++)
+		st = offer_tools(s, s->servers[k], 0, names, e);
+	json_decref(kept);
+	return st;
+}
+
+/*
+ * Before a model call: re-list the tools of each server that sent
+ * notifications/tools/list_changed, replace its tools in the set and in
+ * names (the agent's), as its offer gives them.
+ */
+static enum core_status source_refresh(void *ctx, json_t *names, int *changed,
+                                       struct core_err *e)
+{
+	struct mcp_set *s = ctx;
+	enum core_status st;
+	*changed = 0;
+	for (size_t k = 0; k < s->nservers; k++) {
+		struct mcp_server *srv = s->servers[k];
+		json_t *tools;
+		if (!srv->list_changed || srv->broken || !srv->cp || coproc_inherited(srv->cp))
+			continue;
+		if (!(tools = json_array()))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		if ((st = list_tools(srv, core_now_mono_ms() + srv->cfg->startup_timeout_ms, tools,
+		                     e))) {
+			json_decref(tools);
+			return st;
+		}
+		size_t kept = 0;
+		for (size_t i = 0; i < s->ntools; i++) {
+			if (s->tools[i].srv != srv) {
+				s->tools[kept++] = s->tools[i];
+				continue;
+			}
+			for (size_t j = json_array_size(names); j-- > 0;)
+				if (!strcmp(json_string_value(json_array_get(names, j)), s->tools[i].name))
+					json_array_remove(names, j);
+			json_decref(s->tools[i].def);
+		}
+		s->ntools = kept;
+		st = add_tools(s, srv, tools, e);
+		json_decref(tools);
+		if (st == CORE_EUSAGE)  /* mid-run a collision is the server's doing */
+			e->st = st = CORE_EINTERNAL;
+		if (st || (st = offer_tools(s, srv, kept, names, e)))
+			return st;
+		*changed = 1;
+	}
+	return CORE_OK;
+}
+
 const struct tool_source *mcp_set_source(struct mcp_set *s)
 {
+	s->source.refresh = source_refresh;
 	s->source.load = source_load;
 	s->source.ctx = s;
 	return &s->source;
@@ -951,6 +1223,8 @@ void mcp_set_free(struct mcp_set *s)
 		if (s->servers[i]->cp && !coproc_inherited(s->servers[i]->cp))
 			coproc_close(s->servers[i]->cp, MCP_SHUTDOWN_GRACE_MS);
 		coproc_free(s->servers[i]->cp);
+		flush_stderr(s->servers[i]);
+		json_decref(s->servers[i]->sel);
 		free(s->servers[i]);
 	}
 	free(s->servers);

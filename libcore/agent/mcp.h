@@ -22,12 +22,14 @@
  * A server runs as a co-process (coproc.h): argv without a shell, in its
  * own process group, with the caller's environment minus the provider
  * keys plus its "env", stderr captured (the last 2 KiB, attached to every
- * failure's message).  The client speaks JSON-RPC 2.0, one object per
+ * failure's message; and line by line to mcp_set_stderr()'s sink).  The client speaks JSON-RPC 2.0, one object per
  * line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
  * answers are accepted, anything else is a failure naming the version),
  * notifications/initialized, tools/list until no nextCursor, then
  * tools/call per call.  Server requests are answered: ping with {},
- * everything else with -32601.  Notifications are read and dropped.
+ * everything else with -32601.  notifications/tools/list_changed marks
+ * the server for a new tools/list before the next model call (the
+ * tool source's refresh, tools.h); other notifications are dropped.
  *
  * Failures name the server ("mcp server 'fs' ..."): it did not start or
  * answer within startupTimeout, exited, wrote a line that is not a JSON
@@ -96,6 +98,17 @@ enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
  * from (the prompt file's). */
 enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
                                 const char *path, const char *dir, struct core_err *e);
+/*
+ * Server manifests on the tool path: for each entry "NAME/..." of names
+ * (an agent's tools) whose server NAME is not in cfg, the first
+ * NAME.mcp.json in dirs (agent->tool_dirs), one server entry (the members
+ * of one mcpServers entry), is added as server NAME, its relative cwd and
+ * command taken from the manifest's directory.  No manifest: nothing is
+ * added (mcp_set_select() then names the entry).  Errors as
+ * mcp_config_add(), the manifest named.
+ */
+enum core_status mcp_config_manifests(struct mcp_config *cfg, const json_t *names,
+                                      char *const *dirs, struct core_err *e);
 void mcp_config_release(struct mcp_config *cfg);
 
 /* The invocation's running servers and their tools. */
@@ -103,6 +116,16 @@ struct mcp_set;
 
 /* A new, empty set; NULL without memory. */
 struct mcp_set *mcp_set_new(void);
+
+/*
+ * What the servers write on stderr, line by line (without the newline;
+ * a last line without one at the end; a line over 1 MiB in pieces), to
+ * fn(ctx, server name, line) besides the tail kept for messages; set
+ * before the servers start (mcp_set_start(), and a detached worker's own
+ * start).  Without it stderr is only kept.
+ */
+typedef void mcp_stderr_fn(void *ctx, const char *server, const char *line);
+void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx);
 
 /*
  * Start the server c (borrowed; it must outlive the set), initialize it
@@ -146,6 +169,22 @@ json_t *mcp_set_row(const struct mcp_set *s, size_t i);
  * stay those listed first), ended by its mcp_set_free().
  */
 const struct tool_source *mcp_set_source(struct mcp_set *s);
+
+/*
+ * Give the agent the set's tools: names is its tool list (its prompt's
+ * tools: and --tool), rewritten in place.  An entry "NAME/X" selects
+ * tools of server NAME: X "*" every one, else its tool of MCP name X; the
+ * entries are replaced by the names the model sees, after the other
+ * entries; restrict_ non-zero (the prompt lists tools): only the
+ * selected tools are given, else every tool of every server.  X "*"
+ * for no server of the set, or "NAME/tool" for a tool the server does
+ * not list, is CORE_EUSAGE naming it; "DIR/x" for no server is left as
+ * it is (a manifest's path).  The selection stays for the refresh: a
+ * server that sent notifications/tools/list_changed has its tools listed
+ * again before the next model call, and the agent's names follow.
+ */
+enum core_status mcp_set_select(struct mcp_set *s, json_t *names, int restrict_,
+                                struct core_err *e);
 
 /* End every server (the shutdown above) and free.  NULL is a no-op. */
 void mcp_set_free(struct mcp_set *s);

@@ -48,6 +48,21 @@ static enum core_status load_tools(struct runtime *rt, struct core_err *e)
 	return CORE_OK;
 }
 
+enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e)
+{
+	int changed;
+	enum core_status st = tool_source_refresh(rt->agent->tools, &changed, e);
+	if (st || !changed)
+		return st;
+	for (size_t i = 0; i < rt->ntools; i++)
+		tool_free(rt->tools[i]);
+	free(rt->tools);
+	rt->tools = NULL;
+	rt->ntools = 0;
+	json_array_clear(rt->tool_defs);
+	return load_tools(rt, e);
+}
+
 static enum core_status open_session(struct runtime *rt, const struct rt_config *cfg,
                                      struct core_err *e)
 {

@@ -69,6 +69,9 @@ void rt_end(struct runtime *rt, const char *reason, enum core_status st, const c
 enum core_status rt_init_check(const json_t *init, struct core_err *e);
 /* Load the session a checked AgentInit names (§4.2). */
 enum core_status rt_load(struct runtime *rt, const json_t *init, struct core_err *e);
+/* Before a model call: the tool source's refresh (tools.h); when the
+ * agent's tools changed, they are loaded again. */
+enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e);
 
 /* ---- runtime_loop.c ---- */
 

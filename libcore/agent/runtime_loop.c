@@ -372,6 +372,9 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	const struct agent *a = rt->agent;
 	struct model_request req = { 0 };
 	struct model_stream stream = { on_model_chunk, stopped, rt };
+	enum core_status st = rt_refresh_tools(rt, e);
+	if (st)
+		return st;
 	json_t *reqmsgs = request_messages(g->msgs);
 	agent_ext_augment(rt->ext, reqmsgs);
 	req.messages = reqmsgs;
@@ -380,7 +383,7 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	req.key_file = a->key_file;
 	req.output = a->output;
 	struct trace_span *span = agent_trace_model_begin(a->model, reqmsgs);
-	enum core_status st = model_generate(a->model, &req, &stream, resp, e);
+	st = model_generate(a->model, &req, &stream, resp, e);
 	agent_trace_model_end(span, st, e->msg, resp);
 	*minted = rt->minted_refs;
 	rt->minted_refs = NULL;

@@ -242,6 +242,13 @@ void tool_set_source(const struct tool_source *src)
 	source = src;
 }
 
+enum core_status tool_source_refresh(json_t *names, int *changed, struct core_err *e)
+{
+	*changed = 0;
+	return source && source->refresh ? source->refresh(source->ctx, names, changed, e)
+	                                 : CORE_OK;
+}
+
 enum core_status tool_load(const char *name, char *const *dirs, struct tool **out,
                            struct core_err *e)
 {

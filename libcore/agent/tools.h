@@ -97,9 +97,17 @@ struct tool {
 struct tool_source {
 	enum core_status (*load)(void *ctx, const char *name, struct tool **out,
 	                         struct core_err *e);
+	/* Before each model call: bring names (the agent's tool names) up to
+	 * date with the source's tools, *changed non-zero when they or a
+	 * definition changed (the caller loads its tools again).  May be NULL. */
+	enum core_status (*refresh)(void *ctx, json_t *names, int *changed,
+	                            struct core_err *e);
 	void *ctx;
 };
 void tool_set_source(const struct tool_source *src);
+
+/* The source's refresh of names (above); *changed 0 without a source. */
+enum core_status tool_source_refresh(json_t *names, int *changed, struct core_err *e);
 
 /*
  * Find and read tool name's manifest in dirs (NULL-terminated).

@@ -214,6 +214,8 @@ static void drain_err(struct coproc *c)
 	char tmp[4096];
 	for (;;) {
 		ssize_t r = read(c->err_fd, tmp, sizeof tmp);
+		if (r > 0 && c->lim.on_stderr)
+			c->lim.on_stderr(c->lim.stderr_ctx, tmp, (size_t)r);
 		if (r > 0 && c->lim.stderr_tail) {
 			/* The last COPROC_STDERR_MAX bytes: what a server said
 			 * just before it failed. */

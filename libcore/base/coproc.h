@@ -68,6 +68,10 @@ struct coproc_limits {
 	const char *line_knob, *bytes_knob, *lines_knob;   /* or NULL */
 	int stderr_tail;        /* keep the last COPROC_STDERR_MAX bytes of
 	                           stderr instead of the first */
+	/* Given each piece of stderr as it is read (it is kept all the same),
+	 * or NULL; stderr_ctx is its first argument. */
+	void (*on_stderr)(void *stderr_ctx, const char *p, size_t n);
+	void *stderr_ctx;
 };
 
 struct coproc {

@@ -54,6 +54,58 @@ static json_t *clean_schema(const json_t *s)
 	return out;
 }
 
+/* Keywords of Gemini's Schema (the OpenAPI subset "parameters" takes)
+ * besides type, properties, items and anyOf, which hold schemas. */
+static const char *const subset_keys[] = {
+	"format", "title", "description", "nullable", "enum", "maxItems", "minItems",
+	"required", "minProperties", "maxProperties", "minLength", "maxLength", "pattern",
+	"example", "propertyOrdering", "default", "minimum", "maximum", NULL
+};
+
+/*
+ * Whether schema s says nothing the Schema subset cannot (once $schema and
+ * additionalProperties are removed): a type array ("type": ["string",
+ * "null"]), $ref and $defs, oneOf, allOf, const, ... do not fit, and such
+ * a schema (MCP servers write them) goes as parametersJsonSchema, plain
+ * JSON Schema, which Gemini accepts whole.
+ */
+static int fits_subset(const json_t *s)
+{
+	const char *k;
+	json_t *v;
+	if (!json_is_object(s))
+		return 0;
+	json_object_foreach((json_t *)s, k, v) {
+		int known = 0;
+		size_t i;
+		json_t *x;
+		if (!strcmp(k, "$schema") || !strcmp(k, "additionalProperties"))
+			continue;
+		if (!strcmp(k, "type")) {
+			if (!json_is_string(v))
+				return 0;
+		} else if (!strcmp(k, "properties")) {
+			const char *pk;
+			json_object_foreach(v, pk, x)
+				if (!fits_subset(x))
+					return 0;
+		} else if (!strcmp(k, "items")) {
+			if (!fits_subset(v))
+				return 0;
+		} else if (!strcmp(k, "anyOf")) {
+			json_array_foreach(v, i, x)
+				if (!fits_subset(x))
+					return 0;
+		} else {
+			for (i = 0; subset_keys[i] && !known; i++)
+				known = !strcmp(k, subset_keys[i]);
+			if (!known)
+				return 0;
+		}
+	}
+	return 1;
+}
+
 static json_t *media_part(const json_t *m)
 {
 	const char *url = json_string_value(json_object_get(m, "url"));
@@ -214,8 +266,13 @@ static json_t *build_tools(const json_t *tools)
 		json_t *d = json_pack("{s:O}", "name", json_object_get(t, "name"));
 		if (json_object_get(t, "description"))
 			json_object_set(d, "description", json_object_get(t, "description"));
-		if (json_is_object(schema))
+		if (json_is_object(schema) && fits_subset(schema)) {
 			json_object_set_new(d, "parameters", clean_schema(schema));
+		} else if (json_is_object(schema)) {
+			json_t *js = json_deep_copy(schema);
+			json_object_del(js, "$schema");
+			json_object_set_new(d, "parametersJsonSchema", js);
+		}
 		json_array_append_new(decls, d);
 	}
 	return json_pack("[{s:o}]", "functionDeclarations", decls);
