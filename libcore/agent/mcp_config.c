@@ -1,0 +1,406 @@
+/* mcp_config.c - the MCP servers' configuration (mcpServers files, a
+ * prompt's front matter, tools/NAME.mcp.json manifests) and the names
+ * their tools get; see mcp.h. */
+#include "mcp.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "../base/buf.h"
+#include "../base/json.h"
+#include "../base/util.h"
+
+/* A configuration file is read whole, like a prompt file. */
+#define CONFIG_MAX ((size_t)1 << 20)
+
+static void strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}
+
+/* ---- configuration ---- */
+
+static int var_char(char c, int first)
+{
+	return c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+	       (!first && c >= '0' && c <= '9');
+}
+
+/* Expand ${VAR} and ${VAR:-default} in s into a new string (*out).
+ * where says what is expanded in messages ("args[1]"). */
+static enum core_status expand(const char *s, const char *file, const char *server,
+                               const char *where, char **out, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const char *p = s;
+	core_buf_adds(&b, "");
+	while (*p) {
+		const char *d = strstr(p, "${");
+		if (!d) {
+			core_buf_adds(&b, p);
+			break;
+		}
+		core_buf_add(&b, p, (size_t)(d - p));
+		const char *n = d + 2, *q = n;
+		while (var_char(*q, q == n))
+			q++;
+		const char *close = strchr(q, '}');
+		if (q == n || !close || (*q != '}' && strncmp(q, ":-", 2))) {
+			core_buf_release(&b);
+			return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: malformed "
+			                 "'${' (write ${VAR} or ${VAR:-default})", file, server, where);
+		}
+		char *name = strndup(n, (size_t)(q - n));
+		const char *v = name ? getenv(name) : NULL;
+		if (*q == ':' && (!v || !*v)) {
+			core_buf_add(&b, q + 2, (size_t)(close - q - 2));
+		} else if (!v) {
+			core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: variable '%s' is not "
+			          "set (set it, or write ${%s:-default})", file, server, where,
+			          name ? name : "?", name ? name : "?");
+			free(name);
+			core_buf_release(&b);
+			return CORE_EUSAGE;
+		} else {
+			core_buf_adds(&b, v);
+		}
+		free(name);
+		p = close + 1;
+	}
+	*out = core_buf_detach(&b, NULL);
+	return CORE_OK;
+}
+
+static enum core_status timeout_field(const json_t *entry, const char *key, int64_t dflt,
+                                      const char *file, const char *server, int64_t *ms,
+                                      struct core_err *e)
+{
+	const json_t *v = json_object_get(entry, key);
+	struct core_err de = { 0 };
+	*ms = dflt;
+	if (!v)
+		return CORE_OK;
+	if (jv_is_string(v) && !core_parse_duration(json_string_value(v), ms, &de) && *ms > 0)
+		return CORE_OK;
+	if (json_is_integer(v) && json_integer_value(v) > 0 &&
+	    json_integer_value(v) <= (json_int_t)1 << 40) {
+		*ms = json_integer_value(v);
+		return CORE_OK;
+	}
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a duration "
+	                 "('30s') or a number of milliseconds", file, server, key);
+}
+
+/* A list of tool names (includeTools, excludeTools), or NULL when absent. */
+static enum core_status names_field(const json_t *entry, const char *key, const char *file,
+                                    const char *server, char ***out, struct core_err *e)
+{
+	const json_t *v = json_object_get(entry, key), *n;
+	size_t i;
+	*out = NULL;
+	if (!v)
+		return CORE_OK;
+	if (!json_is_array(v))
+		goto bad;
+	if (!(*out = calloc(json_array_size(v) + 1, sizeof **out)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(v, i, n) {
+		if (!jv_is_string(n))
+			goto bad;
+		if (!((*out)[i] = strdup(json_string_value(n))))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+bad:
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a list of "
+	                 "tool names", file, server, key);
+}
+
+/* *p relative to dir: "DIR/p" when p is a relative path and dir is given. */
+static enum core_status rebase(char **p, const char *dir, struct core_err *e)
+{
+	char *q;
+	if (!dir || !*p || **p == '/')
+		return CORE_OK;
+	if (asprintf(&q, "%s/%s", dir, *p) < 0)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	free(*p);
+	*p = q;
+	return CORE_OK;
+}
+
+static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
+                                     const char *dir, const char *name, const json_t *entry,
+                                     struct core_err *e)
+{
+	const json_t *cmd = json_object_get(entry, "command");
+	const json_t *args = json_object_get(entry, "args");
+	const json_t *env = json_object_get(entry, "env");
+	const json_t *cwd = json_object_get(entry, "cwd");
+	const json_t *type = json_object_get(entry, "type");
+	const json_t *size = json_object_get(entry, "maxResultBytes");
+	enum core_status st;
+	char where[64];
+	size_t i, k = 0;
+	const char *key;
+	json_t *v;
+
+	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if ((type && (!jv_is_string(type) || strcmp(json_string_value(type), "stdio"))) ||
+	    (!cmd && json_object_get(entry, "url")))
+		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': only stdio servers "
+		                 "(a \"command\") are supported", file, name);
+	if (!jv_is_string(cmd) || !*json_string_value(cmd))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'command' must be a "
+		                 "non-empty string", file, name);
+	if (args && !json_is_array(args))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'args' must be a list "
+		                 "of strings", file, name);
+	if (env && !json_is_object(env))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'env' must be an "
+		                 "object of strings", file, name);
+	if (cwd && !jv_is_string(cwd))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'cwd' must be a "
+		                 "string", file, name);
+	if (!(sc->argv = calloc(json_array_size(args) + 2, sizeof *sc->argv)) ||
+	    !(sc->env = calloc(json_object_size(env) + 1, sizeof *sc->env)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if ((st = expand(json_string_value(cmd), file, name, "command", &sc->argv[0], e)))
+		return st;
+	json_array_foreach(args, i, v) {
+		if (!jv_is_string(v))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'args' must be "
+			                 "a list of strings", file, name);
+		snprintf(where, sizeof where, "args[%zu]", i);
+		if ((st = expand(json_string_value(v), file, name, where, &sc->argv[i + 1], e)))
+			return st;
+	}
+	json_object_foreach((json_t *)env, key, v) {
+		char *val = NULL;
+		if (!jv_is_string(v) || !*key || strchr(key, '='))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'env' must be an "
+			                 "object of strings", file, name);
+		snprintf(where, sizeof where, "env.%.50s", key);
+		if ((st = expand(json_string_value(v), file, name, where, &val, e)))
+			return st;
+		if (asprintf(&sc->env[k], "%s=%s", key, val) < 0) {
+			sc->env[k] = NULL;
+			free(val);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		k++;
+		free(val);
+	}
+	if (cwd && (st = expand(json_string_value(cwd), file, name, "cwd", &sc->cwd, e)))
+		return st;
+	/* From a prompt file: its directory, as for its other paths; a
+	 * command with a cwd is the child's, relative to that cwd. */
+	if ((st = rebase(&sc->cwd, dir, e)) ||
+	    (!sc->cwd && strchr(sc->argv[0], '/') && (st = rebase(&sc->argv[0], dir, e))))
+		return st;
+	if ((st = timeout_field(entry, "timeout", MCP_DEFAULT_CALL_TIMEOUT_MS, file, name,
+	                        &sc->call_timeout_ms, e)) ||
+	    (st = timeout_field(entry, "startupTimeout", MCP_DEFAULT_STARTUP_TIMEOUT_MS, file,
+	                        name, &sc->startup_timeout_ms, e)))
+		return st;
+	if ((st = names_field(entry, "includeTools", file, name, &sc->include, e)) ||
+	    (st = names_field(entry, "excludeTools", file, name, &sc->exclude, e)))
+		return st;
+	const json_t *prefix = json_object_get(entry, "prefix");
+	if (prefix && !jv_is_string(prefix))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'prefix' must be a "
+		                 "string", file, name);
+	if (prefix ? !(sc->prefix = strdup(json_string_value(prefix)))
+	           : asprintf(&sc->prefix, "%s_", name) < 0) {
+		sc->prefix = NULL;
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	const json_t *opt = json_object_get(entry, "optional");
+	if (opt && !json_is_boolean(opt))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'optional' must be "
+		                 "true or false", file, name);
+	sc->optional = json_is_true(opt);
+	sc->max_result_bytes = MCP_DEFAULT_MAX_RESULT_BYTES;
+	if (size) {
+		uint64_t n = 0;
+		struct core_err se = { 0 };
+		if (jv_is_string(size) ? core_parse_size(json_string_value(size), &n, &se) != CORE_OK
+		                       : !json_is_integer(size) || json_integer_value(size) <= 0 ||
+		                         (n = (uint64_t)json_integer_value(size), 0))
+			n = 0;
+		if (n < 1024 || n > ((uint64_t)1 << 32))
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'maxResultBytes' "
+			                 "must be a size from 1K to 4G", file, name);
+		sc->max_result_bytes = (size_t)n;
+	}
+	return CORE_OK;
+}
+
+static void server_config_release(struct mcp_server_config *sc)
+{
+	strv_free(sc->include);
+	strv_free(sc->exclude);
+	free(sc->prefix);
+	free(sc->name);
+	free(sc->file);
+	strv_free(sc->argv);
+	strv_free(sc->env);
+	free(sc->cwd);
+}
+
+enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
+                                 struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CONFIG_MAX);
+	struct core_err pe = { 0 };
+	enum core_status st;
+	json_t *doc;
+
+	if ((st = core_buf_read_file(&b, path, &pe))) {
+		core_buf_release(&b);
+		return core_fail(e, st, "mcp config: %s", pe.msg);
+	}
+	doc = jv_parse(b.p ? b.p : "", b.len, path, 0, &pe);
+	core_buf_release(&b);
+	if (!doc)
+		return core_fail(e, pe.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_EINVAL,
+		                 "mcp config: %s", pe.msg);
+	const json_t *servers = json_object_get(doc, "mcpServers");
+	if (!json_is_object(servers)) {
+		json_decref(doc);
+		return core_fail(e, CORE_EINVAL, "mcp config %s: no \"mcpServers\" object", path);
+	}
+	st = mcp_config_add(cfg, servers, path, NULL, e);
+	json_decref(doc);
+	return st;
+}
+
+enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
+                                const char *path, const char *dir, struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	const char *name;
+	json_t *entry;
+	if (!json_is_object(servers))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: mcpServers must be an object", path);
+	json_object_foreach((json_t *)servers, name, entry) {
+		if (!json_is_object(entry)) {
+			st = core_fail(e, CORE_EINVAL, "mcp config %s: server '%s' must be an object",
+			               path, name);
+			break;
+		}
+		if (json_is_true(json_object_get(entry, "disabled")))
+			continue;
+		for (size_t i = 0; i < cfg->n; i++)
+			if (!strcmp(cfg->servers[i].name, name)) {
+				st = core_fail(e, CORE_EUSAGE, "mcp server '%s' is configured twice: in %s "
+				               "and in %s", name, cfg->servers[i].file, path);
+				break;
+			}
+		if (st)
+			break;
+		struct mcp_server_config *grown = realloc(cfg->servers,
+		                                          (cfg->n + 1) * sizeof *cfg->servers);
+		if (!grown) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			break;
+		}
+		cfg->servers = grown;
+		memset(&cfg->servers[cfg->n], 0, sizeof *cfg->servers);
+		if ((st = server_entry(&cfg->servers[cfg->n], path, dir, name, entry, e))) {
+			server_config_release(&cfg->servers[cfg->n]);
+			break;
+		}
+		cfg->n++;
+	}
+	return st;
+}
+
+enum core_status mcp_config_manifests(struct mcp_config *cfg, const json_t *names,
+                                      char *const *dirs, struct core_err *e)
+{
+	size_t i;
+	json_t *v;
+	json_array_foreach(names, i, v) {
+		const char *n = json_string_value(v), *slash = strchr(n, '/');
+		int known = 0;
+		if (!slash || slash == n || memchr(n, '.', (size_t)(slash - n)))
+			continue;       /* no server name ("/abs", "./x", "../x") */
+		for (size_t k = 0; !known && k < cfg->n; k++)
+			known = strlen(cfg->servers[k].name) == (size_t)(slash - n) &&
+			        !strncmp(cfg->servers[k].name, n, (size_t)(slash - n));
+		for (char *const *d = dirs; !known && d && *d; d++) {
+			char *path;
+			enum core_status st;
+			if (asprintf(&path, "%s/%.*s.mcp.json", *d, (int)(slash - n), n) < 0)
+				return core_fail(e, CORE_ENOMEM, "out of memory");
+			if (access(path, F_OK)) {
+				free(path);
+				continue;
+			}
+			/* One server entry, its paths the manifest's directory's (as an
+			 * executable tool's manifest). */
+			struct core_buf b = CORE_BUF_INIT(CONFIG_MAX);
+			struct core_err pe = { 0 };
+			json_t *doc = NULL;
+			if ((st = core_buf_read_file(&b, path, &pe)))
+				st = core_fail(e, st, "mcp server manifest: %s", pe.msg);
+			else if (!(doc = jv_parse(b.p ? b.p : "", b.len, path, 0, &pe)))
+				st = core_fail(e, pe.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_EINVAL,
+				               "mcp server manifest: %s", pe.msg);
+			core_buf_release(&b);
+			if (!st) {
+				char *name = strndup(n, (size_t)(slash - n));
+				json_t *one = name ? json_pack("{s:O}", name, doc) : NULL;
+				st = one ? mcp_config_add(cfg, one, path, *d, e)
+				         : core_fail(e, CORE_ENOMEM, "out of memory");
+				json_decref(one);
+				free(name);
+			}
+			json_decref(doc);
+			free(path);
+			if (st)
+				return st;
+			known = 1;
+		}
+	}
+	return CORE_OK;
+}
+
+void mcp_config_release(struct mcp_config *cfg)
+{
+	for (size_t i = 0; i < cfg->n; i++)
+		server_config_release(&cfg->servers[i]);
+	free(cfg->servers);
+	cfg->servers = NULL;
+	cfg->n = 0;
+}
+
+/* ---- names ---- */
+
+void mcp_tool_name(const char *prefix, const char *tool, char *out)
+{
+	char full[1024];
+	size_t n = 0;
+	int len = snprintf(full, sizeof full, "%s%s", prefix, tool);
+	size_t flen = len < 0 ? 0 : (size_t)len < sizeof full ? (size_t)len : sizeof full - 1;
+	uint32_t h = 2166136261u;      /* FNV-1a: stable across runs and builds */
+	for (size_t i = 0; i < flen; i++)
+		h = (h ^ (unsigned char)full[i]) * 16777619u;
+	if (!var_char(full[0], 1))
+		out[n++] = '_';
+	for (size_t i = 0; i < flen && n < 1023 && n <= MCP_TOOL_NAME_MAX; i++) {
+		char c = full[i];
+		out[n++] = var_char(c, 0) || c == '-' ? c : '_';
+	}
+	if (n > MCP_TOOL_NAME_MAX)
+		n = (size_t)snprintf(out + 55, MCP_TOOL_NAME_MAX + 1 - 55, "_%08x", h) + 55;
+	out[n] = 0;
+}
