@@ -19,8 +19,8 @@ setup() {
 config() {
 	local mode=$1
 	shift
-	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["%s"], "env": {"FAKE_ENV": "${FAKE_VALUE:-unset}"}, "startupTimeout": "2s", "timeout": 1500%s}}}\n' \
-		"$SERVER" "$mode" "${1:+, $1}" >mcp.json
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["%s"], "env": {"FAKE_ENV": "${FAKE_VALUE:-unset}"}, "startupTimeout": "%s", "timeout": 1500%s}}}\n' \
+		"$SERVER" "$mode" "${STARTUP:-2s}" "${1:+, $1}" >mcp.json
 }
 
 last() { printf '%s\n' "$output" | tail -n 1; }
@@ -219,10 +219,11 @@ try 'agent-run --help'" ]
 
 @test "start-up failures: silent, a banner on stdout, a newer protocol, a missing command" {
 	script '{"text":"never"}'
-	config silent
+	# long enough for python3 to have started and said so on a busy machine
+	STARTUP=5s config silent
 	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 2000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))" ]
-	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 2000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))\"}}" ]
+	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 5000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))" ]
+	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 5000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))\"}}" ]
 	config banner
 	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[[ $stderr == "agent-run: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 listening on stdio' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: "* ]]
@@ -515,4 +516,28 @@ try 'agent-run --help'" ]
 	mock_start gemini turns.ndjson sk-test-1234
 	run curl -s -H 'x-goog-api-key: sk-test-1234' -H 'content-type: application/json' --data @req.json "$GEMINI_BASE_URL/v1beta/models/gemini-2.5-flash:streamGenerateContent?alt=sse"
 	[[ $output == *"Proto field is not repeating, cannot start list."* ]] || fail "$output"
+}
+
+@test "a result past the server's maxResultBytes fails the call naming the limit; a small one passes" {
+	config normal '"maxResultBytes": "4K"'
+	big=$(head -c 6000 /dev/zero | tr '\0' x)
+	call fake_echo "{\"text\":\"$big\"}"
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(last | jq -r .output.error.status)" = INTERNAL ]
+	[[ "$stderr" == "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' wrote a line longer than 4096 bytes (the limit; set the server's maxResultBytes to raise it) (during tools/call) (stderr: fake-server: starting in normal mode"* ]]
+	call fake_echo '{"text":"small"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '"echo: small"' ]
+}
+
+@test "a session resumed by a second agent-run calls the MCP tools again, its history kept" {
+	# the script model answers by the count of model messages so far
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"one"}}]}' '{"text":"done"}' \
+		'{"toolRequests":[{"name":"fake_echo","ref":"2","input":{"text":"two"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json -m go
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --session "$sid" -m again
+	[ "$(last | jq -r .output.sessionId)" = "$sid" ]
+	run -0 --separate-stderr agent-snap --session "$sid"
+	[ "$(printf '%s\n' "$output" | jq -c '[.state.messages[].content[] | .toolResponse.output // empty]')" = '["echo: one","echo: two"]' ]
 }
