@@ -29,7 +29,7 @@
 #include "../libcore/base/lines.h"
 #include "../libcore/model/model.h"
 #include "../libcore/agent/mcp.h"
-#include "../libcore/base/render.h"
+#include "../libcore/agent/render.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/trace.h"

@@ -9,7 +9,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
-#include "../../libcore/base/render.h"
+#include "../../libcore/agent/render.h"
 #include "tap.h"
 
 static struct core_buf log_buf = CORE_BUF_INIT(CORE_BUF_UNLIMITED);

@@ -11,9 +11,9 @@
 #ifndef CORE_RENDER_H
 #define CORE_RENDER_H
 
-#include "buf.h"
-#include "json.h"
-#include "status.h"
+#include "../base/buf.h"
+#include "../base/json.h"
+#include "../base/status.h"
 
 /* Where rendered text goes; ctx is the caller's. */
 struct render_sink {
