@@ -19,12 +19,29 @@
 #include "http.h"
 #include "json.h"
 #include "trace.h"
-#include "trace_int.h"
 #include "util.h"
 
 /* The most an export reply is read: the collector's answer is a small
  * ExportTraceServiceResponse, kept only for a message. */
 #define REPLY_MAX 4096
+
+/*
+ * A span's attributes are kept as C values and the request is written as
+ * text straight from them: a jansson tree per attribute (three objects
+ * and a hash table each) made tracing cost more than the echo turn it
+ * traced.  Strings are stored valid UTF-8 (an invalid byte becomes
+ * U+FFFD), so every request is valid JSON.
+ */
+enum attr_type { ATTR_STR, ATTR_INT, ATTR_BOOL, ATTR_STRS };
+
+struct attr {
+	struct attr *next;
+	enum attr_type type;
+	int64_t i;              /* ATTR_INT, ATTR_BOOL */
+	char *s;                /* ATTR_STR: the value, in this allocation */
+	json_t *strs;           /* ATTR_STRS: an array of JSON strings (owned) */
+	char key[];
+};
 
 struct trace_span {
 	char span_id[17];
@@ -33,7 +50,7 @@ struct trace_span {
 	char *name;
 	enum trace_kind kind;
 	int64_t start_ns, end_ns;
-	json_t *attrs;          /* OTLP KeyValue array */
+	struct attr *attrs;     /* in the order first set */
 	enum trace_code code;
 	char *msg;
 	int ended;
@@ -42,11 +59,13 @@ struct trace_span {
 
 struct tracer {
 	struct trace_config cfg;
+	char *resource;         /* cfg.resource as JSON text */
 	char trace_id[33];
 	char remote_span[17];   /* the inbound parent span, or "" */
 	unsigned flags;         /* W3C trace flags */
 	pid_t owner;
-	struct trace_span *spans;       /* newest first */
+	struct trace_span *spans;       /* oldest first */
+	struct trace_span **tail;       /* where the next span is linked */
 	int failed;             /* the export failed: it is off */
 	int genkit_failed;      /* the post to the Genkit server failed: it is off */
 	struct core_err first;  /* the first failure */
@@ -54,23 +73,6 @@ struct tracer {
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tracer *T;
-
-/* Set key in an OTLP KeyValue array (replacing), consuming kv. */
-void trace_kv_set(json_t *arr, json_t *kv)
-{
-	const char *k = json_string_value(json_object_get(kv, "key"));
-	size_t i;
-	json_t *e;
-	if (!kv)
-		return;
-	json_array_foreach(arr, i, e) {
-		if (!strcmp(json_string_value(json_object_get(e, "key")), k)) {
-			json_array_set_new(arr, i, kv);
-			return;
-		}
-	}
-	json_array_append_new(arr, kv);
-}
 
 /* ---- IDs ---- */
 
@@ -106,6 +108,66 @@ static void random_hex(char *out, size_t n)
 	out[2 * n] = 0;
 }
 
+/* ---- strings ---- */
+
+/* How many bytes of s[0..n) are valid UTF-8 before the first that is
+ * not (n: all of them).  ASCII, which nearly every attribute is, is
+ * stepped over without decoding. */
+static size_t utf8_valid(const char *s, size_t n)
+{
+	const unsigned char *u = (const unsigned char *)s;
+	uint32_t cp;
+	size_t i = 0, k;
+	while (i < n) {
+		if (u[i] < 0x80) {
+			i++;
+			continue;
+		}
+		if (!(k = jv_utf8_decode(u + i, n - i, &cp)))
+			break;
+		i += k;
+	}
+	return i;
+}
+
+/* The length of s[0..n) as utf8_copy() writes it (without the NUL). */
+static size_t utf8_len(const char *s, size_t n)
+{
+	size_t len = 0, k;
+	while ((k = utf8_valid(s, n)) < n) {
+		len += k + 3;           /* the valid run, then U+FFFD */
+		s += k + 1;
+		n -= k + 1;
+	}
+	return len + n;
+}
+
+/* s[0..n) into out (utf8_len(s, n) + 1 bytes), each invalid byte as
+ * U+FFFD. */
+static void utf8_copy(char *out, const char *s, size_t n)
+{
+	size_t k;
+	while ((k = utf8_valid(s, n)) < n) {
+		memcpy(out, s, k);
+		memcpy(out + k, "\xef\xbf\xbd", 3);
+		out += k + 3;
+		s += k + 1;
+		n -= k + 1;
+	}
+	memcpy(out, s, n);
+	out[n] = 0;
+}
+
+/* A malloc'd valid-UTF-8 copy of s, or NULL without memory. */
+static char *utf8_dup(const char *s)
+{
+	size_t n = strlen(s);
+	char *d = malloc(utf8_len(s, n) + 1);
+	if (d)
+		utf8_copy(d, s, n);
+	return d;
+}
+
 /* ---- the recorder ---- */
 
 enum core_status trace_init(struct trace_config *c)
@@ -115,14 +177,19 @@ enum core_status trace_init(struct trace_config *c)
 		return CORE_OK;
 	}
 	struct tracer *t = calloc(1, sizeof *t);
-	if (!t) {
+	struct core_buf res = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (!t || jv_dump(c->resource, &res) || core_buf_addc(&res, 0)) {
+		core_buf_release(&res);
+		free(t);
 		trace_config_release(c);
 		return CORE_ENOMEM;
 	}
 	t->cfg = *c;
 	memset(c, 0, sizeof *c);
+	t->resource = res.p;
 	t->owner = getpid();
 	t->flags = 1;
+	t->tail = &t->spans;
 	if (t->cfg.parent[0])
 		trace_parse_parent(t->cfg.parent, t->trace_id, t->remote_span, &t->flags);
 	else
@@ -147,14 +214,31 @@ int trace_on(void)
 	return on;
 }
 
+static void free_attrs(struct attr *a)
+{
+	while (a) {
+		struct attr *next = a->next;
+		json_decref(a->strs);
+		free(a);
+		a = next;
+	}
+}
+
+static void free_span(struct trace_span *s)
+{
+	free(s->name);
+	free(s->msg);
+	free_attrs(s->attrs);
+	free(s);
+}
+
 struct trace_span *trace_start(const struct trace_span *parent, const char *name,
                                enum trace_kind kind, int64_t start_ns)
 {
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
 	struct trace_span *s = t ? calloc(1, sizeof *s) : NULL;
-	if (s && (!(s->name = strdup(name)) || !(s->attrs = json_array()))) {
-		free(s->name);
+	if (s && !(s->name = utf8_dup(name))) {
 		free(s);
 		s = NULL;
 	}
@@ -168,8 +252,8 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 		}
 		s->kind = kind;
 		s->start_ns = start_ns ? start_ns : core_now_ns();
-		s->next = t->spans;
-		t->spans = s;
+		*t->tail = s;
+		t->tail = &s->next;
 	}
 	pthread_mutex_unlock(&mu);
 	return s;
@@ -177,7 +261,7 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 
 void trace_rename(struct trace_span *s, const char *name)
 {
-	char *n = s ? strdup(name) : NULL;
+	char *n = s ? utf8_dup(name) : NULL;
 	if (!n)
 		return;
 	pthread_mutex_lock(&mu);
@@ -186,48 +270,80 @@ void trace_rename(struct trace_span *s, const char *name)
 	pthread_mutex_unlock(&mu);
 }
 
-static void attr(struct trace_span *s, const char *key, json_t *value)
+/* A new attribute with room for a string value of vlen bytes. */
+static struct attr *attr_new(const char *key, enum attr_type type, size_t vlen)
 {
-	if (!s || !value) {
-		json_decref(value);
+	size_t klen = utf8_len(key, strlen(key));
+	struct attr *a = malloc(sizeof *a + klen + 1 + vlen);
+	if (!a)
+		return NULL;
+	a->next = NULL;
+	a->type = type;
+	a->i = 0;
+	a->s = vlen ? a->key + klen + 1 : NULL;
+	a->strs = NULL;
+	utf8_copy(a->key, key, strlen(key));
+	return a;
+}
+
+/* Give s attribute a (taken over), in place of one with its key. */
+static void attr_set(struct trace_span *s, struct attr *a)
+{
+	if (!a)
 		return;
-	}
 	pthread_mutex_lock(&mu);
-	trace_kv_set(s->attrs, json_pack("{s:s, s:o}", "key", key, "value", value));
+	struct attr **pp = &s->attrs;
+	while (*pp && strcmp((*pp)->key, a->key))
+		pp = &(*pp)->next;
+	if (*pp) {
+		a->next = (*pp)->next;
+		(*pp)->next = NULL;
+		free_attrs(*pp);
+	}
+	*pp = a;
 	pthread_mutex_unlock(&mu);
 }
 
 void trace_attr_str(struct trace_span *s, const char *key, const char *v)
 {
-	if (s && v)
-		attr(s, key, json_pack("{s:s}", "stringValue", v));
+	if (!s || !v)
+		return;
+	size_t n = strlen(v), len = utf8_len(v, n);
+	struct attr *a = attr_new(key, ATTR_STR, len + 1);
+	if (a)
+		utf8_copy(a->s, v, n);
+	attr_set(s, a);
 }
 
 void trace_attr_int(struct trace_span *s, const char *key, int64_t v)
 {
-	char num[24];
-	snprintf(num, sizeof num, "%lld", (long long)v);
-	if (s)
-		attr(s, key, json_pack("{s:s}", "intValue", num));
+	struct attr *a = s ? attr_new(key, ATTR_INT, 0) : NULL;
+	if (a)
+		a->i = v;
+	attr_set(s, a);
 }
 
 void trace_attr_bool(struct trace_span *s, const char *key, int v)
 {
-	if (s)
-		attr(s, key, json_pack("{s:b}", "boolValue", v));
+	struct attr *a = s ? attr_new(key, ATTR_BOOL, 0) : NULL;
+	if (a)
+		a->i = !!v;
+	attr_set(s, a);
 }
 
 void trace_attr_strs(struct trace_span *s, const char *key, const json_t *arr)
 {
-	if (!s)
-		return;
-	json_t *vals = json_array();
+	struct attr *a = s ? attr_new(key, ATTR_STRS, 0) : NULL;
 	size_t i;
 	json_t *e;
+	if (a && !(a->strs = json_array())) {
+		free(a);
+		return;
+	}
 	json_array_foreach(arr, i, e)
-		if (json_is_string(e))
-			json_array_append_new(vals, json_pack("{s:O}", "stringValue", e));
-	attr(s, key, json_pack("{s:{s:o}}", "arrayValue", "values", vals));
+		if (a && json_is_string(e))
+			json_array_append(a->strs, e);
+	attr_set(s, a);
 }
 
 void trace_end(struct trace_span *s, enum trace_code code, const char *msg)
@@ -238,7 +354,7 @@ void trace_end(struct trace_span *s, enum trace_code code, const char *msg)
 	s->end_ns = core_now_ns();
 	s->code = code;
 	if (msg && code == TRACE_STATUS_ERROR)
-		s->msg = strdup(msg);
+		s->msg = utf8_dup(msg);
 	s->ended = 1;
 	pthread_mutex_unlock(&mu);
 }
@@ -273,105 +389,163 @@ const char *trace_id(void)
 	return v;
 }
 
-/* ---- encoding ---- */
+/* ---- encoding (OTLP's JSON mapping) ---- */
 
-static json_t *nanos(int64_t ns)
+/* An encoder: text appended to b; the first failure sticks in st. */
+struct enc {
+	struct core_buf *b;
+	enum core_status st;
+};
+
+static void put(struct enc *w, const char *lit)
 {
-	char num[24];
-	snprintf(num, sizeof num, "%lld", (long long)ns);
-	return json_string(num);
+	if (!w->st)
+		w->st = core_buf_adds(w->b, lit);
 }
 
-static json_t *span_json(const struct tracer *t, const struct trace_span *s)
+static void put_str(struct enc *w, const char *s)
 {
-	json_t *o = json_object(), *st = json_object();
-	if (!o || !st) {
-		json_decref(o);
-		json_decref(st);
-		return NULL;
+	if (!w->st)
+		w->st = jv_dump_string(s, strlen(s), w->b);
+}
+
+static void put_int(struct enc *w, int64_t i)
+{
+	if (!w->st)
+		w->st = jv_dump_int(i, w->b);
+}
+
+/* A 64-bit integer as OTLP writes it: a decimal string. */
+static void put_int_str(struct enc *w, int64_t i)
+{
+	put(w, "\"");
+	put_int(w, i);
+	put(w, "\"");
+}
+
+static void put_any(struct enc *w, const struct attr *a)
+{
+	size_t i;
+	json_t *e;
+	switch (a->type) {
+	case ATTR_STR:
+		put(w, "{\"stringValue\":");
+		put_str(w, a->s);
+		break;
+	case ATTR_INT:
+		put(w, "{\"intValue\":");
+		put_int_str(w, a->i);
+		break;
+	case ATTR_BOOL:
+		put(w, a->i ? "{\"boolValue\":true" : "{\"boolValue\":false");
+		break;
+	case ATTR_STRS:
+		put(w, "{\"arrayValue\":{\"values\":[");
+		json_array_foreach(a->strs, i, e) {
+			put(w, i ? ",{\"stringValue\":" : "{\"stringValue\":");
+			if (!w->st)
+				w->st = jv_dump(e, w->b);
+			put(w, "}");
+		}
+		put(w, "]}");
+		break;
 	}
-	json_object_set_new(o, "traceId", json_string(t->trace_id));
-	json_object_set_new(o, "spanId", json_string(s->span_id));
-	if (s->parent_id[0])
-		json_object_set_new(o, "parentSpanId", json_string(s->parent_id));
-	if (t->cfg.tracestate)
-		json_object_set_new(o, "traceState", json_string(t->cfg.tracestate));
+	put(w, "}");
+}
+
+static void put_span(struct enc *w, const struct tracer *t, const struct trace_span *s)
+{
+	put(w, "{\"traceId\":\"");
+	put(w, t->trace_id);
+	put(w, "\",\"spanId\":\"");
+	put(w, s->span_id);
+	if (s->parent_id[0]) {
+		put(w, "\",\"parentSpanId\":\"");
+		put(w, s->parent_id);
+	}
+	put(w, "\"");
+	if (t->cfg.tracestate) {
+		put(w, ",\"traceState\":");
+		put_str(w, t->cfg.tracestate);
+	}
 	/* W3C flags, and "is remote" known (0x100), set (0x200) when the
 	 * parent came from TRACEPARENT. */
-	json_object_set_new(o, "flags", json_integer((t->flags & 0xff) | 0x100 |
-	                                             (s->remote_parent ? 0x200 : 0)));
-	json_object_set_new(o, "name", json_string(s->name));
-	json_object_set_new(o, "kind", json_integer(s->kind));
-	json_object_set_new(o, "startTimeUnixNano", nanos(s->start_ns));
-	json_object_set_new(o, "endTimeUnixNano", nanos(s->end_ns));
-	json_object_set(o, "attributes", s->attrs);
-	json_object_set_new(o, "droppedAttributesCount", json_integer(0));
-	json_object_set_new(o, "events", json_array());
-	json_object_set_new(o, "droppedEventsCount", json_integer(0));
-	json_object_set_new(o, "links", json_array());
-	json_object_set_new(o, "droppedLinksCount", json_integer(0));
-	json_object_set_new(st, "code", json_integer(s->code));
-	if (s->msg)
-		json_object_set_new(st, "message", json_string(s->msg));
-	json_object_set_new(o, "status", st);
-	return o;
+	put(w, ",\"flags\":");
+	put_int(w, (t->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0));
+	put(w, ",\"name\":");
+	put_str(w, s->name);
+	put(w, ",\"kind\":");
+	put_int(w, s->kind);
+	put(w, ",\"startTimeUnixNano\":");
+	put_int_str(w, s->start_ns);
+	put(w, ",\"endTimeUnixNano\":");
+	put_int_str(w, s->end_ns);
+	put(w, ",\"attributes\":[");
+	for (const struct attr *a = s->attrs; a; a = a->next) {
+		put(w, a == s->attrs ? "{\"key\":" : ",{\"key\":");
+		put_str(w, a->key);
+		put(w, ",\"value\":");
+		put_any(w, a);
+		put(w, "}");
+	}
+	put(w, "],\"droppedAttributesCount\":0,\"events\":[],\"droppedEventsCount\":0,"
+	       "\"links\":[],\"droppedLinksCount\":0,\"status\":{\"code\":");
+	put_int(w, s->code);
+	if (s->msg) {
+		put(w, ",\"message\":");
+		put_str(w, s->msg);
+	}
+	put(w, "}}");
 }
 
-/* The request for the ended spans, oldest first; NULL without memory or
- * when none has ended (*n says how many went in). */
-static json_t *request(const struct tracer *t, size_t *n)
+/* The ExportTraceServiceRequest for the ended spans, oldest first, into
+ * b; *n says how many went in (0: b is untouched). */
+static enum core_status request(const struct tracer *t, struct core_buf *b, size_t *n)
 {
-	json_t *spans = json_array();
+	struct enc w = { b, CORE_OK };
 	*n = 0;
-	if (!spans)
-		return NULL;
 	for (const struct trace_span *s = t->spans; s; s = s->next) {
 		if (!s->ended)
 			continue;
-		json_t *j = span_json(t, s);
-		if (!j || json_array_insert_new(spans, 0, j)) {
-			json_decref(spans);
-			return NULL;
+		if (!(*n)++) {
+			/* Room for a run's spans at once (about 1 KB each). */
+			if (!w.st)
+				w.st = core_buf_grow(b, 8192);
+			put(&w, "{\"resourceSpans\":[{\"resource\":{\"attributes\":");
+			put(&w, t->resource);
+			put(&w, "},\"scopeSpans\":[{\"scope\":{\"name\":\"agentkit\",\"version\":");
+			put_str(&w, AGENTKIT_VERSION);
+			put(&w, "},\"spans\":[");
+		} else {
+			put(&w, ",");
 		}
-		(*n)++;
+		put_span(&w, t, s);
 	}
-	if (!*n) {
-		json_decref(spans);
-		return NULL;
-	}
-	return json_pack("{s:[{s:{s:O}, s:[{s:{s:s, s:s}, s:o}]}]}",
-	                 "resourceSpans", "resource", "attributes", t->cfg.resource,
-	                 "scopeSpans", "scope", "name", "agentkit", "version", AGENTKIT_VERSION,
-	                 "spans", spans);
+	if (*n)
+		put(&w, "]}]}]}");
+	return w.st;
 }
 
 /* ---- Genkit's telemetry-server format (go/core/tracing/store.go) ---- */
 
-/* An OTLP AnyValue as the plain JSON value Genkit's attributes hold. */
-static json_t *plain(const json_t *any)
+/* An attribute's value as the plain JSON value Genkit's attributes hold. */
+static json_t *plain(const struct attr *a)
 {
-	const json_t *v;
-	if ((v = json_object_get(any, "stringValue")))
-		return json_copy((json_t *)v);
-	if ((v = json_object_get(any, "boolValue")))
-		return json_copy((json_t *)v);
-	if ((v = json_object_get(any, "intValue")))
-		return json_integer(strtoll(json_string_value(v), NULL, 10));
-	json_t *arr = json_array(), *e;
-	size_t i;
-	json_array_foreach(json_object_get(json_object_get(any, "arrayValue"), "values"), i, e)
-		json_array_append_new(arr, plain(e));
-	return arr;
+	switch (a->type) {
+	case ATTR_STR: return json_string(a->s);
+	case ATTR_INT: return json_integer(a->i);
+	case ATTR_BOOL: return json_boolean(a->i);
+	case ATTR_STRS: return json_copy(a->strs);
+	}
+	return NULL;
 }
 
 static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
 {
 	static const char *const kinds[] = { "UNSPECIFIED", "INTERNAL", "SERVER", "CLIENT" };
-	json_t *attrs = json_object(), *kv;
-	size_t i;
-	json_array_foreach(s->attrs, i, kv)
-		json_object_set_new(attrs, json_string_value(json_object_get(kv, "key")),
-		                    plain(json_object_get(kv, "value")));
+	json_t *attrs = json_object();
+	for (const struct attr *a = s->attrs; a; a = a->next)
+		json_object_set_new(attrs, a->key, plain(a));
 	json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:o, s:s, s:s, s:{s:s, s:s}, s:{s:b}, "
 	                      "s:{s:i}, s:{s:[]}}",
 	                      "spanId", s->span_id, "traceId", t->trace_id,
@@ -396,7 +570,7 @@ static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
 static json_t *genkit_request(const struct tracer *t)
 {
 	json_t *spans = json_object(), *o;
-	int any = 0;
+	int any = 0, named = 0;
 	if (!spans || !(o = json_pack("{s:s}", "traceId", t->trace_id))) {
 		json_decref(spans);
 		return NULL;
@@ -406,10 +580,11 @@ static json_t *genkit_request(const struct tracer *t)
 			continue;
 		json_object_set_new(spans, s->span_id, genkit_span(t, s));
 		any = 1;
-		if (!s->parent_id[0] || s->remote_parent) {
+		if (!named && (!s->parent_id[0] || s->remote_parent)) {
 			json_object_set_new(o, "displayName", json_string(s->name));
 			json_object_set_new(o, "startTime", json_real(s->start_ns / 1e6));
 			json_object_set_new(o, "endTime", json_real(s->end_ns / 1e6));
+			named = 1;
 		}
 	}
 	json_object_set_new(o, "spans", spans);
@@ -422,10 +597,16 @@ static json_t *genkit_request(const struct tracer *t)
 
 json_t *trace_request_peek(int genkit)
 {
-	size_t n;
+	size_t n = 0;
+	json_t *r = NULL;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	pthread_mutex_lock(&mu);
-	json_t *r = !mine() ? NULL : genkit ? genkit_request(T) : request(T, &n);
+	if (mine() && genkit)
+		r = genkit_request(T);
+	else if (mine() && !request(T, &b, &n) && n)
+		r = json_loadb(b.p, b.len, 0, NULL);
 	pthread_mutex_unlock(&mu);
+	core_buf_release(&b);
 	return r;
 }
 
@@ -436,14 +617,12 @@ static void drop_ended(struct tracer *t, int all)
 		struct trace_span *s = *pp;
 		if (all || s->ended) {
 			*pp = s->next;
-			free(s->name);
-			free(s->msg);
-			json_decref(s->attrs);
-			free(s);
+			free_span(s);
 		} else {
 			pp = &s->next;
 		}
 	}
+	t->tail = pp;
 }
 
 /* ---- exporters ---- */
@@ -555,46 +734,49 @@ static void failed(struct tracer *t, const char *url, enum core_status st, int *
 	*e = fe;
 }
 
-/* Encode and send one request to one destination. */
-static enum core_status send_to(struct tracer *t, json_t *req, const char *url, int otlp,
-                                struct core_err *e)
+/* Send one encoded request to one destination (url NULL: the console). */
+static enum core_status send_to(struct tracer *t, struct core_buf *body, const char *url,
+                                int otlp, struct core_err *e)
 {
-	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st = jv_dump(req, &body);
-	if (st)
-		core_fail(e, st, "out of memory");
-	else if (url)
-		st = post(t, url, otlp, &body, e);
-	else
-		st = write_line(t, &body, e);
-	core_buf_release(&body);
-	return st;
+	return url ? post(t, url, otlp, body, e) : write_line(t, body, e);
 }
 
 enum core_status trace_flush(struct core_err *e)
 {
 	enum core_status st = CORE_OK, gst = CORE_OK;
+	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf gbody = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
 	size_t n = 0;
 	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed;
 	int genkit = t && t->cfg.genkit_url && !t->genkit_failed;
-	json_t *req = primary ? request(t, &n) : NULL;
-	json_t *greq = genkit ? genkit_request(t) : NULL;
-	if (t)
-		drop_ended(t, 0);
 	const char *url = t && t->cfg.exporter == TRACE_OTLP ? t->cfg.url : NULL;
-	if (req && (st = send_to(t, req, url, 1, e)))
+	if (primary && (st = request(t, &body, &n)))
+		core_fail(e, st, "out of memory");
+	else if (n)
+		st = send_to(t, &body, url, 1, e);
+	if (st)
 		failed(t, url, st, &t->failed, e);
+	/* Genkit's format is built as a tree: it is only for a developer's
+	 * telemetry server, never on a fleet's path. */
+	json_t *greq = genkit ? genkit_request(t) : NULL;
 	struct core_err ge = { 0 };
-	if (greq && (gst = send_to(t, greq, t->cfg.genkit_url, 0, &ge))) {
+	if (greq && (gst = jv_dump(greq, &gbody)))
+		core_fail(&ge, gst, "out of memory");
+	else if (greq)
+		gst = send_to(t, &gbody, t->cfg.genkit_url, 0, &ge);
+	json_decref(greq);
+	if (gst) {
 		failed(t, t->cfg.genkit_url, gst, &t->genkit_failed, &ge);
 		if (!st)
 			*e = ge;
 	}
-	json_decref(req);
-	json_decref(greq);
+	if (t)
+		drop_ended(t, 0);
 	pthread_mutex_unlock(&mu);
+	core_buf_release(&body);
+	core_buf_release(&gbody);
 	return st ? st : gst;
 }
 
@@ -612,6 +794,7 @@ enum core_status trace_finish(struct core_err *e)
 		}
 		drop_ended(t, 1);
 		trace_config_release(&t->cfg);
+		free(t->resource);
 		free(t);
 		T = NULL;
 	}

@@ -13,8 +13,10 @@
 #include "buf.h"
 #include "json.h"
 #include "trace.h"
-#include "trace_int.h"
 #include "util.h"
+
+#define DEFAULT_ENDPOINT "http://localhost:4318/v1/traces"
+#define DEFAULT_TIMEOUT_MS 10000
 
 /* ---- configuration ---- */
 
@@ -131,6 +133,24 @@ static int add_header(void *ctx, const char *k, const char *v)
 	return 0;
 }
 
+/* Set key in an OTLP KeyValue array (replacing), consuming kv (NULL: a
+ * failed allocation, nothing set). */
+static void kv_set(json_t *arr, json_t *kv)
+{
+	const char *k = json_string_value(json_object_get(kv, "key"));
+	size_t i;
+	json_t *e;
+	if (!kv)
+		return;
+	json_array_foreach(arr, i, e) {
+		if (!strcmp(json_string_value(json_object_get(e, "key")), k)) {
+			json_array_set_new(arr, i, kv);
+			return;
+		}
+	}
+	json_array_append_new(arr, kv);
+}
+
 static json_t *kv_str(const char *k, const char *v)
 {
 	return json_pack("{s:s, s:{s:s}}", "key", k, "value", "stringValue", v);
@@ -138,7 +158,7 @@ static json_t *kv_str(const char *k, const char *v)
 
 static int add_resource(void *ctx, const char *k, const char *v)
 {
-	trace_kv_set(ctx, kv_str(k, v));
+	kv_set(ctx, kv_str(k, v));
 	return 0;
 }
 
@@ -289,11 +309,11 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	json_array_foreach(c->resource, i, kv)
 		has_name |= !strcmp(json_string_value(json_object_get(kv, "key")), "service.name");
 	if (env("OTEL_SERVICE_NAME") || !has_name)
-		trace_kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
+		kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
 		                            ? env("OTEL_SERVICE_NAME") : default_service));
-	trace_kv_set(c->resource, kv_str("service.version", version));
-	trace_kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
-	trace_kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
+	kv_set(c->resource, kv_str("service.version", version));
+	kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
+	kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
 	const char *tp = env("TRACEPARENT");
 	char tid[33], sid[17];
 	unsigned fl;
