@@ -48,9 +48,10 @@ attr() {
 	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson -m one -m two
 	[ "$stderr" = "" ]
 	[ "$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')" = "$plain" ]
-	# One request per turn end, one at exit.
-	[ "$(wc -l <t.ndjson)" -eq 3 ]
-	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo runTurn-2 generate echo inline " ]
+	# Turn 1's spans go out as turn 2 begins; turn 2's with the root's at exit.
+	[ "$(wc -l <t.ndjson)" -eq 2 ]
+	[ "$(head -n 1 t.ndjson | spans /dev/stdin | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo " ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline runTurn-2 generate echo " ]
 	[ "$(attr t.ndjson inline genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}"}' ]
 	[ "$(attr t.ndjson inline genkit:type)" = '{"stringValue":"action"}' ]
 	[ "$(attr t.ndjson inline genkit:metadata:subtype)" = '{"stringValue":"agent"}' ]
@@ -68,6 +69,27 @@ attr() {
 	[ "$(attr t.ndjson echo gen_ai.response.finish_reasons | tail -n 1)" = '{"arrayValue":{"values":[{"stringValue":"stop"}]}}' ]
 }
 
+@test "a turn's spans are exported while the run waits for the next input" {
+	mkfifo in
+	agent-run --model echo --system hi --trace-file t.ndjson <in >out 2>err 3>&- &
+	pid=$!
+	exec 4>in
+	printf '%s\n' '{"message":{"role":"user","content":[{"text":"one"}]}}' >&4
+	for _ in $(seq 1 200); do
+		[ -s t.ndjson ] && break
+		sleep 0.05
+	done
+	# Turn 1 is out, the root span (still open) is not.
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo " ]
+	printf '%s\n' '{"message":{"role":"user","content":[{"text":"two"}]}}' >&4
+	exec 4>&-
+	wait "$pid"
+	[ "$(wc -l <t.ndjson)" -eq 2 ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline runTurn-2 generate echo " ]
+	[ "$(jq -r 'select(.turnEnd) | .turnEnd.snapshotId' out | wc -l)" -eq 2 ]
+	[ ! -s err ]
+}
+
 @test "hex IDs, nanosecond strings, integer enums, one trace and its parent links" {
 	run -0 --separate-stderr agent-run --model echo --system hi --trace-file t.ndjson -m one
 	spans t.ndjson >all
@@ -83,7 +105,7 @@ attr() {
 	[ "$(par generate)" = "$(id runTurn-1)" ]
 	[ "$(par echo)" = "$(id generate)" ]
 	# The model call is a CLIENT span (3); the rest INTERNAL (1); all unset (0).
-	[ "$(jq -c '[.name, .kind, .status.code, .flags]' all | tr -d '\n')" = '["runTurn-1",1,0,257]["generate",1,0,257]["echo",3,0,257]["inline",1,0,257]' ]
+	[ "$(jq -c '[.name, .kind, .status.code, .flags]' all | tr -d '\n')" = '["inline",1,0,257]["runTurn-1",1,0,257]["generate",1,0,257]["echo",3,0,257]' ]
 	r=$(jq -c '.resourceSpans[0].resource.attributes | from_entries' t.ndjson 2>/dev/null || true)
 	[ "$(head -n 1 t.ndjson | jq -c '[.resourceSpans[0].resource.attributes[] | {(.key): .value.stringValue}] | add | {"service.name", "service.version"}')" = '{"service.name":"agent-run","service.version":"0.1.0"}' ]
 	[ "$(head -n 1 t.ndjson | jq -c '.resourceSpans[0].scopeSpans[0].scope')" = '{"name":"agentkit","version":"0.1.0"}' ]
@@ -157,10 +179,11 @@ attr() {
 		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "" ]
 	[ "$(jq -r .path "$LOG" | sort -u)" = /base/v1/traces ]
-	[ "$(wc -l <"$LOG")" -eq 2 ]
+	# A run of one turn is one request.
+	[ "$(wc -l <"$LOG")" -eq 1 ]
 	[ "$(head -n 1 "$LOG" | jq -c '.headers | {authorization, "x-team", "content-type"}')" = '{"authorization":"Bearer t","x-team":"b","content-type":"application/json"}' ]
 	[ "$(head -n 1 "$LOG" | jq -c '[.body.resourceSpans[0].resource.attributes[] | {(.key): .value.stringValue}] | add | {"service.name", "deployment.environment"}')" = '{"service.name":"nightly","deployment.environment":"ci"}' ]
-	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline " ]
+	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
 }
 
 @test "otlp: OTEL_EXPORTER_OTLP_TRACES_ENDPOINT as given; AGENTKIT_TRACE=1; OTEL_SDK_DISABLED=true wins" {
@@ -187,7 +210,7 @@ attr() {
 	recv_start "503:1,200"
 	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "" ]
-	[ "$(wc -l <"$LOG")" -eq 3 ]
+	[ "$(wc -l <"$LOG")" -eq 2 ]
 	[ "$(sed -n 1p "$LOG" | jq -c .body)" = "$(sed -n 2p "$LOG" | jq -c .body)" ]
 	kill "$RECV_PID"
 	rm -f "$BATS_TEST_TMPDIR/port"
@@ -226,8 +249,8 @@ attr() {
 
 @test "console to stderr; grpc and unknown exporters turn tracing off with one note" {
 	OTEL_TRACES_EXPORTER=console run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
-	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 2 ]
-	[ "$(printf '%s\n' "$stderr" | jq -r '.resourceSpans[].scopeSpans[].spans[].name' | tr '\n' ' ')" = "runTurn-1 generate echo inline " ]
+	[ "$(printf '%s\n' "$stderr" | wc -l)" -eq 1 ]
+	[ "$(printf '%s\n' "$stderr" | jq -r '.resourceSpans[].scopeSpans[].spans[].name' | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
 	[[ $output != *resourceSpans* ]]
 	OTEL_EXPORTER_OTLP_PROTOCOL=grpc run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported (agentkit sends http/json)" ]
@@ -303,7 +326,7 @@ attr() {
 @test "--trace-names semconv: invoke_agent, chat and execute_tool names; Genkit's names stay in attributes" {
 	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' '{"text":"done"}' >model.ndjson
 	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-names semconv -m hi
-	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|invoke_agent inline|" ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "invoke_agent inline|runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|" ]
 	[ "$(attr t.ndjson 'invoke_agent inline' genkit:name)" = '{"stringValue":"inline"}' ]
 	[ "$(attr t.ndjson 'execute_tool greet' gen_ai.operation.name)" = '{"stringValue":"execute_tool"}' ]
 	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
@@ -313,14 +336,16 @@ attr() {
 @test "GENKIT_TELEMETRY_SERVER: each flush also posted to URL/api/traces in Genkit's trace format" {
 	recv_start
 	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT/" OTEL_TRACES_EXPORTER=none \
-		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
 	[ "$stderr" = "" ]
 	[ "$(jq -r .path "$LOG" | sort -u)" = /api/traces ]
 	[ "$(wc -l <"$LOG")" -eq 2 ]
+	# The last post has the root span: the trace is named after it.
 	last=$(tail -n 1 "$LOG" | jq -c .body)
 	root=$(jq -r '.spans[] | select(.displayName == "inline") | .spanId' <<<"$last")
-	[ "$(jq -c '[.displayName, (.traceId | test("^[0-9a-f]{32}$")), (.startTime | type), (.spans | keys)]' <<<"$last")" = "[\"inline\",true,\"number\",[\"$root\"]]" ]
+	[ "$(jq -c '[.displayName, (.traceId | test("^[0-9a-f]{32}$")), (.startTime | type), ([.spans[] | .displayName] | sort)]' <<<"$last")" = '["inline",true,"number",["echo","generate","inline","runTurn-2"]]' ]
 	[ "$(jq -c --arg r "$root" '.spans[$r] | [.spanKind, .attributes["genkit:type"], .attributes["genkit:isRoot"], .status, .sameProcessAsParentSpan, .instrumentationLibrary.name]' <<<"$last")" = '["INTERNAL","action",true,{"code":0},{"value":true},"agentkit"]' ]
+	# The first, turn 1's, has no root span and so no trace name.
 	first=$(head -n 1 "$LOG" | jq -c .body)
 	[ "$(jq -c '[has("displayName"), ([.spans[] | .displayName] | sort)]' <<<"$first")" = '[false,["echo","generate","runTurn-1"]]' ]
 	[ "$(jq -r '.spans[] | select(.displayName == "echo") | .spanKind' <<<"$first")" = CLIENT ]
@@ -328,7 +353,7 @@ attr() {
 	# Both destinations at once; the OTLP headers are not sent to Genkit's server.
 	: >"$LOG"
 	GENKIT_TELEMETRY_SERVER="http://127.0.0.1:$PORT" OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
-	OTEL_EXPORTER_OTLP_HEADERS='authorization=secret' run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	OTEL_EXPORTER_OTLP_HEADERS='authorization=secret' run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
 	[ "$(jq -r .path "$LOG" | sort | uniq -c | awk '{print $1, $2}' | tr '\n' ' ')" = "2 /api/traces 2 /v1/traces " ]
 	[ "$(jq -r 'select(.path == "/api/traces") | .headers.authorization // "none"' "$LOG" | sort -u)" = none ]
 }

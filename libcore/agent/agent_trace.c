@@ -28,6 +28,7 @@ static struct {
 	char session[256];
 	long turns;
 	int failure_marked;     /* a span of this turn is the failure's source */
+	int unsent;             /* a turn ended since the last export */
 	int content, semconv;   /* agent_trace_options() */
 	size_t content_max;
 } A;
@@ -61,6 +62,21 @@ static void content_attr(struct trace_span *s, const char *key, const json_t *v)
 		trace_attr_str(s, key, b.p);
 	}
 	core_buf_release(&b);
+}
+
+/* Export the ended spans; a failure is remembered by the recorder and
+ * reported at exit. */
+static void flush(void)
+{
+	struct core_err e = { 0 };
+	A.unsent = 0;
+	trace_flush(&e);
+}
+
+void agent_trace_idle(void)
+{
+	if (A.unsent)
+		flush();
 }
 
 static void path_of(char *out, const char *parent, const char *name, const char *type,
@@ -145,6 +161,7 @@ void agent_trace_worker(void)
 		return;
 	memset(&A.turn, 0, sizeof A.turn);
 	memset(&A.gen, 0, sizeof A.gen);
+	A.unsent = 0;           /* the launcher's to export */
 	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
 	semconv_name(A.root.s, "invoke_agent", A.agent);
 	trace_attr_bool(A.root.s, "genkit:isRoot", 1);
@@ -177,8 +194,7 @@ void agent_trace_detach_here(void)
 	char sid[sizeof A.session];
 	memcpy(sid, A.session, sizeof sid);
 	agent_trace_session(sid[0] ? sid : NULL);
-	struct core_err e = { 0 };
-	trace_flush(&e);
+	flush();
 }
 
 void agent_trace_session(const char *session_id)
@@ -215,6 +231,7 @@ void agent_trace_turn_begin(void)
 {
 	if (!A.root.s)
 		return;
+	agent_trace_idle();
 	char name[32];
 	snprintf(name, sizeof name, "runTurn-%ld", ++A.turns);
 	A.failure_marked = 0;
@@ -238,9 +255,7 @@ void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const ch
 		trace_attr_str(A.turn.s, "genkit:metadata:agent:snapshotId", snapshot_id);
 	close_span(A.turn.s, st, msg);
 	A.turn.s = NULL;
-	/* A failure is remembered by the recorder and reported at exit. */
-	struct core_err e = { 0 };
-	trace_flush(&e);
+	A.unsent = 1;
 }
 
 void agent_trace_generate_begin(void)

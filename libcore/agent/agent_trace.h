@@ -81,12 +81,20 @@ void agent_trace_session(const char *session_id);
  */
 void agent_trace_end(enum core_status st, const json_t *output);
 
-/* A turn: begin before it runs; end with the row it wrote (NULL: none),
+/*
+ * A turn: begin before it runs; end with the row it wrote (NULL: none),
  * its status and message, and the session state (borrowed; content only,
- * on success); the end flushes the ended spans. */
+ * on success).  A turn's spans are exported when the process next does
+ * something else: begins another turn (then at once), waits for input
+ * (agent_trace_idle()) or exits (trace_finish()).  So a collector sees
+ * each turn while a conversation goes on, and a run of one turn sends one
+ * request, not one for the turn and another for the root span.
+ */
 void agent_trace_turn_begin(void);
 void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
                           const json_t *state);
+/* The process is about to wait for input: export the turns that ended. */
+void agent_trace_idle(void);
 
 /* The "generate" span around a prompt-backed turn's model loop. */
 void agent_trace_generate_begin(void);

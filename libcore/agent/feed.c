@@ -4,6 +4,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 
+#include "agent_trace.h"
 #include "detach.h"
 #include "feed.h"
 #include "intake.h"
@@ -187,6 +188,7 @@ static void run_lines(struct feed *f, struct core_lines *lr)
 	char *line;
 	size_t len;
 	for (;;) {
+		agent_trace_idle();     /* the next line may be long in coming */
 		if ((st = core_lines_next(lr, &line, &len, &e))) {
 			rt_fail(d->rt, st == CORE_ESYS ? CORE_ESYS : CORE_EINVAL, e.msg);
 			break;
@@ -282,6 +284,8 @@ void feed_intake(struct feed *f)
 	for (;;) {
 		json_t *next;
 		struct core_err err = { 0 };
+		if (intake_idle(f->intake))
+			agent_trace_idle();     /* the wait may be long */
 		enum intake_next got = intake_take(f->intake, f->stop, &next, &err);
 		if (got == INTAKE_DETACH) {
 			feed_detach(f, 0);

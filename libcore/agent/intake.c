@@ -417,6 +417,16 @@ static void intake_wait(struct intake *in, const sigset_t *mask)
 			;
 }
 
+int intake_idle(struct intake *in)
+{
+	if (!in->threaded)
+		return 0;
+	pthread_mutex_lock(&in->mu);
+	int idle = in->head >= in->n && !in->done && !atomic_load(&in->detach);
+	pthread_mutex_unlock(&in->mu);
+	return idle;
+}
+
 enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *stop,
                              json_t **next, struct core_err *err)
 {

@@ -165,6 +165,10 @@ enum intake_next {
 enum intake_next intake_take(struct intake *in, const volatile sig_atomic_t *stop,
                              json_t **next, struct core_err *err);
 
+/* Whether intake_take() would wait now: a reader thread, nothing queued,
+ * no end and no detach yet.  (Without a reader the input is all there.) */
+int intake_idle(struct intake *in);
+
 /* Whether a detach line has been read (any thread, no lock). */
 int intake_detach_read(struct intake *in);
 
