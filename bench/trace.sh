@@ -2,20 +2,26 @@
 # trace.sh - what tracing costs a whole agent-run process (issue 18's
 # measure: at most 10% over an untraced echo turn).
 #
-#   bench/trace.sh [BUILD]      (default build; about half a minute)
+#   bench/trace.sh [BUILD]      (default build; about a minute)
 #
 # Prints "name value unit" lines, each the mean of 200 runs of a one-turn
 # echo agent with --no-store, on tmpfs when /dev/shm is there:
 #   untraced          no tracing
-#   console           --trace-file to a file (two OTLP JSON lines a run)
+#   console           --trace-file to a file (one OTLP JSON line a run)
 #   otlp              --trace to a loopback receiver (scripts/otlp-receiver,
-#                     two POSTs a run)
+#                     one POST a run)
+#   otlp_refused      --trace to a port that refuses the connection: the
+#                     cost of loading libcurl (an echo run never needs it
+#                     otherwise) with no receiver's time in it
 #   *_overhead        the traced runs' cost over the untraced one, in %
 #   provider, provider_otlp
 #                     the same turn with an OpenAI-dialect model served by
 #                     scripts/mock-model on loopback, untraced and --trace
 #                     (otlp): libcurl is loaded either way, so this is the
-#                     cost of the spans and the POSTs alone
+#                     cost of the spans and the POST alone
+#   *_instructions    with valgrind: instructions of one run (callgrind),
+#                     untraced and console, the figure a busy machine does
+#                     not move
 # hyperfine (-N, warmed up) when installed, else a shell loop.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -58,6 +64,7 @@ mean_us() {
 
 plain=$(mean_us "$ar")
 console=$(mean_us "$ar --trace-file $work/t.ndjson")
+refused=$(OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 mean_us "$ar --trace")
 export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port"
 otlp=$(mean_us "$ar --trace")
 export OPENAI_BASE_URL="http://127.0.0.1:$mport/v1" OPENAI_API_KEY=sk-bench
@@ -68,8 +75,22 @@ pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a - b) * 100 / b }'; }
 echo "untraced $plain us"
 echo "console $console us"
 echo "otlp $otlp us"
+echo "otlp_refused $refused us"
 echo "console_overhead $(pct "$console" "$plain") %"
 echo "otlp_overhead $(pct "$otlp" "$plain") %"
+echo "otlp_refused_overhead $(pct "$refused" "$plain") %"
 echo "provider $provider us"
 echo "provider_otlp $provider_otlp us"
 echo "provider_otlp_overhead $(pct "$provider_otlp" "$provider") %"
+if command -v valgrind >/dev/null; then
+	refs() {
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
+			awk '/refs:/ { gsub(",", "", $NF); print $NF }'
+	}
+	unset OTEL_EXPORTER_OTLP_ENDPOINT
+	i_plain=$(refs $ar)
+	i_console=$(refs $ar --trace-file "$work/t.ndjson")
+	echo "untraced_instructions $i_plain instructions"
+	echo "console_instructions $i_console instructions"
+	echo "console_instructions_overhead $(pct "$i_console" "$i_plain") %"
+fi

@@ -74,7 +74,64 @@ struct tracer {
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct tracer *T;
 
-/* ---- IDs ---- */
+/* ---- the process ---- */
+
+/*
+ * The recorder checks on every hook that it is in the process that owns
+ * it, and every span needs random bytes: getpid() and getrandom() are
+ * system calls each time, so the pid is kept and random bytes are drawn
+ * a pool at a time.  A fork() clears both (forked()): a detached worker
+ * must neither pass for its launcher nor reuse its launcher's bytes,
+ * which would repeat its span IDs.  Both are used under the mutex, or
+ * before the recorder is installed.
+ */
+static pid_t self;
+static unsigned char pool[64];
+static size_t pool_left;
+
+static void forked(void)
+{
+	self = 0;
+	pool_left = 0;
+}
+
+static void at_fork(void)
+{
+	pthread_atfork(NULL, NULL, forked);
+}
+
+static pid_t self_pid(void)
+{
+	if (!self)
+		self = getpid();
+	return self;
+}
+
+/* n (<= sizeof pool) random bytes into b. */
+static void random_bytes(unsigned char *b, size_t n)
+{
+	if (pool_left < n) {
+		size_t got = 0;
+		while (got < sizeof pool) {
+			ssize_t r = getrandom(pool + got, sizeof pool - got, 0);
+			if (r < 0 && errno == EINTR)
+				continue;
+			if (r <= 0) {
+				/* No entropy source: the clock and the pid, still
+				 * unique enough to keep spans apart. */
+				uint64_t x = (uint64_t)core_now_ns() ^ ((uint64_t)getpid() << 32);
+				for (; got < sizeof pool;
+				     got++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
+					pool[got] = (unsigned char)(x >> 56);
+				break;
+			}
+			got += (size_t)r;
+		}
+		pool_left = sizeof pool;
+	}
+	memcpy(b, pool + sizeof pool - pool_left, n);
+	pool_left -= n;
+}
 
 /* n random bytes as 2n lowercase hex digits, never all zero. */
 static void random_hex(char *out, size_t n)
@@ -83,21 +140,7 @@ static void random_hex(char *out, size_t n)
 	static const char hx[] = "0123456789abcdef";
 	int zero = 1;
 	while (zero) {
-		size_t got = 0;
-		while (got < n) {
-			ssize_t r = getrandom(b + got, n - got, 0);
-			if (r < 0 && errno == EINTR)
-				continue;
-			if (r <= 0) {
-				/* No entropy source: the clock and the pid, still
-				 * unique enough to keep spans apart. */
-				uint64_t x = (uint64_t)core_now_ns() ^ ((uint64_t)getpid() << 32);
-				for (; got < n; got++, x = x * 6364136223846793005ULL + 1442695040888963407ULL)
-					b[got] = (unsigned char)(x >> 56);
-				break;
-			}
-			got += (size_t)r;
-		}
+		random_bytes(b, n);
 		for (size_t i = 0; i < n; i++)
 			zero &= !b[i];
 	}
@@ -187,7 +230,9 @@ enum core_status trace_init(struct trace_config *c)
 	t->cfg = *c;
 	memset(c, 0, sizeof *c);
 	t->resource = res.p;
-	t->owner = getpid();
+	static pthread_once_t once = PTHREAD_ONCE_INIT;
+	pthread_once(&once, at_fork);
+	t->owner = self_pid();
 	t->flags = 1;
 	t->tail = &t->spans;
 	if (t->cfg.parent[0])
@@ -203,7 +248,7 @@ enum core_status trace_init(struct trace_config *c)
 /* Under the mutex: the recorder, when this process records. */
 static struct tracer *mine(void)
 {
-	return T && T->owner == getpid() ? T : NULL;
+	return T && T->owner == self_pid() ? T : NULL;
 }
 
 int trace_on(void)
@@ -397,11 +442,14 @@ struct enc {
 	enum core_status st;
 };
 
-static void put(struct enc *w, const char *lit)
+static void put_n(struct enc *w, const char *p, size_t n)
 {
 	if (!w->st)
-		w->st = core_buf_adds(w->b, lit);
+		w->st = core_buf_add(w->b, p, n);
 }
+
+/* A string literal, its length known at compile time. */
+#define put(w, lit) put_n(w, "" lit, sizeof lit - 1)
 
 static void put_str(struct enc *w, const char *s)
 {
@@ -437,12 +485,17 @@ static void put_any(struct enc *w, const struct attr *a)
 		put_int_str(w, a->i);
 		break;
 	case ATTR_BOOL:
-		put(w, a->i ? "{\"boolValue\":true" : "{\"boolValue\":false");
+		if (a->i)
+			put(w, "{\"boolValue\":true");
+		else
+			put(w, "{\"boolValue\":false");
 		break;
 	case ATTR_STRS:
 		put(w, "{\"arrayValue\":{\"values\":[");
 		json_array_foreach(a->strs, i, e) {
-			put(w, i ? ",{\"stringValue\":" : "{\"stringValue\":");
+			if (i)
+				put(w, ",");
+			put(w, "{\"stringValue\":");
 			if (!w->st)
 				w->st = jv_dump(e, w->b);
 			put(w, "}");
@@ -456,12 +509,12 @@ static void put_any(struct enc *w, const struct attr *a)
 static void put_span(struct enc *w, const struct tracer *t, const struct trace_span *s)
 {
 	put(w, "{\"traceId\":\"");
-	put(w, t->trace_id);
+	put_n(w, t->trace_id, 32);
 	put(w, "\",\"spanId\":\"");
-	put(w, s->span_id);
+	put_n(w, s->span_id, 16);
 	if (s->parent_id[0]) {
 		put(w, "\",\"parentSpanId\":\"");
-		put(w, s->parent_id);
+		put_n(w, s->parent_id, 16);
 	}
 	put(w, "\"");
 	if (t->cfg.tracestate) {
@@ -482,7 +535,9 @@ static void put_span(struct enc *w, const struct tracer *t, const struct trace_s
 	put_int_str(w, s->end_ns);
 	put(w, ",\"attributes\":[");
 	for (const struct attr *a = s->attrs; a; a = a->next) {
-		put(w, a == s->attrs ? "{\"key\":" : ",{\"key\":");
+		if (a != s->attrs)
+			put(w, ",");
+		put(w, "{\"key\":");
 		put_str(w, a->key);
 		put(w, ",\"value\":");
 		put_any(w, a);
@@ -512,7 +567,7 @@ static enum core_status request(const struct tracer *t, struct core_buf *b, size
 			if (!w.st)
 				w.st = core_buf_grow(b, 8192);
 			put(&w, "{\"resourceSpans\":[{\"resource\":{\"attributes\":");
-			put(&w, t->resource);
+			put_n(&w, t->resource, strlen(t->resource));
 			put(&w, "},\"scopeSpans\":[{\"scope\":{\"name\":\"agentkit\",\"version\":");
 			put_str(&w, AGENTKIT_VERSION);
 			put(&w, "},\"spans\":[");
@@ -805,8 +860,8 @@ enum core_status trace_finish(struct core_err *e)
 void trace_adopt(const struct trace_span *parent)
 {
 	pthread_mutex_lock(&mu);
-	if (T && T->owner != getpid()) {
-		T->owner = getpid();
+	if (T && T->owner != self_pid()) {
+		T->owner = self_pid();
 		if (parent)
 			memcpy(T->remote_span, parent->span_id, sizeof T->remote_span);
 		drop_ended(T, 1);       /* parent is among them: copied first */
