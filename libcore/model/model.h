@@ -62,25 +62,33 @@ enum core_status model_last_user_text(const json_t *messages, struct core_buf *o
  * A provider: one entry of registry.c's table, defined in the provider's own
  * file (model_echo.c, provider_openai.c, ...).
  *
- * prefix is the part of a model name before '/'; generate runs one call
- * (name is the part after the '/'); list (may be NULL) fills the
- * provider's --list-models row (see model_list, registry.h) and returns a listing
- * failure.  The rest describes what an HTTP provider reads from the
- * environment, as data that --list-models reports and that keeps the keys
- * from every child process (spawn.h): key_vars, the variables holding its
- * key (the first one set wins; NULL when it needs none; Ollama's is
- * optional), url_vars, the
- * variables naming its endpoint (the first one set wins; NULL for none),
- * and default_url, the endpoint when none is set.  The offline providers
- * leave them NULL.
+ * prefix is the part of a model name before '/'.  A provider sets exactly
+ * one of dialect and generate, the two ways its calls run (name is the
+ * part after the '/'): an HTTP provider names its dialect, the description
+ * of its API that prov_generate() (provider_common.h) runs a call with; a
+ * provider that does not speak HTTP (echo, script) has its own generate.
+ * registry.c runs the dialect when there is one, else generate.  list (may
+ * be NULL) fills the provider's --list-models row (see model_list,
+ * registry.h) and returns a listing failure.  The rest describes what an
+ * HTTP provider reads from the environment, as data that --list-models
+ * reports and that keeps the keys from every child process (spawn.h):
+ * key_vars, the variables holding its key (the first one set wins; NULL
+ * when it needs none; Ollama's is optional), url_vars, the variables
+ * naming its endpoint (the first one set wins; NULL for none), and
+ * default_url, the endpoint when none is set.  The offline providers leave
+ * them NULL.
  */
 /* A variable whose value a provider sends as a header when it is set. */
 struct model_env_header {
 	const char *var, *header;
 };
 
+/* An HTTP API's dialect, defined in provider_common.h. */
+struct prov_dialect;
+
 struct model_provider {
 	const char *prefix;
+	const struct prov_dialect *dialect;
 	enum core_status (*generate)(const char *name, const struct model_request *req,
 	                             const struct model_stream *stream,
 	                             struct model_response *resp, struct core_err *e);

@@ -528,13 +528,6 @@ const struct prov_dialect prov_dialect_anthropic = {
 	.terminator = "message_stop",
 };
 
-static enum core_status anth_generate(const char *name, const struct model_request *req,
-                                      const struct model_stream *stream,
-                                      struct model_response *resp, struct core_err *e)
-{
-	return prov_generate(&prov_dialect_anthropic, name, req, stream, resp, e);
-}
-
 /* GET /v1/models: {"data": [{"id": "claude-...", ...}], "has_more"}. */
 static enum core_status anth_list(const char *key_file, json_t *row, struct core_err *e)
 {
@@ -550,7 +543,7 @@ static enum core_status anth_list(const char *key_file, json_t *row, struct core
 
 const struct model_provider model_anthropic = {
 	.prefix = "anthropic",
-	.generate = anth_generate,
+	.dialect = &prov_dialect_anthropic,
 	.list = anth_list,
 	.key_vars = key_vars,
 	.url_vars = url_vars,

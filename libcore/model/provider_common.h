@@ -230,10 +230,11 @@ struct prov_dialect {
 	const char *terminator;         /* what ends a complete stream, for messages */
 };
 
-/* One generate call of d's provider (model.h's generate): the key from
- * p's variables or the key file, the base URL from p's variables, the
- * headers of p's env_headers that are set; then prov_generate_to().  The
- * message of every failure is prefixed with the provider's name. */
+/* One generate call of d's provider, the one whose dialect is d (model.h;
+ * registry.c runs it): the key from p's variables or the key file, the
+ * base URL from p's variables, the headers of p's env_headers that are
+ * set; then prov_generate_to().  The message of every failure is prefixed
+ * with the provider's name. */
 enum core_status prov_generate(const struct prov_dialect *d, const char *name,
                                const struct model_request *req,
                                const struct model_stream *stream,

@@ -601,13 +601,6 @@ const struct prov_dialect prov_dialect_googleai = {
 	.terminator = "a chunk with a finishReason",
 };
 
-static enum core_status gem_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
-{
-	return prov_generate(&prov_dialect_googleai, name, req, stream, resp, e);
-}
-
 /* GET /v1beta/models: {"models": [{"name": "models/gemini-2.5-flash",
  * "supportedGenerationMethods": [...]}]}; only models that generate. */
 static enum core_status gem_list(const char *key_file, json_t *row, struct core_err *e)
@@ -635,7 +628,7 @@ static enum core_status gem_list(const char *key_file, json_t *row, struct core_
 
 const struct model_provider model_googleai = {
 	.prefix = "googleai",
-	.generate = gem_generate,
+	.dialect = &prov_dialect_googleai,
 	.list = gem_list,
 	.key_vars = key_vars,
 	.url_vars = url_vars,

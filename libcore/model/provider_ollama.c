@@ -352,13 +352,6 @@ const struct prov_dialect prov_dialect_ollama = {
 	.terminator = "a \"done\": true line",
 };
 
-static enum core_status oll_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
-{
-	return prov_generate(&prov_dialect_ollama, name, req, stream, resp, e);
-}
-
 /* GET /api/tags: {"models": [{"name": "llama3.2:latest", ...}]}.  Asked
  * only when OLLAMA_HOST says where a server is: Ollama needs no key. */
 static enum core_status oll_list(const char *key_file, json_t *row, struct core_err *e)
@@ -392,7 +385,7 @@ static enum core_status oll_list(const char *key_file, json_t *row, struct core_
 
 const struct model_provider model_ollama = {
 	.prefix = "ollama",
-	.generate = oll_generate,
+	.dialect = &prov_dialect_ollama,
 	.list = oll_list,
 	.key_vars = key_vars,
 	.url_vars = url_vars,

@@ -535,13 +535,6 @@ const struct prov_dialect prov_dialect_openai = {
 	.terminator = "data: [DONE]",
 };
 
-static enum core_status oai_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
-{
-	return prov_generate(&prov_dialect_openai, name, req, stream, resp, e);
-}
-
 /* GET /models: {"data": [{"id": "gpt-4o", ...}]}. */
 static enum core_status oai_list(const char *key_file, json_t *row, struct core_err *e)
 {
@@ -557,7 +550,7 @@ static enum core_status oai_list(const char *key_file, json_t *row, struct core_
 
 const struct model_provider model_openai = {
 	.prefix = "openai",
-	.generate = oai_generate,
+	.dialect = &prov_dialect_openai,
 	.list = oai_list,
 	.key_vars = prov_openai_key_vars,
 	.url_vars = prov_openai_url_vars,

@@ -495,13 +495,6 @@ const struct prov_dialect prov_dialect_openai_responses = {
 	.terminator = "response.completed",
 };
 
-static enum core_status rsp_generate(const char *name, const struct model_request *req,
-                                     const struct model_stream *stream,
-                                     struct model_response *resp, struct core_err *e)
-{
-	return prov_generate(&prov_dialect_openai_responses, name, req, stream, resp, e);
-}
-
 /* Its models are OpenAI's, listed under openai: only the key and URL. */
 static enum core_status rsp_list(const char *key_file, json_t *row, struct core_err *e)
 {
@@ -519,7 +512,7 @@ static enum core_status rsp_list(const char *key_file, json_t *row, struct core_
 
 const struct model_provider model_openai_responses = {
 	.prefix = WHAT,
-	.generate = rsp_generate,
+	.dialect = &prov_dialect_openai_responses,
 	.list = rsp_list,
 	.key_vars = prov_openai_key_vars,
 	.url_vars = prov_openai_url_vars,

@@ -5,6 +5,7 @@
 
 #include "endpoints.h"
 #include "model.h"
+#include "provider_common.h"
 #include "../base/suggest.h"
 
 /*
@@ -223,6 +224,9 @@ enum core_status model_generate(const char *name, const struct model_request *re
 	enum core_status st;
 	if ((st = load_endpoints(e)))
 		return st;
+	/* A provider has a dialect or its own generate (model.h). */
+	if (p && p->dialect)
+		return prov_generate(p->dialect, slash ? slash + 1 : "", req, stream, resp, e);
 	if (p)
 		return p->generate(slash ? slash + 1 : "", req, stream, resp, e);
 	if (slash && slash[1] && (ep = endpoints_find(name, (size_t)(slash - name))))
