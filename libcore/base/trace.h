@@ -123,7 +123,9 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
                                enum trace_kind kind, int64_t start_ns);
 /* Give s another name (before trace_end()). */
 void trace_rename(struct trace_span *s, const char *name);
-/* Typed attributes; a key set again replaces its value. */
+/* Typed attributes; a key set again replaces its value.  Strings (keys,
+ * values, span names, messages) are kept valid UTF-8: a byte that is not
+ * becomes U+FFFD, so a request is always valid JSON. */
 void trace_attr_str(struct trace_span *s, const char *key, const char *v);
 void trace_attr_int(struct trace_span *s, const char *key, int64_t v);
 void trace_attr_bool(struct trace_span *s, const char *key, int v);

@@ -124,6 +124,7 @@ static void spans(void)
 	trace_attr_bool(kid, "b", 1);
 	json_t *arr = pj("[\"stop\", 3]");
 	trace_attr_strs(kid, "a", arr);
+	trace_attr_str(kid, "u", "a\xff\"b\xc3\xa9");
 	json_decref(arr);
 	char tp[TRACE_PARENT_LEN + 1];
 	report(!trace_traceparent(kid, tp) && !strncmp(tp, "00-0af7651916cd43dd8448eb211c80319c-", 36) &&
@@ -157,8 +158,10 @@ static void spans(void)
 	                          "{\"key\":\"n\",\"value\":{\"intValue\":\"43\"}},"
 	                          "{\"key\":\"b\",\"value\":{\"boolValue\":true}},"
 	                          "{\"key\":\"a\",\"value\":{\"arrayValue\":{\"values\":"
-	                          "[{\"stringValue\":\"stop\"}]}}}]"),
-	       "typed attributes, a key set twice replaced", at);
+	                          "[{\"stringValue\":\"stop\"}]}}},"
+	                          "{\"key\":\"u\",\"value\":{\"stringValue\":"
+	                          "\"a\xef\xbf\xbd\\\"b\xc3\xa9\"}}]"),
+	       "typed attributes, a key set twice replaced, an invalid byte as U+FFFD", at);
 	free(at);
 	json_decref(req);
 	struct core_err e = { 0 };
