@@ -2,7 +2,7 @@
  * one final output line.
  *
  * The command line only: options, the init, the output (NDJSON, text,
- * json) and the stop signals.  Near 1,000 lines as one unit: its option
+ * json) and the stop signals.  Near 1,150 lines as one unit: its option
  * table and help text (~210 lines) open it, as in every cmd/ file, and
  * each phase of main() is one of those four jobs; the rest is libcore's:
  * the eager intake (intake.h), the inputs fed to the turns (feed.h),
