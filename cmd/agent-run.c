@@ -2,12 +2,13 @@
  * one final output line.
  *
  * The command line only: options, the init, the output (NDJSON, text,
- * json) and the stop signals.  Near 1,000 lines as one unit: its option
+ * json) and the stop signals.  Near 1,150 lines as one unit: its option
  * table and help text (~210 lines) open it, as in every cmd/ file, and
  * each phase of main() is one of those four jobs; the rest is libcore's:
  * the eager intake (intake.h), the inputs fed to the turns (feed.h),
- * text rendering (render.h), detached runs (detach.h), the runtime
- * (runtime.h), tracing (agent_trace.h, trace.h). */
+ * text rendering (render.h), detached runs (detach.h), the MCP servers
+ * (mcp_run.h), the runtime (runtime.h), tracing (agent_trace.h,
+ * trace.h). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -29,6 +30,7 @@
 #include "../libcore/base/lines.h"
 #include "../libcore/model/model.h"
 #include "../libcore/agent/mcp.h"
+#include "../libcore/agent/mcp_run.h"
 #include "../libcore/agent/render.h"
 #include "../libcore/agent/runtime.h"
 #include "../libcore/base/spawn.h"
@@ -980,7 +982,7 @@ static enum core_status print_output(struct run *r)
 	return st;
 }
 
-/* ---- MCP servers (docs/mcp.md) ---- */
+/* ---- MCP servers (docs/mcp.md; libcore/agent/mcp_run.h) ---- */
 
 /* A server's stderr line: shown with --verbose, and in a detached worker
  * (its stderr is its log). */
@@ -999,27 +1001,18 @@ static enum core_status new_mcp_set(struct run *r)
 	return CORE_OK;
 }
 
-/* The --mcp-config files, else those of $AGENTKIT_MCP_CONFIG (colon-separated). */
 static enum core_status load_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
-	enum core_status st = CORE_OK;
-	const char *env = getenv("AGENTKIT_MCP_CONFIG");
-	for (size_t i = 0; !st && i < r->opts.nmcp; i++)
-		st = mcp_config_load(&r->mcp, r->opts.mcp_configs[i], &e);
-	for (const char *p = r->opts.nmcp ? NULL : env; !st && p && *p;) {
-		size_t n = strcspn(p, ":");
-		char *file = strndup(p, n);
-		if (!file)
-			return report_oom();
-		if (n)
-			st = mcp_config_load(&r->mcp, file, &e);
-		free(file);
-		p += n + (p[n] == ':');
-	}
+	enum core_status st = mcp_run_load(&r->mcp, r->opts.mcp_configs, r->opts.nmcp, &e);
 	if (st == CORE_EUSAGE)
 		return cli_usage("%s", e.msg);
 	return st ? cli_report(&e) : CORE_OK;
+}
+
+static void mcp_skipped(void *ctx, const struct core_err *e)
+{
+	cli_warn("%s (an optional server: the run goes on without its tools)", e->msg);
 }
 
 /* Start every server and give the agent their tools (before the first
@@ -1027,78 +1020,47 @@ static enum core_status load_mcp(struct run *r)
 static enum core_status start_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
-	enum core_status st;
-	if (r->agent->mcp_servers) {
-		/* Paths in a prompt file are relative to its directory. */
-		char *dir = strdup(r->agent->path);
-		if (!dir)
-			return report_oom();
-		char *slash = strrchr(dir, '/');
-		enum core_status fst = mcp_config_add(&r->mcp, r->agent->mcp_servers, r->agent->path,
-		                                      slash ? (*slash = 0, dir) : ".", &e);
-		free(dir);
-		if (fst)
-			return fst == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
-	}
-	if ((st = mcp_config_manifests(&r->mcp, r->agent->tools, r->agent->tool_dirs, &e)))
-		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
-	if ((st = new_mcp_set(r)))
+	enum core_status st = mcp_run_add_agent(&r->mcp, r->agent, &e);
+	if (!st && (st = new_mcp_set(r)))
 		return st;
-	for (size_t i = 0; i < r->mcp.n; i++) {
-		st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
-		if (st == CORE_EUSAGE)
-			return cli_usage("%s", e.msg);
-		if (st && r->mcp.servers[i].optional)
-			cli_warn("%s (an optional server: the run goes on without its tools)", e.msg);
-		else if (st)
-			return init_failed(&r->o, &e);
-	}
-	tool_set_source(mcp_set_source(r->mcp_set));
-	/* A prompt that lists tools gets only the MCP tools it selects (its
-	 * entries come before the --tool values). */
-	if ((st = mcp_set_select(r->mcp_set, r->agent->tools,
-	                         json_array_size(r->agent->tools) > r->opts.ntools, &e)))
+	if (!st)
+		st = mcp_run_start(r->mcp_set, &r->mcp, mcp_skipped, r, &e);
+	if (st)
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
+	if ((st = mcp_run_tools(r->mcp_set, r->agent, r->opts.ntools, &e)))
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	return CORE_OK;
+}
+
+static enum core_status mcp_list_row(void *ctx, const json_t *row, struct core_err *e)
+{
+	struct run *r = ctx;
+	enum core_status st = write_json(&r->o, row);
+	if (st)
+		*e = r->o.err;
+	return st;
+}
+
+static void mcp_list_failed(void *ctx, const struct core_err *e)
+{
+	cli_report(e);
 }
 
 /* agent-run --mcp-list [NAME]: each server's tools, one line each. */
 static enum core_status list_mcp(struct run *r)
 {
-	const char *only = r->opts.spec.name;
-	enum core_status failed = CORE_OK, st;
 	struct core_err e = { 0 };
-	int found = 0;
+	enum core_status st;
 	if (!r->mcp.n)
 		return cli_usage("--mcp-list needs --mcp-config FILE or $AGENTKIT_MCP_CONFIG");
 	if ((st = new_mcp_set(r)))
 		return st;
-	for (size_t i = 0; i < r->mcp.n; i++) {
-		if (only && strcmp(only, r->mcp.servers[i].name))
-			continue;
-		found = 1;
-		size_t first = mcp_set_count(r->mcp_set);
-		st = mcp_set_start(r->mcp_set, &r->mcp.servers[i], &e);
-		if (st == CORE_EUSAGE)
-			return cli_usage("%s", e.msg);
-		if (st) {
-			cli_report(&e);
-			failed = CORE_FAILED;
-			continue;
-		}
-		for (size_t k = first; k < mcp_set_count(r->mcp_set); k++) {
-			json_t *row = mcp_set_row(r->mcp_set, k);
-			if (!row)
-				return report_oom();
-			st = write_json(&r->o, row);
-			json_decref(row);
-			if (st)
-				return cli_report(&r->o.err);
-		}
-	}
-	if (!found)
-		return cli_usage("no mcp server '%s' is configured", only);
-	return failed;
+	st = mcp_run_list(r->mcp_set, &r->mcp, r->opts.spec.name, mcp_list_row,
+	                  mcp_list_failed, r, &e);
+	if (st == CORE_EUSAGE)
+		return cli_usage("%s", e.msg);
+	/* CORE_FAILED: each failed server is named already. */
+	return st && st != CORE_FAILED ? cli_report(&e) : st;
 }
 
 int main(int argc, char **argv)
