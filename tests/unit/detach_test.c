@@ -49,20 +49,6 @@ static void check_json(const char *name, const json_t *v, const char *want)
 	free(got);
 }
 
-static void check_str(const char *name, const char *got, const char *want)
-{
-	char detail[2048];
-	snprintf(detail, sizeof detail, "got '%s', want '%s'", got ? got : "(null)", want);
-	report(got && !strcmp(got, want), name, detail);
-}
-
-static void check_int(const char *name, long got, long want)
-{
-	char detail[128];
-	snprintf(detail, sizeof detail, "got %ld, want %ld", got, want);
-	report(got == want, name, detail);
-}
-
 static json_t *msg(const char *text)
 {
 	return json_pack("{s:{s:s, s:[{s:s}]}}", "message", "role", "user", "content",

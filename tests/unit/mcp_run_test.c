@@ -22,20 +22,6 @@
 
 static char tmpdir[PATH_MAX];
 
-static void check_str(const char *name, const char *got, const char *want)
-{
-	char detail[2048];
-	snprintf(detail, sizeof detail, "got '%s', want '%s'", got ? got : "(null)", want);
-	report(got && !strcmp(got, want), name, detail);
-}
-
-static void check_int(const char *name, long got, long want)
-{
-	char detail[128];
-	snprintf(detail, sizeof detail, "got %ld, want %ld", got, want);
-	report(got == want, name, detail);
-}
-
 /* tmpdir/NAME holding one server, NAME without ".json"; its path. */
 static const char *write_config(const char *name, char *path, size_t size)
 {

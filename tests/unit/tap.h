@@ -5,6 +5,8 @@
  * tests/unit/NAME.c is its own program (tests/unit.bats runs them).
  *
  *   report(ok, name, detail)    one test; detail (may be NULL) on failure
+ *   check_str(name, got, want)  report() that got (may be NULL) is want
+ *   check_int(name, got, want)  report() that got == want
  *   pj(text)                    jv_parse() of a literal, new reference;
  *                               NULL text gives NULL; a bad one exits 2
  *   tap_end()                   the plan line "1..N"; the exit status
@@ -31,6 +33,20 @@ static void report(int ok, const char *name, const char *detail)
 	printf("not ok %d - %s\n", ntest, name);
 	if (detail)
 		printf("#   %s\n", detail);
+}
+
+static inline void check_str(const char *name, const char *got, const char *want)
+{
+	char detail[2048];
+	snprintf(detail, sizeof detail, "got '%s', want '%s'", got ? got : "(null)", want);
+	report(got && !strcmp(got, want), name, detail);
+}
+
+static inline void check_int(const char *name, long got, long want)
+{
+	char detail[128];
+	snprintf(detail, sizeof detail, "got %ld, want %ld", got, want);
+	report(got == want, name, detail);
 }
 
 static inline json_t *pj(const char *s)
