@@ -42,6 +42,22 @@ attr() {
 		'select(.name == $n) | [.attributes[] | select(.key == $k) | .value][0]'
 }
 
+# A detached run of agent "inline" traced to t.ndjson: wait for both its
+# invocation spans (the worker writes its last line before it finalizes
+# the row), write every span to ./all, check they are one trace and the
+# worker's span a child of the launcher's, and set $launcher and $worker.
+launcher_and_worker() {
+	for _ in $(seq 1 100); do
+		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
+		sleep 0.05
+	done
+	spans t.ndjson >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
+	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
+	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+}
+
 @test "--trace-file: one OTLP request per line, Genkit's spans, stdout as without tracing" {
 	run -0 --separate-stderr agent-run --model echo --system hi -m one -m two
 	plain=$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')
@@ -277,16 +293,7 @@ attr() {
 	[ "$stderr" = "" ]
 	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
 	run -0 --separate-stderr timeout 20 agent-wait "$id"
-	# The worker writes its last line before it finalizes the row; wait for it.
-	for _ in $(seq 1 100); do
-		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
-		sleep 0.05
-	done
-	spans t.ndjson >all
-	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
-	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
-	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
-	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	launcher_and_worker
 	[ "$(jq -r .flags <<<"$worker")" = 769 ]
 	[ "$(jq -c '[.attributes[] | select(.key == "genkit:metadata:agent:detached") | .value]' <<<"$worker")" = '[{"boolValue":true}]' ]
 	[ "$(jq -r 'select(.name | startswith("runTurn")) | .parentSpanId' all | sort -u)" = "$(jq -r .spanId <<<"$worker")" ]
@@ -366,15 +373,7 @@ attr() {
 		printf '%s\n' '{"detach":true,"message":{"content":[{"text":"two"}]}}')
 	id=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.snapshotId)
 	run -0 timeout 20 agent-wait "$id"
-	for _ in $(seq 1 100); do
-		[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .name' | wc -l)" -eq 2 ] && break
-		sleep 0.05
-	done
-	spans t.ndjson >all
-	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
-	launcher=$(jq -c 'select(.name == "inline" and (has("parentSpanId") | not))' all)
-	worker=$(jq -c 'select(.name == "inline" and has("parentSpanId"))' all)
-	[ "$(jq -r .parentSpanId <<<"$worker")" = "$(jq -r .spanId <<<"$launcher")" ]
+	launcher_and_worker
 	[ "$(jq -r .flags <<<"$worker")" = 257 ]
 	[ "$(jq -c '[.attributes[] | select(.key == "agentkit.finish_reason") | .value.stringValue]' <<<"$launcher")" = '["detached"]' ]
 	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r .spanId <<<"$launcher")" ]
