@@ -88,6 +88,17 @@ static void path_of(char *out, const char *parent, const char *name, const char 
 		out[PATH_MAX_LEN - 1] = 0;
 }
 
+/* The attributes every span of Genkit's has. */
+static void genkit_attrs(struct trace_span *s, const char *name, const char *type,
+                         const char *subtype, const char *path)
+{
+	trace_attr_str(s, "genkit:name", name);
+	trace_attr_str(s, "genkit:type", type);
+	if (subtype)
+		trace_attr_str(s, "genkit:metadata:subtype", subtype);
+	trace_attr_str(s, "genkit:path", path);
+}
+
 static struct trace_span *open_under(const struct open_span *parent, const char *name,
                                      enum trace_kind kind, const char *type,
                                      const char *subtype, char *path, int64_t start_ns)
@@ -96,11 +107,7 @@ static struct trace_span *open_under(const struct open_span *parent, const char 
 	if (!s)
 		return NULL;
 	path_of(path, parent ? parent->path : "", name, type, subtype);
-	trace_attr_str(s, "genkit:name", name);
-	trace_attr_str(s, "genkit:type", type);
-	if (subtype)
-		trace_attr_str(s, "genkit:metadata:subtype", subtype);
-	trace_attr_str(s, "genkit:path", path);
+	genkit_attrs(s, name, type, subtype, path);
 	return s;
 }
 
@@ -135,6 +142,23 @@ static const struct open_span *inner(void)
 	return A.gen.s ? &A.gen : A.turn.s ? &A.turn : A.root.s ? &A.root : NULL;
 }
 
+/* The invocation span's own attributes; a detached worker's says so and
+ * carries the session on (A.agent and A.session are set). */
+static void invocation_attrs(struct trace_span *s, int detached)
+{
+	semconv_name(s, "invoke_agent", A.agent);
+	trace_attr_bool(s, "genkit:isRoot", 1);
+	if (detached)
+		trace_attr_bool(s, "genkit:metadata:agent:detached", 1);
+	trace_attr_str(s, "gen_ai.operation.name", "invoke_agent");
+	trace_attr_str(s, "gen_ai.agent.name", A.agent);
+	if (detached && A.session[0]) {
+		char sid[sizeof A.session];
+		memcpy(sid, A.session, sizeof sid);     /* it is copied into itself */
+		agent_trace_session(sid);
+	}
+}
+
 void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
 {
 	if (!trace_on() || A.root.s)
@@ -143,10 +167,7 @@ void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
 	struct trace_span *s = open_under(NULL, agent, TRACE_INTERNAL, "action", "agent",
 	                                  A.root.path, start_ns);
 	A.root.s = s;
-	semconv_name(s, "invoke_agent", agent);
-	trace_attr_bool(s, "genkit:isRoot", 1);
-	trace_attr_str(s, "gen_ai.operation.name", "invoke_agent");
-	trace_attr_str(s, "gen_ai.agent.name", agent);
+	invocation_attrs(s, 0);
 	if (model && *model)
 		trace_attr_str(s, "gen_ai.request.model", model);
 }
@@ -163,14 +184,7 @@ void agent_trace_worker(void)
 	memset(&A.gen, 0, sizeof A.gen);
 	A.unsent = 0;           /* the launcher's to export */
 	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
-	semconv_name(A.root.s, "invoke_agent", A.agent);
-	trace_attr_bool(A.root.s, "genkit:isRoot", 1);
-	trace_attr_bool(A.root.s, "genkit:metadata:agent:detached", 1);
-	trace_attr_str(A.root.s, "gen_ai.operation.name", "invoke_agent");
-	trace_attr_str(A.root.s, "gen_ai.agent.name", A.agent);
-	char sid[sizeof A.session];
-	memcpy(sid, A.session, sizeof sid);
-	agent_trace_session(sid[0] ? sid : NULL);
+	invocation_attrs(A.root.s, 1);
 }
 
 void agent_trace_detach_here(void)
@@ -182,18 +196,10 @@ void agent_trace_detach_here(void)
 	trace_attr_str(launcher, "agentkit.finish_reason", "detached");
 	close_span(launcher, CORE_OK, NULL);
 	A.root.s = w;
-	trace_attr_str(w, "genkit:name", A.agent);
-	trace_attr_str(w, "genkit:type", "action");
-	trace_attr_str(w, "genkit:metadata:subtype", "agent");
-	trace_attr_str(w, "genkit:path", A.root.path);
-	trace_attr_bool(w, "genkit:isRoot", 1);
-	trace_attr_bool(w, "genkit:metadata:agent:detached", 1);
-	trace_attr_str(w, "gen_ai.operation.name", "invoke_agent");
-	trace_attr_str(w, "gen_ai.agent.name", A.agent);
-	semconv_name(w, "invoke_agent", A.agent);
-	char sid[sizeof A.session];
-	memcpy(sid, A.session, sizeof sid);
-	agent_trace_session(sid[0] ? sid : NULL);
+	/* The launcher's path: the worker's span stands for the same
+	 * invocation, carried on. */
+	genkit_attrs(w, A.agent, "action", "agent", A.root.path);
+	invocation_attrs(w, 1);
 	flush();
 }
 
@@ -271,21 +277,30 @@ void agent_trace_generate_end(enum core_status st, const char *msg)
 	A.gen.s = NULL;
 }
 
-struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
+/* A model's or tool's call: a span under the innermost open one, with its
+ * GenAI operation (op: also its name with --trace-names semconv). */
+static struct trace_span *open_call(const char *name, enum trace_kind kind,
+                                    const char *subtype, const char *op)
 {
 	const struct open_span *p = inner();
 	char path[PATH_MAX_LEN];
-	if (!p)
+	struct trace_span *s = p ? open_under(p, name, kind, "action", subtype, path, 0) : NULL;
+	trace_attr_str(s, "gen_ai.operation.name", op);
+	semconv_name(s, op, name);
+	return s;
+}
+
+struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
+{
+	struct trace_span *s = open_call(model, TRACE_CLIENT, "model", "chat");
+	if (!s)
 		return NULL;
-	struct trace_span *s = open_under(p, model, TRACE_CLIENT, "action", "model", path, 0);
-	trace_attr_str(s, "gen_ai.operation.name", "chat");
 	trace_attr_str(s, "gen_ai.request.model", model);
 	const char *slash = strchr(model, '/');
 	char prov[64];
 	snprintf(prov, sizeof prov, "%.*s", slash ? (int)(slash - model) : (int)strlen(model),
 	         model);
 	trace_attr_str(s, "gen_ai.provider.name", prov);
-	semconv_name(s, "chat", model);
 	if (A.content && messages) {
 		json_t *in = json_pack("{s:O}", "messages", messages);
 		content_attr(s, "genkit:input", in);
@@ -327,15 +342,9 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
 
 struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input)
 {
-	const struct open_span *p = inner();
-	char path[PATH_MAX_LEN];
-	if (!p)
-		return NULL;
-	struct trace_span *s = open_under(p, tool, TRACE_INTERNAL, "action", "tool", path, 0);
-	trace_attr_str(s, "gen_ai.operation.name", "execute_tool");
+	struct trace_span *s = open_call(tool, TRACE_INTERNAL, "tool", "execute_tool");
 	trace_attr_str(s, "gen_ai.tool.name", tool);
 	trace_attr_str(s, "gen_ai.tool.type", "function");
-	semconv_name(s, "execute_tool", tool);
 	content_attr(s, "genkit:input", input);
 	return s;
 }
