@@ -38,6 +38,24 @@ static void ws(struct fp *f)
 		f->p++;
 }
 
+/* After an object's member or an array's element: 1 when a ',' says
+ * another follows, 0 when close ends the container, -1 on anything else. */
+static int next_item(struct fp *f, char close)
+{
+	ws(f);
+	if (f->p >= f->end)
+		return -1;
+	if (*f->p == close) {
+		f->p++;
+		return 0;
+	}
+	if (*f->p != ',')
+		return -1;
+	f->p++;
+	ws(f);
+	return 1;
+}
+
 static int hex4(const char *p, uint32_t *v)
 {
 	*v = 0;
@@ -715,17 +733,11 @@ static int object(struct fp *f, struct stacks *st, int depth, struct jn *o)
 		if (!value(f, st, depth + 1, &m.v))
 			goto fail;
 		SM(st)[st->mn - 1].v = m.v;
-		ws(f);
-		if (f->p >= f->end)
+		int more = next_item(f, '}');
+		if (more < 0)
 			goto fail;
-		if (*f->p == '}') {
-			f->p++;
+		if (!more)
 			break;
-		}
-		if (*f->p != ',')
-			goto fail;
-		f->p++;
-		ws(f);
 	}
 	if (!close_box(o, &st->mb, &st->mcap, base, st->mn, sizeof(struct jn_mem)))
 		goto fail;
@@ -764,17 +776,11 @@ static int array(struct fp *f, struct stacks *st, int depth, struct jn *a)
 			goto fail;
 		}
 		SA(st)[st->an++] = r;
-		ws(f);
-		if (f->p >= f->end)
+		int more = next_item(f, ']');
+		if (more < 0)
 			goto fail;
-		if (*f->p == ']') {
-			f->p++;
+		if (!more)
 			break;
-		}
-		if (*f->p != ',')
-			goto fail;
-		f->p++;
-		ws(f);
 	}
 	if (!close_box(a, &st->ab, &st->acap, base, st->an, sizeof(struct jn)))
 		goto fail;
