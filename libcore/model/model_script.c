@@ -413,6 +413,21 @@ static enum core_status stream_scripted(const json_t *reply, const struct model_
 /* Calls made so far in this process: "when.call" matches on it. */
 static atomic_size_t script_calls;
 
+/* One piece of the reply's text (a JSON string), streamed as a chunk and
+ * added to text, the whole reply's. */
+static enum core_status emit_text(const struct model_stream *stream, int live, int64_t delay_ms,
+                                  const json_t *v, struct core_buf *text, struct core_err *e)
+{
+	json_t *one = json_pack("[{s:O}]", "text", v);
+	if (!one || core_buf_add(text, json_string_value(v), json_string_length(v))) {
+		json_decref(one);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	enum core_status st = emit(stream, live, delay_ms, one);
+	json_decref(one);
+	return st ? core_fail(e, st, "script model: %s", core_strerror(st)) : CORE_OK;
+}
+
 static enum core_status script_generate(const char *path, const struct model_request *req,
                                         const struct model_stream *stream,
                                         struct model_response *resp, struct core_err *e)
@@ -465,31 +480,11 @@ static enum core_status script_generate(const char *path, const struct model_req
 			st = bad(e, path, "'chunks' must be an array of strings");
 			goto out;
 		}
-		json_t *one = json_pack("[{s:O}]", "text", v);
-		if (!one || core_buf_add(&text, json_string_value(v), json_string_length(v))) {
-			json_decref(one);
-			goto nomem;
-		}
-		st = emit(stream, live, delay, one);
-		json_decref(one);
-		if (st) {
-			core_fail(e, st, "script model: %s", core_strerror(st));
+		if ((st = emit_text(stream, live, delay, v, &text, e)))
 			goto out;
-		}
 	}
-	if (t) {
-		json_t *one = json_pack("[{s:O}]", "text", t);
-		if (!one || core_buf_add(&text, json_string_value(t), json_string_length(t))) {
-			json_decref(one);
-			goto nomem;
-		}
-		st = emit(stream, live, delay, one);
-		json_decref(one);
-		if (st) {
-			core_fail(e, st, "script model: %s", core_strerror(st));
-			goto out;
-		}
-	}
+	if (t && (st = emit_text(stream, live, delay, t, &text, e)))
+		goto out;
 	if ((chunks || t) && json_array_append_new(content, json_pack("{s:s%}", "text",
 	                                                              text.p ? text.p : "", text.len)))
 		goto nomem;
