@@ -38,12 +38,20 @@ fresh_copy() {
 # A block's stdin is /dev/null, as a terminal's would give agent-run no
 # text (stdin text joins a -m turn: this loop's own input must not).
 run_blocks() {
-	local sh=$1 doc=${2:-$README} line what failed=0 n=0 dir prelude name
+	local sh=$1 doc=${2:-$README} line what failed=0 n=0 dir prelude name rc asan=${ASAN_OPTIONS-}
 	name=${doc#"$TOP/"}
 	case $sh in
 	bash) prelude='set -eo pipefail' ;;
 	zsh) prelude='set -e; setopt pipefail' ;;
 	esac
+	# Under the sanitizers, LeakSanitizer stops each process at exit with
+	# PTRACE_ATTACH, whose SIGSTOP any SIGCONT discards; zsh sends SIGCONT
+	# to the pipeline processes it waits for (agent-run closes stdout before
+	# it exits, so the rest of its pipeline is done first).  Under zsh the
+	# leak check then waits forever for a stop that never comes, about one
+	# run in ten of a block with a pipeline.  zsh's pass runs with leak
+	# detection off; bash's, on the same blocks, keeps it.
+	[ "$sh" != zsh ] || [ -z "$asan" ] || asan="$asan:detect_leaks=0"
 	while IFS=$'\t' read -r line what; do
 		if [ "$what" != run ]; then
 			echo "# $name:$line: ${what}" >&3
@@ -54,10 +62,14 @@ run_blocks() {
 		fresh_copy "$dir/repo"
 		mkdir -p "$dir/home"
 		{ echo "$prelude"; python3 "$BLOCKS" script "$doc" "$line"; } >"$dir/block.sh"
-		if ! (cd "$dir/repo" && env -u AGENTKIT_STORE -u AGENTKIT_PATH -u XDG_CONFIG_HOME \
-			-u XDG_STATE_HOME -u XDG_DATA_HOME HOME="$dir/home" \
-			"$sh" "$dir/block.sh" </dev/null >"$dir/out" 2>"$dir/err"); then
-			echo "$name:$line: exit $? in $sh"
+		# A block that hangs fails after five minutes (exit 124), not the
+		# whole run.
+		rc=0
+		(cd "$dir/repo" && env -u AGENTKIT_STORE -u AGENTKIT_PATH -u XDG_CONFIG_HOME \
+			-u XDG_STATE_HOME -u XDG_DATA_HOME HOME="$dir/home" ASAN_OPTIONS="$asan" \
+			timeout -k 10 300 "$sh" "$dir/block.sh" </dev/null >"$dir/out" 2>"$dir/err") || rc=$?
+		if [ "$rc" -ne 0 ]; then
+			echo "$name:$line: exit $rc in $sh"
 			sed 's/^/  stderr: /' "$dir/err"
 			failed=1
 		elif ! python3 "$BLOCKS" check "$doc" "$line" "$dir/out"; then
