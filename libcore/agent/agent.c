@@ -10,6 +10,7 @@
 
 #include "../base/buf.h"
 #include "../base/json.h"
+#include "../base/util.h"
 #include "prompt.h"
 #include "structured.h"
 
@@ -25,15 +26,6 @@ static enum core_status list_add(char ***list, size_t *n, const char *s)
 		return CORE_ENOMEM;
 	l[++*n] = NULL;
 	return CORE_OK;
-}
-
-static void list_free(char **l)
-{
-	if (!l)
-		return;
-	for (char **p = l; *p; p++)
-		free(*p);
-	free(l);
 }
 
 /* The agent search path: --agents, $AGENTKIT_PATH, ./agents, then the
@@ -77,7 +69,7 @@ enum core_status agent_search_path(const char *agents_dir, char ***dirs)
 	size_t n;
 	enum core_status st = search_path(agents_dir, dirs, &n);
 	if (st) {
-		list_free(*dirs);
+		core_strv_free(*dirs);
 		*dirs = NULL;
 	}
 	return st;
@@ -85,7 +77,7 @@ enum core_status agent_search_path(const char *agents_dir, char ***dirs)
 
 void agent_path_free(char **dirs)
 {
-	list_free(dirs);
+	core_strv_free(dirs);
 }
 
 static int is_file(const char *p)
@@ -352,13 +344,13 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 		   : core_fail(e, CORE_EUSAGE, "no agent: give an agent name, a .prompt file, or --model");
 		goto fail;
 	}
-	list_free(dirs);
+	core_strv_free(dirs);
 	*out = a;
 	return CORE_OK;
 nomem:
 	st = core_fail(e, CORE_ENOMEM, "out of memory");
 fail:
-	list_free(dirs);
+	core_strv_free(dirs);
 	agent_free(a);
 	return st;
 }
@@ -380,6 +372,6 @@ void agent_free(struct agent *a)
 	json_decref(a->state_schema);
 	json_decref(a->mcp_servers);
 	prompt_free(a->prompt);
-	list_free(a->tool_dirs);
+	core_strv_free(a->tool_dirs);
 	free(a);
 }

@@ -15,15 +15,6 @@
 /* A configuration file is read whole, like a prompt file. */
 #define CONFIG_MAX ((size_t)1 << 20)
 
-static void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
 /* ---- configuration ---- */
 
 static int var_char(char c, int first)
@@ -245,13 +236,13 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 
 static void server_config_release(struct mcp_server_config *sc)
 {
-	strv_free(sc->include);
-	strv_free(sc->exclude);
+	core_strv_free(sc->include);
+	core_strv_free(sc->exclude);
 	free(sc->prefix);
 	free(sc->name);
 	free(sc->file);
-	strv_free(sc->argv);
-	strv_free(sc->env);
+	core_strv_free(sc->argv);
+	core_strv_free(sc->env);
 	free(sc->cwd);
 }
 

@@ -33,15 +33,6 @@ static const char *const context_vars[] = {
 	"AGENTKIT_TURN_INDEX", NULL
 };
 
-static void strv_free(char **v)
-{
-	if (!v)
-		return;
-	for (char **p = v; *p; p++)
-		free(*p);
-	free(v);
-}
-
 void tool_free(struct tool *t)
 {
 	if (!t)
@@ -49,8 +40,8 @@ void tool_free(struct tool *t)
 	free(t->name);
 	free(t->manifest);
 	json_decref(t->definition);
-	strv_free(t->argv);
-	strv_free(t->env_allow);
+	core_strv_free(t->argv);
+	core_strv_free(t->env_allow);
 	free(t);
 }
 
@@ -72,7 +63,7 @@ static enum core_status strv_from(const json_t *arr, const char *dir, char ***ou
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	json_array_foreach(arr, i, v) {
 		if (!jv_is_string(v)) {
-			strv_free(vec);
+			core_strv_free(vec);
 			return core_fail(e, CORE_EINVAL, "tool manifest %s: '%s' must be a list of strings",
 			                 path, what);
 		}
@@ -85,7 +76,7 @@ static enum core_status strv_from(const json_t *arr, const char *dir, char ***ou
 			vec[i] = strdup(s);
 		}
 		if (!vec[i]) {
-			strv_free(vec);
+			core_strv_free(vec);
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		}
 	}
@@ -361,7 +352,7 @@ static char **build_env(const struct tool *t, const struct tool_context *ctx,
 	}
 	return env;
 nomem:
-	strv_free(env);
+	core_strv_free(env);
 	return NULL;
 }
 
@@ -705,7 +696,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		if (!env)
 			goto nomem;
 		st = spawn(c, env, e);
-		strv_free(env);
+		core_strv_free(env);
 		if (st) {
 			agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
 			/* Stop the ones already started before reporting. */

@@ -186,3 +186,12 @@ int core_dl_load(const char *soname, const char *const *names, void **const *slo
 		}
 	return 1;
 }
+
+void core_strv_free(char **v)
+{
+	if (!v)
+		return;
+	for (char **p = v; *p; p++)
+		free(*p);
+	free(v);
+}

@@ -1,5 +1,5 @@
 /* util.h - small helpers shared across agentkit: durations, sizes, clocks,
- * RFC 3339 times and UUIDs. */
+ * RFC 3339 times, UUIDs and string vectors. */
 #ifndef CORE_UTIL_H
 #define CORE_UTIL_H
 
@@ -53,6 +53,10 @@ enum core_status core_time_parse(const char *s, int64_t *ns);
 
 /* A random (version 4) UUID, lower case; buf must hold 37 bytes. */
 void core_uuid(char *buf);
+
+/* Free a NULL-terminated vector of malloc'd strings and the vector
+ * itself; NULL is a no-op. */
+void core_strv_free(char **v);
 
 /*
  * A library loaded on first use rather than at start-up (libcurl):
