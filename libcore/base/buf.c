@@ -1,5 +1,6 @@
 /* buf.c - bounded growable buffers. */
 #include "buf.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -172,4 +173,34 @@ enum core_status core_buf_read_file(struct core_buf *b, const char *path,
 	if (!stdin_)
 		close(fd);
 	return st;
+}
+
+enum core_status core_buf_add_text(struct core_buf *b, const char *s, size_t n)
+{
+	size_t len = utf8_fixed_len(s, n);
+	enum core_status st = core_buf_grow(b, len);
+	if (st)
+		return st;
+	utf8_fix_copy(b->p + b->len, s, n);
+	b->len += len;
+	return CORE_OK;
+}
+
+enum core_status core_buf_fix_text(struct core_buf *b)
+{
+	size_t len;
+	char *d;
+	if (!b->p || utf8_valid(b->p, b->len) == b->len)
+		return CORE_OK;
+	len = utf8_fixed_len(b->p, b->len);
+	if (len > b->max)
+		return CORE_ETOOBIG;
+	if (!(d = malloc(len + 1)))
+		return CORE_ENOMEM;
+	utf8_fix_copy(d, b->p, b->len);
+	free(b->p);
+	b->p = d;
+	b->len = len;
+	b->cap = len + 1;
+	return CORE_OK;
 }

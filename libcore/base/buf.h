@@ -42,6 +42,14 @@ enum core_status core_buf_addf(struct core_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 enum core_status core_buf_vaddf(struct core_buf *b, const char *fmt, va_list ap);
 
+/* Append s[0..n) made valid UTF-8 (utf8.h: U+FFFD for each bad byte and
+ * NUL).  CORE_ETOOBIG past max, CORE_ENOMEM. */
+enum core_status core_buf_add_text(struct core_buf *b, const char *s, size_t n);
+
+/* Make the contents valid UTF-8 in place (b may grow by 2 bytes per bad
+ * byte).  CORE_ETOOBIG past max, CORE_ENOMEM; b is unchanged then. */
+enum core_status core_buf_fix_text(struct core_buf *b);
+
 /*
  * Read a whole file ("-" is stdin) into b, appending.  Fails with
  * CORE_ETOOBIG past b->max, CORE_ESYS (message names the file).

@@ -20,6 +20,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "utf8.h"
 
 /* Stay well inside jansson's own limit, and let it judge anything deeper. */
 #define FAST_MAX_DEPTH (JSON_PARSER_MAX_DEPTH - 16)
@@ -116,7 +117,7 @@ static int string(struct fp *f, const char **s, size_t *n)
 		unsigned char c = (unsigned char)*f->p;
 		if (c >= 0x80) {
 			uint32_t cp;
-			size_t k = jv_utf8_decode((const unsigned char *)f->p,
+			size_t k = utf8_decode((const unsigned char *)f->p,
 			                          (size_t)(f->end - f->p), &cp);
 			if (!k)
 				return 0;

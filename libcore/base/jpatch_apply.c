@@ -3,6 +3,7 @@
  * gives; see jpatch.h. */
 #include "jpatch.h"
 #include "jpatch_int.h"
+#include "utf8.h"
 
 #include <stdarg.h>
 #include <stdint.h>
@@ -56,7 +57,7 @@ static void quote(struct core_buf *b, const char *s, size_t n, int go)
 	core_buf_addc(b, q);
 	while (i < n) {
 		unsigned char c = u[i];
-		len = jv_utf8_decode(u + i, n - i, &cp);
+		len = utf8_decode(u + i, n - i, &cp);
 		if (!len) {
 			core_buf_addf(b, "\\x%02x", c);
 			i++;

@@ -239,36 +239,6 @@ json_t *jv_parse_jansson(const char *p, size_t n, const char *name,
 	return NULL;
 }
 
-size_t jv_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp)
-{
-	size_t len, i;
-	uint32_t c = s[0];
-	if (c < 0x80) {
-		*cp = c;
-		return 1;
-	}
-	if (c >= 0xc2 && c <= 0xdf)
-		len = 2, c &= 0x1f;
-	else if (c >= 0xe0 && c <= 0xef)
-		len = 3, c &= 0x0f;
-	else if (c >= 0xf0 && c <= 0xf4)
-		len = 4, c &= 0x07;
-	else
-		return 0;
-	if (len > n)
-		return 0;
-	for (i = 1; i < len; i++) {
-		if ((s[i] & 0xc0) != 0x80)
-			return 0;
-		c = (c << 6) | (s[i] & 0x3f);
-	}
-	if ((len == 3 && (c < 0x800 || (c >= 0xd800 && c <= 0xdfff)))
-	    || (len == 4 && (c < 0x10000 || c > 0x10ffff)))
-		return 0;
-	*cp = c;
-	return len;
-}
-
 /* ---- writing ---- */
 
 static const char hexdig[] = "0123456789abcdef";

@@ -110,13 +110,6 @@ json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json
  * "boolean", "null". */
 const char *jv_type_name(const json_t *v);
 
-/*
- * The UTF-8 sequence at s[0..n) (n > 0), validated as jansson validates:
- * no overlong forms, no surrogates, nothing past U+10FFFF.  Its length (1
- * for ASCII) with the code point in *cp, or 0 when invalid or cut short.
- */
-size_t jv_utf8_decode(const unsigned char *s, size_t n, uint32_t *cp);
-
 /* Append s[0..n) as a JSON string literal (quotes and escapes) to out. */
 enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out);
 

@@ -1,5 +1,6 @@
 /* status.c - status texts, Genkit status names and the exit-code table. */
 #include "status.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -94,6 +95,7 @@ static enum core_status vfail(struct core_err *e, enum core_status st,
 		e->st = st;
 		e->sys = 0;
 		vsnprintf(e->msg, sizeof e->msg, fmt, ap);
+		utf8_fix_cstr(e->msg, sizeof e->msg);
 	}
 	return st;
 }
@@ -119,6 +121,7 @@ enum core_status core_fail_sys(struct core_err *e, const char *fmt, ...)
 	if (e) {
 		size_t n = strlen(e->msg);
 		snprintf(e->msg + n, sizeof e->msg - n, ": %s", strerror(sys));
+		utf8_fix_cstr(e->msg, sizeof e->msg);
 		e->sys = sys;
 	}
 	errno = sys;
@@ -145,6 +148,7 @@ void core_err_prefix(struct core_err *e, const char *fmt, ...)
 		o = sizeof e->msg - h - 3;
 	memcpy(e->msg + h + 2, old, o);
 	e->msg[h + 2 + o] = 0;
+	utf8_fix_cstr(e->msg, sizeof e->msg);
 }
 
 enum core_status core_finish_status(const char *reason)

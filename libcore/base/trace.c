@@ -19,6 +19,7 @@
 #include "http.h"
 #include "json.h"
 #include "trace.h"
+#include "utf8.h"
 #include "util.h"
 
 /* The most an export reply is read: the collector's answer is a small
@@ -153,64 +154,6 @@ static void random_hex(char *out, size_t n)
 
 /* ---- strings ---- */
 
-/* How many bytes of s[0..n) are valid UTF-8 before the first that is
- * not (n: all of them).  ASCII, which nearly every attribute is, is
- * stepped over without decoding. */
-static size_t utf8_valid(const char *s, size_t n)
-{
-	const unsigned char *u = (const unsigned char *)s;
-	uint32_t cp;
-	size_t i = 0, k;
-	while (i < n) {
-		if (u[i] < 0x80) {
-			i++;
-			continue;
-		}
-		if (!(k = jv_utf8_decode(u + i, n - i, &cp)))
-			break;
-		i += k;
-	}
-	return i;
-}
-
-/* The length of s[0..n) as utf8_copy() writes it (without the NUL). */
-static size_t utf8_len(const char *s, size_t n)
-{
-	size_t len = 0, k;
-	while ((k = utf8_valid(s, n)) < n) {
-		len += k + 3;           /* the valid run, then U+FFFD */
-		s += k + 1;
-		n -= k + 1;
-	}
-	return len + n;
-}
-
-/* s[0..n) into out (utf8_len(s, n) + 1 bytes), each invalid byte as
- * U+FFFD. */
-static void utf8_copy(char *out, const char *s, size_t n)
-{
-	size_t k;
-	while ((k = utf8_valid(s, n)) < n) {
-		memcpy(out, s, k);
-		memcpy(out + k, "\xef\xbf\xbd", 3);
-		out += k + 3;
-		s += k + 1;
-		n -= k + 1;
-	}
-	memcpy(out, s, n);
-	out[n] = 0;
-}
-
-/* A malloc'd valid-UTF-8 copy of s, or NULL without memory. */
-static char *utf8_dup(const char *s)
-{
-	size_t n = strlen(s);
-	char *d = malloc(utf8_len(s, n) + 1);
-	if (d)
-		utf8_copy(d, s, n);
-	return d;
-}
-
 /* ---- the recorder ---- */
 
 enum core_status trace_init(struct trace_config *c)
@@ -283,7 +226,7 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
 	struct trace_span *s = t ? calloc(1, sizeof *s) : NULL;
-	if (s && !(s->name = utf8_dup(name))) {
+	if (s && !(s->name = utf8_dup(name, strlen(name)))) {
 		free(s);
 		s = NULL;
 	}
@@ -306,7 +249,7 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 
 void trace_rename(struct trace_span *s, const char *name)
 {
-	char *n = s ? utf8_dup(name) : NULL;
+	char *n = s ? utf8_dup(name, strlen(name)) : NULL;
 	if (!n)
 		return;
 	pthread_mutex_lock(&mu);
@@ -318,7 +261,7 @@ void trace_rename(struct trace_span *s, const char *name)
 /* A new attribute with room for a string value of vlen bytes. */
 static struct attr *attr_new(const char *key, enum attr_type type, size_t vlen)
 {
-	size_t klen = utf8_len(key, strlen(key));
+	size_t klen = utf8_fixed_len(key, strlen(key));
 	struct attr *a = malloc(sizeof *a + klen + 1 + vlen);
 	if (!a)
 		return NULL;
@@ -327,7 +270,7 @@ static struct attr *attr_new(const char *key, enum attr_type type, size_t vlen)
 	a->i = 0;
 	a->s = vlen ? a->key + klen + 1 : NULL;
 	a->strs = NULL;
-	utf8_copy(a->key, key, strlen(key));
+	utf8_fix_copy(a->key, key, strlen(key));
 	return a;
 }
 
@@ -353,10 +296,10 @@ void trace_attr_str(struct trace_span *s, const char *key, const char *v)
 {
 	if (!s || !v)
 		return;
-	size_t n = strlen(v), len = utf8_len(v, n);
+	size_t n = strlen(v), len = utf8_fixed_len(v, n);
 	struct attr *a = attr_new(key, ATTR_STR, len + 1);
 	if (a)
-		utf8_copy(a->s, v, n);
+		utf8_fix_copy(a->s, v, n);
 	attr_set(s, a);
 }
 
@@ -399,7 +342,7 @@ void trace_end(struct trace_span *s, enum trace_code code, const char *msg)
 	s->end_ns = core_now_ns();
 	s->code = code;
 	if (msg && code == TRACE_STATUS_ERROR)
-		s->msg = utf8_dup(msg);
+		s->msg = utf8_dup(msg, strlen(msg));
 	s->ended = 1;
 	pthread_mutex_unlock(&mu);
 }
