@@ -505,8 +505,7 @@ static enum core_status init_failed(struct out_ctx *o, const struct core_err *e)
 {
 	cli_report(e);
 	if (!o->text) {
-		json_t *line = json_pack("{s:{s:s, s:s}}", "error", "status", core_status_name(e->st),
-		                         "message", e->msg);
+		json_t *line = json_pack("{s:o}", "error", jv_error_new(e->st, e->msg));
 		if (line)
 			write_json(o, line);
 		json_decref(line);

@@ -229,8 +229,7 @@ static enum core_status serve_generate(struct custom_agent *ca, struct session *
 		}
 	}
 	if (st) {
-		answer = json_pack("{s:{s:{s:s, s:s}}}", "generated", "error", "status", core_status_name(st),
-		                   "message", me.msg);
+		answer = json_pack("{s:{s:o}}", "generated", "error", jv_error_new(st, me.msg));
 	} else {
 		answer = json_pack("{s:{s:O, s:s}}", "generated", "message",
 		                   resp.message ? resp.message : json_null(), "finishReason", resp.finish_reason);

@@ -22,6 +22,7 @@
 #include "../../store/store.h"
 #include "agent_ext.h"
 #include "agent_trace.h"
+#include "../base/json.h"
 #include "runtime.h"
 #include "../base/trace.h"
 #include "session.h"
@@ -483,14 +484,15 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 
 	const json_t *err = json_object_get(r->output, "error");
 	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
-	const char *status;
-	if (r->aborted_by_user) {
-		status = reason = "aborted";
-	} else if (err) {
-		status = reason = reason && !strcmp(reason, "aborted") ? "aborted" : "failed";
-	} else {
-		status = "completed";
-	}
+	enum core_status est = CORE_OK;
+	if (r->aborted_by_user)
+		reason = "aborted";
+	else if (err || (reason && !strcmp(reason, "failed")))
+		est = core_status_from_name(json_string_value(json_object_get(err, "status")));
+	/* a failure's reason is failed (or aborted), as attached */
+	if (est && strcmp(reason ? reason : "", "aborted"))
+		reason = "failed";
+	const char *status = core_outcome_row(est, reason);
 	struct session_row sr = {
 		.created_at = pending_str(f->pending, "createdAt"), .updated_at = now,
 		.error = err, .finish_reason = reason,
@@ -522,8 +524,8 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
 		return st;
 	if (!(state = json_object_get(prow, "state")))
 		state = empty = json_object();
-	output = json_pack("{s:s, s:{s:s, s:s}}", "finishReason", "failed", "error",
-	                   "status", core_status_name(CORE_ESYS), "message", why->msg);
+	output = json_pack("{s:s, s:o}", "finishReason", "failed", "error",
+	                   jv_error_new(CORE_ESYS, why->msg));
 	if (output && state) {
 		struct detach_result r = { 0, output, state, NULL };
 		struct fin_ctx f = { pending, &r };

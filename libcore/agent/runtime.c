@@ -24,11 +24,6 @@
 
 #define DEFAULT_HEARTBEAT_TIMEOUT_MS 60000
 
-static json_t *error_new(enum core_status st, const char *msg)
-{
-	return json_pack("{s:s, s:s}", "status", core_status_name(st), "message", msg);
-}
-
 /* ---- open ---- */
 
 static enum core_status load_tools(struct runtime *rt, struct core_err *e)
@@ -142,13 +137,6 @@ static enum core_status save_fn(const json_t *existing, json_t **next, void *ctx
 	return CORE_OK;
 }
 
-static const char *terminal_status(const struct turn_result *r)
-{
-	if (r->err.st == CORE_OK)
-		return "completed";
-	return !strcmp(r->reason, "aborted") ? "aborted" : "failed";
-}
-
 json_t *rt_row_info(struct runtime *rt)
 {
 	json_t *info = json_object();
@@ -173,14 +161,14 @@ static json_t *turn_row(struct runtime *rt, const struct turn_result *r)
 {
 	char now[CORE_TIME_MAX];
 	core_time_format(core_now_ns(), now);
-	json_t *err = r->err.st ? error_new(r->err.st, r->err.msg) : NULL;
+	json_t *err = r->err.st ? jv_error_new(r->err.st, r->err.msg) : NULL;
 	json_t *state = session_shaped(rt->s, session_state(rt->s));
 	json_t *info = rt_row_info(rt);
 	struct session_row sr = {
 		.created_at = now, .updated_at = now, .error = err, .finish_reason = r->reason,
 		.parent_id = session_parent_id(rt->s), .session_id = session_id(rt->s),
 		.snapshot_id = session_snapshot_id(rt->s), .state = state,
-		.status = terminal_status(r), .info = info,
+		.status = core_outcome_row(r->err.st, r->reason), .info = info,
 	};
 	json_t *row = session_row(&sr);
 	json_decref(err);
@@ -373,7 +361,7 @@ void rt_end(struct runtime *rt, const char *reason, enum core_status st, const c
 	rt->ended = 1;
 	snprintf(rt->end_reason, sizeof rt->end_reason, "%s", reason);
 	json_decref(rt->error);
-	rt->error = error_new(st, msg);
+	rt->error = jv_error_new(st, msg);
 	rt->end_st = st;
 }
 
@@ -506,24 +494,18 @@ enum core_status rt_output_status(const json_t *output)
 {
 	const char *reason = json_string_value(json_object_get(output, "finishReason"));
 	const json_t *err = json_object_get(output, "error");
-	if (err) {
-		if (reason && !strcmp(reason, "aborted"))
-			return CORE_ABORTED;
-		enum core_status st = core_status_from_name(json_string_value(json_object_get(err, "status")));
-		if (st == CORE_EINVAL || st == CORE_ENOTFOUND || st == CORE_EPRECONDITION)
-			return st;
-		return CORE_FAILED;
-	}
-	return core_finish_status(reason);
+	return core_outcome_exit(err ? core_status_from_name(json_string_value(
+	                                 json_object_get(err, "status"))) : CORE_OK, reason);
 }
 
 enum core_status rt_exit_status(const struct runtime *rt, const json_t *output)
 {
 	if (rt->sys_st)
 		return rt->sys_st;
-	/* The output says INVALID_ARGUMENT, as Genkit does, but a request the
-	 * provider refused was agentkit's, not the caller's input. */
-	if (rt->end_st == CORE_EREJECTED || rt->end_st == CORE_EUNMET)
-		return CORE_FAILED;
+	/* The status itself, not its name: the output says INVALID_ARGUMENT
+	 * for a request the provider refused, as Genkit does, but that
+	 * request was agentkit's, not the caller's input. */
+	if (rt->ended)
+		return core_outcome_exit(rt->end_st, rt->end_reason);
 	return rt_output_status(output);
 }

@@ -124,23 +124,25 @@ const json_t *rt_usage(const struct runtime *rt);
 json_t *rt_row_info(struct runtime *rt);
 
 /*
- * The status an AgentOutput stands for: CORE_OK (finish reason stop, other,
- * unknown or empty), CORE_UNUSABLE (length, blocked), CORE_INTERRUPTED,
- * CORE_ABORTED, and for failed outputs CORE_FAILED - or CORE_EINVAL,
- * CORE_ENOTFOUND, CORE_EPRECONDITION when the error's status is
- * INVALID_ARGUMENT, NOT_FOUND or FAILED_PRECONDITION (bad input, a missing
- * tool or model, a wrong mode).
+ * The status an AgentOutput stands for, core_outcome_exit() of its error's
+ * status and its finish reason: CORE_OK (stop, other, unknown or empty),
+ * CORE_UNUSABLE (length, blocked), CORE_INTERRUPTED, CORE_ABORTED, and for
+ * failed outputs CORE_FAILED - or CORE_EINVAL, CORE_ENOTFOUND,
+ * CORE_EPRECONDITION when the error's status is INVALID_ARGUMENT,
+ * NOT_FOUND or FAILED_PRECONDITION (bad input, a missing tool or model, a
+ * wrong mode).
  */
 enum core_status rt_output_status(const json_t *output);
 
 /*
- * The status the invocation's output stands for, for the exit code: like
- * rt_output_status(), but CORE_ESYS (or CORE_ENOMEM) when a system failure
- * ended it - a turn whose snapshot could not be written (a full disk), a
- * pending row that could not be saved, rt_fail() with either status -
- * and CORE_FAILED when a provider refused a model call (CORE_EREJECTED:
- * the output's INVALID_ARGUMENT is then no malformed input of the caller;
- * CORE_EUNMET: its FAILED_PRECONDITION is the provider's, not agentkit's).
+ * The status the invocation's output stands for, for the exit code:
+ * core_outcome_exit() of the status that ended it (so CORE_FAILED when a
+ * provider refused a model call: CORE_EREJECTED's INVALID_ARGUMENT is no
+ * malformed input of the caller, nor CORE_EUNMET's FAILED_PRECONDITION
+ * agentkit's), CORE_ESYS (or CORE_ENOMEM) when a system failure ended it
+ * - a turn whose snapshot could not be written (a full disk), a pending
+ * row that could not be saved, rt_fail() with either status - and
+ * rt_output_status() of an output that did not end the invocation.
  */
 enum core_status rt_exit_status(const struct runtime *rt, const json_t *output);
 

@@ -167,8 +167,7 @@ enum core_status transform_output(struct transform *t, json_t *output, struct co
 		 * in Go's order). */
 		json_t *keep = json_copy(output);
 		json_object_clear(output);
-		json_object_set_new(output, "error", json_pack("{s:s, s:s}", "status",
-		                    core_status_name(st), "message", e->msg));
+		json_object_set_new(output, "error", jv_error_new(st, e->msg));
 		json_object_set_new(output, "finishReason", json_string("failed"));
 		json_object_set(output, "sessionId", json_object_get(keep, "sessionId"));
 		if (json_object_get(keep, "snapshotId"))

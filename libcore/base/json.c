@@ -1,5 +1,6 @@
 /* json.c - exact-number JSON on top of jansson; see json.h. */
 #include "json.h"
+#include "utf8.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -237,6 +238,16 @@ json_t *jv_parse_jansson(const char *p, size_t n, const char *name,
 		core_fail(e, CORE_EINVAL, "invalid JSON: %s (at %s:%d:%d)",
 		          jerr.text, name, jerr.line, jerr.column);
 	return NULL;
+}
+
+json_t *jv_error_new(enum core_status st, const char *msg)
+{
+	size_t n = strlen(msg);
+	char *fixed = utf8_valid(msg, n) == n ? NULL : utf8_dup(msg, n);
+	json_t *err = json_pack("{s:s, s:s}", "status", core_status_name(st),
+	                        "message", fixed ? fixed : msg);
+	free(fixed);
+	return err;
 }
 
 /* ---- writing ---- */

@@ -106,6 +106,11 @@ json_t *jv_bignum(const char *p, size_t n);
  * memory. */
 json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json_t *val);
 
+/* A new error object {"status": core_status_name(st), "message": msg},
+ * the shape of every error agentkit writes into JSON (outputs, rows,
+ * answers); msg is made valid UTF-8 (utf8.h).  NULL without memory. */
+json_t *jv_error_new(enum core_status st, const char *msg);
+
 /* Name of v's type for messages: "object", "array", "string", "number",
  * "boolean", "null". */
 const char *jv_type_name(const json_t *v);

@@ -164,3 +164,31 @@ enum core_status core_finish_status(const char *reason)
 		return CORE_FAILED;
 	return CORE_UNUSABLE;
 }
+
+const char *core_outcome_row(enum core_status st, const char *reason)
+{
+	if (reason && !strcmp(reason, "aborted"))
+		return "aborted";
+	if (st != CORE_OK || (reason && !strcmp(reason, "failed")))
+		return "failed";
+	return "completed";
+}
+
+enum core_status core_outcome_exit(enum core_status st, const char *reason)
+{
+	if (st == CORE_OK)
+		return core_finish_status(reason);
+	if (reason && !strcmp(reason, "aborted"))
+		return CORE_ABORTED;
+	switch (st) {
+	case CORE_EUSAGE:
+		/* a bad setting met once the work began: as its output's
+		 * INVALID_ARGUMENT says, malformed input */
+		return CORE_EINVAL;
+	case CORE_EINVAL: case CORE_ETOOBIG: case CORE_ENOTFOUND:
+	case CORE_EPRECONDITION: case CORE_ESYS: case CORE_ENOMEM:
+		return st;
+	default:
+		return CORE_FAILED;
+	}
+}

@@ -78,6 +78,27 @@ enum core_status core_status_from_name(const char *name);
  */
 enum core_status core_finish_status(const char *reason);
 
+/*
+ * A run's outcome, the one mapping its faces come from (DESIGN §9 "One
+ * outcome"), attached, detached or queued alike: st is CORE_OK or the
+ * status of the failure that ended the work, reason its finish reason.
+ *
+ * core_outcome_row(): the row's status: "aborted" for the reason
+ * aborted, "failed" for a failure (or the reason failed), else
+ * "completed" (an interrupted turn too, as Genkit has it).
+ *
+ * core_outcome_exit(): the status whose exit code the command exits
+ * with: core_finish_status(reason) without a failure; CORE_ABORTED for
+ * the reason aborted; the failure's own status when it is the caller's
+ * or the system's (malformed input, not found, a precondition, a system
+ * failure or no memory: the invocation could not go on; a usage error
+ * met once the work began is malformed input);
+ * CORE_FAILED for every other failure (a tool, a model, a provider's
+ * rejection, a handler: the work failed).
+ */
+const char *core_outcome_row(enum core_status st, const char *reason);
+enum core_status core_outcome_exit(enum core_status st, const char *reason);
+
 /* Fill e (may be NULL) and return st.  The message is printf-formatted. */
 enum core_status core_fail(struct core_err *e, enum core_status st,
                            const char *fmt, ...)

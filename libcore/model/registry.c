@@ -6,6 +6,7 @@
 #include "endpoints.h"
 #include "model.h"
 #include "provider_common.h"
+#include "../base/json.h"
 #include "../base/suggest.h"
 
 /*
@@ -193,8 +194,7 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
 			   ? CORE_ENOMEM : 0;
 		else if (row && p->list && (st = p->list(key_file, row, &le)) && st != CORE_ENOMEM) {
 			*failed = 1;
-			if (json_object_set_new(row, "error", json_pack("{s:s, s:s}", "status",
-			                        core_status_name(st), "message", le.msg)))
+			if (json_object_set_new(row, "error", jv_error_new(st, le.msg)))
 				st = CORE_ENOMEM;
 			else
 				st = CORE_OK;
