@@ -63,6 +63,7 @@ enum {
 	OPT_CONTINUE = 'c',
 	OPT_HB_INTERVAL = CLI_LONG + 100,
 	OPT_HB_TIMEOUT,
+	OPT_STDIN_TIMEOUT,
 	OPT_EXEC = CLI_LONG + 300,
 	OPT_DOCS,
 	OPT_STATE_TRANSFORM,
@@ -106,6 +107,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_INPUT_FORMAT, "input-format", "FORMAT",
 	  "stdin is ndjson (AgentInput lines) or text (one user message); default: ndjson "
 	  "when its first non-blank byte is '{', else text" },
+	{ OPT_STDIN_TIMEOUT, "stdin-timeout", "DURATION",
+	  "with -m, wait this long for stdin's first byte, then go on without stdin "
+	  "(default $AGENTKIT_STDIN_TIMEOUT, else 3s; 0: never read stdin)" },
 	{ OPT_FORMAT, "format", "FORMAT",
 	  "ndjson (default when stdout is not a terminal), text, or json (only the final "
 	  "AgentOutput object)" },
@@ -261,6 +265,8 @@ struct run_opts {
 	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
 	const char *store_path, *state_file, *init_json, *session, *snapshot;
 	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
+	const char *stdin_wait;         /* --stdin-timeout as given, else the variable's, else "3s" */
+	int64_t stdin_wait_ms;
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
 	size_t max_record;
@@ -551,6 +557,19 @@ static int has_space(const char *s)
 	return s && s[strcspn(s, " \t\n")];
 }
 
+/* --stdin-timeout, else $AGENTKIT_STDIN_TIMEOUT, else 3s; 0 is allowed. */
+static enum core_status stdin_wait_setting(struct run_opts *op)
+{
+	struct core_err e = { 0 };
+	const char *env = getenv("AGENTKIT_STDIN_TIMEOUT");
+	const char *name = op->stdin_wait ? "--stdin-timeout" : "AGENTKIT_STDIN_TIMEOUT";
+	if (!op->stdin_wait)
+		op->stdin_wait = env && *env ? env : "3s";
+	if (core_parse_duration(op->stdin_wait, &op->stdin_wait_ms, &e))
+		return cli_usage("%s: %s", name, e.msg);
+	return CORE_OK;
+}
+
 /*
  * Values that are almost surely text meant for something else, a habit
  * from other tools (llm's -s is --system): IDs and agent names have no
@@ -631,6 +650,7 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
+		case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
 		case OPT_TRACE: op->trace = 1; break;
 		case OPT_TRACE_FILE: op->trace_file = arg; break;
 		case OPT_TRACE_CONTENT: op->trace_content = 1; break;
@@ -645,6 +665,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		}
 	}
 	if (st)
+		return st;
+	if ((st = stdin_wait_setting(op)))
 		return st;
 	if (optind < argc)
 		spec->name = argv[optind++];
@@ -835,8 +857,10 @@ static void watch_caller_stops(struct out_ctx *o)
 
 /*
  * What stdin holds (intake_read_stdin()), in r->stdin_kind.  A terminal is
- * not read when -m gives the input.  A stop signal while reading leaves no
- * input: the run ends aborted.
+ * not read when -m gives the input, nor a stdin whose first byte does not
+ * come within --stdin-timeout (said once; what comes later stays unread).
+ * A stop signal while reading leaves no input: the run ends aborted.
+ * Without -m, an empty stdin is said to have run nothing.
  */
 static enum core_status read_stdin(struct run *r)
 {
@@ -845,6 +869,12 @@ static enum core_status read_stdin(struct run *r)
 	r->stdin_kind = INTAKE_NONE;
 	if (!r->stdin_open || (op->nmsg && isatty(0)))
 		return CORE_OK;
+	if (op->nmsg && !intake_stdin_ready(op->stdin_wait_ms, &stop_signal)) {
+		if (op->stdin_wait_ms && !stop_signal)
+			cli_warn("no input on stdin within %s: going on without it (give "
+			         "</dev/null, or --stdin-timeout 0, to not read stdin)", op->stdin_wait);
+		return CORE_OK;
+	}
 	enum core_status st = intake_read_stdin(op->input_format, op->max_record, &stop_signal,
 	                                        &r->in, &r->stdin_kind, &e);
 	if (st)
@@ -852,6 +882,8 @@ static enum core_status read_stdin(struct run *r)
 	if (r->stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
+	if (!op->nmsg && r->stdin_kind == INTAKE_NONE && !stop_signal)
+		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
 }
 

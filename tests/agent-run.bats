@@ -43,10 +43,59 @@ script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 	[ "$(last | jq -c '[.output.state.messages[].content[0].text]')" = '["a","a","b","b"]' ]
 }
 
-@test "no input at all: the invocation still has a session ID and no snapshot" {
+@test "no input at all: the invocation still has a session ID and no snapshot, and stderr says nothing ran" {
 	run -0 --separate-stderr agent-run --no-store --model echo </dev/null
 	[ "$(printf '%s\n' "$output" | wc -l)" = 1 ]
 	[ "$(last | jq -c '.output | keys')" = '["sessionId","state"]' ]
+	[ "$stderr" = 'agent-run: no input: stdin is empty and no -m was given; nothing ran' ]
+	run -0 --separate-stderr agent-run --no-store --model echo --format text </dev/null
+	[ "${stderr%%$'\n'*}" = 'agent-run: no input: stdin is empty and no -m was given; nothing ran' ]
+}
+
+# silent_stdin CMD...: CMD with a stdin that is open but never written (a
+# FIFO whose writer sleeps), as a CI runner or ssh gives it; the writer is
+# killed afterwards.
+silent_stdin() {
+	rm -f silent && mkfifo silent
+	(exec 3>silent; sleep 30) &
+	local writer=$!
+	run --separate-stderr timeout 20 "$@" <silent
+	kill "$writer" 2>/dev/null
+	wait "$writer" 2>/dev/null || true
+}
+
+@test "stdin with -m: an open but silent stdin is waited on for --stdin-timeout, then the turn goes on without it, said once" {
+	silent_stdin agent-run --no-store --model echo -m hi --stdin-timeout 200ms
+	[ "$status" = 0 ]
+	[ "$(last | jq -c '.output.message.content')" = '[{"text":"hi"}]' ]
+	[ "$stderr" = "agent-run: no input on stdin within 200ms: going on without it (give </dev/null, or --stdin-timeout 0, to not read stdin)" ]
+	# the default is 3s, also from the environment
+	silent_stdin agent-run --no-store --model echo -m hi
+	[ "$status" = 0 ]
+	[[ "$stderr" == "agent-run: no input on stdin within 3s: going on"* ]]
+	AGENTKIT_STDIN_TIMEOUT=100ms silent_stdin agent-run --no-store --model echo -m hi
+	[ "$status" = 0 ]
+	[[ "$stderr" == "agent-run: no input on stdin within 100ms: going on"* ]]
+	# 0: stdin is never read, and nothing is said
+	silent_stdin agent-run --no-store --model echo -m hi --stdin-timeout 0
+	[ "$status" = 0 ]
+	[ "$stderr" = "" ]
+}
+
+@test "stdin with -m: bytes that come within the wait join the turn; later ones stay unread on stdin" {
+	run -0 --separate-stderr sh -c '(sleep 0.3; echo context) | agent-run --no-store --model echo -m hi --stdin-timeout 10s'
+	[ "$(last | jq -c '.output.message.content')" = '[{"text":"hi\n\ncontext\n"}]' ]
+	[ "$stderr" = "" ]
+	# later bytes are left on stdin for whoever reads it next
+	run -0 --separate-stderr sh -c '(sleep 1; echo late) | { agent-run --no-store --model echo -m hi --stdin-timeout 100ms | tail -n 1 | jq -c .output.message.content; cat; }'
+	[ "$output" = $'[{"text":"hi"}]\nlate' ]
+}
+
+@test "stdin with -m: a bad --stdin-timeout or AGENTKIT_STDIN_TIMEOUT is a usage error" {
+	run -100 --separate-stderr agent-run --no-store --model echo -m hi --stdin-timeout soon </dev/null
+	[ "${stderr%%$'\n'*}" = "agent-run: --stdin-timeout: invalid duration 'soon' (use e.g. 250ms, 30s, 5m, 1h)" ]
+	AGENTKIT_STDIN_TIMEOUT=-1s run -100 --separate-stderr agent-run --no-store --model echo -m hi </dev/null
+	[[ "${stderr%%$'\n'*}" == "agent-run: AGENTKIT_STDIN_TIMEOUT: "* ]]
 }
 
 @test "client-managed: --state seeds the conversation, keeps its session ID and custom state (ClientManagedState)" {

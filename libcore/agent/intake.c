@@ -67,6 +67,18 @@ enum core_status intake_read_stdin(int format, size_t max_record,
 	return CORE_OK;
 }
 
+int intake_stdin_ready(int64_t timeout_ms, const volatile sig_atomic_t *stop)
+{
+	int64_t end = core_now_mono_ms() + timeout_ms, left;
+	struct pollfd p = { .fd = 0, .events = POLLIN };
+	while (!*stop && (left = end - core_now_mono_ms()) > 0) {
+		int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (n > 0 || (n < 0 && errno != EINTR))
+			return 1;
+	}
+	return 0;
+}
+
 void intake_init(struct intake *in)
 {
 	memset(in, 0, sizeof *in);

@@ -34,6 +34,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <sys/types.h>
 
 #include "../base/buf.h"
@@ -88,6 +89,15 @@ enum intake_kind { INTAKE_NONE, INTAKE_NDJSON, INTAKE_TEXT };
 enum core_status intake_read_stdin(int format, size_t max_record,
                                    const volatile sig_atomic_t *stop, struct core_buf *in,
                                    int *kind, struct core_err *e);
+
+/*
+ * Wait at most timeout_ms for stdin (fd 0) to have a byte, or its end:
+ * how agent-run -m bounds a stdin that is open but silent (a CI runner's,
+ * ssh's, a co-process's).  1 when it has (or poll cannot tell: the read
+ * will), 0 when the time ran out - nothing was read, so what comes later
+ * stays on stdin - or when *stop turned non-zero while it waited.
+ */
+int intake_stdin_ready(int64_t timeout_ms, const volatile sig_atomic_t *stop);
 
 void intake_init(struct intake *in);
 
