@@ -35,6 +35,7 @@ fuzz_pass() {
 @test "fuzz: tool manifests" { fuzz_pass tool_manifest 300; }
 @test "fuzz: tool output lines" { fuzz_pass tool_output 50; }
 @test "fuzz: custom-agent handler output" { fuzz_pass handler 50; }
+@test "fuzz: what a failing tool or handler writes on stderr reaches the output, valid UTF-8" { fuzz_pass failure_text 100; }
 
 @test "fuzz: every target has a test here and a seed corpus" {
 	for src in "$TOP"/tests/fuzz/fuzz_*.c; do

@@ -18,6 +18,7 @@
 #include "../base/json.h"
 #include "../base/lines.h"
 #include "../base/spawn.h"
+#include "../base/utf8.h"
 #include "../base/util.h"
 #include "agent_trace.h"
 
@@ -382,6 +383,7 @@ static void call_fail(struct tool_call *c, enum core_status st, const char *fmt,
 		c->err.st = st;
 		vsnprintf(c->err.msg, sizeof c->err.msg, fmt, ap);
 		va_end(ap);
+		utf8_fix_cstr(c->err.msg, sizeof c->err.msg);  /* the tool's stderr is in it */
 	}
 	if (c->pid > 0 && !c->killed) {
 		kill(-c->pid, SIGKILL);
@@ -490,6 +492,7 @@ static void finish(struct tool_call *c, int status)
 {
 	char tail[STDERR_KEEP + 16] = "";
 	if (c->err_buf.len) {
+		(void)core_buf_fix_text(&c->err_buf);   /* a NUL must not end the text */
 		size_t n = c->err_buf.len;
 		while (n && (c->err_buf.p[n - 1] == '\n' || c->err_buf.p[n - 1] == '\r'))
 			n--;
@@ -506,6 +509,7 @@ static void finish(struct tool_call *c, int status)
 	if (c->st != CORE_OK) {
 		size_t len = strlen(c->err.msg);
 		snprintf(c->err.msg + len, sizeof c->err.msg - len, "%s", tail);
+		utf8_fix_cstr(c->err.msg, sizeof c->err.msg);
 		return;
 	}
 	if (WIFSIGNALED(status)) {
