@@ -57,6 +57,7 @@
 #define STORE_STORE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -89,6 +90,23 @@ int store_location_is_dir(const char *location);
  */
 enum core_status store_logs_dir(const char *location, struct core_buf *out,
                                 struct core_err *e);
+
+/*
+ * The trust check of a directory that holds the store's private files
+ * (the LMDB store's own, a worker log directory): it must belong to the
+ * user (or root) and be writable by nobody else, as ssh refuses a key
+ * file.  what names it in messages ("store directory", "worker log
+ * directory").  With STORE_DIR_NOFOLLOW path itself must not be a symlink
+ * (lstat()); without it a link to a good directory is fine (stat()).  The
+ * type is the caller's business.  *st (may be NULL) receives the stat.
+ * CORE_ESYS with errno EACCES and the fix on a refusal:
+ * "refusing store directory 'D': it is writable by group and others (mode
+ * 0777); fix it with: chmod 700 'D'"; CORE_ESYS with the errno when path
+ * cannot be looked at.
+ */
+#define STORE_DIR_NOFOLLOW 0x1
+enum core_status store_trust_dir(const char *path, const char *what, unsigned flags,
+                                 struct stat *st, struct core_err *e);
 
 /* Flags for store_open_flags() and store_open_default(). */
 #define STORE_OPEN_EXISTING 0x1 /* never create: CORE_ENOTFOUND "no store at
