@@ -92,3 +92,68 @@ enum core_status store_trust_dir(const char *path, const char *what, unsigned fl
 		e->sys = EACCES;
 	return rc;
 }
+
+/* The end of a keyword value starting at v: its closing quote's place for
+ * a quoted one (libpq's 'value', with \' inside), else the first of "&",
+ * white space or the end. */
+static const char *value_end(const char *v)
+{
+	if (*v == '\'') {
+		for (v++; *v && *v != '\''; v++)
+			if (*v == '\\' && v[1])
+				v++;
+		return v;
+	}
+	return v + strcspn(v, "& \t\n\r\f\v");
+}
+
+int store_location_password(const char *loc, size_t *at, size_t *len)
+{
+	static const char kw[] = "password=";
+	const char *best = NULL, *best_end = NULL, *from = loc + *at, *sep = strstr(loc, "://");
+	/* The URL's userinfo password: as libpq reads "USER:PASSWORD@", the
+	 * authority up to the first '@' or '/'. */
+	if (sep && sep > loc && !memchr(loc, '/', (size_t)(sep - loc))) {
+		const char *a = sep + 3, *end = a + strcspn(a, "@/");
+		const char *colon = *end == '@' ? memchr(a, ':', (size_t)(end - a)) : NULL;
+		if (colon && colon + 1 < end && colon + 1 >= from) {
+			best = colon + 1;
+			best_end = end;
+		}
+	}
+	/* The first non-empty "password=" value at or after from, the keyword
+	 * at the start or after '?', '&' or white space. */
+	for (const char *k = strstr(loc, kw); k && (!best || k < best); k = strstr(k + 1, kw)) {
+		const char *v = k + sizeof kw - 1, *end;
+		if (k != loc && !strchr("?& \t\n\r\f\v", k[-1]))
+			continue;
+		end = value_end(v);
+		if (*v == '\'') {
+			v++;
+			if (end == v)
+				continue;
+		}
+		if (end > v && v >= from) {
+			best = v;
+			best_end = end;
+			break;
+		}
+	}
+	if (!best)
+		return 0;
+	*at = (size_t)(best - loc);
+	*len = (size_t)(best_end - best);
+	return 1;
+}
+
+int store_secret_variable(const char *entry)
+{
+	static const char *const names[] = { "PGPASSWORD", "PGPASSFILE" };
+	static const char store[] = "AGENTKIT_STORE=";
+	size_t at = 0, len, n = strcspn(entry, "=");
+	for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+		if (strlen(names[i]) == n && !strncmp(names[i], entry, n))
+			return 1;
+	return !strncmp(entry, store, sizeof store - 1) &&
+	       store_location_password(entry + sizeof store - 1, &at, &len);
+}
