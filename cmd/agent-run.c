@@ -1108,7 +1108,7 @@ int main(int argc, char **argv)
 	r.t0 = core_now_ns();
 	r.stdin_open = fcntl(0, F_GETFD) != -1;
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
-	if ((st = spawn_protect_keys(model_key_variable, NULL)))
+	if ((st = spawn_protect_keys(cli_secret_variable, NULL)))
 		goto out;
 	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))

@@ -21,7 +21,6 @@
 #include "../libcore/base/lines.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
-#include "../libcore/model/registry.h"
 #include "../store/store.h"
 
 enum {
@@ -919,8 +918,9 @@ int main(int argc, char **argv)
 	int c;
 
 	cli_start(&prog);
-	/* -a runs state transforms: before that child, keys out of its reach. */
-	if (spawn_protect_keys(model_key_variable, &e))
+	/* -a runs state transforms: before that child, keys and the store password
+	 * out of its reach. */
+	if (spawn_protect_keys(cli_secret_variable, &e))
 		return cli_finish(cli_report(&e));
 	while ((c = cli_next(argc, argv, &arg)) != -1) {
 		switch (c) {

@@ -4,8 +4,10 @@
 #include "cli.h"
 #include "cli_int.h"
 #include "../libcore/model/model.h"
+#include "../libcore/model/registry.h"
 #include "../libcore/base/suggest.h"
 #include "../libcore/base/util.h"
+#include "../store/store.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -337,6 +339,60 @@ static const char *near_option(const char *arg)
 	return core_closest(arg + 2, strcspn(arg + 2, "="), names);
 }
 
+int cli_secret_variable(const char *entry)
+{
+	return model_key_variable(entry) || store_secret_variable(entry);
+}
+
+/*
+ * The copies of the --store values whose passwords were wiped from the
+ * command line: they live as long as the process (the option's value
+ * points at one), and a list keeps them reachable for the leak checker.
+ */
+struct kept_arg {
+	struct kept_arg *next;
+	char text[];
+};
+static struct kept_arg *kept_args;
+
+/*
+ * arg, the value of a --store option inside the command line, with each
+ * password (store_location_password()) wiped from the command line the
+ * kernel shows as /proc/PID/cmdline (ps, a same-user tool): the value is
+ * copied to the heap and, in the original bytes, each password becomes
+ * "***" (or as many '*' as it is long, when shorter) and the rest moves
+ * up over the difference, NULs after it, as mysql does with -p.  A
+ * detached worker is a fork of this process: it shows the same wiped
+ * line.  Returns the copy (arg itself when it holds no password).
+ */
+static const char *hide_store_password(char *arg)
+{
+	size_t n = strlen(arg), at = 0, len, r = 0, w = 0;
+	struct kept_arg *k;
+	if (!store_location_password(arg, &at, &len))
+		return arg;
+	if (!(k = malloc(sizeof *k + n + 1))) {
+		cli_warn("out of memory");
+		cli_exit(CORE_ENOMEM);
+	}
+	memcpy(k->text, arg, n + 1);
+	k->next = kept_args;
+	kept_args = k;
+	/* From the copy into arg: what is written never passes what is read. */
+	for (at = 0; store_location_password(k->text, &at, &len); at = r) {
+		size_t stars = len < 3 ? len : 3;
+		memmove(arg + w, k->text + r, at - r);
+		w += at - r;
+		memset(arg + w, '*', stars);
+		w += stars;
+		r = at + len;
+	}
+	memmove(arg + w, k->text + r, n - r);
+	w += n - r;
+	memset(arg + w, 0, n - w);
+	return k->text;
+}
+
 int cli_next(int argc, char **argv, const char **arg)
 {
 	int c, idx = -1;
@@ -380,8 +436,11 @@ int cli_next(int argc, char **argv, const char **arg)
 		cli_exit(CORE_EUSAGE);
 	default:
 		for (size_t i = 0; cli_cur->opts && cli_cur->opts[i].name && i < sizeof seen; i++)
-			if (cli_cur->opts[i].key == c)
+			if (cli_cur->opts[i].key == c) {
 				seen[i] = 1;
+				if (optarg && !strcmp(cli_cur->opts[i].name, "store"))
+					*arg = hide_store_password(optarg);
+			}
 		return c;
 	}
 }

@@ -127,8 +127,22 @@ extern const char *cli_progname;
 void cli_start(const struct cli_prog *prog);
 
 /*
+ * The secrets policy every command gives spawn_protect_keys() (spawn.h):
+ * the provider keys (model_key_variable(): the provider table and the
+ * models file) and the store's credentials (store_secret_variable():
+ * PGPASSWORD, PGPASSFILE, an AGENTKIT_STORE that holds a password).  No
+ * tool, MCP server, handler, transform or credential command inherits
+ * one unless its manifest names it.  Every command that takes --store
+ * gives it at the start of main: spawn_protect_keys(cli_secret_variable).
+ */
+int cli_secret_variable(const char *entry);
+
+/*
  * The next option: its key, with *arg set to its value (or NULL); -1 when
- * the options end (optind is then the first operand).  Handles --help,
+ * the options end (optind is then the first operand).  The value of an
+ * option named "store" that holds a password is a copy, the password
+ * wiped from the command line (/proc/PID/cmdline, ps) as soon as it is
+ * parsed.  Handles --help,
  * --version, --man, --completion and --list-options itself (printing and
  * exiting 0) and exits 100 with a message on an unknown option or a
  * missing value.

@@ -10,6 +10,8 @@
 
 #include <jansson.h>
 
+#include <sys/stat.h>
+
 /*
  * An RFC 3339 time as nanoseconds since the epoch, never overflowing:
  * Go's zero time ("0001-01-01T00:00:00Z") and other years before 1678 give
@@ -17,6 +19,10 @@
  * time (*ns untouched), 1 on success.
  */
 int st_time_ns(const char *s, int64_t *ns);
+
+/* Is st owned by the user, or by root (who can change anything anyway)?
+ * The trust checks' rule for the store's directories and files (path.c). */
+int st_owner_ok(const struct stat *st);
 
 /* The string member key of row, or NULL when absent or not a string. */
 const char *st_str(const json_t *row, const char *key);

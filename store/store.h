@@ -57,6 +57,7 @@
 #define STORE_STORE_H
 
 #include <stdint.h>
+#include <sys/stat.h>
 
 #include <jansson.h>
 
@@ -89,6 +90,44 @@ int store_location_is_dir(const char *location);
  */
 enum core_status store_logs_dir(const char *location, struct core_buf *out,
                                 struct core_err *e);
+
+/*
+ * The trust check of a directory that holds the store's private files
+ * (the LMDB store's own, a worker log directory): it must belong to the
+ * user (or root) and be writable by nobody else, as ssh refuses a key
+ * file.  what names it in messages ("store directory", "worker log
+ * directory").  With STORE_DIR_NOFOLLOW path itself must not be a symlink
+ * (lstat()); without it a link to a good directory is fine (stat()).  The
+ * type is the caller's business.  *st (may be NULL) receives the stat.
+ * CORE_ESYS with errno EACCES and the fix on a refusal:
+ * "refusing store directory 'D': it is writable by group and others (mode
+ * 0777); fix it with: chmod 700 'D'"; CORE_ESYS with the errno when path
+ * cannot be looked at.
+ */
+#define STORE_DIR_NOFOLLOW 0x1
+enum core_status store_trust_dir(const char *path, const char *what, unsigned flags,
+                                 struct stat *st, struct core_err *e);
+
+/*
+ * Where location (a store location, or any libpq connection string)
+ * holds a password: the userinfo's part after ':' in
+ * "SCHEME://USER:PASSWORD@HOST" (the authority ends at the first '@' or
+ * '/', as libpq reads it), and the value of every "password=" parameter,
+ * in a URL's query ("?password=", "&password=") or in libpq's keyword form
+ * ("host=h password=x", a quoted 'value' to its closing quote).  Finds the
+ * first such non-empty password that starts at or after *at: 1 with its
+ * offset in *at and its length in *len; 0 when there is none.
+ */
+int store_location_password(const char *location, size_t *at, size_t *len);
+
+/*
+ * The store's credentials as the key policy sees them (spawn.h): is the
+ * environment entry "NAME=value" one no child may inherit?  PGPASSWORD and
+ * PGPASSFILE (libpq's password and password file), and AGENTKIT_STORE when
+ * its location holds a password (store_location_password()); a location
+ * without one (a directory, a URL with none) is no secret.
+ */
+int store_secret_variable(const char *entry);
 
 /* Flags for store_open_flags() and store_open_default(). */
 #define STORE_OPEN_EXISTING 0x1 /* never create: CORE_ENOTFOUND "no store at

@@ -296,6 +296,38 @@ after_row() {
 	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'
 }
 
+@test "a worker log directory others can write to is refused, as a store directory is" {
+	agent-snap import </dev/null >/dev/null     # a store, empty
+	mkdir -p "$LOGS"
+	chmod 777 "$LOGS"
+	run -111 --separate-stderr "${AR[@]}" --detach -m one
+	want="refusing worker log directory '$LOGS': it is writable by group and others (mode 0777); fix it with: chmod 700 '$LOGS'"
+	assert_equal "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" "agent \"inline\": detach: $want"
+	assert_equal "$stderr" "agent-run: agent \"inline\": detach: $want"
+	[ -z "$(ls -A "$LOGS")" ]
+	[ "$(stat -c %a "$LOGS")" = 777 ]
+	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
+	assert_equal "$(jq -c '[.status, .finishReason]' <<<"$output")" '["failed","failed"]'
+	chmod 770 "$LOGS"
+	run -111 --separate-stderr "${AR[@]}" --detach -m one
+	assert_equal "$stderr" "agent-run: agent \"inline\": detach: refusing worker log directory '$LOGS': it is writable by its group (mode 0770); fix it with: chmod 700 '$LOGS'"
+	if is_pg; then
+		# this host's state directory: a link there is refused too (beside
+		# an LMDB store, the store's own check refuses it)
+		mkdir -m 700 elsewhere
+		rmdir "$LOGS"
+		ln -s "$BATS_TEST_TMPDIR/elsewhere" "$LOGS"
+		run -111 --separate-stderr "${AR[@]}" --detach -m one
+		assert_equal "$stderr" "agent-run: agent \"inline\": detach: refusing worker log directory '$LOGS': it is a symlink (make it a directory of its own: agentkit never follows a link there)"
+		[ -z "$(ls -A elsewhere)" ]
+		rm "$LOGS"
+		mkdir "$LOGS"
+	fi
+	chmod 700 "$LOGS"
+	run -0 --separate-stderr "${AR[@]}" --detach -m one
+	run -0 timeout 20 agent-wait "$(id_of "$output")"
+}
+
 @test "rm and prune remove the worker logs of the rows they delete, and no others" {
 	run -0 --separate-stderr "${AR[@]}" --detach -m one
 	a=$(id_of "$output")

@@ -121,3 +121,58 @@ bad_urls() {
 	done
 	! grep -q secret-value-of tool.env || fail "a key reached the tool: $(grep secret-value-of tool.env)"
 }
+
+# The store's credentials: libpq's password variables and a store URL with
+# a password (in its userinfo and its query), for the children of a run
+# that uses none of them (--no-store).
+DUMP="$TOP/tests/fixtures/secrets/dump"
+STORE_SECRETS='pg-secret-pw|pgpass-secret|url-secret|kw-secret'
+store_secrets() {
+	export DUMP_DIR="$BATS_TEST_TMPDIR" AGENTKIT_TEST_VISIBLE=visible-to-children
+	export PGPASSWORD=pg-secret-pw PGPASSFILE="$BATS_TEST_TMPDIR/pgpass-secret"
+	export AGENTKIT_STORE="postgresql://agentkit:url-secret@db.invalid/agentkit?sslmode=disable&password=kw-secret"
+}
+
+# no_store_secret ROLE: the child saw the rest of the environment, and
+# neither it nor agent-run's environment block and command line (which
+# it can read as root) holds a store credential.
+no_store_secret() {
+	grep -qx AGENTKIT_TEST_VISIBLE=visible-to-children "$1.env" || fail "$1 env: $(cat "$1.env")"
+	! grep -E '^(PGPASSWORD|PGPASSFILE|AGENTKIT_STORE)=' "$1.env" || fail "a store variable reached the $1"
+	! grep -E "$STORE_SECRETS" "$1.env" || fail "a store password reached the $1"
+	[ -s "$1.parent" ] || fail "the $1 read nothing of agent-run"
+	! grep -E "$STORE_SECRETS" "$1.parent" || fail "the $1 read a store password from agent-run"
+}
+
+@test "no tool, MCP server, credential command or handler sees PGPASSWORD, PGPASSFILE or a store URL's password" {
+	store_secrets
+	printf '{"command": ["%s", "tool"]}\n' "$DUMP" >dump.json
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "dump", "input": {}}]}' \
+		'{"when": {"round": 1}, "text": "done"}' >s.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/s.ndjson --tool ./dump.json -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	no_store_secret tool
+	printf '{"mcpServers": {"d": {"command": "%s", "args": ["mcp"]}}}\n' "$DUMP" >mcp.json
+	run -1 --separate-stderr agent-run --no-store --mcp-config mcp.json --mcp-list d
+	no_store_secret mcp
+	mkdir -p "$XDG_CONFIG_HOME/agentkit"
+	printf '{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:1/v1", "credentialCommand": ["%s", "cred"]}}}\n' \
+		"$DUMP" >"$XDG_CONFIG_HOME/agentkit/models.json"
+	AGENTKIT_HTTP_RETRIES=0 run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	no_store_secret cred
+	run -0 --separate-stderr agent-run --no-store --exec "$DUMP handler" -m hi
+	no_store_secret handler
+}
+
+@test "a tool whose manifest names PGPASSWORD gets it; a store location without a password reaches tools as it is" {
+	store_secrets
+	printf '{"command": ["%s", "tool"], "env": ["PGPASSWORD"]}\n' "$DUMP" >dump.json
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "dump", "input": {}}]}' \
+		'{"when": {"round": 1}, "text": "done"}' >s.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/s.ndjson --tool ./dump.json -m hi
+	grep -qx PGPASSWORD=pg-secret-pw tool.env || fail "tool env: $(cat tool.env)"
+	! grep -E '^(PGPASSFILE|AGENTKIT_STORE)=' tool.env || fail "an unnamed store variable reached the tool"
+	export AGENTKIT_STORE="postgresql://agentkit@db.invalid/agentkit?sslmode=disable"
+	run -0 --separate-stderr agent-run --no-store --model script/s.ndjson --tool ./dump.json -m hi
+	grep -qx "AGENTKIT_STORE=$AGENTKIT_STORE" tool.env || fail "tool env: $(cat tool.env)"
+}

@@ -513,3 +513,37 @@ beating() {
 	done
 	grep -q "the abort flip was seen" "$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
 }
+
+@test "a store password is in no process's command line or environment block: a detached worker, agent-wait" {
+	# The test server trusts its socket: libpq connects with the URL's
+	# password unused.
+	local pw="postgresql://agentkit:url-secret@${AGENTKIT_STORE#postgresql://}&password=kw-secret"
+	local secrets='url-secret|kw-secret|env-secret' wpid pid args environ
+	export AGENTKIT_STORE="$pw" PGPASSWORD=env-secret
+	run -0 --separate-stderr agent-run --store "$pw" --model "script/$FIXTURES/detach/convo.ndjson" \
+		--detach -m slow
+	id=$(jq -r .output.snapshotId <<<"$output")
+	log="$XDG_STATE_HOME/agentkit/logs/$id.log"
+	wait_for 10 test -s "$log"
+	wpid=$(sed -n '1s/.*agent-run\[\([0-9]*\)\]: worker started.*/\1/p' "$log")
+	[ -n "$wpid" ] || fail "no worker in: $(cat "$log")"
+	for pid in "$wpid" waiter; do
+		if [ "$pid" = waiter ]; then
+			agent-wait --store "$pw" "$id" >wait.out &
+			pid=$!
+			wait_for 10 eval '[[ $(ps -o args= -p $pid) == *"***"* ]]'
+		fi
+		args=$(ps -o args= -p "$pid")
+		[[ $args == *"--store postgresql://agentkit:***@/agentkit?"*"&password=***"* ]] ||
+			fail "pid $pid: $args"
+		! grep -E "$secrets" <<<"$args" || fail "pid $pid shows the password: $args"
+		# Root reads the block of a process that is not dumpable.
+		if environ=$(tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null); then
+			grep -qx PGPASSWORD= <<<"$environ" || fail "pid $pid environ: $environ"
+			grep -qx AGENTKIT_STORE= <<<"$environ" || fail "pid $pid environ: $environ"
+			! grep -E "$secrets" <<<"$environ" || fail "pid $pid's environment holds the password"
+		fi
+	done
+	wait "$pid"
+	assert_equal "$(jq -r .status wait.out)" completed
+}

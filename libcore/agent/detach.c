@@ -99,6 +99,11 @@ enum core_status detach_log_path(const char *store, const char *id,
 	} else if ((st = make_dirs(out->p + base, e)) != CORE_OK) {
 		return st;
 	}
+	/* others must not plant or swap a worker's log: the LMDB store's own
+	 * directory check (a server store's logs have no store around them) */
+	if ((st = store_trust_dir(out->p + base, "worker log directory", STORE_DIR_NOFOLLOW,
+	                          NULL, e)) != CORE_OK)
+		return st;
 	if (core_buf_addf(out, "/%s.log", id))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;

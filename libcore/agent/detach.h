@@ -61,7 +61,9 @@ enum core_status detach_pending(struct store *s, const char *session_id,
  * The worker's log file for snapshot id: ID.log in store_logs_dir() of the
  * store location (STORE/logs beside a directory store; this host's
  * ~/.local/state/agentkit/logs for a store on a server), the directory
- * created 0700.  Appends the path to out.
+ * created 0700.  Appends the path to out.  The directory must pass
+ * store_trust_dir() (no symlink, the user's, writable by nobody else):
+ * CORE_ESYS "refusing worker log directory 'D': ..." otherwise.
  */
 enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e);

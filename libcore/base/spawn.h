@@ -21,11 +21,15 @@
 /*
  * The key policy: is the environment entry "NAME=..." (or a bare NAME) a
  * secret no child may inherit unless allowed?  The processes layer stands
- * below the models, so it does not know the providers: the program gives
- * the policy to spawn_protect_keys() (agent-run gives model_key_variable(),
- * every key or header variable of a provider in registry.c's table and every
- * variable the models file names), and a new provider's key is hidden as
- * soon as the provider is in that table.
+ * below the models and the store, so it knows neither the providers nor
+ * the store's credentials: the program gives the policy to
+ * spawn_protect_keys() (every command gives cli_secret_variable(): the
+ * provider keys of model_key_variable(), every key or header variable of
+ * a provider in registry.c's table and every variable the models file
+ * names, and the store's of store_secret_variable(), PGPASSWORD,
+ * PGPASSFILE and an AGENTKIT_STORE that holds a password), and a new
+ * provider's key is hidden as soon as the provider is in that table.
+ * "Key" below means any entry the policy names.
  */
 typedef int spawn_key_fn(const char *entry);
 

@@ -119,22 +119,16 @@ static enum core_status find_store(const char *path, struct core_err *e)
 	return rc;
 }
 
-/* Owned by the user, or by root (who can change anything anyway). */
-static int owner_ok(const struct stat *st)
-{
-	return st->st_uid == geteuid() || st->st_uid == 0;
-}
-
 /*
- * Refuse a store others could tamper with, as ssh refuses a key file:
- * the directory must be the user's (or root's) and writable by nobody
- * else, and the files LMDB and the store open must be regular files of
- * the user (or root), not symlinks.  LMDB opens data.mdb and lock.mdb
- * itself and follows symlinks; checking them with lstat() is enough once
- * the directory is known to be writable by the user alone, since nobody
- * else can then plant a link between the check and the open.  Costs a
- * stat() and five lstat()s per open; *top receives the directory's
- * stat().  Refusals are CORE_ESYS with errno EACCES.
+ * Refuse a store others could tamper with: the directory passes
+ * store_trust_dir() (the user's or root's, writable by nobody else), and
+ * the files LMDB and the store open must be regular files of the user (or
+ * root), not symlinks.  LMDB opens data.mdb and lock.mdb itself and
+ * follows symlinks; checking them with lstat() is enough once the
+ * directory is known to be writable by the user alone, since nobody else
+ * can then plant a link between the check and the open.  Costs a stat()
+ * and five lstat()s per open; *top receives the directory's stat().
+ * Refusals are CORE_ESYS with errno EACCES.
  */
 static enum core_status trust_store(const char *path, struct stat *top, struct core_err *e)
 {
@@ -142,21 +136,10 @@ static enum core_status trust_store(const char *path, struct stat *top, struct c
 	                                     "logs" };
 	struct core_buf p = CORE_BUF_INIT(PATH_MAX);
 	struct stat st;
-	enum core_status rc = CORE_OK;
+	enum core_status rc;
 	size_t i;
-	if (stat(path, &st) < 0)
-		return core_fail_sys(e, "cannot open store '%s'", path);
-	*top = st;
-	if (!owner_ok(&st))
-		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it belongs to "
-		               "uid %ld, not to you (uid %ld); use a directory of your own",
-		               path, (long)st.st_uid, (long)geteuid());
-	else if (st.st_mode & 022)
-		rc = core_fail(e, CORE_ESYS, "refusing store directory '%s': it is writable "
-		               "by %s (mode %04o); fix it with: chmod 700 '%s'", path,
-		               (st.st_mode & 022) == 022 ? "group and others"
-		               : st.st_mode & 002 ? "others" : "its group",
-		               (unsigned)(st.st_mode & 07777), path);
+	if ((rc = store_trust_dir(path, "store directory", 0, top, e)) != CORE_OK)
+		return rc;
 	for (i = 0; i < sizeof files / sizeof files[0] && rc == CORE_OK; i++) {
 		int dir = !strcmp(files[i], "logs");    /* (its type is detach's business) */
 		p.len = 0;
@@ -170,7 +153,7 @@ static enum core_status trust_store(const char *path, struct stat *top, struct c
 		else if (!dir && !S_ISREG(st.st_mode))
 			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s is not a regular file",
 			               path, files[i]);
-		else if (!owner_ok(&st))
+		else if (!st_owner_ok(&st))
 			rc = core_fail(e, CORE_ESYS, "refusing store '%s': %s belongs to uid %ld, "
 			               "not to you (uid %ld)", path, files[i], (long)st.st_uid,
 			               (long)geteuid());

@@ -3,8 +3,8 @@
  * backends: how a location chooses a backend (a directory path, a URL of
  * the PostgreSQL backend or "pg:", a URL no backend takes, refused with
  * its password redacted),
- * the checks made before any backend runs, and the messages store.c writes
- * for the backends.
+ * the checks made before any backend runs, the messages store.c writes
+ * for the backends, and the passwords a location holds (path.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -152,6 +152,43 @@ static void test_dispatch(void)
 	       !strcmp(e.msg, "store is not open"), "no handle", e.msg);
 }
 
+/* The passwords store_location_password() finds in loc, "|"-joined. */
+static void passwords(const char *name, const char *loc, const char *want)
+{
+	char got[512] = "";
+	size_t at = 0, len, n = 0;
+	while (store_location_password(loc, &at, &len)) {
+		n += (size_t)snprintf(got + n, sizeof got - n, "%s%.*s", n ? "|" : "", (int)len,
+		                      loc + at);
+		at += len;
+	}
+	report(!strcmp(got, want), name, got);
+}
+
+static void test_secrets(void)
+{
+	passwords("a URL's userinfo password", "postgresql://u:pw@db/x", "pw");
+	passwords("userinfo and query passwords, in order",
+	          "postgresql://u:a%40b@/x?host=/s&password=kw&sslmode=require", "a%40b|kw");
+	passwords("a user without a password, a directory, pg:", "postgresql://u@db/x", "");
+	passwords("no password in a path", "/tmp/password=x", "");
+	passwords("a ':' after the authority is no password", "postgresql://db/x:y@z", "");
+	passwords("an empty password is none", "postgresql://u:@db/x?password=", "");
+	passwords("libpq's keyword form, quoted", "host=h password='a b\\'c' user=u", "a b\\'c");
+	passwords("the keyword at the start", "password=x dbname=y", "x");
+	passwords("not a longer keyword's tail", "postgresql://db/x?oldpassword=x", "");
+	report(store_secret_variable("PGPASSWORD=x") && store_secret_variable("PGPASSFILE=/p") &&
+	       store_secret_variable("PGPASSWORD") &&
+	       store_secret_variable("AGENTKIT_STORE=postgresql://u:pw@db/x") &&
+	       store_secret_variable("AGENTKIT_STORE=pg:?password=x"),
+	       "PGPASSWORD, PGPASSFILE and a store location with a password are secrets", "");
+	report(!store_secret_variable("AGENTKIT_STORE=/home/u/store") &&
+	       !store_secret_variable("AGENTKIT_STORE=postgresql://u@db/x") &&
+	       !store_secret_variable("PGPASSWORDX=y") && !store_secret_variable("PGHOST=h") &&
+	       !store_secret_variable("AGENTKIT_STORE_VERIFY=postgresql://u:pw@db/x"),
+	       "a location without a password, and other variables, are not", "");
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -161,6 +198,7 @@ int main(void)
 	}
 	test_locations();
 	test_dispatch();
+	test_secrets();
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "store_test: could not remove %s\n", tmp);
