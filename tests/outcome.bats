@@ -1,0 +1,95 @@
+#!/usr/bin/env bats
+# One outcome, three faces (DESIGN §9): a run's row status, its finish
+# reason, its error and its exit code come from one value through one
+# mapping, attached and detached alike.  Every failure source is run both
+# ways; the text it fails with is plain ASCII for one source and holds
+# bytes that are not UTF-8 (0xFF, a cut sequence) for the next, which must
+# arrive as U+FFFD, never erase the message.
+
+load test_helper
+
+setup() {
+	common_setup
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=10s
+	export AGENTKIT_STDIN_TIMEOUT=0
+	mkdir -p tools
+}
+
+last() { printf '%s\n' "$output" | tail -n 1; }
+
+# tool NAME STDERR-PRINTF EXIT: a tool that fails that way.
+tool() {
+	printf '#!/bin/sh\ncat >/dev/null\nprintf '"'%s'"' >&2\nexit %s\n' "$2" "$3" >"tools/$1"
+	chmod +x "tools/$1"
+	echo '{"description": "fails"}' >"tools/$1.json"
+}
+
+# script REPLY...: the scripted model's replies.
+script() { printf '%s\n' "$@" >model.ndjson; }
+
+# agree EXIT MESSAGE AGENT-RUN-ARGS...: the run fails with exit EXIT and the
+# error message MESSAGE (jq's -r text: U+FFFD for a bad byte), attached and
+# detached: the output's error and finish reason, the row's status, finish
+# reason and error (the turn's row attached, the finalized row detached),
+# stderr, and agent-wait's exit all say the same.  Leaves the detached
+# row's ID in $id.
+agree() {
+	local want=$1 msg=$2 out row
+	shift 2
+	run --separate-stderr agent-run "$@" -m hi
+	[ "$status" = "$want" ] || fail "attached: exit $status, not $want: $stderr"
+	out=$(last | jq -c '.output | [.finishReason, .error]')
+	[ "$(last | jq -r .output.error.message)" = "$msg" ] ||
+		fail "attached: the message is '$(last | jq -r .output.error.message)'"
+	[ "$(last | jq -r .output.finishReason)" = failed ]
+	[ "$stderr" = "agent-run: $msg" ] || fail "attached: stderr is '$stderr'"
+	# A failure that committed nothing (a custom agent's, §9.1 18) ends at
+	# the previous row: no row of its own to read.
+	id=$(last | jq -r '.output.snapshotId // empty')
+	if [ -n "$id" ]; then
+		row=$(agent-snap "$id" | jq -c '[.finishReason, .error]')
+		[ "$row" = "$out" ] || fail "attached: the row says $row, the output $out"
+		[ "$(agent-snap "$id" | jq -r .status)" = failed ]
+	fi
+
+	run -0 --separate-stderr agent-run "$@" -m hi --detach
+	id=$(last | jq -r .output.snapshotId)
+	run --separate-stderr agent-wait --timeout 30s "$id"
+	[ "$status" = "$want" ] || fail "detached: agent-wait exit $status, not $want"
+	row=$(agent-snap "$id" | jq -c '[.finishReason, .error]')
+	[ "$row" = "$out" ] || fail "detached: the row says $row, attached said $out"
+	[ "$(agent-snap "$id" | jq -r .status)" = failed ]
+}
+
+@test "a tool's failure, ASCII: exit 1, the row failed with its error, attached and detached" {
+	tool bad 'the disk is on fire\n' 3
+	script '{"toolRequests":[{"name":"bad","ref":"1","input":{}}]}'
+	agree 1 'generate: tool "bad" failed: exited with status 3: the disk is on fire' \
+		--model script/model.ndjson --tool tools/bad.json
+}
+
+@test "a tool's failure, bytes that are not UTF-8: the same, each bad byte U+FFFD" {
+	tool bad 'bad \377 stderr \342\202\n' 3
+	script '{"toolRequests":[{"name":"bad","ref":"1","input":{}}]}'
+	agree 1 $'generate: tool "bad" failed: exited with status 3: bad \uFFFD stderr \uFFFD\uFFFD' \
+		--model script/model.ndjson --tool tools/bad.json
+}
+
+@test "a custom agent's handler, bytes that are not UTF-8: exit 1 and the row failed, attached and detached" {
+	printf '#!/bin/sh\nprintf "handler \\377 broke\\n" >&2\nexit 4\n' >handler.sh
+	chmod +x handler.sh
+	agree 1 $'custom agent \'./handler.sh\' exited with status 4: handler \uFFFD broke' \
+		--exec ./handler.sh
+}
+
+@test "a credential command's failure, ASCII: exit 1, UNAUTHENTICATED in the output and the row, attached and detached" {
+	printf '#!/bin/sh\necho "not logged in" >&2\nexit 3\n' >cred.sh
+	chmod +x cred.sh
+	mkdir -p "$XDG_CONFIG_HOME/agentkit"
+	cat >"$XDG_CONFIG_HOME/agentkit/models.json" <<-JSON
+	{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+	  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+	JSON
+	agree 1 'generate: gw: the credential command exited 3: not logged in' --model gw/m
+	[ "$(agent-snap "$id" | jq -r .error.status)" = UNAUTHENTICATED ]
+}
