@@ -541,3 +541,93 @@ try 'agent-run --help'" ]
 	run -0 --separate-stderr agent-snap --session "$sid"
 	[ "$(printf '%s\n' "$output" | jq -c '[.state.messages[].content[] | .toolResponse.output // empty]')" = '["echo: one","echo: two"]' ]
 }
+
+# ---- servers that misbehave: none of them wedges the run ----
+
+# A server that pings without reading its stdin, with a timeout of 60 s.
+stall() {
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["pingflood"], "timeout": "60s"}}}\n' \
+		"$SERVER" >stall.json
+}
+# ended PID: it ends within 10 s, else it and the server are killed and the test fails.
+ended() {
+	timeout 10 tail --pid="$1" -f /dev/null && return 0
+	kill -KILL "$1" "$(cat server.pid)" 2>/dev/null
+	return 1
+}
+flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: flooding"; }
+
+@test "a server that pings without reading its stdin: the call's timeout fails it, naming the server; it is killed" {
+	call fake_echo '{"text":"hi"}'
+	config pingflood
+	FAKE_PINGS=5000 FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' did not answer tools/call within 1500 ms: it stopped reading its input (stderr: $(flooding))" ]
+	[ "$(last | jq -c '[.output.finishReason, .output.error.status]')" = '["failed","INTERNAL"]' ]
+	! kill -0 "$(cat server.pid)" 2>/dev/null
+	# pings without end: its read-ahead reaches maxResultBytes first
+	config pingflood '"maxResultBytes": 65536'
+	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$stderr" = "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' wrote more than 65536 bytes without reading its input (during tools/call) (stderr: $(flooding))" ]
+	! kill -0 "$(cat server.pid)" 2>/dev/null
+}
+
+@test "SIGTERM while a server that stopped reading holds the call: aborted at once, the final line, the server ended" {
+	stall
+	call fake_echo '{"text":"hi"}'
+	FAKE_PINGS=5000 FAKE_PIDFILE=$PWD/server.pid agent-run --no-store --model $M \
+		--mcp-config stall.json -m go >out 2>err 3>&- &
+	pid=$!
+	wait_for 10 test -s server.pid
+	sleep 1         # the pings are read, the answers fill its stdin
+	kill -TERM "$pid"
+	ended "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 2 ]
+	[ "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
+	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	wait_for 10 eval '! kill -0 "$(cat server.pid)" 2>/dev/null'
+}
+
+@test "agent-abort of a detached run held by a server that stopped reading: it heartbeats, then ends aborted" {
+	stall
+	call fake_echo '{"text":"hi"}'
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms
+	FAKE_PINGS=5000 FAKE_PIDFILE=$PWD/server.pid run -0 --separate-stderr agent-run --model $M --mcp-config stall.json --detach -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	log="$(logs_dir)/$id.log"
+	wait_for 10 grep -q "fake-server: flooding" "$log"
+	worker=$(sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$log")
+	sleep 1         # the answers fill its stdin
+	# the heartbeat goes on while the call is stuck
+	b1=$(agent-snap -m "$id" | jq -r .heartbeatAt)
+	wait_for 10 eval '[ "$(agent-snap -m "$id" | jq -r .heartbeatAt)" != "$b1" ]'
+	run -0 agent-abort "$id"
+	ended "$worker"
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -c '[.status, .finishReason]' <<<"$output")" = '["aborted","aborted"]' ]
+	wait_for 10 eval '! kill -0 "$(cat server.pid)" 2>/dev/null'
+}
+
+@test "bytes that are not UTF-8 from a server become U+FFFD: the message and the final line are kept" {
+	script '{"text":"never"}'
+	config badbytes
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	msg="mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 caf� �� �� listening' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badbytes mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: log caf� �� ��)"
+	[ "$stderr" = "agent-run: $msg" ]
+	[ "$(jq -c .error <<<"$output")" = "$(jq -nc --arg m "$msg" '{status: "UNAVAILABLE", message: $m}')" ]
+	# --verbose passes its stderr on, valid
+	run -1 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json -m go
+	[ "${stderr%%$'\n'*}" = "agent-run: mcp fake: fake-server: starting in badbytes mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
+	[ "$(sed -n 2p <<<"$stderr")" = "agent-run: mcp fake: fake-server: log caf� �� ��" ]
+	# mid-call: a result's text, a stray line and stderr
+	config badcall
+	call fake_echo '{"text":"hi"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '"caf� �� ��"' ]
+	call fake_garbage
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	msg="generate: tool \"fake_garbage\" failed: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'debug: caf� �� ��' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badcall mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: failing caf� �� ��)"
+	[ "$stderr" = "agent-run: $msg" ]
+	[ "$(last | jq -c .output.error)" = "$(jq -nc --arg m "$msg" '{status: "INTERNAL", message: $m}')" ]
+}

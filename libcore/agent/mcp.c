@@ -12,11 +12,13 @@
 #include "../base/coproc.h"
 #include "../base/json.h"
 #include "../base/trace.h"
+#include "../base/utf8.h"
 #include "../base/util.h"
 
 /* tools/list pages followed before the server is called broken. */
 #define MAX_PAGES 1000
-/* Writing a reply or a notification: the server reads its stdin. */
+/* Writing notifications/cancelled after a call ended: the server reads
+ * its stdin. */
 #define NOTE_TIMEOUT_MS 1000
 
 static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
@@ -67,6 +69,12 @@ struct mcp_set {
 	void *sink_ctx;
 };
 
+static int64_t left_ms(int64_t deadline)
+{
+	int64_t left = deadline - core_now_mono_ms();
+	return left > 0 ? left : 0;
+}
+
 /* " (stderr: ...tail)" when the server wrote to stderr. */
 static void add_stderr(struct mcp_server *s, struct core_buf *b)
 {
@@ -79,8 +87,15 @@ static void add_stderr(struct mcp_server *s, struct core_buf *b)
 	core_buf_adds(b, " (stderr: ");
 	if (s->cp->err_dropped)
 		core_buf_adds(b, "...");
-	for (size_t i = 0; i < n; i++)
-		core_buf_addc(b, t[i] == '\n' ? ' ' : t[i]);
+	/* The tail may start inside a character, and holds what the server
+	 * wrote: made valid here, where it joins our text. */
+	for (size_t i = 0, j; i < n; i = j + 1) {
+		for (j = i; j < n && t[j] != '\n'; j++)
+			;
+		core_buf_add_text(b, t + i, j - i);
+		if (j < n)
+			core_buf_addc(b, ' ');
+	}
 	core_buf_addc(b, ')');
 }
 
@@ -102,43 +117,78 @@ static enum core_status server_fail(struct mcp_server *s, int broken, enum core_
 	return st;
 }
 
-/* Write msg; method (or NULL) names the request it is or belongs to in
- * messages, as rpc() does. */
+/*
+ * Write msg within timeout_ms (cancel may be NULL).  A write that fails
+ * leaves the stream cut inside a line, or the server not reading its
+ * input: it is broken and killed at once (waiting on it longer could
+ * only block the run).  method names the request in messages, as rpc()
+ * does; bound_ms (> 0) is the bound of that request, named when the
+ * server stopped reading: "did not answer tools/call within 1500 ms: it
+ * stopped reading its input".
+ */
 static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
-                             const char *method, int64_t timeout_ms, struct core_err *e)
+                             const char *method, int64_t timeout_ms, int64_t bound_ms,
+                             const struct coproc_cancel *cancel, struct core_err *e)
 {
 	struct core_err we = { 0 };
 	char msgbuf[1400];
-	enum core_status st = msg ? coproc_write_json(s->cp, msg, timeout_ms, NULL, &we)
+	enum core_status st = msg ? coproc_write_json(s->cp, msg, timeout_ms, cancel, &we)
 	                          : core_fail(&we, CORE_ENOMEM, "out of memory");
 	json_decref(msg);
 	if (!st)
 		return CORE_OK;
-	snprintf(msgbuf, sizeof msgbuf, method ? "%s (during %s)" : "%s", we.msg, method);
-	return server_fail(s, st != CORE_EDEADLINE, st, msgbuf, e);
-}
-
-/* A request of the server's: ping gets {}, anything else -32601. */
-static void answer(struct mcp_server *s, const json_t *msg)
-{
-	struct core_err ignore = { 0 };
-	const char *method = json_string_value(json_object_get(msg, "method"));
-	json_t *id = json_object_get(msg, "id");
-	if (!method || !strcmp(method, "ping"))
-		post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
-		     NULL, NOTE_TIMEOUT_MS, &ignore);
+	if (st == CORE_ENOMEM)
+		return core_fail(e, st, "out of memory");
+	if (st == CORE_EDEADLINE && bound_ms > 0)
+		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' did not answer %s within %lld ms: "
+		         "it stopped reading its input", s->cfg->name, method, (long long)bound_ms);
+	else if (st == CORE_ECANCELLED)
+		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s': %s cancelled", s->cfg->name,
+		         method);
 	else
-		post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
-		                  "code", -32601, "message", "Method not found"),
-		     NULL, NOTE_TIMEOUT_MS, &ignore);
+		snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", we.msg, method);
+	server_fail(s, 1, st, msgbuf, e);
+	coproc_kill(s->cp);
+	return st;
 }
 
+/* A request of the server's: ping gets {}, anything else -32601; written
+ * within the call's time left (the server's request is part of the call). */
+static enum core_status answer(struct mcp_server *s, const json_t *msg, const char *method,
+                               int64_t left_ms, int64_t bound_ms,
+                               const struct coproc_cancel *cancel, struct core_err *e)
+{
+	const char *asked = json_string_value(json_object_get(msg, "method"));
+	json_t *id = json_object_get(msg, "id");
+	if (!asked || !strcmp(asked, "ping"))
+		return post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
+		            method, left_ms, bound_ms, cancel, e);
+	return post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
+	                         "code", -32601, "message", "Method not found"),
+	            method, left_ms, bound_ms, cancel, e);
+}
+
+/* The first 80 bytes of a (valid UTF-8) line, cut at a character. */
 static void line_head(const char *line, size_t len, struct core_buf *b)
 {
-	for (size_t i = 0; i < len && i < 80; i++)
+	size_t i = 0;
+	for (; i < len && (i < 80 || ((unsigned char)line[i] & 0xC0) == 0x80); i++)
 		core_buf_addc(b, (unsigned char)line[i] < ' ' ? '?' : line[i]);
-	if (len > 80)
+	if (i < len)
 		core_buf_adds(b, "...");
+}
+
+/* After a call ended without its answer: tell the server, within a
+ * moment (a server that does not read its input is killed by post()). */
+static void cancel_request(struct mcp_server *s, const char *method, json_int_t id,
+                           const char *reason)
+{
+	struct core_err ignore = { 0 };
+	if (!strcmp(method, "initialize") || s->broken)
+		return;
+	post(s, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
+	                  "notifications/cancelled", "params", "requestId", id, "reason", reason),
+	     method, NOTE_TIMEOUT_MS, 0, NULL, &ignore);
 }
 
 /*
@@ -162,21 +212,23 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 	}
 	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
 	                        method, "params", params ? params : json_object());
-	if ((st = post(s, req, method, timeout_ms, e)))
+	if ((st = post(s, req, method, timeout_ms, timeout_ms, &cancel, e)))
 		return st;
 	for (;;) {
 		struct core_err re = { 0 };
-		char *line;
+		char *line, *fixed = NULL;
 		size_t len;
 		int64_t left = deadline - core_now_mono_ms();
-		st = coproc_read_line(s->cp, left > 0 ? left : 0, &cancel, &line, &len, &re);
+		/* The deadline and the cancellation hold however fast the
+		 * server writes: lines already read ahead do not wait. */
+		if (left <= 0)
+			st = core_fail(&re, CORE_EDEADLINE, "timeout");
+		else if (cancelled && cancelled(cctx))
+			st = core_fail(&re, CORE_ECANCELLED, "cancelled");
+		else
+			st = coproc_read_line(s->cp, left, &cancel, &line, &len, &re);
 		if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
-			struct core_err ignore = { 0 };
-			if (strcmp(method, "initialize"))
-				post(s, json_pack("{s:s, s:s, s:{s:I, s:s}}", "jsonrpc", "2.0", "method",
-				                  "notifications/cancelled", "params", "requestId", id,
-				                  "reason", st == CORE_EDEADLINE ? "timeout" : "cancelled"),
-				     NULL, NOTE_TIMEOUT_MS, &ignore);
+			cancel_request(s, method, id, st == CORE_EDEADLINE ? "timeout" : "cancelled");
 			if (st == CORE_ECANCELLED)
 				return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name,
 				                 method);
@@ -190,6 +242,14 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 			return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
 			                   msgbuf, e);
 		}
+		/* The server's bytes become valid UTF-8 here, where they enter:
+		 * a stray byte in a string is U+FFFD, not a line refused. */
+		if (utf8_valid(line, len) != len) {
+			if (!(fixed = utf8_dup(line, len)))
+				return core_fail(e, CORE_ENOMEM, "out of memory");
+			line = fixed;
+			len = strlen(fixed);
+		}
 		struct core_err pe = { 0 };
 		json_t *msg = jv_parse(line, len, "stdout", 0, &pe);
 		if (!json_is_object(msg) ||
@@ -201,17 +261,22 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 			core_buf_adds(&b, "' (an MCP server may write only JSON-RPC there; logs go "
 			              "to stderr)");
 			json_decref(msg);
+			free(fixed);
 			st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
 			core_buf_release(&b);
 			return st;
 		}
+		free(fixed);
 		if (json_object_get(msg, "method")) {
 			const char *m = json_string_value(json_object_get(msg, "method"));
+			st = CORE_OK;
 			if (json_object_get(msg, "id"))
-				answer(s, msg);
+				st = answer(s, msg, method, left_ms(deadline), timeout_ms, &cancel, e);
 			else if (m && !strcmp(m, "notifications/tools/list_changed"))
 				s->list_changed = 1;
 			json_decref(msg);
+			if (st)
+				return st;
 			continue;
 		}
 		const json_t *rid = json_object_get(msg, "id");
@@ -247,12 +312,6 @@ static int listed(char *const *names, const char *name)
 		if (!strcmp(*p, name))
 			return 1;
 	return 0;
-}
-
-static int64_t left_ms(int64_t deadline)
-{
-	int64_t left = deadline - core_now_mono_ms();
-	return left > 0 ? left : 0;
 }
 
 /* A server that failed to start is of no use: UNAVAILABLE (a timeout
@@ -296,7 +355,8 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 	}
 	json_decref(res);
 	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-	                            "notifications/initialized"), "initialize", left_ms(deadline), e)))
+	                            "notifications/initialized"), "initialize", left_ms(deadline),
+	                   c->startup_timeout_ms, NULL, e)))
 		return unavailable(s, e);
 	return list_tools(s, deadline, tools, e);
 }
@@ -375,6 +435,10 @@ static void on_stderr(void *ctx, const char *p, size_t n)
 		if (p[i] != '\n' && !core_buf_addc(&srv->errline, p[i]) &&
 		    srv->errline.len < ((size_t)1 << 20))
 			continue;
+		/* made valid where it enters: the sink prints it, a
+		 * worker's log keeps it */
+		if (core_buf_fix_text(&srv->errline))
+			srv->errline.len = 0;
 		if (srv->errline.len || p[i] == '\n')
 			srv->set->sink(srv->set->sink_ctx, srv->cfg->name,
 			               srv->errline.p ? srv->errline.p : "");
@@ -387,7 +451,7 @@ static void on_stderr(void *ctx, const char *p, size_t n)
 /* The rest of a last line without a newline. */
 static void flush_stderr(struct mcp_server *srv)
 {
-	if (srv->set && srv->set->sink && srv->errline.len)
+	if (srv->set && srv->set->sink && srv->errline.len && !core_buf_fix_text(&srv->errline))
 		srv->set->sink(srv->set->sink_ctx, srv->cfg->name, srv->errline.p);
 	core_buf_release(&srv->errline);
 }

@@ -459,6 +459,14 @@ static enum core_status timed_out(struct coproc *c, int64_t timeout_ms, struct c
 	                 (long long)timeout_ms);
 }
 
+/* A write that found no room until the deadline: the command is not
+ * reading its input (it is stuck, or busy writing). */
+static enum core_status not_reading(struct coproc *c, int64_t timeout_ms, struct core_err *e)
+{
+	return core_fail(e, CORE_EDEADLINE, "%s did not read its input within %lld ms", c->what,
+	                 (long long)timeout_ms);
+}
+
 /* ---- writing and reading ---- */
 
 enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
@@ -487,7 +495,7 @@ enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
 		if ((st = check_cancel(c, cancel, e)))
 			return st;
 		if (deadline >= 0 && core_now_mono_ms() >= deadline)
-			return timed_out(c, timeout_ms, e);
+			return not_reading(c, timeout_ms, e);
 		/* Both of us writing, neither reading, would wait for the
 		 * timeout: the command has written more than a line's worth. */
 		if (pending(c) > c->max_line)

@@ -132,10 +132,15 @@ void coproc_budget(struct coproc *c, const char *scope);
  * Write p[0..n) and a newline to the command's stdin, waiting at most
  * timeout_ms (< 0: forever) for room.  While waiting, stdout is read ahead
  * and stderr drained, so a command that writes while it reads cannot
- * deadlock us.  Errors (messages name the command and, when it has ended,
- * its exit and stderr): CORE_EINTERNAL (it closed its stdin or exited),
- * CORE_EDEADLINE (timeout), CORE_ECANCELLED, CORE_ETOOBIG (read-ahead over
- * the line limit), CORE_ESYS.
+ * deadlock us.  The descriptor is non-blocking: a command that stops
+ * reading never blocks us past timeout_ms, and the wait sleeps in poll()
+ * (at most 50 ms between cancellation checks), never spins.  Errors
+ * (messages name the command and, when it has ended, its exit and stderr):
+ * CORE_EINTERNAL (it closed its stdin or exited), CORE_EDEADLINE ("did not
+ * read its input within N ms"), CORE_ECANCELLED, CORE_ETOOBIG (read-ahead
+ * over the line limit: "wrote more than N bytes without reading its
+ * input"), CORE_ESYS.  On any error part of the line may have been
+ * written: the stream is then no longer whole.
  */
 enum core_status coproc_write_line(struct coproc *c, const char *p, size_t n,
                                    int64_t timeout_ms,
