@@ -93,3 +93,36 @@ agree() {
 	agree 1 'generate: gw: the credential command exited 3: not logged in' --model gw/m
 	[ "$(agent-snap "$id" | jq -r .error.status)" = UNAUTHENTICATED ]
 }
+
+# mcp MODE: the fake MCP server (tests/fixtures/mcp/fake-server) in MODE.
+mcp() {
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["%s"], "timeout": 1500}}}\n' \
+		"$FIXTURES/mcp/fake-server" "$1" >mcp.json
+}
+
+@test "an MCP server's start-up, bytes that are not UTF-8: the {\"error\"} line and exit 1, attached and with --detach, and no row" {
+	mcp badbytes
+	script '{"text":"never"}'
+	msg=$'mcp server \'fake\' wrote a line that is not a JSON-RPC message on stdout: \'Server v1.0 caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD listening\' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badbytes mode (cwd '"$(basename "$PWD")"$', FAKE_ENV=-) fake-server: log caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD)'
+	for detach in "" --detach; do
+		run -1 --separate-stderr agent-run --model script/model.ndjson --mcp-config mcp.json -m hi $detach
+		[ "$(last | jq -r '.error | [.status, .message] | @tsv')" = "UNAVAILABLE	$msg" ]
+		[ "$stderr" = "agent-run: $msg" ]
+	done
+	# nothing was written (on a store never opened, agent-snap finds none)
+	[ "$(agent-snap sessions 2>/dev/null)" = "" ]
+}
+
+@test "an MCP call's JSON-RPC error, ASCII: exit 1 and the row failed, attached and detached" {
+	mcp normal
+	script '{"toolRequests":[{"name":"fake_rpcerror","ref":"1","input":{}}]}'
+	agree 1 "generate: tool \"fake_rpcerror\" failed: mcp server 'fake': tools/call failed: database offline (code -32000) (stderr: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=-))" \
+		--model script/model.ndjson --mcp-config mcp.json
+}
+
+@test "an MCP server's stray line mid-call, bytes that are not UTF-8: exit 1 and the row failed, attached and detached" {
+	mcp badcall
+	script '{"toolRequests":[{"name":"fake_garbage","ref":"1","input":{}}]}'
+	agree 1 $'generate: tool "fake_garbage" failed: mcp server \'fake\' wrote a line that is not a JSON-RPC message on stdout: \'debug: caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD\' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badcall mode (cwd '"$(basename "$PWD")"$', FAKE_ENV=-) fake-server: failing caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD)' \
+		--model script/model.ndjson --mcp-config mcp.json
+}
