@@ -102,6 +102,9 @@ struct tracer {
 	int stop;               /* end once the queue is empty */
 	atomic_int cancel;      /* stop the request in flight, drop the rest */
 	int64_t wait_left_ms;   /* what the process may still wait for exports */
+	int finishing;          /* in trace_finish(): the main thread sends the
+	                           last request itself, cut at deadline_ms */
+	int64_t deadline_ms;
 	size_t dropped[2];      /* spans a destination never got */
 	int late;               /* some were dropped at the wait's bound */
 };
@@ -729,11 +732,17 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	                 "HTTP %ld%s%s", he->status, *head ? ": " : "", head);
 }
 
-/* http_post() polls this every 20 ms at most: the wait's bound ran out. */
+/* Whether the wait's bound ran out: what is not sent now is dropped. */
+static int cut(struct tracer *t)
+{
+	return atomic_load(&t->cancel) || (t->finishing && core_now_mono_ms() >= t->deadline_ms);
+}
+
+/* http_post() polls this every 20 ms at most. */
 static int on_cancelled(void *ctx)
 {
 	struct reply *r = ctx;
-	return atomic_load(&r->t->cancel);
+	return cut(r->t);
 }
 
 /* POST a job's body (without the mutex: cfg is not changed while the
@@ -846,7 +855,7 @@ static void work(struct tracer *t, int wait)
 			break;
 		enum core_status st = CORE_OK;
 		struct core_err e = { 0 };
-		if (atomic_load(&t->cancel)) {
+		if (cut(t)) {
 			st = CORE_ECANCELLED;
 		} else if (!t->failed[j->dest]) {
 			t->busy = 1;
@@ -855,8 +864,10 @@ static void work(struct tracer *t, int wait)
 			pthread_mutex_lock(&mu);
 			t->busy = 0;
 		}
-		if (st == CORE_ECANCELLED && atomic_load(&t->cancel))
+		if (st == CORE_ECANCELLED && cut(t)) {
 			t->dropped[j->dest] += j->spans;
+			t->late = 1;
+		}
 		else if (st)
 			failed(t, j->url, st, &t->failed[j->dest], &e);
 		t->queued -= j->spans;
@@ -875,15 +886,18 @@ static void *exporter(void *arg)
 
 /*
  * Under the mutex: queue body (taken over) for url; start the thread if
- * it is not running.  A queue already holding cfg.queue_max spans drops
- * the request (counted).  Returns 1 when no thread could be started: the
- * caller then sends the queue itself, as before there was a thread.
+ * it is not running.  A request that would take the queue past
+ * cfg.queue_max spans is dropped (counted), unless the queue is empty: a
+ * turn larger than the bound is still sent.  Returns 1 when the caller
+ * is to send the queue itself: in trace_finish() (the thread has ended),
+ * or when no thread could be started (as before there was one).
  */
 static int enqueue(struct tracer *t, struct core_buf *body, const char *url, int dest,
                    size_t spans)
 {
 	struct job *j = NULL;
-	if (t->queued + spans > t->cfg.queue_max || !(j = calloc(1, sizeof *j))) {
+	int full = t->queued && t->queued + spans > t->cfg.queue_max;
+	if (full || !(j = calloc(1, sizeof *j))) {
 		t->dropped[dest] += spans;
 		core_buf_release(body);
 		return 0;
@@ -900,6 +914,8 @@ static int enqueue(struct tracer *t, struct core_buf *body, const char *url, int
 		pthread_cond_signal(&work_cv);
 		return 0;
 	}
+	if (t->finishing)
+		return 1;
 	/* Every signal blocked in the thread, so they go to the main one. */
 	sigset_t all, old;
 	sigfillset(&all);
@@ -1009,12 +1025,26 @@ static void say_ms(int64_t ms, char *out, size_t n)
 		snprintf(out, n, "%lldms", (long long)ms);
 }
 
+/*
+ * The last request (the invocation's span) goes to the thread when it
+ * runs (its connection is open), and the wait is for both; else this
+ * thread sends it itself, cut at what is left of the wait: a run of one
+ * turn, which sends nothing before, never starts a thread and costs what
+ * the synchronous export did.
+ */
 enum core_status trace_finish(size_t *dropped, struct core_err *e)
 {
 	struct core_err fe = { 0 };
-	trace_flush(&fe);
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
+	if (t && !t->running) {
+		t->finishing = 1;
+		t->deadline_ms = core_now_mono_ms() + t->wait_left_ms;
+	}
+	pthread_mutex_unlock(&mu);
+	trace_flush(&fe);
+	pthread_mutex_lock(&mu);
+	t = mine();
 	enum core_status st = CORE_OK;
 	if (dropped)
 		*dropped = 0;
