@@ -867,9 +867,9 @@ static void work(struct tracer *t, int wait)
 		if (st == CORE_ECANCELLED && cut(t)) {
 			t->dropped[j->dest] += j->spans;
 			t->late = 1;
-		}
-		else if (st)
+		} else if (st) {
 			failed(t, j->url, st, &t->failed[j->dest], &e);
+		}
 		t->queued -= j->spans;
 		job_free(j);
 		pthread_cond_broadcast(&idle_cv);
