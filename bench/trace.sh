@@ -23,6 +23,12 @@
 #                     (otlp to bench/otlp-sink): libcurl is loaded either
 #                     way, as in every run with a real model
 #   *_overhead        a traced run's cost over its untraced one, in %
+#   slow_turns3, slow_turns1
+#                     wall time of one three-turn and one one-turn echo
+#                     run, --trace to scripts/otlp-receiver --delay 8 (a
+#                     collector that answers after 8 s), timed once each:
+#                     what a slow collector costs (the exit's wait,
+#                     AGENTKIT_TRACE_EXIT_TIMEOUT, 1s, and never per turn)
 #   *_instructions    with valgrind: instructions of one echo run untraced
 #                     and console (callgrind), figures a busy machine does
 #                     not move
@@ -33,8 +39,9 @@ case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 base=${TMPDIR:-/tmp}
 [ -d /dev/shm ] && [ -w /dev/shm ] && base=/dev/shm
 work=$(mktemp -d "$base/agentkit-bench-trace.XXXXXX")
-sink= mock=
+sink= mock= slow=
 trap '[ -z "$sink" ] || kill "$sink" 2>/dev/null; [ -z "$mock" ] || kill "$mock" 2>/dev/null
+	[ -z "$slow" ] || kill "$slow" 2>/dev/null
 	rm -rf "$work"' EXIT
 cd "$work"
 unset OTEL_EXPORTER_OTLP_ENDPOINT OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_TRACES_EXPORTER \
@@ -84,6 +91,22 @@ export OPENAI_BASE_URL="http://127.0.0.1:$mport/v1" OPENAI_API_KEY=sk-bench
 	read -r provider_otlp
 } < <("$top/bench/abtime" $((n / 2)) "$pv" "$pv --trace")
 
+# A collector that answers after 8 s: once each, not 500 rounds.
+"$top/scripts/otlp-receiver" --port-file "$work/sport" --log /dev/null --delay 8 --idle 60 &
+slow=$!
+wait_file "$work/sport"
+sport=$(cat "$work/sport")
+wall() {
+	local t0
+	t0=$(date +%s%N)
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sport" "$@" >/dev/null 2>&1 || true
+	echo $((($(date +%s%N) - t0) / 1000000))
+}
+slow3=$(wall $ar -m two -m three --trace)
+slow1=$(wall $ar --trace)
+kill "$slow" 2>/dev/null || true
+slow=
+
 pct() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", (a - b) * 100 / b }'; }
 echo "untraced $plain us"
 echo "console $console us"
@@ -93,6 +116,8 @@ echo "curl_load $((curl - truebin)) us"
 echo "console_overhead $(pct "$console" "$plain") %"
 echo "otlp_overhead $(pct "$otlp" "$plain") %"
 echo "otlp_refused_overhead $(pct "$refused" "$plain") %"
+echo "slow_turns3 $slow3 ms"
+echo "slow_turns1 $slow1 ms"
 echo "provider $provider us"
 echo "provider_otlp $provider_otlp us"
 echo "provider_otlp_overhead $(pct "$provider_otlp" "$provider") %"

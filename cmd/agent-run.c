@@ -794,12 +794,13 @@ static void trace_open(struct run *r)
 	agent_trace_begin(r->agent->name, r->agent->model, r->t0);
 }
 
-/* End the root span, flush, and say in one line if an export failed. */
+/* End the root span, flush, and say in one line if an export failed or
+ * spans were dropped (the collector did not answer within the bound). */
 static void trace_close(struct run *r, enum core_status st)
 {
 	struct core_err e = { 0 };
 	agent_trace_end(st, r->output);
-	if (trace_finish(&e))
+	if (trace_finish(NULL, &e))
 		cli_warn("%s", e.msg);
 }
 

@@ -51,12 +51,13 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_TEST_PG_SCHEMA_STEPS", "tests only: N, know only the first N steps of the PostgreSQL schema (to make a store of an older version)" },
 	{ "AGENTKIT_SESSION_ID, AGENTKIT_SNAPSHOT_ID, AGENTKIT_PARENT_SNAPSHOT_ID, AGENTKIT_TURN_INDEX", "set by agent-run for tools and custom agent handlers" },
 	{ "AGENTKIT_TRACE", "1 or true: agent-run exports OpenTelemetry traces, as --trace (docs/tracing.md)" },
+	{ "AGENTKIT_TRACE_EXIT_TIMEOUT", "the most a traced agent-run waits for its collector in all, at exit (default 1s; 0: not at all); spans it has not answered for by then are dropped and counted in one line on stderr" },
 	{ NULL, NULL }
 };
 /* After the providers' variables, which come from their table (model.h). */
 static const struct cli_env environment_after[] = {
 	{ "CURL_CA_BUNDLE, SSL_CERT_FILE, SSL_CERT_DIR", "the CA certificates model requests trust" },
-	{ "OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED, GENKIT_TELEMETRY_SERVER", "agent-run's trace export, as the OpenTelemetry SDKs read them (docs/tracing.md)" },
+	{ "OTEL_TRACES_EXPORTER, OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_TRACES_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS, OTEL_EXPORTER_OTLP_TIMEOUT, OTEL_BSP_MAX_QUEUE_SIZE, OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES, OTEL_SDK_DISABLED, GENKIT_TELEMETRY_SERVER", "agent-run's trace export, as the OpenTelemetry SDKs read them (docs/tracing.md)" },
 	{ "TRACEPARENT, TRACESTATE", "the trace a traced agent-run continues; set for its tools, handlers and transforms" },
 	{ "XDG_STATE_HOME, XDG_CONFIG_HOME, HOME", "where the default store and the personal agent directory are" },
 	{ "NO_COLOR", "set and not empty: no colour in text output, even on a terminal" },

@@ -20,12 +20,13 @@ teardown() {
 	[ -z "$RECV_PID" ] || kill "$RECV_PID" 2>/dev/null || true
 }
 
-# recv_start [ANSWERS]: the receiver on a free port ($PORT), its log in $LOG.
+# recv_start [ANSWERS [DELAY]]: the receiver on a free port ($PORT), its log
+# in $LOG; with DELAY, every answer comes that many seconds late.
 recv_start() {
 	LOG="$BATS_TEST_TMPDIR/otlp.ndjson"
 	: >"$LOG"
 	"$TOP/scripts/otlp-receiver" --port-file "$BATS_TEST_TMPDIR/port" --log "$LOG" \
-		--answers "${1:-200}" --idle 20 3>&- &
+		--answers "${1:-200}" --delay "${2:-0}" --idle 20 3>&- &
 	RECV_PID=$!
 	for _ in $(seq 1 200); do
 		[ -s "$BATS_TEST_TMPDIR/port" ] && break
@@ -224,7 +225,9 @@ launcher_and_worker() {
 
 @test "otlp: a 503 with Retry-After is retried after the wait; a 400 is not, and export stops" {
 	recv_start "503:1,200"
-	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	# The retry comes after the exit's 1s wait: a longer wait lets it in.
+	AGENTKIT_TRACE_EXIT_TIMEOUT=10s OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "" ]
 	[ "$(wc -l <"$LOG")" -eq 2 ]
 	[ "$(sed -n 1p "$LOG" | jq -c .body)" = "$(sed -n 2p "$LOG" | jq -c .body)" ]
@@ -237,6 +240,58 @@ launcher_and_worker() {
 	[ "$(printf '%s\n' "$output" | wc -l)" -eq "$plain" ]
 	[ "$(wc -l <"$LOG")" -eq 1 ]
 	[ "$stderr" = "agent-run: trace export failed: http://127.0.0.1:$PORT/v1/traces: HTTP 400: {\"code\": 400, \"message\": \"receiver says 400\"}" ]
+}
+
+# ms: milliseconds on the clock, for bounds far from what they bound.
+ms() { echo $(($(date +%s%N) / 1000000)); }
+
+@test "otlp: turns never wait for the collector; a slow one costs the run the exit bound once" {
+	# A collector that answers at once gets every span of every turn,
+	# one request per turn.
+	recv_start
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two -m three
+	[ "$stderr" = "" ]
+	plain=$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')
+	[ "$(wc -l <"$LOG")" -eq 3 ]
+	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo runTurn-2 generate echo inline runTurn-3 generate echo " ]
+	kill "$RECV_PID"
+	rm -f "$BATS_TEST_TMPDIR/port"
+	# One that takes 8 s to answer: three turns and the exit's 1s wait,
+	# not 8 s a turn; the spans it never answered for are counted.
+	recv_start 200 8
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://u:secret@127.0.0.1:$PORT"
+	t0=$(ms)
+	run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two -m three
+	took=$(($(ms) - t0))
+	[ "$took" -lt 4000 ]
+	[ "$(printf '%s\n' "$output" | jq -c 'del(.. | .snapshotId?, .sessionId?)')" = "$plain" ]
+	[ "$stderr" = "agent-run: trace: 10 spans dropped: the collector at http://***@127.0.0.1:$PORT/v1/traces did not answer within 1s" ]
+	# AGENTKIT_TRACE_EXIT_TIMEOUT sets the wait; 0 waits for nothing.
+	t0=$(ms)
+	AGENTKIT_TRACE_EXIT_TIMEOUT=0 run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(($(ms) - t0))" -lt 3000 ]
+	[ "$stderr" = "agent-run: trace: 4 spans dropped: the collector at http://***@127.0.0.1:$PORT/v1/traces did not answer within 0s" ]
+	AGENTKIT_TRACE_EXIT_TIMEOUT=soon run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "${stderr%%$'\n'*}" = "agent-run: AGENTKIT_TRACE_EXIT_TIMEOUT: invalid duration 'soon': 1s used" ]
+}
+
+@test "otlp: a slow collector delays neither a detached run's launcher nor its worker past the bound" {
+	recv_start 200 8
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	t0=$(ms)
+	run -0 --separate-stderr agent-run --trace --model echo --system hi --detach -m one -m two
+	[ "$(($(ms) - t0))" -lt 4000 ]
+	[ "$stderr" = "agent-run: trace: 1 span dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s" ]
+	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
+	run -0 timeout 20 agent-wait "$id"
+	for _ in $(seq 1 100); do
+		[[ $(agent-snap worker-log "$id") == *"spans dropped"* ]] && break
+		sleep 0.05
+	done
+	# The worker: its invocation span and two turns of three spans.
+	[ "$(agent-snap worker-log "$id" | grep -c "^agent-run: trace: 7 spans dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s\$")" -eq 1 ]
+	[ "$(($(ms) - t0))" -lt 8000 ]
 }
 
 @test "otlp: with the receiver down the run is unchanged but for one line on stderr" {

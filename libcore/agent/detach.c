@@ -860,6 +860,7 @@ enum core_status detach_start(struct detach_run *d)
 	*d->store = NULL;
 	fflush(stdout);
 	fflush(stderr);
+	trace_quiesce();        /* no export in flight across fork() */
 	struct detach_proc p;
 	if ((st = detach_fork(d->log.p, &p, &e)))
 		goto fail;

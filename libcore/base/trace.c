@@ -5,14 +5,26 @@
  * One recorder per process, behind a mutex: the hooks that feed it sit in
  * the turn loop, the tool runner and the model call, and each must stay a
  * single call, so nothing carries a recorder handle around.
+ *
+ * The HTTP destinations are posted to by one exporter thread, so a turn
+ * only encodes its spans and queues the request: a collector that takes
+ * eight seconds to answer costs the turn nothing.  The thread is started
+ * by the first request, blocks every signal (they are the main thread's:
+ * the stop signals wake the turn loop by EINTR), and ends at
+ * trace_finish() or trace_quiesce().  What the process waits for it, at
+ * exit and before a detach's fork together, is bounded by cfg.wait_ms;
+ * what is still queued or in flight then is cancelled and counted.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "buf.h"
@@ -58,6 +70,17 @@ struct trace_span {
 	struct trace_span *next;
 };
 
+/* One encoded request for one HTTP destination, queued for the thread. */
+struct job {
+	struct job *next;
+	struct core_buf body;
+	const char *url;        /* cfg.url or cfg.genkit_url */
+	int dest;               /* DEST_OTLP or DEST_GENKIT */
+	size_t spans;
+};
+
+enum { DEST_OTLP, DEST_GENKIT };
+
 struct tracer {
 	struct trace_config cfg;
 	char *resource;         /* cfg.resource as JSON text */
@@ -67,12 +90,28 @@ struct tracer {
 	pid_t owner;
 	struct trace_span *spans;       /* oldest first */
 	struct trace_span **tail;       /* where the next span is linked */
-	int failed;             /* the export failed: it is off */
-	int genkit_failed;      /* the post to the Genkit server failed: it is off */
+	int failed[2];          /* a destination failed: export there is off */
 	struct core_err first;  /* the first failure */
+	/* The exporter thread; all under mu but cancel, which the request in
+	 * flight polls. */
+	struct job *queue, **qtail;
+	size_t queued;          /* spans in the queue and in flight */
+	pthread_t thread;
+	int running;            /* started and not joined */
+	int busy;               /* a request is in flight */
+	int stop;               /* end once the queue is empty */
+	atomic_int cancel;      /* stop the request in flight, drop the rest */
+	int64_t wait_left_ms;   /* what the process may still wait for exports */
+	int finishing;          /* in trace_finish(): the main thread sends the
+	                           last request itself, cut at deadline_ms */
+	int64_t deadline_ms;
+	size_t dropped[2];      /* spans a destination never got */
+	int late;               /* some were dropped at the wait's bound */
 };
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t work_cv = PTHREAD_COND_INITIALIZER;     /* a job, or stop */
+static pthread_cond_t idle_cv;  /* a job done (CLOCK_MONOTONIC: timed waits) */
 static struct tracer *T;
 
 /* ---- the process ---- */
@@ -90,15 +129,50 @@ static pid_t self;
 static unsigned char pool[64];
 static size_t pool_left;
 
+static void init_idle_cv(void)
+{
+	pthread_condattr_t a;
+	pthread_condattr_init(&a);
+	pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+	pthread_cond_init(&idle_cv, &a);
+	pthread_condattr_destroy(&a);
+}
+
+/*
+ * fork() is taken with the mutex held, so a child never inherits it
+ * locked by the exporter thread; the child has no exporter thread, so its
+ * copy says none runs and its condition variables start anew (the
+ * thread's wait in them did not come along).  A child that carries on the
+ * work (a detached worker) is forked after trace_quiesce(), so no request
+ * was in flight inside libcurl; a tool's child only execs.
+ */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&mu);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&mu);
+}
+
 static void forked(void)
 {
 	self = 0;
 	pool_left = 0;
+	if (T) {
+		T->running = T->busy = T->stop = 0;
+		atomic_store(&T->cancel, 0);
+	}
+	work_cv = (pthread_cond_t)PTHREAD_COND_INITIALIZER;
+	init_idle_cv();
+	pthread_mutex_unlock(&mu);
 }
 
 static void at_fork(void)
 {
-	pthread_atfork(NULL, NULL, forked);
+	init_idle_cv();
+	pthread_atfork(fork_prepare, fork_parent, forked);
 }
 
 static pid_t self_pid(void)
@@ -178,6 +252,8 @@ enum core_status trace_init(struct trace_config *c)
 	t->owner = self_pid();
 	t->flags = 1;
 	t->tail = &t->spans;
+	t->qtail = &t->queue;
+	t->wait_left_ms = t->cfg.wait_ms;
 	if (t->cfg.parent[0])
 		trace_parse_parent(t->cfg.parent, t->trace_id, t->remote_span, &t->flags);
 	else
@@ -627,6 +703,7 @@ static void drop_ended(struct tracer *t, int all)
 
 struct reply {
 	struct core_buf body;
+	struct tracer *t;
 };
 
 static enum core_status on_body(void *ctx, const char *p, size_t n, struct core_err *e)
@@ -655,24 +732,38 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	                 "HTTP %ld%s%s", he->status, *head ? ": " : "", head);
 }
 
-/* POST body to url; the OTLP headers and TLS files only go to the OTLP
- * endpoint (otlp), never to the Genkit server. */
-static enum core_status post(struct tracer *t, const char *url, int otlp,
-                             const struct core_buf *body, struct core_err *e)
+/* Whether the wait's bound ran out: what is not sent now is dropped. */
+static int cut(struct tracer *t)
 {
+	return atomic_load(&t->cancel) || (t->finishing && core_now_mono_ms() >= t->deadline_ms);
+}
+
+/* http_post() polls this every 20 ms at most. */
+static int on_cancelled(void *ctx)
+{
+	struct reply *r = ctx;
+	return cut(r->t);
+}
+
+/* POST a job's body (without the mutex: cfg is not changed while the
+ * thread runs); the OTLP headers and TLS files only go to the OTLP
+ * endpoint, never to the Genkit server. */
+static enum core_status post(struct tracer *t, const struct job *j, struct core_err *e)
+{
+	int otlp = j->dest == DEST_OTLP;
 	const char *hdrs[TRACE_HEADERS_MAX + 2];
 	size_t k = 0;
 	hdrs[k++] = "Content-Type: application/json";
 	for (int i = 0; otlp && t->cfg.headers[i]; i++)
 		hdrs[k++] = t->cfg.headers[i];
 	hdrs[k] = NULL;
-	struct reply r = { CORE_BUF_INIT(REPLY_MAX) };
+	struct reply r = { CORE_BUF_INIT(REPLY_MAX), t };
 	struct http_call c = {
-		.url = url, .headers = hdrs, .body = body->p, .body_len = body->len,
+		.url = j->url, .headers = hdrs, .body = j->body.p, .body_len = j->body.len,
 		.what = "trace export",
 		.limits = { .connect_ms = t->cfg.timeout_ms, .idle_ms = t->cfg.timeout_ms,
 		            .retries = 3, .budget_ms = t->cfg.timeout_ms, .backoff_ms = 200 },
-		.on_body = on_body, .on_error = on_error, .ctx = &r,
+		.on_body = on_body, .on_error = on_error, .cancelled = on_cancelled, .ctx = &r,
 		.retry_status_only = 1,
 		.ca_file = otlp ? t->cfg.ca_file : NULL, .cert_file = otlp ? t->cfg.cert_file : NULL,
 		.key_file = otlp ? t->cfg.key_file : NULL,
@@ -707,8 +798,8 @@ static enum core_status write_line(struct tracer *t, struct core_buf *body, stru
 	return st;
 }
 
-/* A destination failed: export there stops, the first failure is kept
- * for trace_finish(), and e says it. */
+/* Under the mutex: a destination failed: export there stops, the first
+ * failure is kept for trace_finish(), and e says it. */
 static void failed(struct tracer *t, const char *url, enum core_status st, int *flag,
                    struct core_err *e)
 {
@@ -732,63 +823,253 @@ static void failed(struct tracer *t, const char *url, enum core_status st, int *
 	*e = fe;
 }
 
-/* Send one encoded request to one destination (url NULL: the console). */
-static enum core_status send_to(struct tracer *t, struct core_buf *body, const char *url,
-                                int otlp, struct core_err *e)
+static void job_free(struct job *j)
 {
-	return url ? post(t, url, otlp, body, e) : write_line(t, body, e);
+	core_buf_release(&j->body);
+	free(j);
+}
+
+/* Under the mutex: the queue's first job, taken off it (NULL: empty). */
+static struct job *job_take(struct tracer *t)
+{
+	struct job *j = t->queue;
+	if (j && !(t->queue = j->next))
+		t->qtail = &t->queue;
+	return j;
+}
+
+/*
+ * Under the mutex: send the queued jobs in order, the mutex released
+ * around each POST; with wait, as the thread does, sleep for more until
+ * told to stop, else return once the queue is empty.  A job for a
+ * destination that failed is discarded (the failure is what is reported);
+ * one cancelled at the bound, or queued after it, is counted as dropped.
+ */
+static void work(struct tracer *t, int wait)
+{
+	for (;;) {
+		while (wait && !t->queue && !t->stop)
+			pthread_cond_wait(&work_cv, &mu);
+		struct job *j = job_take(t);
+		if (!j)
+			break;
+		enum core_status st = CORE_OK;
+		struct core_err e = { 0 };
+		if (cut(t)) {
+			st = CORE_ECANCELLED;
+		} else if (!t->failed[j->dest]) {
+			t->busy = 1;
+			pthread_mutex_unlock(&mu);
+			st = post(t, j, &e);
+			pthread_mutex_lock(&mu);
+			t->busy = 0;
+		}
+		if (st == CORE_ECANCELLED && cut(t)) {
+			t->dropped[j->dest] += j->spans;
+			t->late = 1;
+		} else if (st) {
+			failed(t, j->url, st, &t->failed[j->dest], &e);
+		}
+		t->queued -= j->spans;
+		job_free(j);
+		pthread_cond_broadcast(&idle_cv);
+	}
+}
+
+static void *exporter(void *arg)
+{
+	pthread_mutex_lock(&mu);
+	work(arg, 1);
+	pthread_mutex_unlock(&mu);
+	return NULL;
+}
+
+/*
+ * Under the mutex: queue body (taken over) for url; start the thread if
+ * it is not running.  A request that would take the queue past
+ * cfg.queue_max spans is dropped (counted), unless the queue is empty: a
+ * turn larger than the bound is still sent.  Returns 1 when the caller
+ * is to send the queue itself: in trace_finish() (the thread has ended),
+ * or when no thread could be started (as before there was one).
+ */
+static int enqueue(struct tracer *t, struct core_buf *body, const char *url, int dest,
+                   size_t spans)
+{
+	struct job *j = NULL;
+	int full = t->queued && t->queued + spans > t->cfg.queue_max;
+	if (full || !(j = calloc(1, sizeof *j))) {
+		t->dropped[dest] += spans;
+		core_buf_release(body);
+		return 0;
+	}
+	j->body = *body;
+	*body = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	j->url = url;
+	j->dest = dest;
+	j->spans = spans;
+	*t->qtail = j;
+	t->qtail = &j->next;
+	t->queued += spans;
+	if (t->running) {
+		pthread_cond_signal(&work_cv);
+		return 0;
+	}
+	if (t->finishing)
+		return 1;
+	/* Every signal blocked in the thread, so they go to the main one. */
+	sigset_t all, old;
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	t->running = !pthread_create(&t->thread, NULL, exporter, t);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return !t->running;
+}
+
+/*
+ * Under the mutex: wait for the queue to empty, within what the process
+ * may still wait; then cancel what is left (counted) and join the thread.
+ * The mutex is released while waiting and joining.
+ */
+static void settle(struct tracer *t)
+{
+	if (!t->running)
+		return;
+	int64_t start = core_now_mono_ms();
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += (time_t)(t->wait_left_ms / 1000);
+	dl.tv_nsec += (long)(t->wait_left_ms % 1000) * 1000000L;
+	if (dl.tv_nsec >= 1000000000L) {
+		dl.tv_sec++;
+		dl.tv_nsec -= 1000000000L;
+	}
+	while ((t->queue || t->busy) && pthread_cond_timedwait(&idle_cv, &mu, &dl) != ETIMEDOUT)
+		;
+	int64_t spent = core_now_mono_ms() - start;
+	t->wait_left_ms = spent < t->wait_left_ms ? t->wait_left_ms - spent : 0;
+	if (t->queue || t->busy) {
+		t->late = 1;
+		atomic_store(&t->cancel, 1);
+	}
+	t->stop = 1;
+	pthread_cond_broadcast(&work_cv);
+	pthread_mutex_unlock(&mu);
+	pthread_join(t->thread, NULL);
+	pthread_mutex_lock(&mu);
+	t->running = t->stop = 0;
+	atomic_store(&t->cancel, 0);
 }
 
 enum core_status trace_flush(struct core_err *e)
 {
-	enum core_status st = CORE_OK, gst = CORE_OK;
+	enum core_status st = CORE_OK;
 	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_buf gbody = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
 	size_t n = 0;
-	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed;
-	int genkit = t && t->cfg.genkit_url && !t->genkit_failed;
-	const char *url = t && t->cfg.exporter == TRACE_OTLP ? t->cfg.url : NULL;
+	int sync = 0;
+	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed[DEST_OTLP];
+	int genkit = t && t->cfg.genkit_url && !t->failed[DEST_GENKIT];
 	if (primary && (st = request(t, &body, &n)))
 		core_fail(e, st, "out of memory");
+	else if (n && t->cfg.exporter == TRACE_CONSOLE)
+		st = write_line(t, &body, e);   /* a local write: at once */
 	else if (n)
-		st = send_to(t, &body, url, 1, e);
+		sync |= enqueue(t, &body, t->cfg.url, DEST_OTLP, n);
 	if (st)
-		failed(t, url, st, &t->failed, e);
+		failed(t, t->cfg.exporter == TRACE_OTLP ? t->cfg.url : NULL, st,
+		       &t->failed[DEST_OTLP], e);
 	/* Genkit's format is built as a tree: it is only for a developer's
 	 * telemetry server, never on a fleet's path. */
 	json_t *greq = genkit ? genkit_request(t) : NULL;
-	struct core_err ge = { 0 };
-	if (greq && (gst = jv_dump(greq, &gbody)))
-		core_fail(&ge, gst, "out of memory");
-	else if (greq)
-		gst = send_to(t, &gbody, t->cfg.genkit_url, 0, &ge);
-	json_decref(greq);
-	if (gst) {
-		failed(t, t->cfg.genkit_url, gst, &t->genkit_failed, &ge);
+	if (greq && jv_dump(greq, &gbody)) {
+		struct core_err ge = { 0 };
+		core_fail(&ge, CORE_ENOMEM, "out of memory");
+		failed(t, t->cfg.genkit_url, CORE_ENOMEM, &t->failed[DEST_GENKIT], &ge);
 		if (!st)
 			*e = ge;
+		st = CORE_ENOMEM;
+	} else if (greq) {
+		sync |= enqueue(t, &gbody, t->cfg.genkit_url, DEST_GENKIT,
+		                json_object_size(json_object_get(greq, "spans")));
 	}
+	json_decref(greq);
 	if (t)
 		drop_ended(t, 0);
+	if (sync)
+		work(t, 0);
 	pthread_mutex_unlock(&mu);
 	core_buf_release(&body);
 	core_buf_release(&gbody);
-	return st ? st : gst;
+	return st;
 }
 
-enum core_status trace_finish(struct core_err *e)
+void trace_quiesce(void)
 {
-	struct core_err fe = { 0 };
-	trace_flush(&fe);
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
+	if (t)
+		settle(t);
+	pthread_mutex_unlock(&mu);
+}
+
+/* "1s", "1.5s", "250ms": a bound as the message says it. */
+static void say_ms(int64_t ms, char *out, size_t n)
+{
+	if (ms % 1000 == 0)
+		snprintf(out, n, "%llds", (long long)(ms / 1000));
+	else if (ms > 1000)
+		snprintf(out, n, "%.1fs", ms / 1000.0);
+	else
+		snprintf(out, n, "%lldms", (long long)ms);
+}
+
+/*
+ * The last request (the invocation's span) goes to the thread when it
+ * runs (its connection is open), and the wait is for both; else this
+ * thread sends it itself, cut at what is left of the wait: a run of one
+ * turn, which sends nothing before, never starts a thread and costs what
+ * the synchronous export did.
+ */
+enum core_status trace_finish(size_t *dropped, struct core_err *e)
+{
+	struct core_err fe = { 0 };
+	pthread_mutex_lock(&mu);
+	struct tracer *t = mine();
+	if (t && !t->running) {
+		t->finishing = 1;
+		t->deadline_ms = core_now_mono_ms() + t->wait_left_ms;
+	}
+	pthread_mutex_unlock(&mu);
+	trace_flush(&fe);
+	pthread_mutex_lock(&mu);
+	t = mine();
 	enum core_status st = CORE_OK;
+	if (dropped)
+		*dropped = 0;
 	if (t) {
+		settle(t);
+		int d = t->dropped[DEST_GENKIT] > t->dropped[DEST_OTLP] ? DEST_GENKIT : DEST_OTLP;
+		if (dropped)
+			*dropped = t->dropped[d];
 		if (t->first.st) {
 			*e = t->first;
 			st = t->first.st;
+		} else if (t->dropped[d]) {
+			char where[512], bound[32];
+			core_url_redact(d == DEST_GENKIT ? t->cfg.genkit_url : t->cfg.url, where,
+			                sizeof where);
+			say_ms(t->cfg.wait_ms, bound, sizeof bound);
+			st = t->late ? CORE_EDEADLINE : CORE_EEXHAUSTED;
+			if (t->late)
+				core_fail(e, st, "trace: %zu span%s dropped: the collector at %s did "
+				          "not answer within %s", t->dropped[d],
+				          t->dropped[d] == 1 ? "" : "s", where, bound);
+			else
+				core_fail(e, st, "trace: %zu span%s dropped: the collector at %s fell "
+				          "behind (%zu spans waiting)", t->dropped[d],
+				          t->dropped[d] == 1 ? "" : "s", where, t->cfg.queue_max);
 		}
 		drop_ended(t, 1);
 		trace_config_release(&t->cfg);
@@ -808,9 +1089,17 @@ void trace_adopt(const struct trace_span *parent)
 		if (parent)
 			memcpy(T->remote_span, parent->span_id, sizeof T->remote_span);
 		drop_ended(T, 1);       /* parent is among them: copied first */
-		/* The child reports to its own stderr (a worker's log): the
-		 * parent's failures are the parent's to report. */
-		T->failed = T->genkit_failed = 0;
+		/* The launcher's queue is the launcher's to send (empty after
+		 * trace_quiesce()); the child reports to its own stderr (a
+		 * worker's log): the parent's failures are the parent's to
+		 * report, and the child has a wait of its own. */
+		for (struct job *j; (j = job_take(T));)
+			job_free(j);
+		T->queued = 0;
+		T->failed[DEST_OTLP] = T->failed[DEST_GENKIT] = 0;
+		T->dropped[DEST_OTLP] = T->dropped[DEST_GENKIT] = 0;
+		T->late = 0;
+		T->wait_left_ms = T->cfg.wait_ms;
 		memset(&T->first, 0, sizeof T->first);
 	}
 	pthread_mutex_unlock(&mu);

@@ -22,11 +22,21 @@
  * "is remote" bits (0x100, and 0x200 when the parent came from TRACEPARENT).
  * IDs are random (getrandom(2)), never all zero.
  *
- * Export never hurts the run: a failure is remembered (the first one, for
- * trace_finish() to report) and turns export off for the rest of the
- * process, so a collector that is down costs one bounded POST, not one per
- * turn.  Only HTTP 429, 502, 503 and 504 are retried, within the timeout's
- * budget (Retry-After honoured within it).  Nothing here prints or exits.
+ * Export never slows or hurts the run.  The console exporter writes its
+ * line at once (a local write); requests to a collector (OTLP) and to
+ * Genkit's telemetry server are queued for one exporter thread, so a flush
+ * costs a turn the encoding only, however slow the collector.  The queue
+ * holds at most cfg.queue_max spans (OTEL_BSP_MAX_QUEUE_SIZE, 2048): more
+ * are dropped and counted.  The process waits for the thread at most
+ * cfg.wait_ms (AGENTKIT_TRACE_EXIT_TIMEOUT, 1s) in all: at trace_finish()
+ * and at trace_quiesce() together; what is still queued or in flight then
+ * is cancelled and counted, and trace_finish() reports the count.  A
+ * failure is remembered (the first one, for trace_finish() to report) and
+ * turns export there off for the rest of the process, so a collector that
+ * is down costs one bounded POST, not one per turn.  Only HTTP 429, 502,
+ * 503 and 504 are retried, within the timeout's budget (Retry-After
+ * honoured within it).  The thread blocks every signal.  Nothing here
+ * prints or exits.
  */
 #ifndef CORE_TRACE_H
 #define CORE_TRACE_H
@@ -57,6 +67,8 @@ struct trace_config {
 	char *genkit_url;               /* GENKIT_TELEMETRY_SERVER + "/api/traces", or NULL */
 	char *headers[TRACE_HEADERS_MAX + 1];   /* "Name: value", NULL-terminated */
 	int64_t timeout_ms;             /* one export's budget */
+	int64_t wait_ms;                /* the most the process waits for its exports */
+	size_t queue_max;               /* spans waiting to be sent, at most */
 	char *file;                     /* console: NULL is stderr */
 	char *ca_file, *cert_file, *key_file;   /* TLS files, or NULL */
 	json_t *resource;               /* OTLP KeyValue array */
@@ -143,18 +155,36 @@ const char *trace_tracestate(void);
 const char *trace_id(void);
 
 /*
- * Export the ended spans as one request.  CORE_OK when there was nothing
- * to send or it was accepted; otherwise the failure (also remembered for
- * trace_finish(); export is off from then on).
+ * Export the ended spans as one request per destination: written at once
+ * to the console, queued for the exporter thread for a URL (whose outcome
+ * trace_finish() reports).  CORE_OK when there was nothing to write or it
+ * was written or queued; otherwise the console's failure or CORE_ENOMEM
+ * (also remembered for trace_finish(); export there is off from then on).
  */
 enum core_status trace_flush(struct core_err *e);
 
 /*
- * The process's end: flush, free the recorder, and report the first export
- * failure of the process (CORE_OK when there was none) in e, its message
- * "trace export failed: URL: why".  Safe when tracing is off.
+ * The process's end: flush, wait for the exporter thread within what is
+ * left of cfg.wait_ms, cancel what it has not sent, free the recorder.
+ * Reports in e the first export failure of the process, "trace export
+ * failed: URL: why", else, when spans were dropped, CORE_EDEADLINE "trace:
+ * N spans dropped: the collector at URL did not answer within 1s" (or
+ * CORE_EEXHAUSTED "... fell behind (2048 spans waiting)" when only the
+ * queue's bound dropped them); the URL without credentials.  *dropped
+ * (dropped may be NULL) is the count: the most spans one destination
+ * never got.  CORE_OK when all was sent.  Safe when tracing is off.
  */
-enum core_status trace_finish(struct core_err *e);
+enum core_status trace_finish(size_t *dropped, struct core_err *e);
+
+/*
+ * Before a fork() whose child carries on the work (a detached worker):
+ * wait for the exporter thread within what is left of cfg.wait_ms, cancel
+ * what it has not sent (counted, as at trace_finish()), and end it, so no
+ * request is in flight inside libcurl (its locks, and OpenSSL's, held by a
+ * thread the child does not have) when the process forks.  The next flush
+ * starts the thread again.  A fork that only execs needs none of this.
+ */
+void trace_quiesce(void);
 
 /*
  * In a forked child that carries on the parent's work (a detached worker):
@@ -162,6 +192,8 @@ enum core_status trace_finish(struct core_err *e);
  * dropped (the parent ends and exports them), and a span started with no
  * parent becomes a child of parent (the parent's span, flagged remote: it
  * lives in another process).  parent NULL: the inbound parent stays.
+ * The child has no exporter thread (the next flush starts one), nothing
+ * queued, and a wait bound of its own.
  */
 void trace_adopt(const struct trace_span *parent);
 

@@ -17,6 +17,8 @@
 
 #define DEFAULT_ENDPOINT "http://localhost:4318/v1/traces"
 #define DEFAULT_TIMEOUT_MS 10000
+#define DEFAULT_WAIT_MS 1000
+#define DEFAULT_QUEUE_MAX 2048  /* OTEL_BSP_MAX_QUEUE_SIZE's default */
 
 /* ---- configuration ---- */
 
@@ -215,6 +217,27 @@ static void note(struct trace_config *c, const char *fmt, const char *what)
 		snprintf(c->note, sizeof c->note, fmt, what);
 }
 
+/* The exporter's bounds: AGENTKIT_TRACE_EXIT_TIMEOUT (a duration, 0 allowed)
+ * and OTEL_BSP_MAX_QUEUE_SIZE (spans); a bad value keeps the default. */
+static void read_bounds(struct trace_config *c)
+{
+	const char *w = env("AGENTKIT_TRACE_EXIT_TIMEOUT"), *q = env("OTEL_BSP_MAX_QUEUE_SIZE");
+	struct core_err e = { 0 };
+	c->wait_ms = DEFAULT_WAIT_MS;
+	if (w && core_parse_duration(w, &c->wait_ms, &e)) {
+		c->wait_ms = DEFAULT_WAIT_MS;
+		note(c, "AGENTKIT_TRACE_EXIT_TIMEOUT: invalid duration '%s': 1s used", w);
+	}
+	char *end = NULL;
+	long long n = q ? strtoll(q, &end, 10) : 0;
+	c->queue_max = DEFAULT_QUEUE_MAX;
+	if (q && (end == q || *end || n <= 0))
+		note(c, "OTEL_BSP_MAX_QUEUE_SIZE: '%s' is not a positive number of spans: 2048 used",
+		     q);
+	else if (q)
+		c->queue_max = (size_t)n;
+}
+
 enum core_status trace_config_from_env(struct trace_config *c, int flag_on, const char *file,
                                        const char *default_service, const char *version)
 {
@@ -248,6 +271,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	}
 	if (!trace_config_on(c))
 		return CORE_OK;
+	read_bounds(c);
 	if (file && !(c->file = strdup(file)))
 		goto nomem;
 	if (c->exporter == TRACE_OTLP) {

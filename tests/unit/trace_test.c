@@ -165,7 +165,7 @@ static void spans(void)
 	free(at);
 	json_decref(req);
 	struct core_err e = { 0 };
-	report(!trace_finish(&e), "console export to a file", e.msg);
+	report(!trace_finish(NULL, &e), "console export to a file", e.msg);
 	report(!trace_on() && !trace_start(NULL, "x", TRACE_INTERNAL, 0), "off after finish", NULL);
 	unsetenv("TRACEPARENT");
 }
