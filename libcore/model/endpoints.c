@@ -37,6 +37,7 @@ struct endpoint {
 	const char *key_var, *key_file, *key_header;
 	const json_t *cred_cmd;            /* array of strings or NULL */
 	int64_t cred_ttl_ms;
+	int64_t timeout_ms;                /* "timeout", 0: the default */
 	const json_t *headers, *query, *models;
 	/* The credential command's token, kept for the process (under lock). */
 	char *token;
@@ -193,8 +194,8 @@ static const char *str_member(const json_t *o, const char *key)
 static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
 {
 	static const char *const known[] = { "dialect", "baseUrl", "keyVariable", "keyFile",
-		"keyHeader", "credentialCommand", "credentialTtl", "headers", "query", "models",
-		NULL };
+		"keyHeader", "credentialCommand", "credentialTtl", "timeout", "headers", "query",
+		"models", NULL };
 	const char *k, *dialect;
 	json_t *x;
 	size_t i, sources;
@@ -268,6 +269,13 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 			return bad("endpoint '%s': \"credentialTtl\" without \"credentialCommand\"", name);
 		if (core_parse_duration(str_member(o, "credentialTtl"), &ep->cred_ttl_ms, &de))
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
+	}
+	if (str_member(o, "timeout")) {
+		struct core_err de = { 0 };
+		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
+			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
+		if (ep->timeout_ms <= 0)
+			return bad("endpoint '%s': \"timeout\": must be positive", name);
 	}
 	if (string_map(ep->headers, name, "headers", 1, 1) ||
 	    string_map(ep->query, name, "query", 1, 0))
@@ -687,14 +695,17 @@ static void cred_forget(struct endpoint *ep)
 	pthread_mutex_unlock(&tab.lock);
 }
 
-/* The key and its header format ("Name: %s", in fmt). */
+/* The key, its header format ("Name: %s", in fmt) and where it came from
+ * (*from, for a message). */
 static enum core_status endpoint_key(struct endpoint *ep, const struct model_request *req,
-                                     char **key, char *fmt, size_t fmtlen,
+                                     char **key, char *fmt, size_t fmtlen, const char **from,
                                      struct core_err *e)
 {
 	enum core_status st = CORE_OK;
 	const char *dflt = ep->d->auth_fmt ? ep->d->auth_fmt : "Authorization: Bearer %s";
 	*key = NULL;
+	*from = ep->key_var ? ep->key_var : ep->cred_cmd ? "the credential command's token"
+	                                                 : "the key file's key";
 	if (ep->cred_cmd) {
 		st = cred_token(ep, key, e);
 		dflt = "Authorization: Bearer %s";
@@ -728,9 +739,10 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	struct prov_headers h = { 0 };
 	const char *alias = json_string_value(json_object_get(ep->models, model)), *k;
 	char *key = NULL, fmt[320];
+	const char *from = NULL;
 	json_t *x;
 	enum core_status st;
-	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, e)))
+	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, &from, e)))
 		goto out;
 	if (ep->base) {
 		if ((st = expand(ep, "\"baseUrl\"", ep->base, &base, e)))
@@ -764,11 +776,15 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 			core_fail(e, st, "%s: out of memory", ep->name);
 		goto out;
 	}
-	struct prov_target t = { ep->name, base.p, key, key ? fmt : NULL,
-	                         (const char *const *)h.v, query.p };
+	struct prov_target t = { .what = ep->name, .base = base.p, .key = key, .key_from = from,
+	                         .auth_fmt = key ? fmt : NULL, .headers = (const char *const *)h.v,
+	                         .query = query.p, .timeout_ms = ep->timeout_ms,
+	                         .timeout_what = "the endpoint's \"timeout\" in the models file" };
 	st = prov_generate_to(ep->d, &t, alias ? alias : model, req, stream, resp, e);
-	if (st == CORE_EUNAUTH && ep->cred_cmd)
-		cred_forget(ep);  /* refused: the next call asks for a new token */
+	/* Refused, or not sendable (a line break): the next call asks for a
+	 * new token. */
+	if ((st == CORE_EUNAUTH || st == CORE_EINVAL) && ep->cred_cmd)
+		cred_forget(ep);
 out:
 	prov_headers_release(&h);
 	prov_secret_free(key);
