@@ -59,6 +59,7 @@ enum {
 	OPT_DESCRIBE,
 	OPT_MAX_RECORD,
 	OPT_KEY_FILE,
+	OPT_MODEL_TIMEOUT,
 	OPT_DETACH = 'd',
 	OPT_CONTINUE = 'c',
 	OPT_HB_INTERVAL = CLI_LONG + 100,
@@ -120,6 +121,9 @@ static const struct cli_opt opts[] = {
 	  "provider's variable: OPENAI_API_KEY, GOOGLE_API_KEY or GEMINI_API_KEY, "
 	  "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, OLLAMA_API_KEY); not for the models "
 	  "file's endpoints" },
+	{ OPT_MODEL_TIMEOUT, "model-timeout", "DURATION",
+	  "each model call, retries included, fails DEADLINE_EXCEEDED past this (default "
+	  "$AGENTKIT_MODEL_TIMEOUT, else 10m; a models-file endpoint's \"timeout\" wins)" },
 	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
 	  "the pending snapshot ID at once (docs/detach.md)" },
 	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
@@ -640,6 +644,17 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
 		case OPT_DOCS: xspec->docs = arg; break;
 		case OPT_KEY_FILE: spec->key_file = arg; break;
+		case OPT_MODEL_TIMEOUT: {
+			/* Read by every model call (provider_http.c), also a
+			 * detached worker's. */
+			struct core_err de = { 0 };
+			int64_t ms;
+			if (core_duration_setting("--model-timeout", arg, NULL, 0, &ms, &de))
+				st = cli_usage("%s", de.msg);
+			else if (setenv("AGENTKIT_MODEL_TIMEOUT", arg, 1))
+				st = cli_usage("--model-timeout: out of memory");
+			break;
+		}
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;

@@ -40,6 +40,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_MCP_CONFIG", "colon-separated MCP configuration files ({\"mcpServers\": ...}) whose servers' tools agent-run gives the agent, when no --mcp-config is given" },
 	{ "AGENTKIT_HTTP_CONNECT_TIMEOUT", "model requests: connection timeout (default 30s)" },
 	{ "AGENTKIT_HTTP_IDLE_TIMEOUT", "model requests: the longest silence in a response (default 10m)" },
+	{ "AGENTKIT_MODEL_TIMEOUT", "model requests: the longest one model call may take, retries included, as agent-run --model-timeout (default 10m; a models-file endpoint's \"timeout\" wins)" },
 	{ "AGENTKIT_HTTP_RETRIES", "model requests: retries of a failed request (default 3)" },
 	{ "AGENTKIT_HTTP_BACKOFF", "model requests: the first retry's wait, doubling (default 500ms)" },
 	{ "AGENTKIT_HTTP_RETRY_BUDGET", "model requests: no retry wait ends later than this (default 2m)" },

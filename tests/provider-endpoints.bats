@@ -478,3 +478,98 @@ JSON
 		'{"status":"UNAUTHENTICATED","message":"generate: vertex: HTTP 401 Unauthorized: Request had invalid authentication credentials. Expected OAuth 2 access token, login cookie or other valid authentication credential. See https://developers.google.com/identity/sign-in/web/devconsole-project."}'
 	assert_equal "$(jq -s -c 'map(.auth)' vertex2.ndjson)" '["wrong"]'
 }
+
+# ---- bounds on what comes from outside ----
+
+@test "a credential token or key with a line break fails the call naming its source, never the value; nothing is sent" {
+	second_mock gw openai tok-1 '{"text":"done"}' '{"text":"done"}'
+	# JSON escapes: the token holds CR LF and a header of its own.
+	cred_command '{"token":"tok-1\r\nX-Evil: yes"}'
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$GW_PORT/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+JSON
+	run -101 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"INVALID_ARGUMENT","message":"generate: gw: the credential command'"'"'s token holds a line break (CR or LF), which would end its header: nothing was sent"}'
+	[[ $output$stderr != *X-Evil* ]] || fail "the value reached a message"
+	# A token cut by a NUL byte is refused, not sent in part.
+	printf '#!/bin/sh\nprintf "tok-1\\000X-Evil: yes\\n"\n' >cred.sh
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command'"'"'s token holds a NUL byte"}'
+	# A provider's key variable with a line break inside, and a key file with a NUL.
+	turns openai sk-0123456789 '{"text":"done"}'
+	OPENAI_API_KEY=$'sk-0123456789\r\nX-Evil: yes' run -101 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	assert_equal "$(last | jq -r .output.error.message)" \
+		"generate: openai: OPENAI_API_KEY holds a line break (CR or LF), which would end its header: nothing was sent"
+	printf 'sk-0123456789\0X-Evil: yes\n' >key.txt
+	run -1 --separate-stderr agent-run --no-store --model openai/gpt-4o --key-file key.txt -m hi
+	assert_equal "$(last | jq -r .output.error.message)" "generate: openai: key file 'key.txt' holds a NUL byte"
+	# A trailing line end is the shell's, not the key's: it still works.
+	OPENAI_API_KEY=$'sk-0123456789\n' run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	assert_equal "$(jq -s -c 'map(.auth)' "$MOCK_LOG")" '["ok"]'
+	assert_equal "$(wc -l <gw.ndjson)" 0
+}
+
+@test "a credential command that leaves a child holding its stdout is done when it exits; the child goes with it" {
+	second_mock gw openai tok-bg-1 '{"text":"done"}'
+	cat >cred.sh <<SH
+#!/bin/sh
+echo tok-bg-1
+sleep 60 &
+echo \$! >"$BATS_TEST_TMPDIR/bg.pid"
+SH
+	chmod +x cred.sh
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$GW_PORT/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+JSON
+	# The command's bound is 30 s: without the reaping the call waits it out.
+	run -0 --separate-stderr timeout 10 agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	assert_equal "$(jq -s -c 'map(.auth)' gw.ndjson)" '["ok"]'
+	# Killed with the group (a zombie until init reaps it is gone too).
+	pid=$(cat bg.pid)
+	for _ in $(seq 1 100); do
+		st=$(ps -o stat= -p "$pid" || true)
+		[ -z "$st" ] || [[ $st == Z* ]] && break
+		sleep 0.05
+	done
+	[ -z "$st" ] || [[ $st == Z* ]] || fail "the command's child outlived it ($st)"
+}
+
+@test "a credential command's stderr that is not UTF-8 keeps its message" {
+	printf '#!/bin/sh\nprintf "not logged in \\377 here\\n" >&2\nexit 3\n' >cred.sh
+	chmod +x cred.sh
+	models_file <<JSON
+{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
+  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
+JSON
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command exited 3: not logged in � here"}'
+	# The start of a long line is cut at a character's boundary, not
+	# inside one ("é" is bytes 200 and 201).
+	long=$(printf 'x%.0s' $(seq 1 199))
+	printf '#!/bin/sh\nprintf "%sé and more\\n" >&2\nexit 3\n' "$long" >cred.sh
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -r .output.error.message)" "generate: gw: the credential command exited 3: $long"
+}
+
+@test "an endpoint's \"timeout\" bounds each of its calls, and wins over AGENTKIT_MODEL_TIMEOUT" {
+	second_mock slow openai k-slow-1 '{"text":"Hello there world","trickle":100}'
+	models_file <<JSON
+{"endpoints": {"slow": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$SLOW_PORT/v1",
+  "keyVariable": "SLOW_KEY", "timeout": "1s"}}}
+JSON
+	SLOW_KEY=k-slow-1 AGENTKIT_MODEL_TIMEOUT=1h run -1 --separate-stderr timeout 20 agent-run --no-store --model slow/m -m hi
+	assert_equal "$(last | jq -r .output.error.status)" DEADLINE_EXCEEDED
+	assert_regex "$(last | jq -r .output.error.message)" \
+		'^generate: slow: no complete reply from http://127.0.0.1:[0-9]+/v1/chat/completions within 1000 ms \(the endpoint'"'"'s "timeout" in the models file\)$'
+	assert_equal "$(wc -l <slow.ndjson)" 1
+	f=$XDG_CONFIG_HOME/agentkit/models.json
+	echo '{"endpoints": {"slow": {"dialect": "openai", "timeout": "soon"}}}' >"$f"
+	run -101 --separate-stderr agent-run --no-store --model echo -m hi
+	assert_equal "$stderr" "agent-run: models file: endpoint 'slow': \"timeout\": invalid duration 'soon' (use e.g. 250ms, 30s, 5m, 1h) (at $f)"
+}

@@ -284,3 +284,69 @@ assert_hello() {
 		"generate: AGENTKIT_HTTP_MAX_RESPONSE: invalid size 'lots' (use e.g. 4096, 64K, 16M, 1G)"
 	assert_equal "$(mock_requests)" 3
 }
+
+@test "a stream that trickles keep-alives for ever fails at the model timeout (DEADLINE_EXCEEDED, exit 1), never retried" {
+	# Never idle for 20 s, never done, far under the 64M cap: only the
+	# total deadline ends it.
+	export AGENTKIT_MODEL_TIMEOUT=1s
+	# Bounded here so that code without the deadline fails instead of
+	# hanging.
+	printf '#!/bin/sh\nexec timeout 20 "%s" "$@"\n' "$MODEL_CALL" >"$BATS_TEST_TMPDIR/model-call"
+	chmod +x "$BATS_TEST_TMPDIR/model-call"
+	MODEL_CALL=$BATS_TEST_TMPDIR/model-call
+	for d in $DIALECTS; do
+		what=$(model_for "$d")
+		what=${what%%/*}
+		run_turns "$d" '[{"text":"Hello there world","trickle":100},{"text":"Hello there world"}]'
+		assert_equal "$status" 1
+		assert_equal "${lines[0]}" '{"role":"model","index":0,"content":[{"text":"Hello "}]}'
+		assert_equal "$(jq -r .error.status <<<"${lines[-1]}")" DEADLINE_EXCEEDED
+		assert_regex "$(jq -r .error.message <<<"${lines[-1]}")" \
+			"^$what: no complete reply from http://127.0.0.1:[0-9]+/.* within 1000 ms \\(the model timeout; set AGENTKIT_MODEL_TIMEOUT or --model-timeout to raise it\\)\$"
+		assert_equal "$(mock_requests)" 1
+	done
+	# Through agent-run, with the flag.
+	mock_stop
+	printf '%s\n' '{"text":"Hello there world","trickle":100}' >"$BATS_TEST_TMPDIR/script.json"
+	mock_start openai "$BATS_TEST_TMPDIR/script.json" test-key-0123456789
+	unset AGENTKIT_MODEL_TIMEOUT
+	run -1 --separate-stderr timeout 20 agent-run --no-store --model openai/gpt-4o --model-timeout 1s -m hi
+	assert_equal "$(tail -n 1 <<<"$output" | jq -c '[.output.finishReason, .output.error.status]')" \
+		'["failed","DEADLINE_EXCEEDED"]'
+}
+
+@test "retries stay inside the model timeout: a wait that would pass it is not started" {
+	export AGENTKIT_MODEL_TIMEOUT=1s AGENTKIT_HTTP_BACKOFF=5s
+	run_turns openai '[{"status":503},{"text":"Hello there world"}]'
+	assert_equal "$status" 1
+	assert_equal "$(jq -r .error.status <<<"${lines[0]}")" UNAVAILABLE
+	assert_regex "$(jq -r .error.message <<<"${lines[0]}")" \
+		'\(gave up after 1 attempts: waiting [0-9]+ ms more would pass the deadline of 1000 ms\)$'
+	assert_equal "$(mock_requests)" 1
+	# A Retry-After the deadline leaves room for is still honoured.
+	export AGENTKIT_MODEL_TIMEOUT=10s
+	run_turns openai '[{"status":429,"headers":{"retry-after-ms":"20"}},{"text":"Hello there world"}]'
+	assert_hello
+	# A value that is no duration fails before a request, as the other
+	# settings do.
+	AGENTKIT_MODEL_TIMEOUT=soon run -100 --separate-stderr "$MODEL_CALL" <"$BATS_TEST_TMPDIR/req.json"
+	assert_equal "$output" '{"error":{"status":"INVALID_ARGUMENT","message":"AGENTKIT_MODEL_TIMEOUT: invalid duration '"'soon'"' (use e.g. 250ms, 30s, 5m, 1h)"}}'
+	assert_equal "$(mock_requests)" 2
+}
+
+@test "an error body with a byte that is not UTF-8 keeps the provider's message and class" {
+	export AGENTKIT_HTTP_RETRIES=0
+	# "\u00ff" in bodyBytes is the byte 0xFF on the wire.
+	run_turns openai '{"status":400,"bodyBytes":"{\"error\":{\"message\":\"bad \u00ff thing\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}"}'
+	assert_equal "$status" 1
+	assert_equal "$output" '{"error":{"status":"INVALID_ARGUMENT","message":"openai: HTTP 400 Bad Request: bad � thing (request id req_mock01)"}}'
+	run_turns anthropic '{"status":401,"bodyBytes":"{\"type\":\"error\",\"error\":{\"type\":\"authentication_error\",\"message\":\"key \u00ff invalid\"}}"}'
+	assert_equal "$status" 1
+	assert_equal "$output" '{"error":{"status":"UNAUTHENTICATED","message":"anthropic: HTTP 401 Unauthorized: key � invalid (request id req_mock01)"}}'
+	# Gemini's class comes from the document's details.
+	run_turns gemini '{"status":400,"bodyBytes":"{\"error\":{\"code\":400,\"message\":\"API key \u00ff not valid.\",\"status\":\"INVALID_ARGUMENT\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.ErrorInfo\",\"reason\":\"API_KEY_INVALID\"}]}}"}'
+	assert_equal "$(jq -c .error <<<"$output")" '{"status":"UNAUTHENTICATED","message":"googleai: HTTP 400 Bad Request: API key � not valid."}'
+	# A body that is not JSON at all still shows its start, made valid.
+	run_turns ollama '{"status":500,"bodyBytes":"<html>\u00fe\u00ff oops</html>"}'
+	assert_equal "$(jq -c .error <<<"$output")" '{"status":"INTERNAL","message":"ollama: HTTP 500 Internal Server Error: <html>�� oops</html>"}'
+}

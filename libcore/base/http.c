@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "buf.h"
+#include "utf8.h"
 #include "util.h"
 
 #ifndef AGENTKIT_VERSION
@@ -20,8 +21,10 @@
 
 /* How often cancellation and the inactivity clock are checked. */
 #define POLL_MS 20
-/* Longest error body kept; the rest is dropped (messages need the start). */
+/* Longest error body kept; the rest is dropped (messages need the start).
+ * Its buffer has room for it made valid UTF-8 (3 bytes per bad byte). */
 #define ERR_BODY_MAX (1u << 20)
+#define ERR_BODY_ROOM (3u * ERR_BODY_MAX)
 #define BACKOFF_CAP_MS 8000
 /* A server's Retry-After above this is ignored for the backoff (the
  * Stainless SDKs' rule): waiting minutes inside one call helps nobody. */
@@ -534,18 +537,24 @@ static int emitted_any(const struct http_call *c, const struct attempt *a)
 	return c->emitted ? c->emitted(c->ctx) : a->passed > 0;
 }
 
-/* One request.  Returns DONE (OK), FAIL (st final) or RETRY (st/e hold the
- * error; *delay the server's wish or -1). */
+static const char *deadline_what(const struct http_call *c)
+{
+	return c->deadline_what ? c->deadline_what : "total deadline";
+}
+
+/* One request, given up at deadline (monotonic ms; 0: none).  Returns DONE
+ * (OK), FAIL (st final) or RETRY (st/e hold the error; *delay the server's
+ * wish or -1). */
 static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
-                                 struct curl_slist *hdrs, struct http_result *res,
-                                 enum core_status *st, int64_t *delay,
-                                 struct core_err *e)
+                                 struct curl_slist *hdrs, int64_t deadline,
+                                 struct http_result *res, enum core_status *st,
+                                 int64_t *delay, struct core_err *e)
 {
 	struct attempt a;
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char where[512];
 	CURLcode rc = CURLE_OK;
-	int running = 1, idle = 0, cancel = 0;
+	int running = 1, idle = 0, cancel = 0, late = 0;
 	CURLMsg *msg;
 	int left;
 	memset(&a, 0, sizeof a);
@@ -554,7 +563,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	a.retry_after_ms = -1;
 	a.should_retry = -1;
 	a.e = e;
-	core_buf_init(&a.errbody, ERR_BODY_MAX);
+	core_buf_init(&a.errbody, ERR_BODY_ROOM);
 	a.last_rx = core_now_mono_ms();
 	*delay = -1;
 	core_url_redact(c->url, where, sizeof where);
@@ -582,6 +591,10 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 			idle = 1;
 			break;
 		}
+		if (deadline && core_now_mono_ms() >= deadline) {
+			late = 1;
+			break;
+		}
 		cu.multi_poll(m, NULL, 0, POLL_MS, NULL);
 	}
 	while ((msg = cu.multi_info_read(m, &left)))
@@ -595,6 +608,12 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 
 	if (cancel) {
 		*st = core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
+		goto fail;
+	}
+	if (late && !a.body_st) {
+		/* The call's whole time is used up: another attempt has none. */
+		*st = core_fail(e, CORE_EDEADLINE, "%s: no complete reply from %s within %lld ms (%s)",
+		                c->what, where, (long long)c->limits.total_ms, deadline_what(c));
 		goto fail;
 	}
 	if (!a.body_st && !cancel && !idle && rc == CURLE_OK && !a.err_mode && c->on_end &&
@@ -623,6 +642,11 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	if (a.err_mode || a.status < 200 || a.status > 299) {
 		struct http_error he;
 		int twoxx = a.status >= 200 && a.status <= 299;
+		/* Outside bytes: valid UTF-8 before anyone parses or quotes them
+		 * (a byte 0xFF would otherwise make the JSON unreadable and
+		 * lose the provider's message and class).  Without memory the
+		 * body stays as it came; the message is still made valid. */
+		core_buf_fix_text(&a.errbody);
 		he.status = a.status;
 		he.body = a.errbody.p ? a.errbody.p : "";
 		he.body_len = a.errbody.len;
@@ -650,13 +674,29 @@ fail:
 	return FAIL;
 }
 
+/*
+ * Header i holds a line break: refused, naming where its value came from
+ * (the caller's header_from) or the header's name, never the value.
+ */
+static enum core_status bad_header(const struct http_call *c, size_t i, struct core_err *e)
+{
+	const char *from = c->header_from ? c->header_from[i] : NULL;
+	const char *h = c->headers[i];
+	if (from)
+		return core_fail(e, CORE_EINVAL, "%s: %s holds a line break (CR or LF), which would "
+		                 "end its header: nothing was sent", c->what, from);
+	return core_fail(e, CORE_EINVAL, "%s: the value of header '%.*s' holds a line break (CR "
+	                 "or LF), which would end the header: nothing was sent", c->what,
+	                 (int)strcspn(h, ":\r\n"), h);
+}
+
 enum core_status http_post(const struct http_call *c, struct http_result *res,
                            struct core_err *e)
 {
 	struct http_result dummy;
 	struct curl_slist *hdrs = NULL;
 	enum core_status st = CORE_OK;
-	int64_t start = core_now_mono_ms();
+	int64_t start = core_now_mono_ms(), deadline = 0;
 	unsigned seed = (unsigned)core_now_ns() ^ (unsigned)(uintptr_t)&dummy;
 	CURL *h = NULL;
 	CURLM *m = NULL;
@@ -669,7 +709,12 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 	if (!cu.ok)
 		return core_fail(e, CORE_ESYS, "%s: cannot use libcurl: %s", c->what, cu.why);
 	for (const char *const *p = c->headers; p && *p; p++) {
-		struct curl_slist *n = cu.slist_append(hdrs, *p);
+		struct curl_slist *n;
+		if (strpbrk(*p, "\r\n")) {
+			st = bad_header(c, (size_t)(p - c->headers), e);
+			goto out;
+		}
+		n = cu.slist_append(hdrs, *p);
 		if (!n) {
 			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", c->what);
 			goto out;
@@ -691,9 +736,11 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 		st = core_fail(e, CORE_ENOMEM, "%s: cannot create a libcurl handle", c->what);
 		goto out;
 	}
+	if (c->limits.total_ms > 0)
+		deadline = start + c->limits.total_ms;
 	for (retry = 0;; retry++) {
 		int64_t delay, backoff;
-		enum outcome o = attempt_once(c, h, m, hdrs, res, &st, &delay, e);
+		enum outcome o = attempt_once(c, h, m, hdrs, deadline, res, &st, &delay, e);
 		if (o != RETRY)
 			break;
 		if (retry >= c->limits.retries) {
@@ -714,6 +761,12 @@ enum core_status http_post(const struct http_call *c, struct http_result *res,
 			err_suffix(e, " (gave up after %d attempts: waiting %lld ms more would pass "
 			           "the retry budget of %lld ms)", retry + 1, (long long)delay,
 			           (long long)c->limits.budget_ms);
+			break;
+		}
+		if (deadline && core_now_mono_ms() + delay >= deadline) {
+			err_suffix(e, " (gave up after %d attempts: waiting %lld ms more would pass "
+			           "the deadline of %lld ms)", retry + 1, (long long)delay,
+			           (long long)c->limits.total_ms);
 			break;
 		}
 		if ((st = nap(c, delay, e)))

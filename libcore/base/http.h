@@ -6,9 +6,15 @@
  * to the caller's on_body function slice by slice as it arrives.  Around
  * that it does what every provider needs and none should repeat:
  *
- *  - timeouts: a connect timeout and an inactivity timeout (no byte for N
- *    ms), never a total timeout, so long silent thinking and long streams
+ *  - timeouts: a connect timeout, an inactivity timeout (no byte for N
+ *    ms) and, when the caller gives one, a total deadline for the whole
+ *    call, retries and their waits included (a stream that trickles a
+ *    keep-alive for ever is never idle); the idle timeout and the
+ *    deadline are apart so that long silent thinking and long streams
  *    both work;
+ *  - headers: one whose name or value holds a CR or LF (it would end the
+ *    header and forge the next) fails the call before anything is sent,
+ *    the message naming where the value came from, never the value;
  *  - retries on 408, 409, 429, 5xx, 529 and on transport failures (not
  *    on what another attempt cannot change: a certificate, a URL), with
  *    exponential backoff and jitter as the OpenAI and Anthropic SDKs do
@@ -51,6 +57,7 @@ struct http_limits {
 	int retries;             /* retries after the first attempt */
 	int64_t budget_ms;       /* no retry is started past this much time */
 	int64_t backoff_ms;      /* first backoff delay */
+	int64_t total_ms;        /* the whole call's deadline; 0: none */
 };
 
 /* The defaults, overridden by the AGENTKIT_HTTP_* variables.  A malformed
@@ -71,6 +78,11 @@ struct http_error {
 struct http_call {
 	const char *url;
 	const char *const *headers;   /* "Name: value" strings, NULL-terminated */
+	/* Where each header's value came from, for the message when it
+	 * holds a line break ("the credential command's token",
+	 * "OPENAI_API_KEY"): parallel to headers, NULL (or a NULL entry)
+	 * for "header 'Name'". */
+	const char *const *header_from;
 	const char *body;             /* request body (JSON), kept for replays;
 	                                 NULL sends a GET instead of the POST */
 	size_t body_len;
@@ -80,6 +92,10 @@ struct http_call {
 	const char *stream_type;
 	const char *what;             /* for messages: "openai" */
 	struct http_limits limits;
+	/* What limits.total_ms is, for the message when it passes ("the
+	 * model timeout; set AGENTKIT_MODEL_TIMEOUT ..."); NULL: "total
+	 * deadline". */
+	const char *deadline_what;
 
 	/* A new attempt starts: forget parse state from a previous one. */
 	void (*on_attempt)(void *ctx);
@@ -129,7 +145,12 @@ struct http_result {
  * Run the call.  CORE_OK when a 2xx body was read to its end (the caller's
  * parser decides whether it was complete).  Otherwise: the status from
  * on_body or on_error, CORE_ECANCELLED, CORE_EUNAVAILABLE for transport
- * failures and the inactivity timeout, CORE_ENOMEM.  res may be NULL.
+ * failures and the inactivity timeout, CORE_EDEADLINE when limits.total_ms
+ * passed (never retried; a retry whose wait would end past it is not
+ * started, the last failure is the result then), CORE_EINVAL for a header
+ * with a line break, CORE_ENOMEM.  The error body given to on_error has
+ * been made valid UTF-8 (utf8.h), so a stray byte never hides the
+ * provider's error document.  res may be NULL.
  */
 enum core_status http_post(const struct http_call *c, struct http_result *res,
                            struct core_err *e);

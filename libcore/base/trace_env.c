@@ -49,7 +49,7 @@ static int hexval(int c)
 }
 
 /* Percent-decode p[0..n) trimmed of blanks into a new string; NULL on a
- * bad escape or without memory (*bad says which). */
+ * bad escape (%00 included) or without memory (*bad says which). */
 static char *decode(const char *p, size_t n, int *bad)
 {
 	while (n && isspace((unsigned char)*p))
@@ -67,7 +67,8 @@ static char *decode(const char *p, size_t n, int *bad)
 		int a = i + 1 < n ? hexval(p[i + 1]) : -1;
 		int b = i + 2 < n ? hexval(p[i + 2]) : -1;
 		int h = a >= 0 && b >= 0 ? a * 16 + b : -1;
-		if (h < 0) {
+		/* %00 would cut the C string: the value would be sent in part. */
+		if (h <= 0) {
 			free(out);
 			*bad = 1;
 			return NULL;
@@ -124,7 +125,8 @@ static int add_header(void *ctx, const char *k, const char *v)
 	}
 	if (n >= TRACE_HEADERS_MAX)
 		return 0;
-	/* A header value is never allowed to carry a line break. */
+	/* A header value is never allowed to carry a line break: it would
+	 * end the header and forge the next (http.c refuses it as well). */
 	if (strpbrk(k, "\r\n:") || strpbrk(v, "\r\n"))
 		return -1;
 	size_t len = klen + strlen(v) + 3;
@@ -294,8 +296,8 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 			if (r == -2)
 				goto nomem;
 			if (r == -1)
-				note(c, "trace headers: %s is malformed: ignored from the bad entry on",
-				     hv[i]);
+				note(c, "trace headers: %s is malformed (or a value holds a line "
+				     "break or %%00): ignored from the bad entry on", hv[i]);
 		}
 		const char *t = env2("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT");
 		char *end = NULL;

@@ -19,12 +19,17 @@
 #include "../base/json.h"
 #include "provider_common.h"
 #include "../base/spawn.h"
+#include "../base/utf8.h"
 #include "../base/util.h"
 
 extern char **environ;
 
 #define FILE_MAX ((size_t)1 << 20)         /* a models file is small */
 #define CRED_TIMEOUT_MS 30000
+/* After the credential command exited, how long something it started may
+ * still hold its stdout or stderr before the group is killed (a tool's
+ * TOOL_PIPE_GRACE_MS). */
+#define CRED_PIPE_GRACE_MS 200
 #define CRED_OUT_MAX ((size_t)64 << 10)
 #define CRED_TTL_MS (5 * 60 * 1000)        /* a plain-text token's default life */
 #define CRED_MARGIN_NS ((int64_t)30 * 1000000000)
@@ -37,6 +42,7 @@ struct endpoint {
 	const char *key_var, *key_file, *key_header;
 	const json_t *cred_cmd;            /* array of strings or NULL */
 	int64_t cred_ttl_ms;
+	int64_t timeout_ms;                /* "timeout", 0: the default */
 	const json_t *headers, *query, *models;
 	/* The credential command's token, kept for the process (under lock). */
 	char *token;
@@ -193,8 +199,8 @@ static const char *str_member(const json_t *o, const char *key)
 static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
 {
 	static const char *const known[] = { "dialect", "baseUrl", "keyVariable", "keyFile",
-		"keyHeader", "credentialCommand", "credentialTtl", "headers", "query", "models",
-		NULL };
+		"keyHeader", "credentialCommand", "credentialTtl", "timeout", "headers", "query",
+		"models", NULL };
 	const char *k, *dialect;
 	json_t *x;
 	size_t i, sources;
@@ -268,6 +274,13 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 			return bad("endpoint '%s': \"credentialTtl\" without \"credentialCommand\"", name);
 		if (core_parse_duration(str_member(o, "credentialTtl"), &ep->cred_ttl_ms, &de))
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
+	}
+	if (str_member(o, "timeout")) {
+		struct core_err de = { 0 };
+		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
+			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
+		if (ep->timeout_ms <= 0)
+			return bad("endpoint '%s': \"timeout\": must be positive", name);
 	}
 	if (string_map(ep->headers, name, "headers", 1, 1) ||
 	    string_map(ep->query, name, "query", 1, 0))
@@ -527,9 +540,41 @@ static void trim(struct core_buf *b)
 }
 
 /*
+ * Has the credential command itself ended?  Seen with WNOWAIT, as tools.c
+ * does: the zombie keeps its pid, its process group's ID, from being
+ * reused until it is reaped, so kill(-pid) never reaches a stranger.
+ */
+static int cred_exited(pid_t pid)
+{
+	siginfo_t si;
+	memset(&si, 0, sizeof si);
+	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
+		return errno == ECHILD;
+	return si.si_pid != 0;
+}
+
+/* Read what fd has now into b (bounded); close it at its end or error.
+ * Returns 1 when no more is there for now. */
+static int cred_pump(int *fd, struct core_buf *b)
+{
+	char buf[4096];
+	ssize_t r = read(*fd, buf, sizeof buf);
+	if (r > 0) {
+		if (b->len + (size_t)r <= CRED_OUT_MAX)
+			core_buf_add(b, buf, (size_t)r);
+		return 0;
+	}
+	if (r == 0 || (errno != EAGAIN && errno != EINTR))
+		spawn_close_fd(fd);
+	return 1;
+}
+
+/*
  * Run the credential command: its stdout into out, its stderr (the start
- * of it) into err.  Bounded by CRED_TIMEOUT_MS; the process group is killed
- * when that passes.
+ * of it, made valid UTF-8) into err.  Bounded by CRED_TIMEOUT_MS.  Its
+ * process group is killed when it ends (what it left running goes with
+ * it) or when the time passes; a process it started that still holds its
+ * stdout or stderr CRED_PIPE_GRACE_MS after it exited is not waited for.
  */
 static enum core_status run_command(const struct endpoint *ep, struct core_buf *out,
                                     struct core_buf *err, struct core_err *e)
@@ -537,7 +582,7 @@ static enum core_status run_command(const struct endpoint *ep, struct core_buf *
 	size_t n = json_array_size(ep->cred_cmd), i;
 	char **argv = calloc(n + 1, sizeof *argv), **env = cred_env();
 	struct spawn sp = { -1, -1, -1, -1 };
-	int64_t deadline = core_now_mono_ms() + CRED_TIMEOUT_MS;
+	int64_t deadline = core_now_mono_ms() + CRED_TIMEOUT_MS, exited_at = 0;
 	enum core_status st = CORE_OK;
 	int status = 0, timed_out = 0;
 	if (!argv || !env) {
@@ -553,48 +598,60 @@ static enum core_status run_command(const struct endpoint *ep, struct core_buf *
 	spawn_close_fd(&sp.in_fd);
 	while (sp.out_fd >= 0 || sp.err_fd >= 0) {
 		struct pollfd pf[2] = { { sp.out_fd, POLLIN, 0 }, { sp.err_fd, POLLIN, 0 } };
-		int64_t left = deadline - core_now_mono_ms();
-		char buf[4096];
+		int64_t now = core_now_mono_ms(), left = deadline - now, wait;
 		if (left <= 0) {
 			timed_out = 1;
 			break;
 		}
-		if (poll(pf, 2, (int)(left > 1000 ? 1000 : left)) < 0 && errno != EINTR) {
+		if (!exited_at && cred_exited(sp.pid))
+			exited_at = now;
+		if (exited_at && now - exited_at >= CRED_PIPE_GRACE_MS) {
+			/* Done, but something it started holds a pipe: take
+			 * what the pipes hold (64 KiB by default) and stop. */
+			kill(-sp.pid, SIGKILL);
+			for (int k = 0; k < 64 && sp.out_fd >= 0 && !cred_pump(&sp.out_fd, out); k++)
+				;
+			for (int k = 0; k < 64 && sp.err_fd >= 0 && !cred_pump(&sp.err_fd, err); k++)
+				;
+			break;
+		}
+		/* Until it exits, look every 20 ms whether it did: its pipes
+		 * may stay open after it. */
+		wait = exited_at ? exited_at + CRED_PIPE_GRACE_MS - now : 20;
+		if (wait > left)
+			wait = left;
+		if (poll(pf, 2, (int)wait) < 0 && errno != EINTR) {
 			st = core_fail_sys(e, "%s: the credential command: poll", ep->name);
 			break;
 		}
 		for (int j = 0; j < 2; j++) {
 			int *fd = j ? &sp.err_fd : &sp.out_fd;
-			ssize_t r;
-			if (*fd < 0 || !(pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
-				continue;
-			r = read(*fd, buf, sizeof buf);
-			if (r > 0) {
-				struct core_buf *b = j ? err : out;
-				if (b->len + (size_t)r <= CRED_OUT_MAX)
-					core_buf_add(b, buf, (size_t)r);
-			} else if (r == 0 || (errno != EAGAIN && errno != EINTR)) {
-				spawn_close_fd(fd);
-			}
+			if (*fd >= 0 && (pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
+				cred_pump(fd, j ? err : out);
 		}
 	}
-	if (timed_out || st)
-		kill(-sp.pid, SIGKILL);
+	/* Whatever it left running goes with it (as a tool's). */
+	kill(-sp.pid, SIGKILL);
 	while (waitpid(sp.pid, &status, 0) < 0 && errno == EINTR)
 		;
 	if (st)
 		goto out;
+	/* Outside bytes: its stderr may be quoted in a message or a row. */
+	core_buf_fix_text(err);
 	trim(err);
 	if (timed_out)
 		st = core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish within "
 		               "%d s", ep->name, CRED_TIMEOUT_MS / 1000);
 	else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		/* The first line of its stderr says why ("not logged in"). */
+		/* The first line of its stderr says why ("not logged in"),
+		 * cut at a character's boundary. */
 		size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
+		if (why > 200)
+			why = utf8_valid(err->p, 200);
 		st = core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
 		               WIFEXITED(status) ? "exited" : "was killed by signal",
 		               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-		               why ? ": " : "", (int)(why < 200 ? why : 200), err->p ? err->p : "");
+		               why ? ": " : "", (int)why, err->p ? err->p : "");
 	}
 out:
 	spawn_close_fd(&sp.out_fd);
@@ -638,10 +695,16 @@ static enum core_status parse_token(const struct endpoint *ep, struct core_buf *
 		*token = strdup(json_string_value(t));
 		json_decref(doc);
 	} else {
-		size_t n = strcspn(out->p ? out->p : "", "\r\n");
+		const char *p = out->p ? out->p : "";
+		size_t n = 0;
+		while (n < out->len && p[n] != '\r' && p[n] != '\n')
+			n++;
 		if (!n)
 			return core_fail(e, CORE_EUNAUTH, "%s: the credential command printed no token",
 			                 ep->name);
+		if (memchr(p, 0, n))
+			return core_fail(e, CORE_EUNAUTH, "%s: the credential command's token holds a "
+			                 "NUL byte", ep->name);
 		*token = strndup(out->p, n);
 		*until = now + (int64_t)ep->cred_ttl_ms * 1000000;
 	}
@@ -652,7 +715,8 @@ static enum core_status parse_token(const struct endpoint *ep, struct core_buf *
  * one from the command.  *token is the caller's (prov_secret_free). */
 static enum core_status cred_token(struct endpoint *ep, char **token, struct core_err *e)
 {
-	struct core_buf out = CORE_BUF_INIT(CRED_OUT_MAX + 1), err = CORE_BUF_INIT(CRED_OUT_MAX + 1);
+	struct core_buf out = CORE_BUF_INIT(CRED_OUT_MAX + 1);
+	struct core_buf err = CORE_BUF_INIT(3 * CRED_OUT_MAX + 1);  /* room to be made valid */
 	enum core_status st = CORE_OK;
 	int64_t until = 0;
 	/* One command at a time: two calls at once need one token. */
@@ -687,14 +751,17 @@ static void cred_forget(struct endpoint *ep)
 	pthread_mutex_unlock(&tab.lock);
 }
 
-/* The key and its header format ("Name: %s", in fmt). */
+/* The key, its header format ("Name: %s", in fmt) and where it came from
+ * (*from, for a message). */
 static enum core_status endpoint_key(struct endpoint *ep, const struct model_request *req,
-                                     char **key, char *fmt, size_t fmtlen,
+                                     char **key, char *fmt, size_t fmtlen, const char **from,
                                      struct core_err *e)
 {
 	enum core_status st = CORE_OK;
 	const char *dflt = ep->d->auth_fmt ? ep->d->auth_fmt : "Authorization: Bearer %s";
 	*key = NULL;
+	*from = ep->key_var ? ep->key_var : ep->cred_cmd ? "the credential command's token"
+	                                                 : "the key file's key";
 	if (ep->cred_cmd) {
 		st = cred_token(ep, key, e);
 		dflt = "Authorization: Bearer %s";
@@ -728,9 +795,10 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	struct prov_headers h = { 0 };
 	const char *alias = json_string_value(json_object_get(ep->models, model)), *k;
 	char *key = NULL, fmt[320];
+	const char *from = NULL;
 	json_t *x;
 	enum core_status st;
-	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, e)))
+	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, &from, e)))
 		goto out;
 	if (ep->base) {
 		if ((st = expand(ep, "\"baseUrl\"", ep->base, &base, e)))
@@ -764,11 +832,15 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 			core_fail(e, st, "%s: out of memory", ep->name);
 		goto out;
 	}
-	struct prov_target t = { ep->name, base.p, key, key ? fmt : NULL,
-	                         (const char *const *)h.v, query.p };
+	struct prov_target t = { .what = ep->name, .base = base.p, .key = key, .key_from = from,
+	                         .auth_fmt = key ? fmt : NULL, .headers = (const char *const *)h.v,
+	                         .query = query.p, .timeout_ms = ep->timeout_ms,
+	                         .timeout_what = "the endpoint's \"timeout\" in the models file" };
 	st = prov_generate_to(ep->d, &t, alias ? alias : model, req, stream, resp, e);
-	if (st == CORE_EUNAUTH && ep->cred_cmd)
-		cred_forget(ep);  /* refused: the next call asks for a new token */
+	/* Refused, or not sendable (a line break): the next call asks for a
+	 * new token. */
+	if ((st == CORE_EUNAUTH || st == CORE_EINVAL) && ep->cred_cmd)
+		cred_forget(ep);
 out:
 	prov_headers_release(&h);
 	prov_secret_free(key);

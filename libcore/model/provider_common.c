@@ -124,7 +124,8 @@ static char *trim_dup(const char *s, size_t n)
 {
 	while (n && (s[0] == ' ' || s[0] == '\t'))
 		s++, n--;
-	while (n && (s[n - 1] == ' ' || s[n - 1] == '\t' || s[n - 1] == '\r'))
+	/* A trailing CR or LF is the file's or the shell's, not the key's. */
+	while (n && s[n - 1] && strchr(" \t\r\n", s[n - 1]))
 		n--;
 	return strndup(s, n);
 }
@@ -151,7 +152,16 @@ enum core_status prov_key_from(const char *what, const char *const *envs,
 			core_err_prefix(e, "%s: key file", what);
 			return st;
 		}
-		n = strcspn(b.p ? b.p : "", "\n");
+		{
+			const char *nl = b.p ? memchr(b.p, '\n', b.len) : NULL;
+			n = nl ? (size_t)(nl - b.p) : b.len;
+		}
+		if (n && memchr(b.p, 0, n)) {
+			/* A C string would cut the key there: never send a part. */
+			core_buf_release(&b);
+			return core_fail(e, CORE_EUNAUTH, "%s: key file '%s' holds a NUL byte", what,
+			                 key_file);
+		}
 		*key = trim_dup(b.p ? b.p : "", n);
 		core_buf_release(&b);
 		if (!*key)
@@ -253,12 +263,13 @@ static enum core_status check_name(const struct prov_dialect *d, const char *wha
 static enum core_status provider_key(const struct model_provider *p, const char *key_file,
                                      const char *const *auth_fmts, const char *auth_fmt,
                                      int optional, char **key, const char **fmt,
-                                     struct core_err *e)
+                                     const char **from, struct core_err *e)
 {
 	size_t which = 0;
 	enum core_status st;
 	*key = NULL;
 	*fmt = NULL;
+	*from = NULL;
 	if (optional) {
 		/* Only its own variable: a key file (AGENTKIT_KEY_FILE) set for
 		 * another provider must not reach a server that needs none. */
@@ -272,6 +283,7 @@ static enum core_status provider_key(const struct model_provider *p, const char 
 	if ((st = prov_key_from(p->prefix, p->key_vars, key_file, key, &which, e)))
 		return st;
 	*fmt = auth_fmts ? auth_fmts[which] : auth_fmt;
+	*from = key_file && *key_file ? "the key file's key" : p->key_vars[which];
 	return CORE_OK;
 }
 
@@ -280,7 +292,7 @@ enum core_status prov_generate(const struct prov_dialect *d, const char *name,
                                const struct model_stream *stream,
                                struct model_response *resp, struct core_err *e)
 {
-	const char *what = d->p->prefix, *fmt = NULL;
+	const char *what = d->p->prefix, *fmt = NULL, *from = NULL;
 	struct prov_headers h = { 0 };
 	char *key = NULL, *base = NULL;
 	enum core_status st;
@@ -290,7 +302,7 @@ enum core_status prov_generate(const struct prov_dialect *d, const char *name,
 		return st;
 	if ((d->auth_fmt || d->auth_fmts) &&
 	    (st = provider_key(d->p, req->key_file, d->auth_fmts, d->auth_fmt, d->key_optional,
-	                       &key, &fmt, e)))
+	                       &key, &fmt, &from, e)))
 		goto out;
 	if ((st = prov_env_headers(d->p, &h, e)))
 		goto out;
@@ -299,7 +311,8 @@ enum core_status prov_generate(const struct prov_dialect *d, const char *name,
 		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 		goto out;
 	}
-	struct prov_target t = { what, base, key, fmt, (const char *const *)h.v, NULL };
+	struct prov_target t = { .what = what, .base = base, .key = key, .key_from = from,
+	                         .auth_fmt = fmt, .headers = (const char *const *)h.v };
 	st = prov_generate_to(d, &t, name, req, stream, resp, e);
 out:
 	prov_headers_release(&h);
@@ -316,7 +329,7 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 	const char *what = t->what;
 	struct prov_out *o;
 	char *url = NULL, *auth = NULL;
-	const char *headers[PROV_HEADERS_MAX + 3];
+	const char *headers[PROV_HEADERS_MAX + 3], *from[PROV_HEADERS_MAX + 3] = { NULL };
 	size_t nh = 0;
 	json_t *b = NULL;
 	enum core_status st;
@@ -326,6 +339,9 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 		return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
 	prov_out_init(o, what, stream, e);
 	o->key = t->key;
+	o->header_from = from;
+	o->timeout_ms = t->timeout_ms;
+	o->timeout_what = t->timeout_what;
 	url = d->url ? d->url(t->base, d->url_name ? d->url_name(name) : name)
 	             : prov_strf(d->url_fmt, t->base, d->url_name ? d->url_name(name) : name);
 	if (url && t->query && *t->query) {
@@ -339,8 +355,10 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 	}
 	if ((st = d->build(o, name, t->base, req, &b, e)))
 		goto out;
-	if (auth)
+	if (auth) {
+		from[nh] = t->key_from;
 		headers[nh++] = auth;
+	}
 	if (d->extra_header)
 		headers[nh++] = d->extra_header;
 	for (const char *const *x = t->headers; x && *x && nh < PROV_HEADERS_MAX + 2; x++)

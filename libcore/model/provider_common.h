@@ -24,6 +24,13 @@
  * tool arguments and framing), unless AGENTKIT_HTTP_MAX_RESPONSE says
  * otherwise: past it the call fails, INTERNAL, without a retry. */
 #define PROV_RESPONSE_MAX ((size_t)64 << 20)
+/* The longest one model call may take, retries included, unless
+ * AGENTKIT_MODEL_TIMEOUT (agent-run --model-timeout) or an endpoint's
+ * "timeout" says otherwise: past it the call fails, DEADLINE_EXCEEDED.
+ * Ten minutes, the OpenAI and Anthropic SDKs' request timeout: a slow
+ * reasoning model's whole answer fits, a stream that trickles keep-alives
+ * for ever does not (the idle timeout never fires on it). */
+#define PROV_TIMEOUT_MS ((int64_t)10 * 60 * 1000)
 
 /*
  * One generate call's output side.  Providers embed it first in their own
@@ -36,6 +43,13 @@ struct prov_out {
 	const struct model_stream *stream;
 	struct core_err *e;
 	const char *key;                /* redacted from every message; may be NULL */
+	/* Where each of prov_post's headers came from, parallel to them
+	 * (http_call.header_from); may be NULL. */
+	const char *const *header_from;
+	/* The call's total deadline and what it is, for the message;
+	 * 0: AGENTKIT_MODEL_TIMEOUT, else PROV_TIMEOUT_MS. */
+	int64_t timeout_ms;
+	const char *timeout_what;
 	json_t *parts;                  /* final content; owned */
 	json_t *usage;                  /* GenerationUsage or NULL; owned */
 	char finish[32];                /* Genkit finish reason */
@@ -99,7 +113,11 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * stream that ends without o->done set is a truncated stream
  * (CORE_EUNAVAILABLE); a reply past PROV_RESPONSE_MAX (or
  * AGENTKIT_HTTP_MAX_RESPONSE, a size; a bad value is CORE_EUSAGE) is
- * CORE_EINTERNAL.  Retries (http.h) are decided by o->emitted: an
+ * CORE_EINTERNAL.  The whole call, retries included, is bounded by
+ * o->timeout_ms, else AGENTKIT_MODEL_TIMEOUT (a duration; a bad value is
+ * CORE_EUSAGE), else PROV_TIMEOUT_MS: past it CORE_EDEADLINE.  A header
+ * with a line break is CORE_EINVAL naming o->header_from's source.
+ * Retries (http.h) are decided by o->emitted: an
  * attempt that failed before any chunk reached the caller is tried again
  * (o and the provider's state, through o->on_reset, start over).  Every
  * failure message has the key redacted.
@@ -250,11 +268,17 @@ struct prov_target {
 	const char *base;               /* base URL without a trailing '/' */
 	const char *key;                /* the credential, redacted from every
 	                                   message; NULL: none */
+	const char *key_from;           /* where key came from, for a message
+	                                   ("OPENAI_API_KEY", "the credential
+	                                   command's token"); NULL: its header */
 	const char *auth_fmt;           /* the key's header, a printf format for
 	                                   it; NULL: the key is not sent */
 	const char *const *headers;     /* more "Name: value" headers (NULL-
 	                                   terminated, may be NULL) */
 	const char *query;              /* "a=b&c=d" added to the URL, or NULL */
+	int64_t timeout_ms;             /* the call's deadline (prov_out); 0: the
+	                                   default */
+	const char *timeout_what;       /* what it is, for the message */
 };
 
 /* One generate call of dialect d to target t (model name, URL from d's

@@ -171,25 +171,45 @@ static int post_cancelled(void *ud)
  * then ours, in all[CALL_HEADERS]; the limits from the environment.
  */
 #define CALL_HEADERS (PROV_HEADERS_MAX + 8)
-static enum core_status call_init(struct http_call *c, const char **all,
-                                  const char *const *headers, const char *const *ours,
-                                  struct core_err *e)
+static enum core_status call_init(struct http_call *c, const char **all, const char **from,
+                                  const char *const *headers, const char *const *header_from,
+                                  const char *const *ours, struct core_err *e)
 {
 	size_t n = 0, k = 0;
 	while (ours[k])
 		k++;
-	for (; headers && *headers; headers++) {
+	for (; headers && headers[n]; n++) {
 		if (n + k >= CALL_HEADERS - 1)
 			return core_fail(e, CORE_EINVAL, "more than %d request headers",
 			                 PROV_HEADERS_MAX);
-		all[n++] = *headers;
+		all[n] = headers[n];
+		from[n] = header_from ? header_from[n] : NULL;
 	}
-	for (k = 0; ours[k]; k++)
-		all[n++] = ours[k];
+	for (k = 0; ours[k]; k++, n++) {
+		all[n] = ours[k];
+		from[n] = NULL;
+	}
 	all[n] = NULL;
 	memset(c, 0, sizeof *c);
 	c->headers = all;
+	c->header_from = from;
 	return http_limits_from_env(&c->limits, e);
+}
+
+/* The call's total deadline: the target's, else AGENTKIT_MODEL_TIMEOUT,
+ * else PROV_TIMEOUT_MS. */
+static enum core_status call_deadline(const struct prov_out *o, struct http_call *c,
+                                      struct core_err *e)
+{
+	if (o->timeout_ms > 0) {
+		c->limits.total_ms = o->timeout_ms;
+		c->deadline_what = o->timeout_what;
+		return CORE_OK;
+	}
+	c->deadline_what = "the model timeout; set AGENTKIT_MODEL_TIMEOUT or --model-timeout "
+	                   "to raise it";
+	return core_duration_setting(NULL, NULL, "AGENTKIT_MODEL_TIMEOUT", PROV_TIMEOUT_MS,
+	                             &c->limits.total_ms, e);
 }
 
 /* AGENTKIT_HTTP_MAX_RESPONSE, a size, when set (else *max is kept). */
@@ -225,7 +245,7 @@ enum core_status prov_post(struct prov_out *o, const char *url,
                            struct model_response *resp)
 {
 	const char *type = mode == SSE_MODE_NDJSON ? "application/x-ndjson" : "text/event-stream";
-	const char *all[CALL_HEADERS];
+	const char *all[CALL_HEADERS], *from[CALL_HEADERS];
 	char accept[64];
 	struct post_ctx pc = { o, on_event, on_error, ctx, terminator, 0, PROV_RESPONSE_MAX };
 	struct http_call c;
@@ -236,8 +256,8 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
 	snprintf(accept, sizeof accept, "Accept: %s", type);
 	const char *ours[] = { "Content-Type: application/json", accept, NULL };
-	if ((st = call_init(&c, all, headers, ours, o->e)) ||
-	    (st = response_max(&pc.max, o->e)))
+	if ((st = call_init(&c, all, from, headers, o->header_from, ours, o->e)) ||
+	    (st = call_deadline(o, &c, o->e)) || (st = response_max(&pc.max, o->e)))
 		goto out;
 	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
 	c.url = url;
@@ -296,13 +316,13 @@ enum core_status prov_get_json(const char *what, const char *url, const char *co
 	struct prov_out o;
 	struct get_ctx g = { &o, CORE_BUF_INIT(PROV_EVENT_MAX) };
 	struct http_call c;
-	const char *all[CALL_HEADERS];
+	const char *all[CALL_HEADERS], *from[CALL_HEADERS];
 	static const char *const ours[] = { "Accept: application/json", NULL };
 	enum core_status st;
 	*doc = NULL;
 	prov_out_init(&o, what, NULL, e);
 	o.key = key;
-	if ((st = call_init(&c, all, headers, ours, e)))
+	if ((st = call_init(&c, all, from, headers, NULL, ours, e)))
 		goto out;
 	c.limits.retries = 0;
 	if (c.limits.connect_ms > 10000)
