@@ -4,16 +4,24 @@
 # mapping, attached and detached alike.  Every failure source is run both
 # ways; the text it fails with is plain ASCII for one source and holds
 # bytes that are not UTF-8 (0xFF, a cut sequence) for the next, which must
-# arrive as U+FFFD, never erase the message.
+# arrive as U+FFFD, never erase the message.  The sources: a tool, a
+# custom agent's handler, a credential command, an MCP server's start-up,
+# call and stray line, a provider's status and body.  The store as a
+# source (a commit that fails: exit 111, the output naming the cause and
+# the last committed row) is tests/full-disk.bats's, which needs a tmpfs.
 
 load test_helper
+load provider_helper
 
 setup() {
-	common_setup
+	provider_setup
+	export AGENTKIT_HTTP_RETRIES=0
 	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=10s
 	export AGENTKIT_STDIN_TIMEOUT=0
 	mkdir -p tools
 }
+
+teardown() { mock_stop; }
 
 last() { printf '%s\n' "$output" | tail -n 1; }
 
@@ -125,4 +133,25 @@ mcp() {
 	script '{"toolRequests":[{"name":"fake_garbage","ref":"1","input":{}}]}'
 	agree 1 $'generate: tool "fake_garbage" failed: mcp server \'fake\' wrote a line that is not a JSON-RPC message on stdout: \'debug: caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD\' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badcall mode (cwd '"$(basename "$PWD")"$', FAKE_ENV=-) fake-server: failing caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD)' \
 		--model script/model.ndjson --mcp-config mcp.json
+}
+
+# provider DIALECT TURN: the mock model server answers every call with TURN.
+provider() {
+	printf '%s\n' "$2" | jq -c '. + {repeat: 10}' >"$BATS_TEST_TMPDIR/turns.json"
+	mock_start "$1" "$BATS_TEST_TMPDIR/turns.json" test-key-0123456789
+}
+
+@test "a provider's HTTP 429, ASCII: exit 1, RESOURCE_EXHAUSTED in the output and the row, attached and detached" {
+	provider anthropic '{"status":429,"message":"slow down"}'
+	agree 1 'generate: anthropic: HTTP 429 Too Many Requests: slow down (request id req_mock01)' \
+		--model anthropic/claude-sonnet-4-5
+	[ "$(agent-snap "$id" | jq -r .error.status)" = RESOURCE_EXHAUSTED ]
+}
+
+@test "a provider's HTTP 400 whose body is not UTF-8: exit 1 (a model failure, not 101), INVALID_ARGUMENT, attached and detached" {
+	# "\u00ff" in bodyBytes is the byte 0xFF on the wire.
+	provider openai '{"status":400,"bodyBytes":"{\"error\":{\"message\":\"bad \u00ff thing\",\"type\":\"invalid_request_error\",\"param\":null,\"code\":null}}"}'
+	agree 1 $'generate: openai: HTTP 400 Bad Request: bad \uFFFD thing (request id req_mock01)' \
+		--model openai/gpt-4o
+	[ "$(agent-snap "$id" | jq -r .error.status)" = INVALID_ARGUMENT ]
 }

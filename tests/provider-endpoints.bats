@@ -489,9 +489,9 @@ JSON
 {"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:$GW_PORT/v1",
   "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
 JSON
-	run -101 --separate-stderr agent-run --no-store --model gw/m -m hi
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
 	assert_equal "$(last | jq -c .output.error)" \
-		'{"status":"INVALID_ARGUMENT","message":"generate: gw: the credential command'"'"'s token holds a line break (CR or LF), which would end its header: nothing was sent"}'
+		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command'"'"'s token holds a line break (CR or LF), which would end its header: nothing was sent"}'
 	[[ $output$stderr != *X-Evil* ]] || fail "the value reached a message"
 	# A token cut by a NUL byte is refused, not sent in part.
 	printf '#!/bin/sh\nprintf "tok-1\\000X-Evil: yes\\n"\n' >cred.sh
@@ -500,7 +500,7 @@ JSON
 		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command'"'"'s token holds a NUL byte"}'
 	# A provider's key variable with a line break inside, and a key file with a NUL.
 	turns openai sk-0123456789 '{"text":"done"}'
-	OPENAI_API_KEY=$'sk-0123456789\r\nX-Evil: yes' run -101 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	OPENAI_API_KEY=$'sk-0123456789\r\nX-Evil: yes' run -1 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
 	assert_equal "$(last | jq -r .output.error.message)" \
 		"generate: openai: OPENAI_API_KEY holds a line break (CR or LF), which would end its header: nothing was sent"
 	printf 'sk-0123456789\0X-Evil: yes\n' >key.txt

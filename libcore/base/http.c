@@ -676,14 +676,17 @@ fail:
 
 /*
  * Header i holds a line break: refused, naming where its value came from
- * (the caller's header_from) or the header's name, never the value.
+ * (the caller's header_from) or the header's name, never the value.  A
+ * value with a source is a credential (a key, a token): one that cannot
+ * be sent is UNAUTHENTICATED, as a missing key or a token with a NUL is;
+ * any other header is the caller's malformed configuration.
  */
 static enum core_status bad_header(const struct http_call *c, size_t i, struct core_err *e)
 {
 	const char *from = c->header_from ? c->header_from[i] : NULL;
 	const char *h = c->headers[i];
 	if (from)
-		return core_fail(e, CORE_EINVAL, "%s: %s holds a line break (CR or LF), which would "
+		return core_fail(e, CORE_EUNAUTH, "%s: %s holds a line break (CR or LF), which would "
 		                 "end its header: nothing was sent", c->what, from);
 	return core_fail(e, CORE_EINVAL, "%s: the value of header '%.*s' holds a line break (CR "
 	                 "or LF), which would end the header: nothing was sent", c->what,

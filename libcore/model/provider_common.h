@@ -116,7 +116,8 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * CORE_EINTERNAL.  The whole call, retries included, is bounded by
  * o->timeout_ms, else AGENTKIT_MODEL_TIMEOUT (a duration; a bad value is
  * CORE_EUSAGE), else PROV_TIMEOUT_MS: past it CORE_EDEADLINE.  A header
- * with a line break is CORE_EINVAL naming o->header_from's source.
+ * with a line break is CORE_EUNAUTH naming o->header_from's source (a
+ * credential), CORE_EINVAL for any other header.
  * Retries (http.h) are decided by o->emitted: an
  * attempt that failed before any chunk reached the caller is tried again
  * (o and the provider's state, through o->on_reset, start over).  Every
