@@ -6,6 +6,7 @@
 #include "../libcore/model/model.h"
 #include "../libcore/model/registry.h"
 #include "../libcore/base/suggest.h"
+#include "../libcore/base/utf8.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
 
@@ -339,21 +340,64 @@ static const char *near_option(const char *arg)
 	return core_closest(arg + 2, strcspn(arg + 2, "="), names);
 }
 
+/* What the command's value table says about o, or NULL. */
+const struct cli_value *cli_value_of(const struct cli_opt *o)
+{
+	for (const struct cli_value *v = cli_cur->values; v && v->opt; v++)
+		if (!strcmp(v->opt, o->name))
+			return v;
+	return NULL;
+}
+
+/* The kind of o's value: the value table's, else from its placeholder. */
+enum cli_kind cli_kind_of(const struct cli_opt *o)
+{
+	static const struct {
+		const char *arg;
+		enum cli_kind kind;
+	} by_arg[] = {
+		{ "FILE", CLI_FILE }, { "PATH", CLI_FILE }, { "DIR", CLI_DIR },
+		{ "CMD", CLI_COMMAND }, { "SID", CLI_SESSION }, { "AGENT", CLI_AGENT },
+		{ "SHELL", CLI_WORDS },
+	};
+	const struct cli_value *v = cli_value_of(o);
+	if (v && v->kind != CLI_AUTO)
+		return v->kind;
+	for (size_t i = 0; i < sizeof by_arg / sizeof by_arg[0]; i++)
+		if (!strcmp(o->arg, by_arg[i].arg))
+			return by_arg[i].kind;
+	return CLI_TEXT;
+}
+
 int cli_secret_variable(const char *entry)
 {
 	return model_key_variable(entry) || store_secret_variable(entry);
 }
 
 /*
- * The copies of the --store values whose passwords were wiped from the
- * command line: they live as long as the process (the option's value
- * points at one), and a list keeps them reachable for the leak checker.
+ * The option values cli_next() hands out as copies (a --store value whose
+ * password was wiped from the command line, TEXT made valid UTF-8): they
+ * live as long as the process (the option's value points at one), and a
+ * list keeps them reachable for the leak checker.
  */
 struct kept_arg {
 	struct kept_arg *next;
 	char text[];
 };
 static struct kept_arg *kept_args;
+
+/* Room for n bytes and a NUL, kept for the process; exits without memory. */
+static char *kept_buf(size_t n)
+{
+	struct kept_arg *k = malloc(sizeof *k + n + 1);
+	if (!k) {
+		cli_warn("out of memory");
+		cli_exit(CORE_ENOMEM);
+	}
+	k->next = kept_args;
+	kept_args = k;
+	return k->text;
+}
 
 /*
  * arg, the value of a --store option inside the command line, with each
@@ -368,29 +412,50 @@ static struct kept_arg *kept_args;
 static const char *hide_store_password(char *arg)
 {
 	size_t n = strlen(arg), at = 0, len, r = 0, w = 0;
-	struct kept_arg *k;
+	char *copy;
 	if (!store_location_password(arg, &at, &len))
 		return arg;
-	if (!(k = malloc(sizeof *k + n + 1))) {
-		cli_warn("out of memory");
-		cli_exit(CORE_ENOMEM);
-	}
-	memcpy(k->text, arg, n + 1);
-	k->next = kept_args;
-	kept_args = k;
+	copy = memcpy(kept_buf(n), arg, n + 1);
 	/* From the copy into arg: what is written never passes what is read. */
-	for (at = 0; store_location_password(k->text, &at, &len); at = r) {
+	for (at = 0; store_location_password(copy, &at, &len); at = r) {
 		size_t stars = len < 3 ? len : 3;
-		memmove(arg + w, k->text + r, at - r);
+		memmove(arg + w, copy + r, at - r);
 		w += at - r;
 		memset(arg + w, '*', stars);
 		w += stars;
 		r = at + len;
 	}
-	memmove(arg + w, k->text + r, n - r);
+	memmove(arg + w, copy + r, n - r);
 	w += n - r;
 	memset(arg + w, 0, n - w);
-	return k->text;
+	return copy;
+}
+
+/*
+ * An option's value as text from outside (DESIGN §9): a path, a
+ * directory, a command or an agent (a name or a .prompt file) is the
+ * system's bytes and kept as they are; TEXT (-m, --system) is made valid
+ * UTF-8, each bad byte U+FFFD (utf8.h); any other value (an ID, a name,
+ * JSON, a duration) must be valid UTF-8 already: a usage error otherwise.
+ */
+static const char *checked_value(const struct cli_opt *o, const char *v)
+{
+	size_t n = strlen(v);
+	char *fixed;
+	if (utf8_valid(v, n) == n)
+		return v;
+	switch (cli_kind_of(o)) {
+	case CLI_FILE: case CLI_DIR: case CLI_COMMAND: case CLI_AGENT:
+		return v;
+	default:
+		break;
+	}
+	fixed = kept_buf(utf8_fixed_len(v, n));
+	utf8_fix_copy(fixed, v, n);
+	if (!strcmp(o->arg, "TEXT"))
+		return fixed;
+	cli_usage("--%s: '%s' is not valid UTF-8", o->name, fixed);
+	cli_exit(CORE_EUSAGE);
 }
 
 int cli_next(int argc, char **argv, const char **arg)
@@ -440,6 +505,8 @@ int cli_next(int argc, char **argv, const char **arg)
 				seen[i] = 1;
 				if (optarg && !strcmp(cli_cur->opts[i].name, "store"))
 					*arg = hide_store_password(optarg);
+				else if (optarg)
+					*arg = checked_value(&cli_cur->opts[i], optarg);
 			}
 		return c;
 	}

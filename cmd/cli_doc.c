@@ -439,38 +439,9 @@ void cli_man(void)
 
 /* ---- completions ---- */
 
-/* What the command's value table says about o, or NULL. */
-static const struct cli_value *value_of(const struct cli_opt *o)
-{
-	for (const struct cli_value *v = cli_cur->values; v && v->opt; v++)
-		if (!strcmp(v->opt, o->name))
-			return v;
-	return NULL;
-}
-
-/* The kind of o's value: the value table's, else from its placeholder. */
-static enum cli_kind kind_of(const struct cli_opt *o)
-{
-	static const struct {
-		const char *arg;
-		enum cli_kind kind;
-	} by_arg[] = {
-		{ "FILE", CLI_FILE }, { "PATH", CLI_FILE }, { "DIR", CLI_DIR },
-		{ "CMD", CLI_COMMAND }, { "SID", CLI_SESSION }, { "AGENT", CLI_AGENT },
-		{ "SHELL", CLI_WORDS },
-	};
-	const struct cli_value *v = value_of(o);
-	if (v && v->kind != CLI_AUTO)
-		return v->kind;
-	for (size_t i = 0; i < sizeof by_arg / sizeof by_arg[0]; i++)
-		if (!strcmp(o->arg, by_arg[i].arg))
-			return by_arg[i].kind;
-	return CLI_TEXT;
-}
-
 static const char *words_of(const struct cli_opt *o)
 {
-	const struct cli_value *v = value_of(o);
+	const struct cli_value *v = cli_value_of(o);
 	return v && v->words ? v->words : !strcmp(o->arg, "SHELL") ? "bash zsh fish" : "";
 }
 
@@ -559,7 +530,7 @@ static void bash_arg(const struct cli_opt *o, void *ctx)
 	if (cli_is_short(o->key))
 		printf("|-%c", o->key);
 	printf(")\n\t\t");
-	bash_kind(kind_of(o), words_of(o), ctx);
+	bash_kind(cli_kind_of(o), words_of(o), ctx);
 	printf("; return;;\n");
 }
 
@@ -628,7 +599,7 @@ static void zsh_opt(const struct cli_opt *o, void *ctx)
 		printf(":");
 		plain(o->arg);
 		printf(":");
-		zsh_action(kind_of(o), words_of(o), fn);
+		zsh_action(cli_kind_of(o), words_of(o), fn);
 	}
 	printf("' \\\n");
 }
@@ -677,7 +648,7 @@ static void fish_opt(const struct cli_opt *o, void *ctx)
 		printf(" -s %c", o->key);
 	printf(" -l %s", o->name);
 	if (o->arg)
-		fish_args(kind_of(o), words_of(o), ctx);
+		fish_args(cli_kind_of(o), words_of(o), ctx);
 	printf(" -d '");
 	plain(o->help);
 	printf("'\n");

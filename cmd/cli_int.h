@@ -18,6 +18,12 @@ extern const struct cli_opt cli_common_opts[];
 /* fn(o, ctx) for each of the command's options, then the common ones. */
 void cli_each_opt(void (*fn)(const struct cli_opt *, void *), void *ctx);
 
+/* What the command's value table says about o, or NULL. */
+const struct cli_value *cli_value_of(const struct cli_opt *o);
+/* The kind of o's value: the value table's, else from its placeholder
+ * (FILE and PATH a file, DIR, CMD, SID, AGENT, SHELL; else CLI_TEXT). */
+enum cli_kind cli_kind_of(const struct cli_opt *o);
+
 /* Non-zero when key is a short option's letter (not a CLI_LONG key). */
 int cli_is_short(int key);
 

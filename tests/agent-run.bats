@@ -277,3 +277,16 @@ try 'agent-run --help'" ]
 	[ "$status" = 0 ] || [ "$status" = 2 ] || [ "$status" = 141 ]
 	[ -z "$stderr" ]
 }
+
+@test "argv: -m text that is not UTF-8 is sent with U+FFFD; an ID or a tool name that is not is a usage error naming the option" {
+	run -0 --separate-stderr agent-run --no-store --model echo -m $'bad \xff arg \xe2\x82' </dev/null
+	[ "$(last | jq -c .output.message.content)" = "$(jq -nc '[{text: "bad \ufffd arg \ufffd\ufffd"}]')" ]
+	run -100 --separate-stderr agent-run --model echo --session $'s\xffx' -m hi </dev/null
+	[ "$stderr" = $'agent-run: --session: \'s\uFFFDx\' is not valid UTF-8\ntry \'agent-run --help\'' ]
+	[ "$output" = "" ]
+	run -100 --separate-stderr agent-run --no-store --model echo --tool $'t\xff' -m hi </dev/null
+	[ "${stderr%%$'\n'*}" = $'agent-run: --tool: \'t\uFFFD\' is not valid UTF-8' ]
+	# a path is the system's bytes: a store directory named so is used
+	run -0 --separate-stderr agent-run --store "$BATS_TEST_TMPDIR/st"$'\xff' --model echo -m hi </dev/null
+	[ "$(agent-snap --store "$BATS_TEST_TMPDIR/st"$'\xff' "$(last | jq -r .output.snapshotId)" | jq -r .status)" = completed ]
+}
