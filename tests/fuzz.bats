@@ -35,6 +35,7 @@ fuzz_pass() {
 @test "fuzz: tool manifests" { fuzz_pass tool_manifest 300; }
 @test "fuzz: tool output lines" { fuzz_pass tool_output 50; }
 @test "fuzz: custom-agent handler output" { fuzz_pass handler 50; }
+@test "fuzz: MCP server answers: a message naming the server, valid UTF-8, or a result; no wait past its bound" { fuzz_pass mcp 100; }
 @test "fuzz: what a failing tool or handler writes on stderr reaches the output, valid UTF-8" { fuzz_pass failure_text 100; }
 
 @test "fuzz: every target has a test here and a seed corpus" {

@@ -13,7 +13,8 @@
  * framing, the provider's event decoder, the error-body mapping.
  * Retries are off (AGENTKIT_HTTP_RETRIES=0), so one input is one request.
  * Invariants:
- *  - a call fails with a message that never holds the API key it sent, or
+ *  - a call fails with a message that is valid UTF-8 (error bodies hold any
+ *    bytes) and never holds the API key it sent, or
  *    answers a model message (content an array of part objects) with a
  *    finish reason and usage that is an object or absent;
  *  - every streamed chunk is a model chunk with a content array, and the
@@ -31,6 +32,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
+#include "../../libcore/base/utf8.h"
 #include "../../libcore/model/registry.h"
 
 #define KEY "fuzzkey-5ecret-value"
@@ -220,6 +222,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	enum core_status st = model_generate(models[which], &req, &stream, &resp, &e);
 	if (st != CORE_OK) {
 		FUZZ_CHECK(e.msg[0], "a failed call without a message");
+		FUZZ_CHECK(utf8_valid(e.msg, strlen(e.msg)) == strlen(e.msg),
+		           "the message is not valid UTF-8");
 		/* Ollama sends no key, so it has none to hide. */
 		FUZZ_CHECK(which == 3 || !strstr(e.msg, KEY), "the key is in the message: %s", e.msg);
 	} else {
