@@ -825,6 +825,7 @@ static enum core_status open_runtime(struct run *r)
 		if (st)
 			return init_failed(&r->o, &e);
 	}
+	agent_ext_set_cancel(r->ext, run_cancelled, r);        /* its docs and transforms */
 	struct rt_sink sink = { on_chunk, on_warn, r };        /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
