@@ -841,6 +841,7 @@ static enum core_status open_runtime(struct run *r)
 		if (st)
 			return init_failed(&r->o, &e);
 	}
+	agent_ext_set_cancel(r->ext, run_cancelled, r);        /* its docs and transforms */
 	struct rt_sink sink = { on_chunk, on_warn, r };        /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
@@ -1045,6 +1046,10 @@ static enum core_status new_mcp_set(struct run *r)
 	if (!(r->mcp_set = mcp_set_new()))
 		return report_oom();
 	mcp_set_stderr(r->mcp_set, mcp_stderr_line, r);
+	/* A stop ends a server's start-up at once (never set before
+	 * watch_caller_stops(): --describe and --mcp-list keep SIGTERM's
+	 * default). */
+	mcp_set_cancel(r->mcp_set, run_cancelled, r);
 	return CORE_OK;
 }
 
@@ -1072,6 +1077,11 @@ static enum core_status start_mcp(struct run *r)
 		return st;
 	if (!st)
 		st = mcp_run_start(r->mcp_set, &r->mcp, mcp_skipped, r, &e);
+	/* A stop during start-up: the run goes on to end aborted before its
+	 * first turn, as after a stop while stdin is read (print_output());
+	 * every server is broken, so the agent is given no MCP tool. */
+	if (st == CORE_ECANCELLED)
+		st = CORE_OK;
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
 	if ((st = mcp_run_tools(r->mcp_set, r->agent, r->opts.ntools, &e)))

@@ -631,3 +631,49 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 	[ "$stderr" = "agent-run: $msg" ]
 	[ "$(last | jq -c .output.error)" = "$(jq -nc --arg m "$msg" '{status: "INTERNAL", message: $m}')" ]
 }
+
+@test "SIGTERM or SIGINT during a silent server's start-up: aborted before the first turn, at once; the servers ended" {
+	script '{"text":"never"}'
+	# ok starts, fake (optional) never answers initialize within its 30 s,
+	# later is never started; the agent selects tools of all three
+	printf '{"mcpServers": {"ok": {"command": "%s", "env": {"FAKE_PIDFILE": "%s/ok.pid"}}, "fake": {"command": "%s", "args": ["silent"], "startupTimeout": "30s", "optional": true, "env": {"FAKE_PIDFILE": "%s/server.pid"}}, "later": {"command": "%s", "env": {"FAKE_PIDFILE": "%s/later.pid"}}}}\n' \
+		"$SERVER" "$PWD" "$SERVER" "$PWD" "$SERVER" "$PWD" >startup.json
+	mkdir agents
+	printf -- '---\ntools: [fake/*, later/echo, ok/echo]\n---\n{{history}}\n' >agents/a.prompt
+	for sig in TERM INT; do
+		rm -f ./*.pid
+		env --default-signal=INT agent-run a --model $M --mcp-config startup.json -m go \
+			</dev/null >out 2>err 3>&- &
+		pid=$!
+		wait_for 10 test -s server.pid
+		kill -"$sig" "$pid"
+		ended "$pid"
+		rc=0
+		wait "$pid" || rc=$?
+		[ "$rc" -eq 2 ]
+		[ "$(wc -l <out)" -eq 1 ]
+		[ "$(jq -c '.output | [.finishReason, .error, has("snapshotId")]' out)" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false]' ]
+		[ "$(cat err)" = "agent-run: interrupted$([ "$sig" = INT ] || echo " by SIGTERM")" ]
+		! kill -0 "$(cat server.pid)" 2>/dev/null
+		wait_for 10 eval '! kill -0 "$(cat ok.pid)" 2>/dev/null'
+		[ ! -e later.pid ]
+	done
+	run -0 agent-snap sessions
+	[ -z "$output" ]
+}
+
+@test "agent-abort of a detached run while its worker's own server is silent at start-up: it ends aborted at once" {
+	call fake_echo '{"text":"hi"}'
+	# the caller's server answers; the worker's own (the second) never does
+	STARTUP=30s config normal
+	FAKE_ONCE=$PWD/once FAKE_PIDFILE=$PWD/server.pid run -0 --separate-stderr agent-run --model $M --mcp-config mcp.json --detach -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	log="$(logs_dir)/$id.log"
+	wait_for 10 grep -q "fake-server: starting in silent mode" "$log"
+	worker=$(sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$log")
+	run -0 agent-abort "$id"
+	ended "$worker"
+	run -2 --separate-stderr timeout 20 agent-wait "$id"
+	[ "$(jq -c '[.status, .finishReason]' <<<"$output")" = '["aborted","aborted"]' ]
+	wait_for 10 eval '! kill -0 "$(cat server.pid)" 2>/dev/null'
+}

@@ -172,6 +172,59 @@ agent-run: model timeout" ]
 	[[ "$stderr" == "agent-run: AGENTKIT_TRANSFORM_TIMEOUT: "* ]]
 }
 
+# ---- a stop while a transform or the docs command is silent ----
+
+# start ARGS...: agent-run in the background (stdout in out, stderr in err).
+start() {
+	agent-run --no-store "$@" </dev/null >out 2>err 3>&- &
+	pid=$!
+}
+# stop SIG PIDFILE: once the command wrote its pid, stop agent-run; it must
+# end within 10 s (the transforms' timeout is 30 s), else it is killed.
+stop() {
+	wait_for 10 test -s "$2"
+	kill -"$1" "$pid"
+	timeout 10 tail --pid="$pid" -f /dev/null || kill -KILL "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+}
+SILENT='echo $$ >silent.pid; exec sleep 100'
+
+@test "SIGTERM while a stream transform never answers: aborted within its grace, the final line, the transform ended" {
+	# the state transform answers: the aborted output's state still goes through it
+	start --model echo --stream-transform "$SILENT" \
+		--state-transform "jq --unbuffered -c '.custom = {shaped: true}'" -m hi
+	stop TERM silent.pid
+	[ "$rc" -eq 2 ]
+	[ "$(wc -l <out)" -eq 1 ]
+	[ "$(jq -c '.output | [.finishReason, .error, .state.custom]' out)" = '["aborted",{"status":"CANCELLED","message":"context canceled"},{"shaped":true}]' ]
+	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	! kill -0 "$(cat silent.pid)" 2>/dev/null
+}
+
+@test "SIGINT while the state transform never answers on the final output: aborted, the state left out" {
+	env --default-signal=INT agent-run --no-store --model echo --state-transform "$SILENT" -m hi \
+		</dev/null >out 2>err 3>&- &
+	pid=$!
+	stop INT silent.pid
+	[ "$rc" -eq 2 ]
+	[ "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("state"), has("message")]')" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false,false]' ]
+	[ "$(cat err)" = "agent-run: interrupted" ]
+	! kill -0 "$(cat silent.pid)" 2>/dev/null
+}
+
+@test "SIGTERM while the docs command is silent: the turn aborted at once, uncommitted, the command ended" {
+	agent-run --model echo --docs "$SILENT" -m hi </dev/null >out 2>err 3>&- &
+	pid=$!
+	stop TERM silent.pid
+	[ "$rc" -eq 2 ]
+	[ "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("snapshotId")]')" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false]' ]
+	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	! kill -0 "$(cat silent.pid)" 2>/dev/null
+	run -0 agent-snap sessions
+	[ -z "$output" ]
+}
+
 # ---- grounding (--docs) ----
 
 @test "grounding: the docs command gets the conversation, the turn's request gets the context part" {

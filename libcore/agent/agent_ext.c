@@ -30,6 +30,7 @@ struct agent_ext {
 	json_t *state_schema;   /* or NULL */
 	json_t *docs;           /* this turn's documents, or NULL */
 	json_t *result;         /* a custom agent's AgentResult, or NULL */
+	struct coproc_cancel cancel;    /* the caller's stop (agent_ext_set_cancel()) */
 };
 
 static const char context_preface[] = "\n\nUse the following information to complete your task:\n\n";
@@ -175,6 +176,17 @@ int agent_ext_is_custom(const struct agent_ext *x)
 	return x && x->custom;
 }
 
+void agent_ext_set_cancel(struct agent_ext *x, int (*cancelled)(void *ctx), void *ctx)
+{
+	if (!x)
+		return;
+	x->cancel = (struct coproc_cancel){ cancelled, ctx };
+	if (x->state_tf)
+		transform_set_cancel(x->state_tf, cancelled, ctx);
+	if (x->stream_tf)
+		transform_set_cancel(x->stream_tf, cancelled, ctx);
+}
+
 struct transform *agent_ext_state_transform(struct agent_ext *x)
 {
 	return x ? x->state_tf : NULL;
@@ -235,7 +247,8 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 		st = core_fail(&le, CORE_ENOMEM, "out of memory");
 		goto fail;
 	}
-	st = coproc_write_json(c, history, x->transform_timeout_ms, NULL, &le);
+	/* Grounding is the turn's work: a stop ends it at once. */
+	st = coproc_write_json(c, history, x->transform_timeout_ms, &x->cancel, &le);
 	/* A command that answers without reading the conversation (echo
 	 * '[...]') may close its end first: like any filter, it is judged by
 	 * its output and exit status below, not by the broken pipe. */
@@ -248,7 +261,7 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	}
 	/* The whole of stdout is one JSON value (it may span lines). */
 	for (;;) {
-		st = coproc_read_line(c, x->transform_timeout_ms, NULL, &line, &len, &le);
+		st = coproc_read_line(c, x->transform_timeout_ms, &x->cancel, &line, &len, &le);
 		if (st == CORE_EINTERNAL && c->out_eof)
 			break;
 		if (st || (st = core_buf_add(&out, line, len)) || (st = core_buf_addc(&out, '\n'))) {
@@ -291,8 +304,12 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	st = CORE_OK;
 fail:
 	if (st)
-		core_fail(e, st == CORE_EDEADLINE || st == CORE_ENOMEM ? st : CORE_EINTERNAL, "docs: %s",
-		          le.msg);
+		core_fail(e, st == CORE_EDEADLINE || st == CORE_ENOMEM || st == CORE_ECANCELLED ? st
+		          : CORE_EINTERNAL, "docs: %s", le.msg);
+	/* A command that did not answer in time, or was stopped, is not
+	 * waited for again (coproc_free() would give it a grace twice). */
+	if (st && c && !c->out_eof)
+		coproc_kill(c);
 	coproc_free(c);
 	core_buf_release(&out);
 	json_decref(raw);
@@ -368,12 +385,23 @@ void agent_ext_turn(struct agent_ext *x, struct session *s, const json_t *input,
 	custom_agent_turn(x->custom, s, input, x->docs_cmd ? x->docs : NULL, o);
 }
 
+/* t failed closed, and not by the caller's stop: the run's outcome is
+ * then the stop's (aborted), not the transform's. */
+static int failed_closed(const struct transform *t, struct core_err *e)
+{
+	struct core_err te = { 0 };
+	if (!t || !transform_failed(t, &te) || te.st == CORE_ECANCELLED)
+		return 0;
+	if (e)
+		*e = te;
+	return 1;
+}
+
 int agent_ext_failed(struct agent_ext *x, struct core_err *e)
 {
 	if (!x)
 		return 0;
-	return (x->state_tf && transform_failed(x->state_tf, e))
-	    || (x->stream_tf && transform_failed(x->stream_tf, e));
+	return failed_closed(x->state_tf, e) || failed_closed(x->stream_tf, e);
 }
 
 /* ---- agent-run's hooks ---- */

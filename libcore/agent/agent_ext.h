@@ -63,6 +63,17 @@ enum core_status agent_ext_load(const struct agent *a, const struct agent_ext_sp
                                 struct agent_ext **out, struct core_err *e);
 void agent_ext_free(struct agent_ext *x);       /* NULL is a no-op */
 
+/*
+ * The caller's stop, cancelled(ctx) (a stop signal, a detached run's
+ * abort), for the commands that have none of their own: the retrieval
+ * command (--docs) ends at once, killed, failing the turn CANCELLED; each
+ * transform has TRANSFORM_STOP_GRACE_MS more to answer
+ * (transform_set_cancel()).  A custom agent's handler takes the session's
+ * (custom_agent.h).  Set before the first turn; without it each wait is
+ * bounded by its timeout only.
+ */
+void agent_ext_set_cancel(struct agent_ext *x, int (*cancelled)(void *ctx), void *ctx);
+
 /* Whether the agent is a custom agent (exec). */
 int agent_ext_is_custom(const struct agent_ext *x);
 /* The state transform, or NULL (borrowed). */
@@ -85,7 +96,9 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history,
  * (the message and its content are replaced by copies). */
 void agent_ext_augment(struct agent_ext *x, json_t *messages);
 
-/* Non-zero (e filled) once a transform has failed closed. */
+/* Non-zero (e filled) once a transform has failed closed; one that the
+ * caller's stop ended (CORE_ECANCELLED) does not count: the stop decides
+ * the outcome. */
 int agent_ext_failed(struct agent_ext *x, struct core_err *e);
 
 /* ---- hooks of agent-run and detached runs ---- */

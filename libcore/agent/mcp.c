@@ -17,9 +17,11 @@
 
 /* tools/list pages followed before the server is called broken. */
 #define MAX_PAGES 1000
-/* Writing notifications/cancelled after a call ended: the server reads
- * its stdin. */
-#define NOTE_TIMEOUT_MS 1000
+/* Writing notifications/cancelled after a call ended: a server that reads
+ * its stdin has room for it at once; one that does not is killed then
+ * (post()), so the note adds at most this to a call that timed out or a
+ * stop. */
+#define NOTE_TIMEOUT_MS 100
 
 static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
 
@@ -67,6 +69,7 @@ struct mcp_set {
 	struct tool_source source;
 	mcp_stderr_fn *sink;
 	void *sink_ctx;
+	struct coproc_cancel cancel;    /* mcp_set_cancel(): start-up, re-lists */
 };
 
 static int64_t left_ms(int64_t deadline)
@@ -315,21 +318,30 @@ static int listed(char *const *names, const char *name)
 }
 
 /* A server that failed to start is of no use: UNAVAILABLE (a timeout
- * stays DEADLINE_EXCEEDED), and broken for good. */
+ * stays DEADLINE_EXCEEDED, a stop CANCELLED), and broken for good.  One
+ * whose start-up was cancelled is killed at once: the run is stopping,
+ * and a server that has not answered initialize need not be asked to
+ * end (mcp_set_free() would wait its grace twice on a silent one). */
 static enum core_status unavailable(struct mcp_server *s, struct core_err *e)
 {
-	if (e->st != CORE_EDEADLINE && e->st != CORE_ENOMEM && e->st != CORE_ESYS)
+	if (e->st != CORE_EDEADLINE && e->st != CORE_ENOMEM && e->st != CORE_ESYS &&
+	    e->st != CORE_ECANCELLED)
 		e->st = CORE_EUNAVAILABLE;
 	s->broken = 1;
 	s->why = *e;
+	if (e->st == CORE_ECANCELLED && s->cp && !coproc_inherited(s->cp))
+		coproc_kill(s->cp);
 	return e->st;
 }
 
-static enum core_status list_tools(struct mcp_server *s, int64_t deadline, json_t *tools,
+static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
+                                   const struct coproc_cancel *cancel, json_t *tools,
                                    struct core_err *e);
 
-/* initialize, initialized, tools/list: the tool objects into *tools. */
-static enum core_status handshake(struct mcp_server *s, json_t *tools, struct core_err *e)
+/* initialize, initialized, tools/list: the tool objects into *tools;
+ * cancel (may be NULL) stops it, CORE_ECANCELLED. */
+static enum core_status handshake(struct mcp_server *s, const struct coproc_cancel *cancel,
+                                  json_t *tools, struct core_err *e)
 {
 	const struct mcp_server_config *c = s->cfg;
 	int64_t deadline = core_now_mono_ms() + c->startup_timeout_ms;
@@ -340,7 +352,8 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
 	                           MCP_PROTOCOL_VERSION, "capabilities", "clientInfo",
 	                           "name", "agentkit", "version", AGENTKIT_VERSION);
-	if ((st = rpc(s, "initialize", params, left_ms(deadline), NULL, NULL, &res, e)))
+	if ((st = rpc(s, "initialize", params, left_ms(deadline), cancel ? cancel->fn : NULL,
+	              cancel ? cancel->ctx : NULL, &res, e)))
 		return unavailable(s, e);
 	const char *v = json_string_value(json_object_get(res, "protocolVersion"));
 	int ok = 0;
@@ -356,14 +369,15 @@ static enum core_status handshake(struct mcp_server *s, json_t *tools, struct co
 	json_decref(res);
 	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
 	                            "notifications/initialized"), "initialize", left_ms(deadline),
-	                   c->startup_timeout_ms, NULL, e)))
+	                   c->startup_timeout_ms, cancel, e)))
 		return unavailable(s, e);
-	return list_tools(s, deadline, tools, e);
+	return list_tools(s, deadline, cancel, tools, e);
 }
 
 /* tools/list, every page, the tools kept (include, exclude, tasks) into
  * *tools; the server's list_changed flag is cleared by a complete list. */
-static enum core_status list_tools(struct mcp_server *s, int64_t deadline, json_t *tools,
+static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
+                                   const struct coproc_cancel *cancel, json_t *tools,
                                    struct core_err *e)
 {
 	const struct mcp_server_config *c = s->cfg;
@@ -381,7 +395,8 @@ static enum core_status list_tools(struct mcp_server *s, int64_t deadline, json_
 		params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
 		free(cursor);
 		cursor = NULL;
-		if ((st = rpc(s, "tools/list", params, left_ms(deadline), NULL, NULL, &res, e)))
+		if ((st = rpc(s, "tools/list", params, left_ms(deadline), cancel ? cancel->fn : NULL,
+		              cancel ? cancel->ctx : NULL, &res, e)))
 			return unavailable(s, e);
 		const json_t *list = json_object_get(res, "tools"), *t;
 		size_t i;
@@ -462,6 +477,11 @@ void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
 	s->sink_ctx = ctx;
 }
 
+void mcp_set_cancel(struct mcp_set *s, int (*cancelled)(void *ctx), void *ctx)
+{
+	s->cancel = (struct coproc_cancel){ cancelled, ctx };
+}
+
 /* Start srv's process (srv->cp). */
 static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 {
@@ -485,7 +505,8 @@ static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
  * inherited descriptor: start this process's own, once, at its first
  * call.  The tools stay those the parent listed.
  */
-static enum core_status own_server(struct mcp_server *s, struct core_err *e)
+static enum core_status own_server(struct mcp_server *s, const struct coproc_cancel *cancel,
+                                   struct core_err *e)
 {
 	enum core_status st;
 	json_t *tools;
@@ -499,7 +520,7 @@ static enum core_status own_server(struct mcp_server *s, struct core_err *e)
 		return st;
 	if (!(tools = json_array()))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	st = handshake(s, tools, e);
+	st = handshake(s, cancel, tools, e);
 	json_decref(tools);
 	return st;
 }
@@ -561,13 +582,21 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 	/* A server that cannot be started stays in the set too, broken: an
 	 * optional one's selections are not errors (mcp_set_select()). */
 	s->servers[s->nservers++] = srv;
+	if (s->cancel.fn && s->cancel.fn(s->cancel.ctx)) {
+		/* Stopped before its turn came: not started at all. */
+		json_decref(tools);
+		core_fail(e, CORE_ECANCELLED, "mcp server '%s': start-up cancelled", c->name);
+		srv->broken = 1;
+		srv->why = *e;
+		return CORE_ECANCELLED;
+	}
 	if ((st = spawn_server(srv, e))) {
 		srv->broken = 1;
 		srv->why = *e;
 		json_decref(tools);
 		return st;
 	}
-	if (!(st = handshake(srv, tools, e)))
+	if (!(st = handshake(srv, &s->cancel, tools, e)))
 		st = add_tools(s, srv, tools, e);
 	json_decref(tools);
 	return st;
@@ -681,7 +710,9 @@ static enum core_status call(const struct tool *t, const json_t *input,
 		return core_fail(e, CORE_EUNAVAILABLE, "%s no longer offers tool '%s'", t->manifest,
 		                 t->name);
 	struct mcp_server *s = mt->srv;
-	if (s->cp && (st = own_server(s, e)))
+	struct coproc_cancel cancel = { cancelled, cctx };
+	/* A worker's own start is part of its first call: its stop ends it. */
+	if (s->cp && (st = own_server(s, &cancel, e)))
 		return st;
 	if (!s->cp)
 		return core_fail(e, CORE_EUNAVAILABLE, "mcp server '%s' could not be started in "
@@ -850,8 +881,8 @@ static enum core_status source_refresh(void *ctx, json_t *names, int *changed,
 			continue;
 		if (!(tools = json_array()))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
-		if ((st = list_tools(srv, core_now_mono_ms() + srv->cfg->startup_timeout_ms, tools,
-		                     e))) {
+		if ((st = list_tools(srv, core_now_mono_ms() + srv->cfg->startup_timeout_ms,
+		                     &s->cancel, tools, e))) {
 			json_decref(tools);
 			return st;
 		}

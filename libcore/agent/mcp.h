@@ -35,8 +35,9 @@
  * answer within startupTimeout, exited, wrote a line that is not a JSON
  * object (the server is then unusable: nothing it writes later can be
  * trusted), a line over maxResultBytes, or a JSON-RPC error.  A call that
- * times out sends notifications/cancelled and fails CORE_EDEADLINE; the
- * server goes on (a late answer is dropped).  A server that exited or
+ * times out sends notifications/cancelled (given 100 ms: a server that
+ * has no room for it is killed) and fails CORE_EDEADLINE; the server goes
+ * on (a late answer is dropped).  A server that exited or
  * broke the protocol fails every later call with the first reason.
  *
  * Shutdown (mcp_set_free): close the server's stdin, wait up to 2 s,
@@ -128,6 +129,19 @@ typedef void mcp_stderr_fn(void *ctx, const char *server, const char *line);
 void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx);
 
 /*
+ * The caller's stop: cancelled(ctx), polled at least every 50 ms, ends a
+ * server's start-up (initialize, tools/list) and a later re-list of its
+ * tools (notifications/tools/list_changed) at once with CORE_ECANCELLED
+ * ("mcp server 'NAME': initialize cancelled"), the server killed and
+ * broken (its tools are not added); mcp_set_start() after the stop adds
+ * the server broken without starting it ("start-up cancelled").  Set
+ * before the servers start; without it each start-up is bounded by its
+ * startupTimeout only.  A call takes its own cancellation (tools.h), and
+ * so does a detached worker's own start of a server, at its first call.
+ */
+void mcp_set_cancel(struct mcp_set *s, int (*cancelled)(void *ctx), void *ctx);
+
+/*
  * Start the server c (borrowed; it must outlive the set), initialize it
  * and list its tools (those includeTools names, if given, minus those
  * excludeTools names), each named "<prefix><tool>" mapped to
@@ -136,7 +150,7 @@ void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx);
  * characters, '_' and 8 hex digits of a hash of the whole name).  Tools
  * whose execution.taskSupport is "required" are left out.  Errors: the
  * server's failure (CORE_EUNAVAILABLE, CORE_EDEADLINE, CORE_EINTERNAL,
- * CORE_ETOOBIG, ...); CORE_EUSAGE when a name collides with one already
+ * CORE_ETOOBIG, ...); CORE_ECANCELLED (mcp_set_cancel()); CORE_EUSAGE when a name collides with one already
  * in the set, naming both servers.  A failed server stays in the set
  * until mcp_set_free() (which ends it); its tools are not added.
  */

@@ -49,8 +49,16 @@ enum core_status mcp_run_add_agent(struct mcp_config *cfg, const struct agent *a
 enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
                                mcp_failed_fn *skipped, void *ctx, struct core_err *e)
 {
+	enum core_status stopped = CORE_OK;
 	for (size_t i = 0; i < cfg->n; i++) {
-		enum core_status st = mcp_set_start(s, &cfg->servers[i], e);
+		struct core_err later = { 0 };
+		/* After a stop each server is only added, broken, unstarted
+		 * (mcp_set_start()): the agent's selections of it stay valid. */
+		enum core_status st = mcp_set_start(s, &cfg->servers[i], stopped ? &later : e);
+		if (st == CORE_ECANCELLED) {
+			stopped = st;
+			continue;
+		}
 		/* A name collision is the configuration's mistake: even an
 		 * optional server's stops the run. */
 		if (st == CORE_EUSAGE || (st && !cfg->servers[i].optional))
@@ -58,7 +66,7 @@ enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
 		if (st)
 			skipped(ctx, e);
 	}
-	return CORE_OK;
+	return stopped;
 }
 
 enum core_status mcp_run_tools(struct mcp_set *s, struct agent *a, size_t ncli,
@@ -81,7 +89,7 @@ enum core_status mcp_run_list(struct mcp_set *s, const struct mcp_config *cfg, c
 		found = 1;
 		size_t first = mcp_set_count(s);
 		st = mcp_set_start(s, &cfg->servers[i], e);
-		if (st == CORE_EUSAGE)
+		if (st == CORE_EUSAGE || st == CORE_ECANCELLED)
 			return st;
 		if (st) {
 			/* A health check: every server is tried, and each

@@ -65,7 +65,11 @@ typedef void mcp_failed_fn(void *ctx, const struct core_err *e);
  * on without its tools) and the next one starts; any other failure stops
  * with it: CORE_EUSAGE (two tools with one name, naming both servers),
  * else the server's (mcp_set_start(): CORE_EUNAVAILABLE, CORE_EDEADLINE,
- * ...).  The servers started stay in s either way.
+ * ...).  A stop (mcp_set_cancel()) ends the start-up in flight at once,
+ * an optional server's too, and the servers after it are added to s
+ * unstarted, broken (mcp_run_tools() then gives no MCP tool and finds
+ * every selection valid): CORE_ECANCELLED.  The servers started stay in
+ * s either way.
  */
 enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
                                mcp_failed_fn *skipped, void *ctx, struct core_err *e);
@@ -93,7 +97,8 @@ typedef enum core_status mcp_row_fn(void *ctx, const json_t *row, struct core_er
  * order, as soon as it has listed them.  A server that fails to start
  * goes to failed(ctx, e) and the next one starts.  Returns CORE_OK when
  * every server started and listed its tools; CORE_FAILED when one did
- * not (each one told to failed already); CORE_EUSAGE, stopping, for two
+ * not (each one told to failed already); CORE_ECANCELLED, stopping, at a
+ * stop (mcp_set_cancel()); CORE_EUSAGE, stopping, for two
  * tools with one name (naming both servers) or when only names no server
  * of cfg ("no mcp server 'NAME' is configured"); CORE_ENOMEM; or row's
  * status, stopping.

@@ -7,6 +7,7 @@
 
 #include "../base/coproc.h"
 #include "../base/json.h"
+#include "../base/util.h"
 #include "agent_trace.h"
 
 struct transform {
@@ -16,7 +17,27 @@ struct transform {
 	struct coproc *cp;
 	enum core_status failed;     /* sticky failure */
 	struct core_err err;
+	int (*cancelled)(void *ctx); /* the caller's stop, or NULL */
+	void *cancel_ctx;
 };
+
+/* One line's wait: the caller's stop, TRANSFORM_STOP_GRACE_MS after it
+ * was first seen in this line's wait. */
+struct line_wait {
+	const struct transform *t;
+	int64_t stopped_at;     /* 0: no stop seen yet */
+};
+
+static int grace_over(void *ctx)
+{
+	struct line_wait *w = ctx;
+	if (!w->t->cancelled(w->t->cancel_ctx))
+		return 0;
+	int64_t now = core_now_mono_ms();
+	if (!w->stopped_at)
+		w->stopped_at = now;
+	return now - w->stopped_at >= TRANSFORM_STOP_GRACE_MS;
+}
 
 enum core_status transform_new(const char *kind, const char *cmd, int64_t timeout_ms,
                                size_t max_line, struct transform **out, struct core_err *e)
@@ -50,6 +71,12 @@ void transform_free(struct transform *t)
 	free(t->cmd);
 	free(t->what);
 	free(t);
+}
+
+void transform_set_cancel(struct transform *t, int (*cancelled)(void *ctx), void *ctx)
+{
+	t->cancelled = cancelled;
+	t->cancel_ctx = ctx;
 }
 
 int transform_failed(const struct transform *t, struct core_err *e)
@@ -119,9 +146,16 @@ enum core_status transform_apply(struct transform *t, const json_t *in, json_t *
 	if (!t->cp && coproc_start(t->cmd, t->what, env, &t->lim, &t->cp, &le))
 		return broken(t, &le), again(t, e);
 	coproc_budget(t->cp, "for one answer");
-	if (coproc_write_json(t->cp, in, t->timeout_ms, NULL, &le)
-	    || coproc_read_json(t->cp, t->timeout_ms, NULL, &v, &le))
+	struct line_wait w = { t, 0 };
+	struct coproc_cancel cancel = { grace_over, &w };
+	const struct coproc_cancel *c = t->cancelled ? &cancel : NULL;
+	if (coproc_write_json(t->cp, in, t->timeout_ms, c, &le)
+	    || coproc_read_json(t->cp, t->timeout_ms, c, &v, &le)) {
+		if (le.st == CORE_ECANCELLED)
+			core_fail(&le, CORE_ECANCELLED, "%s did not answer within %d ms of the stop",
+			          t->what, TRANSFORM_STOP_GRACE_MS);
 		return broken(t, &le), again(t, e);
+	}
 	if (json_is_null(v)) {
 		json_decref(v);
 		return CORE_OK;
@@ -164,11 +198,14 @@ enum core_status transform_output(struct transform *t, json_t *output, struct co
 	enum core_status st = transform_state(t, state, sid, &view, e);
 	if (st && !json_object_get(output, "error")) {
 		/* A successful output fails closed: the error, no state (members
-		 * in Go's order). */
+		 * in Go's order); stopped while it was shaped, it is aborted as
+		 * a caller's stop is, with Genkit's context error. */
 		json_t *keep = json_copy(output);
+		int stop = st == CORE_ECANCELLED;
 		json_object_clear(output);
-		json_object_set_new(output, "error", jv_error_new(st, e->msg));
-		json_object_set_new(output, "finishReason", json_string("failed"));
+		json_object_set_new(output, "error", jv_error_new(st, stop ? "context canceled"
+		                                                           : e->msg));
+		json_object_set_new(output, "finishReason", json_string(stop ? "aborted" : "failed"));
 		json_object_set(output, "sessionId", json_object_get(keep, "sessionId"));
 		if (json_object_get(keep, "snapshotId"))
 			json_object_set(output, "snapshotId", json_object_get(keep, "snapshotId"));

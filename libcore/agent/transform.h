@@ -35,6 +35,9 @@
 
 /* Default per-line timeout; AGENTKIT_TRANSFORM_TIMEOUT overrides it. */
 #define TRANSFORM_DEFAULT_TIMEOUT_MS 30000
+/* How long a transform still has to answer once the caller stopped the
+ * run (transform_set_cancel()). */
+#define TRANSFORM_STOP_GRACE_MS 500
 
 struct transform;
 
@@ -52,6 +55,18 @@ enum core_status transform_new(const char *kind, const char *cmd, int64_t timeou
                                size_t max_line, struct transform **out, struct core_err *e);
 void transform_free(struct transform *t);       /* NULL is a no-op */
 
+/*
+ * The caller's stop: cancelled(ctx) (NULL: none) is polled at least every
+ * 50 ms while the transform is written to or waited for.  A stop does not
+ * end an answer at once (the aborted run's last chunks and its final
+ * output still go through a transform that answers): from the stop on,
+ * or from the start of a line written after it, the transform has
+ * TRANSFORM_STOP_GRACE_MS to answer instead of the rest of its timeout;
+ * then it fails closed, CORE_ECANCELLED "... did not answer within 500 ms
+ * of the stop".
+ */
+void transform_set_cancel(struct transform *t, int (*cancelled)(void *ctx), void *ctx);
+
 /* Non-zero once the transform has failed closed; e (may be NULL) gets the
  * failure. */
 int transform_failed(const struct transform *t, struct core_err *e);
@@ -62,7 +77,8 @@ const char *transform_command(const struct transform *t);
 /*
  * Send in, read the answer: *out is the transformed object, or NULL when
  * the command answered null.  Errors: the status of an {"error"} answer
- * with its message, CORE_EINTERNAL, CORE_EDEADLINE, CORE_ESYS, CORE_ENOMEM.
+ * with its message, CORE_EINTERNAL, CORE_EDEADLINE, CORE_ECANCELLED (a
+ * stop, transform_set_cancel()), CORE_ESYS, CORE_ENOMEM.
  */
 enum core_status transform_apply(struct transform *t, const json_t *in, json_t **out,
                                  struct core_err *e);
@@ -80,7 +96,9 @@ enum core_status transform_state(struct transform *t, const json_t *state,
  * Apply a state transform to a client-managed AgentOutput in place
  * (runtime-semantics §3.3, §7.1).  On a successful output a transform
  * error turns it into a failed output carrying the error and no state
- * (message and artifacts removed); on a failed output the state is just
+ * (message and artifacts removed), an aborted one with the caller stop's
+ * CANCELLED "context canceled" when the error is a stop's (the run was
+ * stopped while its output was shaped); on a failed output the state is just
  * omitted and the error is returned for the caller to log (CORE_OK
  * otherwise).  An output without "state" is left alone.
  */
