@@ -26,18 +26,21 @@ common_setup() {
 	# the end of the agent path: empty, so the user's own agents never leak in
 	export XDG_CONFIG_HOME="$BATS_TEST_TMPDIR/config"
 	# ASan: leaks are errors too, and reports go to stderr.
-	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
-	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TOP/tests/lsan.supp:print_suppressions=0}
-	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
+	. "$TOP/tests/sanitizers.bash"
 	cd "$BATS_TEST_TMPDIR" || return 1
-	if [ "${AGENTKIT_TEST_BACKEND:-lmdb}" = pg ]; then
-		pg_store || return 1
-	fi
+	# the pass's backend (tests/backends) makes the test's store
+	"${AGENTKIT_TEST_BACKEND:-lmdb}_store" || return 1
 }
 
-# The PostgreSQL pass (scripts/runtests with AGENTKIT_TEST_BACKEND=pg): the
-# test's store is a fresh schema of the test server's database
-# (AGENTKIT_TEST_PG_URL), named by the URL's search_path.
+# NAME_store: the test's store on backend NAME (a row of tests/backends),
+# set up in AGENTKIT_STORE.
+
+# The LMDB pass, the default: the directory common_setup named.
+lmdb_store() { :; }
+
+# The PostgreSQL pass (AGENTKIT_TEST_BACKEND=pg): the test's store is a
+# fresh schema of the test server's database (AGENTKIT_TEST_PG_URL), named
+# by the URL's search_path.
 pg_store() {
 	[ -n "${AGENTKIT_TEST_PG_URL:-}" ] || { echo "AGENTKIT_TEST_PG_URL is not set" >&2; return 1; }
 	PG_SCHEMA="t_$$_${RANDOM}${RANDOM}"
