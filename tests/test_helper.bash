@@ -2,7 +2,10 @@
 #
 # Puts the binaries under test first on PATH (AGENTKIT_BIN, set by
 # scripts/runtests; build/bin by default), gives every test its own store
-# and agent directory, and loads bats-support/bats-assert.
+# and agent directory, loads bats-support/bats-assert, and holds the
+# helpers more than one file uses (the end of this file).  A file's own
+# helper of the same name as one here differs from it: a comment there
+# says how.
 
 bats_require_minimum_version 1.5.0
 
@@ -78,10 +81,11 @@ logs_dir() {
 	fi
 }
 
-# requires CMD...: skip the test when a tool is missing.
+# requires CMD...: skip the test when a program is missing from PATH (a
+# helper function of the same name, script() below, does not count).
 requires() {
 	for c in "$@"; do
-		command -v "$c" >/dev/null 2>&1 || skip "needs $c"
+		type -P "$c" >/dev/null 2>&1 || skip "needs $c"
 	done
 }
 
@@ -100,4 +104,41 @@ wait_for() {
 		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
 		sleep 0.05
 	done
+}
+
+# ---- helpers shared by the suites ----
+
+# last: the last line of $output (a run's final NDJSON record).
+last() { printf '%s\n' "$output" | tail -n 1; }
+
+# chunks: every line of $output but the last (the streamed chunks).
+chunks() { printf '%s\n' "$output" | sed '$d'; }
+
+# script LINE...: the script model's turns (model.ndjson in the test's
+# directory), one NDJSON line each.  It hides util-linux's script(1) from
+# the shell: run that one through another program (timeout 20 script ...).
+script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
+
+# msg TEXT: a script-model turn answering TEXT.
+msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
+
+# id_of LINE: the snapshot ID of an agent-run result line.
+id_of() { jq -r .output.snapshotId <<<"$1"; }
+
+# gone PID: the process has exited (absent, or a zombie).
+gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
+
+# has_line FILE PATTERN: FILE exists and has a line matching PATTERN.
+has_line() { grep -q "$2" "$1" 2>/dev/null; }
+
+# finish: wait (at most 20 s) for the background $pid; its status in rc.
+finish() {
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null || true
+	wait "$pid" || rc=$?
+}
+
+# beating ID: row ID has had a heartbeat since it was created.
+beating() {
+	[ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]
 }
