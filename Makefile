@@ -1,8 +1,8 @@
 # agentkit - durable, streaming LLM agents for the Unix shell.
 #
 #   make                  build libcore.a (the store in it) and the binaries into build/
-#   make test             run the bats suite against build/bin
-#   make check            the suite twice: plain, then under ASan+UBSan (CI)
+#   make test             run the suite (bats files, C unit programs) on build/
+#   make check            lint, then the suite twice: plain, then ASan+UBSan (CI)
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
 #   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
