@@ -15,10 +15,12 @@
  * every .c file of store/NAME/ into libcore.a; flags of its own go in
  * store/NAME/build.mk.  Its header, store/NAME/NAME.h, says what store.h
  * leaves to the backend (locations, trust, limits, migrations), and its
- * row of tests/backends runs the store suites on it.  A backend with URL schemes takes the
- * locations "SCHEME://..." (schemes matched without case) and the whole
- * locations it lists (also without case: "pg:"); the one without schemes
- * takes every other location, a directory path.
+ * row of tests/backends runs the store suites on it.
+ *
+ * A backend with URL schemes takes the locations "SCHEME://..." (schemes
+ * matched without case) and the whole locations it lists (also without
+ * case: "pg:"); the one without schemes takes every other location, a
+ * directory path.
  *
  * Every operation below gets arguments store.c has already checked: a
  * handle this process opened, valid snapshot and session IDs (store_check_id),
