@@ -1,12 +1,13 @@
 # agentkit - durable, streaming LLM agents for the Unix shell.
 #
 #   make                  build libcore.a (the store in it) and the binaries into build/
-#   make test             run the bats suite against build/bin
-#   make check            the suite twice: plain, then under ASan+UBSan (CI)
+#   make test             run the suite (bats files, C unit programs) on build/
+#   make check            lint, then the suite twice: plain, then ASan+UBSan (CI)
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
 #   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
 #   make lint             banned calls, printing/exiting library code
+#   make help             every target, one line each (the "## " notes below)
 
 VERSION   := 0.1.0
 CC        ?= cc
@@ -23,12 +24,6 @@ OPT       ?= -O2 -g
 CFLAGS    ?=
 CPPFLAGS  += -DAGENTKIT_VERSION='"$(VERSION)"'
 LDFLAGS   += -Wl,--as-needed
-PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
-PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
-# libpq is not linked: store/pg/pq.c loads it when a PostgreSQL store is
-# opened, so that no other run pays for its 22 libraries (pq.h).  Only the
-# PostgreSQL benchmark's baseline program links it.
-#
 # The five small libraries are linked statically when their archives are
 # there (Debian's -dev packages ship them): each shared object costs every
 # process its loading and symbol binding, and together they were a third
@@ -61,7 +56,14 @@ ALL_CFLAGS = $(CSTD) $(WARN) $(OPT) $(SANFLAGS) $(CFLAGS) -MMD -MP
 # on all of them.  A lower floor never includes a higher one (scripts/lint).
 CORE_SRC  := $(sort $(wildcard libcore/base/*.c)) \
              $(sort $(wildcard libcore/model/*.c)) $(sort $(wildcard libcore/agent/*.c))
-STORE_SRC := $(sort $(wildcard store/*.c store/lmdb/*.c store/pg/*.c))
+# The store and its backends: every folder store/NAME/ is one backend
+# (store/backend.h), built from its *.c into libcore.a.  A backend that
+# needs more than the common flags says so in its own store/NAME/build.mk,
+# included here: OBJ_CFLAGS for its objects (a pattern-specific value on
+# $(BUILD)/store/NAME/%.o), libraries for the programs that link it.
+STORE_BACKENDS := $(sort $(patsubst store/%/,%,$(dir $(wildcard store/*/*.c))))
+-include $(wildcard $(addsuffix /build.mk,$(addprefix store/,$(STORE_BACKENDS))))
+STORE_SRC := $(sort $(wildcard store/*.c $(addsuffix /*.c,$(addprefix store/,$(STORE_BACKENDS)))))
 CMD_SRC   := $(filter-out cmd/cli%.c,$(sort $(wildcard cmd/*.c)))
 PROGS     := $(patsubst cmd/%.c,%,$(CMD_SRC))
 BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
@@ -76,25 +78,17 @@ LIBCORE   := $(BUILD)/libcore.a
 LIBS       = $(LIBCORE)
 
 # Test programs: tests/helpers/*.c are tools the bats suites drive (a fake
-# detached worker, ...); tests/unit/*.c are C unit tests run by tests/unit.bats.
+# detached worker, ...); tests/unit/*.c are C unit programs scripts/runtests runs (TAP).
 HELPER_SRC := $(sort $(wildcard tests/helpers/*.c))
 UNIT_SRC  := $(sort $(wildcard tests/unit/*.c))
 TEST_BINS := $(patsubst tests/%.c,$(BUILD)/tests/%,$(HELPER_SRC) $(UNIT_SRC))
 
-all: $(BINS) completions $(TEST_BINS)
+all: $(BINS) completions $(TEST_BINS) ## build libcore.a, the binaries, completions, test programs
 
+# OBJ_CFLAGS: an object's own flags, set per folder (store/NAME/build.mk).
 $(BUILD)/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(ALL_CFLAGS) -c -o $@ $<
-
-# store/pg/ is the one place of agentkit that includes libpq-fe.h (the
-# PostgreSQL benchmark's baseline is the other).
-$(BUILD)/store/pg/%.o: store/pg/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
-$(BUILD)/bench/pg/%.o: bench/pg/%.c
-	@mkdir -p $(dir $@)
-	$(CC) $(CPPFLAGS) $(PQ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
+	$(CC) $(CPPFLAGS) $(OBJ_CFLAGS) $(ALL_CFLAGS) -c -o $@ $<
 
 $(LIBCORE): $(CORE_OBJ) $(STORE_OBJ)
 	@rm -f $@
@@ -112,7 +106,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBCORE)
 # bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh).
 BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c))
 BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
-bench-progs: $(BENCH_STORE)
+# The PostgreSQL benchmark's baseline links libpq itself (store/pg/build.mk).
+$(BUILD)/bench/pg/%.o: OBJ_CFLAGS = $(PQ_CFLAGS)
+bench-progs: $(BENCH_STORE) ## build the benchmark programs (bench/store, bench/pg)
 $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS) $(if $(findstring /pg/,$@),$(PQ_LIBS))
@@ -120,7 +116,7 @@ $(BUILD)/bench/%: $(BUILD)/bench/%.o $(LIBCORE)
 
 # Completions are generated from each command's option table.
 COMPLETIONS := $(foreach p,$(PROGS),completions/bash/$(p) completions/zsh/_$(p) completions/fish/$(p).fish)
-completions: $(COMPLETIONS)
+completions: $(COMPLETIONS) ## generate completions/ from each command's option table
 completions/bash/%: $(BUILD)/bin/%
 	@mkdir -p $(dir $@)
 	$< --completion bash >$@
@@ -137,24 +133,25 @@ $(DOC_MAN_STAMP): scripts/md2man $(wildcard docs/*.md)
 	@rm -rf $(BUILD)/man
 	scripts/md2man --all $(BUILD)/man $(VERSION)
 	@touch $@
-man: $(DOC_MAN_STAMP)
+man: $(DOC_MAN_STAMP) ## section 5 and 7 man pages from docs/ into build/man
 
-test: all
+test: all ## the suite (bats files and C unit programs) against build/
 	@scripts/runtests $(BUILD)
 
-# What CI runs: the suite on the plain build, then on ASan+UBSan.
-check:
+# What CI runs: lint, then the suite on the plain build, then on ASan+UBSan.
+check: ## what CI runs: lint, the suite plain and under ASan+UBSan
+	@scripts/lint
 	@$(MAKE) --no-print-directory -j2 all
 	@$(MAKE) --no-print-directory -j2 SANITIZE=1 all
 	@scripts/runtests build build-san
 
-bench: all
+bench: all ## benchmarks against the named peers (bench/)
 	@bench/run $(BUILD)
 
-lint:
+lint: ## the style rules: banned calls, floors, include circles (scripts/lint)
 	@scripts/lint
 
-install: all man
+install: all man ## binaries, man pages and completions into DESTDIR+PREFIX
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
@@ -169,7 +166,7 @@ install: all man
 	  || exit 1; \
 	done
 
-uninstall:
+uninstall: ## remove what install put there
 	for p in $(PROGS); do \
 	  rm -f $(DESTDIR)$(BINDIR)/$$p $(DESTDIR)$(MANDIR)/man1/$$p.1 \
 	    $(DESTDIR)$(BASHCOMPDIR)/$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p \
@@ -177,10 +174,14 @@ uninstall:
 	done
 	rm -f $(DESTDIR)$(MANDIR)/man5/agentkit-*.5 $(DESTDIR)$(MANDIR)/man7/agentkit-*.7
 
-clean:
+clean: ## remove build/, build-san/, build-fuzz/ and generated completions
 	rm -rf build build-san completions/bash completions/zsh completions/fish
 
-.PHONY: all completions man test check bench lint install uninstall clean
+# help: the targets with their "## " notes, in the Makefile's order.
+help: ## this list
+	@awk -F ':.*## ' '/^[a-z][a-z-]*:.*## / { printf "  %-12s %s\n", $$1, $$2 }' $(MAKEFILE_LIST)
+
+.PHONY: all completions man test check bench lint install uninstall clean help
 .SECONDARY:
 
 # Fuzzing (docs/fuzzing.md): tests/fuzz/fuzz_NAME.c -> $(BUILD)/fuzz/fuzz_NAME.
@@ -199,12 +200,12 @@ FUZZ_MAIN := $(BUILD)/tests/fuzz/driver.o
 FUZZ_LINK :=
 endif
 all: $(FUZZ_BINS)
-fuzz-bins: $(FUZZ_BINS)
+fuzz-bins: $(FUZZ_BINS) ## build the fuzz targets into build/fuzz
 $(FUZZ_BINS): $(BUILD)/fuzz/%: $(BUILD)/tests/fuzz/%.o $(BUILD)/tests/fuzz/common.o $(FUZZ_MAIN) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(FUZZ_LINK) $(LDFLAGS) -o $@ $(filter %.o,$^) \
 	  $(LIBS) $(LDLIBS)
-fuzz:
+fuzz: ## run each fuzz target for FUZZ_SECONDS (docs/fuzzing.md)
 	@if tests/fuzz/run --have-libfuzzer; then \
 	  $(MAKE) --no-print-directory -j2 BUILD=build-fuzz CC=clang FUZZ_ENGINE=libfuzzer \
 	    OPT='-O1 -g -fno-omit-frame-pointer' \
@@ -214,7 +215,7 @@ fuzz:
 	  $(MAKE) --no-print-directory -j2 SANITIZE=1 fuzz-bins && \
 	  tests/fuzz/run build-san $(FUZZ_SECONDS); \
 	fi
-fuzz-clean:
+fuzz-clean: ## remove build-fuzz/
 	rm -rf build-fuzz
 clean: fuzz-clean
 .PHONY: fuzz fuzz-bins fuzz-clean

@@ -11,10 +11,16 @@
  *
  * Adding a backend is one folder and one row: store/NAME/ defines a
  * const struct store_backend and the functions it points to, and
- * store.c's table lists it.  A backend with URL schemes takes the
- * locations "SCHEME://..." (schemes matched without case) and the whole
- * locations it lists (also without case: "pg:"); the one without schemes
- * takes every other location, a directory path.
+ * store.c's table lists it (with its extern below).  The Makefile builds
+ * every .c file of store/NAME/ into libcore.a; flags of its own go in
+ * store/NAME/build.mk.  Its header, store/NAME/NAME.h, says what store.h
+ * leaves to the backend (locations, trust, limits, migrations), and its
+ * row of tests/backends runs the store suites on it.
+ *
+ * A backend with URL schemes takes the locations "SCHEME://..." (schemes
+ * matched without case) and the whole locations it lists (also without
+ * case: "pg:"); the one without schemes takes every other location, a
+ * directory path.
  *
  * Every operation below gets arguments store.c has already checked: a
  * handle this process opened, valid snapshot and session IDs (store_check_id),

@@ -10,41 +10,33 @@
  * zero updatedAt) is store_shape()'s job, done by the commands and the
  * runtime, never by the raw reads.
  *
- * This interface is what the runtime and the commands use.  store/store.c
- * checks each call's arguments and hands it to the backend the store was
- * opened with (store/backend.h is the backend author's manual): the LMDB
- * backend (store/lmdb/), the embedded default, or the PostgreSQL backend
- * (store/pg/), for many hosts sharing one database.
+ * This interface is what the runtime and the commands use, whatever the
+ * backend.  store/store.c checks each call's arguments and hands it to the
+ * backend the store was opened with: each backend is one folder,
+ * store/NAME/, whose header (store/NAME/NAME.h) says how it keeps what
+ * this interface promises and what it adds (its locations, limits, errors
+ * and variables); store/backend.h is the backend author's manual, and
+ * docs/store.md the user's.
  *
  * Choosing a backend: the location (--store, else AGENTKIT_STORE, see
  * store_default_path()) is either a URL, "SCHEME://..." with an RFC 3986
- * scheme, or "pg:", or else a directory path.  A directory path opens the
- * LMDB store in that directory.  A URL opens the backend that takes its
- * scheme (matched without case): "postgresql://" and "postgres://" are
- * libpq's URIs, passed to libpq as they are (TLS settings, several hosts,
- * options=-csearch_path=NAME for a schema of its own), and "pg:" leaves
- * the whole connection to libpq's own PG* variables and service files.
- * A URL no backend takes is refused at open with CORE_EUSAGE "'URL' is not
- * a store directory: this agentkit has the LMDB and PostgreSQL backends",
- * the URL redacted (core_url_redact(): a password in it never shows, in
- * any message).  Only "://" makes a URL: "pg:x" or "postgresql:x" is a
- * relative directory.
+ * scheme, or a whole location a backend lists, or else a directory path.
+ * A directory path opens the store in that directory with the embedded
+ * backend, the one that takes no scheme.  A URL opens the backend that
+ * takes its scheme (matched without case), a listed location the backend
+ * that lists it.  A URL no backend takes is refused at open with
+ * CORE_EUSAGE "'URL' is not a store directory: this agentkit has the A
+ * and B backends" (the backends' names), the URL redacted
+ * (core_url_redact(): a password in it never shows, in any message).
+ * Only "://" makes a URL: "SCHEME:x" is a relative directory unless a
+ * backend lists that whole location.
  *
- * The PostgreSQL backend: the schema is created (or upgraded) on open,
- * under an advisory lock, in the connection's current schema, unless
- * STORE_OPEN_EXISTING (then CORE_ENOTFOUND "no store at URL"); a newer
- * schema than this agentkit knows is CORE_EPRECONDITION.  An unreachable
- * server is CORE_ESYS within the connect timeout (10 s unless the URL's
- * connect_timeout or PGCONNECT_TIMEOUT sets another); lock waits end
- * after AGENTKIT_STORE_LOCK_TIMEOUT (lock_timeout), CORE_ESYS with errno
- * ETIMEDOUT.  store_wait_change() sleeps on the connection's LISTEN.  A
- * connection lost after open (a restart of the server) is re-established
- * with backoff within AGENTKIT_STORE_LOCK_TIMEOUT from its loss: a write
- * waits for it (and runs its transaction again: a commit whose answer was
- * lost may have happened, and fn then sees that row), a waiter reconnects
- * in store_wait_change(); past it, CORE_ESYS (errno ETIMEDOUT) "lost the
- * connection to the store at 'URL' and could not reconnect within 60s:
- * REASON".
+ * A store on a server: a connection lost after open (a restart of the
+ * server) is re-established within the backend's reconnect window; a
+ * write waits for it and runs its transaction again (a commit whose
+ * answer was lost may have happened, and fn then sees that row), a waiter
+ * reconnects in store_wait_change(); past the window, CORE_ESYS (errno
+ * ETIMEDOUT) with the backend's message.
  *
  * Processes and threads: open a store once per process and close it before
  * fork(); a child re-opens its own (never use a handle across fork).  A
@@ -77,14 +69,14 @@ struct store;
 enum core_status store_default_path(const char *path, struct core_buf *out,
                                     struct core_err *e);
 
-/* Non-zero when location names a directory (the LMDB store), 0 for a URL
- * or a whole location another backend takes ("pg:"). */
+/* Non-zero when location names a directory (the embedded backend's
+ * store), 0 for a URL or a whole location another backend takes. */
 int store_location_is_dir(const char *location);
 
 /*
  * Where detached workers keep their logs (docs/detach.md), appended to out:
  * LOCATION/logs beside a directory store; for a store on a server (a URL,
- * "pg:") this host's ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/logs,
+ * a listed location) this host's ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/logs,
  * since a worker's log stays on the host that ran it.  Nothing is created.
  * CORE_ESYS when neither XDG_STATE_HOME nor HOME is set, CORE_ENOMEM.
  */
@@ -93,7 +85,7 @@ enum core_status store_logs_dir(const char *location, struct core_buf *out,
 
 /*
  * The trust check of a directory that holds the store's private files
- * (the LMDB store's own, a worker log directory): it must belong to the
+ * (a directory store's own, a worker log directory): it must belong to the
  * user (or root) and be writable by nobody else, as ssh refuses a key
  * file.  what names it in messages ("store directory", "worker log
  * directory").  With STORE_DIR_NOFOLLOW path itself must not be a symlink
@@ -132,7 +124,7 @@ int store_secret_variable(const char *entry);
 /* Flags for store_open_flags() and store_open_default(). */
 #define STORE_OPEN_EXISTING 0x1 /* never create: CORE_ENOTFOUND "no store at
                                    PATH (set --store or AGENTKIT_STORE)" when
-                                   the directory or its data.mdb is missing */
+                                   there is none at the location */
 #define STORE_OPEN_READONLY 0x2 /* the caller only reads: when the store's
                                    files are not writable (a read-only mount,
                                    chmod), open it read-only instead of
@@ -141,10 +133,11 @@ int store_secret_variable(const char *entry);
 #define STORE_OPEN_AS_IS 0x4    /* for store_migrate() alone: open a store
                                    whose format is older than this agentkit's
                                    without bringing it up to date (other
-                                   operations may fail on it); on the
-                                   PostgreSQL backend a database without
-                                   agentkit's tables is then a store at
-                                   version 0, even with STORE_OPEN_EXISTING */
+                                   operations may fail on it); a backend
+                                   with store-wide steps then takes a
+                                   database without agentkit's tables for
+                                   a store at version 0, even with
+                                   STORE_OPEN_EXISTING */
 
 /*
  * store_default_path() then store_open_flags(): the store a command's
@@ -156,38 +149,22 @@ enum core_status store_open_default(const char *path, unsigned flags,
 
 /*
  * Open the store at path (a directory, or a URL: see "Choosing a backend"
- * above), creating it if needed (directory 0700, files 0600) unless flags
- * has STORE_OPEN_EXISTING.  *out is set on success; close with
- * store_close().  What follows is the LMDB backend's (the PostgreSQL
- * backend's is above).  Errors:
+ * above), creating it if needed (a directory 0700, files 0600) unless
+ * flags has STORE_OPEN_EXISTING.  *out is set on success; close with
+ * store_close().  Errors (each backend's header says which of its own
+ * conditions give which):
  *   CORE_ENOTFOUND      STORE_OPEN_EXISTING and no store at path
- *   CORE_ESYS           cannot create or open it, not a directory, a
- *                       network filesystem, an unsafe directory or file
+ *   CORE_ESYS           cannot create, open or reach it; a place that
+ *                       fails the backend's trust checks (with the fix)
  *   CORE_EUSAGE         a malformed AGENTKIT_STORE_LOCK_TIMEOUT, a URL
  *                       no backend takes
- *   CORE_EPRECONDITION  an LMDB version known to break with many processes
+ *   CORE_EPRECONDITION  a store newer than this agentkit (store_migrate()),
+ *                       or storage the backend knows to be unsafe
  *
- * Trust: the directory must belong to the user (or root) and not be
- * writable by group or others, and data.mdb, lock.mdb and the store's
- * other files must be regular files of the user (or root), never symlinks;
- * otherwise CORE_ESYS with the fix ("chmod 700 DIR").  Nothing is created
- * in a directory that fails the check.
- *
- * Writers: every write transaction first takes an fcntl lock on the file
- * write.lock in the directory (the kernel drops it when its holder dies),
- * so at most one process at a time waits inside LMDB.  The wait is
- * bounded by AGENTKIT_STORE_LOCK_TIMEOUT (a duration, default
- * STORE_LOCK_TIMEOUT_MS); when it passes the write fails with CORE_ESYS
- * (errno ETIMEDOUT) "timed out waiting for the store's write lock after
- * 60s (held by pid N)".
- *
- * Opening the same store twice in one process shares one LMDB environment
- * (LMDB forbids two); the first open's mode (read-write or read-only)
- * holds for all.  The environment's map starts at 64 GiB of address
- * space (the file grows only as used) and doubles when full up to 1 TiB;
- * AGENTKIT_STORE_MAPSIZE and AGENTKIT_STORE_MAPSIZE_MAX (sizes: "1M", "8G")
- * override both, so tests can exhaust it.  Network filesystems (NFS, SMB,
- * 9p, FUSE, ...) are refused unless AGENTKIT_STORE_ALLOW_REMOTE=1.
+ * Writers wait for one another at most AGENTKIT_STORE_LOCK_TIMEOUT (a
+ * duration, default STORE_LOCK_TIMEOUT_MS); when it passes the write fails
+ * with CORE_ESYS (errno ETIMEDOUT) and a message that says what it waited
+ * for.
  */
 #define STORE_LOCK_TIMEOUT_MS 60000
 enum core_status store_open_flags(const char *path, unsigned flags,
@@ -352,18 +329,17 @@ int store_status_terminal(const char *status);
  * LOCATION has schema version N, newer than this agentkit's M: upgrade
  * agentkit".
  *
- * The PostgreSQL backend's steps are SQL (store/pg/schema.c); every open
- * applies the missing ones under an advisory lock, unless
- * STORE_OPEN_AS_IS, which leaves them to store_migrate().  The LMDB
- * backend versions each record instead (store/lmdb/lmdb.h: a version byte
- * in every meta and state record) and has no store-wide steps: its
- * version is always its latest and there is nothing to migrate.
+ * A backend with store-wide steps applies the missing ones on every open
+ * (one process at a time), unless STORE_OPEN_AS_IS, which leaves them to
+ * store_migrate().  A backend without them (it versions each record
+ * instead) is always at its latest and has nothing to migrate.  Each
+ * backend's header says which it is.
  *
  * store_migrate() fills m: the backend's name, the store's version (after
  * the steps; with STORE_MIGRATE_DRY_RUN before them, nothing changed),
  * this agentkit's latest, and steps, a new array (the caller
  * json_decref()s it, also on failure) of {"version": N, "statements":
- * ["CREATE TABLE agentkit_nodes", ...]}: the steps applied by this call
+ * [the step's statements, in order]}: the steps applied by this call
  * (none when another process applied them first), or with
  * STORE_MIGRATE_DRY_RUN those pending.  The steps are applied in one
  * transaction: all of them or none.  Errors: the storage's (CORE_ESYS),
@@ -371,7 +347,7 @@ int store_status_terminal(const char *status);
  */
 #define STORE_MIGRATE_DRY_RUN 0x1
 struct store_migration {
-	const char *backend;    /* "PostgreSQL", "LMDB" (static) */
+	const char *backend;    /* the backend's name (static) */
 	long version;
 	long latest;
 	json_t *steps;
@@ -431,7 +407,7 @@ enum core_status store_put_rows(struct store *s, json_t *const *rows, size_t n,
  * A source of rows for store_put_stream().  next() sets *row to the next
  * row (a new reference the store releases) or to NULL at the end; rewind()
  * starts again from the first row: the store calls it before the first
- * row and again when it retries its transaction after growing the map.
+ * row and again whenever it retries its transaction.
  */
 struct store_rows {
 	enum core_status (*next)(void *ctx, json_t **row, struct core_err *e);
@@ -442,9 +418,9 @@ struct store_rows {
 /*
  * store_put() for every row src gives, in one write transaction: all are
  * written or, on any error (the source's too), none.  Rows are written as
- * they come, so memory stays at one row plus LMDB's dirty pages (which
- * LMDB itself writes out to the file past 2^17 pages, 512 MiB).  The
- * store's write lock is held while src is read: give it a file, not a
+ * they come, so memory stays at one row plus what the backend's
+ * transaction holds (its header says how much).  The store's write lock
+ * is held while src is read: give it a file, not a
  * slow pipe (agent-snap import spools a pipe to a file first).  *count
  * (optional) receives the number of rows written.
  */
@@ -486,7 +462,7 @@ enum core_status store_outcome(const json_t *row);
  * fails (CORE_ESYS, errno ECONNRESET or ECONNREFUSED) leaves its row
  * unsettled, and store_wait_change() re-establishes the connection
  * within its timeout; once the backend's reconnect window has passed
- * (PostgreSQL: AGENTKIT_STORE_LOCK_TIMEOUT) the wait fails with CORE_ESYS
+ * the wait fails with CORE_ESYS
  * (errno ETIMEDOUT) and the backend's message.
  */
 enum core_status store_wait_terminal(struct store *s, const char *const *ids,

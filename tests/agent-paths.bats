@@ -17,8 +17,6 @@ setup() {
 	printf '%s\n' '{"when": {"user": "hi"}, "text": "hello from the script"}' >"$LIB/replies.ndjson"
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-
 @test "model: script/PATH resolves from the prompt file, run from / and from \$HOME" {
 	export AGENTKIT_PATH="$LIB"
 	run -0 --separate-stderr sh -c 'cd / && agent-run hello --no-store -m hi'

@@ -10,9 +10,6 @@ setup() {
 	TOOLS="$FIXTURES/tools"
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-chunks() { printf '%s\n' "$output" | sed '$d'; }
-script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 M="script/model.ndjson"
 
 @test "one turn writes exactly one row: reserved ID in turnEnd and output, no parent (SingleTurnSnapshot)" {

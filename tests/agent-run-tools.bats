@@ -11,9 +11,6 @@ setup() {
 	TOOLS="$FIXTURES/tools"
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-chunks() { printf '%s\n' "$output" | sed '$d'; }
-script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 M="script/model.ndjson"
 
 @test "tool loop: two rounds leave six session messages (PromptAgent_ToolLoopMessages)" {

@@ -10,12 +10,6 @@ setup() {
 	TOOLS="$FIXTURES/tools"
 }
 
-# last: the final line of $output; chunks: every line but the last.
-last() { printf '%s\n' "$output" | tail -n 1; }
-chunks() { printf '%s\n' "$output" | sed '$d'; }
-# A script model file in the test directory from the given lines.
-script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
-
 @test "echo: one turn streams chunks, a turnEnd, then exactly one output line" {
 	run -0 --separate-stderr agent-run --no-store --model echo -m "hello there world"
 	[ -z "$stderr" ]

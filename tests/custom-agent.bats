@@ -11,12 +11,7 @@ setup() {
 	EX="$TOP/examples/handlers"
 }
 
-# The final line, and stdout without it.
-last() { printf '%s\n' "$output" | tail -n 1; }
-chunks() { printf '%s\n' "$output" | sed '$d'; }
 # The output without its random IDs.
-# gone PID: the process has ended (at most a zombie waiting for init).
-gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
 norm() { last | jq -c 'del(.output.sessionId, .output.state.sessionId, .output.snapshotId)'; }
 
 @test "echo-upper.sh: a POSIX sh handler answers each turn, client-managed" {

@@ -32,14 +32,8 @@ teardown() {
 		return 1
 	fi
 }
-gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
-
-msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
-last() { tail -n 1 <<<"$output"; }
-id_of() { jq -r .output.snapshotId <<<"$1"; }
 
 status_is() { [ "$(agent-snap -m "$1" | jq -r .status)" = "$2" ]; }
-beating() { [ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]; }
 worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$LOGS/$1.log"; }
 
 @test "--detach on the first input: the detached output at once, exit 0, the worker completes the row" {

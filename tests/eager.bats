@@ -52,11 +52,6 @@ teardown() {
 		return 1
 	fi
 }
-gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
-
-msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
-has_line() { grep -q "$2" "$1" 2>/dev/null; }
-id_of() { jq -r .output.snapshotId <<<"$1"; }
 
 # start ARGS...: agent-run in the background reading the fifo "in" (kept
 # open for writing on fd 4), stdout in out, stderr in err.
@@ -70,11 +65,6 @@ start() {
 send() {
 	printf '%s\n' "$@" >lines
 	cat lines >&4
-}
-finish() {
-	rc=0
-	timeout 20 tail --pid="$pid" -f /dev/null || true
-	wait "$pid" || rc=$?
 }
 
 # ---- a detach after a custom agent's turn (issue: the handler's pipes) ----

@@ -31,7 +31,6 @@ teardown() {
 	mountpoint -q "$DISK" && umount "$DISK"
 	return "$status"
 }
-gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv Z; }
 
 # input KB I: an AgentInput line whose message is KB kilobytes of the I-th
 # letter (no two turns alike), for agent-run's stdin.

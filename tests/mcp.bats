@@ -23,8 +23,6 @@ config() {
 		"$SERVER" "$mode" "${STARTUP:-2s}" "${1:+, $1}" >mcp.json
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
 call() { script "{\"toolRequests\":[{\"name\":\"$1\",\"ref\":\"1\",\"input\":${2:-{\}}}]}" '{"text":"done"}'; }
 M="script/model.ndjson"
 # The one tool response of the turn, from its tool chunk.

@@ -23,8 +23,6 @@ setup() {
 
 teardown() { mock_stop; }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-
 # tool NAME STDERR-PRINTF EXIT: a tool that fails that way.
 tool() {
 	printf '#!/bin/sh\ncat >/dev/null\nprintf '"'%s'"' >&2\nexit %s\n' "$2" "$3" >"tools/$1"
@@ -32,7 +30,8 @@ tool() {
 	echo '{"description": "fails"}' >"tools/$1.json"
 }
 
-# script REPLY...: the scripted model's replies.
+# script REPLY...: the scripted model's replies: test_helper.bash's
+# script(), but into model.ndjson of the current directory, not the test's.
 script() { printf '%s\n' "$@" >model.ndjson; }
 
 # agree EXIT MESSAGE AGENT-RUN-ARGS...: the run fails with exit EXIT and the

@@ -12,8 +12,6 @@ teardown() { mock_stop; }
 
 TOOLS="$TOP/tests/fixtures/tools"
 
-last() { tail -n 1 <<<"$output"; }
-
 # interrupt_resume DIALECT: turn 1 asks the interrupting tool, the resume
 # answers it and the model's second reply ends the turn.
 interrupt_resume() {

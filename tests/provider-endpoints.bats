@@ -13,8 +13,6 @@ setup() {
 }
 teardown() { mock_stop; }
 
-last() { tail -n 1 <<<"$output"; }
-
 # A tool "env" that writes its environment to tool.env.
 env_tool() {
 	mkdir -p tools

@@ -12,8 +12,6 @@ load provider_helper
 setup() { provider_setup; }
 teardown() { mock_stop; }
 
-last() { tail -n 1 <<<"$output"; }
-
 # turns DIALECT TURN...: the mock with these turns (one per argument).
 turns() {
 	local d=$1

@@ -11,8 +11,6 @@ load provider_helper
 setup() { provider_setup; }
 teardown() { mock_stop; }
 
-last() { tail -n 1 <<<"$output"; }
-
 turns() {
 	mock_stop
 	printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/turns.ndjson"

@@ -10,8 +10,6 @@ load provider_helper
 setup() { provider_setup; }
 teardown() { mock_stop; }
 
-last() { tail -n 1 <<<"$output"; }
-
 SCHEMA='{"type":"object","properties":{"city":{"type":"string"},"tempC":{"type":"integer"}},"required":["city","tempC"],"additionalProperties":false}'
 ANSWER='{"city":"Paris","tempC":18}'
 

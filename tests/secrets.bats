@@ -13,8 +13,6 @@ teardown() { mock_stop; }
 PEEK="$TOP/tests/fixtures/secrets/peek.json"
 KEY=sk-secret-peek-1234567890
 
-last() { tail -n 1 <<<"$output"; }
-
 # The tool's report, from the request that carried it back to the model.
 peek_report() { jq -s -c '.[1].body.messages[] | select(.role == "tool") | .content | fromjson' "$MOCK_LOG"; }
 

@@ -13,20 +13,11 @@ setup() {
 		--tool "$D/stubborn.json")
 }
 
-msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
-
-has_line() { grep -q "$2" "$1" 2>/dev/null; }
-
 # start ARGS...: agent-run in the background with SIGINT at its default (a
 # script's background jobs ignore it), stdout in out, stderr in err.
 start() {
 	env --default-signal=INT,HUP "${AR[@]}" "$@" <&0 >out 2>err 3>&- &
 	pid=$!
-}
-finish() {
-	rc=0
-	timeout 20 tail --pid="$pid" -f /dev/null || true
-	wait "$pid" || rc=$?
 }
 
 @test "SIGINT while the model streams: the turn ends aborted, no row, exit 2" {

@@ -383,9 +383,6 @@ latest_step() {
 }
 
 # beating ID: the row's worker has heartbeaten at least once.
-beating() {
-	[ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]
-}
 
 @test "the server restarts in the middle of a detached run: the run finishes, a waiter on another host gets its row" {
 	own_server

@@ -2,7 +2,10 @@
 #
 # Puts the binaries under test first on PATH (AGENTKIT_BIN, set by
 # scripts/runtests; build/bin by default), gives every test its own store
-# and agent directory, and loads bats-support/bats-assert.
+# and agent directory, loads bats-support/bats-assert, and holds the
+# helpers more than one file uses (the end of this file).  A file's own
+# helper of the same name as one here differs from it: a comment there
+# says how.
 
 bats_require_minimum_version 1.5.0
 
@@ -26,18 +29,21 @@ common_setup() {
 	# the end of the agent path: empty, so the user's own agents never leak in
 	export XDG_CONFIG_HOME="$BATS_TEST_TMPDIR/config"
 	# ASan: leaks are errors too, and reports go to stderr.
-	export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0:exitcode=99}
-	export LSAN_OPTIONS=${LSAN_OPTIONS:-suppressions=$TOP/tests/lsan.supp:print_suppressions=0}
-	export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1:exitcode=98}
+	. "$TOP/tests/sanitizers.bash"
 	cd "$BATS_TEST_TMPDIR" || return 1
-	if [ "${AGENTKIT_TEST_BACKEND:-lmdb}" = pg ]; then
-		pg_store || return 1
-	fi
+	# the pass's backend (tests/backends) makes the test's store
+	"${AGENTKIT_TEST_BACKEND:-lmdb}_store" || return 1
 }
 
-# The PostgreSQL pass (scripts/runtests with AGENTKIT_TEST_BACKEND=pg): the
-# test's store is a fresh schema of the test server's database
-# (AGENTKIT_TEST_PG_URL), named by the URL's search_path.
+# NAME_store: the test's store on backend NAME (a row of tests/backends),
+# set up in AGENTKIT_STORE.
+
+# The LMDB pass, the default: the directory common_setup named.
+lmdb_store() { :; }
+
+# The PostgreSQL pass (AGENTKIT_TEST_BACKEND=pg): the test's store is a
+# fresh schema of the test server's database (AGENTKIT_TEST_PG_URL), named
+# by the URL's search_path.
 pg_store() {
 	[ -n "${AGENTKIT_TEST_PG_URL:-}" ] || { echo "AGENTKIT_TEST_PG_URL is not set" >&2; return 1; }
 	PG_SCHEMA="t_$$_${RANDOM}${RANDOM}"
@@ -75,10 +81,11 @@ logs_dir() {
 	fi
 }
 
-# requires CMD...: skip the test when a tool is missing.
+# requires CMD...: skip the test when a program is missing from PATH (a
+# helper function of the same name, script() below, does not count).
 requires() {
 	for c in "$@"; do
-		command -v "$c" >/dev/null 2>&1 || skip "needs $c"
+		type -P "$c" >/dev/null 2>&1 || skip "needs $c"
 	done
 }
 
@@ -97,4 +104,41 @@ wait_for() {
 		[ "$SECONDS" -le "$end" ] || { echo "timed out waiting for: $*" >&2; return 1; }
 		sleep 0.05
 	done
+}
+
+# ---- helpers shared by the suites ----
+
+# last: the last line of $output (a run's final NDJSON record).
+last() { printf '%s\n' "$output" | tail -n 1; }
+
+# chunks: every line of $output but the last (the streamed chunks).
+chunks() { printf '%s\n' "$output" | sed '$d'; }
+
+# script LINE...: the script model's turns (model.ndjson in the test's
+# directory), one NDJSON line each.  It hides util-linux's script(1) from
+# the shell: run that one through another program (timeout 20 script ...).
+script() { printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/model.ndjson"; }
+
+# msg TEXT: a script-model turn answering TEXT.
+msg() { printf '{"message":{"content":[{"text":"%s"}]}}\n' "$1"; }
+
+# id_of LINE: the snapshot ID of an agent-run result line.
+id_of() { jq -r .output.snapshotId <<<"$1"; }
+
+# gone PID: the process has exited (absent, or a zombie).
+gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
+
+# has_line FILE PATTERN: FILE exists and has a line matching PATTERN.
+has_line() { grep -q "$2" "$1" 2>/dev/null; }
+
+# finish: wait (at most 20 s) for the background $pid; its status in rc.
+finish() {
+	rc=0
+	timeout 20 tail --pid="$pid" -f /dev/null || true
+	wait "$pid" || rc=$?
+}
+
+# beating ID: row ID has had a heartbeat since it was created.
+beating() {
+	[ "$(agent-snap -m "$1" | jq -r .heartbeatAt)" != "$(agent-snap -m "$1" | jq -r .createdAt)" ]
 }

@@ -14,8 +14,6 @@ setup() {
 	printf '%s\n' '{"toolRequests":[{"name":"t","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-
 # tool MANIFEST-JSON BODY: ./t.json and the executable ./t running BODY
 # after reading its input.
 tool() {
@@ -35,9 +33,6 @@ r = subprocess.run(sys.argv[2:])
 open(sys.argv[1], "w").write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss))
 sys.exit(r.returncode)' maxrss "$@"
 }
-
-# gone PID: the process has ended (at most a zombie waiting for init).
-gone() { ! ps -o stat= -p "$1" 2>/dev/null | grep -qv '^Z'; }
 
 run_tool() { timeout 60 agent-run --no-store --model script/model.ndjson --tool ./t.json -m hi; }
 

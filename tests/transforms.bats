@@ -11,9 +11,6 @@ setup() {
 	REDACT="jq --unbuffered -c 'del(.custom.secret)'"
 }
 
-last() { printf '%s\n' "$output" | tail -n 1; }
-chunks() { printf '%s\n' "$output" | sed '$d'; }
-
 # A custom agent with the redacting state transform in its front matter.
 secret_agent() {
 	mkdir -p agents

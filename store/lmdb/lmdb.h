@@ -17,6 +17,44 @@
  *   ops.c      the store operations over those, in write transactions
  *              that grow the map and wake waiters
  *
+ * What the store looks like from store.h, on this backend (the embedded
+ * default: it takes no URL scheme, so every directory path is its):
+ *
+ *   Open: the store is the directory; STORE_OPEN_EXISTING finds none when
+ *   the directory or its data.mdb is missing.  CORE_ESYS also for a path
+ *   that is not a directory, a network filesystem (NFS, SMB, 9p, FUSE,
+ *   ...: refused unless AGENTKIT_STORE_ALLOW_REMOTE=1), an unsafe
+ *   directory or file; CORE_EPRECONDITION for an LMDB version known to
+ *   break with many processes.
+ *
+ *   Trust: the directory must belong to the user (or root) and not be
+ *   writable by group or others, and data.mdb, lock.mdb and the store's
+ *   other files must be regular files of the user (or root), never
+ *   symlinks; otherwise CORE_ESYS with the fix ("chmod 700 DIR").
+ *   Nothing is created in a directory that fails the check.
+ *
+ *   Writers: every write transaction first takes an fcntl lock on the
+ *   file write.lock in the directory (the kernel drops it when its holder
+ *   dies), so at most one process at a time waits inside LMDB.  Past
+ *   AGENTKIT_STORE_LOCK_TIMEOUT the write fails with CORE_ESYS (errno
+ *   ETIMEDOUT) "timed out waiting for the store's write lock after 60s
+ *   (held by pid N)".
+ *
+ *   One environment per store per process: opening the same store twice
+ *   in one process shares it (LMDB forbids two); the first open's mode
+ *   (read-write or read-only) holds for all.  The map starts at 64 GiB of
+ *   address space (the file grows only as used) and doubles when full up
+ *   to 1 TiB, the write transaction retried after each growth;
+ *   AGENTKIT_STORE_MAPSIZE and AGENTKIT_STORE_MAPSIZE_MAX (sizes: "1M",
+ *   "8G") override both, so tests can exhaust it.
+ *
+ *   store_put_stream(): memory stays at one row plus LMDB's dirty pages,
+ *   which LMDB itself writes out to the file past 2^17 pages (512 MiB).
+ *
+ *   Migrations: none store-wide.  Each record is versioned (a version
+ *   byte in every meta and state record, below), so the store is always
+ *   at its latest and store_migrate() has nothing to apply.
+ *
  * Layout (named DBIs in one environment):
  *
  *   meta   snapshotId -> hdr(14) | row JSON without "state"

@@ -18,6 +18,39 @@
  *              retry on serialization failures and races
  *   wake.c     wake-ups: LISTEN/NOTIFY on the handle's connection
  *
+ * What the store looks like from store.h, on this backend (for many hosts
+ * sharing one database):
+ *
+ *   Locations: "postgresql://" and "postgres://" are libpq's URIs, passed
+ *   to libpq as they are (TLS settings, several hosts,
+ *   options=-csearch_path=NAME for a schema of its own); the whole
+ *   location "pg:" leaves the connection to libpq's own PG* variables and
+ *   service files.  "pg:x" or "postgresql:x" is a relative directory (the
+ *   LMDB backend's).
+ *
+ *   Open: the schema is created (or upgraded) on open, under an advisory
+ *   lock, in the connection's current schema, unless STORE_OPEN_EXISTING
+ *   (then CORE_ENOTFOUND "no store at URL"); a newer schema than this
+ *   agentkit knows is CORE_EPRECONDITION.  An unreachable server is
+ *   CORE_ESYS within the connect timeout (PG_CONNECT_TIMEOUT seconds
+ *   unless the URL's connect_timeout or PGCONNECT_TIMEOUT sets another).
+ *
+ *   Writers: lock waits end after AGENTKIT_STORE_LOCK_TIMEOUT (the
+ *   session's lock_timeout), CORE_ESYS with errno ETIMEDOUT.
+ *
+ *   Wake-ups: store_wait_change() sleeps on the connection's LISTEN.
+ *
+ *   Reconnects: a connection lost after open (a restart of the server) is
+ *   re-established with backoff within AGENTKIT_STORE_LOCK_TIMEOUT from its
+ *   loss (the reconnect window of store.h); past it, CORE_ESYS (errno
+ *   ETIMEDOUT) "lost the connection to the store at 'URL' and could not
+ *   reconnect within 60s: REASON".
+ *
+ *   Migrations: store-wide, SQL steps (schema.c), applied by every open
+ *   under an advisory lock unless STORE_OPEN_AS_IS; with STORE_OPEN_AS_IS
+ *   a database without agentkit's tables is a store at version 0, even
+ *   with STORE_OPEN_EXISTING.
+ *
  * Layout (schema version 2, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "../../libcore/base/json.h"
+#include "tap.h"
 
 struct tc {
 	const char *a, *b;
@@ -43,18 +44,17 @@ static const struct tc cases[] = {
 
 int main(void)
 {
-	int n = 0, failed = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const struct tc *t = &cases[i];
 		struct core_err e = { 0 };
 		json_t *a = jv_parse(t->a, strlen(t->a), "a", 0, &e);
 		json_t *b = jv_parse(t->b, strlen(t->b), "b", 0, &e);
-		int ok = a && b && jv_equal(a, b) == t->equal && jv_equal(b, a) == t->equal;
-		printf("%s %d - %s %s %s\n", ok ? "ok" : "not ok", ++n, t->a,
-		       t->equal ? "==" : "!=", t->b);
-		failed += !ok;
+		char name[512];
+		snprintf(name, sizeof name, "%s %s %s", t->a, t->equal ? "==" : "!=", t->b);
+		report(a && b && jv_equal(a, b) == t->equal && jv_equal(b, a) == t->equal,
+		       name, NULL);
 		json_decref(a);
 		json_decref(b);
 	}
-	return failed != 0;
+	return tap_end();
 }

@@ -8,6 +8,7 @@
 
 #include "../../libcore/base/json.h"
 #include "../../libcore/base/schema.h"
+#include "tap.h"
 
 struct tc {
 	const char *schema, *value;
@@ -108,7 +109,6 @@ static const struct tc cases[] = {
 
 int main(void)
 {
-	int n = 0, failed = 0;
 	for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
 		const struct tc *t = &cases[i];
 		struct core_err e = { 0 };
@@ -116,15 +116,13 @@ int main(void)
 		json_t *v = jv_parse(t->value, strlen(t->value), "value", 0, &e);
 		enum core_status st = s && v ? schema_check(s, v, &e) : CORE_ESYS;
 		const char *got = st == CORE_OK ? "" : e.msg;
-		int ok = s && v && !strcmp(got, t->want) && (st == CORE_OK) == !*t->want;
-		n++;
-		printf("%s %d - %s against %s\n", ok ? "ok" : "not ok", n, t->value, t->schema);
-		if (!ok) {
-			printf("#   want: %s\n#   got:  %s\n", t->want, got);
-			failed++;
-		}
+		char name[1024], detail[2048];
+		snprintf(name, sizeof name, "%s against %s", t->value, t->schema);
+		snprintf(detail, sizeof detail, "want: %s, got: %s", t->want, got);
+		report(s && v && !strcmp(got, t->want) && (st == CORE_OK) == !*t->want,
+		       name, detail);
 		json_decref(s);
 		json_decref(v);
 	}
-	return failed != 0;
+	return tap_end();
 }

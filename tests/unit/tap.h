@@ -2,7 +2,11 @@
  * tap.h - what the C unit tests share: TAP lines ("ok 3 - name", "not ok
  * 4 - name" with a "#   detail" line) and a JSON literal parser that
  * stops the test on a typo in the test itself.  Header-only: each
- * tests/unit/NAME.c is its own program (tests/unit.bats runs them).
+ * tests/unit/NAME.c is its own program, built into BUILD/tests/unit/NAME;
+ * scripts/runtests runs every one and counts each case as a test.
+ *
+ * One case: AGENTKIT_UNIT_CASE=TEXT reports only the cases whose name
+ * contains TEXT (every case still runs: cases may build on each other).
  *
  *   report(ok, name, detail)    one test; detail (may be NULL) on failure
  *   check_str(name, got, want)  report() that got (may be NULL) is want
@@ -24,6 +28,9 @@ static int ntest, nfail;
 
 static void report(int ok, const char *name, const char *detail)
 {
+	const char *only = getenv("AGENTKIT_UNIT_CASE");
+	if (only && *only && !strstr(name, only))
+		return;
 	ntest++;
 	if (ok) {
 		printf("ok %d - %s\n", ntest, name);
