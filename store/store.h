@@ -355,7 +355,7 @@ int store_status_terminal(const char *status);
  * The PostgreSQL backend's steps are SQL (store/pg/schema.c); every open
  * applies the missing ones under an advisory lock, unless
  * STORE_OPEN_AS_IS, which leaves them to store_migrate().  The LMDB
- * backend versions each record instead (store/lmdb/lmdb.h: a version byte
+ * backend versions each record instead (store/lmdb/lm.h: a version byte
  * in every meta and state record) and has no store-wide steps: its
  * version is always its latest and there is nothing to migrate.
  *
