@@ -6,7 +6,7 @@
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
 #   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
-#   make lint             banned calls, printing/exiting library code
+#   make lint             banned calls, printing/exiting library code, floors, circles
 
 VERSION   := 0.1.0
 CC        ?= cc
@@ -151,8 +151,8 @@ check:
 bench: all
 	@bench/run $(BUILD)
 
-lint:
-	@scripts/lint
+lint: $(BINS)
+	@scripts/lint $(BUILD)
 
 install: all man
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
