@@ -101,7 +101,7 @@ enum core_status cli_sub_check(const struct cli_sub *sub, int argc)
 	return CORE_OK;
 }
 
-/* ---- parsing ---- */
+/* ---- the options ---- */
 
 static struct option *longs;
 static char shorts[128];
