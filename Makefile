@@ -6,7 +6,7 @@
 #   make SANITIZE=1 ...   build into build-san/ with ASan+UBSan
 #   make bench            benchmarks against the named peers (bench/)
 #   make install PREFIX=/usr/local DESTDIR=   (binaries, man pages, completions)
-#   make lint             banned calls, printing/exiting library code
+#   make lint             banned calls, printing/exiting library code, floors, circles
 #   make help             every target, one line each (the "## " notes below)
 
 VERSION   := 0.1.0
@@ -70,7 +70,7 @@ BINS      := $(addprefix $(BUILD)/bin/,$(PROGS))
 
 CORE_OBJ  := $(patsubst %.c,$(BUILD)/%.o,$(CORE_SRC))
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
-CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o
+CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_doc.o $(BUILD)/cmd/cli_parse.o
 # One static core library, the store in it: the store stands on libcore's
 # base and the agent floor on the store, and the linker resolves members of
 # one archive among themselves, so no link order or group is needed.
@@ -140,16 +140,16 @@ test: all ## the suite (bats files and C unit programs) against build/
 
 # What CI runs: lint, then the suite on the plain build, then on ASan+UBSan.
 check: ## what CI runs: lint, the suite plain and under ASan+UBSan
-	@scripts/lint
 	@$(MAKE) --no-print-directory -j2 all
+	@scripts/lint build
 	@$(MAKE) --no-print-directory -j2 SANITIZE=1 all
 	@scripts/runtests build build-san
 
 bench: all ## benchmarks against the named peers (bench/)
 	@bench/run $(BUILD)
 
-lint: ## the style rules: banned calls, floors, include circles (scripts/lint)
-	@scripts/lint
+lint: $(BINS) ## the style rules: banned calls, floors, include and call circles (scripts/lint)
+	@scripts/lint $(BUILD)
 
 install: all man ## binaries, man pages and completions into DESTDIR+PREFIX
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \

@@ -1,6 +1,8 @@
 /*
- * cli_int.h - internal to cmd/cli.c and cmd/cli_doc.c: the command being
- * run and the table walkers that parsing and the generators share.
+ * cli_int.h - internal to cmd/cli.c, cmd/cli_doc.c and cmd/cli_parse.c:
+ * the command being run and the table walkers that parsing and the
+ * generators share.  cli_parse.c stands on the other two, cli_doc.c on
+ * cli.c.
  */
 #ifndef CMD_CLI_INT_H
 #define CMD_CLI_INT_H
@@ -12,8 +14,18 @@
 /* The command cli_start() was given; borrowed for the process. */
 extern const struct cli_prog *cli_cur;
 
-/* --help, --version, --man and --completion: every command has them. */
+/* --help, --version, --man and --completion: every command has them;
+ * cli_next() answers them, and the hidden --list-options and
+ * --list-model-names the completions call. */
 extern const struct cli_opt cli_common_opts[];
+enum {
+	CLI_OPT_HELP = 'h',
+	CLI_OPT_VERSION = CLI_LONG + 200,
+	CLI_OPT_MAN,
+	CLI_OPT_COMPLETION,
+	CLI_OPT_LIST,
+	CLI_OPT_MODEL_NAMES,
+};
 
 /* fn(o, ctx) for each of the command's options, then the common ones. */
 void cli_each_opt(void (*fn)(const struct cli_opt *, void *), void *ctx);

@@ -16,7 +16,7 @@
 #include "../base/buf.h"
 #include "../base/frontmatter.h"
 #include "../base/json.h"
-#include "template.h"
+#include "../base/template.h"
 
 struct prompt {
 	char *name;

@@ -16,7 +16,7 @@
  * floats), quoted scalars stay strings, aliases are expanded (bounded),
  * duplicate keys, non-mapping front matter and values that JSON cannot hold
  * (.inf, .nan) are errors.  The body (trimmed, as Dotprompt trims it) is
- * compiled once by template.h and rendered per turn.
+ * compiled once by base/template.h and rendered per turn.
  *
  * Rendering follows Dotprompt's toMessages(): text before any {{role}} is a
  * user message; {{role "x"}} starts a new message (or renames the current

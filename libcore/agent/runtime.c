@@ -26,38 +26,6 @@
 
 /* ---- open ---- */
 
-static enum core_status load_tools(struct runtime *rt, struct core_err *e)
-{
-	size_t n = json_array_size(rt->agent->tools), i;
-	json_t *name;
-	enum core_status st;
-	if (n && !(rt->tools = calloc(n, sizeof *rt->tools)))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	json_array_foreach(rt->agent->tools, i, name) {
-		struct tool *t;
-		if ((st = tool_load(json_string_value(name), rt->agent->tool_dirs, &t, e)))
-			return st;
-		rt->tools[rt->ntools++] = t;
-		json_array_append(rt->tool_defs, t->definition);
-	}
-	return CORE_OK;
-}
-
-enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e)
-{
-	int changed;
-	enum core_status st = tool_source_refresh(rt->agent->tools, &changed, e);
-	if (st || !changed)
-		return st;
-	for (size_t i = 0; i < rt->ntools; i++)
-		tool_free(rt->tools[i]);
-	free(rt->tools);
-	rt->tools = NULL;
-	rt->ntools = 0;
-	json_array_clear(rt->tool_defs);
-	return load_tools(rt, e);
-}
-
 static enum core_status open_session(struct runtime *rt, const struct rt_config *cfg,
                                      struct core_err *e)
 {
@@ -86,7 +54,7 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	    !(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	else if (!(st = open_session(rt, cfg, e)) && !(st = rt_init_check(cfg->init, e)) &&
-	         !(st = load_tools(rt, e)))
+	         !(st = rt_load_tools(rt, e)))
 		st = rt_load(rt, cfg->init, e);
 	if (st) {
 		rt_free(rt);

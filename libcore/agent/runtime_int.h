@@ -7,6 +7,10 @@
  *   runtime_init.c    init and input validation, loading the session (§4)
  *   runtime_loop.c    the prompt-backed turn: render, generate, tools (§3.4)
  *   runtime_resume.c  resuming interrupted tool requests (§3.7)
+ *   runtime_tools.c   the agent's tools loaded, and tool requests run, for
+ *                     both of those
+ *
+ * Each stands only on those listed below it (runtime.c on all of them).
  *
  * The live session (state, identity, chunks, customPatch) is the
  * session's (session.h); the runner owns it.  Failures are a
@@ -69,15 +73,23 @@ void rt_end(struct runtime *rt, const char *reason, enum core_status st, const c
 enum core_status rt_init_check(const json_t *init, struct core_err *e);
 /* Load the session a checked AgentInit names (§4.2). */
 enum core_status rt_load(struct runtime *rt, const json_t *init, struct core_err *e);
-/* Before a model call: the tool source's refresh (tools.h); when the
- * agent's tools changed, they are loaded again. */
-enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e);
 
 /* ---- runtime_loop.c ---- */
 
 /* A prompt-backed turn (the input's message already in the history). */
 void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *r);
 
+/* ---- runtime_tools.c ---- */
+
+/* Load the agent's tools into rt->tools, their definitions into
+ * rt->tool_defs. */
+enum core_status rt_load_tools(struct runtime *rt, struct core_err *e);
+/* Before a model call: the tool source's refresh (tools.h); when the
+ * agent's tools changed, they are loaded again. */
+enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e);
+/* Whether the caller stopped the invocation (ctx: the runtime), for the
+ * model stream and the tools. */
+int rt_stopped(void *ctx);
 /* The role of a message ("" when it has none). */
 const char *rt_role_of(const json_t *m);
 /* Set or remove a member of a part's metadata (an emptied one goes). */

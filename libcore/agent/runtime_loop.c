@@ -14,19 +14,12 @@
 #include "../base/json.h"
 #include "../model/registry.h"
 #include "prompt.h"
-#include "../base/schema.h"
 #include "structured.h"
 #include "tools.h"
 #include "../base/util.h"
 
 #define TAG_HISTORY "_genkit_history"
 #define TAG_PROMPT "_genkit_prompt"
-
-const char *rt_role_of(const json_t *m)
-{
-	const char *r = json_string_value(json_object_get(m, "role"));
-	return r ? r : "";
-}
 
 static int has_tag(const json_t *m, const char *tag)
 {
@@ -57,39 +50,6 @@ static json_t *untagged(const json_t *m, const char *tag1, const char *tag2)
 static json_t *message_new(const char *role, json_t *content /* consumed */)
 {
 	return json_pack("{s:o, s:s}", "content", content, "role", role);
-}
-
-/* The caller's stop, for the model stream and the tools; ctx is the
- * runtime. */
-static int stopped(void *ctx)
-{
-	struct runtime *rt = ctx;
-	return session_cancelled(rt->s);
-}
-
-/* ---- a tool's session edits (Session.UpdateCustom, SendArtifact) ---- */
-
-static enum core_status on_custom(void *ctx, const struct tool *t, const json_t *value,
-                                  int is_patch, struct core_err *e)
-{
-	struct runtime *rt = ctx;
-	enum core_status st = session_apply_custom(rt->s, value, is_patch, e);
-	if (st) {
-		/* Prefixed in place: e->msg cannot be an argument of
-		 * core_fail() into e, which would print it twice. */
-		core_err_prefix(e, "bad customPatch");
-		e->st = st == CORE_ENOMEM ? st : CORE_EINTERNAL;
-		return e->st;
-	}
-	return session_custom_changed(rt->s, e);
-}
-
-static enum core_status on_artifact(void *ctx, const struct tool *t, const json_t *a,
-                                    struct core_err *e)
-{
-	struct runtime *rt = ctx;
-	session_add_artifact(rt->s, a);
-	return CORE_OK;
 }
 
 /* ---- the generate loop ---- */
@@ -198,115 +158,6 @@ static void add_usage(struct runtime *rt, const json_t *u)
 	sum_usage(rt->turn_usage, u);
 }
 
-static struct tool *find_tool(struct runtime *rt, const char *name)
-{
-	for (size_t i = 0; i < rt->ntools; i++)
-		if (!strcmp(rt->tools[i]->name, name))
-			return rt->tools[i];
-	return NULL;
-}
-
-static void tool_ctx(struct runtime *rt, struct tool_context *tc)
-{
-	const char *snap = session_snapshot_id(rt->s), *parent = session_parent_id(rt->s);
-	tc->session_id = session_id(rt->s);
-	tc->snapshot_id = snap ? snap : "";
-	tc->parent_snapshot_id = parent ? parent : "";
-	tc->turn_index = session_turn_index(rt->s);
-	tc->traceparent = NULL;         /* tools_run() sets each call's */
-}
-
-void rt_set_meta(json_t *part, const char *key, json_t *value /* consumed */)
-{
-	json_t *md = json_object_get(part, "metadata");
-	if (!json_is_object(md)) {
-		md = json_object();
-		json_object_set_new(part, "metadata", md);
-	}
-	json_object_set_new(md, key, value);
-}
-
-void rt_del_meta(json_t *part, const char *key)
-{
-	json_t *md = json_object_get(part, "metadata");
-	if (json_is_object(md)) {
-		json_object_del(md, key);
-		if (!json_object_size(md))
-			json_object_del(part, "metadata");
-	}
-}
-
-json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)
-{
-	json_t *tr = json_object();
-	json_object_set(tr, "name", json_object_get(req, "name"));
-	if (json_object_get(req, "ref"))
-		json_object_set(tr, "ref", json_object_get(req, "ref"));
-	json_object_set(tr, "output", c->output ? c->output : json_null());
-	if (json_array_size(c->parts))
-		json_object_set(tr, "content", c->parts);
-	return json_pack("{s:o}", "toolResponse", tr);
-}
-
-/* Fail r with "tool \"x\" failed: ..." (INTERNAL) or the call's own class
- * for a missing tool. */
-void rt_tool_failed(struct turn_result *r, const char *name, const struct tool_call *c)
-{
-	core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: %s", name, c->err.msg);
-}
-
-/*
- * Run the tool requests (parts of model message m, indices idx[0..n)) in
- * parallel.  restart[i] (may be NULL) is the restart metadata of a resumed
- * call.  Results land in calls[].  Returns non-zero with r filled when a
- * tool is missing or could not be run.
- */
-int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
-                 const json_t *const *resumed, struct tool_call *calls, size_t n,
-                 struct turn_result *r)
-{
-	const json_t *content = json_object_get(m, "content");
-	for (size_t i = 0; i < n; i++) {
-		const json_t *tr = json_object_get(json_array_get(content, idx[i]), "toolRequest");
-		const char *name = json_string_value(json_object_get(tr, "name"));
-		memset(&calls[i], 0, sizeof calls[i]);
-		calls[i].tool = find_tool(rt, name ? name : "");
-		if (!calls[i].tool) {
-			core_fail(&r->err, CORE_ENOTFOUND, "generate: tool \"%s\" not found", name ? name : "");
-			return 1;
-		}
-		calls[i].input = json_object_get(tr, "input");
-		calls[i].resumed = resumed ? resumed[i] : NULL;
-		/* the input the model wrote must match the tool's declared
-		 * schema, or no tool of the round runs */
-		struct core_err se = { 0 };
-		if (calls[i].tool->input_schema &&
-		    schema_check(calls[i].tool->input_schema, calls[i].input, &se)) {
-			core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: invalid input: %s",
-			          name, se.msg);
-			return 1;
-		}
-	}
-	struct tool_context tc;
-	struct tool_events ev = { on_custom, on_artifact, rt, stopped };
-	struct core_err e = { 0 };
-	tool_ctx(rt, &tc);
-	if (tools_run(calls, n, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
-		for (size_t i = 0; i < n; i++)
-			tool_call_release(&calls[i]);
-		r->err = e;
-		core_err_prefix(&r->err, "generate");
-		return 1;
-	}
-	return 0;
-}
-
-void rt_emit_interrupts(struct runtime *rt, const json_t *ints)
-{
-	session_emit(rt->s, "modelChunk", json_pack("{s:o, s:i, s:s}", "content", json_deep_copy(ints),
-	                                            "index", 0, "role", "tool"));
-}
-
 /* Mark interrupted requests on m; completed ones keep their output as
  * pendingOutput.  Emits the tool-role chunk with the interrupt parts. */
 static void mark_interrupts(struct runtime *rt, json_t *m, const size_t *idx,
@@ -326,13 +177,6 @@ static void mark_interrupts(struct runtime *rt, json_t *m, const size_t *idx,
 	}
 	rt_emit_interrupts(rt, ints);
 	json_decref(ints);
-}
-
-void rt_emit_tool_message(struct runtime *rt, const json_t *content)
-{
-	session_emit(rt->s, "modelChunk", json_pack("{s:O, s:I, s:s}", "content", content,
-	                                            "index", (json_int_t)rt->msg_index, "role", "tool"));
-	rt->msg_index++;
 }
 
 /* Tool requests without a ref get a UUID ref (Genkit does the same): the
@@ -371,7 +215,7 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	struct runtime *rt = g->rt;
 	const struct agent *a = rt->agent;
 	struct model_request req = { 0 };
-	struct model_stream stream = { on_model_chunk, stopped, rt };
+	struct model_stream stream = { on_model_chunk, rt_stopped, rt };
 	enum core_status st = rt_refresh_tools(rt, e);
 	if (st)
 		return st;

@@ -1,10 +1,11 @@
 /*
  * provider_common.h - what the HTTP model providers (provider_*.c) share:
- * keys and base URLs from the environment, the generate skeleton
- * (prov_generate), the streamed-output accumulator (provider_common.c);
- * the HTTP/SSE plumbing and status mapping (provider_http.c); the
- * --list-models rows (provider_list.c); small Genkit message helpers and
- * the walk of a conversation by role (provider_msg.c).
+ * keys and base URLs from the environment, the streamed-output
+ * accumulator (provider_common.c); the HTTP/SSE plumbing and status
+ * mapping (provider_http.c); the generate skeleton (prov_generate,
+ * provider_generate.c); the --list-models rows (provider_list.c); small
+ * Genkit message helpers and the walk of a conversation by role
+ * (provider_msg.c).
  *
  * Ownership: functions returning char * or json_t * return new memory or a
  * new reference for the caller; const json_t * arguments are borrowed.

@@ -1,9 +1,9 @@
 /*
  * backend.c - the LMDB backend's row of store.c's table: the embedded
- * default, a store in a directory (see backend.h, and lmdb.h for the
+ * default, a store in a directory (see backend.h, and lm.h for the
  * files that implement it).
  */
-#include "lmdb.h"
+#include "lm.h"
 
 const struct store_backend store_lmdb_backend = {
 	.name = "LMDB",
@@ -21,6 +21,6 @@ const struct store_backend store_lmdb_backend = {
 	.delete_session = lm_delete_session,
 	.prune_session = lm_prune_session,
 	/* every meta and state record begins with its format's version
-	 * byte (lmdb.h), 1 in all of them: no store-wide steps to apply */
+	 * byte (lm.h), 1 in all of them: no store-wide steps to apply */
 	.format_version = 1,
 };

@@ -2,9 +2,9 @@
  * chain.c - the LMDB backend's message chains: a state's messages stored
  * once per distinct history as content-addressed nodes, shared by forks
  * and reference counted, and the state records that end in them.  See
- * lmdb.h for the layout and store_save_on() in store.h for bases.
+ * lm.h for the layout and store_save_on() in store.h for bases.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <sha2.h>

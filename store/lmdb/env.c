@@ -3,7 +3,7 @@
  * trust and filesystem checks made before LMDB opens anything, opening and
  * closing, and growing the map.  See store_open_flags() in store.h.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <fcntl.h>

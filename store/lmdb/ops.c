@@ -3,7 +3,7 @@
  * writes in write transactions that grow the map and retry when it is
  * full and wake waiters when a status changed.  See store.h.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <stdlib.h>

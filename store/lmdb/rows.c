@@ -1,8 +1,8 @@
 /*
  * rows.c - the LMDB backend's rows: the meta record codec, row writes and
- * deletes, and the session index (bysess, sess).  See lmdb.h.
+ * deletes, and the session index (bysess, sess).  See lm.h.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -11,14 +11,6 @@
 #include "../../libcore/base/json.h"
 
 /* ---- rows: decoding ---- */
-
-json_t *lm_parse_val(const void *p, size_t n, struct core_err *e)
-{
-	json_t *v = jv_parse(p, n, "store", 0, e);
-	if (!v && e)
-		core_err_prefix(e, "corrupt store value");
-	return v;
-}
 
 /* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
  * without a message).  ref (optional) receives the row's message chain;

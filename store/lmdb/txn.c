@@ -1,8 +1,9 @@
 /*
  * txn.c - transactions of the LMDB backend: the writer gate in front of
- * LMDB's writer mutex, and MDB codes as core_status.  See lmdb.h.
+ * LMDB's writer mutex, MDB codes as core_status, and stored values as
+ * JSON.  See lm.h.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -11,6 +12,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "../../libcore/base/json.h"
 #include "../../libcore/base/util.h"
 
 /* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
@@ -26,6 +28,16 @@ enum core_status lm_fail(struct core_err *e, int rc, const char *what)
 	if (e && rc > 0)
 		e->sys = rc;
 	return CORE_ESYS;
+}
+
+/* A stored value as JSON: every record's body (meta, state, message) is
+ * decoded here, so a corrupt one fails the same way wherever it is read. */
+json_t *lm_parse_val(const void *p, size_t n, struct core_err *e)
+{
+	json_t *v = jv_parse(p, n, "store", 0, e);
+	if (!v && e)
+		core_err_prefix(e, "corrupt store value");
+	return v;
 }
 
 /* ---- transactions ---- */

@@ -2,7 +2,7 @@
  * wake.c - wake-ups of the LMDB backend: a futex word in the MAP_SHARED
  * file "wake" beside data.mdb.  See store_wait_change() in store.h.
  */
-#include "lmdb.h"
+#include "lm.h"
 
 #include <errno.h>
 #include <fcntl.h>

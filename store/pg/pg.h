@@ -10,6 +10,8 @@
  *   conn.c     the connection: libpq parameters, the connect timeout,
  *              queries, SQLSTATEs as core_status, messages scrubbed of
  *              credentials, reconnects
+ *   open.c     the handle: opened (settings, connection, schema) and
+ *              closed
  *   schema.c   the schema: versioned steps applied on open under an
  *              advisory lock
  *   rows.c     the row codec: a row as its metadata, its state and its
@@ -223,6 +225,12 @@ enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e);
 /* The text of e scrubbed of the location's password and URLs. */
 void pg_scrub(const struct pg_store *s, char *msg, size_t n);
+/*
+ * Connect s (s->where set) with conninfo, libpq's dbname: a URL, or ""
+ * for "pg:", which leaves everything to PG* variables and service files;
+ * the password it names is kept in s->secret, for pg_scrub().
+ */
+enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct core_err *e);
 
 /* ---- schema.c ---- */
 
@@ -274,8 +282,8 @@ const struct pg_ref *pg_ref_find(const struct pg_store *s, const char *id);
 /* ---- the operations (backend.c's table; see backend.h) ---- */
 
 enum core_status pg_open(const char *location, unsigned flags, struct store **out,
-                         struct core_err *e);                           /* conn.c */
-void pg_close(struct store *s);                                         /* conn.c */
+                         struct core_err *e);                           /* open.c */
+void pg_close(struct store *s);                                         /* open.c */
 uint32_t pg_change_seq(struct store *s);                                /* wake.c */
 enum core_status pg_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
                                 struct core_err *e);                    /* wake.c */

@@ -1,6 +1,6 @@
 /*
  * fuzz_prompt.c - prompt files: YAML front matter (libyaml, libcore/agent/prompt.c)
- * and the Handlebars body (libcore/agent/template.c), loaded and rendered as a
+ * and the Handlebars body (libcore/base/template.c), loaded and rendered as a
  * turn renders them.
  *
  * Input: a whole prompt file.

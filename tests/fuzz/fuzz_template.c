@@ -1,6 +1,6 @@
 /*
  * fuzz_template.c - the Handlebars subset of prompt bodies
- * (libcore/agent/template.c), compiled and rendered without front matter.
+ * (libcore/base/template.c), compiled and rendered without front matter.
  *
  * Input: a template.
  * Invariants:
@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "../../libcore/base/json.h"
-#include "../../libcore/agent/template.h"
+#include "../../libcore/base/template.h"
 
 static json_t *context, *state;
 

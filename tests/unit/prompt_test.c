@@ -14,7 +14,7 @@
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
 #include "../../libcore/agent/prompt.h"
-#include "../../libcore/agent/template.h"
+#include "../../libcore/base/template.h"
 #include "tap.h"
 
 static char fixtures[PATH_MAX];

@@ -41,7 +41,7 @@
 
 #include <jansson.h>
 
-#include "../base/status.h"
+#include "status.h"
 
 /* Bounds: deepest block nesting, largest template, largest rendering. */
 #define TPL_MAX_DEPTH 64

@@ -1,5 +1,5 @@
 /*
- * lmdb.h - the LMDB backend's parts, shared by the files of store/lmdb/
+ * lm.h - the LMDB backend's parts, shared by the files of store/lmdb/
  * (nothing else includes this; store/lmdb/ is the only place that includes
  * <lmdb.h>).  See store.h for what the store promises and backend.h for
  * what each operation of a backend must guarantee.
@@ -9,7 +9,7 @@
  *   env.c      the environment: one per store per process, trust and
  *              filesystem checks before LMDB opens anything, map growth
  *   txn.c      transactions: the writer gate in front of LMDB's writer
- *              mutex, MDB codes as core_status
+ *              mutex, MDB codes as core_status, stored values as JSON
  *   wake.c     wake-ups: the futex word in the file "wake"
  *   chain.c    the content-addressed message chain and the state records
  *              that end in it
@@ -83,8 +83,8 @@
  * or -1 when they filled the core_err themselves; lm_fail() turns a code
  * into a core_status at the operation's edge.
  */
-#ifndef STORE_LMDB_LMDB_H
-#define STORE_LMDB_LMDB_H
+#ifndef STORE_LMDB_LM_H
+#define STORE_LMDB_LM_H
 
 #include <pthread.h>
 #include <signal.h>
@@ -219,6 +219,8 @@ static inline uint64_t time_key(int64_t ns)
 /* An MDB or errno code as a failure; e->sys keeps an errno (ENOSPC for a
  * full disk, so callers can name the real cause). */
 enum core_status lm_fail(struct core_err *e, int rc, const char *what);
+/* A stored JSON value; NULL with "corrupt store value: ..." in e. */
+json_t *lm_parse_val(const void *p, size_t n, struct core_err *e);
 
 /*
  * Begin a transaction, holding v->grow shared until it ends.  Write
@@ -269,9 +271,6 @@ int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *stat
 int lm_delete_state(struct env *v, MDB_txn *t, const char *id);
 
 /* ---- rows.c ---- */
-
-/* A stored JSON value; NULL with "corrupt store value: ..." in e. */
-json_t *lm_parse_val(const void *p, size_t n, struct core_err *e);
 
 /* The row stored under id (MDB_NOTFOUND passes through as CORE_ENOTFOUND
  * without a message).  ref (optional) receives the row's message chain;

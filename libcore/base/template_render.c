@@ -17,8 +17,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/buf.h"
-#include "../base/json.h"
+#include "buf.h"
+#include "json.h"
 
 static enum core_status nomem(struct core_err *e)
 {

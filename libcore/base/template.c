@@ -26,8 +26,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../base/buf.h"
-#include "../base/json.h"
+#include "buf.h"
+#include "json.h"
 
 /* ---------------------------------------------------------------- nodes */
 

@@ -1,0 +1,211 @@
+/*
+ * runtime_tools.c - the agent's tools in a turn: loaded at open and again
+ * when their source changed, a model message's tool requests run in
+ * parallel (a tool's session edits applied as it runs), their answers as
+ * toolResponse parts and tool-role chunks, and the metadata marks of an
+ * interrupted or resumed request.  Both the generate loop
+ * (runtime_loop.c) and a resume (runtime_resume.c) run tools through
+ * these.
+ */
+#include "runtime_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../base/json.h"
+#include "../base/schema.h"
+#include "tools.h"
+
+/* ---- the agent's tools ---- */
+
+enum core_status rt_load_tools(struct runtime *rt, struct core_err *e)
+{
+	size_t n = json_array_size(rt->agent->tools), i;
+	json_t *name;
+	enum core_status st;
+	if (n && !(rt->tools = calloc(n, sizeof *rt->tools)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_array_foreach(rt->agent->tools, i, name) {
+		struct tool *t;
+		if ((st = tool_load(json_string_value(name), rt->agent->tool_dirs, &t, e)))
+			return st;
+		rt->tools[rt->ntools++] = t;
+		json_array_append(rt->tool_defs, t->definition);
+	}
+	return CORE_OK;
+}
+
+enum core_status rt_refresh_tools(struct runtime *rt, struct core_err *e)
+{
+	int changed;
+	enum core_status st = tool_source_refresh(rt->agent->tools, &changed, e);
+	if (st || !changed)
+		return st;
+	for (size_t i = 0; i < rt->ntools; i++)
+		tool_free(rt->tools[i]);
+	free(rt->tools);
+	rt->tools = NULL;
+	rt->ntools = 0;
+	json_array_clear(rt->tool_defs);
+	return rt_load_tools(rt, e);
+}
+
+/* ---- messages and parts ---- */
+
+const char *rt_role_of(const json_t *m)
+{
+	const char *r = json_string_value(json_object_get(m, "role"));
+	return r ? r : "";
+}
+
+void rt_set_meta(json_t *part, const char *key, json_t *value /* consumed */)
+{
+	json_t *md = json_object_get(part, "metadata");
+	if (!json_is_object(md)) {
+		md = json_object();
+		json_object_set_new(part, "metadata", md);
+	}
+	json_object_set_new(md, key, value);
+}
+
+void rt_del_meta(json_t *part, const char *key)
+{
+	json_t *md = json_object_get(part, "metadata");
+	if (json_is_object(md)) {
+		json_object_del(md, key);
+		if (!json_object_size(md))
+			json_object_del(part, "metadata");
+	}
+}
+
+/* ---- what a running tool reaches: the caller's stop, its session
+ * edits (Session.UpdateCustom, SendArtifact) ---- */
+
+/* The caller's stop, for the model stream and the tools; ctx is the
+ * runtime. */
+int rt_stopped(void *ctx)
+{
+	struct runtime *rt = ctx;
+	return session_cancelled(rt->s);
+}
+
+static enum core_status on_custom(void *ctx, const struct tool *t, const json_t *value,
+                                  int is_patch, struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	enum core_status st = session_apply_custom(rt->s, value, is_patch, e);
+	if (st) {
+		/* Prefixed in place: e->msg cannot be an argument of
+		 * core_fail() into e, which would print it twice. */
+		core_err_prefix(e, "bad customPatch");
+		e->st = st == CORE_ENOMEM ? st : CORE_EINTERNAL;
+		return e->st;
+	}
+	return session_custom_changed(rt->s, e);
+}
+
+static enum core_status on_artifact(void *ctx, const struct tool *t, const json_t *a,
+                                    struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	session_add_artifact(rt->s, a);
+	return CORE_OK;
+}
+
+/* ---- running the tool requests ---- */
+
+static struct tool *find_tool(struct runtime *rt, const char *name)
+{
+	for (size_t i = 0; i < rt->ntools; i++)
+		if (!strcmp(rt->tools[i]->name, name))
+			return rt->tools[i];
+	return NULL;
+}
+
+static void tool_ctx(struct runtime *rt, struct tool_context *tc)
+{
+	const char *snap = session_snapshot_id(rt->s), *parent = session_parent_id(rt->s);
+	tc->session_id = session_id(rt->s);
+	tc->snapshot_id = snap ? snap : "";
+	tc->parent_snapshot_id = parent ? parent : "";
+	tc->turn_index = session_turn_index(rt->s);
+	tc->traceparent = NULL;         /* tools_run() sets each call's */
+}
+
+json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)
+{
+	json_t *tr = json_object();
+	json_object_set(tr, "name", json_object_get(req, "name"));
+	if (json_object_get(req, "ref"))
+		json_object_set(tr, "ref", json_object_get(req, "ref"));
+	json_object_set(tr, "output", c->output ? c->output : json_null());
+	if (json_array_size(c->parts))
+		json_object_set(tr, "content", c->parts);
+	return json_pack("{s:o}", "toolResponse", tr);
+}
+
+/* Fail r with "tool \"x\" failed: ..." (INTERNAL) or the call's own class
+ * for a missing tool. */
+void rt_tool_failed(struct turn_result *r, const char *name, const struct tool_call *c)
+{
+	core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: %s", name, c->err.msg);
+}
+
+/*
+ * Run the tool requests (parts of model message m, indices idx[0..n)) in
+ * parallel.  restart[i] (may be NULL) is the restart metadata of a resumed
+ * call.  Results land in calls[].  Returns non-zero with r filled when a
+ * tool is missing or could not be run.
+ */
+int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
+                 const json_t *const *resumed, struct tool_call *calls, size_t n,
+                 struct turn_result *r)
+{
+	const json_t *content = json_object_get(m, "content");
+	for (size_t i = 0; i < n; i++) {
+		const json_t *tr = json_object_get(json_array_get(content, idx[i]), "toolRequest");
+		const char *name = json_string_value(json_object_get(tr, "name"));
+		memset(&calls[i], 0, sizeof calls[i]);
+		calls[i].tool = find_tool(rt, name ? name : "");
+		if (!calls[i].tool) {
+			core_fail(&r->err, CORE_ENOTFOUND, "generate: tool \"%s\" not found", name ? name : "");
+			return 1;
+		}
+		calls[i].input = json_object_get(tr, "input");
+		calls[i].resumed = resumed ? resumed[i] : NULL;
+		/* the input the model wrote must match the tool's declared
+		 * schema, or no tool of the round runs */
+		struct core_err se = { 0 };
+		if (calls[i].tool->input_schema &&
+		    schema_check(calls[i].tool->input_schema, calls[i].input, &se)) {
+			core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: invalid input: %s",
+			          name, se.msg);
+			return 1;
+		}
+	}
+	struct tool_context tc;
+	struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped };
+	struct core_err e = { 0 };
+	tool_ctx(rt, &tc);
+	if (tools_run(calls, n, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
+		for (size_t i = 0; i < n; i++)
+			tool_call_release(&calls[i]);
+		r->err = e;
+		core_err_prefix(&r->err, "generate");
+		return 1;
+	}
+	return 0;
+}
+
+void rt_emit_interrupts(struct runtime *rt, const json_t *ints)
+{
+	session_emit(rt->s, "modelChunk", json_pack("{s:o, s:i, s:s}", "content", json_deep_copy(ints),
+	                                            "index", 0, "role", "tool"));
+}
+
+void rt_emit_tool_message(struct runtime *rt, const json_t *content)
+{
+	session_emit(rt->s, "modelChunk", json_pack("{s:O, s:I, s:s}", "content", content,
+	                                            "index", (json_int_t)rt->msg_index, "role", "tool"));
+	rt->msg_index++;
+}
