@@ -149,6 +149,9 @@ extern const struct store_backend store_lmdb_backend;
 extern const struct store_backend store_pg_backend;
 
 /*
+ * The steps every backend takes, in shape.c (below the backends: they
+ * call it, and only store.c's table calls them).
+ *
  * A save's step between reading and writing, the same in every backend:
  * call fn with the existing row (or NULL) and shape its answer as store.h
  * says: *next is NULL for no write, else a new object (a shallow copy when

@@ -224,53 +224,6 @@ enum core_status store_wait_change(struct store *s, uint32_t seq,
 
 /* ---- writes ---- */
 
-enum core_status st_mutate(const char *id, const json_t *existing, store_mutate_fn fn,
-                           void *ctx, json_t **next, struct core_err *e)
-{
-	const char *esid, *sid, *status;
-	enum core_status st;
-	json_t *n = NULL;
-	*next = NULL;
-	if ((st = fn(existing, &n, ctx, e)) != CORE_OK) {
-		json_decref(n);
-		if (e && !e->st)
-			core_fail(e, st, "%s", core_strerror(st));
-		return st;
-	}
-	if (!n)
-		return CORE_OK;
-	if (!json_is_object(n)) {
-		json_decref(n);
-		return core_fail(e, CORE_EINVAL, "save snapshot: the new row is not an object");
-	}
-	/* the members set below must not show in fn's object: a shallow copy
-	 * (the state, whole histories, stays shared) */
-	if (n == existing || n->refcount > 1) {
-		json_t *copy = json_copy(n);
-		json_decref(n);
-		if (!(n = copy))
-			return core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
-	}
-	json_object_set_new(n, "snapshotId", json_string(id));
-	if (existing && (esid = st_str(existing, "sessionId")) && *esid)
-		json_object_set_new(n, "sessionId", json_string(esid));
-	sid = st_str(n, "sessionId");
-	if (!sid || !*sid) {
-		json_decref(n);
-		return core_fail(e, CORE_EINVAL,
-		                 "store requires sessionId to be set on the snapshot");
-	}
-	if ((st = store_check_id(sid, "session ID", e)) != CORE_OK) {
-		json_decref(n);
-		return st;
-	}
-	status = st_str(n, "status");
-	if (!status || !*status)
-		json_object_set_new(n, "status", json_string("completed"));
-	*next = n;
-	return CORE_OK;
-}
-
 enum core_status store_save(struct store *s, const char *id, unsigned flags,
                             store_mutate_fn fn, void *ctx, json_t **persisted,
                             struct core_err *e)
@@ -385,16 +338,6 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
 	if (st == CORE_OK && deleted)
 		*deleted = n;
 	return st;
-}
-
-int st_prune_keeps(const json_t *row, size_t seen, size_t keep, int64_t before_ns)
-{
-	const char *created = st_str(row, "createdAt");
-	int64_t ns = 0;
-	if (!created || !st_time_ns(created, &ns))
-		ns = 0;
-	return seen == 0 || !store_status_terminal(st_str(row, "status")) ||
-	       (keep && seen < keep) || (before_ns && ns >= before_ns);
 }
 
 static enum core_status collect_session(const struct store_session_info *si, void *ctx)
