@@ -31,6 +31,11 @@ static const struct model_provider *const providers[] = {
 	&model_googleai,
 	&model_anthropic,
 	&model_ollama,
+#ifdef REGISTRY_TEST_ROW
+	/* tests/unit/provider_row_test.c: a provider that exists only in
+	 * the test, registered the way a new one is, by this one row */
+	REGISTRY_TEST_ROW,
+#endif
 };
 
 #define NPROVIDERS (sizeof providers / sizeof providers[0])
