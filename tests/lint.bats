@@ -2,8 +2,8 @@
 # scripts/lint, the style rules CI holds the tree to: banned calls, library
 # code that prints, placeholders, and the floors of libcore (no upward
 # include, no circle in the include graph, no circle of calls inside a
-# folder).  Each rule is shown to fail on
-# a copy of the tree with one line broken.
+# folder).  Each rule is shown to fail on a copy of the tree with one line
+# broken.
 
 load test_helper
 
