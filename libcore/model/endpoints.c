@@ -517,6 +517,30 @@ static void trim(struct core_buf *b)
 	b->len -= s;
 }
 
+/* How the credential command ended, as the call's outcome: a timeout
+ * (DEADLINE_EXCEEDED), a failure with its stderr's first line
+ * (UNAUTHENTICATED), or CORE_OK.  err is made valid text and trimmed. */
+static enum core_status cred_outcome(const struct endpoint *ep, const struct run_child *c,
+                                     struct core_buf *err, struct core_err *e)
+{
+	/* Outside bytes: its stderr may be quoted in a message or a row. */
+	core_buf_fix_text(err);
+	trim(err);
+	if (c->timed_out)
+		return core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish "
+		                 "within %d s", ep->name, CRED_TIMEOUT_MS / 1000);
+	if (!c->code && !c->signal)
+		return CORE_OK;
+	/* The first line of its stderr says why ("not logged in"), cut at a
+	 * character's boundary. */
+	size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
+	if (why > 200)
+		why = utf8_valid(err->p, 200);
+	return core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
+	                 c->signal ? "was killed by signal" : "exited", c->signal ? c->signal : c->code,
+	                 why ? ": " : "", (int)why, err->p ? err->p : "");
+}
+
 /*
  * Run the credential command: its stdout into out, its stderr (the start
  * of it, made valid UTF-8) into err, CRED_OUT_MAX bytes of each.  Bounded
@@ -542,24 +566,7 @@ static enum core_status run_command(const struct endpoint *ep, struct core_buf *
 		core_err_prefix(e, "%s: the credential command", ep->name);
 	free(argv);
 	free(env);
-	if (st)
-		return st;
-	/* Outside bytes: its stderr may be quoted in a message or a row. */
-	core_buf_fix_text(err);
-	trim(err);
-	if (c.timed_out)
-		return core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish "
-		                 "within %d s", ep->name, CRED_TIMEOUT_MS / 1000);
-	if (!c.code && !c.signal)
-		return CORE_OK;
-	/* The first line of its stderr says why ("not logged in"), cut at a
-	 * character's boundary. */
-	size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
-	if (why > 200)
-		why = utf8_valid(err->p, 200);
-	return core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
-	                 c.signal ? "was killed by signal" : "exited", c.signal ? c.signal : c.code,
-	                 why ? ": " : "", (int)why, err->p ? err->p : "");
+	return st ? st : cred_outcome(ep, &c, err, e);
 }
 
 /* A token from the command's output and the time it stops being valid. */
