@@ -14,6 +14,16 @@
 
 extern char **environ;
 
+/* Does add set the variable of entry (both "NAME=...")? */
+static int sets(const char *const *add, const char *entry)
+{
+	size_t len = strcspn(entry, "=");
+	for (; add && *add; add++)
+		if (strcspn(*add, "=") == len && !strncmp(*add, entry, len))
+			return 1;
+	return 0;
+}
+
 char **run_env(const char *const *allow, const char *const *add)
 {
 	size_t n = 0, k = 0;
@@ -27,7 +37,7 @@ char **run_env(const char *const *allow, const char *const *add)
 	for (char **p = environ; p && *p; p++) {
 		if (spawn_provider_key(*p) && !spawn_env_listed(allow, *p))
 			continue;
-		if (!spawn_env_listed(add, *p))
+		if (!sets(add, *p))
 			env[k++] = *p;
 	}
 	for (const char *const *a = add; a && *a; a++)
