@@ -1,28 +1,18 @@
 /* tools.c - tool manifests and parallel tool calls over pipes (no shell). */
 #include "tools.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <limits.h>
-#include <poll.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
-#include <time.h>
-#include <unistd.h>
 
 #include "../base/json.h"
 #include "../base/lines.h"
-#include "../base/spawn.h"
 #include "../base/utf8.h"
 #include "../base/util.h"
 #include "agent_trace.h"
-
-extern char **environ;
 
 #define MANIFEST_MAX ((size_t)1 << 20)
 #define STDERR_KEEP 2048
@@ -315,60 +305,30 @@ void tool_call_release(struct tool_call *c)
 	core_buf_release(&c->err_buf);
 }
 
-/* The child's environment: ours minus provider keys and stale context, plus
- * the turn's context and, when tracing, the tool span's TRACEPARENT.  One
- * block of strings owned by *env. */
-static char **build_env(const struct tool *t, const struct tool_context *ctx,
-                        const struct trace_span *span)
+/* The turn's context and, when tracing, the tool span's TRACEPARENT, as
+ * the "NAME=VALUE" entries the child's environment adds (they replace ours).
+ * A new vector (core_strv_free()), NULL when out of memory. */
+static char **context_env(const struct tool_context *ctx, const struct trace_span *span)
 {
-	size_t n = 0;
-	char tp[AGENT_TRACE_ENV_MAX];
-	static const char *const tp_var[] = { "TRACEPARENT", NULL };
-	int traced = !agent_trace_env(span, tp);
-	for (char **p = environ; p && *p; p++)
-		n++;
-	char **env = calloc(n + 6, sizeof *env);
-	if (!env)
-		return NULL;
+	char tp[AGENT_TRACE_ENV_MAX], num[32];
+	char **add = calloc(6, sizeof *add);
 	size_t k = 0;
-	if (traced && !(env[k++] = strdup(tp)))
+	if (!add)
+		return NULL;
+	if (!agent_trace_env(span, tp) && !(add[k++] = strdup(tp)))
 		goto nomem;
-	for (char **p = environ; p && *p; p++) {
-		if (spawn_env_listed(context_vars, *p) || (traced && spawn_env_listed(tp_var, *p)))
-			continue;
-		if (spawn_provider_key(*p)
-		    && !spawn_env_listed((const char *const *)t->env_allow, *p))
-			continue;
-		if (!(env[k++] = strdup(*p)))
-			goto nomem;
-	}
-	char num[32];
 	snprintf(num, sizeof num, "%ld", ctx->turn_index);
 	const char *vals[] = { ctx->session_id, ctx->snapshot_id, ctx->parent_snapshot_id, num };
 	for (int i = 0; i < 4; i++) {
 		size_t len = strlen(context_vars[i]) + strlen(vals[i] ? vals[i] : "") + 2;
-		if (!(env[k] = malloc(len)))
+		if (!(add[k] = malloc(len)))
 			goto nomem;
-		snprintf(env[k++], len, "%s=%s", context_vars[i], vals[i] ? vals[i] : "");
+		snprintf(add[k++], len, "%s=%s", context_vars[i], vals[i] ? vals[i] : "");
 	}
-	return env;
+	return add;
 nomem:
-	core_strv_free(env);
+	core_strv_free(add);
 	return NULL;
-}
-
-static enum core_status spawn(struct tool_call *c, char **env, struct core_err *e)
-{
-	struct spawn sp;
-	char what[300];
-	snprintf(what, sizeof what, "tool '%s'", c->tool->name);
-	if (spawn_start(c->tool->argv, env, what, &sp, e))
-		return e->st;
-	c->pid = sp.pid;
-	c->in_fd = sp.in_fd;
-	c->out_fd = sp.out_fd;
-	c->err_fd = sp.err_fd;
-	return CORE_OK;
 }
 
 /* Mark the call failed (first failure wins) and stop the tool. */
@@ -385,11 +345,7 @@ static void call_fail(struct tool_call *c, enum core_status st, const char *fmt,
 		va_end(ap);
 		utf8_fix_cstr(c->err.msg, sizeof c->err.msg);  /* the tool's stderr is in it */
 	}
-	if (c->pid > 0 && !c->killed) {
-		kill(-c->pid, SIGKILL);
-		kill(c->pid, SIGKILL);
-		c->killed = 1;
-	}
+	run_kill(&c->run);
 }
 
 static void handle_line(struct tool_call *c, const char *line, size_t len, size_t lineno,
@@ -488,7 +444,7 @@ static void drain_lines(struct tool_call *c, const struct tool_events *ev, int e
 	}
 }
 
-static void finish(struct tool_call *c, int status)
+static void finish(struct tool_call *c)
 {
 	char tail[STDERR_KEEP + 16] = "";
 	if (c->err_buf.len) {
@@ -499,106 +455,67 @@ static void finish(struct tool_call *c, int status)
 		if (n)
 			snprintf(tail, sizeof tail, ": %.*s", (int)n, c->err_buf.p);
 	}
-	if (c->timed_out) {
+	if (c->run.timed_out) {
 		c->st = CORE_OK;
 		call_fail(c, CORE_EDEADLINE, "timed out after %lldms%s%s", (long long)c->tool->timeout_ms,
-		          c->timed_out == 2 ? " (it had exited without a final line; a process it started kept its "
+		          c->run.timed_out == 2 ? " (it had exited without a final line; a process it started kept its "
 		                      "output open)" : "", tail);
 		return;
 	}
+	if (c->run.cancelled)
+		call_fail(c, CORE_ECANCELLED, "cancelled");
 	if (c->st != CORE_OK) {
 		size_t len = strlen(c->err.msg);
 		snprintf(c->err.msg + len, sizeof c->err.msg - len, "%s", tail);
 		utf8_fix_cstr(c->err.msg, sizeof c->err.msg);
 		return;
 	}
-	if (WIFSIGNALED(status)) {
-		call_fail(c, CORE_EINTERNAL, "killed by signal %d%s", WTERMSIG(status), tail);
-	} else if (WIFEXITED(status) && WEXITSTATUS(status) != 0) {
-		call_fail(c, CORE_EINTERNAL, "exited with status %d%s", WEXITSTATUS(status), tail);
+	if (c->run.signal) {
+		call_fail(c, CORE_EINTERNAL, "killed by signal %d%s", c->run.signal, tail);
+	} else if (c->run.code) {
+		call_fail(c, CORE_EINTERNAL, "exited with status %d%s", c->run.code, tail);
 	} else if (!c->output && !c->interrupt) {
 		call_fail(c, CORE_EINTERNAL, "exited without an output or interrupt line%s", tail);
 	}
 }
 
-/* Read what is there on fd into b (err_buf keeps its first STDERR_KEEP
- * bytes, stdout is capped at maxOutputBytes and dropped once the call has
- * failed); returns 1 at end of file or on error, -1 when nothing was
- * there, 0 after a read. */
-static int pump(int fd, struct core_buf *b, int is_err, struct tool_call *c)
+/* The tool's stdout as it comes (capped at maxOutputBytes, dropped once
+ * the call has failed), its lines handled as they complete; (NULL, 0): its
+ * end. */
+static void tool_out(struct run_child *rc, const char *p, size_t n)
 {
-	char tmp[65536];
-	ssize_t r = read(fd, tmp, sizeof tmp);
-	if (r < 0)
-		return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? -1 : 1;
-	if (r == 0)
-		return 1;
-	if (is_err) {
-		if (b->len < STDERR_KEEP)
-			core_buf_add(b, tmp, (size_t)r > STDERR_KEEP - b->len ? STDERR_KEEP - b->len : (size_t)r);
-	} else if (c->st != CORE_OK) {
-		/* Failed and killed: what is still in the pipe is not looked at. */
-	} else if ((c->out_bytes += (size_t)r) > c->tool->max_output_bytes) {
+	struct tool_call *c = rc->ctx;
+	if (!p) {
+		drain_lines(c, c->ev, 1);
+		return;
+	}
+	if (c->st != CORE_OK)
+		return;
+	if ((c->out_bytes += n) > c->tool->max_output_bytes)
 		call_fail(c, CORE_EINTERNAL, "wrote more than %zu bytes on stdout (the limit; set "
 		          "\"maxOutputBytes\" in %s to raise it)", c->tool->max_output_bytes,
 		          c->tool->manifest);
-	} else if (core_buf_add(b, tmp, (size_t)r)) {
+	else if (core_buf_add(&c->out_buf, p, n))
 		call_fail(c, CORE_EINTERNAL, "wrote a line longer than %zu bytes", (size_t)TOOL_LINE_MAX);
-	}
-	return 0;
+	drain_lines(c, c->ev, 0);
 }
 
-/*
- * Has the tool itself ended?  Seen with WNOWAIT: the zombie keeps its pid,
- * which is its process group's ID, from being reused until we reap it, so
- * kill(-pid) can never reach a stranger's group.
- */
-static void note_exit(struct tool_call *c, int64_t now)
+/* A tool that exited 0 without a final line is waited for until the
+ * timeout: something it started may still print it.  Waiting cannot
+ * change the outcome of one that printed it, or failed. */
+static int tool_holds(struct run_child *rc)
 {
-	siginfo_t si;
-	if (c->exited || c->pid <= 0)
-		return;
-	memset(&si, 0, sizeof si);
-	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0) {
-		if (errno != ECHILD)
-			return;
-		/* Reaped behind our back (SIGCHLD ignored): its pid is no
-		 * longer ours to signal. */
-		c->pid = 0;
-		si.si_code = CLD_EXITED;
-	} else if (si.si_pid == 0) {
-		return;
-	}
-	c->exited = 1;
-	c->exited_ok = si.si_code == CLD_EXITED && si.si_status == 0;
-	c->exited_at = now;
+	struct tool_call *c = rc->ctx;
+	return rc->exited_ok && c->st == CORE_OK && !c->output && !c->interrupt;
 }
 
-/*
- * The tool has exited but something it started still holds its stdout or
- * stderr: once the grace is over, and when waiting cannot change the
- * outcome (it printed its final line, or it failed), kill the group, take
- * what is already in the pipes and close them.
- */
-static void cut_pipes(struct tool_call *c, const struct tool_events *ev, int64_t now)
+static void tool_done(struct run_child *rc)
 {
-	if (!c->exited || (c->out_fd < 0 && c->err_fd < 0) || now - c->exited_at < TOOL_PIPE_GRACE_MS)
-		return;
-	if (c->exited_ok && c->st == CORE_OK && !c->output && !c->interrupt)
-		return;
-	if (c->pid > 0)
-		kill(-c->pid, SIGKILL);
-	c->killed = 1;
-	/* What a pipe holds (64 KiB by default, 1 MiB at most): a writer that
-	 * left the group could go on for ever. */
-	for (int i = 0; i < 16 && c->out_fd >= 0 && pump(c->out_fd, &c->out_buf, 0, c) == 0; i++)
-		;
-	for (int i = 0; i < 16 && c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) == 0; i++)
-		;
-	if (c->out_fd >= 0)
-		drain_lines(c, ev, 1);
-	spawn_close_fd(&c->out_fd);
-	spawn_close_fd(&c->err_fd);
+	struct tool_call *c = rc->ctx;
+	if (c->poll_err->st)
+		call_fail(c, c->poll_err->st, "cannot run tools: %s", c->poll_err->msg);
+	finish(c);
+	agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 }
 
 /* The in-process tools (an MCP server's) of a round, one at a time, before
@@ -612,10 +529,9 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		struct tool_call *c = &calls[i];
 		if (!c->tool->call)
 			continue;
-		c->pid = -1;
-		c->in_fd = c->out_fd = c->err_fd = -1;
+		memset(&c->run, 0, sizeof c->run);
+		c->run.done = 1;
 		c->output = c->interrupt = NULL;
-		c->done = 1;
 		core_buf_init(&c->stdin_buf, 0);
 		core_buf_init(&c->out_buf, 0);
 		core_buf_init(&c->err_buf, 0);
@@ -641,14 +557,11 @@ static enum core_status prepare_executable(struct tool_call *c, const json_t *cu
                                            const struct tool_context *ctx)
 {
 	enum core_status st;
-	c->pid = -1;
-	c->in_fd = c->out_fd = c->err_fd = -1;
+	memset(&c->run, 0, sizeof c->run);
+	c->run.done = 1;
 	c->st = CORE_OK;
 	c->output = c->interrupt = NULL;
-	c->done = c->timed_out = c->killed = 0;
-	c->exited = c->exited_ok = 0;
-	c->kill_at = c->exited_at = 0;
-	c->stdin_off = c->out_lines = c->out_bytes = c->out_values = 0;
+	c->out_lines = c->out_bytes = c->out_values = 0;
 	core_buf_init(&c->stdin_buf, CORE_BUF_UNLIMITED);
 	core_buf_init(&c->out_buf, TOOL_LINE_MAX);
 	core_buf_init(&c->err_buf, STDERR_KEEP + 1);
@@ -672,161 +585,75 @@ static enum core_status prepare_executable(struct tool_call *c, const json_t *cu
 	return CORE_OK;
 }
 
+/* Start an executable call (its span begun): its stdin line, its
+ * environment, the bounds of its run.  CORE_ENOMEM (nothing started), or
+ * run_start()'s failure (the span ended with it). */
+static enum core_status start_call(struct tool_call *c, const json_t *custom,
+                                   const struct tool_context *ctx, struct core_err *e)
+{
+	enum core_status st;
+	char **add = NULL, **env = NULL, what[300];
+	if (prepare_executable(c, custom, ctx))
+		return CORE_ENOMEM;
+	c->span = agent_trace_tool_begin(c->tool->name, c->input);
+	if (!(add = context_env(ctx, c->span)) ||
+	    !(env = run_env((const char *const *)c->tool->env_allow, (const char *const *)add))) {
+		core_strv_free(add);
+		return CORE_ENOMEM;
+	}
+	snprintf(what, sizeof what, "tool '%s'", c->tool->name);
+	c->run = (struct run_child){
+		.argv = c->tool->argv, .env = env, .what = what,
+		.in = c->stdin_buf.p, .in_len = c->stdin_buf.len,
+		.timeout_ms = c->tool->timeout_ms, .cancel_grace_ms = TOOL_KILL_GRACE_MS,
+		.err = &c->err_buf, .err_keep = STDERR_KEEP,
+		.on_out = tool_out, .hold_pipes = tool_holds, .on_done = tool_done, .ctx = c,
+	};
+	st = run_start(&c->run, e);
+	free(env);
+	core_strv_free(add);
+	if (st)
+		agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
+	return st;
+}
+
 enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *custom,
                            const struct tool_context *ctx, const struct tool_events *ev,
                            struct core_err *e)
 {
+	struct run_child **runs = calloc(n + 1, sizeof *runs);
+	struct core_err pe = { 0 };
 	enum core_status st = CORE_OK;
-	struct pollfd *pfd = calloc(3 * n + 1, sizeof *pfd);
-	if (!pfd)
+	size_t k = 0;
+	if (!runs)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	int64_t now = core_now_mono_ms();
-	size_t started = 0;
-
-	if ((st = run_in_process(calls, n, ctx, ev, e))) {
-		free(pfd);
-		return st;
-	}
-	now = core_now_mono_ms();
-	for (size_t i = 0; i < n; i++) {
+	if ((st = run_in_process(calls, n, ctx, ev, e)))
+		goto out;
+	for (size_t i = 0; i < n && !st; i++) {
 		struct tool_call *c = &calls[i];
-		started = i + 1;
 		if (c->tool->call)
 			continue;
-		if (prepare_executable(c, custom, ctx))
+		c->ev = ev;
+		c->poll_err = &pe;
+		if ((st = start_call(c, custom, ctx, e)) == CORE_ENOMEM)
 			goto nomem;
-		c->span = agent_trace_tool_begin(c->tool->name, c->input);
-		char **env = build_env(c->tool, ctx, c->span);
-		if (!env)
-			goto nomem;
-		st = spawn(c, env, e);
-		core_strv_free(env);
-		if (st) {
-			agent_trace_tool_end(c->span, st, e->msg, NULL, NULL);
-			/* Stop the ones already started before reporting. */
-			for (size_t j = 0; j < i; j++)
-				if (!calls[j].tool->call)
-					call_fail(&calls[j], st, "%s", e->msg);
-			n = i;
-			break;
-		}
-		c->deadline = now + c->tool->timeout_ms;
+		/* A start that failed stops the ones already started. */
+		for (size_t j = 0; st && j < k; j++)
+			call_fail(runs[j]->ctx, st, "%s", e->msg);
+		if (!st)
+			runs[k++] = &c->run;
 	}
-
-	for (;;) {
-		size_t k = 0, live = 0;
-		int cancel = ev && ev->cancelled && ev->cancelled(ev->ctx);
-		int64_t wait_ms = ev && ev->cancelled ? TOOL_CANCEL_POLL_MS : 50;
-		now = core_now_mono_ms();
-		for (size_t i = 0; i < n; i++) {
-			struct tool_call *c = &calls[i];
-			if (c->done)
-				continue;
-			if (cancel && !c->killed) {
-				/* The caller stopped: ask the tool's group to end, then
-				 * force it after the grace. */
-				if (!c->kill_at) {
-					if (c->st == CORE_OK) {
-						c->st = c->err.st = CORE_ECANCELLED;
-						snprintf(c->err.msg, sizeof c->err.msg, "cancelled");
-					}
-					if (c->pid > 0) {
-						kill(-c->pid, SIGTERM);
-						kill(c->pid, SIGTERM);
-					}
-					c->kill_at = now + TOOL_KILL_GRACE_MS;
-				} else if (now >= c->kill_at) {
-					call_fail(c, CORE_ECANCELLED, "cancelled");
-				}
-			}
-			if (!c->killed && !c->kill_at && now >= c->deadline) {
-				/* 2: it had exited, something it started held a pipe */
-				c->timed_out = c->exited ? 2 : 1;
-				call_fail(c, CORE_EDEADLINE, "timed out");
-			}
-			note_exit(c, now);
-			cut_pipes(c, ev, now);
-			if (c->in_fd >= 0 && c->killed)
-				spawn_close_fd(&c->in_fd);
-			if (c->in_fd >= 0)
-				pfd[k++] = (struct pollfd){ .fd = c->in_fd, .events = POLLOUT };
-			if (c->out_fd >= 0)
-				pfd[k++] = (struct pollfd){ .fd = c->out_fd, .events = POLLIN };
-			if (c->err_fd >= 0)
-				pfd[k++] = (struct pollfd){ .fd = c->err_fd, .events = POLLIN };
-			if (c->out_fd < 0 && c->err_fd < 0) {
-				if (c->exited) {
-					/* Whatever it left running goes with it. */
-					int status = 0;
-					pid_t r = -1;
-					if (c->pid > 0)
-						kill(-c->pid, SIGKILL);
-					while (c->pid > 0 && (r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
-						;
-					c->done = 1;
-					c->pid = -1;
-					spawn_close_fd(&c->in_fd);
-					finish(c, r > 0 ? status : 0);
-					agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
-					continue;
-				}
-				wait_ms = 5;
-			}
-			live++;
-			if (!c->killed && c->deadline - now < wait_ms)
-				wait_ms = c->deadline - now > 0 ? c->deadline - now : 0;
-			if (c->exited && now - c->exited_at < TOOL_PIPE_GRACE_MS
-			    && c->exited_at + TOOL_PIPE_GRACE_MS - now < wait_ms)
-				wait_ms = c->exited_at + TOOL_PIPE_GRACE_MS - now;
-		}
-		if (!live)
-			break;
-		if (k && poll(pfd, k, (int)wait_ms) < 0 && errno != EINTR) {
-			st = core_fail_sys(e, "cannot run tools: poll");
-			for (size_t i = 0; i < n; i++)
-				call_fail(&calls[i], st, "%s", e->msg);
-			/* Reap below on the next rounds. */
-		}
-		if (!k)
-			poll(NULL, 0, (int)wait_ms);
-		for (size_t i = 0; i < n; i++) {
-			struct tool_call *c = &calls[i];
-			if (c->done)
-				continue;
-			if (c->in_fd >= 0) {
-				size_t left = c->stdin_buf.len - c->stdin_off;
-				ssize_t w = left ? write(c->in_fd, c->stdin_buf.p + c->stdin_off, left) : 0;
-				if (w > 0)
-					c->stdin_off += (size_t)w;
-				/* EPIPE: the tool did not read its input; that is its business. */
-				if ((w < 0 && errno != EAGAIN && errno != EINTR) || c->stdin_off == c->stdin_buf.len)
-					spawn_close_fd(&c->in_fd);
-			}
-			if (c->out_fd >= 0) {
-				int eof = pump(c->out_fd, &c->out_buf, 0, c) > 0;
-				drain_lines(c, ev, eof);
-				if (eof)
-					spawn_close_fd(&c->out_fd);
-			}
-			if (c->err_fd >= 0 && pump(c->err_fd, &c->err_buf, 1, c) > 0)
-				spawn_close_fd(&c->err_fd);
-		}
+	if (run_wait_all(runs, k, ev ? ev->cancelled : NULL, ev ? ev->ctx : NULL, &pe) && !st) {
+		st = core_fail(e, pe.st, "cannot run tools: %s", pe.msg);
+		for (size_t j = 0; j < k; j++)
+			call_fail(runs[j]->ctx, st, "%s", e->msg);
 	}
-	free(pfd);
-	return st;
+	goto out;
 nomem:
 	st = core_fail(e, CORE_ENOMEM, "out of memory");
-	for (size_t i = 0; i < started; i++) {
-		struct tool_call *c = &calls[i];
-		if (c->pid > 0) {
-			kill(-c->pid, SIGKILL);
-			waitpid(c->pid, NULL, 0);
-			c->pid = -1;
-		}
-		spawn_close_fd(&c->in_fd);
-		spawn_close_fd(&c->out_fd);
-		spawn_close_fd(&c->err_fd);
-	}
-	free(pfd);
+	for (size_t j = 0; j < k; j++)
+		run_child_release(runs[j]);
+out:
+	free(runs);
 	return st;
 }

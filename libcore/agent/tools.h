@@ -48,6 +48,7 @@
 #include <jansson.h>
 
 #include "../base/buf.h"
+#include "../base/run.h"
 #include "../base/status.h"
 
 #define TOOL_DEFAULT_TIMEOUT_MS 60000
@@ -55,7 +56,7 @@
 #define TOOL_DEFAULT_MAX_OUTPUT_BYTES ((size_t)64 << 20)
 #define TOOL_DEFAULT_MAX_OUTPUT_LINES ((size_t)100000)
 /* How long the pipes may stay open after the tool itself has exited. */
-#define TOOL_PIPE_GRACE_MS 200
+#define TOOL_PIPE_GRACE_MS RUN_PIPE_GRACE_MS
 
 struct tool;
 struct tool_context;
@@ -146,7 +147,7 @@ struct tool_events {
 	int (*cancelled)(void *ctx);
 };
 
-#define TOOL_CANCEL_POLL_MS 20
+#define TOOL_CANCEL_POLL_MS RUN_CANCEL_POLL_MS
 #define TOOL_KILL_GRACE_MS 2000
 
 /* One call: fill tool and input (and resumed), read the results. */
@@ -164,15 +165,11 @@ struct tool_call {
 	json_t *parts;             /* out: array of parts from {"part"} lines (owned) */
 
 	/* Private to tools.c. */
-	pid_t pid;
-	int in_fd, out_fd, err_fd;
+	struct run_child run;
 	struct core_buf stdin_buf, out_buf, err_buf;
-	size_t stdin_off, out_lines, out_bytes, out_values;
-	int64_t deadline;
-	int done, timed_out, killed;
-	int exited, exited_ok;     /* the tool itself ended (not reaped yet); with status 0 */
-	int64_t exited_at;
-	int64_t kill_at;           /* cancelled: SIGKILL at this time (0: not yet TERMed) */
+	size_t out_lines, out_bytes, out_values;
+	const struct tool_events *ev;
+	const struct core_err *poll_err;
 	struct trace_span *span;   /* its span while it runs (agent_trace.h), or NULL */
 };
 

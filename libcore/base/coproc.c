@@ -13,51 +13,12 @@
 
 #include "json.h"
 #include "lines.h"
+#include "run.h"
 #include "spawn.h"
 #include "util.h"
 
-extern char **environ;
-
 /* Longest wait between cancellation checks and reap attempts. */
 #define SLICE_MS 50
-
-static int name_is(const char *entry, const char *name, size_t n)
-{
-	return !strncmp(entry, name, n) && entry[n] == '=';
-}
-
-static size_t name_len(const char *entry)
-{
-	const char *eq = strchr(entry, '=');
-	return eq ? (size_t)(eq - entry) : strlen(entry);
-}
-
-/* Our environment minus provider keys and names env_add sets, plus env_add.
- * The array is new, the strings are borrowed (they outlive the fork). */
-static char **child_env(const char *const *env_add)
-{
-	size_t n = 0, k = 0;
-	for (char **p = environ; p && *p; p++)
-		n++;
-	for (const char *const *a = env_add; a && *a; a++)
-		n++;
-	char **env = calloc(n + 1, sizeof *env);
-	if (!env)
-		return NULL;
-	for (char **p = environ; p && *p; p++) {
-		size_t len = name_len(*p);
-		int drop = 0;
-		drop = spawn_provider_key(*p);
-		for (const char *const *a = env_add; a && *a && !drop; a++)
-			drop = name_len(*a) == len && name_is(*a, *p, len);
-		if (!drop)
-			env[k++] = *p;
-	}
-	for (const char *const *a = env_add; a && *a; a++)
-		env[k++] = (char *)*a;
-	env[k] = NULL;
-	return env;
-}
 
 /*
  * Whether cmd is one simple command (no operators, redirections,
@@ -102,7 +63,7 @@ static struct coproc *start(char *const argv[], const char *cwd, const char *wha
 	char **env = NULL;
 	if (c)
 		c->in_fd = c->out_fd = c->err_fd = -1;
-	if (!c || !(c->what = strdup(what)) || !(env = child_env(env_add))) {
+	if (!c || !(c->what = strdup(what)) || !(env = run_env(NULL, env_add))) {
 		free(env);
 		coproc_free(c);
 		core_fail(e, CORE_ENOMEM, "out of memory");

@@ -2,15 +2,12 @@
 #include "endpoints.h"
 
 #include <errno.h>
-#include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include "../base/buf.h"
@@ -18,18 +15,12 @@
 #include "../base/http.h"
 #include "../base/json.h"
 #include "provider_common.h"
-#include "../base/spawn.h"
+#include "../base/run.h"
 #include "../base/utf8.h"
 #include "../base/util.h"
 
-extern char **environ;
-
 #define FILE_MAX ((size_t)1 << 20)         /* a models file is small */
 #define CRED_TIMEOUT_MS 30000
-/* After the credential command exited, how long something it started may
- * still hold its stdout or stderr before the group is killed (a tool's
- * TOOL_PIPE_GRACE_MS). */
-#define CRED_PIPE_GRACE_MS 200
 #define CRED_OUT_MAX ((size_t)64 << 10)
 #define CRED_TTL_MS (5 * 60 * 1000)        /* a plain-text token's default life */
 #define CRED_MARGIN_NS ((int64_t)30 * 1000000000)
@@ -513,19 +504,6 @@ static enum core_status add_encoded(struct core_buf *out, const char *s)
 	return st;
 }
 
-/* The environment of the credential command: ours minus every key. */
-static char **cred_env(void)
-{
-	size_t n = 0, k = 0;
-	for (char **p = environ; p && *p; p++)
-		n++;
-	char **env = calloc(n + 1, sizeof *env);
-	for (char **p = environ; env && p && *p; p++)
-		if (!spawn_provider_key(*p))
-			env[k++] = *p;
-	return env;
-}
-
 static void trim(struct core_buf *b)
 {
 	size_t s = 0;
@@ -539,127 +517,56 @@ static void trim(struct core_buf *b)
 	b->len -= s;
 }
 
-/*
- * Has the credential command itself ended?  Seen with WNOWAIT, as tools.c
- * does: the zombie keeps its pid, its process group's ID, from being
- * reused until it is reaped, so kill(-pid) never reaches a stranger.
- */
-static int cred_exited(pid_t pid)
+/* How the credential command ended, as the call's outcome: a timeout
+ * (DEADLINE_EXCEEDED), a failure with its stderr's first line
+ * (UNAUTHENTICATED), or CORE_OK.  err is made valid text and trimmed. */
+static enum core_status cred_outcome(const struct endpoint *ep, const struct run_child *c,
+                                     struct core_buf *err, struct core_err *e)
 {
-	siginfo_t si;
-	memset(&si, 0, sizeof si);
-	if (waitid(P_PID, (id_t)pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0)
-		return errno == ECHILD;
-	return si.si_pid != 0;
-}
-
-/* Read what fd has now into b (bounded); close it at its end or error.
- * Returns 1 when no more is there for now. */
-static int cred_pump(int *fd, struct core_buf *b)
-{
-	char buf[4096];
-	ssize_t r = read(*fd, buf, sizeof buf);
-	if (r > 0) {
-		if (b->len + (size_t)r <= CRED_OUT_MAX)
-			core_buf_add(b, buf, (size_t)r);
-		return 0;
-	}
-	if (r == 0 || (errno != EAGAIN && errno != EINTR))
-		spawn_close_fd(fd);
-	return 1;
+	/* Outside bytes: its stderr may be quoted in a message or a row. */
+	core_buf_fix_text(err);
+	trim(err);
+	if (c->timed_out)
+		return core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish "
+		                 "within %d s", ep->name, CRED_TIMEOUT_MS / 1000);
+	if (!c->code && !c->signal)
+		return CORE_OK;
+	/* The first line of its stderr says why ("not logged in"), cut at a
+	 * character's boundary. */
+	size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
+	if (why > 200)
+		why = utf8_valid(err->p, 200);
+	return core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
+	                 c->signal ? "was killed by signal" : "exited", c->signal ? c->signal : c->code,
+	                 why ? ": " : "", (int)why, err->p ? err->p : "");
 }
 
 /*
  * Run the credential command: its stdout into out, its stderr (the start
- * of it, made valid UTF-8) into err.  Bounded by CRED_TIMEOUT_MS.  Its
- * process group is killed when it ends (what it left running goes with
- * it) or when the time passes; a process it started that still holds its
- * stdout or stderr CRED_PIPE_GRACE_MS after it exited is not waited for.
+ * of it, made valid UTF-8) into err, CRED_OUT_MAX bytes of each.  Bounded
+ * by CRED_TIMEOUT_MS; run.h says how it ends (what it left running goes
+ * with it).
  */
 static enum core_status run_command(const struct endpoint *ep, struct core_buf *out,
                                     struct core_buf *err, struct core_err *e)
 {
-	size_t n = json_array_size(ep->cred_cmd), i;
-	char **argv = calloc(n + 1, sizeof *argv), **env = cred_env();
-	struct spawn sp = { -1, -1, -1, -1 };
-	int64_t deadline = core_now_mono_ms() + CRED_TIMEOUT_MS, exited_at = 0;
+	size_t n = json_array_size(ep->cred_cmd);
+	char **argv = calloc(n + 1, sizeof *argv), **env = run_env(NULL, NULL);
+	struct run_child c = { .argv = argv, .env = env, .what = "the credential command",
+	                       .timeout_ms = CRED_TIMEOUT_MS, .out = out, .out_keep = CRED_OUT_MAX,
+	                       .err = err, .err_keep = CRED_OUT_MAX }, *cp = &c;
 	enum core_status st = CORE_OK;
-	int status = 0, timed_out = 0;
-	if (!argv || !env) {
+	if (!argv || !env)
 		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
-		goto out;
-	}
-	for (i = 0; i < n; i++)
+	for (size_t i = 0; !st && i < n; i++)
 		argv[i] = (char *)json_string_value(json_array_get(ep->cred_cmd, i));
-	if ((st = spawn_start(argv, env, "the credential command", &sp, e))) {
+	if (!st && (st = run_start(&c, e)))
 		core_err_prefix(e, "%s", ep->name);
-		goto out;
-	}
-	spawn_close_fd(&sp.in_fd);
-	while (sp.out_fd >= 0 || sp.err_fd >= 0) {
-		struct pollfd pf[2] = { { sp.out_fd, POLLIN, 0 }, { sp.err_fd, POLLIN, 0 } };
-		int64_t now = core_now_mono_ms(), left = deadline - now, wait;
-		if (left <= 0) {
-			timed_out = 1;
-			break;
-		}
-		if (!exited_at && cred_exited(sp.pid))
-			exited_at = now;
-		if (exited_at && now - exited_at >= CRED_PIPE_GRACE_MS) {
-			/* Done, but something it started holds a pipe: take
-			 * what the pipes hold (64 KiB by default) and stop. */
-			kill(-sp.pid, SIGKILL);
-			for (int k = 0; k < 64 && sp.out_fd >= 0 && !cred_pump(&sp.out_fd, out); k++)
-				;
-			for (int k = 0; k < 64 && sp.err_fd >= 0 && !cred_pump(&sp.err_fd, err); k++)
-				;
-			break;
-		}
-		/* Until it exits, look every 20 ms whether it did: its pipes
-		 * may stay open after it. */
-		wait = exited_at ? exited_at + CRED_PIPE_GRACE_MS - now : 20;
-		if (wait > left)
-			wait = left;
-		if (poll(pf, 2, (int)wait) < 0 && errno != EINTR) {
-			st = core_fail_sys(e, "%s: the credential command: poll", ep->name);
-			break;
-		}
-		for (int j = 0; j < 2; j++) {
-			int *fd = j ? &sp.err_fd : &sp.out_fd;
-			if (*fd >= 0 && (pf[j].revents & (POLLIN | POLLHUP | POLLERR)))
-				cred_pump(fd, j ? err : out);
-		}
-	}
-	/* Whatever it left running goes with it (as a tool's). */
-	kill(-sp.pid, SIGKILL);
-	while (waitpid(sp.pid, &status, 0) < 0 && errno == EINTR)
-		;
-	if (st)
-		goto out;
-	/* Outside bytes: its stderr may be quoted in a message or a row. */
-	core_buf_fix_text(err);
-	trim(err);
-	if (timed_out)
-		st = core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish within "
-		               "%d s", ep->name, CRED_TIMEOUT_MS / 1000);
-	else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
-		/* The first line of its stderr says why ("not logged in"),
-		 * cut at a character's boundary. */
-		size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
-		if (why > 200)
-			why = utf8_valid(err->p, 200);
-		st = core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
-		               WIFEXITED(status) ? "exited" : "was killed by signal",
-		               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
-		               why ? ": " : "", (int)why, err->p ? err->p : "");
-	}
-out:
-	spawn_close_fd(&sp.out_fd);
-	spawn_close_fd(&sp.err_fd);
-	spawn_close_fd(&sp.in_fd);
+	else if (!st && (st = run_wait_all(&cp, 1, NULL, NULL, e)))
+		core_err_prefix(e, "%s: the credential command", ep->name);
 	free(argv);
 	free(env);
-	return st;
+	return st ? st : cred_outcome(ep, &c, err, e);
 }
 
 /* A token from the command's output and the time it stops being valid. */
