@@ -239,7 +239,7 @@ JSON
 	assert_equal "$(wc -l <cred.count)" 2
 }
 
-@test "a failing credential command fails the turn with its message, never a token" {
+@test "a failing credential command fails the turn with its message, valid UTF-8, never a token" {
 	cat >cred.sh <<'SH'
 #!/bin/sh
 echo "not logged in: run 'gcloud auth login'" >&2
@@ -254,6 +254,17 @@ JSON
 	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
 	assert_equal "$(last | jq -c .output.error)" \
 		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: gw: the credential command exited 3: not logged in: run 'gcloud auth login'\"}"
+	# stderr that is not UTF-8 keeps its message, each bad byte U+FFFD
+	printf '#!/bin/sh\nprintf "not logged in \\377 here\\n" >&2\nexit 3\n' >cred.sh
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -c .output.error)" \
+		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command exited 3: not logged in � here"}'
+	# The start of a long line is cut at a character's boundary, not
+	# inside one ("é" is bytes 200 and 201).
+	long=$(printf 'x%.0s' $(seq 1 199))
+	printf '#!/bin/sh\nprintf "%sé and more\\n" >&2\nexit 3\n' "$long" >cred.sh
+	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$(last | jq -r .output.error.message)" "generate: gw: the credential command exited 3: $long"
 }
 
 @test "a bad models file: exit 101, the message names the file and the spot, never a value" {
@@ -537,23 +548,6 @@ JSON
 	[ -z "$st" ] || [[ $st == Z* ]] || fail "the command's child outlived it ($st)"
 }
 
-@test "a credential command's stderr that is not UTF-8 keeps its message" {
-	printf '#!/bin/sh\nprintf "not logged in \\377 here\\n" >&2\nexit 3\n' >cred.sh
-	chmod +x cred.sh
-	models_file <<JSON
-{"endpoints": {"gw": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
-  "credentialCommand": ["$BATS_TEST_TMPDIR/cred.sh"]}}}
-JSON
-	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
-	assert_equal "$(last | jq -c .output.error)" \
-		'{"status":"UNAUTHENTICATED","message":"generate: gw: the credential command exited 3: not logged in � here"}'
-	# The start of a long line is cut at a character's boundary, not
-	# inside one ("é" is bytes 200 and 201).
-	long=$(printf 'x%.0s' $(seq 1 199))
-	printf '#!/bin/sh\nprintf "%sé and more\\n" >&2\nexit 3\n' "$long" >cred.sh
-	run -1 --separate-stderr agent-run --no-store --model gw/m -m hi
-	assert_equal "$(last | jq -r .output.error.message)" "generate: gw: the credential command exited 3: $long"
-}
 
 @test "an endpoint's \"timeout\" bounds each of its calls, and wins over AGENTKIT_MODEL_TIMEOUT" {
 	second_mock slow openai k-slow-1 '{"text":"Hello there world","trickle":100}'

@@ -245,6 +245,16 @@ launcher_and_worker() {
 # ms: milliseconds on the clock, for bounds far from what they bound.
 ms() { echo $(($(date +%s%N) / 1000000)); }
 
+# worker_logged ID TEXT: the detached run ID has ended, and its worker's
+# log has TEXT (the worker writes its last lines just after the row).
+worker_logged() {
+	run -0 timeout 20 agent-wait "$1"
+	for _ in $(seq 1 100); do
+		[[ $(agent-snap worker-log "$1") == *"$2"* ]] && break
+		sleep 0.05
+	done
+}
+
 @test "otlp: turns never wait for the collector; a slow one costs the run the exit bound once" {
 	# A collector that answers at once gets every span of every turn,
 	# one request per turn.
@@ -284,11 +294,7 @@ ms() { echo $(($(date +%s%N) / 1000000)); }
 	[ "$(($(ms) - t0))" -lt 4000 ]
 	[ "$stderr" = "agent-run: trace: 1 span dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s" ]
 	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
-	run -0 timeout 20 agent-wait "$id"
-	for _ in $(seq 1 100); do
-		[[ $(agent-snap worker-log "$id") == *"spans dropped"* ]] && break
-		sleep 0.05
-	done
+	worker_logged "$id" "spans dropped"
 	# The worker: its invocation span and two turns of three spans.
 	[ "$(agent-snap worker-log "$id" | grep -c "^agent-run: trace: 7 spans dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s\$")" -eq 1 ]
 	[ "$(($(ms) - t0))" -lt 8000 ]
@@ -310,11 +316,7 @@ ms() { echo $(($(date +%s%N) / 1000000)); }
 	OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 run -0 --separate-stderr agent-run --trace --model echo --system hi --detach -m one
 	[[ $stderr == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: "* ]]
 	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
-	run -0 timeout 20 agent-wait "$id"
-	for _ in $(seq 1 100); do
-		[[ $(agent-snap worker-log "$id") == *"trace export failed"* ]] && break
-		sleep 0.05
-	done
+	worker_logged "$id" "trace export failed"
 	[ "$(agent-snap worker-log "$id" | grep -c '^agent-run: trace export failed: http://127.0.0.1:1/v1/traces: ')" -eq 1 ]
 }
 

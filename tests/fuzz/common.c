@@ -8,6 +8,7 @@
 
 #include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
+#include "../../libcore/agent/runtime.h"
 
 static char tmpdir[256];
 static pid_t tmpdir_owner;
@@ -80,3 +81,12 @@ char *fuzz_dump(const json_t *v)
 	FUZZ_CHECK(st == CORE_OK, "jv_dump failed: %s", core_strerror(st));
 	return core_buf_detach(&b, NULL);
 }
+
+static enum core_status sink_chunk(void *ctx, const json_t *chunk)
+{
+	(void)ctx;
+	FUZZ_CHECK(json_is_object(chunk), "a chunk that is not an object");
+	return CORE_OK;
+}
+
+const struct rt_sink fuzz_rt_sink = { sink_chunk, NULL, NULL };

@@ -47,6 +47,11 @@ char *fuzz_write(const char *name, const void *data, size_t n);
 void fuzz_split(const uint8_t *data, size_t size, uint8_t sep,
                 const uint8_t **a, size_t *na, const uint8_t **b, size_t *nb);
 
+/* A runtime sink (runtime.h) for targets that run turns: every chunk
+ * must be an object; warnings are dropped. */
+struct rt_sink;
+extern const struct rt_sink fuzz_rt_sink;
+
 /* jv_dump() into a malloc()ed NUL-terminated string; aborts on failure. */
 char *fuzz_dump(const json_t *v);
 

@@ -79,19 +79,6 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static enum core_status on_chunk(void *ctx, const json_t *chunk)
-{
-	(void)ctx;
-	FUZZ_CHECK(json_is_object(chunk), "a chunk that is not an object");
-	return CORE_OK;
-}
-
-static void on_warn(void *ctx, const char *msg)
-{
-	(void)ctx;
-	(void)msg;
-}
-
 /* Printable ASCII, short enough to be kept whole in a message. */
 static int plain(const uint8_t *p, size_t n)
 {
@@ -105,8 +92,7 @@ static int plain(const uint8_t *p, size_t n)
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-	static const struct rt_sink sink = { on_chunk, on_warn, NULL };
-	struct agent_ext_spec xs = { 0 };
+		struct agent_ext_spec xs = { 0 };
 	struct agent_ext *x = NULL;
 	struct rt_config cfg = { 0 };
 	struct runtime *rt = NULL;
@@ -124,7 +110,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 		FUZZ_CHECK(!agent_ext_load(exec_agent, &xs, &x, &e), "%s", e.msg);
 		cfg.ext = x;
 	}
-	cfg.sink = &sink;
+	cfg.sink = &fuzz_rt_sink;
 	FUZZ_CHECK(rt_open(&cfg, &rt, &e) == CORE_OK, "cannot open the runtime: %s", e.msg);
 	(void)rt_turn(rt, input);
 	rt_finish(rt);

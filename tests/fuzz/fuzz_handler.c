@@ -54,27 +54,13 @@ int LLVMFuzzerInitialize(int *argc, char ***argv)
 	return 0;
 }
 
-static enum core_status on_chunk(void *ctx, const json_t *chunk)
-{
-	(void)ctx;
-	FUZZ_CHECK(json_is_object(chunk), "a chunk that is not an object");
-	return CORE_OK;
-}
-
-static void on_warn(void *ctx, const char *msg)
-{
-	(void)ctx;
-	(void)msg;
-}
-
 static struct runtime *open_rt(const json_t *init, struct agent_ext *x, struct core_err *e)
 {
-	static const struct rt_sink sink = { on_chunk, on_warn, NULL };
-	struct rt_config cfg = { 0 };
+		struct rt_config cfg = { 0 };
 	struct runtime *rt = NULL;
 	cfg.agent = agent;
 	cfg.init = init;
-	cfg.sink = &sink;
+	cfg.sink = &fuzz_rt_sink;
 	cfg.ext = x;
 	return rt_open(&cfg, &rt, e) == CORE_OK ? rt : NULL;
 }
