@@ -250,13 +250,88 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 	return CORE_OK;
 }
 
+/* The tool folders, in search order: the prompt's own tools/ (with a
+ * prompt file), each agents folder's tools/, then ./tools.  -1 without
+ * memory. */
+static int add_tool_dirs(struct agent *a, char **dirs)
+{
+	size_t ntools = 0;
+
+	if (a->path) {
+		char *d = dir_of(a->path);
+		if (!d)
+			return -1;
+		struct core_buf tp = CORE_BUF_INIT(PATH_MAX);
+		enum core_status st = core_buf_addf(&tp, "%s/tools", d);
+		free(d);
+		if (st || list_add(&a->tool_dirs, &ntools, tp.p)) {
+			core_buf_release(&tp);
+			return -1;
+		}
+		core_buf_release(&tp);
+	}
+	for (char **d = dirs; *d; d++) {
+		struct core_buf tp = CORE_BUF_INIT(PATH_MAX);
+		if (core_buf_addf(&tp, "%s/tools", *d) || list_add(&a->tool_dirs, &ntools, tp.p)) {
+			core_buf_release(&tp);
+			return -1;
+		}
+		core_buf_release(&tp);
+	}
+	return list_add(&a->tool_dirs, &ntools, "tools") ? -1 : 0;
+}
+
+/* What the command line sets over the front matter: model, system,
+ * config, output, input, tools, max turns, key file. */
+static enum core_status apply_spec(struct agent *a, const struct agent_spec *spec,
+                                   struct core_err *e)
+{
+	enum core_status st;
+
+	if (spec->model && set_str(&a->model, spec->model, e))
+		goto nomem;
+	if (!a->model && spec->default_model && *spec->default_model
+	    && set_str(&a->model, spec->default_model, e))
+		goto nomem;
+	if (spec->system && set_str(&a->system, spec->system, e))
+		goto nomem;
+	if (spec->config_json) {
+		json_decref(a->config);
+		a->config = NULL;
+		if ((st = parse_json_flag("--config", spec->config_json, 1, &a->config, e)))
+			return st;
+	}
+	if ((st = output_flags(a, spec, e)))
+		return st;
+	if (spec->input_json) {
+		json_decref(a->input);
+		a->input = NULL;
+		if ((st = parse_json_flag("--input", spec->input_json, 0, &a->input, e)))
+			return st;
+	}
+	for (const char *const *t = spec->tools; t && *t; t++)
+		if (json_array_append_new(a->tools, json_string(*t)))
+			goto nomem;
+	if (spec->max_turns < 0)
+		return core_fail(e, CORE_EUSAGE, "max turns must be greater than 0, got %d",
+		                 spec->max_turns);
+	if (spec->max_turns > 0)
+		a->max_turns = spec->max_turns;
+	const char *kf = spec->key_file ? spec->key_file : getenv("AGENTKIT_KEY_FILE");
+	if (kf && *kf && !(a->key_file = strdup(kf)))
+		goto nomem;
+	return CORE_OK;
+nomem:
+	return core_fail(e, CORE_ENOMEM, "out of memory");
+}
+
 enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
                             struct core_err *e)
 {
 	enum core_status st = CORE_ENOMEM;
 	struct agent *a = calloc(1, sizeof *a);
 	char **dirs = NULL;
-	size_t ndirs = 0, ntools = 0;
+	size_t ndirs = 0;
 	if (!a || !(a->tools = json_array()))
 		goto nomem;
 	a->max_turns = AGENT_DEFAULT_MAX_TURNS;
@@ -273,69 +348,13 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 			goto nomem;
 		if ((st = from_front_matter(a, e)))
 			goto fail;
-		char *d = dir_of(a->path);
-		if (!d)
-			goto nomem;
-		struct core_buf tp = CORE_BUF_INIT(PATH_MAX);
-		st = core_buf_addf(&tp, "%s/tools", d);
-		free(d);
-		if (st || (st = list_add(&a->tool_dirs, &ntools, tp.p))) {
-			core_buf_release(&tp);
-			goto nomem;
-		}
-		core_buf_release(&tp);
 	} else if (!(a->name = strdup("inline"))) {
 		goto nomem;
 	}
-	for (char **d = dirs; *d; d++) {
-		struct core_buf tp = CORE_BUF_INIT(PATH_MAX);
-		if (core_buf_addf(&tp, "%s/tools", *d) || list_add(&a->tool_dirs, &ntools, tp.p)) {
-			core_buf_release(&tp);
-			goto nomem;
-		}
-		core_buf_release(&tp);
-	}
-	if (list_add(&a->tool_dirs, &ntools, "tools"))
+	if (add_tool_dirs(a, dirs))
 		goto nomem;
-
-	if (spec->model && set_str(&a->model, spec->model, e))
-		goto nomem;
-	if (!a->model && spec->default_model && *spec->default_model
-	    && set_str(&a->model, spec->default_model, e))
-		goto nomem;
-	if (spec->system && set_str(&a->system, spec->system, e))
-		goto nomem;
-	if (spec->config_json) {
-		json_decref(a->config);
-		a->config = NULL;
-		if ((st = parse_json_flag("--config", spec->config_json, 1, &a->config, e)))
-			goto fail;
-	}
-	if ((st = output_flags(a, spec, e)))
+	if ((st = apply_spec(a, spec, e)))
 		goto fail;
-	if (spec->input_json) {
-		json_decref(a->input);
-		a->input = NULL;
-		if ((st = parse_json_flag("--input", spec->input_json, 0, &a->input, e)))
-			goto fail;
-	}
-	for (const char *const *t = spec->tools; t && *t; t++)
-		if (json_array_append_new(a->tools, json_string(*t)))
-			goto nomem;
-	if (spec->max_turns < 0) {
-		st = core_fail(e, CORE_EUSAGE, "max turns must be greater than 0, got %d",
-		               spec->max_turns);
-		goto fail;
-	}
-	if (spec->max_turns > 0)
-		a->max_turns = spec->max_turns;
-	{
-		const char *kf = spec->key_file ? spec->key_file : getenv("AGENTKIT_KEY_FILE");
-		if (kf && *kf && !(a->key_file = strdup(kf))) {
-			st = core_fail(e, CORE_ENOMEM, "out of memory");
-			goto fail;
-		}
-	}
 	/* A custom agent (--exec, or exec: in the front matter) needs no model. */
 	if (!a->model && !spec->model_optional
 	    && !(a->prompt && json_object_get(prompt_meta(a->prompt), "exec"))) {

@@ -542,6 +542,81 @@ static const char *deadline_what(const struct http_call *c)
 	return c->deadline_what ? c->deadline_what : "total deadline";
 }
 
+/* Why transfer() stopped: the transfer ended, or attempt_once() gave up. */
+enum halt { RAN, CANCELLED, IDLE, LATE };
+
+/*
+ * Drive the transfer on m until it ends, is cancelled, has had no data
+ * for the idle limit or passes deadline; *rc is its result when it ended
+ * (errbuf the text of a failure of the multi handle).
+ */
+static enum halt transfer(const struct http_call *c, CURL *h, CURLM *m,
+                          const struct attempt *a, int64_t deadline,
+                          char *errbuf, CURLcode *rc)
+{
+	enum halt why = RAN;
+	int running = 1, left;
+	CURLMsg *msg;
+
+	for (;;) {
+		CURLMcode mc = cu.multi_perform(m, &running);
+		if (mc != CURLM_OK) {
+			*rc = CURLE_OUT_OF_MEMORY;
+			snprintf(errbuf, CURL_ERROR_SIZE, "%s", cu.multi_strerror(mc));
+			break;
+		}
+		if (!running)
+			break;
+		if (is_cancelled(c)) {
+			why = CANCELLED;
+			break;
+		}
+		if (c->limits.idle_ms > 0 &&
+		    core_now_mono_ms() - a->last_rx > c->limits.idle_ms) {
+			why = IDLE;
+			break;
+		}
+		if (deadline && core_now_mono_ms() >= deadline) {
+			why = LATE;
+			break;
+		}
+		cu.multi_poll(m, NULL, 0, POLL_MS, NULL);
+	}
+	while ((msg = cu.multi_info_read(m, &left)))
+		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
+			*rc = msg->data.result;
+	return why;
+}
+
+/* An error reply (or a 2xx of another type than the stream's), handed to
+ * on_error(): RETRY or FAIL as it judges, *delay the server's wish. */
+static enum outcome error_reply(const struct http_call *c, struct attempt *a,
+                                enum core_status *st, int64_t *delay,
+                                struct core_err *e)
+{
+	struct http_error he;
+	int twoxx = a->status >= 200 && a->status <= 299;
+
+	/* Outside bytes: valid UTF-8 before anyone parses or quotes them
+	 * (a byte 0xFF would otherwise make the JSON unreadable and
+	 * lose the provider's message and class).  Without memory the
+	 * body stays as it came; the message is still made valid. */
+	core_buf_fix_text(&a->errbody);
+	he.status = a->status;
+	he.body = a->errbody.p ? a->errbody.p : "";
+	he.body_len = a->errbody.len;
+	he.content_type = a->ctype;
+	he.retryable = !twoxx && status_retryable(a->status);
+	if (!twoxx && a->should_retry >= 0)
+		he.retryable = a->should_retry;
+	he.retry_after_ms = a->retry_after_ms;
+	he.request_id = a->request_id;
+	*st = c->on_error(c->ctx, &he, e);
+	*delay = he.retry_after_ms;
+	core_buf_release(&a->errbody);
+	return he.retryable ? RETRY : FAIL;
+}
+
 /* One request, given up at deadline (monotonic ms; 0: none).  Returns DONE
  * (OK), FAIL (st final) or RETRY (st/e hold the error; *delay the server's
  * wish or -1). */
@@ -554,9 +629,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	char errbuf[CURL_ERROR_SIZE] = "";
 	char where[512];
 	CURLcode rc = CURLE_OK;
-	int running = 1, idle = 0, cancel = 0, late = 0;
-	CURLMsg *msg;
-	int left;
+	enum halt why;
 	memset(&a, 0, sizeof a);
 	a.c = c;
 	a.h = h;
@@ -573,50 +646,24 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 	set_common(h, c, hdrs, &a, errbuf);
 	res->attempts++;
 	cu.multi_add_handle(m, h);
-	for (;;) {
-		CURLMcode mc = cu.multi_perform(m, &running);
-		if (mc != CURLM_OK) {
-			rc = CURLE_OUT_OF_MEMORY;
-			snprintf(errbuf, sizeof errbuf, "%s", cu.multi_strerror(mc));
-			break;
-		}
-		if (!running)
-			break;
-		if (is_cancelled(c)) {
-			cancel = 1;
-			break;
-		}
-		if (c->limits.idle_ms > 0 &&
-		    core_now_mono_ms() - a.last_rx > c->limits.idle_ms) {
-			idle = 1;
-			break;
-		}
-		if (deadline && core_now_mono_ms() >= deadline) {
-			late = 1;
-			break;
-		}
-		cu.multi_poll(m, NULL, 0, POLL_MS, NULL);
-	}
-	while ((msg = cu.multi_info_read(m, &left)))
-		if (msg->msg == CURLMSG_DONE && msg->easy_handle == h)
-			rc = msg->data.result;
+	why = transfer(c, h, m, &a, deadline, errbuf, &rc);
 	cu.multi_remove_handle(m, h);
 	if (!a.started)
 		cu.easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a.status);
 	res->status = a.status;
 	res->body_bytes += a.passed;
 
-	if (cancel) {
+	if (why == CANCELLED) {
 		*st = core_fail(e, CORE_ECANCELLED, "%s: cancelled", c->what);
 		goto fail;
 	}
-	if (late && !a.body_st) {
+	if (why == LATE && !a.body_st) {
 		/* The call's whole time is used up: another attempt has none. */
 		*st = core_fail(e, CORE_EDEADLINE, "%s: no complete reply from %s within %lld ms (%s)",
 		                c->what, where, (long long)c->limits.total_ms, deadline_what(c));
 		goto fail;
 	}
-	if (!a.body_st && !cancel && !idle && rc == CURLE_OK && !a.err_mode && c->on_end &&
+	if (!a.body_st && why != IDLE && rc == CURLE_OK && !a.err_mode && c->on_end &&
 	    a.status >= 200 && a.status <= 299)
 		a.body_st = c->on_end(c->ctx, e);
 	if (a.body_st) {
@@ -628,7 +675,7 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 			return RETRY;
 		goto fail;
 	}
-	if (idle) {
+	if (why == IDLE) {
 		*st = core_fail(e, CORE_EUNAVAILABLE,
 		                "%s: no data from %s for %lld ms (inactivity timeout)",
 		                c->what, where, (long long)c->limits.idle_ms);
@@ -639,28 +686,8 @@ static enum outcome attempt_once(const struct http_call *c, CURL *h, CURLM *m,
 		                errbuf[0] ? errbuf : cu.easy_strerror(rc));
 		goto transport;
 	}
-	if (a.err_mode || a.status < 200 || a.status > 299) {
-		struct http_error he;
-		int twoxx = a.status >= 200 && a.status <= 299;
-		/* Outside bytes: valid UTF-8 before anyone parses or quotes them
-		 * (a byte 0xFF would otherwise make the JSON unreadable and
-		 * lose the provider's message and class).  Without memory the
-		 * body stays as it came; the message is still made valid. */
-		core_buf_fix_text(&a.errbody);
-		he.status = a.status;
-		he.body = a.errbody.p ? a.errbody.p : "";
-		he.body_len = a.errbody.len;
-		he.content_type = a.ctype;
-		he.retryable = !twoxx && status_retryable(a.status);
-		if (!twoxx && a.should_retry >= 0)
-			he.retryable = a.should_retry;
-		he.retry_after_ms = a.retry_after_ms;
-		he.request_id = a.request_id;
-		*st = c->on_error(c->ctx, &he, e);
-		*delay = he.retry_after_ms;
-		core_buf_release(&a.errbody);
-		return he.retryable ? RETRY : FAIL;
-	}
+	if (a.err_mode || a.status < 200 || a.status > 299)
+		return error_reply(c, &a, st, delay, e);
 	core_buf_release(&a.errbody);
 	*st = CORE_OK;
 	return DONE;

@@ -94,6 +94,75 @@ static int put(struct fp *f, size_t *len, const char *s, size_t n)
 	return 1;
 }
 
+/* Code point u as UTF-8 onto the scratch bytes. */
+static inline int put_utf8(struct fp *f, size_t *len, uint32_t u)
+{
+	char out[4];
+
+	if (u < 0x80) {
+		out[0] = (char)u;
+		return put(f, len, out, 1);
+	}
+	if (u < 0x800) {
+		out[0] = (char)(0xc0 | (u >> 6));
+		out[1] = (char)(0x80 | (u & 0x3f));
+		return put(f, len, out, 2);
+	}
+	if (u < 0x10000) {
+		out[0] = (char)(0xe0 | (u >> 12));
+		out[1] = (char)(0x80 | ((u >> 6) & 0x3f));
+		out[2] = (char)(0x80 | (u & 0x3f));
+		return put(f, len, out, 3);
+	}
+	out[0] = (char)(0xf0 | (u >> 18));
+	out[1] = (char)(0x80 | ((u >> 12) & 0x3f));
+	out[2] = (char)(0x80 | ((u >> 6) & 0x3f));
+	out[3] = (char)(0x80 | (u & 0x3f));
+	return put(f, len, out, 4);
+}
+
+/*
+ * The escape at f->p (its backslash) onto the scratch bytes, f->p past it;
+ * 0 on a bad or cut-off escape, a lone or unpaired surrogate.
+ */
+static inline int escape(struct fp *f, size_t *len)
+{
+	char e, c;
+	uint32_t u, lo;
+
+	if (f->end - f->p < 2)
+		return 0;
+	e = f->p[1];
+	f->p += 2;
+	switch (e) {
+	case '"': case '\\': case '/':
+		c = e;
+		break;
+	case 'b': c = '\b'; break;
+	case 'f': c = '\f'; break;
+	case 'n': c = '\n'; break;
+	case 'r': c = '\r'; break;
+	case 't': c = '\t'; break;
+	case 'u':
+		if (f->end - f->p < 4 || !hex4(f->p, &u))
+			return 0;
+		f->p += 4;
+		if (u >= 0xdc00 && u <= 0xdfff)
+			return 0;
+		if (u >= 0xd800 && u <= 0xdbff) {
+			if (f->end - f->p < 6 || f->p[0] != '\\' || f->p[1] != 'u'
+			    || !hex4(f->p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+				return 0;
+			f->p += 6;
+			u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
+		}
+		return put_utf8(f, len, u);
+	default:
+		return 0;
+	}
+	return put(f, len, &c, 1);
+}
+
 /*
  * A string starting after its opening quote.  *s and *n receive the bytes
  * (pointing into the input when there was no escape, else into scratch).
@@ -147,64 +216,8 @@ static int string(struct fp *f, const char **s, size_t *n)
 			if (!put(f, &len, start, (size_t)(f->p - start)))
 				return 0;
 		}
-		if (f->end - f->p < 2)
+		if (!escape(f, &len))
 			return 0;
-		{
-			char e = f->p[1], out[4];
-			uint32_t u, lo;
-			f->p += 2;
-			switch (e) {
-			case '"': case '\\': case '/':
-				out[0] = e;
-				break;
-			case 'b': out[0] = '\b'; break;
-			case 'f': out[0] = '\f'; break;
-			case 'n': out[0] = '\n'; break;
-			case 'r': out[0] = '\r'; break;
-			case 't': out[0] = '\t'; break;
-			case 'u':
-				if (f->end - f->p < 4 || !hex4(f->p, &u))
-					return 0;
-				f->p += 4;
-				if (u >= 0xdc00 && u <= 0xdfff)
-					return 0;
-				if (u >= 0xd800 && u <= 0xdbff) {
-					if (f->end - f->p < 6 || f->p[0] != '\\' || f->p[1] != 'u'
-					    || !hex4(f->p + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-						return 0;
-					f->p += 6;
-					u = 0x10000 + ((u - 0xd800) << 10) + (lo - 0xdc00);
-				}
-				if (u < 0x80) {
-					out[0] = (char)u;
-					if (!put(f, &len, out, 1))
-						return 0;
-				} else if (u < 0x800) {
-					out[0] = (char)(0xc0 | (u >> 6));
-					out[1] = (char)(0x80 | (u & 0x3f));
-					if (!put(f, &len, out, 2))
-						return 0;
-				} else if (u < 0x10000) {
-					out[0] = (char)(0xe0 | (u >> 12));
-					out[1] = (char)(0x80 | ((u >> 6) & 0x3f));
-					out[2] = (char)(0x80 | (u & 0x3f));
-					if (!put(f, &len, out, 3))
-						return 0;
-				} else {
-					out[0] = (char)(0xf0 | (u >> 18));
-					out[1] = (char)(0x80 | ((u >> 12) & 0x3f));
-					out[2] = (char)(0x80 | ((u >> 6) & 0x3f));
-					out[3] = (char)(0x80 | (u & 0x3f));
-					if (!put(f, &len, out, 4))
-						return 0;
-				}
-				continue;
-			default:
-				return 0;
-			}
-			if (!put(f, &len, out, 1))
-				return 0;
-		}
 	}
 }
 

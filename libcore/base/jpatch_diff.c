@@ -301,12 +301,114 @@ static int myers(const struct seq *a, size_t n, const struct seq *b, size_t m,
 	return D >= 0 && !*st;
 }
 
+/*
+ * The edit script of the middles a[0..n) and b[0..m) (not both empty):
+ * Myers' within a work budget, else the alignment by index.  *script is
+ * new (free() it), *len its length.
+ */
+static enum core_status edit_script(const struct seq *a, size_t n,
+                                    const struct seq *b, size_t m,
+                                    unsigned char **script, size_t *len)
+{
+	size_t budget, dmax;
+	enum core_status st = CORE_OK;
+
+	if (!n || !m) {
+		/* Only deletions or only insertions. */
+		if (!(*script = malloc(n + m + 1)))
+			return CORE_ENOMEM;
+		memset(*script, n ? E_DEL : E_INS, n + m);
+		*len = n + m;
+		return CORE_OK;
+	}
+	/*
+	 * Work budget: about 2e7 element comparisons, at most 1024 edits.
+	 * Myers only has to beat aligning the middle by index (a changed
+	 * element costs a deletion and an insertion there), so the search
+	 * stops at that cost: records edited in place never pay for it.
+	 */
+	budget = 20000000 / (n + m + 1);
+	dmax = budget < 32 ? 32 : budget > 1024 ? 1024 : budget;
+	size_t common = n < m ? n : m, icost = n > m ? n - m : m - n;
+	for (size_t t = 0; t < common; t++)
+		icost += seq_eq(a, t, b, t) ? 0 : 2;  /* >= 2: a[0] != b[0] */
+	if (dmax >= icost)
+		dmax = icost - 1;
+	if (dmax && myers(a, n, b, m, dmax, script, len, &st))
+		return CORE_OK;
+	if (st)
+		return st;
+	/* The index alignment of the middle, as a script. */
+	if (!(*script = malloc(2 * (n + m) + 1)))
+		return CORE_ENOMEM;
+	*len = 0;
+	for (size_t t = 0; t < common; t++) {
+		if (seq_eq(a, t, b, t))
+			(*script)[(*len)++] = E_MATCH;
+		else
+			(*script)[(*len)++] = E_DEL, (*script)[(*len)++] = E_INS;
+	}
+	for (size_t t = common; t < n; t++)
+		(*script)[(*len)++] = E_DEL;
+	for (size_t t = common; t < m; t++)
+		(*script)[(*len)++] = E_INS;
+	return CORE_OK;
+}
+
+/*
+ * Turn the script into operations, from index pre.  pos is the index in
+ * the array as patched so far (elements before it already equal to[]).  A
+ * run of deletions and insertions pairs its elements up front and diffs
+ * them in place (a changed record becomes edits inside it), then removes
+ * or inserts the rest.
+ */
+static enum core_status run_script(struct dctx *c, const struct seq *a,
+                                   const struct seq *b, size_t pre,
+                                   const unsigned char *script, size_t len,
+                                   size_t depth)
+{
+	size_t pos = pre, i = pre, j = pre, s = 0, mark = c->path.len;
+	enum core_status st = CORE_OK;
+
+	while (s < len && !st) {
+		size_t k = 0, ins = 0, p;
+		if (script[s] == E_MATCH) {
+			pos++, i++, j++, s++;
+			continue;
+		}
+		while (s < len && script[s] != E_MATCH) {
+			if (script[s] == E_DEL)
+				k++;
+			else
+				ins++;
+			s++;
+		}
+		p = k < ins ? k : ins;
+		for (size_t t = 0; t < p && !st; t++) {
+			if (!(st = push_index(c, pos + t)))
+				st = walk(c, a->v[i + t], b->v[j + t], depth + 1);
+			c->path.len = mark;
+		}
+		for (size_t t = p; t < k && !st; t++) {
+			if (!(st = push_index(c, pos + p)))
+				st = emit(c, "remove", NULL);
+			c->path.len = mark;
+		}
+		for (size_t t = p; t < ins && !st; t++) {
+			if (!(st = push_index(c, pos + t)))
+				st = emit(c, "add", b->v[j + t]);
+			c->path.len = mark;
+		}
+		pos += ins, i += k, j += ins;
+	}
+	return st;
+}
+
 static enum core_status walk_array_minimal(struct dctx *c, const struct jn *from,
                                            const struct jn *to, size_t depth)
 {
 	size_t nf = jn_size(from), nt = jn_size(to);
-	size_t pre = 0, suf = 0, n, m, mark = c->path.len, len = 0;
-	size_t budget, dmax;
+	size_t pre = 0, suf = 0, n, m, len = 0;
 	struct seq a = { 0 }, b = { 0 };
 	unsigned char *script = NULL;
 	enum core_status st = CORE_OK;
@@ -336,92 +438,12 @@ static enum core_status walk_array_minimal(struct dctx *c, const struct jn *from
 	m = nt - pre - suf;
 	if (!n && !m)
 		goto out;
-	/*
-	 * Work budget: about 2e7 element comparisons, at most 1024 edits.
-	 * Myers only has to beat aligning the middle by index (a changed
-	 * element costs a deletion and an insertion there), so the search
-	 * stops at that cost: records edited in place never pay for it.
-	 */
-	budget = 20000000 / (n + m + 1);
-	dmax = budget < 32 ? 32 : budget > 1024 ? 1024 : budget;
-	if (n && m) {
-		struct seq a2 = { a.v + pre, a.h + pre }, b2 = { b.v + pre, b.h + pre };
-		size_t common = n < m ? n : m, icost = n > m ? n - m : m - n;
-		for (size_t t = 0; t < common; t++)
-			icost += seq_eq(&a2, t, &b2, t) ? 0 : 2;  /* >= 2: a2[0] != b2[0] */
-		if (dmax >= icost)
-			dmax = icost - 1;
-		if (!dmax || !myers(&a2, n, &b2, m, dmax, &script, &len, &st)) {
-			if (st)
-				goto out;
-			/* The index alignment of the middle, as a script. */
-			if (!(script = malloc(2 * (n + m) + 1))) {
-				st = CORE_ENOMEM;
-				goto out;
-			}
-			len = 0;
-			for (size_t t = 0; t < common; t++) {
-				if (seq_eq(&a2, t, &b2, t))
-					script[len++] = E_MATCH;
-				else
-					script[len++] = E_DEL, script[len++] = E_INS;
-			}
-			for (size_t t = common; t < n; t++)
-				script[len++] = E_DEL;
-			for (size_t t = common; t < m; t++)
-				script[len++] = E_INS;
-		}
-	} else {
-		/* Only deletions or only insertions. */
-		if (!(script = malloc(n + m + 1))) {
-			st = CORE_ENOMEM;
-			goto out;
-		}
-		memset(script, n ? E_DEL : E_INS, n + m);
-		len = n + m;
-	}
-
-	/*
-	 * Turn the script into operations.  pos is the index in the array as
-	 * patched so far (elements before it already equal to[]).  A run of
-	 * deletions and insertions pairs its elements up front and diffs them
-	 * in place (a changed record becomes edits inside it), then removes or
-	 * inserts the rest.
-	 */
 	{
-		size_t pos = pre, i = pre, j = pre, s = 0;
-		while (s < len && !st) {
-			size_t k = 0, ins = 0, p;
-			if (script[s] == E_MATCH) {
-				pos++, i++, j++, s++;
-				continue;
-			}
-			while (s < len && script[s] != E_MATCH) {
-				if (script[s] == E_DEL)
-					k++;
-				else
-					ins++;
-				s++;
-			}
-			p = k < ins ? k : ins;
-			for (size_t t = 0; t < p && !st; t++) {
-				if (!(st = push_index(c, pos + t)))
-					st = walk(c, a.v[i + t], b.v[j + t], depth + 1);
-				c->path.len = mark;
-			}
-			for (size_t t = p; t < k && !st; t++) {
-				if (!(st = push_index(c, pos + p)))
-					st = emit(c, "remove", NULL);
-				c->path.len = mark;
-			}
-			for (size_t t = p; t < ins && !st; t++) {
-				if (!(st = push_index(c, pos + t)))
-					st = emit(c, "add", b.v[j + t]);
-				c->path.len = mark;
-			}
-			pos += ins, i += k, j += ins;
-		}
+		struct seq a2 = { a.v + pre, a.h + pre }, b2 = { b.v + pre, b.h + pre };
+		if ((st = edit_script(&a2, n, &b2, m, &script, &len)))
+			goto out;
 	}
+	st = run_script(c, &a, &b, pre, script, len, depth);
 out:
 	free(script);
 	free(a.v);

@@ -246,6 +246,135 @@ static int is_ws(char c)
 	       c == '\v';
 }
 
+/*
+ * The end of a comment tag whose '!' is at k: *end where its body ends,
+ * *next past its closing braces, *strip_r for a '~' before them; -1 when
+ * it is not closed.  "{{!-- ... --}}" may hold "}}", "{{! ... }}" may not.
+ */
+static int comment_close(const char *s, size_t n, size_t k, size_t *end,
+                         size_t *next, int *strip_r)
+{
+	const char *c;
+
+	if (n - k >= 3 && memcmp(s + k, "!--", 3) == 0) {
+		c = memmem(s + k + 3, n - k - 3, "--", 2);
+		for (; c; c = memmem(c + 1, n - (size_t)(c + 1 - s), "--", 2)) {
+			size_t m = (size_t)(c - s) + 2;
+			if (m < n && s[m] == '~')
+				m++;
+			if (m + 1 < n && s[m] == '}' && s[m + 1] == '}')
+				break;
+		}
+		if (!c)
+			return -1;
+		*end = (size_t)(c - s) + 2;
+		if (*end < n && s[*end] == '~') {
+			*strip_r = 1;
+			(*end)++;
+		}
+		*next = *end + 2;
+		*end = (size_t)(c - s);
+		return 0;
+	}
+	c = memmem(s + k, n - k, "}}", 2);
+	if (!c)
+		return -1;
+	*end = (size_t)(c - s);
+	*next = *end + 2;
+	if (*end > k && s[*end - 1] == '~') {
+		*strip_r = 1;
+		(*end)--;
+	}
+	return 0;
+}
+
+/*
+ * The kind of a tag that is not a comment, from its body s[*k..end) (past
+ * the braces and any '~'); *k moves past the sigil ('#', '&', "else", ...).
+ */
+static enum core_status tag_kind(struct parser *P, size_t line, const char *s,
+                                 size_t *k, size_t end, int triple,
+                                 enum tag_type *type)
+{
+	while (*k < end && is_ws(s[*k]))
+		(*k)++;
+	if (triple || (*k < end && s[*k] == '&')) {
+		*type = TG_VALUE;
+		if (!triple)
+			(*k)++;
+	} else if (*k < end && (s[*k] == '#' || s[*k] == '/' || s[*k] == '^')) {
+		*type = (enum tag_type)s[*k];
+		(*k)++;
+	} else if (*k < end && s[*k] == '>') {
+		return perr(P, line, "partials are not supported ({{>...}})");
+	} else if (*k < end && s[*k] == '*') {
+		return perr(P, line, "decorators are not supported ({{*...}})");
+	} else if (end - *k >= 4 && memcmp(s + *k, "else", 4) == 0 &&
+	           (end - *k == 4 || is_ws(s[*k + 4]))) {
+		*type = TG_ELSE;
+		*k += 4;
+	} else {
+		*type = TG_VALUE;
+	}
+	if (*type == TG_INV) {
+		size_t m = *k;
+		while (m < end && is_ws(s[m]))
+			m++;
+		if (m == end)
+			*type = TG_ELSE;    /* {{^}} is {{else}} */
+	}
+	return CORE_OK;
+}
+
+/* The tag whose "{{" is at i, pushed as a token; *next is the index past it. */
+static enum core_status push_tag(struct parser *P, size_t i, size_t line,
+                                 size_t *next)
+{
+	const char *s = P->src;
+	size_t n = P->n, k = i + 2, end;
+	int triple = 0, strip_l = 0, strip_r = 0;
+	enum tag_type type = TG_VALUE;
+	enum core_status st;
+	struct tok *t;
+
+	if (k < n && s[k] == '{') {
+		triple = 1;
+		k++;
+	}
+	if (k < n && s[k] == '~') {
+		strip_l = 1;
+		k++;
+	}
+	if (!triple && k < n && s[k] == '!') {
+		type = TG_COMMENT;
+		if (comment_close(s, n, k, &end, next, &strip_r) != 0)
+			goto unclosed;
+	} else {
+		if (find_close(s, n, k, triple, &end) != 0)
+			goto unclosed;
+		*next = end + (triple ? 3 : 2);
+		if (end > k && s[end - 1] == '~') {
+			strip_r = 1;
+			end--;
+		}
+		if ((st = tag_kind(P, line, s, &k, end, triple, &type)))
+			return st;
+	}
+	if (!(t = tok_push(P)))
+		return nomem(P->e);
+	t->is_tag = 1;
+	t->type = type;
+	t->body = s + k;
+	t->blen = end > k ? end - k : 0;
+	t->line = line;
+	t->strip_l = strip_l;
+	t->strip_r = strip_r;
+	return CORE_OK;
+unclosed:
+	return perr(P, line, "unclosed '%s' (no matching '%s')",
+	            triple ? "{{{" : "{{", triple ? "}}}" : "}}");
+}
+
 static enum core_status tokenize(struct parser *P, size_t first_line)
 {
 	const char *s = P->src;
@@ -255,7 +384,7 @@ static enum core_status tokenize(struct parser *P, size_t first_line)
 
 	while (i < n) {
 		const char *p = memmem(s + i, n - i, "{{", 2);
-		size_t j = p ? (size_t)(p - s) : n;
+		size_t j = p ? (size_t)(p - s) : n, next = 0;
 
 		if (txt.len == 0)
 			txt_line = line;
@@ -280,110 +409,11 @@ static enum core_status tokenize(struct parser *P, size_t first_line)
 		i = j;
 		if (i >= n)
 			break;
-		if ((st = flush_text(P, &txt, txt_line)))
+		if ((st = flush_text(P, &txt, txt_line)) ||
+		    (st = push_tag(P, i, line, &next)))
 			goto fail;
-
-		/* a tag at i */
-		size_t k = i + 2, end, next;
-		int triple = 0, strip_l = 0, strip_r = 0;
-		enum tag_type type;
-		if (k < n && s[k] == '{') {
-			triple = 1;
-			k++;
-		}
-		if (k < n && s[k] == '~') {
-			strip_l = 1;
-			k++;
-		}
-		if (!triple && k < n && s[k] == '!') {
-			const char *c;
-			type = TG_COMMENT;
-			if (n - k >= 3 && memcmp(s + k, "!--", 3) == 0) {
-				c = memmem(s + k + 3, n - k - 3, "--", 2);
-				for (; c; c = memmem(c + 1, n - (size_t)(c + 1 - s), "--", 2)) {
-					size_t m = (size_t)(c - s) + 2;
-					if (m < n && s[m] == '~')
-						m++;
-					if (m + 1 < n && s[m] == '}' && s[m + 1] == '}')
-						break;
-				}
-				if (!c)
-					goto unclosed;
-				end = (size_t)(c - s) + 2;
-				if (end < n && s[end] == '~') {
-					strip_r = 1;
-					end++;
-				}
-				next = end + 2;
-				end = (size_t)(c - s);
-			} else {
-				c = memmem(s + k, n - k, "}}", 2);
-				if (!c)
-					goto unclosed;
-				end = (size_t)(c - s);
-				next = end + 2;
-				if (end > k && s[end - 1] == '~') {
-					strip_r = 1;
-					end--;
-				}
-			}
-		} else {
-			if (find_close(s, n, k, triple, &end) != 0)
-				goto unclosed;
-			next = end + (triple ? 3 : 2);
-			if (end > k && s[end - 1] == '~') {
-				strip_r = 1;
-				end--;
-			}
-			while (k < end && is_ws(s[k]))
-				k++;
-			if (triple || (k < end && s[k] == '&')) {
-				type = TG_VALUE;
-				if (!triple)
-					k++;
-			} else if (k < end && (s[k] == '#' || s[k] == '/' || s[k] == '^')) {
-				type = (enum tag_type)s[k];
-				k++;
-			} else if (k < end && s[k] == '>') {
-				st = perr(P, line, "partials are not supported ({{>...}})");
-				goto fail;
-			} else if (k < end && s[k] == '*') {
-				st = perr(P, line, "decorators are not supported ({{*...}})");
-				goto fail;
-			} else if (end - k >= 4 && memcmp(s + k, "else", 4) == 0 &&
-			           (end - k == 4 || is_ws(s[k + 4]))) {
-				type = TG_ELSE;
-				k += 4;
-			} else {
-				type = TG_VALUE;
-			}
-			if (type == TG_INV) {
-				size_t m = k;
-				while (m < end && is_ws(s[m]))
-					m++;
-				if (m == end)
-					type = TG_ELSE;    /* {{^}} is {{else}} */
-			}
-		}
-		struct tok *t = tok_push(P);
-		if (!t) {
-			st = nomem(P->e);
-			goto fail;
-		}
-		t->is_tag = 1;
-		t->type = type;
-		t->body = s + k;
-		t->blen = end > k ? end - k : 0;
-		t->line = line;
-		t->strip_l = strip_l;
-		t->strip_r = strip_r;
 		line += count_nl(s + i, next - i);
 		i = next;
-		continue;
-unclosed:
-		st = perr(P, line, "unclosed '%s' (no matching '%s')",
-		          triple ? "{{{" : "{{", triple ? "}}}" : "}}");
-		goto fail;
 	}
 	st = flush_text(P, &txt, txt_line);
 	/* the line of the last byte, for "unclosed ..." at the end */

@@ -380,6 +380,97 @@ static enum core_status text_of(struct rstate *R, const json_t *v, char **out)
 	return CORE_OK;
 }
 
+/* {{json value indent=N}}: the value's JSON, pretty with N (at most 10) spaces. */
+static enum core_status render_json(struct rstate *R, const struct tnode *n, const json_t *a)
+{
+	const struct texpr *ix = tpl_hash_get(n, "indent");
+	const json_t *iv = ix ? resolve(R, ix) : NULL;
+	int ind = 0;
+	struct core_buf b = CORE_BUF_INIT(TPL_MAX_OUTPUT);
+	enum core_status st;
+
+	if (iv && jv_is_number(iv) && !jv_is_bignum(iv)) {
+		double d = jv_number_value(iv);
+		ind = d > 10 ? 10 : d < 1 ? 0 : (int)d;
+	}
+	if (!a)
+		st = core_buf_adds(&b, "null");
+	else if (ind)
+		st = pretty(a, ind, 0, &b);
+	else
+		st = jv_dump(a, &b);
+	if (st == CORE_OK)
+		st = emit(R, b.p, b.len);
+	else
+		st = core_fail(R->e, st, "%s:%zu: {{json}}: value too large or too deep",
+		               R->t->name, n->line);
+	core_buf_release(&b);
+	return st;
+}
+
+/* {{role "name" key=value...}}: a role piece, its hash as text metadata. */
+static enum core_status render_role(struct rstate *R, const struct tnode *n, const json_t *a)
+{
+	json_t *meta = NULL;
+	struct tpl_piece *p;
+	enum core_status st;
+
+	if (!a || !jv_is_string(a))
+		return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{role}} needs a string, got %s",
+		                 R->t->name, n->line, a ? jv_type_name(a) : "nothing");
+	if (!tpl_valid_role(json_string_value(a)))
+		return core_fail(R->e, CORE_EINVAL,
+		                 "%s:%zu: {{role}}: unknown role \"%.64s\" (expected \"system\", \"user\", \"model\" or \"tool\")",
+		                 R->t->name, n->line, json_string_value(a));
+	if (n->nhash && !(meta = json_object()))
+		return nomem(R->e);
+	for (size_t k = 0; k < n->nhash; k++) {
+		char *s = NULL;
+		if ((st = text_of(R, resolve(R, &n->hash[k].val), &s))) {
+			json_decref(meta);
+			return st;
+		}
+		json_t *sv = json_string(s);
+		free(s);
+		if (!sv || json_object_set_new(meta, n->hash[k].key, sv)) {
+			json_decref(meta);
+			return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{role}}: '%s' is not valid UTF-8",
+			                 R->t->name, n->line, n->hash[k].key);
+		}
+	}
+	if (!(p = out_push(R, TPL_ROLE)) || !(p->text = strdup(json_string_value(a)))) {
+		json_decref(meta);
+		return nomem(R->e);
+	}
+	p->text_len = strlen(p->text);
+	p->meta = meta;
+	p->line = n->line;
+	return CORE_OK;
+}
+
+/* {{media url=... contentType=...}}: a media piece. */
+static enum core_status render_media(struct rstate *R, const struct tnode *n)
+{
+	const json_t *url = resolve(R, tpl_hash_get(n, "url"));
+	const struct texpr *cx = tpl_hash_get(n, "contentType");
+	const json_t *ct = cx ? resolve(R, cx) : NULL;
+	struct tpl_piece *p;
+	enum core_status st;
+
+	if (!url || !jv_is_string(url) || json_string_length(url) == 0)
+		return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{media}}: url must be a non-empty string, got %s",
+		                 R->t->name, n->line, url ? jv_type_name(url) : "nothing");
+	if (!(p = out_push(R, TPL_MEDIA)))
+		return nomem(R->e);
+	p->line = n->line;
+	if ((st = text_of(R, url, &p->text)))
+		return st;
+	p->text_len = strlen(p->text);
+	if (!falsy(ct) && (st = text_of(R, ct, &p->extra)))
+		return st;
+	return CORE_OK;
+}
+
 static enum core_status render_helper(struct rstate *R, const struct tnode *n)
 {
 	const json_t *a = n->nparams ? resolve(R, &n->params[0]) : NULL;
@@ -387,85 +478,17 @@ static enum core_status render_helper(struct rstate *R, const struct tnode *n)
 	enum core_status st;
 
 	switch (n->h) {
-	case H_JSON: {
-		const struct texpr *ix = tpl_hash_get(n, "indent");
-		const json_t *iv = ix ? resolve(R, ix) : NULL;
-		int ind = 0;
-		struct core_buf b = CORE_BUF_INIT(TPL_MAX_OUTPUT);
-		if (iv && jv_is_number(iv) && !jv_is_bignum(iv)) {
-			double d = jv_number_value(iv);
-			ind = d > 10 ? 10 : d < 1 ? 0 : (int)d;
-		}
-		if (!a)
-			st = core_buf_adds(&b, "null");
-		else if (ind)
-			st = pretty(a, ind, 0, &b);
-		else
-			st = jv_dump(a, &b);
-		if (st == CORE_OK)
-			st = emit(R, b.p, b.len);
-		else
-			st = core_fail(R->e, st, "%s:%zu: {{json}}: value too large or too deep",
-			               R->t->name, n->line);
-		core_buf_release(&b);
-		return st;
-	}
-	case H_ROLE: {
-		json_t *meta = NULL;
-		if (!a || !jv_is_string(a))
-			return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{role}} needs a string, got %s",
-			                 R->t->name, n->line, a ? jv_type_name(a) : "nothing");
-		if (!tpl_valid_role(json_string_value(a)))
-			return core_fail(R->e, CORE_EINVAL,
-			                 "%s:%zu: {{role}}: unknown role \"%.64s\" (expected \"system\", \"user\", \"model\" or \"tool\")",
-			                 R->t->name, n->line, json_string_value(a));
-		if (n->nhash && !(meta = json_object()))
-			return nomem(R->e);
-		for (size_t k = 0; k < n->nhash; k++) {
-			char *s = NULL;
-			if ((st = text_of(R, resolve(R, &n->hash[k].val), &s))) {
-				json_decref(meta);
-				return st;
-			}
-			json_t *sv = json_string(s);
-			free(s);
-			if (!sv || json_object_set_new(meta, n->hash[k].key, sv)) {
-				json_decref(meta);
-				return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{role}}: '%s' is not valid UTF-8",
-				                 R->t->name, n->line, n->hash[k].key);
-			}
-		}
-		if (!(p = out_push(R, TPL_ROLE)) || !(p->text = strdup(json_string_value(a)))) {
-			json_decref(meta);
-			return nomem(R->e);
-		}
-		p->text_len = strlen(p->text);
-		p->meta = meta;
-		p->line = n->line;
-		return CORE_OK;
-	}
+	case H_JSON:
+		return render_json(R, n, a);
+	case H_ROLE:
+		return render_role(R, n, a);
 	case H_HISTORY:
 		if (!(p = out_push(R, TPL_HISTORY)))
 			return nomem(R->e);
 		p->line = n->line;
 		return CORE_OK;
-	case H_MEDIA: {
-		const json_t *url = resolve(R, tpl_hash_get(n, "url"));
-		const struct texpr *cx = tpl_hash_get(n, "contentType");
-		const json_t *ct = cx ? resolve(R, cx) : NULL;
-		if (!url || !jv_is_string(url) || json_string_length(url) == 0)
-			return core_fail(R->e, CORE_EINVAL, "%s:%zu: {{media}}: url must be a non-empty string, got %s",
-			                 R->t->name, n->line, url ? jv_type_name(url) : "nothing");
-		if (!(p = out_push(R, TPL_MEDIA)))
-			return nomem(R->e);
-		p->line = n->line;
-		if ((st = text_of(R, url, &p->text)))
-			return st;
-		p->text_len = strlen(p->text);
-		if (!falsy(ct) && (st = text_of(R, ct, &p->extra)))
-			return st;
-		return CORE_OK;
-	}
+	case H_MEDIA:
+		return render_media(R, n);
 	case H_SECTION:
 		if (!(p = out_push(R, TPL_SECTION)))
 			return nomem(R->e);

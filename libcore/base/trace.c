@@ -14,6 +14,12 @@
  * trace_finish() or trace_quiesce().  What the process waits for it, at
  * exit and before a detach's fork together, is bounded by cfg.wait_ms;
  * what is still queued or in flight then is cancelled and counted.
+ *
+ * One unit on purpose: the recorder, the encoder and the exporter thread
+ * share one tracer (struct tracer, T) under one mutex, and each reads the
+ * others' parts of it; apart, that struct and its lock would become a
+ * header for three files, and the encoder and the exporter, reading
+ * trace.h's configuration while trace.c calls them, a circle.
  */
 #include <errno.h>
 #include <fcntl.h>

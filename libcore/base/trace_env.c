@@ -240,6 +240,83 @@ static void read_bounds(struct trace_config *c)
 		c->queue_max = (size_t)n;
 }
 
+/* The OTLP exporter's settings: 0, 1 when they turn tracing off (noted,
+ * c released), -1 without memory. */
+static int read_otlp(struct trace_config *c)
+{
+	const char *proto = env2("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
+	                         "OTEL_EXPORTER_OTLP_PROTOCOL");
+	if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
+		note(c, "tracing off: OTLP protocol '%s' is not supported (agentkit sends "
+		     "http/json)", proto);
+		trace_config_release(c);
+		return 1;
+	}
+	char url[2048];
+	trace_endpoint(env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+	               env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
+	if (!(c->url = strdup(url)))
+		return -1;
+	const char *hv[] = { "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS" };
+	for (int i = 0; i < 2; i++) {
+		int r = kv_each(env(hv[i]), add_header, c);
+		if (r == -2)
+			return -1;
+		if (r == -1)
+			note(c, "trace headers: %s is malformed (or a value holds a line "
+			     "break or %%00): ignored from the bad entry on", hv[i]);
+	}
+	const char *t = env2("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT");
+	char *end = NULL;
+	long long ms = t ? strtoll(t, &end, 10) : 0;
+	c->timeout_ms = DEFAULT_TIMEOUT_MS;
+	if (t && (end == t || *end || ms <= 0))
+		note(c, "trace export: timeout '%s' is not a positive number of milliseconds: "
+		     "10000 used", t);
+	else if (t)
+		c->timeout_ms = ms;
+	const char *tls[3] = {
+		env2("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
+		env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
+		     "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
+		env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
+	};
+	char **dst[3] = { &c->ca_file, &c->cert_file, &c->key_file };
+	for (int i = 0; i < 3; i++)
+		if (tls[i] && !(*dst[i] = strdup(tls[i])))
+			return -1;
+	return 0;
+}
+
+/* The resource: OTEL_RESOURCE_ATTRIBUTES, the service's name and version
+ * and the SDK's; CORE_ENOMEM without memory. */
+static enum core_status read_resource(struct trace_config *c, const char *default_service,
+                                      const char *version)
+{
+	if (!(c->resource = json_array()))
+		return CORE_ENOMEM;
+	int r = kv_each(env("OTEL_RESOURCE_ATTRIBUTES"), add_resource, c->resource);
+	if (r == -2)
+		return CORE_ENOMEM;
+	if (r == -1) {
+		/* specification/resource/sdk.md: discard the whole value. */
+		json_array_clear(c->resource);
+		note(c, "%s is malformed: ignored", "OTEL_RESOURCE_ATTRIBUTES");
+	}
+	int has_name = 0;
+	size_t i;
+	json_t *kv;
+	json_array_foreach(c->resource, i, kv)
+		has_name |= !strcmp(json_string_value(json_object_get(kv, "key")), "service.name");
+	if (env("OTEL_SERVICE_NAME") || !has_name)
+		kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
+		                            ? env("OTEL_SERVICE_NAME") : default_service));
+	kv_set(c->resource, kv_str("service.version", version));
+	kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
+	kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
+	return CORE_OK;
+}
+
 enum core_status trace_config_from_env(struct trace_config *c, int flag_on, const char *file,
                                        const char *default_service, const char *version)
 {
@@ -277,69 +354,14 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	if (file && !(c->file = strdup(file)))
 		goto nomem;
 	if (c->exporter == TRACE_OTLP) {
-		const char *proto = env2("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-		                         "OTEL_EXPORTER_OTLP_PROTOCOL");
-		if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
-			note(c, "tracing off: OTLP protocol '%s' is not supported (agentkit sends "
-			     "http/json)", proto);
-			trace_config_release(c);
-			return CORE_OK;
-		}
-		char url[2048];
-		trace_endpoint(env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-		               env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
-		if (!(c->url = strdup(url)))
+		int r = read_otlp(c);
+		if (r < 0)
 			goto nomem;
-		const char *hv[] = { "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS" };
-		for (int i = 0; i < 2; i++) {
-			int r = kv_each(env(hv[i]), add_header, c);
-			if (r == -2)
-				goto nomem;
-			if (r == -1)
-				note(c, "trace headers: %s is malformed (or a value holds a line "
-				     "break or %%00): ignored from the bad entry on", hv[i]);
-		}
-		const char *t = env2("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT", "OTEL_EXPORTER_OTLP_TIMEOUT");
-		char *end = NULL;
-		long long ms = t ? strtoll(t, &end, 10) : 0;
-		c->timeout_ms = DEFAULT_TIMEOUT_MS;
-		if (t && (end == t || *end || ms <= 0))
-			note(c, "trace export: timeout '%s' is not a positive number of milliseconds: "
-			     "10000 used", t);
-		else if (t)
-			c->timeout_ms = ms;
-		const char *tls[3] = {
-			env2("OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"),
-			env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_CERTIFICATE",
-			     "OTEL_EXPORTER_OTLP_CLIENT_CERTIFICATE"),
-			env2("OTEL_EXPORTER_OTLP_TRACES_CLIENT_KEY", "OTEL_EXPORTER_OTLP_CLIENT_KEY"),
-		};
-		char **dst[3] = { &c->ca_file, &c->cert_file, &c->key_file };
-		for (int i = 0; i < 3; i++)
-			if (tls[i] && !(*dst[i] = strdup(tls[i])))
-				goto nomem;
+		if (r > 0)
+			return CORE_OK;
 	}
-	if (!(c->resource = json_array()))
+	if (read_resource(c, default_service, version))
 		goto nomem;
-	int r = kv_each(env("OTEL_RESOURCE_ATTRIBUTES"), add_resource, c->resource);
-	if (r == -2)
-		goto nomem;
-	if (r == -1) {
-		/* specification/resource/sdk.md: discard the whole value. */
-		json_array_clear(c->resource);
-		note(c, "%s is malformed: ignored", "OTEL_RESOURCE_ATTRIBUTES");
-	}
-	int has_name = 0;
-	size_t i;
-	json_t *kv;
-	json_array_foreach(c->resource, i, kv)
-		has_name |= !strcmp(json_string_value(json_object_get(kv, "key")), "service.name");
-	if (env("OTEL_SERVICE_NAME") || !has_name)
-		kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
-		                            ? env("OTEL_SERVICE_NAME") : default_service));
-	kv_set(c->resource, kv_str("service.version", version));
-	kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
-	kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
 	const char *tp = env("TRACEPARENT");
 	char tid[33], sid[17];
 	unsigned fl;

@@ -428,53 +428,43 @@ static enum core_status emit_text(const struct model_stream *stream, int live, i
 	return st ? core_fail(e, st, "script model: %s", core_strerror(st)) : CORE_OK;
 }
 
-static enum core_status script_generate(const char *path, const struct model_request *req,
-                                        const struct model_stream *stream,
-                                        struct model_response *resp, struct core_err *e)
+/* The reply's "delay" (a duration or a number of seconds) in *delay; 0 without. */
+static enum core_status reply_delay(const json_t *reply, const char *path, int64_t *delay,
+                                    struct core_err *e)
 {
-	json_t *reply = NULL, *content = NULL;
+	const json_t *d = json_object_get(reply, "delay");
+	struct core_err de = { 0 };
+	char num[64];
+	const char *ds;
+
+	*delay = 0;
+	if (!d)
+		return CORE_OK;
+	ds = json_string_value(d);
+	if (jv_is_number(d)) {
+		snprintf(num, sizeof num, "%.17g", json_number_value(d));
+		ds = num;
+	}
+	if (!ds || core_parse_duration(ds, delay, &de))
+		return bad(e, path, "'delay' must be a duration (\"200ms\", \"1s\") or a number of seconds");
+	return CORE_OK;
+}
+
+/* Text: streamed chunk by chunk, then one text part onto content. */
+static enum core_status reply_text(const json_t *reply, const struct model_stream *stream,
+                                   int live, int64_t delay, json_t *content,
+                                   const char *path, struct core_err *e)
+{
+	const json_t *chunks = json_object_get(reply, "chunks"), *t = json_object_get(reply, "text");
 	struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st;
+	enum core_status st = CORE_OK;
 	size_t i;
 	const json_t *v;
 
-	if (!*path)
-		return core_fail(e, CORE_ENOTFOUND, "model 'script/' names no script file");
-	if ((st = pick_reply(path, req->messages, atomic_fetch_add(&script_calls, 1), &reply, e)))
-		return st;
-	if (!(content = json_array()))
-		goto nomem;
-
-	int64_t delay = 0;
-	const json_t *d = json_object_get(reply, "delay");
-	if (d) {
-		struct core_err de = { 0 };
-		char num[64];
-		const char *ds = json_string_value(d);
-		if (jv_is_number(d)) {
-			snprintf(num, sizeof num, "%.17g", json_number_value(d));
-			ds = num;
-		}
-		if (!ds || core_parse_duration(ds, &delay, &de)) {
-			st = bad(e, path, "'delay' must be a duration (\"200ms\", \"1s\") or a number of seconds");
-			goto out;
-		}
-	}
-
-	int live;
-	if ((st = stream_scripted(reply, stream, delay, &live, path, e)))
-		goto out;
-
-	/* Text: streamed chunk by chunk, then one text part in the message. */
-	const json_t *chunks = json_object_get(reply, "chunks"), *t = json_object_get(reply, "text");
-	if (chunks && !json_is_array(chunks)) {
-		st = bad(e, path, "'chunks' must be an array of strings");
-		goto out;
-	}
-	if (t && !jv_is_string(t)) {
-		st = bad(e, path, "'text' must be a string");
-		goto out;
-	}
+	if (chunks && !json_is_array(chunks))
+		return bad(e, path, "'chunks' must be an array of strings");
+	if (t && !jv_is_string(t))
+		return bad(e, path, "'text' must be a string");
 	json_array_foreach(chunks, i, v) {
 		if (!jv_is_string(v)) {
 			st = bad(e, path, "'chunks' must be an array of strings");
@@ -487,15 +477,26 @@ static enum core_status script_generate(const char *path, const struct model_req
 		goto out;
 	if ((chunks || t) && json_array_append_new(content, json_pack("{s:s%}", "text",
 	                                                              text.p ? text.p : "", text.len)))
-		goto nomem;
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+out:
+	core_buf_release(&text);
+	return st;
+}
 
-	/* Tool requests and raw parts: one chunk, as providers send them. */
-	json_t *rest = json_array();
-	if (!rest)
-		goto nomem;
+/* Tool requests and raw parts: one chunk, as providers send them, then onto content. */
+static enum core_status reply_rest(const json_t *reply, const struct model_stream *stream,
+                                   int live, int64_t delay, json_t *content,
+                                   const char *path, struct core_err *e)
+{
 	const json_t *reqs = json_object_get(reply, "toolRequests"), *parts = json_object_get(reply, "content");
+	json_t *rest = json_array();
+	enum core_status st = CORE_OK;
+	size_t i;
+	const json_t *v;
+
+	if (!rest)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
 	if ((reqs && !json_is_array(reqs)) || (parts && !json_is_array(parts))) {
-		json_decref(rest);
 		st = bad(e, path, "'toolRequests' and 'content' must be arrays");
 		goto out;
 	}
@@ -503,19 +504,42 @@ static enum core_status script_generate(const char *path, const struct model_req
 		json_array_append(rest, (json_t *)v);
 	json_array_foreach(reqs, i, v) {
 		if (!json_is_object(v) || !jv_is_string(json_object_get(v, "name"))) {
-			json_decref(rest);
 			st = bad(e, path, "each tool request needs a 'name'");
 			goto out;
 		}
 		json_array_append_new(rest, json_pack("{s:O}", "toolRequest", v));
 	}
 	if ((st = emit(stream, live, delay, rest))) {
-		json_decref(rest);
 		core_fail(e, st, "script model: %s", core_strerror(st));
 		goto out;
 	}
 	json_array_extend(content, rest);
+out:
 	json_decref(rest);
+	return st;
+}
+
+static enum core_status script_generate(const char *path, const struct model_request *req,
+                                        const struct model_stream *stream,
+                                        struct model_response *resp, struct core_err *e)
+{
+	json_t *reply = NULL, *content = NULL;
+	enum core_status st;
+	const json_t *v;
+	int64_t delay;
+	int live;
+
+	if (!*path)
+		return core_fail(e, CORE_ENOTFOUND, "model 'script/' names no script file");
+	if ((st = pick_reply(path, req->messages, atomic_fetch_add(&script_calls, 1), &reply, e)))
+		return st;
+	if (!(content = json_array()))
+		goto nomem;
+	if ((st = reply_delay(reply, path, &delay, e)) ||
+	    (st = stream_scripted(reply, stream, delay, &live, path, e)) ||
+	    (st = reply_text(reply, stream, live, delay, content, path, e)) ||
+	    (st = reply_rest(reply, stream, live, delay, content, path, e)))
+		goto out;
 
 	/* A reply that does not stream takes its delay once, as a whole. */
 	if (json_is_false(json_object_get(reply, "stream")) && (st = pause_for(stream, delay))) {
@@ -550,7 +574,6 @@ nomem:
 out:
 	json_decref(reply);
 	json_decref(content);
-	core_buf_release(&text);
 	return st;
 }
 

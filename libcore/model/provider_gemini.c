@@ -154,6 +154,69 @@ static const json_t *call_for(const json_t *prev_model, const json_t *r, size_t 
 	return NULL;
 }
 
+/* The functionResponse part for the j-th tool response p, answering a
+ * call of the model turn prev_model. */
+static json_t *function_response(const json_t *prev_model, const json_t *p, size_t j)
+{
+	const json_t *r = json_object_get(p, "toolResponse");
+	const json_t *out = json_object_get(r, "output");
+	const json_t *call = call_for(prev_model, r, j);
+	const json_t *cid = json_object_get(json_object_get(call, "metadata"), "callId");
+	json_t *fr = json_pack("{s:O}", "name", json_object_get(r, "name"));
+	if (jv_is_string(cid))
+		json_object_set(fr, "id", (json_t *)cid);
+	json_object_set_new(fr, "response", json_is_object(out)
+	        ? json_incref((json_t *)out)
+	        : json_pack("{s:O, s:O}", "name", json_object_get(r, "name"),
+	                    "content", out ? out : json_null()));
+	/* Media the tool returned: functionResponse.parts. */
+	json_t *fparts = json_array(), *q;
+	size_t k;
+	json_array_foreach(json_object_get(r, "content"), k, q) {
+		json_t *mp = json_object_get(q, "media") ? media_part(json_object_get(q, "media")) : NULL;
+		if (mp)
+			json_array_append_new(fparts, mp);
+	}
+	if (json_array_size(fparts))
+		json_object_set(fr, "parts", fparts);
+	json_decref(fparts);
+	return json_pack("{s:o}", "functionResponse", fr);
+}
+
+/* The Gemini part for the Genkit part p of a user, model or system turn;
+ * NULL for what Gemini is not sent. */
+static json_t *gemini_part(const json_t *p)
+{
+	const json_t *v, *t = json_object_get(p, "text");
+	json_t *part = NULL;
+	if ((v = json_object_get(p, "toolRequest"))) {
+		const json_t *in = json_object_get(v, "input");
+		const json_t *cid = json_object_get(json_object_get(p, "metadata"), "callId");
+		json_t *fc = json_pack("{s:O}", "name", json_object_get(v, "name"));
+		if (jv_is_string(cid))
+			json_object_set(fc, "id", (json_t *)cid);
+		json_object_set_new(fc, "args", json_is_object(in) ? json_incref((json_t *)in)
+		                    : in && !json_is_null(in) ? json_pack("{s:O}", "input", in)
+		                    : json_object());
+		part = json_pack("{s:o}", "functionCall", fc);
+		add_signature(part, p);
+	} else if ((v = json_object_get(p, "media"))) {
+		part = media_part(v);
+	} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
+		part = json_pack("{s:O, s:b}", "text", v, "thought", 1);
+		add_signature(part, p);
+	} else if ((v = json_object_get(p, "custom")) && json_is_object(v)) {
+		part = json_deep_copy(v);
+	} else if (jv_is_string(t) && (json_string_length(t) ||
+	           json_object_get(json_object_get(p, "metadata"), "signature"))) {
+		/* An empty text part may carry the turn's thought
+		 * signature; it goes back with it. */
+		part = json_pack("{s:O}", "text", t);
+		add_signature(part, p);
+	}
+	return part;
+}
+
 static enum core_status build(const json_t *msgs, json_t *contents, json_t **system,
                               struct core_err *e)
 {
@@ -173,31 +236,8 @@ static enum core_status build(const json_t *msgs, json_t *contents, json_t **sys
 		}
 		if (!strcmp(role, "tool")) {
 			json_t *rs = prov_ordered_responses(prev_model, m);
-			json_array_foreach(rs, j, p) {
-				const json_t *r = json_object_get(p, "toolResponse");
-				const json_t *out = json_object_get(r, "output");
-				const json_t *call = call_for(prev_model, r, j);
-				const json_t *cid = json_object_get(json_object_get(call, "metadata"), "callId");
-				json_t *fr = json_pack("{s:O}", "name", json_object_get(r, "name"));
-				if (jv_is_string(cid))
-					json_object_set(fr, "id", (json_t *)cid);
-				json_object_set_new(fr, "response", json_is_object(out)
-				        ? json_incref((json_t *)out)
-				        : json_pack("{s:O, s:O}", "name", json_object_get(r, "name"),
-				                    "content", out ? out : json_null()));
-				/* Media the tool returned: functionResponse.parts. */
-				json_t *fparts = json_array(), *q;
-				size_t k;
-				json_array_foreach(json_object_get(r, "content"), k, q) {
-					json_t *mp = json_object_get(q, "media") ? media_part(json_object_get(q, "media")) : NULL;
-					if (mp)
-						json_array_append_new(fparts, mp);
-				}
-				if (json_array_size(fparts))
-					json_object_set(fr, "parts", fparts);
-				json_decref(fparts);
-				json_array_append_new(parts, json_pack("{s:o}", "functionResponse", fr));
-			}
+			json_array_foreach(rs, j, p)
+				json_array_append_new(parts, function_response(prev_model, p, j));
 			json_decref(rs);
 			if (json_array_size(parts))
 				json_array_append_new(contents, json_pack("{s:s, s:o}", "role", "user", "parts", parts));
@@ -206,33 +246,7 @@ static enum core_status build(const json_t *msgs, json_t *contents, json_t **sys
 			continue;
 		}
 		json_array_foreach(content, j, p) {
-			const json_t *v, *t = json_object_get(p, "text");
-			json_t *part = NULL;
-			if ((v = json_object_get(p, "toolRequest"))) {
-				const json_t *in = json_object_get(v, "input");
-				const json_t *cid = json_object_get(json_object_get(p, "metadata"), "callId");
-				json_t *fc = json_pack("{s:O}", "name", json_object_get(v, "name"));
-				if (jv_is_string(cid))
-					json_object_set(fc, "id", (json_t *)cid);
-				json_object_set_new(fc, "args", json_is_object(in) ? json_incref((json_t *)in)
-				                    : in && !json_is_null(in) ? json_pack("{s:O}", "input", in)
-				                    : json_object());
-				part = json_pack("{s:o}", "functionCall", fc);
-				add_signature(part, p);
-			} else if ((v = json_object_get(p, "media"))) {
-				part = media_part(v);
-			} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
-				part = json_pack("{s:O, s:b}", "text", v, "thought", 1);
-				add_signature(part, p);
-			} else if ((v = json_object_get(p, "custom")) && json_is_object(v)) {
-				part = json_deep_copy(v);
-			} else if (jv_is_string(t) && (json_string_length(t) ||
-			           json_object_get(json_object_get(p, "metadata"), "signature"))) {
-				/* An empty text part may carry the turn's thought
-				 * signature; it goes back with it. */
-				part = json_pack("{s:O}", "text", t);
-				add_signature(part, p);
-			}
+			json_t *part = gemini_part(p);
 			if (part)
 				json_array_append_new(parts, part);
 		}
