@@ -103,6 +103,31 @@ static enum core_status read_limits(struct tool *t, const json_t *m, struct core
 	return CORE_OK;
 }
 
+/* The manifest's "timeout": a duration ("30s") or a number of seconds. */
+static enum core_status read_timeout(struct tool *t, const json_t *m, struct core_err *e)
+{
+	const json_t *v = json_object_get(m, "timeout");
+	struct core_err de = { 0 };
+	t->timeout_ms = TOOL_DEFAULT_TIMEOUT_MS;
+	if (!v)
+		return CORE_OK;
+	if (jv_is_string(v)) {
+		if (core_parse_duration(json_string_value(v), &t->timeout_ms, &de))
+			return core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout': %s", t->manifest,
+			                 de.msg);
+	} else if (json_is_number(v) && json_number_value(v) > 0 && json_number_value(v) <= 9e12) {
+		/* Seconds; bounded as durations are, so the cast is defined. */
+		t->timeout_ms = (int64_t)(json_number_value(v) * 1000 + 0.5);
+	} else {
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be a duration ('30s')",
+		                 t->manifest);
+	}
+	if (t->timeout_ms <= 0)
+		return core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be at least 1ms",
+		                 t->manifest);
+	return CORE_OK;
+}
+
 static enum core_status read_manifest(struct tool *t, const char *stem, struct core_err *e)
 {
 	struct core_buf b = CORE_BUF_INIT(MANIFEST_MAX);
@@ -159,30 +184,7 @@ static enum core_status read_manifest(struct tool *t, const char *stem, struct c
 	if (!t->input_schema)
 		json_object_set_new(t->definition, "inputSchema", json_pack("{s:s}", "type", "object"));
 
-	t->timeout_ms = TOOL_DEFAULT_TIMEOUT_MS;
-	if ((v = json_object_get(m, "timeout"))) {
-		struct core_err de = { 0 };
-		if (jv_is_string(v)) {
-			if (core_parse_duration(json_string_value(v), &t->timeout_ms, &de)) {
-				st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout': %s", t->manifest, de.msg);
-				goto out;
-			}
-		} else if (json_is_number(v) && json_number_value(v) > 0 &&
-		           json_number_value(v) <= 9e12) {
-			/* Seconds; bounded as durations are, so the cast is defined. */
-			t->timeout_ms = (int64_t)(json_number_value(v) * 1000 + 0.5);
-		} else {
-			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be a duration ('30s')",
-			               t->manifest);
-			goto out;
-		}
-		if (t->timeout_ms <= 0) {
-			st = core_fail(e, CORE_EINVAL, "tool manifest %s: 'timeout' must be at least 1ms",
-			               t->manifest);
-			goto out;
-		}
-	}
-	if ((st = read_limits(t, m, e)))
+	if ((st = read_timeout(t, m, e)) || (st = read_limits(t, m, e)))
 		goto out;
 	if ((v = json_object_get(m, "command"))) {
 		if (!json_is_array(v) || !json_array_size(v)) {
