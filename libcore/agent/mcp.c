@@ -23,20 +23,6 @@
  * stop. */
 #define NOTE_TIMEOUT_MS 100
 
-/* The transports, by the entries' "type": a new one is one row. */
-static const struct mcp_transport_ops *const transports[] = {
-	&mcp_transport_stdio,
-	NULL
-};
-
-const struct mcp_transport_ops *mcp_transport_find(const char *type)
-{
-	for (size_t i = 0; type && transports[i]; i++)
-		if (!strcmp(transports[i]->type, type))
-			return transports[i];
-	return NULL;
-}
-
 static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
 
 static const char *str_or(const json_t *v, const char *dflt)

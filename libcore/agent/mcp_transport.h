@@ -14,9 +14,10 @@
  *
  * Adding a transport is one file and one row: libcore/agent/mcp_NAME.c
  * defines a const struct mcp_transport_ops and the functions it points
- * to (with its extern below), and mcp.c's transports[] lists it.  The
- * members of its entries that stdio does not have are read in
- * mcp_config.c's server_entry() into struct mcp_server_config.
+ * to (with its extern below), and mcp_transport.c's transports[] lists
+ * it (tests/unit/mcp_transport_test.c adds one so).  The members of its
+ * entries that stdio does not have are read in mcp_config.c's
+ * server_entry() into struct mcp_server_config.
  *
  * One message is one JSON-RPC object; the transport carries it whole
  * (stdio: one line) and knows nothing of what it says.  Every operation
@@ -135,7 +136,8 @@ struct mcp_transport_ops {
 	void (*close)(struct mcp_transport *t, int64_t grace_ms);
 };
 
-/* The transport that takes type (mcp.c's transports[]), or NULL. */
+/* The transport that takes type (mcp_transport.c's transports[]), or
+ * NULL. */
 const struct mcp_transport_ops *mcp_transport_find(const char *type);
 
 extern const struct mcp_transport_ops mcp_transport_stdio;     /* mcp_stdio.c */
