@@ -1,6 +1,7 @@
-/* mcp.c - MCP servers over stdio as a tool source (mcp.h): one server's
- * process and protocol, the set of servers, and the calls; mcp_config.c
- * reads the configuration and names the tools. */
+/* mcp.c - MCP servers as a tool source (mcp.h): the protocol spoken to
+ * one server, the set of servers, and the calls; the transport that
+ * carries the messages is mcp_transport.h's (stdio: mcp_stdio.c);
+ * mcp_config.c reads the configuration and names the tools. */
 #include "mcp.h"
 
 #include <stdio.h>
@@ -8,11 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcp_transport.h"
 #include "../base/buf.h"
-#include "../base/coproc.h"
 #include "../base/json.h"
 #include "../base/trace.h"
-#include "../base/utf8.h"
 #include "../base/util.h"
 
 /* tools/list pages followed before the server is called broken. */
@@ -40,14 +40,13 @@ static const char *or_empty(const char *s)
 
 struct mcp_server {
 	const struct mcp_server_config *cfg;
-	struct coproc *cp;
+	struct mcp_transport *t;        /* NULL: not started (in this process) */
 	json_int_t next_id;
 	int broken;             /* exited or broke the protocol: why */
 	struct core_err why;
 	int list_changed;       /* notifications/tools/list_changed since the last list */
 	int offer;              /* OFFER_*: which of its tools the agent is given */
 	struct mcp_set *set;
-	struct core_buf errline; /* stderr after its last newline, for the sink */
 	json_t *sel;            /* OFFER_LISTED: the MCP names selected */
 };
 
@@ -69,7 +68,7 @@ struct mcp_set {
 	struct tool_source source;
 	mcp_stderr_fn *sink;
 	void *sink_ctx;
-	struct coproc_cancel cancel;    /* mcp_set_cancel(): start-up, re-lists */
+	struct mcp_cancel cancel;       /* mcp_set_cancel(): start-up, re-lists */
 };
 
 static int64_t left_ms(int64_t deadline)
@@ -78,39 +77,20 @@ static int64_t left_ms(int64_t deadline)
 	return left > 0 ? left : 0;
 }
 
-/* " (stderr: ...tail)" when the server wrote to stderr. */
-static void add_stderr(struct mcp_server *s, struct core_buf *b)
+/* Opened before a fork (a detached worker's caller): the parent's. */
+static int inherited(const struct mcp_transport *t)
 {
-	const char *t = coproc_stderr(s->cp);
-	size_t n = strlen(t);
-	while (n && (t[n - 1] == '\n' || t[n - 1] == ' ' || t[n - 1] == '\r'))
-		n--;
-	if (!n)
-		return;
-	core_buf_adds(b, " (stderr: ");
-	if (s->cp->err_dropped)
-		core_buf_adds(b, "...");
-	/* The tail may start inside a character, and holds what the server
-	 * wrote: made valid here, where it joins our text. */
-	for (size_t i = 0, j; i < n; i = j + 1) {
-		for (j = i; j < n && t[j] != '\n'; j++)
-			;
-		core_buf_add_text(b, t + i, j - i);
-		if (j < n)
-			core_buf_addc(b, ' ');
-	}
-	core_buf_addc(b, ')');
+	return t->pid != getpid();
 }
 
-/* Fail with msg and the stderr tail; broken: every later call fails so. */
+/* Fail with msg and the server's stderr tail; broken: every later call
+ * fails so. */
 static enum core_status server_fail(struct mcp_server *s, int broken, enum core_status st,
                                     const char *msg, struct core_err *e)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	core_buf_adds(&b, msg);
-	/* coproc's own messages for a server that ended carry its stderr */
-	if (strncmp(msg, "mcp server '", 12) || !coproc_exited(s->cp))
-		add_stderr(s, &b);
+	s->t->ops->tail(s->t, msg, &b);
 	core_fail(e, st, "%s", b.p ? b.p : msg);
 	core_buf_release(&b);
 	if (broken && !s->broken) {
@@ -121,8 +101,8 @@ static enum core_status server_fail(struct mcp_server *s, int broken, enum core_
 }
 
 /*
- * Write msg within timeout_ms (cancel may be NULL).  A write that fails
- * leaves the stream cut inside a line, or the server not reading its
+ * Send msg within timeout_ms (cancel may be NULL).  A send that fails
+ * leaves the stream cut inside a message, or the server not reading its
  * input: it is broken and killed at once (waiting on it longer could
  * only block the run).  method names the request in messages, as rpc()
  * does; bound_ms (> 0) is the bound of that request, named when the
@@ -131,11 +111,11 @@ static enum core_status server_fail(struct mcp_server *s, int broken, enum core_
  */
 static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
                              const char *method, int64_t timeout_ms, int64_t bound_ms,
-                             const struct coproc_cancel *cancel, struct core_err *e)
+                             const struct mcp_cancel *cancel, struct core_err *e)
 {
 	struct core_err we = { 0 };
 	char msgbuf[1400];
-	enum core_status st = msg ? coproc_write_json(s->cp, msg, timeout_ms, cancel, &we)
+	enum core_status st = msg ? s->t->ops->send(s->t, msg, timeout_ms, cancel, &we)
 	                          : core_fail(&we, CORE_ENOMEM, "out of memory");
 	json_decref(msg);
 	if (!st)
@@ -151,18 +131,27 @@ static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
 	else
 		snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", we.msg, method);
 	server_fail(s, 1, st, msgbuf, e);
-	coproc_kill(s->cp);
+	s->t->ops->kill(s->t);
 	return st;
 }
 
-/* A request of the server's: ping gets {}, anything else -32601; written
- * within the call's time left (the server's request is part of the call). */
-static enum core_status answer(struct mcp_server *s, const json_t *msg, const char *method,
-                               int64_t left_ms, int64_t bound_ms,
-                               const struct coproc_cancel *cancel, struct core_err *e)
+/*
+ * A message of the server's own, read while request method waits: a
+ * request is answered (ping with {}, anything else -32601) within the
+ * call's time left (the server's request is part of the call);
+ * notifications/tools/list_changed is noted, other notifications dropped.
+ */
+static enum core_status from_server(struct mcp_server *s, const json_t *msg,
+                                    const char *method, int64_t left_ms, int64_t bound_ms,
+                                    const struct mcp_cancel *cancel, struct core_err *e)
 {
 	const char *asked = json_string_value(json_object_get(msg, "method"));
 	json_t *id = json_object_get(msg, "id");
+	if (!id) {
+		if (asked && !strcmp(asked, "notifications/tools/list_changed"))
+			s->list_changed = 1;
+		return CORE_OK;
+	}
 	if (!asked || !strcmp(asked, "ping"))
 		return post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
 		            method, left_ms, bound_ms, cancel, e);
@@ -195,18 +184,99 @@ static void cancel_request(struct mcp_server *s, const char *method, json_int_t 
 }
 
 /*
+ * The server's next JSON-RPC message (*msg, a new reference) while
+ * request id (method, bounded by bound_ms) waits until deadline.  The
+ * deadline and the stop hold however fast the server writes: messages
+ * already read ahead do not wait.  A timeout or a stop cancels the
+ * request; a message that is not JSON-RPC breaks the server.
+ */
+static enum core_status next_message(struct mcp_server *s, const char *method, json_int_t id,
+                                     int64_t deadline, int64_t bound_ms,
+                                     const struct mcp_cancel *cancel, json_t **msg,
+                                     struct core_err *e)
+{
+	struct core_err re = { 0 }, pe = { 0 };
+	char msgbuf[1400];
+	enum core_status st;
+	const char *line;
+	size_t len;
+	int64_t left = deadline - core_now_mono_ms();
+	if (left <= 0)
+		st = CORE_EDEADLINE;
+	else if (cancel && cancel->fn && cancel->fn(cancel->ctx))
+		st = CORE_ECANCELLED;
+	else
+		st = s->t->ops->receive(s->t, left, cancel, &line, &len, &re);
+	if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
+		cancel_request(s, method, id, st == CORE_EDEADLINE ? "timeout" : "cancelled");
+		if (st == CORE_ECANCELLED)
+			return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name, method);
+		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' did not answer %s within %lld ms",
+		         s->cfg->name, method, (long long)bound_ms);
+		return server_fail(s, 0, st, msgbuf, e);
+	}
+	if (st == CORE_ENOMEM)
+		return core_fail(e, st, "out of memory");
+	if (st) {
+		/* Exited, a line too long: nothing more can be read. */
+		snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
+		return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
+		                   msgbuf, e);
+	}
+	*msg = jv_parse(line, len, "stdout", 0, &pe);
+	if (json_is_object(*msg) && !strcmp(str_or(json_object_get(*msg, "jsonrpc"), ""), "2.0"))
+		return CORE_OK;
+	json_decref(*msg);
+	*msg = NULL;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	core_buf_addf(&b, "mcp server '%s' wrote a line that is not a JSON-RPC message "
+	              "on stdout: '", s->cfg->name);
+	line_head(line, len, &b);
+	core_buf_adds(&b, "' (an MCP server may write only JSON-RPC there; logs go "
+	              "to stderr)");
+	st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
+	core_buf_release(&b);
+	return st;
+}
+
+/* The answer msg (consumed) to request method: its result object into
+ * *result, or its JSON-RPC error. */
+static enum core_status take_answer(struct mcp_server *s, const char *method, json_t *msg,
+                                    json_t **result, struct core_err *e)
+{
+	const json_t *err = json_object_get(msg, "error");
+	char msgbuf[1400];
+	if (err) {
+		const char *m = json_string_value(json_object_get(err, "message"));
+		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s': %s failed: %s (code %lld)",
+		         s->cfg->name, method, m ? m : "no message",
+		         (long long)json_integer_value(json_object_get(err, "code")));
+		json_decref(msg);
+		return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+	}
+	*result = json_incref(json_object_get(msg, "result"));
+	json_decref(msg);
+	if (json_is_object(*result))
+		return CORE_OK;
+	json_decref(*result);
+	*result = NULL;
+	snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered %s without a result object",
+	         s->cfg->name, method);
+	return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+}
+
+/*
  * One request: send it, read until its answer, answering the server's own
  * requests meanwhile.  *result is the result (new reference).
  */
 static enum core_status rpc(struct mcp_server *s, const char *method, json_t *params,
-                            int64_t timeout_ms, int (*cancelled)(void *), void *cctx,
+                            int64_t timeout_ms, const struct mcp_cancel *cancel,
                             json_t **result, struct core_err *e)
 {
-	struct coproc_cancel cancel = { cancelled, cctx };
-	char msgbuf[1400];
 	enum core_status st;
 	json_int_t id = ++s->next_id;
 	int64_t deadline = core_now_mono_ms() + timeout_ms;
+	json_t *msg;
 	*result = NULL;
 	if (s->broken) {
 		json_decref(params);
@@ -215,97 +285,20 @@ static enum core_status rpc(struct mcp_server *s, const char *method, json_t *pa
 	}
 	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
 	                        method, "params", params ? params : json_object());
-	if ((st = post(s, req, method, timeout_ms, timeout_ms, &cancel, e)))
+	if ((st = post(s, req, method, timeout_ms, timeout_ms, cancel, e)))
 		return st;
 	for (;;) {
-		struct core_err re = { 0 };
-		char *line, *fixed = NULL;
-		size_t len;
-		int64_t left = deadline - core_now_mono_ms();
-		/* The deadline and the cancellation hold however fast the
-		 * server writes: lines already read ahead do not wait. */
-		if (left <= 0)
-			st = core_fail(&re, CORE_EDEADLINE, "timeout");
-		else if (cancelled && cancelled(cctx))
-			st = core_fail(&re, CORE_ECANCELLED, "cancelled");
-		else
-			st = coproc_read_line(s->cp, left, &cancel, &line, &len, &re);
-		if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
-			cancel_request(s, method, id, st == CORE_EDEADLINE ? "timeout" : "cancelled");
-			if (st == CORE_ECANCELLED)
-				return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name,
-				                 method);
-			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' did not answer %s within %lld ms",
-			         s->cfg->name, method, (long long)timeout_ms);
-			return server_fail(s, 0, st, msgbuf, e);
-		}
-		if (st) {
-			/* Exited, a line too long: nothing more can be read. */
-			snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
-			return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
-			                   msgbuf, e);
-		}
-		/* The server's bytes become valid UTF-8 here, where they enter:
-		 * a stray byte in a string is U+FFFD, not a line refused. */
-		if (utf8_valid(line, len) != len) {
-			if (!(fixed = utf8_dup(line, len)))
-				return core_fail(e, CORE_ENOMEM, "out of memory");
-			line = fixed;
-			len = strlen(fixed);
-		}
-		struct core_err pe = { 0 };
-		json_t *msg = jv_parse(line, len, "stdout", 0, &pe);
-		if (!json_is_object(msg) ||
-		    strcmp(str_or(json_object_get(msg, "jsonrpc"), ""), "2.0")) {
-			struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-			core_buf_addf(&b, "mcp server '%s' wrote a line that is not a JSON-RPC message "
-			              "on stdout: '", s->cfg->name);
-			line_head(line, len, &b);
-			core_buf_adds(&b, "' (an MCP server may write only JSON-RPC there; logs go "
-			              "to stderr)");
-			json_decref(msg);
-			free(fixed);
-			st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
-			core_buf_release(&b);
+		if ((st = next_message(s, method, id, deadline, timeout_ms, cancel, &msg, e)))
 			return st;
-		}
-		free(fixed);
-		if (json_object_get(msg, "method")) {
-			const char *m = json_string_value(json_object_get(msg, "method"));
-			st = CORE_OK;
-			if (json_object_get(msg, "id"))
-				st = answer(s, msg, method, left_ms(deadline), timeout_ms, &cancel, e);
-			else if (m && !strcmp(m, "notifications/tools/list_changed"))
-				s->list_changed = 1;
-			json_decref(msg);
-			if (st)
-				return st;
-			continue;
-		}
 		const json_t *rid = json_object_get(msg, "id");
-		if (!json_is_integer(rid) || json_integer_value(rid) != id) {
-			json_decref(msg);       /* a late answer to a cancelled request */
-			continue;
-		}
-		const json_t *err = json_object_get(msg, "error");
-		if (err) {
-			const char *m = json_string_value(json_object_get(err, "message"));
-			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s': %s failed: %s (code %lld)",
-			         s->cfg->name, method, m ? m : "no message",
-			         (long long)json_integer_value(json_object_get(err, "code")));
-			json_decref(msg);
-			return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
-		}
-		*result = json_incref(json_object_get(msg, "result"));
+		if (json_object_get(msg, "method"))
+			st = from_server(s, msg, method, left_ms(deadline), timeout_ms, cancel, e);
+		else if (json_is_integer(rid) && json_integer_value(rid) == id)
+			return take_answer(s, method, msg, result, e);
+		/* else a late answer to a cancelled request: dropped */
 		json_decref(msg);
-		if (!json_is_object(*result)) {
-			json_decref(*result);
-			*result = NULL;
-			snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered %s without a result "
-			         "object", s->cfg->name, method);
-			return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
-		}
-		return CORE_OK;
+		if (st)
+			return st;
 	}
 }
 
@@ -329,18 +322,18 @@ static enum core_status unavailable(struct mcp_server *s, struct core_err *e)
 		e->st = CORE_EUNAVAILABLE;
 	s->broken = 1;
 	s->why = *e;
-	if (e->st == CORE_ECANCELLED && s->cp && !coproc_inherited(s->cp))
-		coproc_kill(s->cp);
+	if (e->st == CORE_ECANCELLED && s->t && !inherited(s->t))
+		s->t->ops->kill(s->t);
 	return e->st;
 }
 
 static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
-                                   const struct coproc_cancel *cancel, json_t *tools,
+                                   const struct mcp_cancel *cancel, json_t *tools,
                                    struct core_err *e);
 
 /* initialize, initialized, tools/list: the tool objects into *tools;
  * cancel (may be NULL) stops it, CORE_ECANCELLED. */
-static enum core_status handshake(struct mcp_server *s, const struct coproc_cancel *cancel,
+static enum core_status handshake(struct mcp_server *s, const struct mcp_cancel *cancel,
                                   json_t *tools, struct core_err *e)
 {
 	const struct mcp_server_config *c = s->cfg;
@@ -352,8 +345,7 @@ static enum core_status handshake(struct mcp_server *s, const struct coproc_canc
 	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
 	                           MCP_PROTOCOL_VERSION, "capabilities", "clientInfo",
 	                           "name", "agentkit", "version", AGENTKIT_VERSION);
-	if ((st = rpc(s, "initialize", params, left_ms(deadline), cancel ? cancel->fn : NULL,
-	              cancel ? cancel->ctx : NULL, &res, e)))
+	if ((st = rpc(s, "initialize", params, left_ms(deadline), cancel, &res, e)))
 		return unavailable(s, e);
 	const char *v = json_string_value(json_object_get(res, "protocolVersion"));
 	int ok = 0;
@@ -377,7 +369,7 @@ static enum core_status handshake(struct mcp_server *s, const struct coproc_canc
 /* tools/list, every page, the tools kept (include, exclude, tasks) into
  * *tools; the server's list_changed flag is cleared by a complete list. */
 static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
-                                   const struct coproc_cancel *cancel, json_t *tools,
+                                   const struct mcp_cancel *cancel, json_t *tools,
                                    struct core_err *e)
 {
 	const struct mcp_server_config *c = s->cfg;
@@ -395,8 +387,7 @@ static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
 		params = cursor ? json_pack("{s:s}", "cursor", cursor) : json_object();
 		free(cursor);
 		cursor = NULL;
-		if ((st = rpc(s, "tools/list", params, left_ms(deadline), cancel ? cancel->fn : NULL,
-		              cancel ? cancel->ctx : NULL, &res, e)))
+		if ((st = rpc(s, "tools/list", params, left_ms(deadline), cancel, &res, e)))
 			return unavailable(s, e);
 		const json_t *list = json_object_get(res, "tools"), *t;
 		size_t i;
@@ -441,36 +432,6 @@ struct mcp_set *mcp_set_new(void)
 	return calloc(1, sizeof(struct mcp_set));
 }
 
-/* Line by line to the set's sink; a line longer than the buffer keeps
- * (a megabyte) is given in pieces. */
-static void on_stderr(void *ctx, const char *p, size_t n)
-{
-	struct mcp_server *srv = ctx;
-	for (size_t i = 0; i < n; i++) {
-		if (p[i] != '\n' && !core_buf_addc(&srv->errline, p[i]) &&
-		    srv->errline.len < ((size_t)1 << 20))
-			continue;
-		/* made valid where it enters: the sink prints it, a
-		 * worker's log keeps it */
-		if (core_buf_fix_text(&srv->errline))
-			srv->errline.len = 0;
-		if (srv->errline.len || p[i] == '\n')
-			srv->set->sink(srv->set->sink_ctx, srv->cfg->name,
-			               srv->errline.p ? srv->errline.p : "");
-		srv->errline.len = 0;
-		if (srv->errline.p)
-			srv->errline.p[0] = 0;
-	}
-}
-
-/* The rest of a last line without a newline. */
-static void flush_stderr(struct mcp_server *srv)
-{
-	if (srv->set && srv->set->sink && srv->errline.len && !core_buf_fix_text(&srv->errline))
-		srv->set->sink(srv->set->sink_ctx, srv->cfg->name, srv->errline.p);
-	core_buf_release(&srv->errline);
-}
-
 void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
 {
 	s->sink = fn;
@@ -479,24 +440,14 @@ void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
 
 void mcp_set_cancel(struct mcp_set *s, int (*cancelled)(void *ctx), void *ctx)
 {
-	s->cancel = (struct coproc_cancel){ cancelled, ctx };
+	s->cancel = (struct mcp_cancel){ cancelled, ctx };
 }
 
-/* Start srv's process (srv->cp). */
+/* Start srv (srv->t) over the transport its entry names. */
 static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 {
-	const struct mcp_server_config *c = srv->cfg;
-	char what[300];
-	snprintf(what, sizeof what, "mcp server '%s'", c->name);
-	struct coproc_limits lim = { .line = c->max_result_bytes,
-	                             .line_knob = "the server's maxResultBytes",
-	                             .stderr_tail = 1,
-	                             .on_stderr = srv->set->sink ? on_stderr : NULL,
-	                             .stderr_ctx = srv };
-	core_buf_release(&srv->errline);
-	core_buf_init(&srv->errline, CORE_BUF_UNLIMITED);
-	return coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
-	                         &srv->cp, e);
+	return srv->cfg->transport->open(srv->cfg, srv->set->sink, srv->set->sink_ctx,
+	                                 &srv->t, e);
 }
 
 /*
@@ -505,15 +456,15 @@ static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
  * inherited descriptor: start this process's own, once, at its first
  * call.  The tools stay those the parent listed.
  */
-static enum core_status own_server(struct mcp_server *s, const struct coproc_cancel *cancel,
+static enum core_status own_server(struct mcp_server *s, const struct mcp_cancel *cancel,
                                    struct core_err *e)
 {
 	enum core_status st;
 	json_t *tools;
-	if (!coproc_inherited(s->cp))
+	if (!inherited(s->t))
 		return CORE_OK;
-	coproc_free(s->cp);     /* the memory only: the process is the parent's */
-	s->cp = NULL;
+	s->t->ops->close(s->t, 0);      /* the memory only: the server is the parent's */
+	s->t = NULL;
 	s->broken = 0;
 	s->list_changed = 0;
 	if ((st = spawn_server(s, e)))
@@ -710,11 +661,11 @@ static enum core_status call(const struct tool *t, const json_t *input,
 		return core_fail(e, CORE_EUNAVAILABLE, "%s no longer offers tool '%s'", t->manifest,
 		                 t->name);
 	struct mcp_server *s = mt->srv;
-	struct coproc_cancel cancel = { cancelled, cctx };
+	struct mcp_cancel cancel = { cancelled, cctx };
 	/* A worker's own start is part of its first call: its stop ends it. */
-	if (s->cp && (st = own_server(s, &cancel, e)))
+	if (s->t && (st = own_server(s, &cancel, e)))
 		return st;
-	if (!s->cp)
+	if (!s->t)
 		return core_fail(e, CORE_EUNAVAILABLE, "mcp server '%s' could not be started in "
 		                 "this process", s->cfg->name);
 	json_t *meta = json_pack("{s:I, s:s, s:s, s:s, s:I}", "progressToken", s->next_id + 1,
@@ -734,7 +685,7 @@ static enum core_status call(const struct tool *t, const json_t *input,
 	                           "_meta", meta);
 	if (!params)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if ((st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, cancelled, cctx, &res, e)))
+	if ((st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, &cancel, &res, e)))
 		return st;
 	st = map_result(res, output, parts);
 	json_decref(res);
@@ -877,7 +828,7 @@ static enum core_status source_refresh(void *ctx, json_t *names, int *changed,
 	for (size_t k = 0; k < s->nservers; k++) {
 		struct mcp_server *srv = s->servers[k];
 		json_t *tools;
-		if (!srv->list_changed || srv->broken || !srv->cp || coproc_inherited(srv->cp))
+		if (!srv->list_changed || srv->broken || !srv->t || inherited(srv->t))
 			continue;
 		if (!(tools = json_array()))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
@@ -925,10 +876,8 @@ void mcp_set_free(struct mcp_set *s)
 		json_decref(s->tools[i].def);
 	free(s->tools);
 	for (size_t i = 0; i < s->nservers; i++) {
-		if (s->servers[i]->cp && !coproc_inherited(s->servers[i]->cp))
-			coproc_close(s->servers[i]->cp, MCP_SHUTDOWN_GRACE_MS);
-		coproc_free(s->servers[i]->cp);
-		flush_stderr(s->servers[i]);
+		if (s->servers[i]->t)
+			s->servers[i]->t->ops->close(s->servers[i]->t, MCP_SHUTDOWN_GRACE_MS);
 		json_decref(s->servers[i]->sel);
 		free(s->servers[i]);
 	}

@@ -1,6 +1,6 @@
 /*
- * mcp.h - MCP servers as a tool source: the configuration, a stdio client
- * for each server, and their tools as agentkit tools (tools.h).
+ * mcp.h - MCP servers as a tool source: the configuration, a client for
+ * each server, and their tools as agentkit tools (tools.h).
  *
  * Configuration (docs/mcp.md): files in the shared shape
  *
@@ -19,11 +19,13 @@
  * timeout and startupTimeout are durations ("30s") or numbers of
  * milliseconds (as Gemini CLI writes them).
  *
- * A server runs as a co-process (coproc.h): argv without a shell, in its
- * own process group, with the caller's environment minus the provider
- * keys plus its "env", stderr captured (the last 2 KiB, attached to every
- * failure's message; and line by line to mcp_set_stderr()'s sink).  The client speaks JSON-RPC 2.0, one object per
- * line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
+ * The client reaches a server through the transport its entry's "type"
+ * names (mcp_transport.h; only "stdio" for now).  A stdio server runs as
+ * a co-process (coproc.h, mcp_stdio.c): argv without a shell, in its own
+ * process group, with the caller's environment minus the provider keys
+ * plus its "env", stderr captured (the last 2 KiB, attached to every
+ * failure's message; and line by line to mcp_set_stderr()'s sink).  The
+ * client speaks JSON-RPC 2.0, one object per line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
  * answers are accepted, anything else is a failure naming the version),
  * notifications/initialized, tools/list until no nextCursor, then
  * tools/call per call.  Server requests are answered: ping with {},
@@ -64,10 +66,13 @@
 /* Longest tool name the providers all accept. */
 #define MCP_TOOL_NAME_MAX 64
 
+struct mcp_transport_ops;
+
 /* One server entry, expanded.  Owned by its struct mcp_config. */
 struct mcp_server_config {
 	char *name;
 	char *file;             /* the configuration file it came from */
+	const struct mcp_transport_ops *transport;  /* its "type"'s (mcp_transport.h) */
 	char **argv;            /* command and args, NULL-terminated */
 	char **env;             /* "NAME=VALUE" from "env", NULL-terminated */
 	char *cwd;              /* or NULL */

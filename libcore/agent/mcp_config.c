@@ -8,6 +8,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "mcp_transport.h"
 #include "../base/buf.h"
 #include "../base/json.h"
 #include "../base/util.h"
@@ -144,8 +145,9 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 
 	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if ((type && (!jv_is_string(type) || strcmp(json_string_value(type), "stdio"))) ||
-	    (!cmd && json_object_get(entry, "url")))
+	sc->transport = !type ? mcp_transport_find("stdio")
+	              : jv_is_string(type) ? mcp_transport_find(json_string_value(type)) : NULL;
+	if (!sc->transport || (!cmd && json_object_get(entry, "url")))
 		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': only stdio servers "
 		                 "(a \"command\") are supported", file, name);
 	if (!jv_is_string(cmd) || !*json_string_value(cmd))
