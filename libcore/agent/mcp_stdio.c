@@ -33,7 +33,7 @@ static struct coproc_cancel cancel_of(const struct mcp_cancel *c)
 
 /* Line by line to the sink; a line longer than ERRLINE_MAX is given in
  * pieces. */
-static void on_stderr(void *ctx, const char *p, size_t n)
+static void stdio_stderr(void *ctx, const char *p, size_t n)
 {
 	struct stdio *s = ctx;
 	for (size_t i = 0; i < n; i++) {
@@ -71,7 +71,7 @@ static enum core_status stdio_open(const struct mcp_server_config *c,
 	struct coproc_limits lim = { .line = c->max_result_bytes,
 	                             .line_knob = "the server's maxResultBytes",
 	                             .stderr_tail = 1,
-	                             .on_stderr = sink ? on_stderr : NULL,
+	                             .on_stderr = sink ? stdio_stderr : NULL,
 	                             .stderr_ctx = s };
 	if ((st = coproc_start_argv(c->argv, c->cwd, what, (const char *const *)c->env, &lim,
 	                            &s->cp, e))) {

@@ -216,7 +216,7 @@ static void cancel(struct run_child *c, int64_t now)
 
 /* Write what stdin still has room for; close it when all is written or
  * the child stopped reading (EPIPE: its business). */
-static void feed(struct run_child *c)
+static void write_stdin(struct run_child *c)
 {
 	size_t left = c->in_len - c->in_off;
 	ssize_t w = left ? write(c->in_fd, c->in + c->in_off, left) : 0;
@@ -296,7 +296,7 @@ enum core_status run_wait_all(struct run_child *const *children, size_t n,
 			if (c->done)
 				continue;
 			if (c->in_fd >= 0)
-				feed(c);
+				write_stdin(c);
 			if (c->out_fd >= 0)
 				pump(c, &c->out_fd, 1);
 			if (c->err_fd >= 0)
