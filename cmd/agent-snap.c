@@ -19,7 +19,6 @@
 #include "../libcore/agent/detach.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
-#include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
 
@@ -920,8 +919,7 @@ int main(int argc, char **argv)
 	cli_start(&prog);
 	/* -a runs state transforms: before that child, keys and the store password
 	 * out of its reach. */
-	if (spawn_protect_keys(cli_secret_variable, &e))
-		return cli_finish(cli_report(&e));
+	cli_protect_secrets();
 	while ((c = cli_next(argc, argv, &arg)) != -1) {
 		switch (c) {
 		case OPT_STORE: o.store = arg; break;

@@ -9,7 +9,6 @@
 
 #include "cli.h"
 #include "../libcore/base/json.h"
-#include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
 
@@ -235,8 +234,7 @@ int main(int argc, char **argv)
 
 	cli_start(&prog);
 	/* A store password (PGPASSWORD, one in AGENTKIT_STORE) out of /proc/PID/environ. */
-	if (spawn_protect_keys(cli_secret_variable, &e))
-		return cli_finish(cli_report(&e));
+	cli_protect_secrets();
 	while ((c = cli_next(argc, argv, &arg)) != -1) {
 		switch (c) {
 		case OPT_STORE: o.store = arg; break;

@@ -7,6 +7,7 @@
 #include "cli_int.h"
 #include "../libcore/model/model.h"
 #include "../libcore/model/registry.h"
+#include "../libcore/base/spawn.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
 
@@ -232,4 +233,11 @@ const char *cli_sub_words(void)
 int cli_secret_variable(const char *entry)
 {
 	return model_key_variable(entry) || store_secret_variable(entry);
+}
+
+void cli_protect_secrets(void)
+{
+	struct core_err e = { 0 };
+	if (spawn_protect_keys(cli_secret_variable, &e))
+		cli_exit(cli_report(&e));
 }

@@ -133,9 +133,12 @@ void cli_start(const struct cli_prog *prog);
  * PGPASSWORD, PGPASSFILE, an AGENTKIT_STORE that holds a password).  No
  * tool, MCP server, handler, transform or credential command inherits
  * one unless its manifest names it.  Every command that takes --store
- * gives it at the start of main: spawn_protect_keys(cli_secret_variable).
+ * gives it at the start of main, after cli_start(): cli_protect_secrets()
+ * (spawn_protect_keys(cli_secret_variable); out of memory, the only way
+ * it fails, is reported and the exit).
  */
 int cli_secret_variable(const char *entry);
+void cli_protect_secrets(void);
 
 /*
  * The next option: its key, with *arg set to its value (or NULL); -1 when
