@@ -1,89 +1,43 @@
 /* agent-run.c - run an agent: AgentInput in, AgentStreamChunk NDJSON out,
  * one final output line.
  *
- * The command line only: options, the init, the output (NDJSON, text,
- * json) and the stop signals.  Near 1,150 lines as one unit: its option
- * table and help text (~210 lines) open it, as in every cmd/ file, and
- * each phase of main() is one of those four jobs; the rest is libcore's:
- * the eager intake (intake.h), the inputs fed to the turns (feed.h),
- * text rendering (render.h), detached runs (detach.h), the MCP servers
- * (mcp_run.h), the runtime (runtime.h), tracing (agent_trace.h,
- * trace.h). */
-#include <errno.h>
+ * The command line only: the options, the calls that run the invocation
+ * phase by phase (libcore/agent/invocation.h: stdin, the eager intake, the
+ * MCP servers, tracing, the store and the runtime, the inputs, the end),
+ * the messages each phase may give, and the exit status.  What stdout
+ * carries in each --format is output.h's. */
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "../libcore/agent/agent.h"
-#include "../libcore/agent/agent_ext.h"
-#include "../libcore/agent/agent_trace.h"
-#include "../libcore/agent/detach.h"
-#include "../libcore/agent/feed.h"
-#include "../libcore/agent/intake.h"
-#include "../libcore/base/json.h"
-#include "../libcore/base/lines.h"
-#include "../libcore/model/model.h"
-#include "../libcore/agent/mcp.h"
-#include "../libcore/agent/mcp_run.h"
-#include "../libcore/agent/render.h"
-#include "../libcore/agent/runtime.h"
+#include "../libcore/agent/invocation.h"
 #include "../libcore/base/spawn.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
-#include "../store/store.h"
 
+/* The options' keys: the short letters, then long-only groups (the values
+ * are the table's alone: each only has to be unique). */
 enum {
-	OPT_MESSAGE = 'm',
-	OPT_SESSION = 's',
-	OPT_FORMAT = 'f',
-	OPT_MODEL = CLI_LONG + 1,
-	OPT_SYSTEM,
-	OPT_TOOL,
-	OPT_MAX_TURNS,
-	OPT_CONFIG,
-	OPT_AGENTS,
-	OPT_PROMPT,
-	OPT_INPUT,
-	OPT_SNAPSHOT,
-	OPT_STATE,
-	OPT_INIT,
-	OPT_STORE,
-	OPT_NO_STORE,
-	OPT_DESCRIBE,
-	OPT_MAX_RECORD,
-	OPT_KEY_FILE,
-	OPT_MODEL_TIMEOUT,
-	OPT_DETACH = 'd',
+	OPT_MESSAGE = 'm', OPT_SESSION = 's', OPT_FORMAT = 'f', OPT_DETACH = 'd',
 	OPT_CONTINUE = 'c',
-	OPT_HB_INTERVAL = CLI_LONG + 100,
-	OPT_HB_TIMEOUT,
-	OPT_STDIN_TIMEOUT,
-	OPT_EXEC = CLI_LONG + 300,
-	OPT_DOCS,
-	OPT_STATE_TRANSFORM,
-	OPT_STREAM_TRANSFORM,
-	OPT_LIST,
-	OPT_INPUT_FORMAT = CLI_LONG + 400,
-	OPT_LIST_MODELS,
-	OPT_OUTPUT_SCHEMA = CLI_LONG + 500,
-	OPT_JSON,
-	OPT_TRACE = CLI_LONG + 600,
-	OPT_TRACE_FILE,
-	OPT_TRACE_CONTENT,
-	OPT_TRACE_NAMES,
-	OPT_MCP_CONFIG = CLI_LONG + 610,
-	OPT_MCP_LIST,
-	OPT_VERBOSE,
+	OPT_MODEL = CLI_LONG + 1, OPT_SYSTEM, OPT_TOOL, OPT_MAX_TURNS, OPT_CONFIG, OPT_AGENTS,
+	OPT_PROMPT, OPT_INPUT, OPT_SNAPSHOT, OPT_STATE, OPT_INIT, OPT_STORE, OPT_NO_STORE,
+	OPT_DESCRIBE, OPT_MAX_RECORD, OPT_KEY_FILE, OPT_MODEL_TIMEOUT,
+	OPT_HB_INTERVAL = CLI_LONG + 100, OPT_HB_TIMEOUT, OPT_STDIN_TIMEOUT,
+	OPT_EXEC = CLI_LONG + 300, OPT_DOCS, OPT_STATE_TRANSFORM, OPT_STREAM_TRANSFORM, OPT_LIST,
+	OPT_INPUT_FORMAT = CLI_LONG + 400, OPT_LIST_MODELS,
+	OPT_OUTPUT_SCHEMA = CLI_LONG + 500, OPT_JSON,
+	OPT_TRACE = CLI_LONG + 600, OPT_TRACE_FILE, OPT_TRACE_CONTENT, OPT_TRACE_NAMES,
+	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
 };
 
-static const struct cli_opt opts[] = {
+/* Not const: key_file_help() writes --key-file's help at start-up. */
+static struct cli_opt opts[] = {
 	{ OPT_MESSAGE, "message", "TEXT", "run one turn with this user text (repeatable: one turn each)" },
 	{ OPT_SESSION, "session", "ID", "resume the session's latest snapshot, or start a session under ID" },
 	{ OPT_SNAPSHOT, "snapshot", "ID", "resume from this snapshot (with --session: it must belong to it)" },
@@ -116,11 +70,8 @@ static const struct cli_opt opts[] = {
 	  "AgentOutput object)" },
 	{ OPT_DESCRIBE, "describe", NULL, "print the agent's descriptor and exit" },
 	{ OPT_MAX_RECORD, "max-record", "SIZE", "refuse input lines longer than SIZE (default 64M)" },
-	{ OPT_KEY_FILE, "key-file", "FILE",
-	  "read the model provider's API key from FILE (default $AGENTKIT_KEY_FILE, else the "
-	  "provider's variable: OPENAI_API_KEY, GOOGLE_API_KEY or GEMINI_API_KEY, "
-	  "ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, OLLAMA_API_KEY); not for the models "
-	  "file's endpoints" },
+	{ OPT_KEY_FILE, "key-file", "FILE",      /* the help: key_file_help() */
+	  "read the model provider's API key from FILE" },
 	{ OPT_MODEL_TIMEOUT, "model-timeout", "DURATION",
 	  "each model call, retries included, fails DEADLINE_EXCEEDED past this (default "
 	  "$AGENTKIT_MODEL_TIMEOUT, else 10m; a models-file endpoint's \"timeout\" wins)" },
@@ -187,50 +138,45 @@ static const struct cli_prog prog = {
 	.purpose = "run an agent turn by turn and stream what it does as NDJSON",
 	.synopsis = "[OPTION]... [AGENT] [-m TEXT]...\n[OPTION]... --model NAME [--system TEXT] [--tool NAME]... [-m TEXT]...",
 	.description =
-	"Runs AGENT (a name looked up as NAME.prompt in --agents DIR, "
-	"$AGENTKIT_PATH and ./agents, or a path to a .prompt file), or an "
-	"inline agent defined by --model, --system, --tool, --max-turns and "
-	"--config.  Each -m TEXT is one turn.  Text piped on stdin joins the "
-	"first -m turn after a blank line (git diff | agent-run reviewer -m "
-	"'review this'); without -m it is one turn of its own.  NDJSON on stdin "
-	"(first non-blank byte '{', or --input-format ndjson) is one AgentInput "
-	"per line ({\"message\":...}, {\"resume\":{...}}, {} to re-attempt), "
-	"run in order; it cannot be combined with -m.  NDJSON lines are read as "
-	"they arrive, also while a turn runs, and queued (a detach line then "
+	"Runs AGENT (a name looked up as NAME.prompt in --agents DIR, $AGENTKIT_PATH "
+	"and ./agents, or a path to a .prompt file), or an inline agent defined by "
+	"--model, --system, --tool, --max-turns and --config.  Each -m TEXT is one "
+	"turn.  Text piped on stdin joins the first -m turn after a blank line (git "
+	"diff | agent-run reviewer -m 'review this'); without -m it is one turn of its "
+	"own.  NDJSON on stdin (first non-blank byte '{', or --input-format ndjson) is "
+	"one AgentInput per line ({\"message\":...}, {\"resume\":{...}}, {} to "
+	"re-attempt), run in order; it cannot be combined with -m.  NDJSON lines are "
+	"read as they arrive, also while a turn runs, and queued (a detach line then "
 	"detaches at once).  A terminal on stdin is not read when -m is given.\n\n"
-	"stdout is NDJSON: the AgentStreamChunk objects of every turn "
-	"(modelChunk, customPatch, artifact, turnEnd), flushed one by one, "
-	"then exactly one final line: {\"output\": AgentOutput}, or "
-	"{\"error\": {\"status\", \"message\"}} when the invocation never "
-	"started (bad init, unknown agent, model or snapshot).  --format json "
-	"prints only that final object (the AgentOutput itself).  --format text "
-	"prints the model's text as it streams, each tool call and its outcome "
-	"on stderr, and a summary with the usage (colour on a terminal unless "
-	"NO_COLOR is set).\n\n"
-	"Sessions are server-managed by default: every committed turn writes "
-	"one snapshot to the store, --session ID resumes a session's latest "
-	"snapshot (or starts one under ID) and --snapshot ID a given one.  "
-	"With --no-store the state is client-managed: pass it in with --state "
-	"FILE and take it from output.state.  The session ID is printed on "
-	"every output.\n\n"
-	"Tools are executables with a JSON manifest (tools/NAME.json beside "
-	"the agent, in DIR/tools of the agent path, or ./tools); see "
-	"docs/agent-run.md for the tool protocol and the script/PATH model "
-	"format.\n\n"
-	"Detached runs (docs/detach.md): --detach, or an input line with "
-	"\"detach\": true, writes a \"pending\" snapshot row, prints "
-	"{\"output\": {\"finishReason\": \"detached\", \"sessionId\", "
-	"\"snapshotId\"}} and exits 0 at once, while a background worker (its "
-	"own session, stdio detached) runs the inputs read so far, beats the row "
-	"and finalizes it completed, failed or aborted.  Follow it with "
-	"agent-wait ID, stop it with agent-abort ID.  The worker's log is "
-	"STORE/logs/ID.log beside the store (for a store on a server, "
+	"stdout is NDJSON: the AgentStreamChunk objects of every turn (modelChunk, "
+	"customPatch, artifact, turnEnd), flushed one by one, then exactly one final "
+	"line: {\"output\": AgentOutput}, or {\"error\": {\"status\", \"message\"}} "
+	"when the invocation never started (bad init, unknown agent, model or "
+	"snapshot).  --format json prints only that final object (the AgentOutput "
+	"itself).  --format text prints the model's text as it streams, each tool call "
+	"and its outcome on stderr, and a summary with the usage (colour on a terminal "
+	"unless NO_COLOR is set).\n\n"
+	"Sessions are server-managed by default: every committed turn writes one "
+	"snapshot to the store, --session ID resumes a session's latest snapshot (or "
+	"starts one under ID) and --snapshot ID a given one.  With --no-store the state "
+	"is client-managed: pass it in with --state FILE and take it from output.state. "
+	" The session ID is printed on every output.\n\n"
+	"Tools are executables with a JSON manifest (tools/NAME.json beside the agent, "
+	"in DIR/tools of the agent path, or ./tools); see docs/agent-run.md for the "
+	"tool protocol and the script/PATH model format.\n\n"
+	"Detached runs (docs/detach.md): --detach, or an input line with \"detach\": "
+	"true, writes a \"pending\" snapshot row, prints {\"output\": "
+	"{\"finishReason\": \"detached\", \"sessionId\", \"snapshotId\"}} and exits 0 "
+	"at once, while a background worker (its own session, stdio detached) runs the "
+	"inputs read so far, beats the row and finalizes it completed, failed or "
+	"aborted.  Follow it with agent-wait ID, stop it with agent-abort ID.  The "
+	"worker's log is STORE/logs/ID.log beside the store (for a store on a server, "
 	"~/.local/state/agentkit/logs/ID.log on the worker's host); agent-snap "
 	"worker-log ID prints it.\n\n"
 	"SIGINT, SIGTERM and SIGHUP (or the reader of stdout going away) stop an "
 	"attached run: the turn in flight is cancelled, a turn that committed is "
-	"written \"aborted\", the final line still names the resume point, exit "
-	"2.  A second signal ends agent-run at once.",
+	"written \"aborted\", the final line still names the resume point, exit 2.  A "
+	"second signal ends agent-run at once.",
 	.opts = opts,
 	.examples =
 	"$ agent-run --no-store --model echo -m hi\n"
@@ -250,221 +196,72 @@ static const struct cli_prog prog = {
 	.operands = CLI_AGENT,
 };
 
-
-struct out_ctx {
-	int text;               /* --format text */
-	int json;               /* --format json: the final object only */
-	int color;              /* text: colour on stderr (a terminal, no NO_COLOR) */
-	struct render view;     /* text: the chunks as a person reads them */
-	enum core_status st;    /* first write failure */
-	struct core_err err;
-	struct core_buf line;
-	int pipe;               /* stdout is a pipe or socket */
-	int gone;               /* ... whose reader went away: a caller stop */
-};
-
 /* The command line, as parse_options() leaves it. */
 struct run_opts {
 	struct agent_spec spec;         /* the agent; spec.tools is tools */
 	struct agent_ext_spec xspec;    /* --exec, --docs, the transforms */
-	const char *store_path, *state_file, *init_json, *session, *snapshot;
+	struct invocation_stdin in;     /* -m, --input-format, --max-record, --stdin-timeout */
+	struct invocation_open open;    /* --no-store, --store, --continue (heartbeats later) */
+	struct invocation_trace trace;  /* --trace, --trace-file, --trace-content, --trace-names */
+	const char *state_file, *init_json, *session, *snapshot;
 	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
 	const char *stdin_wait;         /* --stdin-timeout as given, else the variable's, else "3s" */
-	int64_t stdin_wait_ms;
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
-	size_t max_record;
-	int text;                       /* --format text (default: stdout is a terminal) */
-	int json;                       /* --format json: only the final object */
-	int input_format;               /* --input-format: INTAKE_NDJSON, INTAKE_TEXT, or 0 */
-	int no_store, describe, detach, list, list_models, cont;
-	int trace, trace_content;       /* --trace, --trace-content */
-	int trace_semconv;              /* --trace-names semconv */
-	const char *trace_file;         /* --trace-file */
+	enum output_format format;      /* --format (default: text when stdout is a terminal) */
+	int describe, detach, list, list_models;
 	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
 	size_t nmcp;
-	int mcp_list;
-	int verbose;
+	int mcp_list, verbose;
 };
 
 /* What main() holds; released at its out: label. */
 struct run {
 	struct run_opts opts;
-	int64_t t0;                     /* when the run started (the root span's start) */
-	struct out_ctx o;
-	json_t *init;                   /* the AgentInit */
-	struct agent *agent;
-	struct core_buf store_dir;
-	struct store *store;
-	struct runtime *rt;
-	struct agent_ext *ext;          /* --exec, transforms, --docs (agent_ext.h) */
-	struct detach_run det;          /* the background, once detached */
-	json_t *output;                 /* the final AgentOutput */
-	int stdin_open;                 /* fd 0 was open when agent-run started */
-	int stdin_kind;                 /* INTAKE_NONE, INTAKE_NDJSON or INTAKE_TEXT */
-	struct core_buf in;             /* stdin's text, or the NDJSON bytes read ahead */
-	struct intake intake;           /* NDJSON inputs read while turns run */
-	struct feed feed;               /* the inputs to the turns (feed.h) */
-	int front_exit;                 /* front: the back's exit status, or -1 */
-	struct mcp_config mcp;          /* the MCP servers configured (docs/mcp.md) */
-	struct mcp_set *mcp_set;        /* ... once started */
+	struct invocation inv;          /* the run itself (invocation.h) */
 };
 
-/* ---- caller stops (runtime-semantics §2.5) ---- */
-
-/* The first SIGINT/SIGTERM/SIGHUP: agent-run's one file-scope state.  A
- * turn loop waiting for the intake wakes by the signal's EINTR
- * (intake_take()); the front of a split run forwards the signals to its
- * back (intake_split()). */
-static volatile sig_atomic_t stop_signal;
-
-static void on_stop_signal(int sig)
+static enum core_status out_write(void *ctx, const char *p, size_t n, struct core_err *e)
 {
-	if (stop_signal) {
-		/* The second one: end at once, as the signal does by default. */
-		signal(sig, SIG_DFL);
-		raise(sig);
-		return;
-	}
-	stop_signal = sig;
-	/* A read of stdin blocked between turns sees EOF after EINTR.  open,
-	 * dup2 and close are async-signal-safe; errno is the interrupted
-	 * code's. */
-	int saved = errno;
-	int null = open("/dev/null", O_RDONLY | O_CLOEXEC);
-	if (null >= 0) {
-		dup2(null, 0);
-		close(null);
-	}
-	errno = saved;
+	return cli_write(p, n, e);
 }
 
-static void catch_stop_signals(void)
+static enum core_status out_flush(void *ctx, struct core_err *e)
 {
-	struct sigaction sa;
-	memset(&sa, 0, sizeof sa);
-	sa.sa_handler = on_stop_signal;
-	sigemptyset(&sa.sa_mask);
-	sa.sa_flags = 0;        /* no SA_RESTART: a blocked read returns EINTR */
-	static const int sigs[] = { SIGINT, SIGHUP, SIGTERM };
-	for (int i = 0; i < 3; i++) {
-		struct sigaction old;
-		/* SIGINT and SIGHUP ignored on entry (a background job of a
-		 * script, nohup) stay ignored, as Unix tools do. */
-		if (sigs[i] != SIGTERM && sigaction(sigs[i], NULL, &old) == 0
-		    && old.sa_handler == SIG_IGN)
-			continue;
-		sigaction(sigs[i], &sa, NULL);
-	}
+	return cli_flush(e);
 }
 
-/* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
- * (in the detached worker) the abort flip.  It is also where a turn sees a
- * detach line that arrived while it runs. */
-static int run_cancelled(void *ctx)
-{
-	struct run *r = ctx;
-	struct out_ctx *o = &r->o;
-	if (stop_signal || o->gone)
-		return 1;
-	if (feed_in_turn(&r->feed))
-		return 1;       /* a detach line arrived while this turn ran, and failed */
-	if (r->det.role == DETACH_WORKER)
-		return detach_aborted(&r->det);
-	if (o->pipe) {
-		struct pollfd p = { .fd = 1, .events = 0 };
-		if (poll(&p, 1, 0) == 1 && (p.revents & (POLLERR | POLLHUP)))
-			o->gone = 1;
-	}
-	return o->gone;
-}
-
-static enum core_status write_json(struct out_ctx *o, const json_t *v)
-{
-	core_buf_reset(&o->line);
-	if (jv_dump(v, &o->line))
-		return core_fail(&o->err, CORE_ENOMEM, "out of memory");
-	enum core_status st = cli_write_line(&o->line, &o->err);
-	if (!st)
-		st = cli_flush(&o->err);
-	return st;
-}
-
-/* Text mode's sink (render.h): stdout through cli_write(), tool lines on
- * stderr after what stdout holds. */
-static enum core_status view_text(void *ctx, const char *p, size_t n)
-{
-	struct out_ctx *o = ctx;
-	return cli_write(p, n, &o->err);
-}
-
-static enum core_status view_flush(void *ctx)
-{
-	struct out_ctx *o = ctx;
-	return cli_flush(&o->err);
-}
-
-static void view_note(void *ctx, const char *line, size_t n)
+/* A text-mode line for stderr (a tool line), after what stdout holds. */
+static void out_note(void *ctx, const char *line, size_t n)
 {
 	fflush(stdout);
 	fprintf(stderr, "%.*s\n", (int)n, line);
 }
 
-static enum core_status show_chunk(void *ctx, const json_t *chunk)
+static enum core_status report_oom(void)
 {
-	struct out_ctx *o = ctx;
-	enum core_status st = CORE_OK;
-	if (o->st)
-		return o->st;
-	if (o->json)
-		return CORE_OK;
-	st = o->text ? render_chunk(&o->view, chunk) : write_json(o, chunk);
-	if (st == CORE_EPIPE)
-		o->gone = 1;
-	if (st)
-		o->st = st;
-	return st;
+	return cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
 }
 
-/* §7.2: the stream transform on every forwarded chunk; null drops it, a
- * failure stops the stream and fails the invocation (agent_ext_failed). */
-static enum core_status on_chunk(void *ctx, const json_t *chunk)
+/* The final {"error": ...} line of an invocation that never started. */
+static enum core_status init_failed(struct output *o, const struct core_err *e)
 {
-	struct run *r = ctx;
-	struct core_err e = { 0 };
-	json_t *shown = NULL;
-	if (agent_ext_chunk(r->ext, chunk, &shown, &e) || !shown)
-		return CORE_OK;
-	enum core_status st = show_chunk(&r->o, shown);
-	json_decref(shown);
-	return st;
+	cli_report(e);
+	output_error(o, e);
+	return e->st;
 }
 
 /* agent-run --list: the agents on the agent path, one per line. */
-static enum core_status list_agents(struct out_ctx *o, const char *agents_dir)
+static enum core_status list_agents(struct output *o, const char *agents_dir)
 {
 	struct core_err e = { 0 };
-	json_t *list = NULL, *a;
-	size_t i;
+	json_t *list = NULL;
 	enum core_status st = agent_ext_list(agents_dir, &list, &e);
 	if (st)
 		return cli_report(&e);
-	json_array_foreach(list, i, a)
-		if ((st = write_json(o, a)))
-			break;
-	json_decref(list);
-	if (st && st != CORE_EPIPE)
+	if ((st = output_lines(o, list)) && st != CORE_EPIPE)
 		cli_report(&o->err);
-	return st;
-}
-
-/* One provider of --list-models as a person reads it. */
-static enum core_status model_row_text(const json_t *row, struct core_err *e)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	enum core_status st = render_model_row(row, &b);
-	st = st ? core_fail(e, st, "out of memory") : cli_write_line(&b, e);
-	core_buf_release(&b);
+	json_decref(list);
 	return st;
 }
 
@@ -473,13 +270,12 @@ static enum core_status model_row_text(const json_t *row, struct core_err *e)
  * terminal and NDJSON otherwise.  A provider whose list could not be read
  * is named on stderr and the exit status is 1; the other rows still print.
  */
-static enum core_status list_models(struct out_ctx *o, const char *key_file)
+static enum core_status list_models(struct output *o, const char *key_file)
 {
 	struct core_err e = { 0 };
 	json_t *rows = NULL, *row;
 	size_t i;
 	int failed;
-	const char *dflt = getenv("AGENTKIT_MODEL");
 	if (!key_file)
 		key_file = getenv("AGENTKIT_KEY_FILE");
 	enum core_status st = model_list(key_file, &rows, &failed, &e);
@@ -489,59 +285,15 @@ static enum core_status list_models(struct out_ctx *o, const char *key_file)
 		const json_t *err = json_object_get(row, "error");
 		if (err)
 			cli_warn("%s", json_string_value(json_object_get(err, "message")));
-		if ((st = o->text ? model_row_text(row, &o->err) : write_json(o, row)))
+		if ((st = output_model(o, row, NULL)))
 			break;
 	}
-	if (!st && o->text) {
-		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-		st = core_buf_addf(&b, "default model (AGENTKIT_MODEL): %s",
-		                   dflt && *dflt ? dflt : "not set");
-		st = st ? core_fail(&o->err, st, "out of memory") : cli_write_line(&b, &o->err);
-		core_buf_release(&b);
-	}
+	if (!st)
+		st = output_model(o, NULL, getenv("AGENTKIT_MODEL"));
 	json_decref(rows);
 	if (st && st != CORE_EPIPE)
 		cli_report(&o->err);
 	return st ? st : failed ? CORE_FAILED : CORE_OK;
-}
-
-static void on_warn(void *ctx, const char *msg)
-{
-	cli_warn("%s", msg);
-}
-
-/* The final {"error": ...} line of an invocation that never started. */
-static enum core_status init_failed(struct out_ctx *o, const struct core_err *e)
-{
-	cli_report(e);
-	if (!o->text) {
-		json_t *line = json_pack("{s:o}", "error", jv_error_new(e->st, e->msg));
-		if (line)
-			write_json(o, line);
-		json_decref(line);
-	}
-	return e->st;
-}
-
-/* ---- detached runs (runtime-semantics §2; docs/detach.md; libcore/agent/detach.h) ---- */
-
-/* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
-static void worker_log(void *ctx, const char *line)
-{
-	char now[CORE_TIME_MAX];
-	core_time_format(core_now_ns(), now);
-	fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
-}
-
-/* A SIGTERM (SIGINT, SIGHUP) to the worker finalizes its row aborted. */
-static int worker_stopped(void *ctx)
-{
-	return (int)stop_signal;
-}
-
-static enum core_status report_oom(void)
-{
-	return cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
 }
 
 /* Append arg to the NULL-terminated *v of *n items (-m, --tool). */
@@ -559,19 +311,6 @@ static enum core_status push_arg(const char ***v, size_t *n, const char *arg)
 static int has_space(const char *s)
 {
 	return s && s[strcspn(s, " \t\n")];
-}
-
-/* --stdin-timeout, else $AGENTKIT_STDIN_TIMEOUT, else 3s; 0 is allowed. */
-static enum core_status stdin_wait_setting(struct run_opts *op)
-{
-	struct core_err e = { 0 };
-	const char *env = getenv("AGENTKIT_STDIN_TIMEOUT");
-	const char *name = op->stdin_wait ? "--stdin-timeout" : "AGENTKIT_STDIN_TIMEOUT";
-	if (!op->stdin_wait)
-		op->stdin_wait = env && *env ? env : "3s";
-	if (core_parse_duration(op->stdin_wait, &op->stdin_wait_ms, &e))
-		return cli_usage("%s: %s", name, e.msg);
-	return CORE_OK;
 }
 
 /*
@@ -595,26 +334,28 @@ static enum core_status check_habits(const struct run_opts *op)
 		                 "use -m TEXT", name);
 	return CORE_OK;
 }
-
 static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
 {
 	struct agent_spec *spec = &op->spec;
 	struct agent_ext_spec *xspec = &op->xspec;
 	const char *arg, *format = NULL;
+	struct core_err e = { 0 };
 	enum core_status st = CORE_OK;
 	int key;
-	op->max_record = CORE_LINES_DEFAULT_MAX;
+	op->in.max_record = CORE_LINES_DEFAULT_MAX;
+	op->trace.service = "agent-run";
+	op->trace.version = AGENTKIT_VERSION;
 	while (!st && (key = cli_next(argc, argv, &arg)) != -1) {
 		switch (key) {
 		case OPT_MESSAGE: st = push_arg(&op->messages, &op->nmsg, arg); break;
 		case OPT_TOOL: st = push_arg(&op->tools, &op->ntools, arg); break;
 		case OPT_SESSION: op->session = arg; break;
 		case OPT_SNAPSHOT: op->snapshot = arg; break;
-		case OPT_CONTINUE: op->cont = 1; break;
+		case OPT_CONTINUE: op->open.cont = 1; break;
 		case OPT_STATE: op->state_file = arg; break;
 		case OPT_INIT: op->init_json = arg; break;
-		case OPT_STORE: op->store_path = arg; break;
-		case OPT_NO_STORE: op->no_store = 1; break;
+		case OPT_STORE: op->open.store_path = arg; break;
+		case OPT_NO_STORE: op->open.no_store = 1; break;
 		case OPT_AGENTS: spec->agents_dir = arg; break;
 		case OPT_PROMPT: spec->prompt = arg; break;
 		case OPT_INPUT: spec->input_json = arg; break;
@@ -625,9 +366,9 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_FORMAT: format = arg; break;
 		case OPT_INPUT_FORMAT:
 			if (!strcmp(arg, "ndjson"))
-				op->input_format = INTAKE_NDJSON;
+				op->in.format = INTAKE_NDJSON;
 			else if (!strcmp(arg, "text"))
-				op->input_format = INTAKE_TEXT;
+				op->in.format = INTAKE_TEXT;
 			else
 				st = cli_usage("--input-format must be ndjson or text, not '%s'", arg);
 			break;
@@ -644,17 +385,10 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
 		case OPT_DOCS: xspec->docs = arg; break;
 		case OPT_KEY_FILE: spec->key_file = arg; break;
-		case OPT_MODEL_TIMEOUT: {
-			/* Read by every model call (provider_http.c), also a
-			 * detached worker's. */
-			struct core_err de = { 0 };
-			int64_t ms;
-			if (core_duration_setting("--model-timeout", arg, NULL, 0, &ms, &de))
-				st = cli_usage("%s", de.msg);
-			else if (setenv("AGENTKIT_MODEL_TIMEOUT", arg, 1))
-				st = cli_usage("--model-timeout: out of memory");
+		case OPT_MODEL_TIMEOUT:
+			if (invocation_model_timeout(arg, &e))
+				st = cli_usage("%s", e.msg);
 			break;
-		}
 		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 		case OPT_LIST: op->list = 1; break;
@@ -666,23 +400,24 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
 		case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
-		case OPT_TRACE: op->trace = 1; break;
-		case OPT_TRACE_FILE: op->trace_file = arg; break;
-		case OPT_TRACE_CONTENT: op->trace_content = 1; break;
+		case OPT_TRACE: op->trace.on = 1; break;
+		case OPT_TRACE_FILE: op->trace.file = arg; break;
+		case OPT_TRACE_CONTENT: op->trace.content = 1; break;
 		case OPT_TRACE_NAMES:
 			if (strcmp(arg, "genkit") && strcmp(arg, "semconv"))
 				st = cli_usage("--trace-names must be genkit or semconv, not '%s'", arg);
-			op->trace_semconv = !strcmp(arg, "semconv");
+			op->trace.semconv = !strcmp(arg, "semconv");
 			break;
 		case OPT_MAX_RECORD:
-			st = cli_size("--max-record", arg, &op->max_record);
+			st = cli_size("--max-record", arg, &op->in.max_record);
 			break;
 		}
 	}
 	if (st)
 		return st;
-	if ((st = stdin_wait_setting(op)))
-		return st;
+	if (intake_stdin_wait(op->stdin_wait, &op->stdin_wait, &op->in.wait_ms, &e))
+		return cli_usage("%s", e.msg);
+	op->in.messages = op->nmsg > 0;
 	if (optind < argc)
 		spec->name = argv[optind++];
 	if (optind < argc)
@@ -691,12 +426,13 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		return st;
 	if (format && strcmp(format, "ndjson") && strcmp(format, "text") && strcmp(format, "json"))
 		return cli_usage("--format must be ndjson, text or json, not '%s'", format);
-	op->text = format ? !strcmp(format, "text") : isatty(1);
-	op->json = format && !strcmp(format, "json");
-	if (op->no_store && op->store_path)
+	op->format = !format ? (isatty(1) ? OUTPUT_TEXT : OUTPUT_NDJSON)
+	             : !strcmp(format, "text") ? OUTPUT_TEXT
+	             : !strcmp(format, "json") ? OUTPUT_JSON : OUTPUT_NDJSON;
+	if (op->open.no_store && op->open.store_path)
 		return cli_usage("--store and --no-store exclude each other");
-	if (op->cont && (op->session || op->snapshot || op->state_file || op->init_json ||
-	                 op->no_store))
+	if (op->open.cont && (op->session || op->snapshot || op->state_file || op->init_json ||
+	                      op->open.no_store))
 		return cli_usage("--continue picks the session: drop --session, --snapshot, "
 		                 "--state, --init and --no-store");
 	spec->tools = op->tools;
@@ -704,19 +440,21 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	return CORE_OK;
 }
 
+/* ---- the invocation (invocation.h), phase by phase ---- */
+
 /* The init: --init, then the flags (each key given once). */
 static enum core_status build_init(struct run *r)
 {
 	const struct run_opts *op = &r->opts;
 	struct core_err e = { 0 };
 	struct feed_init f = { op->init_json, op->session, op->snapshot, op->state_file,
-	                       op->max_record };
-	enum core_status st = feed_init(&f, &r->init, &e);
+	                       op->in.max_record };
+	enum core_status st = feed_init(&f, &r->inv.init, &e);
 	if (st == CORE_EUSAGE)
 		return cli_usage("%s", e.msg);
-	if (st == CORE_ENOMEM && !r->init && !op->init_json)
+	if (st == CORE_ENOMEM && !r->inv.init && !op->init_json)
 		return report_oom();
-	return st ? init_failed(&r->o, &e) : CORE_OK;
+	return st ? init_failed(&r->inv.out, &e) : CORE_OK;
 }
 
 /* "agent-run: models are ..." after a model that is not one. */
@@ -736,19 +474,20 @@ static void models_hint(void)
  * turn starts (except for --describe, which describes it as it is). */
 static enum core_status load_agent(struct run *r)
 {
+	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
-	enum core_status st = agent_load(&r->opts.spec, &r->agent, &e);
-	if (st == CORE_ENOTFOUND && !r->agent) {
-		init_failed(&r->o, &e);
+	enum core_status st = agent_load(&r->opts.spec, &inv->agent, &e);
+	if (st == CORE_ENOTFOUND && !inv->agent) {
+		init_failed(&inv->out, &e);
 		cli_warn("agent-run --list lists the agents; to send text use -m TEXT");
 		return st;
 	}
 	if (!st)
-		st = agent_ext_load(r->agent, &r->opts.xspec, &r->ext, &e);
+		st = agent_ext_load(inv->agent, &r->opts.xspec, &inv->ext, &e);
 	if (st)
-		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
-	if (r->agent->model && !r->opts.describe && (st = model_check(r->agent->model, &e))) {
-		init_failed(&r->o, &e);
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&inv->out, &e);
+	if (inv->agent->model && !r->opts.describe && (st = model_check(inv->agent->model, &e))) {
+		init_failed(&inv->out, &e);
 		/* A models file that cannot be read is no misspelt model. */
 		if (strncmp(e.msg, "models file", 11))
 			models_hint();
@@ -761,13 +500,13 @@ static enum core_status describe_agent(struct run *r)
 {
 	struct core_err e = { 0 };
 	json_t *d = NULL;
-	enum core_status st = agent_ext_describe(r->agent, r->ext, !r->opts.no_store, &d, &e);
+	enum core_status st = agent_ext_describe(r->inv.agent, r->inv.ext, !r->opts.open.no_store,
+	                                         &d, &e);
 	if (st)
-		return init_failed(&r->o, &e);
-	st = write_json(&r->o, d);
+		return init_failed(&r->inv.out, &e);
+	if ((st = output_line(&r->inv.out, d)))
+		cli_report(&r->inv.out.err);    /* nothing for CORE_EPIPE */
 	json_decref(d);
-	if (st)
-		cli_report(&r->o.err);
 	return st;
 }
 
@@ -779,255 +518,48 @@ static enum core_status describe_agent(struct run *r)
 static void init_next_step(const struct run_opts *op, enum core_status st)
 {
 	int ids = op->session || op->snapshot;
-	if (st == CORE_EPRECONDITION && op->state_file && !op->no_store)
+	if (st == CORE_EPRECONDITION && op->state_file && !op->open.no_store)
 		cli_warn("--state FILE is for client-managed runs: add --no-store (or resume "
 		         "from the store with --session ID)");
-	else if (st == CORE_EPRECONDITION && ids && op->no_store)
+	else if (st == CORE_EPRECONDITION && ids && op->open.no_store)
 		cli_warn("--session and --snapshot resume from the store: drop --no-store (or "
 		         "pass --state FILE)");
 	else if (st == CORE_EINVAL && ids && op->state_file)
 		cli_warn("give --state FILE or --session/--snapshot, not both");
 }
 
-/*
- * Tracing (docs/tracing.md), in the process that runs the invocation (the
- * back of a split run): never on stdout, never in the exit status.
- */
-static void trace_open(struct run *r)
-{
-	struct trace_config c;
-	if (trace_config_from_env(&c, r->opts.trace, r->opts.trace_file, "agent-run",
-	                          AGENTKIT_VERSION)) {
-		cli_warn("tracing off: out of memory");
-		return;
-	}
-	if (c.note[0])
-		cli_warn("%s", c.note);
-	if (trace_init(&c))
-		cli_warn("tracing off: out of memory");
-	agent_trace_options(r->opts.trace_content, r->opts.trace_semconv);
-	agent_trace_begin(r->agent->name, r->agent->model, r->t0);
-}
-
-/* End the root span, flush, and say in one line if an export failed or
- * spans were dropped (the collector did not answer within the bound). */
-static void trace_close(struct run *r, enum core_status st)
-{
-	struct core_err e = { 0 };
-	agent_trace_end(st, r->output);
-	if (trace_finish(NULL, &e))
-		cli_warn("%s", e.msg);
-}
-
-/* Heartbeat settings, the store (unless --no-store) and the runtime. */
-static enum core_status open_runtime(struct run *r)
-{
-	const struct run_opts *op = &r->opts;
-	struct core_err e = { 0 };
-	int64_t hb_interval, hb_timeout;
-	enum core_status st;
-	trace_open(r);
-	/* Heartbeats: the flags, else the environment, else Genkit's. */
-	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
-	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
-	                          &hb_interval, &e)
-	    || store_heartbeat_timeout(op->hb_timeout, &hb_timeout, &e))
-		return cli_usage("%s", e.msg);
-	if (!op->no_store) {
-		if (!(st = store_default_path(op->store_path, &r->store_dir, &e)))
-			st = store_open(r->store_dir.p, &r->store, &e);
-		if (!st && op->cont)
-			st = feed_continue(r->store, r->agent->name, r->init, &e);
-		if (st)
-			return init_failed(&r->o, &e);
-	}
-	agent_ext_set_cancel(r->ext, run_cancelled, r);        /* its docs and transforms */
-	struct rt_sink sink = { on_chunk, on_warn, r };        /* rt_open() copies it */
-	struct rt_config cfg = {
-		.agent = r->agent, .store = r->store, .init = r->init, .sink = &sink,
-		.heartbeat_timeout_ms = hb_timeout,
-		.cancelled = run_cancelled, .cancel_ctx = r,
-		.ext = r->ext,
-	};
-	if ((st = rt_open(&cfg, &r->rt, &e))) {
-		init_failed(&r->o, &e);
-		init_next_step(op, st);
-		return st;
-	}
-	agent_trace_session(rt_session_id(r->rt));
-	r->det.rt = r->rt;
-	r->det.agent = r->agent->name;
-	r->det.store = &r->store;
-	r->det.store_path = r->store_dir.p;
-	r->det.hb_interval_ms = hb_interval;
-	r->det.sink = (struct detach_sink){ worker_log, worker_stopped, r };
-	return CORE_OK;
-}
-
-/* Caller stops (§2.5) from here on. */
-static void watch_caller_stops(struct out_ctx *o)
-{
-	struct stat sb;
-	o->pipe = fstat(1, &sb) == 0 && (S_ISFIFO(sb.st_mode) || S_ISSOCK(sb.st_mode));
-	catch_stop_signals();
-}
-
-/*
- * What stdin holds (intake_read_stdin()), in r->stdin_kind.  A terminal is
- * not read when -m gives the input, nor a stdin whose first byte does not
- * come within --stdin-timeout (said once; what comes later stays unread).
- * A stop signal while reading leaves no input: the run ends aborted.
- * Without -m, an empty stdin is said to have run nothing.
- */
+/* What stdin holds; what agent-run says of a silent or empty one. */
 static enum core_status read_stdin(struct run *r)
 {
 	const struct run_opts *op = &r->opts;
 	struct core_err e = { 0 };
-	r->stdin_kind = INTAKE_NONE;
-	if (!r->stdin_open || (op->nmsg && isatty(0)))
-		return CORE_OK;
-	if (op->nmsg && !intake_stdin_ready(op->stdin_wait_ms, &stop_signal)) {
-		if (op->stdin_wait_ms && !stop_signal)
-			cli_warn("no input on stdin within %s: going on without it (give "
-			         "</dev/null, or --stdin-timeout 0, to not read stdin)", op->stdin_wait);
-		return CORE_OK;
-	}
-	enum core_status st = intake_read_stdin(op->input_format, op->max_record, &stop_signal,
-	                                        &r->in, &r->stdin_kind, &e);
+	enum core_status st = invocation_read_stdin(&r->inv, &op->in, &e);
 	if (st)
-		return st == CORE_ENOMEM && !e.sys ? cli_report(&e) : init_failed(&r->o, &e);
-	if (r->stdin_kind == INTAKE_NDJSON && op->nmsg)
+		return st == CORE_ENOMEM && !e.sys ? cli_report(&e) : init_failed(&r->inv.out, &e);
+	if (r->inv.stdin_silent && op->in.wait_ms && !invocation_stop_signal())
+		cli_warn("no input on stdin within %s: going on without it (give "
+		         "</dev/null, or --stdin-timeout 0, to not read stdin)", op->stdin_wait);
+	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (!op->nmsg && r->stdin_kind == INTAKE_NONE && !stop_signal)
+	if (!op->nmsg && r->inv.stdin_kind == INTAKE_NONE && !invocation_stop_signal())
 		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
 }
 
-/*
- * NDJSON on stdin that is not a terminal is read eagerly: all of it now
- * when it is all there, else by the back process of a split run while its
- * turns run (intake_split()).  A terminal, --detach (which reads
- * everything first) and a split that could not start read between turns
- * (feed_stdin()).
- */
+/* The eager intake; the front of a split run ends as its back did. */
 static enum core_status start_intake(struct run *r)
 {
 	struct core_err e = { 0 };
-	int sig = 0;
-	if (r->stdin_kind != INTAKE_NDJSON || r->opts.detach || isatty(0))
-		return CORE_OK;
-	int complete = intake_all_there(&r->in);
-	int side = complete ? -1 : intake_split(&r->feed.front_fd, &r->front_exit, &sig);
-	if (side == 0 && sig) {
+	int sig;
+	if (invocation_start_intake(&r->inv, r->opts.detach, r->opts.in.max_record, &sig, &e))
+		return cli_report(&e);
+	if (sig) {
 		/* The back died of a signal: so does the front. */
 		signal(sig, SIG_DFL);
 		raise(sig);
 	}
-	if (side == 0 || (side < 0 && !complete))
-		return CORE_OK;         /* the front (the back ran it), or no split */
-	r->feed.back = side == 1;
-	enum core_status st = intake_start(&r->intake, &r->in, r->opts.max_record, side == 1, &e);
-	return st ? cli_report(&e) : CORE_OK;
-}
-
-/* The inputs: -m, else stdin.  How they went is in the runtime
- * (rt_output) and, once detached, in r->det.role. */
-static void run_inputs(struct run *r)
-{
-	const struct core_buf *text = r->stdin_kind == INTAKE_TEXT ? &r->in : NULL;
-	if (r->intake.on)
-		feed_intake(&r->feed);
-	else if (r->stdin_kind == INTAKE_NDJSON)
-		feed_stdin(&r->feed, &r->in, r->opts.max_record, r->opts.detach);
-	else
-		feed_messages(&r->feed, r->opts.messages, r->opts.nmsg, text, r->opts.detach);
-}
-
-/* §2.2 step 6: the caller's detached output, at once (also the feed's
- * detached(), in the back of a split run). */
-static enum core_status print_detached(void *ctx)
-{
-	struct run *r = ctx;
-	const char *session = rt_session_id(r->rt);
-	r->output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
-	                      "sessionId", session, "snapshotId", r->det.id);
-	if (!r->output)
-		return CORE_ENOMEM;
-	if (r->o.text) {
-		fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
-		        session, r->det.id, r->det.log.p);
-		return CORE_OK;
-	}
-	json_t *line = r->o.json ? json_incref(r->output) : json_pack("{s:O}", "output", r->output);
-	enum core_status st = line ? write_json(&r->o, line) : CORE_ENOMEM;
-	json_decref(line);
-	if (st)
-		cli_report(&r->o.err);
-	return st;
-}
-
-/*
- * Text mode's summary on stderr: "agent-run: stop, session S, snapshot R,
- * 12 tokens in, 30 out" (characters for models that count those), and
- * ", trace T" when tracing.
- */
-static void print_summary(struct run *r)
-{
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	if (!render_summary(cli_progname, r->output, rt_session_id(r->rt), rt_usage(r->rt),
-	                    trace_id(), r->o.color, &b)) {
-		fflush(stdout);
-		fprintf(stderr, "%s\n", b.p);
-	}
-	core_buf_release(&b);
-}
-
-/* The final line of an attached run: {"output": AgentOutput} (or, with
- * --format text, a summary on stderr); its status is the exit status. */
-static enum core_status print_output(struct run *r)
-{
-	struct out_ctx *o = &r->o;
-	struct core_err e = { 0 };
-	if (stop_signal || o->gone)
-		rt_abort(r->rt);        /* stopped between turns; a no-op once a turn ended it */
-	rt_finish(r->rt);       /* a custom agent's end, failed transforms */
-	if (!(r->output = rt_output(r->rt)))
-		return report_oom();
-	if (agent_ext_output(r->ext, r->output, &e))       /* its result, the state transform */
-		cli_warn("the state is omitted from the failed output: %s", e.msg);
-	enum core_status st = rt_exit_status(r->rt, r->output);
-	const json_t *err = json_object_get(r->output, "error");
-	const char *err_status = json_string_value(json_object_get(err, "status"));
-	if (err && stop_signal && err_status && !strcmp(err_status, "CANCELLED"))
-		/* The output keeps Genkit's CANCELLED "context canceled"; people
-		 * who pressed Ctrl-C read what happened. */
-		cli_warn("interrupted%s", stop_signal == SIGINT ? ""
-		         : stop_signal == SIGTERM ? " by SIGTERM" : " by SIGHUP");
-	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
-		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (o->json) {
-		if (!o->st)
-			o->st = write_json(o, r->output);
-	} else if (!o->text) {
-		json_t *line = json_pack("{s:O}", "output", r->output);
-		if (!o->st && line)
-			o->st = write_json(o, line);
-		json_decref(line);
-	} else {
-		print_summary(r);
-	}
-	if (o->st && o->st != CORE_EPIPE)
-		st = cli_report(&o->err);
-	int null;
-	if (o->gone && st == CORE_ABORTED && (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
-		/* The reader went away and the run ended as a caller stop: exit
-		 * with that (2), not with the quiet EPIPE stop. */
-		dup2(null, 1);
-		close(null);
-		clearerr(stdout);
-	}
-	return st;
+	return CORE_OK;
 }
 
 /* ---- MCP servers (docs/mcp.md; libcore/agent/mcp_run.h) ---- */
@@ -1037,26 +569,14 @@ static enum core_status print_output(struct run *r)
 static void mcp_stderr_line(void *ctx, const char *server, const char *line)
 {
 	struct run *r = ctx;
-	if (r->opts.verbose || r->det.role == DETACH_WORKER)
+	if (r->opts.verbose || r->inv.det.role == DETACH_WORKER)
 		cli_warn("mcp %s: %s", server, line);
-}
-
-static enum core_status new_mcp_set(struct run *r)
-{
-	if (!(r->mcp_set = mcp_set_new()))
-		return report_oom();
-	mcp_set_stderr(r->mcp_set, mcp_stderr_line, r);
-	/* A stop ends a server's start-up at once (never set before
-	 * watch_caller_stops(): --describe and --mcp-list keep SIGTERM's
-	 * default). */
-	mcp_set_cancel(r->mcp_set, run_cancelled, r);
-	return CORE_OK;
 }
 
 static enum core_status load_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
-	enum core_status st = mcp_run_load(&r->mcp, r->opts.mcp_configs, r->opts.nmcp, &e);
+	enum core_status st = mcp_run_load(&r->inv.mcp, r->opts.mcp_configs, r->opts.nmcp, &e);
 	if (st == CORE_EUSAGE)
 		return cli_usage("%s", e.msg);
 	return st ? cli_report(&e) : CORE_OK;
@@ -1067,35 +587,18 @@ static void mcp_skipped(void *ctx, const struct core_err *e)
 	cli_warn("%s (an optional server: the run goes on without its tools)", e->msg);
 }
 
-/* Start every server and give the agent their tools (before the first
- * model call; in the back process of a split run, which runs the turns). */
+/* Start every server and give the agent their tools. */
 static enum core_status start_mcp(struct run *r)
 {
+	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
-	enum core_status st = mcp_run_add_agent(&r->mcp, r->agent, &e);
-	if (!st && (st = new_mcp_set(r)))
-		return st;
-	if (!st)
-		st = mcp_run_start(r->mcp_set, &r->mcp, mcp_skipped, r, &e);
-	/* A stop during start-up: the run goes on to end aborted before its
-	 * first turn, as after a stop while stdin is read (print_output());
-	 * every server is broken, so the agent is given no MCP tool. */
-	if (st == CORE_ECANCELLED)
-		st = CORE_OK;
+	enum core_status st = invocation_start_mcp(inv, mcp_skipped, r, &e);
 	if (st)
-		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->o, &e);
-	if ((st = mcp_run_tools(r->mcp_set, r->agent, r->opts.ntools, &e)))
+		return st == CORE_EUSAGE ? cli_usage("%s", e.msg)
+		     : inv->mcp_set ? init_failed(&inv->out, &e) : cli_report(&e);
+	if ((st = mcp_run_tools(inv->mcp_set, inv->agent, r->opts.ntools, &e)))
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	return CORE_OK;
-}
-
-static enum core_status mcp_list_row(void *ctx, const json_t *row, struct core_err *e)
-{
-	struct run *r = ctx;
-	enum core_status st = write_json(&r->o, row);
-	if (st)
-		*e = r->o.err;
-	return st;
 }
 
 static void mcp_list_failed(void *ctx, const struct core_err *e)
@@ -1108,46 +611,149 @@ static enum core_status list_mcp(struct run *r)
 {
 	struct core_err e = { 0 };
 	enum core_status st;
-	if (!r->mcp.n)
+	if (!r->inv.mcp.n)
 		return cli_usage("--mcp-list needs --mcp-config FILE or $AGENTKIT_MCP_CONFIG");
-	if ((st = new_mcp_set(r)))
-		return st;
-	st = mcp_run_list(r->mcp_set, &r->mcp, r->opts.spec.name, mcp_list_row,
-	                  mcp_list_failed, r, &e);
+	if (invocation_mcp_set(&r->inv, &e))
+		return cli_report(&e);
+	st = mcp_run_list(r->inv.mcp_set, &r->inv.mcp, r->opts.spec.name, output_row,
+	                  mcp_list_failed, &r->inv.out, &e);
 	if (st == CORE_EUSAGE)
 		return cli_usage("%s", e.msg);
 	/* CORE_FAILED: each failed server is named already. */
 	return st && st != CORE_FAILED ? cli_report(&e) : st;
 }
 
+/* Tracing, the heartbeat settings, the store (unless --no-store) and the
+ * runtime. */
+static enum core_status open_runtime(struct run *r)
+{
+	const struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	struct invocation_open o = op->open;
+	enum core_status st;
+	invocation_trace(&r->inv, &op->trace);
+	/* Heartbeats: the flags, else the environment, else Genkit's. */
+	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
+	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
+	                          &o.hb_interval_ms, &e)
+	    || store_heartbeat_timeout(op->hb_timeout, &o.hb_timeout_ms, &e))
+		return cli_usage("%s", e.msg);
+	if ((st = invocation_open(&r->inv, &o, &e))) {
+		init_failed(&r->inv.out, &e);
+		if (r->inv.store || op->open.no_store)       /* the runtime refused the init */
+			init_next_step(op, st);
+	}
+	return st;
+}
+
+/* §2.2 step 6: the caller's detached output, at once (also the feed's
+ * detached(), in the back of a split run). */
+static enum core_status print_detached(void *ctx)
+{
+	struct run *r = ctx;
+	struct invocation *inv = &r->inv;
+	enum core_status st;
+	if (invocation_detached(inv))
+		return CORE_ENOMEM;
+	if (inv->out.format == OUTPUT_TEXT) {
+		fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
+		        rt_session_id(inv->rt), inv->det.id, inv->det.log.p);
+		return CORE_OK;
+	}
+	if ((st = output_final(&inv->out, inv->output)))
+		cli_report(&inv->out.err);
+	return st;
+}
+
+/* The final line of an attached run: {"output": AgentOutput} (or, with
+ * --format text, a summary on stderr); its status is the exit status. */
+static enum core_status print_output(struct run *r)
+{
+	struct output *o = &r->inv.out;
+	struct core_err note;
+	enum core_status st = invocation_finish(&r->inv, &note);
+	int sig = invocation_stop_signal(), null;
+	if (!r->inv.output)
+		return report_oom();
+	if (note.st)
+		cli_warn("the state is omitted from the failed output: %s", note.msg);
+	const json_t *err = json_object_get(r->inv.output, "error");
+	const char *err_status = json_string_value(json_object_get(err, "status"));
+	if (err && sig && err_status && !strcmp(err_status, "CANCELLED"))
+		/* The output keeps Genkit's CANCELLED "context canceled"; people
+		 * who pressed Ctrl-C read what happened. */
+		cli_warn("interrupted%s", sig == SIGINT ? "" : sig == SIGTERM ? " by SIGTERM"
+		         : " by SIGHUP");
+	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
+		cli_warn("%s", json_string_value(json_object_get(err, "message")));
+	if (o->format == OUTPUT_TEXT)     /* "agent-run: stop, session S, ..., 30 out" */
+		output_summary(o, cli_progname, r->inv.output, rt_session_id(r->inv.rt),
+		               rt_usage(r->inv.rt), trace_id());
+	else if (!o->st)
+		o->st = output_final(o, r->inv.output);
+	if (o->st && o->st != CORE_EPIPE)
+		st = cli_report(&o->err);
+	if (o->gone && st == CORE_ABORTED && (null = open("/dev/null", O_WRONLY | O_CLOEXEC)) >= 0) {
+		/* The reader went away and the run ended as a caller stop: exit
+		 * with that (2), not with the quiet EPIPE stop. */
+		dup2(null, 1);
+		close(null);
+		clearerr(stdout);
+	}
+	return st;
+}
+
+static void on_warn(void *ctx, const char *msg)
+{
+	cli_warn("%s", msg);
+}
+
+/* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
+static void worker_log(void *ctx, const char *line)
+{
+	char now[CORE_TIME_MAX];
+	core_time_format(core_now_ns(), now);
+	fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
+}
+
+/* --key-file's help names the key variables of the providers' table. */
+static void key_file_help(void)
+{
+	static struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (core_buf_adds(&b, "read the model provider's API key from FILE (default "
+	                  "$AGENTKIT_KEY_FILE, else the provider's variable: ")
+	    || model_key_variables_text(&b)
+	    || core_buf_adds(&b, "); not for the models file's endpoints"))
+		return;         /* out of memory: the row keeps its short help */
+	for (struct cli_opt *o = opts; o->name; o++)
+		if (o->key == OPT_KEY_FILE)
+			o->help = b.p;
+}
+
 int main(int argc, char **argv)
 {
-	struct run r = { .store_dir = CORE_BUF_INIT(4096), .in = CORE_BUF_INIT(0),
-	                 .front_exit = -1 };
-	struct render_sink view = { view_text, view_flush, view_note, &r.o };
+	struct run r = { 0 };
+	struct invocation_sink sink = { on_warn, worker_log, mcp_stderr_line, print_detached,
+	                                &r };
+	struct output_sink out = { out_write, out_flush, out_note, NULL };
 	enum core_status st;
 
+	key_file_help();
 	cli_start(&prog);
-	intake_init(&r.intake);
-	r.feed = (struct feed){ .det = &r.det, .intake = &r.intake, .stop = &stop_signal,
-	                        .front_fd = -1, .detached = print_detached, .ctx = &r };
-	r.t0 = core_now_ns();
-	r.stdin_open = fcntl(0, F_GETFD) != -1;
+	invocation_init(&r.inv, &sink);
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	if ((st = spawn_protect_keys(cli_secret_variable, NULL)))
 		goto out;
-	core_buf_init(&r.o.line, CORE_BUF_UNLIMITED);
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
-	r.o.text = r.opts.text;
-	r.o.json = r.opts.json;
-	r.o.color = r.o.text && isatty(2) && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
-	if (render_init(&r.o.view, r.o.color, view)) {
+	int color = r.opts.format == OUTPUT_TEXT && isatty(2)
+	            && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
+	if (output_init(&r.inv.out, r.opts.format, color, out)) {
 		st = report_oom();
 		goto out;
 	}
 	if (r.opts.list_models) {
-		st = list_models(&r.o, r.opts.spec.key_file);
+		st = list_models(&r.inv.out, r.opts.spec.key_file);
 		goto out;
 	}
 	if ((st = load_mcp(&r)))
@@ -1159,7 +765,7 @@ int main(int argc, char **argv)
 	if ((st = build_init(&r)))
 		goto out;
 	if (r.opts.list) {
-		st = list_agents(&r.o, r.opts.spec.agents_dir);
+		st = list_agents(&r.inv.out, r.opts.spec.agents_dir);
 		goto out;
 	}
 	if ((st = load_agent(&r)))
@@ -1169,39 +775,23 @@ int main(int argc, char **argv)
 			st = describe_agent(&r);
 		goto out;
 	}
-	watch_caller_stops(&r.o);
+	invocation_catch_stops(&r.inv);
 	if ((st = read_stdin(&r)))
 		goto out;
-	if ((st = start_intake(&r)) || r.front_exit >= 0 || (st = start_mcp(&r)) ||
+	if ((st = start_intake(&r)) || r.inv.front_exit >= 0 || (st = start_mcp(&r)) ||
 	    (st = open_runtime(&r)))
 		goto out;
-	run_inputs(&r);
-	switch (r.det.role) {
-	case DETACH_WORKER: st = r.det.worker_st; break;
+	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);
+	switch (r.inv.det.role) {
+	case DETACH_WORKER: st = r.inv.det.worker_st; break;
 	case DETACH_CALLER: st = print_detached(&r); break;
 	default: st = print_output(&r); break;
 	}
 out:
-	trace_close(&r, st);
-	json_decref(r.output);
-	detach_run_release(&r.det);
-	rt_free(r.rt);
-	store_close(r.store);
-	core_buf_release(&r.store_dir);
-	agent_ext_free(r.ext);
-	agent_free(r.agent);
-	json_decref(r.init);
+	invocation_close(&r.inv, st);
 	free(r.opts.messages);
 	free(r.opts.tools);
 	free(r.opts.mcp_configs);
-	mcp_set_free(r.mcp_set);
-	mcp_config_release(&r.mcp);
-	core_buf_release(&r.in);
-	intake_release(&r.intake);
-	render_release(&r.o.view);
-	core_buf_release(&r.o.line);
-	if (r.feed.front_fd >= 0)
-		close(r.feed.front_fd);
 	/* The front of a split run exits as its back did. */
-	return r.front_exit >= 0 ? r.front_exit : cli_finish(st);
+	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);
 }

@@ -67,6 +67,18 @@ enum core_status intake_read_stdin(int format, size_t max_record,
 	return CORE_OK;
 }
 
+enum core_status intake_stdin_wait(const char *flag, const char **text, int64_t *ms,
+                                   struct core_err *e)
+{
+	struct core_err pe = { 0 };
+	const char *env = getenv("AGENTKIT_STDIN_TIMEOUT");
+	*text = flag ? flag : env && *env ? env : "3s";
+	if (core_parse_duration(*text, ms, &pe))
+		return core_fail(e, CORE_EUSAGE, "%s: %s",
+		                 flag ? "--stdin-timeout" : "AGENTKIT_STDIN_TIMEOUT", pe.msg);
+	return CORE_OK;
+}
+
 int intake_stdin_ready(int64_t timeout_ms, const volatile sig_atomic_t *stop)
 {
 	int64_t end = core_now_mono_ms() + timeout_ms, left;

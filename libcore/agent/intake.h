@@ -19,6 +19,7 @@
  * reach the thread that calls intake_take() (the reader thread blocks
  * them; no other thread may take them while it waits).
  *
+ *   intake_stdin_wait()  how long -m waits for stdin (the flag, the variable)
  *   intake_read_stdin()  what stdin holds: NDJSON, text (read whole), nothing
  *   intake_init()        before anything else: intake_release() is safe
  *   intake_all_there()   read what stdin holds now, without waiting
@@ -98,6 +99,17 @@ enum core_status intake_read_stdin(int format, size_t max_record,
  * stays on stdin - or when *stop turned non-zero while it waited.
  */
 int intake_stdin_ready(int64_t timeout_ms, const volatile sig_atomic_t *stop);
+
+/*
+ * How long agent-run -m waits for stdin (intake_stdin_ready()): flag
+ * (--stdin-timeout) when not NULL, else $AGENTKIT_STDIN_TIMEOUT when set
+ * and not empty, else 3s; 0 is allowed (stdin is never read).  *text is
+ * the value used, for messages (flag, the variable's or a static).
+ * Errors: CORE_EUSAGE "NAME: invalid duration ...", NAME the flag's or
+ * the variable's.
+ */
+enum core_status intake_stdin_wait(const char *flag, const char **text, int64_t *ms,
+                                   struct core_err *e);
 
 void intake_init(struct intake *in);
 

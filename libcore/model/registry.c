@@ -50,6 +50,25 @@ const char *model_provider_name(size_t i)
 	return i < NPROVIDERS ? providers[i]->prefix : NULL;
 }
 
+enum core_status model_key_variables_text(struct core_buf *b)
+{
+	enum core_status st = CORE_OK;
+	const char *sep = "";
+	for (size_t i = 0; !st && i < NPROVIDERS; i++) {
+		const char *const *v = providers[i]->key_vars;
+		int seen = 0;
+		for (size_t j = 0; j < i && !seen; j++)
+			seen = providers[j]->key_vars == v;     /* openai's two dialects */
+		if (seen || !v || !*v)
+			continue;
+		for (const char *join = sep; !st && *v; v++, join = " or ")
+			if (!(st = core_buf_adds(b, join)))
+				st = core_buf_adds(b, *v);
+		sep = ", ";
+	}
+	return st;
+}
+
 int model_key_variable(const char *entry)
 {
 	size_t len = strcspn(entry, "=");

@@ -14,6 +14,7 @@
 #include <jansson.h>
 
 #include "model.h"
+#include "../base/buf.h"
 
 /*
  * Run one generate call with the model called name.  On failure: a status
@@ -61,6 +62,15 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
 
 /* The i-th provider of the table (static), NULL past the last. */
 const struct model_provider *model_provider_at(size_t i);
+
+/*
+ * The providers' key variables as a person reads them, appended to b: each
+ * provider's in the table's order, "A or B" for one provider's, ", "
+ * between providers ("OPENAI_API_KEY, GOOGLE_API_KEY or GEMINI_API_KEY,
+ * ..."); a list two providers share is named once.  Errors: CORE_ENOMEM
+ * (or b's maximum).
+ */
+enum core_status model_key_variables_text(struct core_buf *b);
 
 /*
  * Is the environment entry "NAME=value" (or a bare NAME) a key or header
