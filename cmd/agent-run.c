@@ -15,7 +15,6 @@
 
 #include "cli.h"
 #include "../libcore/agent/invocation.h"
-#include "../libcore/base/spawn.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
@@ -742,8 +741,7 @@ int main(int argc, char **argv)
 	cli_start(&prog);
 	invocation_init(&r.inv, &sink);
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
-	if ((st = spawn_protect_keys(cli_secret_variable, NULL)))
-		goto out;
+	cli_protect_secrets();
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
 	int color = r.opts.format == OUTPUT_TEXT && isatty(2)
