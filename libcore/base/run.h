@@ -1,6 +1,9 @@
 /*
- * run.h - run a child to completion: how agentkit runs tools, credential
- * commands and the docs command (modelled on git's run-command.c).
+ * run.h - run a child to completion: how agentkit runs tools and
+ * credential commands (modelled on git's run-command.c).  The docs
+ * command still runs on coproc.c, whose messages and per-wait timeouts it
+ * keeps; co-processes that hold a protocol (MCP servers, handlers,
+ * transforms) are coproc.c's.
  *
  * A child is an argv run without a shell (spawn.h: its own process group,
  * default signals, descriptors 0-2 only) with an environment built by
