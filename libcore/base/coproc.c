@@ -20,40 +20,6 @@
 /* Longest wait between cancellation checks and reap attempts. */
 #define SLICE_MS 50
 
-/*
- * Whether cmd is one simple command (no operators, redirections,
- * substitutions or keywords outside quotes, no leading assignment): then
- * the shell exec()s it, so the command itself holds our pipes and its
- * closing stdout is seen at once (dash does not exec a lone command).
- */
-static int simple_command(const char *cmd)
-{
-	static const char *const keywords[] = { "if", "for", "while", "until", "case", "{", "!",
-	                                        "exec", "time", NULL };
-	char q = 0;
-	size_t first = strcspn(cmd + strspn(cmd, " \t"), " \t");
-	const char *w = cmd + strspn(cmd, " \t");
-	if (!first || memchr(w, '=', first))
-		return 0;
-	for (int i = 0; keywords[i]; i++)
-		if (strlen(keywords[i]) == first && !strncmp(w, keywords[i], first))
-			return 0;
-	for (const char *p = cmd; *p; p++) {
-		if (q) {
-			if (*p == q)
-				q = 0;
-			else if (q == '"' && (*p == '$' || *p == '`' || *p == '\\'))
-				return 0;
-			continue;
-		}
-		if (*p == '\'' || *p == '"')
-			q = *p;
-		else if (strchr(";&|<>()`$\\\n#*?[~", *p))
-			return 0;
-	}
-	return !q;
-}
-
 /* A new coproc for argv (run in cwd, NULL: ours), or NULL with e filled. */
 static struct coproc *start(char *const argv[], const char *cwd, const char *what,
                             const char *const *env_add, const struct coproc_limits *lim,
@@ -93,9 +59,7 @@ enum core_status coproc_start(const char *cmd, const char *what,
                               const char *const *env_add, const struct coproc_limits *lim,
                               struct coproc **out, struct core_err *e)
 {
-	char *execd = NULL;
-	if (simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
-		execd = NULL;
+	char *execd = spawn_exec_script(cmd);  /* "exec CMD": CMD holds the pipes */
 	char *const argv[] = { "/bin/sh", "-c", execd ? execd : (char *)cmd, NULL };
 	*out = start(argv, NULL, what, env_add, lim, e);
 	free(execd);
@@ -366,12 +330,9 @@ void coproc_describe(struct coproc *c, struct core_buf *out)
 	if (!c->reaped)
 		core_buf_adds(out, "is still running");
 	else if (WIFEXITED(c->wstatus))
-		core_buf_addf(out, "exited with status %d", WEXITSTATUS(c->wstatus));
-	else if (WIFSIGNALED(c->wstatus))
-		core_buf_addf(out, "was killed by signal %d (%s)", WTERMSIG(c->wstatus),
-		              strsignal(WTERMSIG(c->wstatus)));
+		run_describe_end(out, WEXITSTATUS(c->wstatus), 0);
 	else
-		core_buf_adds(out, "ended");
+		run_describe_end(out, -1, WIFSIGNALED(c->wstatus) ? WTERMSIG(c->wstatus) : 0);
 	/* The stderr head, trimmed, on one line. */
 	size_t n = c->errbuf.len;
 	const char *s = c->errbuf.p ? c->errbuf.p : "";

@@ -320,3 +320,13 @@ void run_child_release(struct run_child *c)
 		return;
 	reap(c);
 }
+
+void run_describe_end(struct core_buf *out, int code, int sig)
+{
+	if (sig > 0)
+		core_buf_addf(out, "was killed by signal %d (%s)", sig, strsignal(sig));
+	else if (code >= 0)
+		core_buf_addf(out, "exited with status %d", code);
+	else
+		core_buf_adds(out, "ended");
+}

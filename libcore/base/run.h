@@ -2,8 +2,9 @@
  * run.h - run a child to completion: how agentkit runs tools and
  * credential commands (modelled on git's run-command.c).  The docs
  * command still runs on coproc.c, whose messages and per-wait timeouts it
- * keeps; co-processes that hold a protocol (MCP servers, handlers,
- * transforms) are coproc.c's.
+ * keeps (what both need is shared: spawn_exec_script() in spawn.h, and
+ * run_describe_end() below); co-processes that hold a protocol (MCP
+ * servers, handlers, transforms) are coproc.c's.
  *
  * A child is an argv run without a shell (spawn.h: its own process group,
  * default signals, descriptors 0-2 only) with an environment built by
@@ -130,6 +131,15 @@ enum core_status run_wait_all(struct run_child *const *children, size_t n,
 /* Start c and wait for it alone (run_start(), run_wait_all()). */
 enum core_status run_child(struct run_child *c, int (*cancelled)(void *ctx), void *ctx,
                            struct core_err *e);
+
+/*
+ * Append to out how a child ended, in coproc_describe()'s words (the docs
+ * command, handlers, transforms, MCP servers): "exited with status CODE",
+ * "was killed by signal SIG (Name)" (sig > 0), or "ended" (code < 0 and
+ * sig 0: neither).  code and sig as a run_child's Out fields.  (Tools and
+ * credential commands keep their own, shorter wording.)
+ */
+void run_describe_end(struct core_buf *out, int code, int sig);
 
 /* Give up on c: SIGKILL to its group (once).  It is still reaped by
  * run_wait_all(). */

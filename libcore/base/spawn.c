@@ -166,3 +166,43 @@ fail:
 	}
 	return e->st;
 }
+
+/*
+ * Whether cmd is one simple command (no operators, redirections,
+ * substitutions or keywords outside quotes, no leading assignment).
+ */
+static int one_simple_command(const char *cmd)
+{
+	static const char *const keywords[] = { "if", "for", "while", "until", "case", "{", "!",
+	                                        "exec", "time", NULL };
+	char q = 0;
+	size_t first = strcspn(cmd + strspn(cmd, " \t"), " \t");
+	const char *w = cmd + strspn(cmd, " \t");
+	if (!first || memchr(w, '=', first))
+		return 0;
+	for (int i = 0; keywords[i]; i++)
+		if (strlen(keywords[i]) == first && !strncmp(w, keywords[i], first))
+			return 0;
+	for (const char *p = cmd; *p; p++) {
+		if (q) {
+			if (*p == q)
+				q = 0;
+			else if (q == '"' && (*p == '$' || *p == '`' || *p == '\\'))
+				return 0;
+			continue;
+		}
+		if (*p == '\'' || *p == '"')
+			q = *p;
+		else if (strchr(";&|<>()`$\\\n#*?[~", *p))
+			return 0;
+	}
+	return !q;
+}
+
+char *spawn_exec_script(const char *cmd)
+{
+	char *execd = NULL;
+	if (one_simple_command(cmd) && asprintf(&execd, "exec %s", cmd) < 0)
+		execd = NULL;
+	return execd;
+}

@@ -82,4 +82,16 @@ enum core_status spawn_start(char *const argv[], char *const env[], const char *
 enum core_status spawn_start_in(char *const argv[], char *const env[], const char *cwd,
                                 const char *what, struct spawn *s, struct core_err *e);
 
+/*
+ * The script to give "/bin/sh -c" for the shell command cmd: "exec CMD"
+ * (new; free() it) when cmd is one simple command (no operators,
+ * redirections, substitutions or keywords outside quotes, no leading
+ * assignment), so the shell exec()s it even where it would not (dash does
+ * not exec a lone command): the command itself then holds the pipes, its
+ * closing stdout is seen at once, and a command not found is still the
+ * shell's "CMD: not found".  NULL otherwise, or when out of memory: give
+ * cmd as it is.
+ */
+char *spawn_exec_script(const char *cmd);
+
 #endif
