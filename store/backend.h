@@ -11,9 +11,10 @@
  *
  * Adding a backend is one folder and one row: store/NAME/ defines a
  * const struct store_backend and the functions it points to, and
- * store.c's table lists it (with its extern below).  The Makefile builds
- * every .c file of store/NAME/ into libcore.a; flags of its own go in
- * store/NAME/build.mk.  Its header, store/NAME/NAME.h, says what store.h
+ * store.c's table lists it (its extern beside the row).  The Makefile
+ * builds every .c file of store/NAME/ into libcore.a; flags of its own go
+ * in store/NAME/build.mk, and so does the library header it alone may
+ * include ("# lint: owns <HEADER>", read by scripts/lint).  Its header, store/NAME/NAME.h, says what store.h
  * leaves to the backend (locations, trust, limits, migrations), and its
  * row of tests/backends runs the store suites on it.
  *
@@ -143,10 +144,6 @@ struct store_backend {
 	                            struct store_migration *m, struct core_err *e);
 	long format_version;            /* without migrate: the format's version */
 };
-
-/* The backends (one row each in store.c's table). */
-extern const struct store_backend store_lmdb_backend;
-extern const struct store_backend store_pg_backend;
 
 /*
  * The steps every backend takes, in shape.c (below the backends: they

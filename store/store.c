@@ -15,7 +15,10 @@
 #include "../libcore/base/json.h"
 #include "../libcore/base/util.h"
 
-/* The backends this agentkit has: one row each. */
+/* The backends this agentkit has: one row each, its extern beside it
+ * (each defined in its folder's backend.c, store/NAME/). */
+extern const struct store_backend store_lmdb_backend;
+extern const struct store_backend store_pg_backend;
 static const struct store_backend *const backends[] = {
 	&store_lmdb_backend,
 	&store_pg_backend,

@@ -36,6 +36,18 @@ setup() {
 	[[ "$stderr" == *'store/path.c:'*'#include "../libcore/agent/runtime.h"'* ]]
 }
 
+@test "a backend's library header outside its folder fails, naming the line" {
+	# store/NAME/build.mk's "# lint: owns <HEADER>": lmdb.h is store/lmdb/'s
+	printf '#include <lmdb.h>\n' >>"$copy/store/path.c"
+	printf '#include <libpq-fe.h>\n' >>"$copy/store/lmdb/env.c"
+	run --separate-stderr "$copy/scripts/lint"
+	[ "$status" -eq 1 ]
+	[[ "$stderr" == *"lint: only store/lmdb/ includes lmdb.h:"* ]]
+	[[ "$stderr" == *'store/path.c:'*'#include <lmdb.h>'* ]]
+	[[ "$stderr" == *"only store/pg/ includes libpq-fe.h:"* ]]
+	[[ "$stderr" == *'store/lmdb/env.c:'*'#include <libpq-fe.h>'* ]]
+}
+
 @test "an include circle inside a floor fails, naming its files" {
 	# lines.h already includes buf.h: buf.c including lines.h closes a loop
 	printf '#include "lines.h"\n' >>"$copy/libcore/base/buf.c"

@@ -4,8 +4,8 @@
 # rows byte-identical to the LMDB backend's, export and import between
 # the backends, and several hosts sharing one server.
 # scripts/runtests runs this file in its PostgreSQL pass only (each test
-# on a fresh schema, see pg_store in test_helper.bash); the suites both
-# backends share are store-conformance, agent-snap, agent-wait and
+# on a fresh schema, see pg_store in tests/backends.d/pg.bash); the suites
+# both backends share are store-conformance, agent-snap, agent-wait and
 # agent-abort.
 
 load test_helper

@@ -31,27 +31,12 @@ common_setup() {
 	# ASan: leaks are errors too, and reports go to stderr.
 	. "$TOP/tests/sanitizers.bash"
 	cd "$BATS_TEST_TMPDIR" || return 1
-	# the pass's backend (tests/backends) makes the test's store
-	"${AGENTKIT_TEST_BACKEND:-lmdb}_store" || return 1
-}
-
-# NAME_store: the test's store on backend NAME (a row of tests/backends),
-# set up in AGENTKIT_STORE.
-
-# The LMDB pass, the default: the directory common_setup named.
-lmdb_store() { :; }
-
-# The PostgreSQL pass (AGENTKIT_TEST_BACKEND=pg): the test's store is a
-# fresh schema of the test server's database (AGENTKIT_TEST_PG_URL), named
-# by the URL's search_path.
-pg_store() {
-	[ -n "${AGENTKIT_TEST_PG_URL:-}" ] || { echo "AGENTKIT_TEST_PG_URL is not set" >&2; return 1; }
-	PG_SCHEMA="t_$$_${RANDOM}${RANDOM}"
-	psql "$AGENTKIT_TEST_PG_URL" -qAtX -c "CREATE SCHEMA $PG_SCHEMA" >/dev/null || return 1
-	local sep='?'
-	[[ $AGENTKIT_TEST_PG_URL == *'?'* ]] && sep='&'
-	export AGENTKIT_STORE="$AGENTKIT_TEST_PG_URL${sep}options=-csearch_path%3D$PG_SCHEMA"
-	export PG_SCHEMA
+	# the pass's backend (tests/backends) makes the test's store:
+	# tests/backends.d/NAME.bash, when there is one, defines NAME_store()
+	local b=${AGENTKIT_TEST_BACKEND:-lmdb}
+	if [ -f "$TOP/tests/backends.d/$b.bash" ]; then
+		. "$TOP/tests/backends.d/$b.bash" && "${b}_store" || return 1
+	fi
 }
 
 # is_pg: the test runs on the PostgreSQL backend.

@@ -6,6 +6,7 @@
 # PostgreSQL store is opened, so that no other run pays for its 22
 # libraries (pq.h).  Only the PostgreSQL benchmark's baseline program
 # links it (PQ_LIBS).
+# lint: owns <libpq-fe.h>
 PQ_CFLAGS := $(shell pkg-config --cflags libpq 2>/dev/null || echo -I/usr/include/postgresql)
 PQ_LIBS   := $(shell pkg-config --libs libpq 2>/dev/null || echo -lpq)
 $(BUILD)/store/pg/%.o: OBJ_CFLAGS = $(PQ_CFLAGS)
