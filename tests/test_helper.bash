@@ -34,6 +34,10 @@ common_setup() {
 	# the pass's backend (tests/backends) makes the test's store:
 	# tests/backends.d/NAME.bash, when there is one, defines NAME_store()
 	local b=${AGENTKIT_TEST_BACKEND:-lmdb}
+	if ! grep -q "^$b[[:space:]]" "$TOP/tests/backends"; then
+		echo "AGENTKIT_TEST_BACKEND=$b is not a row of tests/backends" >&2
+		return 1
+	fi
 	if [ -f "$TOP/tests/backends.d/$b.bash" ]; then
 		. "$TOP/tests/backends.d/$b.bash" && "${b}_store" || return 1
 	fi
