@@ -4,7 +4,7 @@
 # rows byte-identical to the LMDB backend's, export and import between
 # the backends, and several hosts sharing one server.
 # scripts/runtests runs this file in its PostgreSQL pass only (each test
-# on a fresh schema, see pg_store in tests/backends.d/pg.bash); the suites
+# on a fresh schema, see pg_store in tests/stores/pg.bash); the suites
 # both backends share are store-conformance, agent-snap, agent-wait and
 # agent-abort.
 

@@ -32,14 +32,14 @@ common_setup() {
 	. "$TOP/tests/sanitizers.bash"
 	cd "$BATS_TEST_TMPDIR" || return 1
 	# the pass's backend (tests/backends) makes the test's store:
-	# tests/backends.d/NAME.bash, when there is one, defines NAME_store()
+	# tests/stores/NAME.bash, when there is one, defines NAME_store()
 	local b=${AGENTKIT_TEST_BACKEND:-lmdb}
 	if ! grep -q "^$b[[:space:]]" "$TOP/tests/backends"; then
 		echo "AGENTKIT_TEST_BACKEND=$b is not a row of tests/backends" >&2
 		return 1
 	fi
-	if [ -f "$TOP/tests/backends.d/$b.bash" ]; then
-		. "$TOP/tests/backends.d/$b.bash" && "${b}_store" || return 1
+	if [ -f "$TOP/tests/stores/$b.bash" ]; then
+		. "$TOP/tests/stores/$b.bash" && "${b}_store" || return 1
 	fi
 }
 
