@@ -313,6 +313,24 @@ advisory_held() {
 	assert_output 0
 }
 
+@test "a race the server reports on every try fails with its message, after the last try" {
+	"$SW" save r1 '{"sessionId":"s"}' >/dev/null
+	# every write of a snapshot loses a race: a serialization failure
+	pg_sql "CREATE FUNCTION $PG_SCHEMA.lose() RETURNS trigger LANGUAGE plpgsql AS
+		\$\$BEGIN RAISE EXCEPTION 'the race is lost' USING ERRCODE = '40001'; END\$\$;
+		CREATE TRIGGER lose BEFORE INSERT OR UPDATE ON $PG_SCHEMA.agentkit_snapshots
+		FOR EACH ROW EXECUTE FUNCTION $PG_SCHEMA.lose()"
+	run -111 --separate-stderr "$SW" save r2 '{"sessionId":"s"}'
+	assert_equal "$stderr" "store-worker: write snapshot: the race is lost"
+	# an import's transaction says the same
+	run -111 --separate-stderr agent-snap import <<<'{"snapshotId":"r3","sessionId":"s","createdAt":"2026-01-01T00:00:00Z","status":"completed"}'
+	assert_equal "$stderr" "agent-snap: write snapshot: the race is lost"
+	# and nothing of either was written
+	pg_sql "DROP TRIGGER lose ON $PG_SCHEMA.agentkit_snapshots"
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -r .snapshotId <<<"$output")" r1
+}
+
 # latest_step: the schema version this agentkit knows (an empty
 # database's migrate --dry-run lists every step as pending).
 latest_step() {

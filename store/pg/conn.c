@@ -163,7 +163,7 @@ static enum core_status reconnected(struct pg_store *s, struct core_err *e)
 	return session_setup(s, e);
 }
 
-static void nap(int64_t ms)
+void pg_nap(int64_t ms)
 {
 	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
 	nanosleep(&ts, NULL);           /* a signal cuts it short: the caller looks again */
@@ -201,7 +201,7 @@ enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err
 			t = until;
 		if (end < t)
 			t = end;
-		nap(t - now);
+		pg_nap(t - now);
 		now = core_now_mono_ms();
 	}
 }

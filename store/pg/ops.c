@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../../libcore/base/json.h"
+#include "../../libcore/base/util.h"
 
 /* Every read's columns, in this order (metadata-only reads leave the
  * state's NULL). */
@@ -453,8 +454,29 @@ out:
 }
 
 /*
+ * After a failed try of a transaction: roll it back, and say whether to
+ * try again - the server reported a race (pg_retryable()) and a try is
+ * left of PG_TRIES.  Then e is emptied for the next try, after a pause
+ * that grows with the tries (1, 2, 4 ... 32 ms, with jitter, so writers
+ * that deadlocked on each other do not meet again at once: 127 ms at
+ * most in all); otherwise e keeps the failure's message for the caller.
+ */
+static int try_again(struct pg_store *s, int tries, struct core_err *e)
+{
+	int64_t ms = (int64_t)1 << (tries < 5 ? tries : 5);
+	if (s->in_txn)
+		pg_rollback(s);
+	if (!pg_retryable(s) || tries + 1 >= PG_TRIES)
+		return 0;
+	if (e)
+		e->st = CORE_OK, e->msg[0] = 0;
+	pg_nap(ms / 2 + (int64_t)(core_now_ns() % (uint64_t)(ms + 1)));
+	return 1;
+}
+
+/*
  * Run a write transaction: begin, op, commit; on a race the server
- * reports, roll back and try again (at most PG_TRIES times).
+ * reports, roll back and try again (at most PG_TRIES times, try_again()).
  */
 typedef enum core_status (*write_op)(struct pg_store *s, void *ctx, struct core_err *e);
 
@@ -463,7 +485,8 @@ static enum core_status run_write(struct pg_store *s, const char *what, write_op
 {
 	enum core_status st = CORE_OK;
 	int tries;
-	for (tries = 0; tries < PG_TRIES; tries++) {
+	for (tries = 0;; tries++) {
+		s->last_state[0] = 0;
 		if ((st = pg_cmd(s, "BEGIN", what, e)) != CORE_OK) {
 			if (s->in_txn)
 				pg_rollback(s);
@@ -472,13 +495,9 @@ static enum core_status run_write(struct pg_store *s, const char *what, write_op
 		if ((st = op(s, ctx, e)) == CORE_OK &&
 		    (st = pg_cmd(s, "COMMIT", what, e)) == CORE_OK)
 			return CORE_OK;
-		pg_rollback(s);
-		if (!pg_retryable(s))
+		if (!try_again(s, tries, e))
 			return st;
-		if (e)
-			e->st = CORE_OK, e->msg[0] = 0;
 	}
-	return st;
 }
 
 /* ---- save (read-modify-write) ---- */
@@ -578,16 +597,13 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
 	enum core_status st = CORE_OK;
 	int tries, stale;
 	for (tries = 0; tries < PG_TRIES; tries++) {
+		s->last_state[0] = 0;
 		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
 			break;
 		if (st == CORE_OK)
 			continue;       /* committed empty: again, with the whole history */
-		if (s->in_txn)
-			pg_rollback(s);
-		if (!pg_retryable(s))
+		if (!try_again(s, tries, e))
 			break;
-		if (e)
-			e->st = CORE_OK, e->msg[0] = 0;
 	}
 	if (st == CORE_OK && stale)
 		st = core_fail(e, CORE_ESYS, "save snapshot: the row's history kept changing "

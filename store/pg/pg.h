@@ -203,6 +203,8 @@ void pg_rollback(struct pg_store *s);
  * connection (the retry waits for it in pg_ensure(); a COMMIT whose answer
  * was lost may have committed, and the retry's fn then sees that row). */
 int pg_retryable(const struct pg_store *s);
+/* Sleep ms milliseconds (a signal cuts it short). */
+void pg_nap(int64_t ms);
 /*
  * Re-establish a lost connection (LISTEN is sent again and the change
  * sequence moves: a notification may have been lost), with attempts 0.2 s
