@@ -217,11 +217,14 @@ try 'agent-run --help'" ]
 
 @test "start-up failures: silent, a banner on stdout, a newer protocol, a missing command" {
 	script '{"text":"never"}'
-	# long enough for python3 to have started and said so on a busy machine
-	STARTUP=5s config silent
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 5000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))" ]
-	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 5000 ms (stderr: fake-server: starting in silent mode (cwd $(basename "$PWD"), FAKE_ENV=unset))\"}}" ]
+	# a server that says it started, then nothing: a shell, which has said
+	# so long before the deadline even on a busy machine (python3 may not)
+	printf '#!/bin/sh\necho "silent-server: starting (FAKE_ENV=$FAKE_ENV)" >&2\nexec sleep 30\n' >silent.sh
+	chmod +x silent.sh
+	printf '{"mcpServers": {"fake": {"command": "./silent.sh", "env": {"FAKE_ENV": "${FAKE_VALUE:-unset}"}, "startupTimeout": "2s"}}}\n' >silent.json
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config silent.json -m go
+	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 2000 ms (stderr: silent-server: starting (FAKE_ENV=unset))" ]
+	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 2000 ms (stderr: silent-server: starting (FAKE_ENV=unset))\"}}" ]
 	config banner
 	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[[ $stderr == "agent-run: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 listening on stdio' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: "* ]]
