@@ -102,6 +102,9 @@
 struct store {
 	const struct store_backend *backend;
 	pid_t pid;              /* the process that opened it */
+	int64_t deadline;       /* store_set_deadline()'s (core_now_mono_ms());
+	                           0: none.  A backend that waits on a server
+	                           ends every wait by then, CORE_ETIMEOUT */
 };
 
 typedef enum core_status (*store_session_fn)(const struct store_session_info *, void *);

@@ -113,7 +113,14 @@ enum core_status store_open_flags(const char *path, unsigned flags,
 		return st;
 	(*out)->backend = b;
 	(*out)->pid = getpid();
+	(*out)->deadline = 0;
 	return CORE_OK;
+}
+
+void store_set_deadline(struct store *s, int64_t deadline_ms)
+{
+	if (s)
+		s->deadline = deadline_ms > 0 ? deadline_ms : 0;
 }
 
 enum core_status store_open(const char *path, struct store **out,

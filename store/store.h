@@ -252,6 +252,17 @@ enum core_status store_put(struct store *s, const json_t *row,
                            struct core_err *e);
 
 /*
+ * Until set again, every call on s ends by deadline_ms (core_now_mono_ms()'s
+ * clock; <= 0: none, the default), also when the store's server does not
+ * answer: a call it cuts short fails with CORE_ETIMEOUT, and the
+ * connection it waited on is given up (the next call makes a new one).
+ * Without a deadline every call is still bounded (see the backend's
+ * header).  An embedded store's calls do not wait on a network and need
+ * none.  store_wait_terminal() sets its own for its wait.
+ */
+void store_set_deadline(struct store *s, int64_t deadline_ms);
+
+/*
  * Change notification, level-triggered: read the sequence, then read the
  * rows you care about, then wait with that sequence.  store_wait_change()
  * returns CORE_OK as soon as any status changed since seq (in any process),

@@ -50,6 +50,8 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 	enum core_status st = CORE_OK;
 	if (!done)
 		return core_fail(e, CORE_ENOMEM, "wait: out of memory");
+	/* no read outlasts the wait, even on a silent network */
+	store_set_deadline(s, deadline_ms >= 0 ? (deadline_ms > 0 ? deadline_ms : 1) : 0);
 	for (;;) {
 		/* subscribe (take the sequence), then read */
 		uint32_t seq = store_change_seq(s);
@@ -122,6 +124,7 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 			e->st = CORE_OK, e->msg[0] = 0;
 	}
 out:
+	store_set_deadline(s, 0);
 	free(done);
 	return st;
 }

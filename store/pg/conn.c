@@ -6,8 +6,10 @@
 #include "pg.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <time.h>
 
 #include "../../libcore/base/http.h"
@@ -46,6 +48,122 @@ static void conn_error(const struct pg_store *s, char *buf, size_t n)
 		snprintf(buf, n, "the connection failed");
 }
 
+/* ---- every answer within a bound ---- */
+
+/* When what is sent now must have been answered: within the statement
+ * bound (pg.h), or by the caller's deadline (store_set_deadline()) when
+ * that comes first. */
+static int64_t answer_by(struct pg_store *s)
+{
+	int64_t end = core_now_mono_ms() + s->lock_ms + s->connect_ms;
+	s->cut = 0;
+	if (s->head.deadline > 0 && s->head.deadline < end) {
+		s->cut_by_caller = 1;
+		return s->head.deadline;
+	}
+	s->cut_by_caller = 0;
+	return end;
+}
+
+/*
+ * Give the connection up: the server did not answer in time (a silent
+ * network drops every packet, and a statement in flight keeps TCP's
+ * keepalives from ever probing).  Its socket is shut, so libpq takes it
+ * as lost and the next call reconnects; the server rolls back what was
+ * open when it notices.  No PQcancel(): libpq 15's connects and waits,
+ * through the same silent network, without a bound.
+ */
+static void cut(struct pg_store *s)
+{
+	s->cut = 1;
+	shutdown(PQsocket(s->conn), SHUT_RDWR);
+	PQconsumeInput(s->conn);        /* reads the end: CONNECTION_BAD */
+}
+
+/* Wait until what was sent has gone and the next result can be taken
+ * without blocking: 0; -1 when end passed first (the connection is cut)
+ * or the connection failed (libpq says why). */
+static int await(struct pg_store *s, int64_t end)
+{
+	for (;;) {
+		int more = PQflush(s->conn), rc;
+		struct pollfd p = { PQsocket(s->conn), POLLIN, 0 };
+		int64_t left;
+		if (more < 0)
+			return -1;
+		if (!more && !PQisBusy(s->conn))
+			return 0;
+		if ((left = end - core_now_mono_ms()) <= 0) {
+			cut(s);
+			return -1;
+		}
+		if (more)
+			p.events |= POLLOUT;
+		rc = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (rc < 0 && errno != EINTR)
+			return -1;
+		if (rc > 0 && (p.revents & (POLLIN | POLLERR | POLLHUP)) &&
+		    !PQconsumeInput(s->conn))
+			return -1;
+	}
+}
+
+/* The next result of what was sent, waiting until end at most; NULL at
+ * the end of the results, or when the connection failed or was cut. */
+static PGresult *next_result(struct pg_store *s, int64_t end)
+{
+	return await(s, end) ? NULL : PQgetResult(s->conn);
+}
+
+/* The answer to what was sent (sent non-zero), as PQexec() gives it: the
+ * last result, or the first failure; NULL when the connection failed or
+ * was cut (PQresultStatus(NULL) is PGRES_FATAL_ERROR). */
+static PGresult *answer(struct pg_store *s, int sent, int64_t end)
+{
+	PGresult *keep = NULL, *r;
+	if (!sent)
+		return NULL;
+	for (;;) {
+		if (await(s, end)) {
+			PQclear(keep);
+			return NULL;
+		}
+		if (!(r = PQgetResult(s->conn)))
+			return keep;
+		if (keep && PQresultStatus(keep) == PGRES_FATAL_ERROR) {
+			PQclear(r);
+		} else {
+			PQclear(keep);
+			keep = r;
+		}
+	}
+}
+
+PGresult *pg_query(struct pg_store *s, const char *sql)
+{
+	int64_t end = answer_by(s);
+	return answer(s, PQsendQuery(s->conn, sql), end);
+}
+
+/* The connection given up (cut()): how long was waited, and for what. */
+static enum core_status cut_fail(struct pg_store *s, const char *what, struct core_err *e)
+{
+	int64_t ms = s->lock_ms + s->connect_ms;
+	s->dropped = 0;         /* an answer lost in flight: not retried */
+	s->last_state[0] = 0;
+	if (s->cut_by_caller)
+		return core_fail(e, CORE_ETIMEOUT, "%s: the store at '%s' did not answer in "
+		                 "time", what, s->where);
+	core_fail(e, CORE_ESYS, ms % 1000 ? "%s: the store at '%s' did not answer within "
+	          "%lldms (the network may be cut); the connection is given up"
+	          : "%s: the store at '%s' did not answer within %llds (the network may be "
+	          "cut); the connection is given up", what, s->where,
+	          (long long)(ms % 1000 ? ms : ms / 1000));
+	if (e)
+		e->sys = ETIMEDOUT;
+	return CORE_ESYS;
+}
+
 /* A failed statement as a status: the SQLSTATE says which. */
 static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *what,
                                  struct core_err *e)
@@ -55,6 +173,8 @@ static enum core_status fail_res(struct pg_store *s, PGresult *r, const char *wh
 	char msg[512];
 	enum core_status st = CORE_ESYS;
 	int sys = EIO;
+	if (s->cut)
+		return cut_fail(s, what, e);
 	/* a connection lost mid-transaction: the transaction is worth
 	 * another try once it is back (pg_retryable) */
 	s->dropped = PQstatus(s->conn) != CONNECTION_OK;
@@ -113,9 +233,15 @@ static enum core_status session_setup(struct pg_store *s, struct core_err *e)
 	PGresult *r;
 	enum core_status st = CORE_OK;
 	PQsetNoticeProcessor(s->conn, quiet, NULL);
+	/* sends never block: every wait is await()'s, bounded */
+	if (PQsetnonblocking(s->conn, 1)) {
+		char msg[512];
+		conn_error(s, msg, sizeof msg);
+		return core_fail(e, CORE_ESYS, "set up the connection: %s", msg);
+	}
 	snprintf(sql, sizeof sql, "SET lock_timeout = %lld%s", (long long)s->lock_ms,
 	         s->listening ? "; LISTEN " PG_CHANNEL : "");
-	r = PQexec(s->conn, sql);
+	r = pg_query(s, sql);
 	if (PQresultStatus(r) != PGRES_COMMAND_OK)
 		st = fail_res(s, r, "set up the connection", e);
 	PQclear(r);
@@ -253,16 +379,18 @@ static PGresult *run(struct pg_store *s, const char *sql, int n, const char *con
 {
 	char name[16];
 	struct pg_prep *p = prep_slot(s, sql, name, sizeof name);
+	int64_t end = answer_by(s);
 	if (p && !p->prepared && p->uses >= 2) {
-		PGresult *r = PQprepare(s->conn, name, sql, n, NULL);
+		PGresult *r = answer(s, PQsendPrepare(s->conn, name, sql, n, NULL), end);
 		p->prepared = PQresultStatus(r) == PGRES_COMMAND_OK;
 		if (!p->prepared)
 			return r;
 		PQclear(r);
 	}
 	if (!p || !p->prepared)
-		return PQexecParams(s->conn, sql, n, NULL, params, NULL, NULL, 0);
-	return PQexecPrepared(s->conn, name, n, params, NULL, NULL, 0);
+		return answer(s, PQsendQueryParams(s->conn, sql, n, NULL, params, NULL, NULL, 0),
+		              end);
+	return answer(s, PQsendQueryPrepared(s->conn, name, n, params, NULL, NULL, 0), end);
 }
 
 enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
@@ -287,7 +415,7 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 		}
 		/* a server restarted between two statements: once more on a new
 		 * connection, unless a transaction was open (it is gone) */
-		if (!s->in_txn && tries == 0 && PQstatus(s->conn) != CONNECTION_OK) {
+		if (!s->in_txn && tries == 0 && PQstatus(s->conn) != CONNECTION_OK && !s->cut) {
 			PQclear(r);
 			continue;
 		}
@@ -307,7 +435,7 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
 	if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
 		return st;
 	/* the simple protocol: one message, nothing to parse or plan */
-	r = PQexec(s->conn, sql);
+	r = pg_query(s, sql);
 	st = PQresultStatus(r) == PGRES_COMMAND_OK ? CORE_OK : fail_res(s, r, what, e);
 	PQclear(r);
 	if (st == CORE_OK && !strcmp(sql, "BEGIN"))
@@ -335,6 +463,7 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 	struct pg_prep *prep[2 * PG_PIPE_MAX];
 	int stmt[2 * PG_PIPE_MAX], nsent = 0, i, k;
 	PGresult *r;
+	int64_t end = answer_by(s);
 	*bad = NULL;
 	if (!PQenterPipelineMode(s->conn))
 		return;
@@ -363,7 +492,7 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 	}
 	PQpipelineSync(s->conn);
 	for (k = 0; k < nsent; k++) {
-		while ((r = PQgetResult(s->conn))) {
+		while ((r = next_result(s, end))) {
 			ExecStatusType x = PQresultStatus(r);
 			if ((x == PGRES_COMMAND_OK || x == PGRES_TUPLES_OK) && stmt[k] >= 0 &&
 			    !q[stmt[k]].res) {
@@ -383,7 +512,7 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 		if (PQstatus(s->conn) != CONNECTION_OK)
 			break;
 	}
-	while (PQstatus(s->conn) == CONNECTION_OK && (r = PQgetResult(s->conn))) {
+	while (PQstatus(s->conn) == CONNECTION_OK && (r = next_result(s, end))) {
 		ExecStatusType x = PQresultStatus(r);
 		PQclear(r);
 		if (x == PGRES_PIPELINE_SYNC)
@@ -422,7 +551,7 @@ enum core_status pg_pipeline(struct pg_store *s, struct pg_stmt *q, int n, const
 		/* a server restarted between two transactions: once more on a
 		 * new connection (see pg_exec()) */
 		if (outside && tries == 0 && PQstatus(s->conn) != CONNECTION_OK &&
-		    !ends_txn(q, n)) {
+		    !ends_txn(q, n) && !s->cut) {
 			PQclear(bad);
 			continue;
 		}
@@ -444,7 +573,7 @@ void pg_pipeline_clear(struct pg_stmt *q, int n)
 enum core_status pg_script(struct pg_store *s, const char *sql, const char *what,
                            struct core_err *e)
 {
-	PGresult *r = PQexec(s->conn, sql);
+	PGresult *r = pg_query(s, sql);
 	enum core_status st = CORE_OK;
 	if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK)
 		st = fail_res(s, r, what, e);
@@ -455,7 +584,7 @@ enum core_status pg_script(struct pg_store *s, const char *sql, const char *what
 void pg_rollback(struct pg_store *s)
 {
 	if (PQstatus(s->conn) == CONNECTION_OK)
-		PQclear(PQexec(s->conn, "ROLLBACK"));
+		PQclear(pg_query(s, "ROLLBACK"));
 	s->in_txn = 0;
 }
 
@@ -469,18 +598,31 @@ void pg_rollback(struct pg_store *s)
  * the network (no FIN, no RST) notices within about a minute.  What the
  * URL sets wins.
  */
+/* A connect_timeout's value (seconds) as libpq takes it, in ms: less
+ * than 2 is 2, and none or 0 (no limit in libpq) is ours,
+ * PG_CONNECT_TIMEOUT. */
+static int64_t connect_ms(const char *v)
+{
+	long sec = v && *v ? strtol(v, NULL, 10) : 0;
+	if (sec <= 0)
+		sec = strtol(PG_CONNECT_TIMEOUT, NULL, 10);
+	return (int64_t)(sec < 2 ? 2 : sec) * 1000;
+}
+
 enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct core_err *e)
 {
 	static const char *const probe[][2] = {
 		{ "keepalives_idle", "30" }, { "keepalives_interval", "10" },
-		{ "keepalives_count", "3" },
+		{ "keepalives_count", "3" }, { "tcp_user_timeout", PG_TCP_USER_TIMEOUT },
 	};
-	const char *keys[10], *vals[10];
+	enum { NPROBE = sizeof probe / sizeof probe[0] };
+	const char *keys[12], *vals[12];
 	PQconninfoOption *opts, *o;
 	char *err = NULL;
-	int n = 0, has_timeout = 0, has_probe[3] = { 0, 0, 0 };
+	int n = 0, has_timeout = 0, has_probe[NPROBE] = { 0 };
 	size_t i;
 	const char *env = getenv("PGCONNECT_TIMEOUT");
+	s->connect_ms = connect_ms(env);
 	if (!(opts = PQconninfoParse(conninfo, &err))) {
 		char msg[512];
 		snprintf(msg, sizeof msg, "%s", err ? err : "out of memory");
@@ -494,9 +636,11 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 			PQconninfoFree(opts);
 			return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 		}
-		if (!strcmp(o->keyword, "connect_timeout") && o->val && *o->val)
+		if (!strcmp(o->keyword, "connect_timeout") && o->val && *o->val) {
 			has_timeout = 1;
-		for (i = 0; i < 3; i++)
+			s->connect_ms = connect_ms(o->val);
+		}
+		for (i = 0; i < NPROBE; i++)
 			if (!strcmp(o->keyword, probe[i][0]) && o->val && *o->val)
 				has_probe[i] = 1;
 	}
@@ -505,7 +649,7 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 		keys[n] = "connect_timeout";
 		vals[n++] = PG_CONNECT_TIMEOUT;
 	}
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < NPROBE; i++)
 		if (!has_probe[i]) {
 			keys[n] = probe[i][0];
 			vals[n++] = probe[i][1];

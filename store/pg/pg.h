@@ -94,6 +94,9 @@
 #define PG_TRIES 8              /* a transaction's tries on a race */
 #define PG_BATCH 256            /* rows or sessions per listing query */
 #define PG_CONNECT_TIMEOUT "10" /* seconds, unless the URL or PGCONNECT_TIMEOUT says */
+/* TCP_USER_TIMEOUT (ms), unless the URL's tcp_user_timeout says: data
+ * (or a keepalive probe) unacknowledged this long ends the connection. */
+#define PG_TCP_USER_TIMEOUT "10000"
 
 /* The message chain of a row this handle last read or wrote: what a
  * save's base (store_save_on) refers to. */
@@ -144,6 +147,11 @@ struct pg_store {
 	uint32_t seq;           /* notifications seen (change_seq) */
 	int verify;             /* AGENTKIT_STORE_VERIFY: check bases */
 	int64_t lock_ms;        /* lock_timeout */
+	int64_t connect_ms;     /* the connect timeout: with lock_ms, the bound
+	                           on an answer (pg_exec()) */
+	int cut;                /* the last statement's answer did not come in
+	                           time: the connection was given up */
+	int cut_by_caller;      /* ... by store_set_deadline()'s deadline */
 	struct pg_ref refs[PG_NREFS];
 	unsigned next_ref;
 	struct pg_cache mc;
@@ -157,6 +165,21 @@ static inline struct pg_store *pg_store(struct store *s)
 
 /* ---- conn.c ---- */
 
+/*
+ * Every statement below is answered within a bound, also when the network
+ * goes silent (no packet back, no reset): lock_ms (the server's own lock
+ * waits) plus connect_ms, or the caller's deadline (head.deadline, from
+ * store_set_deadline()) when it comes first.  Past it the connection is
+ * given up, without a retry: CORE_ESYS (errno ETIMEDOUT) "WHAT: the store
+ * at 'URL' did not answer within 70s (the network may be cut); ...", or
+ * CORE_ETIMEOUT at the caller's deadline.  The connection is non-blocking
+ * and every wait is a poll() on its socket.
+ */
+
+/* One simple query (several statements may be), answered within the
+ * bound: the result as PQexec() gives it; NULL when the connection failed
+ * or was given up. */
+PGresult *pg_query(struct pg_store *s, const char *sql);
 /*
  * Run one statement with text parameters (NULL values are SQL NULLs) and
  * text results.  CORE_OK with *res (PQclear it) on success; otherwise

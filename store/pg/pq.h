@@ -24,12 +24,12 @@
 /* The functions agentkit calls, each X(name). */
 #define PQ_FUNCTIONS(X) \
 	X(PQclear) X(PQconnectdbParams) X(PQconninfoFree) X(PQconninfoParse) \
-	X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) X(PQexec) \
-	X(PQexecParams) X(PQexecPrepared) X(PQexitPipelineMode) X(PQfinish) \
-	X(PQfreemem) X(PQgetResult) X(PQgetisnull) X(PQgetvalue) X(PQnotifies) \
-	X(PQntuples) X(PQpipelineSync) X(PQprepare) X(PQreset) \
-	X(PQresultErrorField) X(PQresultStatus) X(PQsendPrepare) \
-	X(PQsendQueryParams) X(PQsendQueryPrepared) X(PQsetNoticeProcessor) \
+	X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) \
+	X(PQexitPipelineMode) X(PQfinish) X(PQflush) X(PQfreemem) X(PQgetResult) \
+	X(PQgetisnull) X(PQgetvalue) X(PQisBusy) X(PQnotifies) X(PQntuples) \
+	X(PQpipelineSync) X(PQreset) X(PQresultErrorField) X(PQresultStatus) \
+	X(PQsendPrepare) X(PQsendQuery) X(PQsendQueryParams) \
+	X(PQsendQueryPrepared) X(PQsetNoticeProcessor) X(PQsetnonblocking) \
 	X(PQsocket) X(PQstatus) X(PQtransactionStatus)
 
 #define PQ_ENTRY(f) __typeof__(f) *f;
@@ -56,26 +56,26 @@ enum core_status pq_load(struct core_err *e);
 #define PQconsumeInput (pq_api.PQconsumeInput)
 #define PQenterPipelineMode (pq_api.PQenterPipelineMode)
 #define PQerrorMessage (pq_api.PQerrorMessage)
-#define PQexec (pq_api.PQexec)
-#define PQexecParams (pq_api.PQexecParams)
-#define PQexecPrepared (pq_api.PQexecPrepared)
 #define PQexitPipelineMode (pq_api.PQexitPipelineMode)
 #define PQfinish (pq_api.PQfinish)
+#define PQflush (pq_api.PQflush)
 #define PQfreemem (pq_api.PQfreemem)
 #define PQgetResult (pq_api.PQgetResult)
 #define PQgetisnull (pq_api.PQgetisnull)
 #define PQgetvalue (pq_api.PQgetvalue)
+#define PQisBusy (pq_api.PQisBusy)
 #define PQnotifies (pq_api.PQnotifies)
 #define PQntuples (pq_api.PQntuples)
 #define PQpipelineSync (pq_api.PQpipelineSync)
-#define PQprepare (pq_api.PQprepare)
 #define PQreset (pq_api.PQreset)
 #define PQresultErrorField (pq_api.PQresultErrorField)
 #define PQresultStatus (pq_api.PQresultStatus)
 #define PQsendPrepare (pq_api.PQsendPrepare)
+#define PQsendQuery (pq_api.PQsendQuery)
 #define PQsendQueryParams (pq_api.PQsendQueryParams)
 #define PQsendQueryPrepared (pq_api.PQsendQueryPrepared)
 #define PQsetNoticeProcessor (pq_api.PQsetNoticeProcessor)
+#define PQsetnonblocking (pq_api.PQsetnonblocking)
 #define PQsocket (pq_api.PQsocket)
 #define PQstatus (pq_api.PQstatus)
 #define PQtransactionStatus (pq_api.PQtransactionStatus)

@@ -38,7 +38,7 @@ uint32_t pg_change_seq(struct store *h)
 	if (!s->listening && PQstatus(s->conn) != CONNECTION_OK) {
 		s->listening = 1;
 	} else if (!s->listening) {
-		PGresult *r = PQexec(s->conn, "LISTEN " PG_CHANNEL);
+		PGresult *r = pg_query(s, "LISTEN " PG_CHANNEL);
 		if (PQresultStatus(r) == PGRES_COMMAND_OK || PQstatus(s->conn) != CONNECTION_OK)
 			s->listening = 1;
 		PQclear(r);

@@ -1,0 +1,101 @@
+#!/usr/bin/env bats
+# A fleet's faults on the PostgreSQL store: hosts are network namespaces,
+# each joined to the server's by a veth pair on a private /30, reaching a
+# server of the test's own over TCP with scram-sha-256, and a host's
+# network is cut by taking its link down: its packets vanish, with no
+# reset and no error, as on a real partition.  Needs root with iproute2
+# (otherwise every test skips, saying so).  scripts/runtests runs this
+# file in its PostgreSQL pass only.
+
+load test_helper
+
+setup() {
+	[ "$(id -u)" -eq 0 ] || skip "needs root to make network namespaces"
+	command -v ip >/dev/null || skip "needs iproute2 (ip) to make network namespaces"
+	"$TOP/scripts/pg-test-server" have || skip "needs the PostgreSQL server binaries"
+	# the store is the own server below, not the pass's
+	AGENTKIT_TEST_BACKEND=lmdb common_setup
+	SW="$AGENTKIT_BIN/../tests/helpers/store-worker"
+	NS="ak$$t$BATS_TEST_NUMBER"
+	# a /30 of 10.0.0.0/8 of this test's own: two runs at once differ
+	local a=$(((($$ / 64) % 200) + 20)) b=$(((($$ % 64) * 4)))
+	NET="10.$a.$b"
+	ip netns add "$NS" || skip "cannot make a network namespace here"
+	ip link add "${NS}r" type veth peer name "${NS}n"
+	ip link set "${NS}n" netns "$NS"
+	ip addr add "$NET.1/30" dev "${NS}r"
+	ip link set "${NS}r" up
+	ip netns exec "$NS" ip addr add "$NET.2/30" dev "${NS}n"
+	ip netns exec "$NS" ip link set "${NS}n" up
+	ip netns exec "$NS" ip link set lo up
+	SERVER="$BATS_TEST_TMPDIR/server"
+	AGENTKIT_STORE=$("$TOP/scripts/pg-test-server" start "$SERVER" --tcp "$NET.1")
+	export AGENTKIT_STORE
+	# what a message shows of the URL: who logs in hidden
+	local port=${AGENTKIT_STORE##*:}
+	SHOWN="postgresql://***@$NET.1:${port%%/*}/agentkit"
+}
+
+teardown() {
+	ip netns del "$NS" 2>/dev/null || true
+	ip link del "${NS}r" 2>/dev/null || true
+	[ ! -d "${SERVER:-/nonexistent}" ] || "$TOP/scripts/pg-test-server" stop "$SERVER"
+}
+
+# away CMD...: CMD on the other host (the namespace), its HOME its own.
+away() {
+	mkdir -p "$BATS_TEST_TMPDIR/away"
+	ip netns exec "$NS" env HOME="$BATS_TEST_TMPDIR/away" XDG_STATE_HOME="$BATS_TEST_TMPDIR/away/state" "$@"
+}
+
+# cut: the other host's network goes silent.
+cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
+
+@test "the other host reaches the store over TCP with scram-sha-256" {
+	run -0 --separate-stderr away "$SW" save r1 '{"sessionId":"s","status":"completed"}'
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$(jq -r .sessionId <<<"$output")" s
+}
+
+@test "agent-wait --timeout ends on time when the network goes silent mid-wait" {
+	"$SW" save r1 '{"sessionId":"s","status":"pending"}' >/dev/null
+	away agent-wait --timeout 3s --poll 200ms r1 >out 2>err &
+	pid=$!
+	sleep 1
+	cut
+	start=$SECONDS
+	rc=0
+	wait "$pid" || rc=$?
+	assert_equal "$rc" 124
+	run cat err
+	assert_output "agent-wait: timed out after 3000ms with 1 of 1 rows unsettled"
+	# within the timeout and a second, not TCP's own quarter of an hour
+	[ $((SECONDS - start)) -le 3 ]
+}
+
+@test "a write on a silent network fails within the lock and connect timeouts, saying so" {
+	# one long-lived writer: a save, then the network goes, then a save
+	mkfifo cmds
+	AGENTKIT_STORE_LOCK_TIMEOUT=2s away "$SW" --store "$AGENTKIT_STORE?connect_timeout=2" history s <cmds >out 2>err &
+	pid=$!
+	exec 5>cmds
+	echo '{"append":{"role":"user","content":[{"text":"one"}]}}' >&5
+	echo '{"save":"r1"}' >&5
+	for _ in $(seq 50); do [ -s out ] && break; sleep 0.1; done
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -r .snapshotId <<<"$output")" r1
+	cut
+	start=$SECONDS
+	echo '{"append":{"role":"model","content":[{"text":"two"}]}}' >&5
+	echo '{"save":"r2"}' >&5
+	exec 5>&-
+	rc=0
+	wait "$pid" || rc=$?
+	assert_equal "$rc" 111
+	run cat err
+	assert_output "store-worker: save snapshot: the store at '${SHOWN}?connect_timeout=***' did not answer within 4s (the network may be cut); the connection is given up"
+	[ $((SECONDS - start)) -le 6 ]
+	# and nothing of the second save is in the store
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -r .snapshotId <<<"$output")" r1
+}
