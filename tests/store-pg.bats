@@ -313,6 +313,25 @@ advisory_held() {
 	assert_output 0
 }
 
+@test "a store that cannot be written is found before a turn runs; readers still read it" {
+	"$SW" save r1 '{"sessionId":"s","status":"completed"}' >/dev/null
+	ro="$AGENTKIT_STORE%20-cdefault_transaction_read_only%3Don"
+	run -111 --separate-stderr agent-run --store "$ro" --model echo -m hi
+	assert_equal "$stderr" "agent-run: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' cannot be written: its transactions are read-only (default_transaction_read_only)"
+	# no turn ran: the output is the error alone
+	assert_equal "$(jq -c '[.error.status]' <<<"$output")" '["INTERNAL"]'
+	run -0 --separate-stderr agent-snap --store "$ro" show r1 --format ndjson
+	# a role that may only read the tables: the same, naming the grant
+	role="reader_$$_$RANDOM"
+	pg_sql "CREATE ROLE $role LOGIN; GRANT USAGE ON SCHEMA $PG_SCHEMA TO $role;
+		GRANT SELECT ON ALL TABLES IN SCHEMA $PG_SCHEMA TO $role"
+	reader=${AGENTKIT_STORE/user=agentkit/user=$role}
+	run -111 --separate-stderr agent-snap --store "$reader" rm s
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' cannot be written: the role may not write agentkit_snapshots (grant it INSERT, UPDATE and DELETE on agentkit's tables)"
+	run -0 --separate-stderr agent-wait --store "$reader" r1
+	pg_sql "DROP OWNED BY $role; DROP ROLE $role"
+}
+
 @test "a race the server reports on every try fails with its message, after the last try" {
 	"$SW" save r1 '{"sessionId":"s"}' >/dev/null
 	# every write of a snapshot loses a race: a serialization failure

@@ -9,6 +9,7 @@
  */
 #include "pg.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -222,16 +223,38 @@ static size_t known_steps(void)
 
 /* The version the store has: -1 without the version table, else its
  * greatest row (0 for none). */
-static enum core_status schema_version(struct pg_store *s, long *v, struct core_err *e)
+/* Why a writer could not write to the store: what the version's query
+ * found (NULL: it can). */
+static const char *cannot_write(const PGresult *r)
+{
+	if (!strcmp(PQgetvalue(r, 0, 1), "t"))
+		return "the server is a standby (in recovery): connect to the primary";
+	if (!strcmp(PQgetvalue(r, 0, 2), "t"))
+		return "its transactions are read-only (default_transaction_read_only)";
+	if (strcmp(PQgetvalue(r, 0, 3), "t"))
+		return "the role may not write agentkit_snapshots (grant it INSERT, UPDATE "
+		       "and DELETE on agentkit's tables)";
+	return NULL;
+}
+
+/* The store's schema version (-1: no agentkit tables), and in the same
+ * round trip whether this connection can write (*why: why not, or NULL). */
+static enum core_status schema_version(struct pg_store *s, long *v, const char **why,
+                                       struct core_err *e)
 {
 	PGresult *r = NULL;
-	enum core_status st = pg_exec(s, "SELECT coalesce(max(version), 0) FROM "
-	                              "agentkit_schema_version", 0, NULL, &r,
-	                              "read the store's schema version", e);
-	if (st == CORE_OK)
+	enum core_status st = pg_exec(s, "SELECT coalesce(max(version), 0), pg_is_in_recovery(), "
+	                              "current_setting('transaction_read_only') = 'on', "
+	                              "has_table_privilege('agentkit_snapshots', "
+	                              "'INSERT, UPDATE, DELETE') FROM agentkit_schema_version",
+	                              0, NULL, &r, "read the store's schema version", e);
+	*why = NULL;
+	if (st == CORE_OK) {
 		*v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-	else if (!strcmp(s->last_state, "42P01"))
+		*why = cannot_write(r);
+	} else if (!strcmp(s->last_state, "42P01")) {
 		*v = -1, st = CORE_OK;
+	}
 	PQclear(r);
 	return st;
 }
@@ -380,9 +403,18 @@ fail:
 enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *e)
 {
 	enum core_status st;
+	const char *why;
 	long v;
-	if ((st = schema_version(s, &v, e)) != CORE_OK)
+	if ((st = schema_version(s, &v, &why, e)) != CORE_OK)
 		return st;
+	/* a writer learns it cannot write now, before it runs a turn, not at
+	 * its commit */
+	if (why && !(flags & (STORE_OPEN_READONLY | STORE_OPEN_AS_IS))) {
+		core_fail(e, CORE_ESYS, "the store at '%s' cannot be written: %s", s->where, why);
+		if (e)
+			e->sys = EROFS;
+		return CORE_ESYS;
+	}
 	if (v == (long)known_steps())
 		return CORE_OK;
 	if (v > (long)known_steps())
@@ -402,12 +434,13 @@ enum core_status pg_migrate(struct store *h, unsigned flags, struct store_migrat
 {
 	struct pg_store *s = pg_store(h);
 	enum core_status st;
+	const char *why;
 	long v;
 	size_t i;
 	m->latest = (long)known_steps();
 	if (!(m->steps = json_array()))
 		return core_fail(e, CORE_ENOMEM, "migrate: out of memory");
-	if ((st = schema_version(s, &v, e)) != CORE_OK)
+	if ((st = schema_version(s, &v, &why, e)) != CORE_OK)
 		return st;
 	if (v > m->latest)
 		return too_new(s, v, e);
