@@ -27,7 +27,8 @@ enum {
 	OPT_MODEL = CLI_LONG + 1, OPT_SYSTEM, OPT_TOOL, OPT_MAX_TURNS, OPT_CONFIG, OPT_AGENTS,
 	OPT_PROMPT, OPT_INPUT, OPT_SNAPSHOT, OPT_STATE, OPT_INIT, OPT_STORE, OPT_NO_STORE,
 	OPT_DESCRIBE, OPT_MAX_RECORD, OPT_KEY_FILE, OPT_MODEL_TIMEOUT,
-	OPT_HB_INTERVAL = CLI_LONG + 100, OPT_HB_TIMEOUT, OPT_STDIN_TIMEOUT,
+	OPT_HB_INTERVAL = CLI_LONG + 100, OPT_HB_TIMEOUT, OPT_STDIN_TIMEOUT, OPT_ON_BUSY,
+	OPT_BUSY_TIMEOUT,
 	OPT_EXEC = CLI_LONG + 300, OPT_DOCS, OPT_STATE_TRANSFORM, OPT_STREAM_TRANSFORM, OPT_LIST,
 	OPT_INPUT_FORMAT = CLI_LONG + 400, OPT_LIST_MODELS,
 	OPT_OUTPUT_SCHEMA = CLI_LONG + 500, OPT_JSON,
@@ -80,6 +81,10 @@ static struct cli_opt opts[] = {
 	  "a detached worker beats its row this often (default $AGENTKIT_HEARTBEAT_INTERVAL, else 30s)" },
 	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
 	  "a pending row whose beat is older is presumed dead (default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ OPT_ON_BUSY, "on-busy", "HOW", "--session while another writer's turn runs on it: wait "
+	  "(default), fail (exit 5) or fork (both branch from the latest; docs/store.md)" },
+	{ OPT_BUSY_TIMEOUT, "busy-timeout", "DURATION", "--on-busy wait waits this long at most, "
+	  "then exit 124 (default $AGENTKIT_BUSY_TIMEOUT, else 15m)" },
 	{ OPT_EXEC, "exec", "CMD", "a custom agent: the handler command CMD runs each turn (docs/custom-agents.md)" },
 	{ OPT_DOCS, "docs", "CMD", "grounding: CMD gets the conversation, prints documents for the turn (docs/transforms.md)" },
 	{ OPT_STATE_TRANSFORM, "state-transform", "CMD", "filter the state clients see through CMD, an NDJSON filter" },
@@ -111,12 +116,14 @@ static const struct cli_exitcode exits[] = {
 	{ 1, "the turn failed (a model or tool failure)" },
 	{ 2, "aborted (max turns; SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run)" },
 	{ 4, "not found: the agent, a tool, the model or the snapshot" },
-	{ 5, "failed precondition (wrong state mode, resume of a pending row)" },
+	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
+	  "with --on-busy fail)" },
 	{ 6, "interrupted: a tool interrupted; resume with a {\"resume\":...} input" },
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
 	{ 101, "malformed input (bad NDJSON, an invalid AgentInput or init)" },
 	{ 111, "system failure (cannot open the store, commit a turn (full disk) or write output)" },
+	{ 124, "timed out: the session stayed busy past --busy-timeout" },
 	{ -1, NULL }
 };
 
@@ -129,6 +136,7 @@ static const struct cli_value values[] = {
 	{ .opt = "format", .kind = CLI_WORDS, .words = "ndjson text json" },
 	{ .opt = "input-format", .kind = CLI_WORDS, .words = "ndjson text" },
 	{ .opt = "trace-names", .kind = CLI_WORDS, .words = "genkit semconv" },
+	{ .opt = "on-busy", .kind = CLI_WORDS, .words = "wait fail fork" },
 	{ 0 }
 };
 
@@ -203,7 +211,7 @@ struct run_opts {
 	struct invocation_open open;    /* --no-store, --store, --continue (heartbeats later) */
 	struct invocation_trace trace;  /* --trace, --trace-file, --trace-content, --trace-names */
 	const char *state_file, *init_json, *session, *snapshot;
-	const char *hb_interval, *hb_timeout;   /* the flags, or NULL */
+	const char *hb_interval, *hb_timeout, *on_busy, *busy_timeout;  /* the flags, or NULL */
 	const char *stdin_wait;         /* --stdin-timeout as given, else the variable's, else "3s" */
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
@@ -398,6 +406,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
 		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
 		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
+		case OPT_ON_BUSY: op->on_busy = arg; break;
+		case OPT_BUSY_TIMEOUT: op->busy_timeout = arg; break;
 		case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
 		case OPT_TRACE: op->trace.on = 1; break;
 		case OPT_TRACE_FILE: op->trace.file = arg; break;
@@ -635,7 +645,8 @@ static enum core_status open_runtime(struct run *r)
 	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
 	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
 	                          &o.hb_interval_ms, &e)
-	    || store_heartbeat_timeout(op->hb_timeout, &o.hb_timeout_ms, &e))
+	    || store_heartbeat_timeout(op->hb_timeout, &o.hb_timeout_ms, &e)
+	    || invocation_busy(op->on_busy, op->busy_timeout, &o, &e))
 		return cli_usage("%s", e.msg);
 	if ((st = invocation_open(&r->inv, &o, &e))) {
 		init_failed(&r->inv.out, &e);

@@ -33,6 +33,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_MODELS_FILE", "the models file of named endpoints, JSON or (named .yaml, .yml) YAML (default ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/models.json or models.yaml); every variable it names is kept from tools like a key" },
 	{ "AGENTKIT_HEARTBEAT_INTERVAL", "how often a detached worker heartbeats its row (default 30s)" },
 	{ "AGENTKIT_HEARTBEAT_TIMEOUT", "a pending row whose heartbeat is older than this reads expired (default 60s)" },
+	{ "AGENTKIT_BUSY_TIMEOUT", "the longest agent-run --session waits for the session's other writer, as --busy-timeout (default 15m)" },
 	{ "AGENTKIT_EXEC_TIMEOUT", "the longest a custom agent's handler may be silent (default 5m)" },
 	{ "AGENTKIT_EXEC_MAX_BYTES, AGENTKIT_EXEC_MAX_LINES", "the most a custom agent's handler may print in one turn (default 64M, 100000 lines)" },
 	{ "AGENTKIT_TRANSFORM_MAX_LINE", "the longest answer a state or stream transform may give (default 64M)" },

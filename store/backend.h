@@ -83,6 +83,14 @@
  *   prune_session   The same for the rows of one session that
  *                 st_prune_keeps() does not keep, walking newest first;
  *                 messages shared with rows that stay are kept.
+ *   session_lock  Take the session's writer lock (store_session_lock() in
+ *                 store.h), held until session_unlock or until the process
+ *                 (PostgreSQL: the connection) ends, however it ends; a
+ *                 waiter must be let in at once when the holder releases
+ *                 it or dies, never by a poll alone.  Busy past timeout_ms
+ *                 (0: at once): CORE_ETIMEOUT.
+ *   session_unlock  Release it (errors ignored: a lock whose connection is
+ *                 gone is released already).
  *   migrate       (optional) Report the store's format version and this
  *                 agentkit's, and apply the steps between (store_migrate()
  *                 in store.h; store.c has set m->backend and m->steps
@@ -145,6 +153,9 @@ struct store_backend {
 	                                  struct core_err *e);
 	enum core_status (*migrate)(struct store *s, unsigned flags,
 	                            struct store_migration *m, struct core_err *e);
+	enum core_status (*session_lock)(struct store *s, const char *session_id,
+	                                 int64_t timeout_ms, struct core_err *e);
+	void (*session_unlock)(struct store *s, const char *session_id);
 	long format_version;            /* without migrate: the format's version */
 };
 

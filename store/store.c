@@ -413,3 +413,21 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
 		return core_fail(e, CORE_ENOMEM, "migrate: out of memory");
 	return CORE_OK;
 }
+
+/* ---- one writer per session ---- */
+
+enum core_status store_session_lock(struct store *s, const char *session_id,
+                                    int64_t timeout_ms, struct core_err *e)
+{
+	enum core_status st;
+	if ((st = check_handle(s, e)) != CORE_OK ||
+	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
+		return st;
+	return s->backend->session_lock(s, session_id, timeout_ms > 0 ? timeout_ms : 0, e);
+}
+
+void store_session_unlock(struct store *s, const char *session_id)
+{
+	if (s && session_id && s->pid == getpid())
+		s->backend->session_unlock(s, session_id);
+}

@@ -252,6 +252,24 @@ enum core_status store_put(struct store *s, const json_t *row,
                            struct core_err *e);
 
 /*
+ * One writer per session: the session's writer lock, which a process
+ * holds while it resumes the session's latest row and commits its turns
+ * (agent-run --on-busy), so two writers never fork the same latest and
+ * lose each other's turns.  It is taken whether the session has rows or
+ * not; it serializes processes (PostgreSQL: connections), not threads of
+ * one process.  Waits up to timeout_ms (0: not at all) for another holder
+ * to release it, woken the moment it does (LMDB: a record lock in the
+ * store's sessions.lock, the wake-up futex; PostgreSQL: a session-level
+ * advisory lock), and a holder that dies releases it.  CORE_ETIMEOUT
+ * "session \"ID\" is busy" when it stays held; the store's errors
+ * otherwise.  Release it with store_session_unlock(s, session_id) before
+ * store_close() (closing releases it too).
+ */
+enum core_status store_session_lock(struct store *s, const char *session_id,
+                                    int64_t timeout_ms, struct core_err *e);
+void store_session_unlock(struct store *s, const char *session_id);
+
+/*
  * Until set again, every call on s ends by deadline_ms (core_now_mono_ms()'s
  * clock; <= 0: none, the default), also when the store's server does not
  * answer: a call it cuts short fails with CORE_ETIMEOUT, and the

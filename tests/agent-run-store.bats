@@ -163,3 +163,49 @@ M="script/model.ndjson"
 	run -4 --separate-stderr agent-run support --prompt nosuch --no-store -m hi
 	[[ "$stderr" == *"nosuch"*"not found"* ]] || fail "$stderr"
 }
+
+@test "one writer per session: ten writers of one session at once lose no turn (--on-busy wait)" {
+	run -0 --separate-stderr agent-run --model echo --session S -m start
+	pids=()
+	for i in $(seq 10); do
+		agent-run --model echo --session S -m "t$i" >/dev/null 2>>err &
+		pids+=($!)
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	run cat err
+	assert_output ""
+	# the latest conversation holds every turn, once
+	run -0 --separate-stderr agent-snap show S --format ndjson
+	assert_equal "$(jq -r 'select(.role == "user") | .content[0].text' <<<"$output" | sort -V | tr '\n' ' ')" \
+		"start t1 t2 t3 t4 t5 t6 t7 t8 t9 t10 "
+	# eleven rows, one chain: each row the parent of one other
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -s -c '[length, ([.[] | .parentId // ""] | unique | length)]' <<<"$output")" "[11,11]"
+}
+
+@test "--on-busy fail refuses a busy session (exit 5), --busy-timeout bounds the wait (124), fork branches" {
+	script '{"when":{"user":"slow"},"chunks":["slow ","done"],"delay":"3s"}' '{"fallback":true,"text":"ok"}'
+	run -0 --separate-stderr agent-run --model $M --session S -m first
+	agent-run --model $M --session S -m slow >slow.out 2>slow.err &
+	pid=$!
+	# the slow turn holds the session from before its model call: its
+	# first chunk says it is under way, 3 s before its last
+	for _ in $(seq 200); do [ -s slow.out ] && break; sleep 0.05; done
+	rc=0
+	agent-run --on-busy fail --model $M --session S -m no >out 2>err || rc=$?
+	assert_equal "$rc" 5
+	assert_equal "$(cat err)" "agent-run: session \"S\" is busy: another writer's turn is running on it"
+	assert_equal "$(tail -n 1 out | jq -c .error)" '{"status":"FAILED_PRECONDITION","message":"session \"S\" is busy: another writer'"'"'s turn is running on it"}'
+	run -124 --separate-stderr agent-run --busy-timeout 300ms --model $M --session S -m late
+	assert_equal "$stderr" "agent-run: session \"S\" stayed busy for 300ms: another writer's turn is still running on it"
+	# fork does not wait: it branches from the latest it reads
+	run -0 --separate-stderr agent-run --on-busy fork --model $M --session S -m branch
+	assert_equal "$(agent-snap show --format ndjson "$(last | jq -r .output.snapshotId)" | jq -r 'select(.role == "user") | .content[0].text' | tr '\n' ' ')" "first branch "
+	wait "$pid"
+	# a waiting writer goes on from the slow turn's row, the latest
+	run -0 --separate-stderr agent-run --model $M --session S -m after
+	assert_equal "$(agent-snap show S --format ndjson | jq -r 'select(.role == "user") | .content[0].text' | tr '\n' ' ')" "first slow after "
+	run -100 --separate-stderr agent-run --on-busy never --model $M --session S -m x
+	assert_equal "$stderr" "agent-run: --on-busy must be wait, fail or fork, got 'never'
+try 'agent-run --help'"
+}

@@ -218,6 +218,25 @@ static int worker_stopped(void *ctx)
 	return (int)stop_signal;
 }
 
+enum core_status invocation_busy(const char *on_busy, const char *timeout,
+                                 struct invocation_open *o, struct core_err *e)
+{
+	static const char *const names[] = { [RT_BUSY_WAIT] = "wait", [RT_BUSY_FAIL] = "fail",
+	                                     [RT_BUSY_FORK] = "fork" };
+	size_t i;
+	o->on_busy = RT_BUSY_WAIT;
+	for (i = 0; on_busy && i < sizeof names / sizeof names[0]; i++)
+		if (!strcmp(on_busy, names[i]))
+			break;
+	if (on_busy && i == sizeof names / sizeof names[0])
+		return core_fail(e, CORE_EUSAGE, "--on-busy must be wait, fail or fork, got '%s'",
+		                 on_busy);
+	if (on_busy)
+		o->on_busy = (enum rt_busy)i;
+	return core_duration_setting("--busy-timeout", timeout, "AGENTKIT_BUSY_TIMEOUT",
+	                             INVOCATION_BUSY_TIMEOUT_MS, &o->busy_timeout_ms, e);
+}
+
 enum core_status invocation_open(struct invocation *inv, const struct invocation_open *o,
                                  struct core_err *e)
 {
@@ -237,6 +256,7 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 		.heartbeat_timeout_ms = o->hb_timeout_ms,
 		.cancelled = cancelled, .cancel_ctx = inv,
 		.ext = inv->ext,
+		.on_busy = o->on_busy, .busy_timeout_ms = o->busy_timeout_ms,
 	};
 	if ((st = rt_open(&cfg, &inv->rt, e)))
 		return st;

@@ -188,7 +188,20 @@ struct invocation_open {
 	int cont;                       /* --continue: the agent's latest session */
 	int64_t hb_interval_ms;         /* a detached worker's beat */
 	int64_t hb_timeout_ms;          /* a pending row older is presumed dead */
+	enum rt_busy on_busy;           /* a session's other writer: wait, fail, fork */
+	int64_t busy_timeout_ms;        /* ... waited for this long at most */
 };
+
+/* The default --busy-timeout: longer than a turn's model call may take. */
+#define INVOCATION_BUSY_TIMEOUT_MS (15 * 60 * 1000)
+
+/*
+ * --on-busy (on_busy: "wait", "fail" or "fork"; NULL: wait) and
+ * --busy-timeout (timeout: a duration; NULL: $AGENTKIT_BUSY_TIMEOUT, else
+ * INVOCATION_BUSY_TIMEOUT_MS) into o.  CORE_EUSAGE with the message.
+ */
+enum core_status invocation_busy(const char *on_busy, const char *timeout,
+                                 struct invocation_open *o, struct core_err *e);
 
 /*
  * Open the store (unless no_store; cont: feed_continue()) and the runtime

@@ -50,6 +50,8 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->hb_timeout_ms = cfg->heartbeat_timeout_ms > 0 ? cfg->heartbeat_timeout_ms
 	                                                  : DEFAULT_HEARTBEAT_TIMEOUT_MS;
 	rt->ext = cfg->ext;
+	rt->on_busy = cfg->on_busy;
+	rt->busy_timeout_ms = cfg->busy_timeout_ms;
 	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
 	    !(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
@@ -68,6 +70,9 @@ void rt_free(struct runtime *rt)
 {
 	if (!rt)
 		return;
+	if (rt->locked_session)
+		store_session_unlock(rt->store, rt->locked_session);
+	free(rt->locked_session);
 	session_free(rt->s);
 	json_decref(rt->last_good);
 	for (size_t i = 0; i < rt->ntools; i++)

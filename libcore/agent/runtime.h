@@ -63,6 +63,15 @@ struct rt_config {
 	/* Custom agent, transforms, grounding (agent_ext.h), or NULL;
 	 * borrowed. */
 	struct agent_ext *ext;
+	/* One writer per session: resuming a session's latest (a session ID
+	 * without a snapshot ID) first takes the session's writer lock
+	 * (store_session_lock()), held until rt_free(), waiting for it at
+	 * most busy_timeout_ms (RT_BUSY_WAIT), not at all (RT_BUSY_FAIL:
+	 * CORE_EPRECONDITION "session \"S\" is busy ..."), or not taking it
+	 * (RT_BUSY_FORK: Genkit's own store semantics, every writer forks
+	 * the latest it read).  A wait that runs out is CORE_ETIMEOUT. */
+	enum rt_busy { RT_BUSY_WAIT, RT_BUSY_FAIL, RT_BUSY_FORK } on_busy;
+	int64_t busy_timeout_ms;
 };
 
 struct runtime;

@@ -113,6 +113,32 @@ enum core_status rt_init_check(const json_t *init, struct core_err *e)
 	return CORE_OK;
 }
 
+/* One writer per session (rt_config's on_busy): the session's writer
+ * lock, before its latest row is read. */
+static enum core_status lock_session(struct runtime *rt, const char *sid, struct core_err *e)
+{
+	struct core_err le = { 0 };
+	int64_t wait = rt->on_busy == RT_BUSY_FAIL ? 0 : rt->busy_timeout_ms;
+	enum core_status st;
+	if (rt->on_busy == RT_BUSY_FORK)
+		return CORE_OK;
+	st = store_session_lock(rt->store, sid, wait, &le);
+	if (st == CORE_ETIMEOUT && !wait)
+		return core_fail(e, CORE_EPRECONDITION, "session \"%s\" is busy: another writer's "
+		                 "turn is running on it", sid);
+	if (st == CORE_ETIMEOUT)
+		return core_fail(e, CORE_ETIMEOUT, "session \"%s\" stayed busy for %lld%s: another "
+		                 "writer's turn is still running on it", sid,
+		                 (long long)(wait % 1000 ? wait : wait / 1000), wait % 1000 ? "ms" : "s");
+	if (st)
+		return core_fail(e, st, "failed to lock session \"%s\": %s", sid, le.msg);
+	if (!(rt->locked_session = strdup(sid))) {
+		store_session_unlock(rt->store, sid);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+}
+
 /* The row the init names (a snapshot ID, else the latest of a session),
  * or *row NULL. */
 static enum core_status find_row(struct runtime *rt, const char *sid, const char *snap,
@@ -140,6 +166,8 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 			return core_fail(e, CORE_EPRECONDITION,
 			                 "session ID \"%s\" provided but agent has no session store configured (client-managed state); the conversation's identity rides inside the state object (SessionState.SessionID)",
 			                 sid);
+		if ((st = lock_session(rt, sid, e)))
+			return st;
 		st = store_latest(rt->store, sid, 0, row, &se);
 		if (st && st != CORE_ENOTFOUND)
 			return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s", sid, se.msg);

@@ -31,6 +31,9 @@ struct runtime {
 	const struct agent *agent;
 	struct store *store;
 	int64_t hb_timeout_ms;
+	enum rt_busy on_busy;
+	int64_t busy_timeout_ms;
+	char *locked_session;   /* the session whose writer lock this holds */
 	int detached;           /* rt_detach(): no rows, no chunks, last_good kept */
 	struct agent_ext *ext;  /* custom agent, transforms, grounding, or NULL */
 	struct session *s;      /* the live session */

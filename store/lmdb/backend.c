@@ -20,6 +20,8 @@ const struct store_backend store_lmdb_backend = {
 	.session_rows = lm_session_rows,
 	.delete_session = lm_delete_session,
 	.prune_session = lm_prune_session,
+	.session_lock = lm_session_lock,
+	.session_unlock = lm_session_unlock,
 	/* every meta and state record begins with its format's version
 	 * byte (lm.h), 1 in all of them: no store-wide steps to apply */
 	.format_version = 1,

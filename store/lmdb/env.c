@@ -278,6 +278,8 @@ static void env_free(struct env *v)
 		munmap(v->wake, WAKE_SIZE);
 	if (v->gate_fd >= 0)
 		close(v->gate_fd);
+	if (v->sess_fd >= 0)
+		close(v->sess_fd);
 	pthread_mutex_destroy(&v->gate_mu);
 	pthread_rwlock_destroy(&v->grow);
 	free(v->path);
@@ -294,7 +296,7 @@ static enum core_status env_new(const char *path, const struct stat *st,
 		free(v);
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 	}
-	v->gate_fd = -1;
+	v->gate_fd = v->sess_fd = -1;
 	if (core_duration_setting(NULL, NULL, "AGENTKIT_STORE_LOCK_TIMEOUT",
 	                          STORE_LOCK_TIMEOUT_MS, &v->lock_ms, e) != CORE_OK) {
 		free(v->path);

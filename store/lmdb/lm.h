@@ -11,6 +11,7 @@
  *   txn.c      transactions: the writer gate in front of LMDB's writer
  *              mutex, MDB codes as core_status, stored values as JSON
  *   wake.c     wake-ups: the futex word in the file "wake"
+ *   lock.c     session writer locks: record locks in sessions.lock
  *   chain.c    the content-addressed message chain and the state records
  *              that end in it
  *   rows.c     the row codec (meta records) and the session index
@@ -125,6 +126,7 @@ struct env {
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
 	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
+	int sess_fd;            /* sessions.lock (lock.c), -1 until a lock */
 	pthread_mutex_t gate_mu;        /* the gate between threads */
 	int64_t lock_ms;        /* how long a writer waits for the gate */
 };
@@ -331,5 +333,8 @@ enum core_status lm_delete_session(struct store *s, const char *session_id,
 enum core_status lm_prune_session(struct store *s, const char *session_id,
                                   size_t keep, int64_t before_ns, size_t *deleted,
                                   store_deleted_fn fn, void *ctx, struct core_err *e);
+enum core_status lm_session_lock(struct store *s, const char *session_id,
+                                 int64_t timeout_ms, struct core_err *e);   /* lock.c */
+void lm_session_unlock(struct store *s, const char *session_id);          /* lock.c */
 
 #endif

@@ -27,4 +27,6 @@ const struct store_backend store_pg_backend = {
 	.delete_session = pg_delete_session,
 	.prune_session = pg_prune_session,
 	.migrate = pg_migrate,
+	.session_lock = pg_session_lock,
+	.session_unlock = pg_session_unlock,
 };

@@ -55,7 +55,7 @@ static void conn_error(const struct pg_store *s, char *buf, size_t n)
  * that comes first. */
 static int64_t answer_by(struct pg_store *s)
 {
-	int64_t end = core_now_mono_ms() + s->lock_ms + s->connect_ms;
+	int64_t end = core_now_mono_ms() + s->lock_ms + s->connect_ms + s->extra_ms;
 	s->cut = 0;
 	if (s->head.deadline > 0 && s->head.deadline < end) {
 		s->cut_by_caller = 1;

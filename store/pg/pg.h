@@ -8,8 +8,8 @@
  *   backend.c  the backend's row of store.c's table: its operations
  *   pq.c       libpq itself, loaded by dlopen() on the first open
  *   conn.c     the connection: libpq parameters, the connect timeout,
- *              queries, SQLSTATEs as core_status, messages scrubbed of
- *              credentials, reconnects
+ *              queries answered within a bound, SQLSTATEs as
+ *              core_status, messages scrubbed of credentials, reconnects
  *   open.c     the handle: opened (settings, connection, schema) and
  *              closed
  *   schema.c   the schema: versioned steps applied on open under an
@@ -19,6 +19,7 @@
  *   ops.c      the store operations over those, in transactions that
  *              retry on serialization failures and races
  *   wake.c     wake-ups: LISTEN/NOTIFY on the handle's connection
+ *   lock.c     session writer locks: session-level advisory locks
  *
  * What the store looks like from store.h, on this backend (for many hosts
  * sharing one database):
@@ -152,6 +153,8 @@ struct pg_store {
 	int cut;                /* the last statement's answer did not come in
 	                           time: the connection was given up */
 	int cut_by_caller;      /* ... by store_set_deadline()'s deadline */
+	int64_t extra_ms;       /* a statement's own wait beyond the bound (a
+	                           session lock's), 0 for the others */
 	struct pg_ref refs[PG_NREFS];
 	unsigned next_ref;
 	struct pg_cache mc;
@@ -268,6 +271,13 @@ enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *
 /* store_migrate() (store.h): the schema's steps, shown or applied. */
 enum core_status pg_migrate(struct store *s, unsigned flags, struct store_migration *m,
                             struct core_err *e);
+
+/* ---- lock.c ---- */
+
+/* store_session_lock() and store_session_unlock() (store.h). */
+enum core_status pg_session_lock(struct store *s, const char *session_id,
+                                 int64_t timeout_ms, struct core_err *e);
+void pg_session_unlock(struct store *s, const char *session_id);
 
 /* ---- rows.c ---- */
 
