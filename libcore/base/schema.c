@@ -56,8 +56,9 @@ static int broken(struct ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	/* the schema's trouble replaces any value's */
-	core_fail(c->e, CORE_EINVAL, "the input schema is unusable: %s", msg);
+	/* the schema's trouble replaces any value's, in a class of its own:
+	 * no value can fix it */
+	core_fail(c->e, CORE_EINTERNAL, "the input schema is unusable: %s", msg);
 	return 0;
 }
 
