@@ -134,10 +134,11 @@ M="script/model.ndjson"
 
 @test "argument errors count as tool rounds: with max turns 1 the run ends aborted (2)" {
 	export READFILE_LOG="$BATS_TEST_TMPDIR/calls"
+	# every mismatch of the input in one message
 	script '{"toolRequests":[{"name":"readFile","ref":"1","input":{"path":123}}]}' \
 		'{"toolRequests":[{"name":"readFile","ref":"2","input":{"path":"a.txt","encoding":"utf-8"}}]}' '{"text":"done"}'
 	run -2 --separate-stderr agent-run --model $M --tool "$TOOLS/readFile.json" --max-turns 1 -m hi
-	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"invalid arguments for tool '"'"'readFile'"'"': missing required property \"encoding\""}' ]
+	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"invalid arguments for tool '"'"'readFile'"'"': missing required property \"encoding\"; /path: expected a string, got a number"}' ]
 	[ "$(last | jq -c '.output | [.finishReason, .error]')" = '["aborted",{"status":"ABORTED","message":"generate: exceeded maximum tool call iterations (1)"}]' ]
 	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.status, .finishReason, [.state.messages[].role]]')" = '["aborted","aborted",["user","model","tool"]]' ]
 	[ ! -e "$READFILE_LOG" ]
