@@ -159,6 +159,18 @@ tool readFile {\"path\":\"a.txt\",\"encoding\":\"utf-8\"}
 tool readFile ok \"read a.txt as utf-8\"" ]
 }
 
+@test "an argument error beside an interrupt waits as pending output and reaches the model on resume" {
+	script '{"toolRequests":[{"name":"ask","ref":"q1","input":{"q":"which color?"}},{"name":"readFile","ref":"r1","input":{"path":1,"encoding":"utf-8"}}]}' \
+		'{"when":{"models":1},"text":"Thanks."}'
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/readFile.json" -m paint
+	[ "$(last | jq -c '.output.message.content[1].metadata')" = '{"pendingOutput":{"error":"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"}}' ]
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/readFile.json" --session "$sid" \
+		<<<'{"resume":{"respond":[{"toolResponse":{"name":"ask","ref":"q1","output":"blue"}}]}}'
+	[ "$(chunks | head -n 1 | jq -c '.modelChunk.content[1]')" = '{"toolResponse":{"name":"readFile","ref":"r1","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"}},"metadata":{"source":"pending"}}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = Thanks. ]
+}
+
 @test "a tool whose input schema is unusable fails the turn: no arguments could fix it" {
 	printf '{"inputSchema": {"$ref": "#/nowhere"}, "command": ["%s"]}\n' "$TOOLS/greet" >broken.json
 	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}},{"name":"broken","ref":"2","input":{}}]}'
