@@ -192,8 +192,9 @@ static int check_input(struct tool_call *c, const char *name, struct turn_result
  * parallel.  restart[i] (may be NULL) is the restart metadata of a resumed
  * call.  Results land in calls[].  A call whose input does not match its
  * tool's schema is not run: its result is the error for the model
- * (check_input()).  Returns non-zero with r filled when a tool is missing
- * or could not be run.
+ * (check_input()).  Returns non-zero with r filled (calls[] released)
+ * when a tool is missing, a schema is unusable, or the calls could not be
+ * run.
  */
 int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
                  const json_t *const *resumed, struct tool_call *calls, size_t n,
