@@ -99,21 +99,86 @@ M="script/model.ndjson"
 	[ "$(agent-snap "$snap" | jq -c '[.status, .finishReason, .error, [.state.messages[].role]]')" = '["failed","failed",{"status":"INTERNAL","message":"generate: tool \"fail\" failed: exited with status 3: boom: the disk is on fire"},["user"]]' ]
 }
 
-@test "tool input is checked against the manifest's inputSchema before any tool of the round runs" {
-	# addTask requires a string title; greet (no schema) would run first
-	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}},{"name":"addTask","ref":"2","input":{"title":7}}]}'
-	run -1 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/addTask.json" -m hi
-	[ "$stderr" = 'agent-run: generate: tool "addTask" failed: invalid input: /title: expected a string, got a number' ]
+@test "arguments that fail the input schema go back to the model as a tool error, the tool not run; its next call succeeds (exit 0)" {
+	export READFILE_LOG="$BATS_TEST_TMPDIR/calls"
+	# readFile: path a string, encoding one of utf-8/base64, both required,
+	# nothing else.  Round 0 also calls greet (no schema), which runs.
+	script '{"toolRequests":[{"name":"greet","ref":"g","input":{"name":"ann"}},{"name":"readFile","ref":"1","input":{"path":123,"encoding":"utf-8"}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"2","input":{"path":"a.txt","encoding":"latin-1"}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"3","input":{"path":"a.txt"}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"4","input":{"path":"a.txt","encoding":"utf-8","mode":"r"}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"5","input":{"path":"a.txt","encoding":"utf-8"}}]}' \
+		'{"text":"done"}'
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --tool "$TOOLS/readFile.json" --trace-file t.ndjson -m hi
+	[ -z "$stderr" ]
+	# What the model is sent back: the stream's tool chunks, one per round.
+	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool") | [.modelChunk.content[].toolResponse]')" = '[{"name":"greet","ref":"g","output":"hello ann"},{"name":"readFile","ref":"1","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"}}]
+[{"name":"readFile","ref":"2","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': /encoding: must be one of [\"utf-8\",\"base64\"]"}}]
+[{"name":"readFile","ref":"3","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': missing required property \"encoding\""}}]
+[{"name":"readFile","ref":"4","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': unexpected property \"mode\""}}]
+[{"name":"readFile","ref":"5","output":"read a.txt as utf-8"}]' ]
+	# The tool ran once, with the arguments that fit.
+	[ "$(cat "$READFILE_LOG")" = '{"path":"a.txt","encoding":"utf-8"}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+	# The committed conversation holds the errors as the model saw them.
+	snap=$(last | jq -r .output.snapshotId)
+	[ "$(agent-snap "$snap" | jq -c '[.status, .finishReason, [.state.messages[].role], .state.messages[4].content[0].toolResponse.output]')" = '["completed","stop",["user","model","tool","model","tool","model","tool","model","tool","model","tool","model"],{"error":"invalid arguments for tool '"'"'readFile'"'"': /encoding: must be one of [\"utf-8\",\"base64\"]"}]' ]
+	# Each rejected call has a span with the error, none the turn's failure.
+	[ "$(jq -c '(.body // .) | .resourceSpans[].scopeSpans[].spans[] | select(.name == "readFile") | [.status.code, .status.message // null]' t.ndjson)" = '[2,"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"]
+[2,"invalid arguments for tool '"'"'readFile'"'"': /encoding: must be one of [\"utf-8\",\"base64\"]"]
+[2,"invalid arguments for tool '"'"'readFile'"'"': missing required property \"encoding\""]
+[2,"invalid arguments for tool '"'"'readFile'"'"': unexpected property \"mode\""]
+[0,null]' ]
+	[ "$(jq -c '[(.body // .) | .resourceSpans[].scopeSpans[].spans[] | .attributes[] | select(.key == "genkit:isFailureSource")] | length' t.ndjson | sort -u)" = 0 ]
+}
+
+@test "argument errors count as tool rounds: with max turns 1 the run ends aborted (2)" {
+	export READFILE_LOG="$BATS_TEST_TMPDIR/calls"
+	# every mismatch of the input in one message
+	script '{"toolRequests":[{"name":"readFile","ref":"1","input":{"path":123}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"2","input":{"path":"a.txt","encoding":"utf-8"}}]}' '{"text":"done"}'
+	run -2 --separate-stderr agent-run --model $M --tool "$TOOLS/readFile.json" --max-turns 1 -m hi
+	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"invalid arguments for tool '"'"'readFile'"'"': missing required property \"encoding\"; /path: expected a string, got a number"}' ]
+	[ "$(last | jq -c '.output | [.finishReason, .error]')" = '["aborted",{"status":"ABORTED","message":"generate: exceeded maximum tool call iterations (1)"}]' ]
+	[ "$(agent-snap "$(last | jq -r .output.snapshotId)" | jq -c '[.status, .finishReason, [.state.messages[].role]]')" = '["aborted","aborted",["user","model","tool"]]' ]
+	[ ! -e "$READFILE_LOG" ]
+	# With one more turn the corrected call runs and the turn completes.
+	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/readFile.json" --max-turns 2 -m hi
+	[ "$(cat "$READFILE_LOG")" = '{"path":"a.txt","encoding":"utf-8"}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+}
+
+@test "text mode shows an argument error as the tool's error line, then the model's answer" {
+	script '{"toolRequests":[{"name":"readFile","ref":"1","input":{"path":123,"encoding":"utf-8"}}]}' \
+		'{"toolRequests":[{"name":"readFile","ref":"2","input":{"path":"a.txt","encoding":"utf-8"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --format text --model $M --tool "$TOOLS/readFile.json" -m hi
+	[ "$output" = done ]
+	[ "$(sed -n 1,4p <<<"$stderr")" = "tool readFile {\"path\":123,\"encoding\":\"utf-8\"}
+tool readFile error invalid arguments for tool 'readFile': /path: expected a string, got a number
+tool readFile {\"path\":\"a.txt\",\"encoding\":\"utf-8\"}
+tool readFile ok \"read a.txt as utf-8\"" ]
+}
+
+@test "an argument error beside an interrupt waits as pending output and reaches the model on resume" {
+	script '{"toolRequests":[{"name":"ask","ref":"q1","input":{"q":"which color?"}},{"name":"readFile","ref":"r1","input":{"path":1,"encoding":"utf-8"}}]}' \
+		'{"when":{"models":1},"text":"Thanks."}'
+	run -6 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/readFile.json" -m paint
+	[ "$(last | jq -c '.output.message.content[1].metadata')" = '{"pendingOutput":{"error":"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"}}' ]
+	sid=$(last | jq -r .output.sessionId)
+	run -0 --separate-stderr agent-run --model $M --tool "$TOOLS/ask.json" --tool "$TOOLS/readFile.json" --session "$sid" \
+		<<<'{"resume":{"respond":[{"toolResponse":{"name":"ask","ref":"q1","output":"blue"}}]}}'
+	[ "$(chunks | head -n 1 | jq -c '.modelChunk.content[1]')" = '{"toolResponse":{"name":"readFile","ref":"r1","output":{"error":"invalid arguments for tool '"'"'readFile'"'"': /path: expected a string, got a number"}},"metadata":{"source":"pending"}}' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = Thanks. ]
+}
+
+@test "a tool whose input schema is unusable fails the turn: no arguments could fix it" {
+	printf '{"inputSchema": {"$ref": "#/nowhere"}, "command": ["%s"]}\n' "$TOOLS/greet" >broken.json
+	script '{"toolRequests":[{"name":"greet","ref":"1","input":{}},{"name":"broken","ref":"2","input":{}}]}'
+	run -1 --separate-stderr agent-run --model $M --tool "$TOOLS/greet.json" --tool ./broken.json -m hi
+	[ "$stderr" = 'agent-run: generate: tool "broken" failed: invalid input: the input schema is unusable: cannot resolve $ref #/nowhere' ]
 	[ "$(chunks | jq -c 'select(.modelChunk.role == "tool")')" = "" ]
 	snap=$(last | jq -r .output.snapshotId)
 	[ "$(agent-snap "$snap" | jq -c '[.status, .error.status, [.state.messages[].role]]')" = '["failed","INTERNAL",["user"]]' ]
-	script '{"toolRequests":[{"name":"addTask","ref":"1","input":{}}]}'
-	run -1 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/addTask.json" -m hi
-	[ "$stderr" = 'agent-run: generate: tool "addTask" failed: invalid input: missing required property "title"' ]
-	# valid input runs
-	script '{"toolRequests":[{"name":"addTask","ref":"1","input":{"title":"milk"}}]}' '{"text":"added"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --tool "$TOOLS/addTask.json" -m hi
-	[ "$(last | jq -r .output.message.content[0].text)" = added ]
 }
 
 @test "tool failure: a later round commits what the completed rounds left; timeouts and garbage are failures" {

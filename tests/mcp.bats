@@ -178,12 +178,52 @@ try 'agent-run --help'" ]
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '{"error":"no such row"}' ]
 	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+	# text mode shows it as the tool's error
+	run -0 --separate-stderr agent-run --no-store --format text --model $M --mcp-config mcp.json -m go
+	[ "$output" = done ]
+	[ "$(sed -n 2p <<<"$stderr")" = 'tool fake_oops error no such row' ]
 }
 
-@test "arguments are checked against the input schema before the call" {
-	call fake_echo '{"text":5}'
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$stderr" = 'agent-run: generate: tool "fake_echo" failed: invalid input: /text: expected a string, got a number' ]
+@test "arguments that fail the inputSchema go back to the model as a tool error, the server not called; the next call succeeds" {
+	# fake_echo: text a required string
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":5}}]}' \
+		'{"toolRequests":[{"name":"fake_echo","ref":"2","input":{}}]}' \
+		'{"toolRequests":[{"name":"fake_echo","ref":"3","input":{"text":"hi"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --trace-file t.ndjson -m go
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"invalid arguments for tool '"'"'fake_echo'"'"': /text: expected a string, got a number"}
+{"error":"invalid arguments for tool '"'"'fake_echo'"'"': missing required property \"text\""}
+"echo: hi"' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+	[ -z "$stderr" ]
+	# One tools/call reached the server: the rejected calls' spans are
+	# their own, with no MCP request under them.
+	[ "$(jq -c '(.body // .) | .resourceSpans[].scopeSpans[].spans[] | select(.name == "fake_echo") | .status.code' t.ndjson | tr '\n' ' ')" = '2 2 0 ' ]
+	# the schemas mode's nullable: kind must be "memo", nothing else allowed
+	config schemas '"includeTools": ["nullable"]'
+	script '{"toolRequests":[{"name":"fake_nullable","ref":"1","input":{"kind":"todo"}},{"name":"fake_nullable","ref":"2","input":{"note":"x","extra":1}}]}' \
+		'{"toolRequests":[{"name":"fake_nullable","ref":"3","input":{"note":null,"kind":"memo"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | [.modelChunk.content[].toolResponse.output]')" = '[{"error":"invalid arguments for tool '"'"'fake_nullable'"'"': /kind: must be \"memo\""},{"error":"invalid arguments for tool '"'"'fake_nullable'"'"': unexpected property \"extra\""}]
+[{"kind":"memo","note":null}]' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ]
+}
+
+@test "with max turns 1 an argument error ends the run aborted (2)" {
+	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":5}}]}' \
+		'{"toolRequests":[{"name":"fake_echo","ref":"2","input":{"text":"hi"}}]}' '{"text":"done"}'
+	run -2 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --max-turns 1 -m go
+	[ "$(response | jq -c .output)" = '{"error":"invalid arguments for tool '"'"'fake_echo'"'"': /text: expected a string, got a number"}' ]
+	[ "$(last | jq -c '.output | [.finishReason, .error]')" = '["aborted",{"status":"ABORTED","message":"generate: exceeded maximum tool call iterations (1)"}]' ]
+}
+
+@test "a provider's model is sent the argument error as the tool's result" {
+	printf '%s\n' '{"tools":[{"name":"fake_echo","args":{"text":5},"id":"call_1"}]}' \
+		'{"tools":[{"name":"fake_echo","args":{"text":"hi"},"id":"call_2"}]}' '{"text":"said hi"}' >turns.ndjson
+	mock_start openai turns.ndjson sk-test-1234
+	run -0 --separate-stderr agent-run --no-store --model "$(model_for openai)" --mcp-config mcp.json -m go
+	[ "$(last | jq -r .output.message.content[0].text)" = "said hi" ]
+	[ "$(jq -s -c '.[1].body.messages[-1] | [.role, .tool_call_id, .content]' "$MOCK_LOG")" = '["tool","call_1","{\"error\":\"invalid arguments for tool '"'"'fake_echo'"'"': /text: expected a string, got a number\"}"]' ]
+	[ "$(jq -s -c '.[2].body.messages[-1] | [.role, .tool_call_id, .content]' "$MOCK_LOG")" = '["tool","call_2","echo: hi"]' ]
 }
 
 @test "a JSON-RPC error fails the call like a failing tool, with the server's stderr" {

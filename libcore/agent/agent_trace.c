@@ -361,6 +361,16 @@ void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char 
 	close_span(s, st, msg);
 }
 
+void agent_trace_tool_rejected(const char *tool, const json_t *input, const char *msg)
+{
+	struct trace_span *s = agent_trace_tool_begin(tool, input);
+	int marked = A.failure_marked;
+	/* Not the turn's failure: the model is told and goes on. */
+	A.failure_marked = 1;
+	agent_trace_tool_end(s, CORE_EINVAL, msg, NULL, NULL);
+	A.failure_marked = marked;
+}
+
 int agent_trace_env(const struct trace_span *s, char out[AGENT_TRACE_ENV_MAX])
 {
 	char tp[TRACE_PARENT_LEN + 1];

@@ -112,6 +112,10 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
 struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input);
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
                           const json_t *interrupt, const json_t *output);
+/* A tool call not made, its input failing the tool's schema: a tool span
+ * ended at once with INVALID_ARGUMENT and msg (the error the model is
+ * given), never marked as the turn's failure source. */
+void agent_trace_tool_rejected(const char *tool, const json_t *input, const char *msg);
 
 /*
  * "TRACEPARENT=..." for a child started under span s (NULL: the innermost

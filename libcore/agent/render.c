@@ -41,8 +41,9 @@ static void close_tool(struct render *r, const char *name)
 }
 
 /* "tool NAME [WHAT] <compact JSON of v, cut short>", WHAT (ok, error,
- * interrupted) coloured when r->color.  Out of memory, the JSON is left
- * out (and then the line). */
+ * interrupted) coloured when r->color; an error's text (a string v) is
+ * shown whole, as text.  Out of memory, the JSON is left out (and then
+ * the line). */
 static void tool_line(const struct render *r, const char *name, const json_t *v,
                       const char *what, const char *color)
 {
@@ -50,7 +51,10 @@ static void tool_line(const struct render *r, const char *name, const json_t *v,
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_buf line = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	size_t n = 0;
-	if (v && !jv_dump(v, &b)) {
+	if (v && json_is_string(v) && what && !strcmp(what, "error")) {
+		if (!core_buf_add(&b, json_string_value(v), json_string_length(v)))
+			n = b.len;
+	} else if (v && !jv_dump(v, &b)) {
 		n = b.len;
 		if (n > SHORT) {
 			n = SHORT;
@@ -71,6 +75,15 @@ static void tool_line(const struct render *r, const char *name, const json_t *v,
 	core_buf_release(&b);
 }
 
+/* An output that is the error a tool answered with: {"error": TEXT} and
+ * nothing else, as an MCP isError result or arguments that failed the
+ * tool's input schema become (runtime_tools.c, mcp.h). */
+static int is_error_output(const json_t *out)
+{
+	return json_is_object(out) && json_object_size(out) == 1
+	    && json_is_string(json_object_get(out, "error"));
+}
+
 /* A tool request or response part: its line, and the open requests. */
 static void tool_part(struct render *r, const json_t *req, const json_t *res,
                       const json_t *intr)
@@ -78,6 +91,9 @@ static void tool_part(struct render *r, const json_t *req, const json_t *res,
 	const char *name = json_string_value(json_object_get(req ? req : res, "name"));
 	if (intr)
 		tool_line(r, name, json_is_true(intr) ? NULL : intr, "interrupted", "\033[33m");
+	else if (res && is_error_output(json_object_get(res, "output")))
+		tool_line(r, name, json_object_get(json_object_get(res, "output"), "error"), "error",
+		          "\033[31m");
 	else if (res)
 		tool_line(r, name, json_object_get(res, "output"), "ok", "\033[32m");
 	else

@@ -31,7 +31,9 @@ struct render_sink {
  * Text mode over a run's AgentStreamChunks: the model's text on stdout, a
  * line break between model messages; each tool request and its outcome
  * on stderr, "tool NAME [ok|error|interrupted] <compact JSON, cut short>"
- * (a request still open when the turn fails is the one that failed).
+ * (a request still open when the turn fails is the one that failed;
+ * an output that is only {"error": TEXT} - an MCP isError result,
+ * arguments that failed the tool's schema - reads "error TEXT", whole).
  */
 struct render {
 	struct render_sink sink;

@@ -105,8 +105,11 @@ void rt_tool_failed(struct turn_result *r, const char *name, const struct tool_c
 /*
  * Run the tool requests (parts idx[0..n) of model message m) in parallel;
  * resumed[i] (may be NULL) is the restart metadata of a resumed call.
- * Results land in calls[].  Non-zero with r filled when a tool is missing,
- * its input is not what it declares, or the calls could not be run.
+ * Results land in calls[]; a call whose input fails its tool's schema is
+ * not run, its output the error the model is given ({"error": "invalid
+ * arguments for tool 'x': ..."}).  Non-zero with r filled (and calls[]
+ * released) when a tool is missing, its schema is unusable, or the calls
+ * could not be run.
  */
 int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
                  const json_t *const *resumed, struct tool_call *calls, size_t n,

@@ -14,6 +14,7 @@
 
 #include "../base/json.h"
 #include "../base/schema.h"
+#include "agent_trace.h"
 #include "tools.h"
 
 /* ---- the agent's tools ---- */
@@ -152,49 +153,108 @@ void rt_tool_failed(struct turn_result *r, const char *name, const struct tool_c
 }
 
 /*
+ * Check call c's input against its tool's declared schema.  0: it matches
+ * (or nothing is declared); 1: it does not, and the call is answered here
+ * without running the tool - its output is {"error": "invalid arguments
+ * for tool 'x': /path: expected ..."} (the shape of an MCP isError
+ * result, mcp.h), which goes back to the model as the tool's response so
+ * that it can correct itself; -1: the schema itself is unusable (a broken
+ * $ref, ...), which the model cannot fix: r is filled and the turn fails
+ * as a failing tool does.
+ */
+static int check_input(struct tool_call *c, const char *name, struct turn_result *r)
+{
+	struct core_err se = { 0 };
+	enum core_status st = c->tool->input_schema
+	                    ? schema_check(c->tool->input_schema, c->input, &se) : CORE_OK;
+	char msg[sizeof se.msg + 200];
+	if (st == CORE_OK)
+		return 0;
+	if (st != CORE_EINVAL) {
+		core_fail(&r->err, st == CORE_ENOMEM ? st : CORE_EINTERNAL,
+		          "generate: tool \"%s\" failed: invalid input: %s", name, se.msg);
+		return -1;
+	}
+	snprintf(msg, sizeof msg, "invalid arguments for tool '%s': %s", name, se.msg);
+	/* The call's span says what happened, though nothing ran. */
+	agent_trace_tool_rejected(c->tool->name, c->input, msg);
+	c->output = json_pack("{s:s}", "error", msg);
+	c->parts = json_array();
+	if (!c->output || !c->parts) {
+		core_fail(&r->err, CORE_ENOMEM, "out of memory");
+		return -1;
+	}
+	return 1;
+}
+
+/*
  * Run the tool requests (parts of model message m, indices idx[0..n)) in
  * parallel.  restart[i] (may be NULL) is the restart metadata of a resumed
- * call.  Results land in calls[].  Returns non-zero with r filled when a
- * tool is missing or could not be run.
+ * call.  Results land in calls[].  A call whose input does not match its
+ * tool's schema is not run: its result is the error for the model
+ * (check_input()).  Returns non-zero with r filled (calls[] released)
+ * when a tool is missing, a schema is unusable, or the calls could not be
+ * run.
  */
 int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
                  const json_t *const *resumed, struct tool_call *calls, size_t n,
                  struct turn_result *r)
 {
 	const json_t *content = json_object_get(m, "content");
+	struct tool_call *run = NULL;
+	size_t *at = NULL, k = 0;
+	memset(calls, 0, n * sizeof *calls);
 	for (size_t i = 0; i < n; i++) {
 		const json_t *tr = json_object_get(json_array_get(content, idx[i]), "toolRequest");
 		const char *name = json_string_value(json_object_get(tr, "name"));
-		memset(&calls[i], 0, sizeof calls[i]);
 		calls[i].tool = find_tool(rt, name ? name : "");
 		if (!calls[i].tool) {
 			core_fail(&r->err, CORE_ENOTFOUND, "generate: tool \"%s\" not found", name ? name : "");
-			return 1;
+			goto fail;
 		}
 		calls[i].input = json_object_get(tr, "input");
 		calls[i].resumed = resumed ? resumed[i] : NULL;
-		/* the input the model wrote must match the tool's declared
-		 * schema, or no tool of the round runs */
-		struct core_err se = { 0 };
-		if (calls[i].tool->input_schema &&
-		    schema_check(calls[i].tool->input_schema, calls[i].input, &se)) {
-			core_fail(&r->err, CORE_EINTERNAL, "generate: tool \"%s\" failed: invalid input: %s",
-			          name, se.msg);
-			return 1;
+	}
+	/* Every request is checked before any tool runs: an unusable schema
+	 * fails the round with nothing run. */
+	for (size_t i = 0; i < n; i++)
+		if (check_input(&calls[i], calls[i].tool->name, r) < 0)
+			goto fail;
+	if (!(run = calloc(n, sizeof *run)) || !(at = calloc(n, sizeof *at))) {
+		core_fail(&r->err, CORE_ENOMEM, "out of memory");
+		goto fail;
+	}
+	for (size_t i = 0; i < n; i++) {
+		if (calls[i].output)
+			continue;
+		run[k] = calls[i];
+		at[k++] = i;
+	}
+	if (k) {
+		struct tool_context tc;
+		struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped };
+		struct core_err e = { 0 };
+		tool_ctx(rt, &tc);
+		if (tools_run(run, k, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
+			for (size_t j = 0; j < k; j++)
+				tool_call_release(&run[j]);
+			r->err = e;
+			core_err_prefix(&r->err, "generate");
+			goto fail;
 		}
+		/* The calls are over: their results move back in place. */
+		for (size_t j = 0; j < k; j++)
+			calls[at[j]] = run[j];
 	}
-	struct tool_context tc;
-	struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped };
-	struct core_err e = { 0 };
-	tool_ctx(rt, &tc);
-	if (tools_run(calls, n, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
-		for (size_t i = 0; i < n; i++)
-			tool_call_release(&calls[i]);
-		r->err = e;
-		core_err_prefix(&r->err, "generate");
-		return 1;
-	}
+	free(run);
+	free(at);
 	return 0;
+fail:
+	for (size_t i = 0; i < n; i++)
+		tool_call_release(&calls[i]);
+	free(run);
+	free(at);
+	return 1;
 }
 
 void rt_emit_interrupts(struct runtime *rt, const json_t *ints)

@@ -20,6 +20,8 @@ struct ctx {
 	int quiet;              /* inside anyOf/oneOf/not: failures say nothing */
 	int depth;
 	int broken;             /* the schema itself is unusable */
+	int fails;              /* mismatches reported so far */
+	int cut;                /* e->msg is full: "; ..." ends it */
 };
 
 /* "a ", "an " or nothing before a JSON type's name in a message. */
@@ -31,17 +33,30 @@ static const char *article(const char *type)
 __attribute__((format(printf, 2, 3)))
 static int fail(struct ctx *c, const char *fmt, ...)
 {
-	char msg[sizeof c->e->msg];
+	char msg[sizeof c->e->msg], item[2 * sizeof c->e->msg];
 	va_list ap;
-	if (c->quiet || !c->e || c->e->st)
+	if (c->quiet || !c->e || c->broken || c->cut)
 		return 0;
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
 	if (c->path.len)
-		core_fail(c->e, CORE_EINVAL, "%s: %s", c->path.p, msg);
+		snprintf(item, sizeof item, "%s: %s", c->path.p, msg);
 	else
-		core_fail(c->e, CORE_EINVAL, "%s", msg);
+		snprintf(item, sizeof item, "%s", msg);
+	if (!c->fails++) {
+		core_fail(c->e, CORE_EINVAL, "%s", item);
+		return 0;
+	}
+	/* Later mismatches follow, "; " between, while they fit whole. */
+	size_t len = strlen(c->e->msg), n = strlen(item);
+	if (len + 2 + n + sizeof "; ..." <= sizeof c->e->msg) {
+		snprintf(c->e->msg + len, sizeof c->e->msg - len, "; %s", item);
+	} else {
+		if (len + sizeof "; ..." <= sizeof c->e->msg)
+			snprintf(c->e->msg + len, sizeof c->e->msg - len, "; ...");
+		c->cut = 1;
+	}
 	return 0;
 }
 
@@ -56,8 +71,9 @@ static int broken(struct ctx *c, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(msg, sizeof msg, fmt, ap);
 	va_end(ap);
-	/* the schema's trouble replaces any value's */
-	core_fail(c->e, CORE_EINVAL, "the input schema is unusable: %s", msg);
+	/* the schema's trouble replaces any value's, in a class of its own:
+	 * no value can fix it */
+	core_fail(c->e, CORE_EINTERNAL, "the input schema is unusable: %s", msg);
 	return 0;
 }
 
@@ -217,22 +233,33 @@ static int check_object(struct ctx *c, const json_t *s, const json_t *v)
 	const char *k;
 	json_t *m;
 	size_t i;
+	int ok = 1;
+	/* Every mismatch of the object's members is reported, not only the
+	 * first: a model can then fix them in one go.  Quiet (a combinator's
+	 * branch), the first decides. */
 	json_array_foreach(req, i, m)
-		if (json_is_string(m) && !json_object_get(v, json_string_value(m)))
-			return fail(c, "missing required property \"%s\"", json_string_value(m));
+		if (json_is_string(m) && !json_object_get(v, json_string_value(m))) {
+			ok = fail(c, "missing required property \"%s\"", json_string_value(m));
+			if (c->quiet || c->broken)
+				return 0;
+		}
 	json_object_foreach((json_t *)v, k, m) {
 		size_t klen = json_object_iter_key_len(json_object_key_to_iter(k));
 		const json_t *ps = json_is_object(props) ? json_object_getn(props, k, klen) : NULL;
-		if (ps) {
-			if (!check_at(c, ps, m, k, klen, 0))
-				return 0;
-		} else if (addl && !json_object_get(s, "patternProperties")) {
-			if (json_is_false(addl))
-				return fail(c, "unexpected property \"%s\"", k);
-			if (!check_at(c, addl, m, k, klen, 0))
+		int good = 1;
+		if (ps)
+			good = check_at(c, ps, m, k, klen, 0);
+		else if (addl && !json_object_get(s, "patternProperties"))
+			good = json_is_false(addl) ? fail(c, "unexpected property \"%s\"", k)
+			                           : check_at(c, addl, m, k, klen, 0);
+		if (!good) {
+			ok = 0;
+			if (c->quiet || c->broken)
 				return 0;
 		}
 	}
+	if (!ok)
+		return 0;
 	if ((x = json_object_get(s, "minProperties")) && json_is_integer(x) &&
 	    (json_int_t)json_object_size(v) < json_integer_value(x))
 		return fail(c, "%zu properties, fewer than the minimum %lld", json_object_size(v),
@@ -249,6 +276,7 @@ static int check_array(struct ctx *c, const json_t *s, const json_t *v)
 	const json_t *prefix = json_object_get(s, "prefixItems"), *items = json_object_get(s, "items");
 	const json_t *rest = items, *x;
 	size_t n = json_array_size(v), np = 0, i, j;
+	int ok = 1;
 	if (json_is_array(items)) {             /* draft-07 tuple */
 		prefix = items;
 		rest = json_object_get(s, "additionalItems");
@@ -259,9 +287,14 @@ static int check_array(struct ctx *c, const json_t *s, const json_t *v)
 		const json_t *is = i < np ? json_array_get(prefix, i) : rest;
 		if (is && json_is_false(is))
 			return fail(c, "%zu items, more than the %zu allowed", n, np);
-		if (is && !check_at(c, is, json_array_get(v, i), NULL, 0, i))
-			return 0;
+		if (is && !check_at(c, is, json_array_get(v, i), NULL, 0, i)) {
+			ok = 0;     /* every item's mismatch, as for members */
+			if (c->quiet || c->broken)
+				return 0;
+		}
 	}
+	if (!ok)
+		return 0;
 	if ((x = json_object_get(s, "minItems")) && json_is_integer(x) &&
 	    (json_int_t)n < json_integer_value(x))
 		return fail(c, "%zu items, fewer than the minimum %lld", n,
@@ -377,7 +410,7 @@ out:
 
 enum core_status schema_check(const json_t *schema, const json_t *v, struct core_err *e)
 {
-	struct ctx c = { schema, CORE_BUF_INIT(CORE_BUF_UNLIMITED), e, 0, 0, 0 };
+	struct ctx c = { .root = schema, .path = CORE_BUF_INIT(CORE_BUF_UNLIMITED), .e = e };
 	int ok = check(&c, schema, v ? v : json_null());
 	core_buf_release(&c.path);
 	if (ok)

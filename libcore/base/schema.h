@@ -26,11 +26,17 @@
 #include "status.h"
 
 /*
- * CORE_OK when v matches schema.  Otherwise CORE_EINVAL and a message for
- * the first mismatch found, led by where it is in v as a JSON Pointer:
+ * CORE_OK when v matches schema.  Otherwise CORE_EINVAL and a message
+ * for each mismatch found, led by where it is in v as a JSON Pointer:
  * "/city: expected a string, got a number", "missing required property
- * \"title\"" (at the root).  A schema too deeply nested or whose $ref
- * cannot be resolved is CORE_EINVAL too, saying so.
+ * \"title\"" (at the root).  Every member of an object and item of an
+ * array is checked, so one message may list several, in order, "; "
+ * between (as many as fit whole in e->msg, then "; ..."); past a value's
+ * first mismatch of its own (a wrong type), its other keywords are not
+ * checked, and a branch of anyOf/oneOf/not says only that it failed.  A schema that is itself unusable (too
+ * deeply nested, a $ref that cannot be resolved, a subschema that is not
+ * an object or a boolean) is CORE_EINTERNAL, "the input schema is
+ * unusable: ...": no value matches it, and no other value would.
  */
 enum core_status schema_check(const json_t *schema, const json_t *v, struct core_err *e);
 
