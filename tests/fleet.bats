@@ -99,3 +99,28 @@ cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
 	run -0 --separate-stderr agent-snap export
 	assert_equal "$(jq -r .snapshotId <<<"$output")" r1
 }
+
+@test "a worker cut off from the store loses its lease: it stops its turn and commits nothing" {
+	script '{"chunks":["one ","two ","three"],"delay":"2s"}'
+	run -0 --separate-stderr away agent-run --model script/model.ndjson --detach \
+		--heartbeat-interval 500ms --heartbeat-timeout 3s -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	sleep 1
+	cut
+	# the others read it expired once its last beat is 3 s old
+	run -3 --separate-stderr agent-wait --heartbeat-timeout 3s --timeout 10s "$id"
+	assert_equal "$(jq -r .status <<<"$output")" expired
+	# the network comes back, later than the turn would have ended: the
+	# worker stopped at its lease's end and never finalizes the row
+	ip netns exec "$NS" ip link set "${NS}n" up
+	for _ in $(seq 100); do
+		away agent-snap worker-log "$id" 2>/dev/null | grep -q "lease lost" && break
+		sleep 0.1
+	done
+	run -0 --separate-stderr away agent-snap worker-log "$id"
+	assert_line --partial "lease lost: no heartbeat committed for 3000ms ("
+	assert_line --partial "so the row reads expired to others; the turn was stopped and nothing is committed"
+	sleep 5
+	run -3 --separate-stderr agent-wait --heartbeat-timeout 3s "$id"
+	assert_equal "$(jq -r '[.status, .finishReason // "none"] | join(" ")' <<<"$output")" "expired none"
+}

@@ -291,9 +291,10 @@ enum core_status detach_wait_ready(struct detach_proc *p, struct core_err *e)
 struct detach_watch {
 	struct store *s;
 	char *id;
-	int64_t interval_ms, wind_down_ms;
+	int64_t interval_ms, wind_down_ms, lease_ms;
+	_Atomic int64_t lease_until;    /* core_now_mono_ms() the lease ends */
 	pthread_t thread;
-	atomic_int aborted, stop;
+	atomic_int aborted, stop, lost;
 	long beats, failed;
 	struct core_err last;
 };
@@ -323,6 +324,8 @@ static void *watch_main(void *arg)
 		struct core_err e = { 0 };
 		json_t *row = NULL;
 		int terminal = 0;
+		/* no read or beat outlasts the lease, even on a silent network */
+		store_set_deadline(w->s, atomic_load(&w->lease_until));
 		if (store_get(w->s, w->id, STORE_METADATA_ONLY, &row, &e) == CORE_OK) {
 			const char *status = status_of(row);
 			if ((!strcmp(status, "aborting") || !strcmp(status, "aborted"))
@@ -336,6 +339,12 @@ static void *watch_main(void *arg)
 		if (terminal || atomic_load(&w->stop))
 			break;
 		int64_t now = core_now_mono_ms();
+		/* a lease that ran out is never renewed (a reader that saw the
+		 * row expired must not see it pending again): the thread ends */
+		if (now >= atomic_load(&w->lease_until)) {
+			atomic_store(&w->lost, 1);
+			break;
+		}
 		if (now >= next_beat) {
 			if (abort_at < 0 || now - abort_at <= w->wind_down_ms) {
 				struct core_err be = { 0 };
@@ -344,12 +353,14 @@ static void *watch_main(void *arg)
 					w->last = be;
 				} else {
 					w->beats++;
+					atomic_store(&w->lease_until, now + w->lease_ms);
 				}
 			}
 			while (next_beat <= now)
 				next_beat += w->interval_ms;
 		}
-		int64_t wait = next_beat - core_now_mono_ms();
+		int64_t wait = (next_beat < atomic_load(&w->lease_until) ? next_beat
+		                : atomic_load(&w->lease_until)) - core_now_mono_ms();
 		enum core_status st = store_wait_change(w->s, seq, wait < 0 ? 0 : wait, &e);
 		if (st != CORE_OK && st != CORE_ETIMEOUT) {
 			/* The wake-up failed: fall back to sleeping, never spin. */
@@ -362,7 +373,8 @@ static void *watch_main(void *arg)
 
 enum core_status detach_watch_start(const char *store_path, const char *id,
                                     int64_t interval_ms, int64_t wind_down_ms,
-                                    struct detach_watch **out, struct core_err *e)
+                                    int64_t lease_ms, struct detach_watch **out,
+                                    struct core_err *e)
 {
 	struct detach_watch *w = calloc(1, sizeof *w);
 	enum core_status st;
@@ -372,8 +384,12 @@ enum core_status detach_watch_start(const char *store_path, const char *id,
 	}
 	w->interval_ms = interval_ms > 0 ? interval_ms : DETACH_HEARTBEAT_INTERVAL_MS;
 	w->wind_down_ms = wind_down_ms > 0 ? wind_down_ms : DETACH_WIND_DOWN_MS;
+	w->lease_ms = lease_ms > 0 ? lease_ms : DETACH_LEASE_MS;
+	/* the pending row was written with its first beat just now */
+	atomic_init(&w->lease_until, core_now_mono_ms() + w->lease_ms);
 	atomic_init(&w->aborted, 0);
 	atomic_init(&w->stop, 0);
+	atomic_init(&w->lost, 0);
 	if ((st = store_open(store_path, &w->s, e)))
 		goto fail;
 	int rc = pthread_create(&w->thread, NULL, watch_main, w);
@@ -394,6 +410,12 @@ fail:
 int detach_watch_aborted(const struct detach_watch *w)
 {
 	return w && atomic_load(&((struct detach_watch *)w)->aborted);
+}
+
+int detach_watch_lease_lost(const struct detach_watch *w)
+{
+	struct detach_watch *m = (struct detach_watch *)w;
+	return m && (atomic_load(&m->lost) || core_now_mono_ms() >= atomic_load(&m->lease_until));
 }
 
 void detach_watch_quiesce(struct detach_watch *w)
@@ -640,7 +662,7 @@ static int stopped_by(const struct detach_run *d)
 
 int detach_aborted(const struct detach_run *d)
 {
-	return detach_watch_aborted(d->watch);
+	return detach_watch_aborted(d->watch) || detach_watch_lease_lost(d->watch);
 }
 
 void detach_run_release(struct detach_run *d)
@@ -686,6 +708,22 @@ static void log_started(const struct detach_run *d, const char *how)
 		wlog(d, "trace %s", trace_id());
 }
 
+/* The lease ran out (detach_watch_start()): the others read the row as
+ * expired and may have resumed from it, so nothing is committed. */
+static enum core_status lease_lost(struct detach_run *d)
+{
+	long beats = 0, failed = 0;
+	struct core_err be = { 0 };
+	detach_watch_end(d->watch, &beats, &failed, &be);
+	d->watch = NULL;
+	wlog(d, "lease lost: no heartbeat committed for %lldms (%ld of %ld failed%s%s), so the "
+	     "row reads expired to others; the turn was stopped and nothing is committed",
+	     (long long)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS), failed,
+	     beats + failed, failed ? ", the last: " : "", failed ? be.msg : "");
+	d->worker_st = CORE_EXPIRED;
+	return CORE_EXPIRED;
+}
+
 enum core_status detach_finish(struct detach_run *d)
 {
 	struct core_err e = { 0 };
@@ -706,6 +744,8 @@ enum core_status detach_finish(struct detach_run *d)
 	}
 	int sig = stopped_by(d);
 	int aborted = detach_watch_aborted(d->watch) || sig;
+	if (detach_watch_lease_lost(d->watch))
+		return lease_lost(d);
 	if (sig)
 		wlog(d, "stopped by signal %d", sig);
 	else if (aborted)
@@ -759,12 +799,13 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 		d->pending = json_incref((json_t *)pending);
 	}
 	snprintf(d->id, sizeof d->id, "%s", id ? id : "");
+	rt_unlock_session(d->rt);
 	store_close(*d->store);
 	*d->store = NULL;
 	st = store_open(d->store_path, &s, &e);
 	if (!st)
 		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
-		                        &d->watch, &e);
+		                        d->lease_ms, &d->watch, &e);
 	if (st) {
 		wlog(d, "cannot start: %s", e.msg);
 		if (p)
@@ -818,7 +859,7 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 		return st;
 	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e))
 	    || (st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
-	                                &d->watch, &e))) {
+	                                d->lease_ms, &d->watch, &e))) {
 		abandon(d, d->pending, &e);
 		return st;
 	}
@@ -856,6 +897,7 @@ enum core_status detach_start(struct detach_run *d)
 
 	/* The handle never crosses fork(); buffered output must not be
 	 * written twice, by the caller and by the worker. */
+	rt_unlock_session(d->rt);        /* the worker runs without it (docs/store.md) */
 	store_close(*d->store);
 	*d->store = NULL;
 	fflush(stdout);

@@ -45,6 +45,7 @@ struct store;
 
 #define DETACH_HEARTBEAT_INTERVAL_MS 30000      /* Genkit's defaultHeartbeatInterval */
 #define DETACH_WIND_DOWN_MS (5 * 60 * 1000)     /* windDownHeartbeatBudget */
+#define DETACH_LEASE_MS 60000                   /* the readers' default heartbeat timeout */
 
 /*
  * Write the pending row (§2.2 step 4) under a fresh UUID:
@@ -123,13 +124,25 @@ enum core_status detach_wait_ready(struct detach_proc *p, struct core_err *e);
  * wind_down_ms.  The thread ends when the row reads terminal (the
  * finalize's write wakes it) or, after detach_watch_quiesce(), at its next
  * wake-up.
+ *
+ * The lease: readers take the row for expired lease_ms after its last
+ * heartbeat, so the worker holds the row only until lease_ms after the
+ * start of its last beat that committed (by this host's monotonic clock,
+ * which no other host's skew moves).  A worker that could not renew it in
+ * time (a cut network, a store that stopped answering) has lost it:
+ * detach_watch_lease_lost() turns true, the turn in flight is stopped
+ * (detach_aborted()), and nothing more is committed: the row stays as the
+ * others read it, expired, for a resume to go on from.
  */
 struct detach_watch;
 enum core_status detach_watch_start(const char *store_path, const char *id,
                                     int64_t interval_ms, int64_t wind_down_ms,
-                                    struct detach_watch **out, struct core_err *e);
+                                    int64_t lease_ms, struct detach_watch **out,
+                                    struct core_err *e);
 /* Non-zero once the abort flip was seen (async-signal-safe, any thread). */
 int detach_watch_aborted(const struct detach_watch *w);
+/* Non-zero once the lease ran out (any thread). */
+int detach_watch_lease_lost(const struct detach_watch *w);
 /* Stop beating (call right before the finalize write). */
 void detach_watch_quiesce(struct detach_watch *w);
 /* Wait for the thread, close its handle, free w (NULL is a no-op).
@@ -228,6 +241,8 @@ struct detach_run {
 	const char *store_path;         /* the store directory */
 	int64_t hb_interval_ms;         /* 0: DETACH_HEARTBEAT_INTERVAL_MS */
 	int64_t wind_down_ms;           /* 0: DETACH_WIND_DOWN_MS */
+	int64_t lease_ms;               /* the heartbeat timeout: the lease (0:
+	                                   DETACH_LEASE_MS), see detach_watch_start() */
 	struct detach_sink sink;
 
 	struct detach_queue queue;      /* the inputs, queued before detach_start() */

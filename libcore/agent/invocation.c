@@ -266,6 +266,7 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	inv->det.store = &inv->store;
 	inv->det.store_path = inv->store_dir.p;
 	inv->det.hb_interval_ms = o->hb_interval_ms;
+	inv->det.lease_ms = o->hb_timeout_ms;
 	inv->det.sink = (struct detach_sink){ worker_log, worker_stopped, inv };
 	return CORE_OK;
 }

@@ -70,9 +70,7 @@ void rt_free(struct runtime *rt)
 {
 	if (!rt)
 		return;
-	if (rt->locked_session)
-		store_session_unlock(rt->store, rt->locked_session);
-	free(rt->locked_session);
+	rt_unlock_session(rt);
 	session_free(rt->s);
 	json_decref(rt->last_good);
 	for (size_t i = 0; i < rt->ntools; i++)
@@ -361,6 +359,15 @@ void rt_finish(struct runtime *rt)
 }
 
 /* ---- detach (runtime-semantics §2) ---- */
+
+void rt_unlock_session(struct runtime *rt)
+{
+	if (!rt->locked_session)
+		return;
+	store_session_unlock(rt->store, rt->locked_session);
+	free(rt->locked_session);
+	rt->locked_session = NULL;
+}
 
 void rt_detach(struct runtime *rt, struct store *store)
 {

@@ -85,6 +85,11 @@ struct runtime;
 enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
                          struct core_err *e);
 void rt_free(struct runtime *rt);       /* NULL is a no-op */
+/* Release the session's writer lock now (rt_config's on_busy), before the
+ * store it was taken on is closed; rt_free() does it otherwise.  A
+ * process that inherited the runtime across fork() releases nothing (the
+ * lock is its parent's) and forgets it. */
+void rt_unlock_session(struct runtime *rt);
 
 /*
  * Check an AgentInput's shape (object; only detach, message, resume; typed

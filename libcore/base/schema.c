@@ -51,7 +51,8 @@ static int fail(struct ctx *c, const char *fmt, ...)
 	/* Later mismatches follow, "; " between, while they fit whole. */
 	size_t len = strlen(c->e->msg), n = strlen(item);
 	if (len + 2 + n + sizeof "; ..." <= sizeof c->e->msg) {
-		snprintf(c->e->msg + len, sizeof c->e->msg - len, "; %s", item);
+		memcpy(c->e->msg + len, "; ", 2);      /* it fits: checked above */
+		memcpy(c->e->msg + len + 2, item, n + 1);
 	} else {
 		if (len + sizeof "; ..." <= sizeof c->e->msg)
 			snprintf(c->e->msg + len, sizeof c->e->msg - len, "; ...");
