@@ -83,7 +83,7 @@ static int var_start(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
 
-static int var_char(char c)
+static int name_char(char c)
 {
 	return var_start(c) || (c >= '0' && c <= '9');
 }
@@ -94,7 +94,7 @@ static size_t var_ref(const char *s, const char **name, size_t *nlen)
 {
 	size_t n = 0;
 	if (s[1] == '{') {
-		while (var_char(s[2 + n]))
+		while (name_char(s[2 + n]))
 			n++;
 		if (!n || !var_start(s[2]) || s[2 + n] != '}')
 			return 0;
@@ -104,7 +104,7 @@ static size_t var_ref(const char *s, const char **name, size_t *nlen)
 	}
 	if (!var_start(s[1]))
 		return 0;
-	while (var_char(s[1 + n]))
+	while (name_char(s[1 + n]))
 		n++;
 	*name = s + 1;
 	*nlen = n;
@@ -152,7 +152,7 @@ static int header_name_ok(const char *s)
 	if (!*s)
 		return 0;
 	for (; *s; s++)
-		if (!var_char(*s) && !strchr("!#$&'*+-.^`|~", *s))
+		if (!name_char(*s) && !strchr("!#$&'*+-.^`|~", *s))
 			return 0;
 	return 1;
 }
@@ -242,7 +242,7 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		if (!var_start(*ep->key_var))
 			return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
 		for (const char *p = ep->key_var; *p; p++)
-			if (!var_char(*p))
+			if (!name_char(*p))
 				return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
 		if (add_var(ep->key_var, strlen(ep->key_var)))
 			return tab.err.st;
@@ -455,8 +455,8 @@ int endpoints_variable(const char *entry)
  * A value with its variables expanded into out.  CORE_EUNAUTH naming the
  * variable (never its value) when one is unset or empty.
  */
-static enum core_status expand(const struct endpoint *ep, const char *spot, const char *s,
-                               struct core_buf *out, struct core_err *e)
+static enum core_status expand_vars(const struct endpoint *ep, const char *spot, const char *s,
+                                    struct core_buf *out, struct core_err *e)
 {
 	core_buf_reset(out);
 	for (const char *p = s; *p;) {
@@ -496,7 +496,7 @@ static enum core_status add_encoded(struct core_buf *out, const char *s)
 	enum core_status st = CORE_OK;
 	for (; *s && !st; s++) {
 		unsigned char c = (unsigned char)*s;
-		if (var_char((char)c) || c == '-' || c == '.' || c == '~')
+		if (name_char((char)c) || c == '-' || c == '.' || c == '~')
 			st = core_buf_addc(out, (char)c);
 		else
 			st = core_buf_addf(out, "%%%02X", c);
@@ -708,7 +708,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, &from, e)))
 		goto out;
 	if (ep->base) {
-		if ((st = expand(ep, "\"baseUrl\"", ep->base, &base, e)))
+		if ((st = expand_vars(ep, "\"baseUrl\"", ep->base, &base, e)))
 			goto out;
 	} else if (ep->d == &prov_dialect_ollama) {
 		st = core_buf_addf(&base, "http://%s", ep->d->p->default_url);
@@ -720,7 +720,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	json_object_foreach((json_t *)ep->headers, k, x) {
 		char spot[300];
 		snprintf(spot, sizeof spot, "header '%s'", k);
-		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
 			break;
 		if ((st = prov_headers_add(&h, k, val.p, e)))
 			core_err_prefix(e, "%s", ep->name);
@@ -728,7 +728,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	json_object_foreach((json_t *)ep->query, k, x) {
 		char spot[300];
 		snprintf(spot, sizeof spot, "query parameter '%s'", k);
-		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
 			break;
 		if ((query.len && core_buf_addc(&query, '&')) || add_encoded(&query, k) ||
 		    core_buf_addc(&query, '=') || add_encoded(&query, val.p))
