@@ -187,20 +187,14 @@ static const char *str_member(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
+/* The endpoint's members: each one known, the strings strings. */
+static enum core_status check_members(const char *name, const json_t *o)
 {
 	static const char *const known[] = { "dialect", "baseUrl", "keyVariable", "keyFile",
 		"keyHeader", "credentialCommand", "credentialTtl", "timeout", "headers", "query",
 		"models", NULL };
-	const char *k, *dialect;
+	const char *k;
 	json_t *x;
-	size_t i, sources;
-	memset(ep, 0, sizeof *ep);
-	ep->name = name;
-	if (!*name || strchr(name, '/'))
-		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
-	if (!json_is_object(o))
-		return bad("endpoint '%s' must be an object", name);
 	json_object_foreach((json_t *)o, k, x) {
 		int ok = 0;
 		for (const char *const *m = known; *m && !ok; m++)
@@ -214,30 +208,15 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		    && strcmp(*m, "query") && strcmp(*m, "models"))
 			return bad("endpoint '%s': \"%s\" must be a string", name, *m);
 	}
-	if (!(dialect = str_member(o, "dialect")))
-		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
-		           "googleai or ollama)", name);
-	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
-		if (!strcmp(dialects[i].name, dialect))
-			ep->d = dialects[i].d;
-	if (!ep->d)
-		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
-		           "openai-responses, anthropic, googleai, ollama", name, dialect);
-	ep->dialect = dialect;
-	ep->base = str_member(o, "baseUrl");
-	ep->key_var = str_member(o, "keyVariable");
-	ep->key_file = str_member(o, "keyFile");
-	ep->key_header = str_member(o, "keyHeader");
-	ep->cred_cmd = json_object_get(o, "credentialCommand");
-	ep->headers = json_object_get(o, "headers");
-	ep->query = json_object_get(o, "query");
-	ep->models = json_object_get(o, "models");
-	sources = !!ep->key_var + !!ep->key_file + !!ep->cred_cmd;
-	if (sources > 1)
-		return bad("endpoint '%s': give one of \"keyVariable\", \"keyFile\" and "
-		           "\"credentialCommand\"", name);
-	if (ep->base && scan_value(ep->base, name, "\"baseUrl\""))
-		return tab.err.st;
+	return CORE_OK;
+}
+
+/* Its key's variable, header and credential command (with credentialTtl),
+ * ep's members set. */
+static enum core_status read_key_source(struct endpoint *ep, const char *name, const json_t *o)
+{
+	json_t *x;
+	size_t i;
 	if (ep->key_var) {
 		if (!var_start(*ep->key_var))
 			return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
@@ -266,16 +245,14 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		if (core_parse_duration(str_member(o, "credentialTtl"), &ep->cred_ttl_ms, &de))
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
 	}
-	if (str_member(o, "timeout")) {
-		struct core_err de = { 0 };
-		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
-			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
-		if (ep->timeout_ms <= 0)
-			return bad("endpoint '%s': \"timeout\": must be positive", name);
-	}
-	if (string_map(ep->headers, name, "headers", 1, 1) ||
-	    string_map(ep->query, name, "query", 1, 0))
-		return tab.err.st;
+	return CORE_OK;
+}
+
+/* Its "models": a list of model ids, or an object of aliases. */
+static enum core_status check_models(const struct endpoint *ep, const char *name)
+{
+	json_t *x;
+	size_t i;
 	if (json_is_array(ep->models)) {
 		/* The endpoint's own list of model ids, for --list-models and
 		 * completion; a name off the list still goes to the endpoint. */
@@ -291,6 +268,57 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		return tab.err.st;
 	}
 	return CORE_OK;
+}
+
+static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
+{
+	const char *dialect;
+	size_t i;
+	enum core_status st;
+	memset(ep, 0, sizeof *ep);
+	ep->name = name;
+	if (!*name || strchr(name, '/'))
+		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
+	if (!json_is_object(o))
+		return bad("endpoint '%s' must be an object", name);
+	if ((st = check_members(name, o)))
+		return st;
+	if (!(dialect = str_member(o, "dialect")))
+		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
+		           "googleai or ollama)", name);
+	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
+		if (!strcmp(dialects[i].name, dialect))
+			ep->d = dialects[i].d;
+	if (!ep->d)
+		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
+		           "openai-responses, anthropic, googleai, ollama", name, dialect);
+	ep->dialect = dialect;
+	ep->base = str_member(o, "baseUrl");
+	ep->key_var = str_member(o, "keyVariable");
+	ep->key_file = str_member(o, "keyFile");
+	ep->key_header = str_member(o, "keyHeader");
+	ep->cred_cmd = json_object_get(o, "credentialCommand");
+	ep->headers = json_object_get(o, "headers");
+	ep->query = json_object_get(o, "query");
+	ep->models = json_object_get(o, "models");
+	if (!!ep->key_var + !!ep->key_file + !!ep->cred_cmd > 1)
+		return bad("endpoint '%s': give one of \"keyVariable\", \"keyFile\" and "
+		           "\"credentialCommand\"", name);
+	if (ep->base && scan_value(ep->base, name, "\"baseUrl\""))
+		return tab.err.st;
+	if ((st = read_key_source(ep, name, o)))
+		return st;
+	if (str_member(o, "timeout")) {
+		struct core_err de = { 0 };
+		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
+			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
+		if (ep->timeout_ms <= 0)
+			return bad("endpoint '%s': \"timeout\": must be positive", name);
+	}
+	if (string_map(ep->headers, name, "headers", 1, 1) ||
+	    string_map(ep->query, name, "query", 1, 0))
+		return tab.err.st;
+	return check_models(ep, name);
 }
 
 /* Is path a YAML file by its name (.yaml, .yml)? */
