@@ -196,10 +196,10 @@ static enum core_status check_members(const char *name, const json_t *o)
 	const char *k;
 	json_t *x;
 	json_object_foreach((json_t *)o, k, x) {
-		int ok = 0;
-		for (const char *const *m = known; *m && !ok; m++)
-			ok = !strcmp(*m, k);
-		if (!ok)
+		const char *const *m = known;
+		while (*m && strcmp(*m, k))
+			m++;
+		if (!*m)
 			return bad("endpoint '%s': unknown member \"%s\"", name, k);
 	}
 	for (const char *const *m = known; *m; m++) {
