@@ -341,10 +341,82 @@ static enum core_status check_habits(const struct run_opts *op)
 		                 "use -m TEXT", name);
 	return CORE_OK;
 }
-static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
+
+/* One option into op (--format's value into *format, checked once all are read). */
+static enum core_status take_option(struct run_opts *op, int key, const char *arg,
+                                    const char **format)
 {
 	struct agent_spec *spec = &op->spec;
 	struct agent_ext_spec *xspec = &op->xspec;
+	struct core_err e = { 0 };
+	switch (key) {
+	case OPT_MESSAGE: return push_arg(&op->messages, &op->nmsg, arg);
+	case OPT_TOOL: return push_arg(&op->tools, &op->ntools, arg);
+	case OPT_SESSION: op->session = arg; break;
+	case OPT_SNAPSHOT: op->snapshot = arg; break;
+	case OPT_CONTINUE: op->open.cont = 1; break;
+	case OPT_STATE: op->state_file = arg; break;
+	case OPT_INIT: op->init_json = arg; break;
+	case OPT_STORE: op->open.store_path = arg; break;
+	case OPT_NO_STORE: op->open.no_store = 1; break;
+	case OPT_AGENTS: spec->agents_dir = arg; break;
+	case OPT_PROMPT: spec->prompt = arg; break;
+	case OPT_INPUT: spec->input_json = arg; break;
+	case OPT_MODEL: spec->model = arg; break;
+	case OPT_SYSTEM: spec->system = arg; break;
+	case OPT_CONFIG: spec->config_json = arg; break;
+	case OPT_DESCRIBE: op->describe = 1; break;
+	case OPT_FORMAT: *format = arg; break;
+	case OPT_INPUT_FORMAT:
+		if (strcmp(arg, "ndjson") && strcmp(arg, "text"))
+			return cli_usage("--input-format must be ndjson or text, not '%s'", arg);
+		op->in.format = !strcmp(arg, "text") ? INTAKE_TEXT : INTAKE_NDJSON;
+		break;
+	case OPT_LIST_MODELS: op->list_models = 1; break;
+	case OPT_MAX_TURNS: {
+		char *end;
+		long n = strtol(arg, &end, 10);
+		if (*arg == 0 || *end || n < 1 || n > 1000000)
+			return cli_usage("max turns must be greater than 0, got '%s'", arg);
+		spec->max_turns = (int)n;
+		break;
+	}
+	case OPT_DETACH: op->detach = 1; break;
+	case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
+	case OPT_DOCS: xspec->docs = arg; break;
+	case OPT_KEY_FILE: spec->key_file = arg; break;
+	case OPT_MODEL_TIMEOUT:
+		if (invocation_model_timeout(arg, &e))
+			return cli_usage("%s", e.msg);
+		break;
+	case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
+	case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
+	case OPT_LIST: op->list = 1; break;
+	case OPT_MCP_CONFIG: return push_arg(&op->mcp_configs, &op->nmcp, arg);
+	case OPT_MCP_LIST: op->mcp_list = 1; break;
+	case OPT_VERBOSE: op->verbose = 1; break;
+	case OPT_JSON: spec->json_output = 1; break;
+	case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
+	case OPT_HB_INTERVAL: op->hb_interval = arg; break;
+	case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
+	case OPT_ON_BUSY: op->on_busy = arg; break;
+	case OPT_BUSY_TIMEOUT: op->busy_timeout = arg; break;
+	case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
+	case OPT_TRACE: op->trace.on = 1; break;
+	case OPT_TRACE_FILE: op->trace.file = arg; break;
+	case OPT_TRACE_CONTENT: op->trace.content = 1; break;
+	case OPT_TRACE_NAMES:
+		if (strcmp(arg, "genkit") && strcmp(arg, "semconv"))
+			return cli_usage("--trace-names must be genkit or semconv, not '%s'", arg);
+		op->trace.semconv = !strcmp(arg, "semconv");
+		break;
+	case OPT_MAX_RECORD: return cli_size("--max-record", arg, &op->in.max_record);
+	}
+	return CORE_OK;
+}
+
+static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
+{
 	const char *arg, *format = NULL;
 	struct core_err e = { 0 };
 	enum core_status st = CORE_OK;
@@ -352,83 +424,15 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	op->in.max_record = CORE_LINES_DEFAULT_MAX;
 	op->trace.service = "agent-run";
 	op->trace.version = AGENTKIT_VERSION;
-	while (!st && (key = cli_next(argc, argv, &arg)) != -1) {
-		switch (key) {
-		case OPT_MESSAGE: st = push_arg(&op->messages, &op->nmsg, arg); break;
-		case OPT_TOOL: st = push_arg(&op->tools, &op->ntools, arg); break;
-		case OPT_SESSION: op->session = arg; break;
-		case OPT_SNAPSHOT: op->snapshot = arg; break;
-		case OPT_CONTINUE: op->open.cont = 1; break;
-		case OPT_STATE: op->state_file = arg; break;
-		case OPT_INIT: op->init_json = arg; break;
-		case OPT_STORE: op->open.store_path = arg; break;
-		case OPT_NO_STORE: op->open.no_store = 1; break;
-		case OPT_AGENTS: spec->agents_dir = arg; break;
-		case OPT_PROMPT: spec->prompt = arg; break;
-		case OPT_INPUT: spec->input_json = arg; break;
-		case OPT_MODEL: spec->model = arg; break;
-		case OPT_SYSTEM: spec->system = arg; break;
-		case OPT_CONFIG: spec->config_json = arg; break;
-		case OPT_DESCRIBE: op->describe = 1; break;
-		case OPT_FORMAT: format = arg; break;
-		case OPT_INPUT_FORMAT:
-			if (!strcmp(arg, "ndjson"))
-				op->in.format = INTAKE_NDJSON;
-			else if (!strcmp(arg, "text"))
-				op->in.format = INTAKE_TEXT;
-			else
-				st = cli_usage("--input-format must be ndjson or text, not '%s'", arg);
-			break;
-		case OPT_LIST_MODELS: op->list_models = 1; break;
-		case OPT_MAX_TURNS: {
-			char *end;
-			long n = strtol(arg, &end, 10);
-			if (*arg == 0 || *end || n < 1 || n > 1000000)
-				st = cli_usage("max turns must be greater than 0, got '%s'", arg);
-			spec->max_turns = (int)n;
-			break;
-		}
-		case OPT_DETACH: op->detach = 1; break;
-		case OPT_EXEC: xspec->exec = arg; spec->model_optional = 1; break;
-		case OPT_DOCS: xspec->docs = arg; break;
-		case OPT_KEY_FILE: spec->key_file = arg; break;
-		case OPT_MODEL_TIMEOUT:
-			if (invocation_model_timeout(arg, &e))
-				st = cli_usage("%s", e.msg);
-			break;
-		case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
-		case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
-		case OPT_LIST: op->list = 1; break;
-		case OPT_MCP_CONFIG: st = push_arg(&op->mcp_configs, &op->nmcp, arg); break;
-		case OPT_MCP_LIST: op->mcp_list = 1; break;
-		case OPT_VERBOSE: op->verbose = 1; break;
-		case OPT_JSON: spec->json_output = 1; break;
-		case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
-		case OPT_HB_INTERVAL: op->hb_interval = arg; break;
-		case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
-		case OPT_ON_BUSY: op->on_busy = arg; break;
-		case OPT_BUSY_TIMEOUT: op->busy_timeout = arg; break;
-		case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
-		case OPT_TRACE: op->trace.on = 1; break;
-		case OPT_TRACE_FILE: op->trace.file = arg; break;
-		case OPT_TRACE_CONTENT: op->trace.content = 1; break;
-		case OPT_TRACE_NAMES:
-			if (strcmp(arg, "genkit") && strcmp(arg, "semconv"))
-				st = cli_usage("--trace-names must be genkit or semconv, not '%s'", arg);
-			op->trace.semconv = !strcmp(arg, "semconv");
-			break;
-		case OPT_MAX_RECORD:
-			st = cli_size("--max-record", arg, &op->in.max_record);
-			break;
-		}
-	}
+	while (!st && (key = cli_next(argc, argv, &arg)) != -1)
+		st = take_option(op, key, arg, &format);
 	if (st)
 		return st;
 	if (intake_stdin_wait(op->stdin_wait, &op->stdin_wait, &op->in.wait_ms, &e))
 		return cli_usage("%s", e.msg);
 	op->in.messages = op->nmsg > 0;
 	if (optind < argc)
-		spec->name = argv[optind++];
+		op->spec.name = argv[optind++];
 	if (optind < argc)
 		return cli_usage("unexpected argument '%s'", argv[optind]);
 	if ((st = check_habits(op)))
@@ -444,8 +448,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	                      op->open.no_store))
 		return cli_usage("--continue picks the session: drop --session, --snapshot, "
 		                 "--state, --init and --no-store");
-	spec->tools = op->tools;
-	spec->default_model = getenv("AGENTKIT_MODEL");
+	op->spec.tools = op->tools;
+	op->spec.default_model = getenv("AGENTKIT_MODEL");
 	return CORE_OK;
 }
 

@@ -106,7 +106,7 @@ enum core_status cli_sub_check(const struct cli_sub *sub, int argc)
 static struct option *longs;
 static char shorts[128];
 
-static void build(void)
+static void build_longs(void)
 {
 	size_t n = 0, k = 0, s = 0;
 	const struct cli_opt *sets[] = { cli_cur->opts, cli_common_opts, hidden_opts };
@@ -236,7 +236,7 @@ int cli_next(int argc, char **argv, const char **arg)
 {
 	int c, idx = -1;
 	if (!longs)
-		build();
+		build_longs();
 	opterr = 0;
 	c = getopt_long(argc, argv, shorts, longs, &idx);
 	*arg = optarg;

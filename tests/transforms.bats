@@ -255,6 +255,22 @@ SILENT='echo $$ >silent.pid; exec sleep 100'
 	[ "$(last | jq -r .output.error.message)" = "docs: docs command 'echo '[1]'': document 0 is neither a string nor {\"content\": [parts]}" ]
 }
 
+@test "grounding: a docs command silent for AGENTKIT_TRANSFORM_TIMEOUT fails the turn, named by what it did not do" {
+	AGENTKIT_TRANSFORM_TIMEOUT=300ms run -1 --separate-stderr timeout 20 agent-run --no-store --model echo --docs 'sleep 20' -m hi
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"docs: docs command 'sleep 20' did not answer within 300 ms\"}" ]
+	# a conversation larger than a pipe holds, never read
+	big=$(head -c 100000 /dev/zero | tr '\0' a)
+	AGENTKIT_TRANSFORM_TIMEOUT=300ms run -1 --separate-stderr timeout 20 agent-run --no-store --model echo --docs 'sleep 20' -m "$big"
+	[ "$(last | jq -c .output.error)" = "{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"docs: docs command 'sleep 20' did not read its input within 300 ms\"}" ]
+}
+
+@test "grounding: a docs command that closed its output but runs on is ended a second later" {
+	SECONDS=0
+	AGENTKIT_TRANSFORM_TIMEOUT=30s run -1 --separate-stderr timeout 20 agent-run --no-store --model echo --docs 'echo []; exec >&-; sleep 20' -m hi
+	[ "$(last | jq -r .output.error.message)" = "docs: docs command 'echo []; exec >&-; sleep 20' was killed by signal 15 (Terminated)" ]
+	[ "$SECONDS" -lt 10 ]
+}
+
 @test "grounding: a custom agent gets the documents in its turn line" {
 	run -0 --separate-stderr agent-run --no-store --exec "$H" --docs "echo '[\"d1\"]'" -m docs
 	[ "$(last | jq -r .output.message.content[0].text)" = '[{"content":[{"text":"d1"}]}]' ]

@@ -14,12 +14,14 @@
 #include "agent.h"
 #include "agent_trace.h"
 #include "../base/buf.h"
-#include "../base/coproc.h"
 #include "../base/json.h"
+#include "../base/lines.h"
 #include "prompt.h"
 #include "session.h"
 #include "tools.h"
 #include "transform.h"
+#include "../base/run.h"
+#include "../base/spawn.h"
 #include "../base/util.h"
 
 struct agent_ext {
@@ -30,7 +32,8 @@ struct agent_ext {
 	json_t *state_schema;   /* or NULL */
 	json_t *docs;           /* this turn's documents, or NULL */
 	json_t *result;         /* a custom agent's AgentResult, or NULL */
-	struct coproc_cancel cancel;    /* the caller's stop (agent_ext_set_cancel()) */
+	int (*cancelled)(void *ctx);    /* the caller's stop (agent_ext_set_cancel()) */
+	void *cancel_ctx;
 };
 
 static const char context_preface[] = "\n\nUse the following information to complete your task:\n\n";
@@ -180,7 +183,8 @@ void agent_ext_set_cancel(struct agent_ext *x, int (*cancelled)(void *ctx), void
 {
 	if (!x)
 		return;
-	x->cancel = (struct coproc_cancel){ cancelled, ctx };
+	x->cancelled = cancelled;
+	x->cancel_ctx = ctx;
 	if (x->state_tf)
 		transform_set_cancel(x->state_tf, cancelled, ctx);
 	if (x->stream_tf)
@@ -216,19 +220,179 @@ static json_t *document_of(const json_t *d)
 }
 
 /* A retrieval command's whole output (one JSON value, any number of lines)
- * is held to be parsed: 64 MiB of it at most. */
+ * is held to be parsed: 64 MiB of it at most.  What is kept of its stderr
+ * for a message, and how long it has to exit once its stdout has closed
+ * (then SIGTERM, and SIGKILL as long again later). */
 #define DOCS_MAX_OUTPUT ((size_t)64 << 20)
+#define DOCS_STDERR_KEEP 2048
+#define DOCS_EXIT_GRACE_MS 1000
+
+/* A docs command's run: its stdout taken line by line into out (blank
+ * lines skipped, a trailing '\r' dropped, each line given a newline), held
+ * to its budget of bytes and JSON values (run_kill() when over). */
+struct docs_run {
+	struct run_child rc;
+	const char *what;
+	struct core_buf part;   /* a line still coming */
+	struct core_buf out;    /* the lines so far */
+	size_t bytes, values;   /* taken so far (blank lines, newlines too) */
+	enum core_status st;    /* the run's failure, in err */
+	struct core_err err;
+};
+
+static void docs_fail(struct docs_run *d, enum core_status st)
+{
+	d->st = st;
+	run_kill(&d->rc);
+}
+
+/* The budget, with pending bytes of a line still coming; 0 when within. */
+static int docs_budget(struct docs_run *d, size_t pending)
+{
+	if (d->bytes + pending > DOCS_MAX_OUTPUT)
+		docs_fail(d, run_over_budget(&d->err, d->what, DOCS_MAX_OUTPUT, "bytes", NULL, NULL));
+	else if (d->values > CORE_VALUE_LIMIT(DOCS_MAX_OUTPUT))
+		docs_fail(d, run_over_budget(&d->err, d->what, CORE_VALUE_LIMIT(DOCS_MAX_OUTPUT),
+		                             "JSON values", NULL, NULL));
+	return d->st != CORE_OK;
+}
+
+/* One line of stdout, p[0..n) without its newline (took: with it). */
+static void docs_line(struct docs_run *d, const char *p, size_t n, size_t took)
+{
+	size_t i = 0;
+	enum core_status st;
+	d->bytes += took;
+	if (n && p[n - 1] == '\r')
+		n--;
+	while (i < n && (p[i] == ' ' || p[i] == '\t'))
+		i++;
+	if (i == n)
+		return;
+	if (n > DOCS_MAX_OUTPUT) {
+		docs_fail(d, run_line_too_long(&d->err, d->what, DOCS_MAX_OUTPUT, NULL));
+		return;
+	}
+	d->values += core_json_values(p, n);
+	if (docs_budget(d, 0))
+		return;
+	if ((st = core_buf_add(&d->out, p, n)) || (st = core_buf_addc(&d->out, '\n')))
+		docs_fail(d, core_fail(&d->err, st, "%s wrote too much", d->what));
+}
+
+/* run_child's on_out: the complete lines of what came; (NULL, 0): the
+ * last one, without its newline. */
+static void docs_out(struct run_child *rc, const char *p, size_t n)
+{
+	struct docs_run *d = rc->ctx;
+	size_t start = 0;
+	if (d->st)
+		return;
+	if (p && core_buf_add(&d->part, p, n)) {
+		docs_fail(d, core_fail(&d->err, CORE_ENOMEM, "out of memory reading from %s", d->what));
+		return;
+	}
+	while (!d->st && start < d->part.len) {
+		char *base = d->part.p + start, *nl = memchr(base, '\n', d->part.len - start);
+		if (!nl && p)
+			break;
+		size_t len = nl ? (size_t)(nl - base) : d->part.len - start;
+		start += nl ? len + 1 : len;
+		docs_line(d, base, len, nl ? len + 1 : len);
+	}
+	if (start) {
+		memmove(d->part.p, d->part.p + start, d->part.len - start);
+		d->part.len -= start;
+		d->part.p[d->part.len] = 0;
+	}
+	if (!d->st && d->part.len > DOCS_MAX_OUTPUT)
+		docs_fail(d, run_line_too_long(&d->err, d->what, DOCS_MAX_OUTPUT, NULL));
+	else if (!d->st)
+		docs_budget(d, d->part.len);
+}
+
+/* Run the docs command (sh -c) with history on its stdin until it ends;
+ * CORE_OK with its output in d->out, or the failure in e (named d->what):
+ * it did not start, it was stopped, it did not answer or read its input
+ * within timeout_ms, it wrote more than its budget, or it failed. */
+static enum core_status docs_run(struct agent_ext *x, struct docs_run *d, const char *in,
+                                 size_t in_len, struct core_err *e)
+{
+	char *execd = spawn_exec_script(x->docs_cmd);  /* "exec CMD": CMD holds the pipes */
+	char *const argv[] = { "/bin/sh", "-c", execd ? execd : x->docs_cmd, NULL };
+	char tp[AGENT_TRACE_ENV_MAX];
+	const char *add[2] = { agent_trace_env(NULL, tp) ? NULL : tp, NULL };  /* the turn's span */
+	char **env = run_env(NULL, add);
+	struct core_buf err = CORE_BUF_INIT(DOCS_STDERR_KEEP + 1);
+	enum core_status st;
+	d->rc = (struct run_child){
+		.argv = argv, .env = env, .what = d->what, .in = in, .in_len = in_len,
+		.idle_ms = x->transform_timeout_ms, .eof_grace_ms = DOCS_EXIT_GRACE_MS,
+		.err = &err, .err_keep = DOCS_STDERR_KEEP, .on_out = docs_out, .ctx = d,
+	};
+	if (!env)
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	else if (!(st = run_child(&d->rc, x->cancelled, x->cancel_ctx, e)) && d->st)
+		*e = d->err, st = d->st;
+	else if (!st && d->rc.cancelled)
+		st = core_fail(e, CORE_ECANCELLED, "%s: cancelled", d->what);
+	else if (!st && d->rc.idled)
+		st = core_fail(e, CORE_EDEADLINE, "%s did not %s within %lld ms", d->what,
+		               d->rc.idled == 2 ? "read its input" : "answer",
+		               (long long)x->transform_timeout_ms);
+	else if (!st && (d->rc.code || d->rc.signal)) {
+		struct core_buf how = CORE_BUF_INIT(DOCS_STDERR_KEEP + 256);
+		run_describe_end(&how, d->rc.code, d->rc.signal);
+		run_describe_said(&how, err.p ? err.p : "", err.len, "",
+		                  err.len >= DOCS_STDERR_KEEP ? "..." : "");
+		st = core_fail(e, CORE_EINTERNAL, "%s %s", d->what, how.p ? how.p : "failed");
+		core_buf_release(&how);
+	}
+	run_child_release(&d->rc);
+	free(env);
+	free(execd);
+	core_buf_release(&err);
+	return st;
+}
+
+/* The documents of the command's output: an array of them, each a string
+ * or {"content": [parts]}; NULL with le filled when it is none. */
+static json_t *docs_of(const char *what, const struct core_buf *out, struct core_err *le)
+{
+	struct core_err pe = { 0 };
+	json_t *raw = jv_parse(out->p ? out->p : "", out->len, "stdout", 0, &pe), *docs = NULL, *d;
+	size_t i;
+	if (!raw) {
+		core_fail(le, CORE_EINTERNAL, "%s wrote malformed output: %s", what, pe.msg);
+		return NULL;
+	}
+	if (!json_is_array(raw)) {
+		core_fail(le, CORE_EINTERNAL, "%s must print an array of documents, not %s", what,
+		          jv_type_name(raw));
+		json_decref(raw);
+		return NULL;
+	}
+	docs = json_array();
+	json_array_foreach(raw, i, d) {
+		json_t *doc = document_of(d);
+		if (!doc) {
+			core_fail(le, CORE_EINTERNAL,
+			          "%s: document %zu is neither a string nor {\"content\": [parts]}", what, i);
+			json_decref(docs);
+			docs = NULL;
+			break;
+		}
+		json_array_append_new(docs, doc);
+	}
+	json_decref(raw);
+	return docs;
+}
 
 enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, struct core_err *e)
 {
-	static const struct coproc_limits docs_limits = { .bytes = DOCS_MAX_OUTPUT };
-	struct coproc *c = NULL;
-	struct core_buf out = CORE_BUF_INIT(DOCS_MAX_OUTPUT);
+	struct core_buf in = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_err le = { 0 };
-	json_t *raw = NULL, *docs = NULL, *empty = NULL;
 	enum core_status st;
-	char *line;
-	size_t len;
 	if (!x)
 		return CORE_OK;
 	json_decref(x->docs);
@@ -239,82 +403,26 @@ enum core_status agent_ext_ground(struct agent_ext *x, const json_t *history, st
 	size_t n = strlen(x->docs_cmd);
 	snprintf(what, sizeof what, "docs command '%.*s%s'", n > 60 ? 57 : (int)n, x->docs_cmd,
 	         n > 60 ? "..." : "");
-	char tp[AGENT_TRACE_ENV_MAX];
-	const char *env[2] = { agent_trace_env(NULL, tp) ? NULL : tp, NULL };  /* the turn's span */
-	if ((st = coproc_start(x->docs_cmd, what, env, &docs_limits, &c, &le)))
-		goto fail;
-	if (!history && !(history = empty = json_array())) {
+	struct docs_run d = { .what = what, .part = CORE_BUF_INIT(CORE_BUF_UNLIMITED),
+	                      .out = CORE_BUF_INIT(DOCS_MAX_OUTPUT) };
+	/* The conversation, one line; grounding is the turn's work: a stop
+	 * ends it at once.  A command that answers without reading it (echo
+	 * '[...]') is judged by its output and exit status, not by the broken
+	 * pipe. */
+	json_t *empty = history ? NULL : json_array();
+	if (!history && !empty)
 		st = core_fail(&le, CORE_ENOMEM, "out of memory");
-		goto fail;
-	}
-	/* Grounding is the turn's work: a stop ends it at once. */
-	st = coproc_write_json(c, history, x->transform_timeout_ms, &x->cancel, &le);
-	/* A command that answers without reading the conversation (echo
-	 * '[...]') may close its end first: like any filter, it is judged by
-	 * its output and exit status below, not by the broken pipe. */
-	if (st && st != CORE_EINTERNAL)
-		goto fail;
-	le.msg[0] = 0;
-	if (c->in_fd >= 0) {
-		close(c->in_fd);
-		c->in_fd = -1;
-	}
-	/* The whole of stdout is one JSON value (it may span lines). */
-	for (;;) {
-		st = coproc_read_line(c, x->transform_timeout_ms, &x->cancel, &line, &len, &le);
-		if (st == CORE_EINTERNAL && c->out_eof)
-			break;
-		if (st || (st = core_buf_add(&out, line, len)) || (st = core_buf_addc(&out, '\n'))) {
-			if (!le.msg[0])
-				core_fail(&le, st, "%s wrote too much", what);
-			goto fail;
-		}
-	}
-	if (!coproc_close(c, 1000)) {
-		struct core_buf how = CORE_BUF_INIT(COPROC_STDERR_MAX + 256);
-		coproc_describe(c, &how);
-		st = core_fail(&le, CORE_EINTERNAL, "%s %s", what, how.p ? how.p : "failed");
-		core_buf_release(&how);
-		goto fail;
-	}
-	struct core_err pe = { 0 };
-	if (!(raw = jv_parse(out.p ? out.p : "", out.len, "stdout", 0, &pe))) {
-		st = core_fail(&le, CORE_EINTERNAL, "%s wrote malformed output: %s", what, pe.msg);
-		goto fail;
-	}
-	if (!json_is_array(raw)) {
-		st = core_fail(&le, CORE_EINTERNAL, "%s must print an array of documents, not %s", what,
-		               jv_type_name(raw));
-		goto fail;
-	}
-	docs = json_array();
-	size_t i;
-	json_t *d;
-	json_array_foreach(raw, i, d) {
-		json_t *doc = document_of(d);
-		if (!doc) {
-			st = core_fail(&le, CORE_EINTERNAL,
-			               "%s: document %zu is neither a string nor {\"content\": [parts]}", what, i);
-			goto fail;
-		}
-		json_array_append_new(docs, doc);
-	}
-	x->docs = docs;
-	docs = NULL;
-	st = CORE_OK;
-fail:
+	else if ((st = jv_dump(history ? history : empty, &in)) || (st = core_buf_addc(&in, '\n')))
+		core_fail(&le, st, "cannot encode a line for %s", what);
+	else if (!(st = docs_run(x, &d, in.p, in.len, &le)) && !(x->docs = docs_of(what, &d.out, &le)))
+		st = le.st;
 	if (st)
 		core_fail(e, st == CORE_EDEADLINE || st == CORE_ENOMEM || st == CORE_ECANCELLED ? st
 		          : CORE_EINTERNAL, "docs: %s", le.msg);
-	/* A command that did not answer in time, or was stopped, is not
-	 * waited for again (coproc_free() would give it a grace twice). */
-	if (st && c && !c->out_eof)
-		coproc_kill(c);
-	coproc_free(c);
-	core_buf_release(&out);
-	json_decref(raw);
-	json_decref(docs);
 	json_decref(empty);
+	core_buf_release(&in);
+	core_buf_release(&d.part);
+	core_buf_release(&d.out);
 	return st ? e->st : CORE_OK;
 }
 

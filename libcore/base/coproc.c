@@ -88,9 +88,8 @@ static int try_reap(struct coproc *c)
 	memset(&si, 0, sizeof si);
 	if (waitid(P_PID, (id_t)c->pid, &si, WEXITED | WNOHANG | WNOWAIT) < 0 || si.si_pid == 0)
 		return 0;
-	kill(-c->pid, SIGKILL);
-	int status = 0;
-	if (waitpid(c->pid, &status, 0) == c->pid) {
+	int status;
+	if (spawn_reap(c->pid, &status) == c->pid) {
 		c->wstatus = status;
 		c->reaped = 1;
 		if (!c->exited_at)
@@ -182,11 +181,7 @@ static void drain_err(struct coproc *c)
 
 static enum core_status too_long(struct coproc *c, struct core_err *e)
 {
-	if (c->lim.line_knob)
-		return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes (the limit; "
-		                 "set %s to raise it)", c->what, c->max_line, c->lim.line_knob);
-	return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes", c->what,
-	                 c->max_line);
+	return run_line_too_long(e, c->what, c->max_line, c->lim.line_knob);
 }
 
 /* More than the budget: "wrote more than 100000 lines on stdout in one turn
@@ -194,13 +189,7 @@ static enum core_status too_long(struct coproc *c, struct core_err *e)
 static enum core_status over_budget(struct coproc *c, size_t limit, const char *unit,
                                     const char *knob, struct core_err *e)
 {
-	const char *scope = c->scope ? c->scope : "";
-	if (knob)
-		return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit; "
-		                 "set %s to raise it)", c->what, limit, unit, *scope ? " " : "", scope,
-		                 knob);
-	return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit)",
-	                 c->what, limit, unit, *scope ? " " : "", scope);
+	return run_over_budget(e, c->what, limit, unit, c->scope, knob);
 }
 
 /* The budget, after a line was taken (pending: bytes of a line still
@@ -326,27 +315,17 @@ static void settle(struct coproc *c, int64_t ms)
 
 void coproc_describe(struct coproc *c, struct core_buf *out)
 {
+	int code, sig;
 	try_reap(c);
+	run_status(c->wstatus, &code, &sig);
 	if (!c->reaped)
 		core_buf_adds(out, "is still running");
-	else if (WIFEXITED(c->wstatus))
-		run_describe_end(out, WEXITSTATUS(c->wstatus), 0);
 	else
-		run_describe_end(out, -1, WIFSIGNALED(c->wstatus) ? WTERMSIG(c->wstatus) : 0);
-	/* The stderr head, trimmed, on one line. */
-	size_t n = c->errbuf.len;
-	const char *s = c->errbuf.p ? c->errbuf.p : "";
-	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
-		n--;
-	if (n) {
-		core_buf_adds(out, ": ");
-		if (c->lim.stderr_tail && c->err_dropped)
-			core_buf_adds(out, "...");
-		for (size_t i = 0; i < n; i++)
-			core_buf_addc(out, s[i] == '\n' ? ' ' : s[i]);
-		if (!c->lim.stderr_tail && c->errbuf.len >= COPROC_STDERR_MAX)
-			core_buf_adds(out, "...");
-	}
+		run_describe_end(out, code, sig);
+	/* The stderr head (or tail), on one line. */
+	run_describe_said(out, c->errbuf.p ? c->errbuf.p : "", c->errbuf.len,
+	                  c->lim.stderr_tail && c->err_dropped ? "..." : "",
+	                  !c->lim.stderr_tail && c->errbuf.len >= COPROC_STDERR_MAX ? "..." : "");
 }
 
 /*
@@ -561,8 +540,7 @@ int coproc_close(struct coproc *c, int64_t grace_ms)
 		grace_ms = COPROC_DEFAULT_GRACE_MS;
 	spawn_close_fd(&c->in_fd);
 	if (c->pid > 0 && !c->reaped && !wait_exit(c, grace_ms)) {
-		kill(-c->pid, SIGTERM);
-		kill(c->pid, SIGTERM);
+		spawn_signal(c->pid, SIGTERM);
 		if (!wait_exit(c, grace_ms))
 			coproc_kill(c);
 	}
@@ -573,11 +551,9 @@ void coproc_kill(struct coproc *c)
 {
 	if (!c || c->pid <= 0 || c->reaped)
 		return;
-	kill(-c->pid, SIGKILL);
-	kill(c->pid, SIGKILL);
-	int status = 0;
-	while (waitpid(c->pid, &status, 0) < 0 && errno == EINTR)
-		;
+	int status;
+	spawn_signal(c->pid, SIGKILL);
+	spawn_reap(c->pid, &status);
 	c->wstatus = status;
 	c->reaped = 1;
 	/* Keep what it said before dying. */

@@ -48,10 +48,10 @@ char **run_env(const char *const *allow, const char *const *add)
 enum core_status run_start(struct run_child *c, struct core_err *e)
 {
 	struct spawn sp;
-	c->exited = c->exited_ok = c->timed_out = c->cancelled = c->killed = 0;
+	c->exited = c->exited_ok = c->timed_out = c->idled = c->cancelled = c->killed = 0;
 	c->code = c->signal = 0;
 	c->in_off = 0;
-	c->exited_at = c->kill_at = 0;
+	c->exited_at = c->kill_at = c->eof_at = 0;
 	c->quiet = 0;
 	c->done = 1;
 	c->pid = -1;
@@ -65,22 +65,15 @@ enum core_status run_start(struct run_child *c, struct core_err *e)
 	c->err_fd = sp.err_fd;
 	if (!c->in)
 		spawn_close_fd(&c->in_fd);
-	c->deadline = c->timeout_ms ? core_now_mono_ms() + c->timeout_ms : INT64_MAX;
+	c->active_at = core_now_mono_ms();
+	c->deadline = c->timeout_ms ? c->active_at + c->timeout_ms : INT64_MAX;
 	return CORE_OK;
-}
-
-static void signal_group(struct run_child *c, int sig)
-{
-	if (c->pid > 0) {
-		kill(-c->pid, sig);
-		kill(c->pid, sig);
-	}
 }
 
 void run_kill(struct run_child *c)
 {
 	if (!c->killed)
-		signal_group(c, SIGKILL);
+		spawn_signal(c->pid, SIGKILL);
 	c->killed = c->quiet = 1;
 }
 
@@ -113,6 +106,8 @@ static int pump(struct run_child *c, int *fd, int is_out)
 			c->on_out(c, NULL, 0);
 		return 1;
 	}
+	if (is_out && c->idle_ms)
+		c->active_at = core_now_mono_ms();
 	if (!is_out)
 		keep_head(c->err, c->err_keep, tmp, (size_t)r);
 	else if (heard(c))
@@ -177,18 +172,9 @@ static void cut_pipes(struct run_child *c, int64_t now)
  * of its wait status). */
 static void reap(struct run_child *c)
 {
-	int status = 0;
-	pid_t r = -1;
-	if (c->pid > 0)
-		kill(-c->pid, SIGKILL);
-	while (c->pid > 0 && (r = waitpid(c->pid, &status, 0)) < 0 && errno == EINTR)
-		;
-	if (r > 0 && WIFSIGNALED(status)) {
-		c->code = -1;
-		c->signal = WTERMSIG(status);
-	} else if (r > 0 && WIFEXITED(status)) {
-		c->code = WEXITSTATUS(status);
-	}
+	int status;
+	if (spawn_reap(c->pid, &status) > 0)
+		run_status(status, &c->code, &c->signal);
 	c->exited = 1;
 	c->done = 1;
 	c->pid = -1;
@@ -197,21 +183,30 @@ static void reap(struct run_child *c)
 	spawn_close_fd(&c->err_fd);
 }
 
-/* The caller cancelled: ask the group to end, force it after the grace. */
-static void cancel(struct run_child *c, int64_t now)
+/* Ask the group to end, and force it grace later (0: at once). */
+static void end_group(struct run_child *c, int64_t now, int64_t grace)
 {
 	if (c->killed)
 		return;
-	if (!c->cancelled) {
-		c->cancelled = 1;
-		c->kill_at = now + c->cancel_grace_ms;
-		if (c->cancel_grace_ms > 0) {
-			signal_group(c, SIGTERM);
+	if (!c->kill_at) {
+		c->kill_at = now + grace;
+		if (grace > 0) {
+			spawn_signal(c->pid, SIGTERM);
 			return;
 		}
 	}
 	if (now >= c->kill_at)
 		run_kill(c);
+}
+
+/* The caller cancelled: its own grace, whatever an end had begun. */
+static void cancel(struct run_child *c, int64_t now)
+{
+	if (!c->cancelled) {
+		c->cancelled = 1;
+		c->kill_at = 0;
+	}
+	end_group(c, now, c->cancel_grace_ms);
 }
 
 /* Write what stdin still has room for; close it when all is written or
@@ -222,8 +217,41 @@ static void write_stdin(struct run_child *c)
 	ssize_t w = left ? write(c->in_fd, c->in + c->in_off, left) : 0;
 	if (w > 0)
 		c->in_off += (size_t)w;
-	if ((w < 0 && errno != EAGAIN && errno != EINTR) || c->in_off == c->in_len)
+	if ((w < 0 && errno != EAGAIN && errno != EINTR) || c->in_off == c->in_len) {
 		spawn_close_fd(&c->in_fd);
+		c->active_at = core_now_mono_ms();
+	}
+}
+
+/* The caller's cancel, the deadline, idle_ms, eof_grace_ms: what ends c
+ * before it ends on its own. */
+static void bounds(struct run_child *c, int stop, int64_t now)
+{
+	if (stop)
+		cancel(c, now);
+	if (c->killed || c->cancelled)
+		return;
+	if (now >= c->deadline) {
+		/* 2: it had exited, something it started held a pipe */
+		c->timed_out = c->exited ? 2 : 1;
+		run_kill(c);
+	} else if (c->idle_ms && (c->out_fd >= 0 || !c->eof_grace_ms)
+	           && now - c->active_at >= c->idle_ms) {
+		c->idled = c->in_fd >= 0 ? 2 : 1;
+		run_kill(c);
+	} else if (c->eof_grace_ms && c->out_fd < 0 && !c->exited) {
+		if (!c->eof_at)
+			c->eof_at = now;
+		if (now - c->eof_at >= c->eof_grace_ms)
+			end_group(c, now, c->eof_grace_ms);
+	}
+}
+
+/* Shorten *wait_ms to at - now (at 0 or past: no change, or 0). */
+static void soonest(int64_t at, int64_t now, int64_t *wait_ms)
+{
+	if (at && at - now < *wait_ms)
+		*wait_ms = at - now > 0 ? at - now : 0;
 }
 
 /* One child's look before the poll: its deadline, exit, pipes; its
@@ -232,13 +260,7 @@ static void write_stdin(struct run_child *c)
 static int look(struct run_child *c, int stop, int64_t now, struct pollfd *pfd, size_t *k,
                 int64_t *wait_ms)
 {
-	if (stop)
-		cancel(c, now);
-	if (!c->killed && !c->cancelled && now >= c->deadline) {
-		/* 2: it had exited, something it started held a pipe */
-		c->timed_out = c->exited ? 2 : 1;
-		run_kill(c);
-	}
+	bounds(c, stop, now);
 	note_exit(c, now);
 	cut_pipes(c, now);
 	if (c->in_fd >= 0 && c->killed)
@@ -258,13 +280,15 @@ static int look(struct run_child *c, int stop, int64_t now, struct pollfd *pfd, 
 		}
 		*wait_ms = 5;
 	}
-	if (!c->killed && !c->cancelled && c->deadline - now < *wait_ms)
-		*wait_ms = c->deadline - now > 0 ? c->deadline - now : 0;
-	if (c->cancelled && !c->killed && c->kill_at - now < *wait_ms)
-		*wait_ms = c->kill_at - now > 0 ? c->kill_at - now : 0;
-	if (c->exited && now - c->exited_at < RUN_PIPE_GRACE_MS
-	    && c->exited_at + RUN_PIPE_GRACE_MS - now < *wait_ms)
-		*wait_ms = c->exited_at + RUN_PIPE_GRACE_MS - now;
+	if (!c->killed && !c->cancelled) {
+		soonest(c->deadline, now, wait_ms);
+		if (c->idle_ms && (c->out_fd >= 0 || !c->eof_grace_ms))
+			soonest(c->active_at + c->idle_ms, now, wait_ms);
+	}
+	if (!c->killed)
+		soonest(c->kill_at, now, wait_ms);
+	if (c->exited && now - c->exited_at < RUN_PIPE_GRACE_MS)
+		soonest(c->exited_at + RUN_PIPE_GRACE_MS, now, wait_ms);
 	return 1;
 }
 
@@ -321,6 +345,12 @@ void run_child_release(struct run_child *c)
 	reap(c);
 }
 
+void run_status(int wstatus, int *code, int *sig)
+{
+	*code = WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1;
+	*sig = WIFSIGNALED(wstatus) ? WTERMSIG(wstatus) : 0;
+}
+
 void run_describe_end(struct core_buf *out, int code, int sig)
 {
 	if (sig > 0)
@@ -329,4 +359,38 @@ void run_describe_end(struct core_buf *out, int code, int sig)
 		core_buf_addf(out, "exited with status %d", code);
 	else
 		core_buf_adds(out, "ended");
+}
+
+void run_describe_said(struct core_buf *out, const char *s, size_t n, const char *before,
+                       const char *after)
+{
+	while (n && (s[n - 1] == '\n' || s[n - 1] == '\r' || s[n - 1] == ' '))
+		n--;
+	if (!n)
+		return;
+	core_buf_adds(out, ": ");
+	core_buf_adds(out, before);
+	for (size_t i = 0; i < n; i++)
+		core_buf_addc(out, s[i] == '\n' ? ' ' : s[i]);
+	core_buf_adds(out, after);
+}
+
+enum core_status run_over_budget(struct core_err *e, const char *what, size_t limit,
+                                 const char *unit, const char *scope, const char *knob)
+{
+	const char *sp = scope && *scope ? " " : "";
+	if (knob)
+		return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit; "
+		                 "set %s to raise it)", what, limit, unit, sp, scope ? scope : "", knob);
+	return core_fail(e, CORE_ETOOBIG, "%s wrote more than %zu %s on stdout%s%s (the limit)", what,
+	                 limit, unit, sp, scope ? scope : "");
+}
+
+enum core_status run_line_too_long(struct core_err *e, const char *what, size_t max,
+                                   const char *knob)
+{
+	if (knob)
+		return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes (the limit; "
+		                 "set %s to raise it)", what, max, knob);
+	return core_fail(e, CORE_ETOOBIG, "%s wrote a line longer than %zu bytes", what, max);
 }

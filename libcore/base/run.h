@@ -1,10 +1,13 @@
 /*
- * run.h - run a child to completion: how agentkit runs tools and
- * credential commands (modelled on git's run-command.c).  The docs
- * command still runs on coproc.c, whose messages and per-wait timeouts it
- * keeps (what both need is shared: spawn_exec_script() in spawn.h, and
- * run_describe_end() below); co-processes that hold a protocol (MCP
- * servers, handlers, transforms) are coproc.c's.
+ * run.h - run a child to completion: how agentkit runs tools, credential
+ * commands and the docs command (modelled on git's run-command.c).
+ * Co-processes that hold a protocol for the whole invocation (MCP stdio
+ * servers, custom-agent handlers, transforms) are coproc.c's, which takes
+ * its rules from here and spawn.h: the environment (run_env()), the group
+ * killed and the child reaped (spawn_signal(), spawn_reap()), how a child
+ * ended in words (run_status(), run_describe_end(), run_describe_said())
+ * and what a child that wrote too much is told (run_over_budget(),
+ * run_line_too_long()).
  *
  * A child is an argv run without a shell (spawn.h: its own process group,
  * default signals, descriptors 0-2 only) with an environment built by
@@ -20,6 +23,11 @@
  *     closed, unless hold_pipes() says to wait on (then the deadline ends
  *     it);
  *   - the deadline passes: its group is killed (timed_out set);
+ *   - it writes nothing on stdout for idle_ms: its group is killed (idled
+ *     set);
+ *   - its stdout has closed but it runs on: eof_grace_ms later SIGTERM to
+ *     its group, SIGKILL eof_grace_ms after that (as coproc_close());
+ *   - on_out() ends it (a budget: run_kill() from the callback);
  *   - the caller cancels: SIGTERM to its group, SIGKILL cancel_grace_ms
  *     later (0: SIGKILL at once) (cancelled set);
  *   - the caller gives up on it, run_kill(): SIGKILL to its group at once.
@@ -68,12 +76,19 @@ struct run_child {
 	const char *in;         /* stdin, written then closed; NULL: closed at once */
 	size_t in_len;
 	int64_t timeout_ms;     /* the deadline, from run_start(); 0: none */
+	/* No stdout for this long ends it (0: no limit).  Its clock starts at
+	 * run_start(), again when stdin is all written (or refused), and
+	 * again at each read of stdout; with eof_grace_ms it stops when
+	 * stdout closes. */
+	int64_t idle_ms;
+	int64_t eof_grace_ms;   /* see above; 0: the deadline alone */
 	int64_t cancel_grace_ms;
 	struct core_buf *out, *err;     /* the caller's (NULL: dropped) ... */
 	size_t out_keep, err_keep;      /* ... which keep this many bytes */
 	/* Each piece of stdout as it is read, then once (NULL, 0) at its end
 	 * (end of file, or its pipe cut); not called after run_kill() or a
-	 * cancel.  NULL: stdout goes into out. */
+	 * cancel.  NULL: stdout goes into out.  It may call run_kill(c): a
+	 * budget it holds the child to (the reason is the caller's to keep). */
 	void (*on_out)(struct run_child *c, const char *p, size_t n);
 	/* The child has exited but its pipes are still open after the grace:
 	 * non-zero waits on (until the deadline).  NULL: never. */
@@ -87,6 +102,8 @@ struct run_child {
 	int exited_ok;          /* ... with status 0 */
 	int timed_out;          /* the deadline passed; 2: it had exited already
 	                           and a process it started held its pipes */
+	int idled;              /* idle_ms passed: 1; 2 while its stdin was
+	                           still being written (it did not read it) */
 	int cancelled, killed;  /* the caller cancelled; its group was killed */
 	int code, signal;       /* its exit status (-1 when killed), or the signal
 	                           that killed it (0: none); 0, 0 when it was
@@ -96,7 +113,7 @@ struct run_child {
 	pid_t pid;
 	int in_fd, out_fd, err_fd;
 	size_t in_off;
-	int64_t deadline, exited_at, kill_at;
+	int64_t deadline, exited_at, kill_at, active_at, eof_at;
 	int done, quiet;
 };
 
@@ -132,6 +149,10 @@ enum core_status run_wait_all(struct run_child *const *children, size_t n,
 enum core_status run_child(struct run_child *c, int (*cancelled)(void *ctx), void *ctx,
                            struct core_err *e);
 
+/* A wait status as a run_child's code and signal: the exit status and 0,
+ * or -1 and the signal that killed it. */
+void run_status(int wstatus, int *code, int *sig);
+
 /*
  * Append to out how a child ended, in coproc_describe()'s words (the docs
  * command, handlers, transforms, MCP servers): "exited with status CODE",
@@ -140,6 +161,27 @@ enum core_status run_child(struct run_child *c, int (*cancelled)(void *ctx), voi
  * credential commands keep their own, shorter wording.)
  */
 void run_describe_end(struct core_buf *out, int code, int sig);
+
+/*
+ * Then what it said: ": " and s[0..n) (its stderr kept) on one line,
+ * newlines as spaces and trailing blanks dropped, between before and
+ * after ("..." where some of it was dropped, else ""); nothing when it
+ * said nothing.
+ */
+void run_describe_said(struct core_buf *out, const char *s, size_t n, const char *before,
+                       const char *after);
+
+/*
+ * The failures of a child that wrote more than its bounds allow, named
+ * WHAT in the message: CORE_ETOOBIG "WHAT wrote more than LIMIT UNIT on
+ * stdout[ SCOPE] (the limit[; set KNOB to raise it])" (scope, knob may be
+ * NULL), and "WHAT wrote a line longer than MAX bytes[ (the limit; set
+ * KNOB to raise it)]".
+ */
+enum core_status run_over_budget(struct core_err *e, const char *what, size_t limit,
+                                 const char *unit, const char *scope, const char *knob);
+enum core_status run_line_too_long(struct core_err *e, const char *what, size_t max,
+                                   const char *knob);
 
 /* Give up on c: SIGKILL to its group (once).  It is still reaped by
  * run_wait_all(). */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -165,6 +166,26 @@ fail:
 			close(err[i]);
 	}
 	return e->st;
+}
+
+void spawn_signal(pid_t pid, int sig)
+{
+	if (pid > 0) {
+		kill(-pid, sig);
+		kill(pid, sig);
+	}
+}
+
+pid_t spawn_reap(pid_t pid, int *status)
+{
+	pid_t r;
+	*status = 0;
+	if (pid <= 0)
+		return -1;
+	kill(-pid, SIGKILL);
+	while ((r = waitpid(pid, status, 0)) < 0 && errno == EINTR)
+		;
+	return r;
 }
 
 /*

@@ -82,6 +82,19 @@ enum core_status spawn_start(char *const argv[], char *const env[], const char *
 enum core_status spawn_start_in(char *const argv[], char *const env[], const char *cwd,
                                 const char *what, struct spawn *s, struct core_err *e);
 
+/* Send sig to the child's process group, and to the child itself (should
+ * it have left the group). */
+void spawn_signal(pid_t pid, int sig);
+
+/*
+ * Kill whatever is left of the child's process group (SIGKILL) and reap
+ * the child, waiting for it (again on EINTR).  The unreaped child, even a
+ * zombie, keeps its pid, the group's ID, ours: kill(-pid) never reaches a
+ * stranger's group.  Returns waitpid()'s result (pid, or -1 when it was
+ * reaped behind our back: SIGCHLD ignored), its status in *status.
+ */
+pid_t spawn_reap(pid_t pid, int *status);
+
 /*
  * The script to give "/bin/sh -c" for the shell command cmd: "exec CMD"
  * (new; free() it) when cmd is one simple command (no operators,

@@ -22,7 +22,7 @@
 
 /* ---- configuration ---- */
 
-static const char *env(const char *name)
+static const char *otel_env(const char *name)
 {
 	const char *v = getenv(name);
 	return v && *v ? v : NULL;
@@ -31,8 +31,8 @@ static const char *env(const char *name)
 /* The first of the two variables that is set. */
 static const char *env2(const char *specific, const char *general)
 {
-	const char *v = env(specific);
-	return v ? v : env(general);
+	const char *v = otel_env(specific);
+	return v ? v : otel_env(general);
 }
 
 static int truthy(const char *v)
@@ -223,7 +223,7 @@ static void note(struct trace_config *c, const char *fmt, const char *what)
  * and OTEL_BSP_MAX_QUEUE_SIZE (spans); a bad value keeps the default. */
 static void read_bounds(struct trace_config *c)
 {
-	const char *w = env("AGENTKIT_TRACE_EXIT_TIMEOUT"), *q = env("OTEL_BSP_MAX_QUEUE_SIZE");
+	const char *w = otel_env("AGENTKIT_TRACE_EXIT_TIMEOUT"), *q = otel_env("OTEL_BSP_MAX_QUEUE_SIZE");
 	struct core_err e = { 0 };
 	c->wait_ms = DEFAULT_WAIT_MS;
 	if (w && core_parse_duration(w, &c->wait_ms, &e)) {
@@ -253,13 +253,13 @@ static int read_otlp(struct trace_config *c)
 		return 1;
 	}
 	char url[2048];
-	trace_endpoint(env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
-	               env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
+	trace_endpoint(otel_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
+	               otel_env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
 	if (!(c->url = strdup(url)))
 		return -1;
 	const char *hv[] = { "OTEL_EXPORTER_OTLP_HEADERS", "OTEL_EXPORTER_OTLP_TRACES_HEADERS" };
 	for (int i = 0; i < 2; i++) {
-		int r = kv_each(env(hv[i]), add_header, c);
+		int r = kv_each(otel_env(hv[i]), add_header, c);
 		if (r == -2)
 			return -1;
 		if (r == -1)
@@ -295,7 +295,7 @@ static enum core_status read_resource(struct trace_config *c, const char *defaul
 {
 	if (!(c->resource = json_array()))
 		return CORE_ENOMEM;
-	int r = kv_each(env("OTEL_RESOURCE_ATTRIBUTES"), add_resource, c->resource);
+	int r = kv_each(otel_env("OTEL_RESOURCE_ATTRIBUTES"), add_resource, c->resource);
 	if (r == -2)
 		return CORE_ENOMEM;
 	if (r == -1) {
@@ -308,9 +308,9 @@ static enum core_status read_resource(struct trace_config *c, const char *defaul
 	json_t *kv;
 	json_array_foreach(c->resource, i, kv)
 		has_name |= !strcmp(json_string_value(json_object_get(kv, "key")), "service.name");
-	if (env("OTEL_SERVICE_NAME") || !has_name)
-		kv_set(c->resource, kv_str("service.name", env("OTEL_SERVICE_NAME")
-		                            ? env("OTEL_SERVICE_NAME") : default_service));
+	if (otel_env("OTEL_SERVICE_NAME") || !has_name)
+		kv_set(c->resource, kv_str("service.name", otel_env("OTEL_SERVICE_NAME")
+		                            ? otel_env("OTEL_SERVICE_NAME") : default_service));
 	kv_set(c->resource, kv_str("service.version", version));
 	kv_set(c->resource, kv_str("telemetry.sdk.name", "agentkit"));
 	kv_set(c->resource, kv_str("telemetry.sdk.language", "c"));
@@ -321,13 +321,13 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
                                        const char *default_service, const char *version)
 {
 	memset(c, 0, sizeof *c);
-	int on = flag_on || file || truthy(env("AGENTKIT_TRACE"));
-	const char *ex = env("OTEL_TRACES_EXPORTER");
+	int on = flag_on || file || truthy(otel_env("AGENTKIT_TRACE"));
+	const char *ex = otel_env("OTEL_TRACES_EXPORTER");
 	/* Only a case-insensitive "true" disables (sdk-environment-variables.md). */
-	const char *off = env("OTEL_SDK_DISABLED");
+	const char *off = otel_env("OTEL_SDK_DISABLED");
 	if (!on || (off && !strcasecmp(off, "true")))
 		return CORE_OK;
-	const char *gk = env("GENKIT_TELEMETRY_SERVER");
+	const char *gk = otel_env("GENKIT_TELEMETRY_SERVER");
 	if (gk) {
 		size_t len = strlen(gk);
 		if (asprintf(&c->genkit_url, "%.*s/api/traces",
@@ -362,7 +362,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	}
 	if (read_resource(c, default_service, version))
 		goto nomem;
-	const char *tp = env("TRACEPARENT");
+	const char *tp = otel_env("TRACEPARENT");
 	char tid[33], sid[17];
 	unsigned fl;
 	if (tp && trace_parse_parent(tp, tid, sid, &fl))
@@ -375,7 +375,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 		return CORE_OK;
 	} else if (tp)
 		snprintf(c->parent, sizeof c->parent, "%.55s", tp);
-	if (c->parent[0] && env("TRACESTATE") && !(c->tracestate = strdup(env("TRACESTATE"))))
+	if (c->parent[0] && otel_env("TRACESTATE") && !(c->tracestate = strdup(otel_env("TRACESTATE"))))
 		goto nomem;
 	return CORE_OK;
 nomem:

@@ -83,7 +83,7 @@ static int var_start(char c)
 	return (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '_';
 }
 
-static int var_char(char c)
+static int name_char(char c)
 {
 	return var_start(c) || (c >= '0' && c <= '9');
 }
@@ -94,7 +94,7 @@ static size_t var_ref(const char *s, const char **name, size_t *nlen)
 {
 	size_t n = 0;
 	if (s[1] == '{') {
-		while (var_char(s[2 + n]))
+		while (name_char(s[2 + n]))
 			n++;
 		if (!n || !var_start(s[2]) || s[2 + n] != '}')
 			return 0;
@@ -104,7 +104,7 @@ static size_t var_ref(const char *s, const char **name, size_t *nlen)
 	}
 	if (!var_start(s[1]))
 		return 0;
-	while (var_char(s[1 + n]))
+	while (name_char(s[1 + n]))
 		n++;
 	*name = s + 1;
 	*nlen = n;
@@ -152,7 +152,7 @@ static int header_name_ok(const char *s)
 	if (!*s)
 		return 0;
 	for (; *s; s++)
-		if (!var_char(*s) && !strchr("!#$&'*+-.^`|~", *s))
+		if (!name_char(*s) && !strchr("!#$&'*+-.^`|~", *s))
 			return 0;
 	return 1;
 }
@@ -187,25 +187,19 @@ static const char *str_member(const json_t *o, const char *key)
 	return json_string_value(json_object_get(o, key));
 }
 
-static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
+/* The endpoint's members: each one known, the strings strings. */
+static enum core_status check_members(const char *name, const json_t *o)
 {
 	static const char *const known[] = { "dialect", "baseUrl", "keyVariable", "keyFile",
 		"keyHeader", "credentialCommand", "credentialTtl", "timeout", "headers", "query",
 		"models", NULL };
-	const char *k, *dialect;
+	const char *k;
 	json_t *x;
-	size_t i, sources;
-	memset(ep, 0, sizeof *ep);
-	ep->name = name;
-	if (!*name || strchr(name, '/'))
-		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
-	if (!json_is_object(o))
-		return bad("endpoint '%s' must be an object", name);
 	json_object_foreach((json_t *)o, k, x) {
-		int ok = 0;
-		for (const char *const *m = known; *m && !ok; m++)
-			ok = !strcmp(*m, k);
-		if (!ok)
+		const char *const *m = known;
+		while (*m && strcmp(*m, k))
+			m++;
+		if (!*m)
 			return bad("endpoint '%s': unknown member \"%s\"", name, k);
 	}
 	for (const char *const *m = known; *m; m++) {
@@ -214,35 +208,20 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		    && strcmp(*m, "query") && strcmp(*m, "models"))
 			return bad("endpoint '%s': \"%s\" must be a string", name, *m);
 	}
-	if (!(dialect = str_member(o, "dialect")))
-		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
-		           "googleai or ollama)", name);
-	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
-		if (!strcmp(dialects[i].name, dialect))
-			ep->d = dialects[i].d;
-	if (!ep->d)
-		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
-		           "openai-responses, anthropic, googleai, ollama", name, dialect);
-	ep->dialect = dialect;
-	ep->base = str_member(o, "baseUrl");
-	ep->key_var = str_member(o, "keyVariable");
-	ep->key_file = str_member(o, "keyFile");
-	ep->key_header = str_member(o, "keyHeader");
-	ep->cred_cmd = json_object_get(o, "credentialCommand");
-	ep->headers = json_object_get(o, "headers");
-	ep->query = json_object_get(o, "query");
-	ep->models = json_object_get(o, "models");
-	sources = !!ep->key_var + !!ep->key_file + !!ep->cred_cmd;
-	if (sources > 1)
-		return bad("endpoint '%s': give one of \"keyVariable\", \"keyFile\" and "
-		           "\"credentialCommand\"", name);
-	if (ep->base && scan_value(ep->base, name, "\"baseUrl\""))
-		return tab.err.st;
+	return CORE_OK;
+}
+
+/* Its key's variable, header and credential command (with credentialTtl),
+ * ep's members set. */
+static enum core_status read_key_source(struct endpoint *ep, const char *name, const json_t *o)
+{
+	json_t *x;
+	size_t i;
 	if (ep->key_var) {
 		if (!var_start(*ep->key_var))
 			return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
 		for (const char *p = ep->key_var; *p; p++)
-			if (!var_char(*p))
+			if (!name_char(*p))
 				return bad("endpoint '%s': \"keyVariable\": not a variable name", name);
 		if (add_var(ep->key_var, strlen(ep->key_var)))
 			return tab.err.st;
@@ -266,16 +245,14 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		if (core_parse_duration(str_member(o, "credentialTtl"), &ep->cred_ttl_ms, &de))
 			return bad("endpoint '%s': \"credentialTtl\": %s", name, de.msg);
 	}
-	if (str_member(o, "timeout")) {
-		struct core_err de = { 0 };
-		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
-			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
-		if (ep->timeout_ms <= 0)
-			return bad("endpoint '%s': \"timeout\": must be positive", name);
-	}
-	if (string_map(ep->headers, name, "headers", 1, 1) ||
-	    string_map(ep->query, name, "query", 1, 0))
-		return tab.err.st;
+	return CORE_OK;
+}
+
+/* Its "models": a list of model ids, or an object of aliases. */
+static enum core_status check_models(const struct endpoint *ep, const char *name)
+{
+	json_t *x;
+	size_t i;
 	if (json_is_array(ep->models)) {
 		/* The endpoint's own list of model ids, for --list-models and
 		 * completion; a name off the list still goes to the endpoint. */
@@ -291,6 +268,57 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		return tab.err.st;
 	}
 	return CORE_OK;
+}
+
+static enum core_status read_endpoint(struct endpoint *ep, const char *name, const json_t *o)
+{
+	const char *dialect;
+	size_t i;
+	enum core_status st;
+	memset(ep, 0, sizeof *ep);
+	ep->name = name;
+	if (!*name || strchr(name, '/'))
+		return bad("endpoint '%s': a name must be non-empty and without '/'", name);
+	if (!json_is_object(o))
+		return bad("endpoint '%s' must be an object", name);
+	if ((st = check_members(name, o)))
+		return st;
+	if (!(dialect = str_member(o, "dialect")))
+		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
+		           "googleai or ollama)", name);
+	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
+		if (!strcmp(dialects[i].name, dialect))
+			ep->d = dialects[i].d;
+	if (!ep->d)
+		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
+		           "openai-responses, anthropic, googleai, ollama", name, dialect);
+	ep->dialect = dialect;
+	ep->base = str_member(o, "baseUrl");
+	ep->key_var = str_member(o, "keyVariable");
+	ep->key_file = str_member(o, "keyFile");
+	ep->key_header = str_member(o, "keyHeader");
+	ep->cred_cmd = json_object_get(o, "credentialCommand");
+	ep->headers = json_object_get(o, "headers");
+	ep->query = json_object_get(o, "query");
+	ep->models = json_object_get(o, "models");
+	if (!!ep->key_var + !!ep->key_file + !!ep->cred_cmd > 1)
+		return bad("endpoint '%s': give one of \"keyVariable\", \"keyFile\" and "
+		           "\"credentialCommand\"", name);
+	if (ep->base && scan_value(ep->base, name, "\"baseUrl\""))
+		return tab.err.st;
+	if ((st = read_key_source(ep, name, o)))
+		return st;
+	if (str_member(o, "timeout")) {
+		struct core_err de = { 0 };
+		if (core_parse_duration(str_member(o, "timeout"), &ep->timeout_ms, &de))
+			return bad("endpoint '%s': \"timeout\": %s", name, de.msg);
+		if (ep->timeout_ms <= 0)
+			return bad("endpoint '%s': \"timeout\": must be positive", name);
+	}
+	if (string_map(ep->headers, name, "headers", 1, 1) ||
+	    string_map(ep->query, name, "query", 1, 0))
+		return tab.err.st;
+	return check_models(ep, name);
 }
 
 /* Is path a YAML file by its name (.yaml, .yml)? */
@@ -455,8 +483,8 @@ int endpoints_variable(const char *entry)
  * A value with its variables expanded into out.  CORE_EUNAUTH naming the
  * variable (never its value) when one is unset or empty.
  */
-static enum core_status expand(const struct endpoint *ep, const char *spot, const char *s,
-                               struct core_buf *out, struct core_err *e)
+static enum core_status expand_vars(const struct endpoint *ep, const char *spot, const char *s,
+                                    struct core_buf *out, struct core_err *e)
 {
 	core_buf_reset(out);
 	for (const char *p = s; *p;) {
@@ -496,7 +524,7 @@ static enum core_status add_encoded(struct core_buf *out, const char *s)
 	enum core_status st = CORE_OK;
 	for (; *s && !st; s++) {
 		unsigned char c = (unsigned char)*s;
-		if (var_char((char)c) || c == '-' || c == '.' || c == '~')
+		if (name_char((char)c) || c == '-' || c == '.' || c == '~')
 			st = core_buf_addc(out, (char)c);
 		else
 			st = core_buf_addf(out, "%%%02X", c);
@@ -708,7 +736,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, &from, e)))
 		goto out;
 	if (ep->base) {
-		if ((st = expand(ep, "\"baseUrl\"", ep->base, &base, e)))
+		if ((st = expand_vars(ep, "\"baseUrl\"", ep->base, &base, e)))
 			goto out;
 	} else if (ep->d == &prov_dialect_ollama) {
 		st = core_buf_addf(&base, "http://%s", ep->d->p->default_url);
@@ -720,7 +748,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	json_object_foreach((json_t *)ep->headers, k, x) {
 		char spot[300];
 		snprintf(spot, sizeof spot, "header '%s'", k);
-		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
 			break;
 		if ((st = prov_headers_add(&h, k, val.p, e)))
 			core_err_prefix(e, "%s", ep->name);
@@ -728,7 +756,7 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	json_object_foreach((json_t *)ep->query, k, x) {
 		char spot[300];
 		snprintf(spot, sizeof spot, "query parameter '%s'", k);
-		if (st || (st = expand(ep, spot, json_string_value(x), &val, e)))
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
 			break;
 		if ((query.len && core_buf_addc(&query, '&')) || add_encoded(&query, k) ||
 		    core_buf_addc(&query, '=') || add_encoded(&query, val.p))

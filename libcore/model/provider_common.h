@@ -376,7 +376,7 @@ json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg)
  * Completions and the Responses API): each Genkit message in order, by
  * role.  system: {"role":"system","content": its text parts joined};
  * user: {"role":"user","content": user(content)} (NULL from user: its
- * error in e); model: model(content, out, e); tool: tool(prev_model, msg,
+ * error in e); model: model(content, out, e); tool: tool_msg(prev_model, msg,
  * out, e), prev_model being the model message before it (NULL if none).
  * Everything is appended to out.  Errors: CORE_EINVAL "WHAT: message N
  * has no role or content" or "... has unknown role 'R'", the callbacks'.
@@ -385,8 +385,8 @@ struct prov_roles {
 	const char *what;
 	json_t *(*user)(const json_t *content, struct core_err *e);
 	enum core_status (*model)(const json_t *content, json_t *out, struct core_err *e);
-	enum core_status (*tool)(const json_t *prev_model, const json_t *msg, json_t *out,
-	                         struct core_err *e);
+	enum core_status (*tool_msg)(const json_t *prev_model, const json_t *msg, json_t *out,
+	                             struct core_err *e);
 };
 enum core_status prov_walk_roles(const struct prov_roles *r, const json_t *msgs, json_t *out,
                                  struct core_err *e);

@@ -201,7 +201,7 @@ enum core_status prov_walk_roles(const struct prov_roles *r, const json_t *msgs,
 				return st;
 			prev_model = m;
 		} else if (!strcmp(role, "tool")) {
-			if ((st = r->tool(prev_model, m, out, e)))
+			if ((st = r->tool_msg(prev_model, m, out, e)))
 				return st;
 		} else {
 			return core_fail(e, CORE_EINVAL, "%s: message %zu has unknown role '%s'", r->what,

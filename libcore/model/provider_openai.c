@@ -147,7 +147,7 @@ static json_t *tool_media_message(const json_t *responses, struct core_err *e)
 	return json_pack("{s:s, s:o}", "role", "user", "content", arr);
 }
 
-static json_t *tool_call(const json_t *tr)
+static json_t *oai_tool_call(const json_t *tr)
 {
 	const char *name = json_string_value(json_object_get(tr, "name"));
 	const char *ref = json_string_value(json_object_get(tr, "ref"));
@@ -170,7 +170,7 @@ static enum core_status model_message(const json_t *content, json_t *out, struct
 	size_t j;
 	json_array_foreach(content, j, p)
 		if (json_object_get(p, "toolRequest"))
-			json_array_append_new(calls, tool_call(json_object_get(p, "toolRequest")));
+			json_array_append_new(calls, oai_tool_call(json_object_get(p, "toolRequest")));
 	json_object_set_new(a, "role", json_string("assistant"));
 	json_object_set_new(a, "content", t && (*t || !json_array_size(calls))
 	                    ? json_string(t) : json_null());

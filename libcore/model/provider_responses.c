@@ -368,7 +368,7 @@ static enum core_status reasoning_done(struct rsp *s, const json_t *item)
 	return st;
 }
 
-static void finish(struct rsp *s, const json_t *resp, const char *event)
+static void rsp_finish(struct rsp *s, const json_t *resp, const char *event)
 {
 	const char *reason = json_string_value(json_object_get(json_object_get(resp,
 	                                       "incomplete_details"), "reason"));
@@ -432,7 +432,7 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 		else if (!strcmp(it, "reasoning"))
 			st = reasoning_done(s, item);
 	} else if (!strcmp(t, "response.completed") || !strcmp(t, "response.incomplete")) {
-		finish(s, json_object_get(v, "response"), t);
+		rsp_finish(s, json_object_get(v, "response"), t);
 	} else if (!strcmp(t, "response.failed") || !strcmp(t, "error")) {
 		const json_t *err = !strcmp(t, "error") ? v
 		                  : json_object_get(json_object_get(v, "response"), "error");
