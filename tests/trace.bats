@@ -12,6 +12,12 @@ setup() {
 	unset OTEL_EXPORTER_OTLP_HEADERS OTEL_EXPORTER_OTLP_TRACES_HEADERS OTEL_TRACES_EXPORTER
 	unset OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES OTEL_EXPORTER_OTLP_PROTOCOL
 	unset TRACEPARENT TRACESTATE AGENTKIT_TRACE http_proxy HTTP_PROXY ALL_PROXY all_proxy
+	unset OTEL_EXPORTER_OTLP_TRACES_PROTOCOL OTEL_EXPORTER_OTLP_COMPRESSION
+	unset OTEL_EXPORTER_OTLP_TRACES_COMPRESSION OTEL_TRACES_SAMPLER OTEL_TRACES_SAMPLER_ARG
+	unset OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+	# The receiver's log holds JSON bodies as jq reads them; the protobuf
+	# tests below ask for http/protobuf (the default) themselves.
+	export OTEL_EXPORTER_OTLP_PROTOCOL=http/json
 	TOOLS="$FIXTURES/tools"
 	RECV_PID=
 }
@@ -326,7 +332,7 @@ worker_logged() {
 	[ "$(printf '%s\n' "$stderr" | jq -r '.resourceSpans[].scopeSpans[].spans[].name' | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
 	[[ $output != *resourceSpans* ]]
 	OTEL_EXPORTER_OTLP_PROTOCOL=grpc run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
-	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported (agentkit sends http/json)" ]
+	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json (a collector's port 4318)" ]
 	OTEL_TRACES_EXPORTER=zipkin run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "agent-run: tracing off: OTEL_TRACES_EXPORTER 'zipkin' is not one of otlp, console, none" ]
 }
