@@ -442,3 +442,200 @@ worker_logged() {
 	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r .spanId <<<"$launcher")" ]
 	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
 }
+
+# need_decoder: skip unless node and the pinned protobufjs (scripts/otlp-decoder) are there.
+need_decoder() {
+	command -v node >/dev/null 2>&1 || skip "node is not installed: protobuf bodies cannot be decoded"
+	[ -f "$TOP/bench/out/otlp/node_modules/protobufjs/package.json" ] ||
+		skip "protobufjs is not installed (scripts/otlp-decoder)"
+}
+
+@test "otlp: http/protobuf by default, decoded with the official opentelemetry-proto files" {
+	need_decoder
+	recv_start
+	unset OTEL_EXPORTER_OTLP_PROTOCOL
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
+	[ "$stderr" = "" ]
+	[ "$(jq -r '.headers["content-type"]' "$LOG" | sort -u)" = application/x-protobuf ]
+	[ "$(jq -r '.headers["content-encoding"] // "identity"' "$LOG" | sort -u)" = identity ]
+	[ "$(jq -r .body "$LOG" | sort -u)" = null ]
+	"$TOP/scripts/otlp-decode" "$LOG" >decoded
+	[ "$(wc -l <decoded)" -eq 2 ]
+	[ "$(spans decoded | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline runTurn-2 generate echo " ]
+	spans decoded >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	jq -e -s 'all(.[]; (.traceId | test("^[0-9a-f]{32}$")) and (.spanId | test("^[0-9a-f]{16}$"))
+		and (.startTimeUnixNano | test("^[0-9]{19}$")) and .flags == 257)' all
+	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r 'select(.name == "inline") | .spanId' all)" ]
+	[ "$(attr decoded inline genkit:isRoot)" = '{"boolValue":true}' ]
+	[ "$(attr decoded inline gen_ai.provider.name)" = '{"stringValue":"echo"}' ]
+	[ "$(attr decoded echo gen_ai.response.finish_reasons | tail -n 1)" = '{"arrayValue":{"values":[{"stringValue":"stop"}]}}' ]
+	[ "$(jq -c '.body.resourceSpans[0].scopeSpans[0].scope' decoded | sort -u)" = '{"name":"agentkit","version":"0.1.0"}' ]
+	[ "$(jq -c '[.body.resourceSpans[0].resource.attributes[] | select(.key == "service.name")][0].value' decoded | sort -u)" = '{"stringValue":"agent-run"}' ]
+	# The same spans as http/json sends, but for IDs and times.
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/json run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
+	norm() { spans "$1" | jq -cS 'del(.traceId, .spanId, .parentSpanId, .startTimeUnixNano, .endTimeUnixNano,
+		.events, .links, .droppedAttributesCount, .droppedEventsCount, .droppedLinksCount)
+		| .attributes |= map(select(.key | test("sessionId|conversation|snapshotId") | not))
+		| .status |= with_entries(select(.value != 0))'; }
+	[ "$(jq -r '.headers["content-type"]' "$LOG" | sort -u)" = application/json ]
+	[ "$(norm "$LOG")" = "$(norm decoded)" ]
+	# The traces variable wins over the general one.
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/json OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-type"]' "$LOG")" = application/x-protobuf ]
+	"$TOP/scripts/otlp-decode" "$LOG" | spans /dev/stdin | jq -r .name | tr '\n' ' ' >names
+	[ "$(cat names)" = "inline runTurn-1 generate echo " ]
+}
+
+@test "otlp: OTEL_EXPORTER_OTLP_COMPRESSION=gzip compresses either encoding; none does not" {
+	recv_start
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	OTEL_EXPORTER_OTLP_COMPRESSION=gzip run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r '.headers["content-encoding"]' "$LOG")" = gzip ]
+	# The gzip magic, and a body that gunzips (python3's gzip) to the request.
+	[ "$(jq -r .raw "$LOG" | base64 -d | head -c 2 | od -An -tx1 | tr -d ' ')" = 1f8b ]
+	[ "$(jq -r .gzip "$LOG")" = true ]
+	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
+	[ "$(jq -r .raw "$LOG" | base64 -d | wc -c)" -lt "$(jq -r .data "$LOG" | base64 -d | wc -c)" ]
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_COMPRESSION=none run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-encoding"] // "identity"' "$LOG")" = identity ]
+	[ "$(jq -r .gzip "$LOG")" = false ]
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_COMPRESSION=zstd run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: trace export: compression 'zstd' is not one of gzip, none: none used" ]
+	[ "$(jq -r .gzip "$LOG")" = false ]
+	need_decoder
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_EXPORTER_OTLP_TRACES_COMPRESSION=gzip \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-encoding"] + " " + .headers["content-type"]' "$LOG")" = "gzip application/x-protobuf" ]
+	"$TOP/scripts/otlp-decode" "$LOG" >decoded
+	[ "$(spans decoded | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
+}
+
+# tp_tool: a tool "tp" that answers its TRACEPARENT, and a model that calls it once.
+tp_tool() {
+	mkdir -p tools
+	cat >tools/tp <<-'EOF2'
+	#!/bin/sh
+	cat >/dev/null
+	printf '{"output":"%s"}\n' "$TRACEPARENT"
+	EOF2
+	chmod +x tools/tp
+	echo '{"description": "Reports its TRACEPARENT."}' >tools/tp.json
+	printf '%s\n' '{"toolRequests":[{"name":"tp","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+}
+seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[2].content[0].toolResponse.output'; }
+
+@test "OTEL_TRACES_SAMPLER: unsampled traces export nothing and children see flags 00" {
+	tp_tool
+	run1() { rm -f t.ndjson; run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool tp --trace-file t.ndjson -m hi; }
+	# always_off: nothing written, the tool still gets a traceparent, unsampled.
+	OTEL_TRACES_SAMPLER=always_off run1
+	[ "$stderr" = "" ]
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) =~ ^00-[0-9a-f]{32}-[0-9a-f]{16}-00$ ]]
+	# The default (parentbased_always_on) follows an unsampled parent: the
+	# trace ID carries on, the span is the tool's own, the flag stays 00.
+	TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) =~ ^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-00$ ]]
+	[ "$(seen_tp)" != 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 ]
+	# always_on overrides the parent's decision; the children see 01.
+	OTEL_TRACES_SAMPLER=always_on TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate script/model.ndjson tp script/model.ndjson " ]
+	[ "$(spans t.ndjson | jq -r .flags | sort -u | tr '\n' ' ')" = "257 769 " ]
+	[ "$(seen_tp)" = "00-0af7651916cd43dd8448eb211c80319c-$(spans t.ndjson | jq -r 'select(.name == "tp") | .spanId')-01" ]
+	# parentbased_always_off: a sampled parent is followed, no parent is off.
+	OTEL_TRACES_SAMPLER=parentbased_always_off TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	OTEL_TRACES_SAMPLER=parentbased_always_off run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) == *-00 ]]
+	# traceidratio decides on the trace ID's last 8 bytes (alike in every
+	# process of the trace): low ones are kept at 0.5, high ones are not.
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43dd0000000000000001-00f067aa0ba902b7-00 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43ddfffffffffffffff0-00f067aa0ba902b7-01 run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) == 00-0af7651916cd43ddfffffffffffffff0-*-00 ]]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
+	[ ! -s t.ndjson ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=1 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	# parentbased_traceidratio follows a parent whatever its ID, uses the ratio without one.
+	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
+	[ ! -s t.ndjson ]
+	# Unknown samplers and bad ratios: one note, the SDKs' fallbacks.
+	OTEL_TRACES_SAMPLER=sometimes TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ "$stderr" = "agent-run: OTEL_TRACES_SAMPLER 'sometimes' is not a known sampler: parentbased_always_on used" ]
+	[ ! -s t.ndjson ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=half run1
+	[ "$stderr" = "agent-run: OTEL_TRACES_SAMPLER_ARG 'half' is not a ratio from 0 to 1: 1.0 used" ]
+	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	# An unsampled run names no trace in its summary, and posts nothing.
+	recv_start
+	OTEL_TRACES_SAMPLER=always_off OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ ! -s "$LOG" ]
+}
+
+@test "failed spans carry an exception event; a tool's error result is a tool_error" {
+	printf '%s\n' '{"toolRequests":[{"name":"fail","ref":"1","input":{}}]}' >model.ndjson
+	run -1 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" --trace-file t.ndjson -m hi
+	msg=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.error.message)
+	ev() { spans t.ndjson | jq -c --arg n "$1" 'select(.name == $n) | [.events[] | {name, attributes}]'; }
+	want() { jq -cn --arg m "$1" '[{name: "exception", attributes: [{key: "exception.type", value: {stringValue: "INTERNAL"}}, {key: "exception.message", value: {stringValue: $m}}]}]'; }
+	[ "$(ev fail)" = "$(want "exited with status 3: boom: the disk is on fire")" ]
+	[ "$(ev runTurn-1)" = "$(want "$msg")" ]
+	[ "$(ev inline)" = "$(want "$msg")" ]
+	[ "$(spans t.ndjson | jq -r 'select(.name == "fail") | .events[0].timeUnixNano' | grep -cE '^[0-9]{19}$')" -eq 1 ]
+	# A successful run has none.
+	run -0 --separate-stderr agent-run --no-store --model echo --system hi --trace-file ok.ndjson -m hi
+	[ "$(spans ok.ndjson | jq -c '.events' | sort -u)" = '[]' ]
+	# A tool whose result is {"error": ...} (as an MCP isError comes back):
+	# the turn goes on, the span says tool_error; the text only with content.
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\necho %s\n' "'{\"output\":{\"error\":\"no such file: /x\"}}'" >tools/miss
+	chmod +x tools/miss
+	echo '{"description": "Fails softly."}' >tools/miss.json
+	printf '%s\n' '{"toolRequests":[{"name":"miss","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool miss --trace-file e.ndjson -m hi
+	[ "$(spans e.ndjson | jq -c 'select(.name == "miss") | .status')" = '{"code":2,"message":"the tool returned an error"}' ]
+	[ "$(attr e.ndjson miss error.type)" = '{"stringValue":"tool_error"}' ]
+	[ "$(attr e.ndjson miss agentkit.tool.outcome)" = '{"stringValue":"error"}' ]
+	[ "$(spans e.ndjson | jq -c 'select(.name == "miss") | .events[0].attributes[0].value')" = '{"stringValue":"tool_error"}' ]
+	[ "$(spans e.ndjson | jq -r 'select(.name == "runTurn-1") | .status.code')" = 0 ]
+	! grep -q 'no such file' e.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool miss --trace-file c.ndjson -m hi
+	[ "$(spans c.ndjson | jq -c 'select(.name == "miss") | .status')" = '{"code":2,"message":"no such file: /x"}' ]
+}
+
+@test "gen_ai.provider.name on the invocation and model spans; semconv messages only with content capture" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file off.ndjson -m hi
+	[ "$(attr off.ndjson inline gen_ai.provider.name)" = '{"stringValue":"script"}' ]
+	[ "$(attr off.ndjson script/model.ndjson gen_ai.provider.name | sort -u)" = '{"stringValue":"script"}' ]
+	# Off by default: no message, no instruction, no tool text anywhere.
+	[ "$(spans off.ndjson | jq -c '.attributes[] | select(.key | startswith("gen_ai.input") or startswith("gen_ai.output") or startswith("gen_ai.system"))')" = "" ]
+	! grep -qE 'be brief|ann' off.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file f.ndjson -m hi
+	! grep -qE 'be brief|ann' f.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file t.ndjson -m hi
+	v() { attr t.ndjson script/model.ndjson "$1" | sed -n "${2}p" | jq -c '.stringValue | fromjson'; }
+	[ "$(v gen_ai.system_instructions 1)" = '[{"type":"text","content":"be brief"}]' ]
+	[ "$(v gen_ai.input.messages 1)" = '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]' ]
+	[ "$(v gen_ai.output.messages 1)" = '[{"role":"assistant","parts":[{"type":"tool_call","name":"greet","arguments":{"name":"ann"},"id":"1"}],"finish_reason":"stop"}]' ]
+	[ "$(v gen_ai.input.messages 2 | jq -c '.[2]')" = '{"role":"tool","parts":[{"type":"tool_call_response","response":"hello ann","id":"1"}]}' ]
+	[ "$(v gen_ai.output.messages 2)" = '[{"role":"assistant","parts":[{"type":"text","content":"done"}],"finish_reason":"stop"}]' ]
+}
