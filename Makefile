@@ -126,8 +126,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBCORE)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(LIBS) $(LDLIBS)
 
 # Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh),
-# bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh).
-BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c))
+# bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh), bench/trace/*.c ->
+# $(BUILD)/bench/trace/NAME (bench/otlp.sh).
+BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c bench/trace/*.c))
 BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 # The PostgreSQL benchmark's baseline links libpq itself (store/pg/build.mk).
 $(BUILD)/bench/pg/%.o: OBJ_CFLAGS = $(PQ_CFLAGS)

@@ -785,10 +785,12 @@ static ProtobufCBinaryData pb_id(struct arena *a, const char *hex, size_t n)
 	uint8_t *b = ar_new(a, n);
 	if (!b)
 		return d;
+	/* The IDs are random_hex()'s or TRACEPARENT's, validated lowercase. */
 	for (size_t i = 0; i < n; i++) {
-		unsigned v = 0;
-		sscanf(hex + 2 * i, "%2x", &v);
-		b[i] = (uint8_t)v;
+		int hi = hex[2 * i], lo = hex[2 * i + 1];
+		hi = hi <= '9' ? hi - '0' : hi - 'a' + 10;
+		lo = lo <= '9' ? lo - '0' : lo - 'a' + 10;
+		b[i] = (uint8_t)(hi << 4 | lo);
 	}
 	d.len = n;
 	d.data = b;
@@ -964,13 +966,13 @@ static enum core_status request_pb(const struct tracer *t, struct core_buf *b, s
 	return st;
 }
 
-enum core_status trace_request_peek_pb(struct core_buf *b, size_t *n)
+enum core_status trace_request_encode(int protobuf, struct core_buf *b, size_t *n)
 {
 	pthread_mutex_lock(&mu);
 	enum core_status st = CORE_OK;
 	*n = 0;
 	if (mine())
-		st = request_pb(T, b, n);
+		st = protobuf ? request_pb(T, b, n) : request(T, b, n);
 	pthread_mutex_unlock(&mu);
 	return st;
 }

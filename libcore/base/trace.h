@@ -230,8 +230,9 @@ void trace_adopt(const struct trace_span *parent);
  * sending or dropping them (tests); NULL when off.  genkit: in Genkit's
  * telemetry-server format instead of OTLP's. */
 json_t *trace_request_peek(int genkit);
-/* The same request in OTLP's protobuf encoding into b (tests, the
- * benchmark); *n the spans in it.  CORE_ENOMEM. */
-enum core_status trace_request_peek_pb(struct core_buf *b, size_t *n);
+/* The same request as the OTLP exporter encodes it, appended to b without
+ * sending or dropping the spans (the benchmark): protobuf's bytes, else
+ * JSON's text; *n the spans in it.  CORE_ENOMEM. */
+enum core_status trace_request_encode(int protobuf, struct core_buf *b, size_t *n);
 
 #endif
