@@ -154,7 +154,7 @@ launcher_and_worker() {
 	tool=$(jq -c 'select(.name == "tp")' all)
 	seen=$(printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[2].content[0].toolResponse.output')
 	[ "$seen" = "00-0af7651916cd43dd8448eb211c80319c-$(jq -r .spanId <<<"$tool")-01" ]
-	[ "$(jq -r .parentSpanId <<<"$tool")" = "$(jq -r 'select(.name == "generate") | .spanId' all)" ]
+	[ "$(jq -r .parentSpanId <<<"$tool")" = "$(jq -r 'select(.name == "generate") | .spanId' all | head -n 1)" ]
 	[ "$(attr t.ndjson tp genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}/{runTurn-1,t:flowStep}/{generate,t:util}/{tp,t:action,s:tool}"}' ]
 	[ "$(attr t.ndjson tp agentkit.tool.outcome)" = '{"stringValue":"ok"}' ]
 	# Client-managed: no row, no snapshot attribute (§9.1 item 27).
@@ -396,7 +396,7 @@ worker_logged() {
 @test "--trace-names semconv: invoke_agent, chat and execute_tool names; Genkit's names stay in attributes" {
 	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' '{"text":"done"}' >model.ndjson
 	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-names semconv -m hi
-	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "invoke_agent inline|runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|" ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "invoke_agent inline|runTurn-1|generate|chat script/model.ndjson|execute_tool greet|generate|chat script/model.ndjson|" ]
 	[ "$(attr t.ndjson 'invoke_agent inline' genkit:name)" = '{"stringValue":"inline"}' ]
 	[ "$(attr t.ndjson 'execute_tool greet' gen_ai.operation.name)" = '{"stringValue":"execute_tool"}' ]
 	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
@@ -549,29 +549,29 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ "$(seen_tp)" != 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 ]
 	# always_on overrides the parent's decision; the children see 01.
 	OTEL_TRACES_SAMPLER=always_on TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
-	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate script/model.ndjson tp script/model.ndjson " ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate script/model.ndjson tp generate script/model.ndjson " ]
 	[ "$(spans t.ndjson | jq -r .flags | sort -u | tr '\n' ' ')" = "257 769 " ]
 	[ "$(seen_tp)" = "00-0af7651916cd43dd8448eb211c80319c-$(spans t.ndjson | jq -r 'select(.name == "tp") | .spanId')-01" ]
 	# parentbased_always_off: a sampled parent is followed, no parent is off.
 	OTEL_TRACES_SAMPLER=parentbased_always_off TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
-	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
 	OTEL_TRACES_SAMPLER=parentbased_always_off run1
 	[ ! -s t.ndjson ]
 	[[ $(seen_tp) == *-00 ]]
 	# traceidratio decides on the trace ID's last 8 bytes (alike in every
 	# process of the trace): low ones are kept at 0.5, high ones are not.
 	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43dd0000000000000001-00f067aa0ba902b7-00 run1
-	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
 	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43ddfffffffffffffff0-00f067aa0ba902b7-01 run1
 	[ ! -s t.ndjson ]
 	[[ $(seen_tp) == 00-0af7651916cd43ddfffffffffffffff0-*-00 ]]
 	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
 	[ ! -s t.ndjson ]
 	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=1 run1
-	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
 	# parentbased_traceidratio follows a parent whatever its ID, uses the ratio without one.
 	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
-	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
 	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
 	[ ! -s t.ndjson ]
 	# Unknown samplers and bad ratios: one note, the SDKs' fallbacks.
@@ -580,7 +580,7 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ ! -s t.ndjson ]
 	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=half run1
 	[ "$stderr" = "agent-run: OTEL_TRACES_SAMPLER_ARG 'half' is not a ratio from 0 to 1: 1.0 used" ]
-	[ "$(spans t.ndjson | wc -l)" -eq 6 ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
 	# An unsampled run names no trace in its summary, and posts nothing.
 	recv_start
 	OTEL_TRACES_SAMPLER=always_off OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
@@ -638,4 +638,33 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ "$(v gen_ai.output.messages 1)" = '[{"role":"assistant","parts":[{"type":"tool_call","name":"greet","arguments":{"name":"ann"},"id":"1"}],"finish_reason":"stop"}]' ]
 	[ "$(v gen_ai.input.messages 2 | jq -c '.[2]')" = '{"role":"tool","parts":[{"type":"tool_call_response","response":"hello ann","id":"1"}]}' ]
 	[ "$(v gen_ai.output.messages 2)" = '[{"role":"assistant","parts":[{"type":"text","content":"done"}],"finish_reason":"stop"}]' ]
+}
+
+@test "the tool loop's second model call is under a generate of its own, inside the first's" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"toolRequests":[{"name":"greet","ref":"2","input":{"name":"bob"}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson -m hi
+	# Genkit's generate recurses: model, tools, then generate again (JS 1.42, Go).
+	spans t.ndjson | jq -r '[.name, (.attributes[] | select(.key == "genkit:path") | .value.stringValue)] | join(" ")' >paths
+	g='/{inline,t:action,s:agent}/{runTurn-1,t:flowStep}/{generate,t:util}'
+	m='{script/model.ndjson,t:action,s:model}'
+	cat >want <<-EOF
+	inline /{inline,t:action,s:agent}
+	runTurn-1 /{inline,t:action,s:agent}/{runTurn-1,t:flowStep}
+	generate $g
+	script/model.ndjson $g/$m
+	greet $g/{greet,t:action,s:tool}
+	generate $g/{generate,t:util}
+	script/model.ndjson $g/{generate,t:util}/$m
+	greet $g/{generate,t:util}/{greet,t:action,s:tool}
+	generate $g/{generate,t:util}/{generate,t:util}
+	script/model.ndjson $g/{generate,t:util}/{generate,t:util}/$m
+	EOF
+	diff want paths
+	spans t.ndjson >all
+	gen() { jq -r 'select(.name == "generate") | .spanId' all | sed -n "${1}p"; }
+	[ "$(jq -r 'select(.name == "generate") | .parentSpanId' all | sed -n 2p)" = "$(gen 1)" ]
+	[ "$(jq -r 'select(.name == "generate") | .parentSpanId' all | sed -n 3p)" = "$(gen 2)" ]
+	[ "$(jq -r 'select(.name == "greet") | .parentSpanId' all | tr '\n' ' ')" = "$(gen 1) $(gen 2) " ]
+	[ "$(jq -r 'select(.name == "generate") | .status.code' all | sort -u)" = 0 ]
 }

@@ -16,6 +16,9 @@
 #include "../base/json.h"
 
 #define PATH_MAX_LEN 1024
+/* generate spans nested in one turn's tool loop, at most (a deeper loop
+ * puts its further model calls under the deepest). */
+#define NEST_MAX 32
 
 struct open_span {
 	struct trace_span *s;
@@ -24,6 +27,12 @@ struct open_span {
 
 static struct {
 	struct open_span root, turn, gen;
+	/* The tool loop's later model calls, each under a generate of its
+	 * own inside the previous one's, as Genkit's generate recurses
+	 * (js/ai generateHelper, go/ai Generate): nest[depth - 1] is the
+	 * innermost; models counts the model calls of the innermost. */
+	struct open_span nest[NEST_MAX];
+	int depth, models;
 	char agent[256];
 	char session[256];
 	long turns;
@@ -223,6 +232,8 @@ static void semconv_name(struct trace_span *s, const char *op, const char *what)
 /* The innermost open span: a model's or tool's parent. */
 static const struct open_span *inner(void)
 {
+	if (A.depth)
+		return &A.nest[A.depth - 1];
 	return A.gen.s ? &A.gen : A.turn.s ? &A.turn : A.root.s ? &A.root : NULL;
 }
 
@@ -268,6 +279,7 @@ void agent_trace_worker(void)
 		return;
 	memset(&A.turn, 0, sizeof A.turn);
 	memset(&A.gen, 0, sizeof A.gen);
+	A.depth = A.models = 0;
 	A.unsent = 0;           /* the launcher's to export */
 	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
 	invocation_attrs(A.root.s, 1);
@@ -352,15 +364,41 @@ void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const ch
 
 void agent_trace_generate_begin(void)
 {
-	if (A.turn.s && !A.gen.s)
+	if (A.turn.s && !A.gen.s) {
 		A.gen.s = open_under(&A.turn, "generate", TRACE_INTERNAL, "util", NULL,
 		                     A.gen.path, 0);
+		A.depth = A.models = 0;
+	}
 }
 
 void agent_trace_generate_end(enum core_status st, const char *msg)
 {
+	/* The nested ones first, innermost out: each ends as its caller. */
+	while (A.depth) {
+		struct open_span *n = &A.nest[--A.depth];
+		close_span(n->s, st, msg);
+		n->s = NULL;
+	}
+	A.models = 0;
 	close_span(A.gen.s, st, msg);
 	A.gen.s = NULL;
+}
+
+/* Before a model call in the tool loop: the second and later ones get a
+ * generate span of their own under the previous one. */
+static void nest_generate(void)
+{
+	if (!A.gen.s)
+		return;
+	if (A.models++ == 0 || A.depth == NEST_MAX)
+		return;
+	const struct open_span *p = inner();
+	struct open_span *n = &A.nest[A.depth];
+	n->s = open_under(p, "generate", TRACE_INTERNAL, "util", NULL, n->path, 0);
+	if (n->s) {
+		A.depth++;
+		A.models = 1;
+	}
 }
 
 /* A model's or tool's call: a span under the innermost open one, with its
@@ -378,6 +416,7 @@ static struct trace_span *open_call(const char *name, enum trace_kind kind,
 
 struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
 {
+	nest_generate();
 	struct trace_span *s = open_call(model, TRACE_CLIENT, "model", "chat");
 	if (!s)
 		return NULL;

@@ -12,10 +12,15 @@
  *  - in a prompt-backed turn, "generate" (genkit:type "util"), and under it
  *    one span per model call (the model's name, t:action,s:model; kind
  *    CLIENT; token usage and finish reason) and one per tool call (the
- *    tool's name, t:action,s:tool; its outcome);
+ *    tool's name, t:action,s:tool; its outcome); the tool loop's second
+ *    and later model calls each under a "generate" of their own inside
+ *    the previous one's, beside that one's tool calls (Genkit's generate
+ *    recurses: JS 1.42, Go);
+ *  - a tool call whose result is {"error": "..."}: status ERROR,
+ *    error.type "tool_error", an exception event;
  *  - every span: genkit:name, genkit:path, genkit:state success|error; a
- *    failed span has status ERROR with the message, and the innermost one
- *    genkit:isFailureSource.
+ *    failed span has status ERROR with the message, error.type, an
+ *    "exception" event, and the innermost one genkit:isFailureSource.
  * The GenAI attributes that need no content ride along on the same spans
  * (gen_ai.operation.name, gen_ai.agent.name, gen_ai.conversation.id,
  * gen_ai.request.model, gen_ai.usage.*, gen_ai.response.finish_reasons,
