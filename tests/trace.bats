@@ -668,3 +668,24 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ "$(jq -r 'select(.name == "greet") | .parentSpanId' all | tr '\n' ' ')" = "$(gen 1) $(gen 2) " ]
 	[ "$(jq -r 'select(.name == "generate") | .status.code' all | sort -u)" = 0 ]
 }
+
+@test "content capture on: the provider's key and the collector's headers never reach a span" {
+	recv_start
+	echo '{"text": "hello"}' >turns.ndjson
+	"$TOP/scripts/mock-model" --dialect openai --script turns.ndjson --log mock.log \
+		--key sk-never-in-a-span --port-file mport 3>&- >/dev/null 2>&1 &
+	mock=$!
+	for _ in $(seq 1 200); do [ -s mport ] && break; sleep 0.025; done
+	OPENAI_BASE_URL="http://127.0.0.1:$(cat mport)/v1" OPENAI_API_KEY=sk-never-in-a-span \
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer%20tok-never' \
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true \
+		run -0 --separate-stderr agent-run --trace --no-store --model openai/gpt-4o --system hi -m hello
+	kill "$mock" 2>/dev/null || true
+	# The key went to the model (the mock takes no other), and the token
+	# to the collector as a header...
+	[ "$(jq -r '.headers.authorization' "$LOG")" = "Bearer tok-never" ]
+	# ...but no span has either, while the messages are there.
+	[ "$(attr "$LOG" openai/gpt-4o gen_ai.output.messages | jq -r .stringValue | jq -c '.[0].parts')" = '[{"type":"text","content":"hello"}]' ]
+	[ "$(attr "$LOG" openai/gpt-4o gen_ai.provider.name)" = '{"stringValue":"openai"}' ]
+	! jq -c .body "$LOG" | grep -qE 'sk-never|tok-never'
+}
