@@ -18,12 +18,17 @@
  *
  * Encoding: http/protobuf (the default) packs an ExportTraceServiceRequest
  * with protobuf-c's code generated from the vendored opentelemetry-proto
- * files; http/json (and the console) writes proto's JSON mapping: trace and span IDs as
- * lowercase hex, times as decimal strings of nanoseconds since the epoch,
+ * files (a message tree borrowing the spans' strings, freed at once);
+ * http/json and the console write proto's JSON mapping: trace and span
+ * IDs as lowercase hex, times as decimal strings of nanoseconds since the epoch,
  * kind and status code as integers, 64-bit integer attributes as decimal
  * strings ("intValue":"42"), flags with the W3C sampled bit and the
  * "is remote" bits (0x100, and 0x200 when the parent came from TRACEPARENT).
  * IDs are random (getrandom(2)), never all zero.
+ *
+ * Sampling (cfg.sampler) is decided once, at trace_init(), for the
+ * process's trace: an unsampled one keeps span IDs (children's
+ * TRACEPARENT says 00) and exports nothing.
  *
  * Export never slows or hurts the run.  The console exporter writes its
  * line at once (a local write); requests to a collector (OTLP) and to
