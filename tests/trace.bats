@@ -335,6 +335,8 @@ worker_logged() {
 	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json (a collector's port 4318)" ]
 	OTEL_TRACES_EXPORTER=zipkin run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "agent-run: tracing off: OTEL_TRACES_EXPORTER 'zipkin' is not one of otlp, console, none" ]
+	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'http/xml' is not one of http/protobuf, http/json" ]
 }
 
 @test "custom agent handlers and transforms get the invocation span's TRACEPARENT" {
