@@ -691,3 +691,15 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ "$(attr "$LOG" openai/gpt-4o gen_ai.provider.name)" = '{"stringValue":"openai"}' ]
 	! jq -c .body "$LOG" | grep -qE 'sk-never|tok-never'
 }
+
+@test "an MCP isError result: the tool span is a tool_error, the turn goes on" {
+	command -v python3 >/dev/null || skip "python3 is not installed"
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["normal"]}}}\n' "$FIXTURES/mcp/fake-server" >mcp.json
+	printf '%s\n' '{"toolRequests":[{"name":"fake_oops","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --mcp-config mcp.json --trace-file t.ndjson -m go
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.message.content[0].text)" = done ]
+	[ "$(spans t.ndjson | jq -c 'select(.name == "fake_oops") | [.status, (.events | map(.name))]')" = '[{"code":2,"message":"the tool returned an error"},["exception"]]' ]
+	[ "$(attr t.ndjson fake_oops error.type)" = '{"stringValue":"tool_error"}' ]
+	[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .status.code')" = 0 ]
+	! grep -q 'no such row' t.ndjson
+}
