@@ -700,6 +700,10 @@ seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[
 	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.message.content[0].text)" = done ]
 	[ "$(spans t.ndjson | jq -c 'select(.name == "fake_oops") | [.status, (.events | map(.name))]')" = '[{"code":2,"message":"the tool returned an error"},["exception"]]' ]
 	[ "$(attr t.ndjson fake_oops error.type)" = '{"stringValue":"tool_error"}' ]
+	# OpenTelemetry's MCP conventions on the same span (none made twice).
+	[ "$(attr t.ndjson fake_oops mcp.method.name)" = '{"stringValue":"tools/call"}' ]
+	[ "$(attr t.ndjson fake_oops gen_ai.tool.name)" = '{"stringValue":"oops"}' ]
+	[ "$(spans t.ndjson | jq -r 'select(.name | startswith("fake_oops")) | .name')" = fake_oops ]
 	[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .status.code')" = 0 ]
 	! grep -q 'no such row' t.ndjson
 }

@@ -511,6 +511,14 @@ void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char 
 	close_span(s, st, msg);
 }
 
+void agent_trace_tool_attrs(struct trace_span *s, const json_t *attrs)
+{
+	const char *k;
+	const json_t *v;
+	json_object_foreach((json_t *)attrs, k, v)
+		trace_attr_str(s, k, json_string_value(v));
+}
+
 int agent_trace_env(const struct trace_span *s, char out[AGENT_TRACE_ENV_MAX])
 {
 	char tp[TRACE_PARENT_LEN + 1];

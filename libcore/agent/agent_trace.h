@@ -112,9 +112,13 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
                            const struct model_response *resp);
 
 /* One tool call with its input (content only); outcome "ok",
- * "interrupted" (interrupt non-NULL) or "failed" (then msg); output is
- * recorded with content. */
+ * "interrupted" (interrupt non-NULL), "error" (an {"error": "..."}
+ * output: status ERROR, error.type tool_error) or "failed" (then msg);
+ * output is recorded with content. */
 struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input);
+/* The tool's own span attributes (struct tool's span_attrs: an object of
+ * strings, replacing those set; NULL: none), e.g. an MCP tool's mcp.*. */
+void agent_trace_tool_attrs(struct trace_span *s, const json_t *attrs);
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
                           const json_t *interrupt, const json_t *output);
 
