@@ -12,6 +12,12 @@ setup() {
 	unset OTEL_EXPORTER_OTLP_HEADERS OTEL_EXPORTER_OTLP_TRACES_HEADERS OTEL_TRACES_EXPORTER
 	unset OTEL_SERVICE_NAME OTEL_RESOURCE_ATTRIBUTES OTEL_EXPORTER_OTLP_PROTOCOL
 	unset TRACEPARENT TRACESTATE AGENTKIT_TRACE http_proxy HTTP_PROXY ALL_PROXY all_proxy
+	unset OTEL_EXPORTER_OTLP_TRACES_PROTOCOL OTEL_EXPORTER_OTLP_COMPRESSION
+	unset OTEL_EXPORTER_OTLP_TRACES_COMPRESSION OTEL_TRACES_SAMPLER OTEL_TRACES_SAMPLER_ARG
+	unset OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT
+	# The receiver's log holds JSON bodies as jq reads them; the protobuf
+	# tests below ask for http/protobuf (the default) themselves.
+	export OTEL_EXPORTER_OTLP_PROTOCOL=http/json
 	TOOLS="$FIXTURES/tools"
 	RECV_PID=
 }
@@ -148,7 +154,7 @@ launcher_and_worker() {
 	tool=$(jq -c 'select(.name == "tp")' all)
 	seen=$(printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[2].content[0].toolResponse.output')
 	[ "$seen" = "00-0af7651916cd43dd8448eb211c80319c-$(jq -r .spanId <<<"$tool")-01" ]
-	[ "$(jq -r .parentSpanId <<<"$tool")" = "$(jq -r 'select(.name == "generate") | .spanId' all)" ]
+	[ "$(jq -r .parentSpanId <<<"$tool")" = "$(jq -r 'select(.name == "generate") | .spanId' all | head -n 1)" ]
 	[ "$(attr t.ndjson tp genkit:path)" = '{"stringValue":"/{inline,t:action,s:agent}/{runTurn-1,t:flowStep}/{generate,t:util}/{tp,t:action,s:tool}"}' ]
 	[ "$(attr t.ndjson tp agentkit.tool.outcome)" = '{"stringValue":"ok"}' ]
 	# Client-managed: no row, no snapshot attribute (§9.1 item 27).
@@ -326,9 +332,11 @@ worker_logged() {
 	[ "$(printf '%s\n' "$stderr" | jq -r '.resourceSpans[].scopeSpans[].spans[].name' | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
 	[[ $output != *resourceSpans* ]]
 	OTEL_EXPORTER_OTLP_PROTOCOL=grpc run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
-	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported (agentkit sends http/json)" ]
+	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'grpc' is not supported: set OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json (a collector's port 4318)" ]
 	OTEL_TRACES_EXPORTER=zipkin run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
 	[ "$stderr" = "agent-run: tracing off: OTEL_TRACES_EXPORTER 'zipkin' is not one of otlp, console, none" ]
+	OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/xml run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: tracing off: OTLP protocol 'http/xml' is not one of http/protobuf, http/json" ]
 }
 
 @test "custom agent handlers and transforms get the invocation span's TRACEPARENT" {
@@ -390,7 +398,7 @@ worker_logged() {
 @test "--trace-names semconv: invoke_agent, chat and execute_tool names; Genkit's names stay in attributes" {
 	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' '{"text":"done"}' >model.ndjson
 	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson --trace-names semconv -m hi
-	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "invoke_agent inline|runTurn-1|generate|chat script/model.ndjson|execute_tool greet|chat script/model.ndjson|" ]
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' '|')" = "invoke_agent inline|runTurn-1|generate|chat script/model.ndjson|execute_tool greet|generate|chat script/model.ndjson|" ]
 	[ "$(attr t.ndjson 'invoke_agent inline' genkit:name)" = '{"stringValue":"inline"}' ]
 	[ "$(attr t.ndjson 'execute_tool greet' gen_ai.operation.name)" = '{"stringValue":"execute_tool"}' ]
 	run -100 --separate-stderr agent-run --model echo --trace-names otel -m hi
@@ -435,4 +443,267 @@ worker_logged() {
 	[ "$(jq -c '[.attributes[] | select(.key == "agentkit.finish_reason") | .value.stringValue]' <<<"$launcher")" = '["detached"]' ]
 	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r .spanId <<<"$launcher")" ]
 	[ "$(jq -r .spanId all | sort | uniq -d)" = "" ]
+}
+
+# need_decoder: skip unless node and the pinned protobufjs (scripts/otlp-decoder) are there.
+need_decoder() {
+	command -v node >/dev/null 2>&1 || skip "node is not installed: protobuf bodies cannot be decoded"
+	[ -f "$TOP/bench/out/otlp/node_modules/protobufjs/package.json" ] ||
+		skip "protobufjs is not installed (scripts/otlp-decoder)"
+}
+
+@test "otlp: http/protobuf by default, decoded with the official opentelemetry-proto files" {
+	need_decoder
+	recv_start
+	unset OTEL_EXPORTER_OTLP_PROTOCOL
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
+	[ "$stderr" = "" ]
+	[ "$(jq -r '.headers["content-type"]' "$LOG" | sort -u)" = application/x-protobuf ]
+	[ "$(jq -r '.headers["content-encoding"] // "identity"' "$LOG" | sort -u)" = identity ]
+	[ "$(jq -r .body "$LOG" | sort -u)" = null ]
+	"$TOP/scripts/otlp-decode" "$LOG" >decoded
+	[ "$(wc -l <decoded)" -eq 2 ]
+	[ "$(spans decoded | jq -r .name | tr '\n' ' ')" = "runTurn-1 generate echo inline runTurn-2 generate echo " ]
+	spans decoded >all
+	[ "$(jq -r .traceId all | sort -u | wc -l)" -eq 1 ]
+	jq -e -s 'all(.[]; (.traceId | test("^[0-9a-f]{32}$")) and (.spanId | test("^[0-9a-f]{16}$"))
+		and (.startTimeUnixNano | test("^[0-9]{19}$")) and .flags == 257)' all
+	[ "$(jq -r 'select(.name == "runTurn-1") | .parentSpanId' all)" = "$(jq -r 'select(.name == "inline") | .spanId' all)" ]
+	[ "$(attr decoded inline genkit:isRoot)" = '{"boolValue":true}' ]
+	[ "$(attr decoded inline gen_ai.provider.name)" = '{"stringValue":"echo"}' ]
+	[ "$(attr decoded echo gen_ai.response.finish_reasons | tail -n 1)" = '{"arrayValue":{"values":[{"stringValue":"stop"}]}}' ]
+	[ "$(jq -c '.body.resourceSpans[0].scopeSpans[0].scope' decoded | sort -u)" = '{"name":"agentkit","version":"0.1.0"}' ]
+	[ "$(jq -c '[.body.resourceSpans[0].resource.attributes[] | select(.key == "service.name")][0].value' decoded | sort -u)" = '{"stringValue":"agent-run"}' ]
+	# The same spans as http/json sends, but for IDs and times.
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/json run -0 --separate-stderr agent-run --trace --model echo --system hi -m one -m two
+	norm() { spans "$1" | jq -cS 'del(.traceId, .spanId, .parentSpanId, .startTimeUnixNano, .endTimeUnixNano,
+		.events, .links, .droppedAttributesCount, .droppedEventsCount, .droppedLinksCount)
+		| .attributes |= map(select(.key | test("sessionId|conversation|snapshotId") | not))
+		| .status |= with_entries(select(.value != 0))'; }
+	[ "$(jq -r '.headers["content-type"]' "$LOG" | sort -u)" = application/json ]
+	[ "$(norm "$LOG")" = "$(norm decoded)" ]
+	# The traces variable wins over the general one.
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/json OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-type"]' "$LOG")" = application/x-protobuf ]
+	"$TOP/scripts/otlp-decode" "$LOG" | spans /dev/stdin | jq -r .name | tr '\n' ' ' >names
+	[ "$(cat names)" = "inline runTurn-1 generate echo " ]
+}
+
+@test "otlp: OTEL_EXPORTER_OTLP_COMPRESSION=gzip compresses either encoding; none does not" {
+	recv_start
+	export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT"
+	OTEL_EXPORTER_OTLP_COMPRESSION=gzip run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ "$(jq -r '.headers["content-encoding"]' "$LOG")" = gzip ]
+	# The gzip magic, and a body that gunzips (python3's gzip) to the request.
+	[ "$(jq -r .raw "$LOG" | base64 -d | head -c 2 | od -An -tx1 | tr -d ' ')" = 1f8b ]
+	[ "$(jq -r .gzip "$LOG")" = true ]
+	[ "$(spans "$LOG" | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
+	[ "$(jq -r .raw "$LOG" | base64 -d | wc -c)" -lt "$(jq -r .data "$LOG" | base64 -d | wc -c)" ]
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_COMPRESSION=none run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-encoding"] // "identity"' "$LOG")" = identity ]
+	[ "$(jq -r .gzip "$LOG")" = false ]
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_COMPRESSION=zstd run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "agent-run: trace export: compression 'zstd' is not one of gzip, none: none used" ]
+	[ "$(jq -r .gzip "$LOG")" = false ]
+	need_decoder
+	: >"$LOG"
+	OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf OTEL_EXPORTER_OTLP_TRACES_COMPRESSION=gzip \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$(jq -r '.headers["content-encoding"] + " " + .headers["content-type"]' "$LOG")" = "gzip application/x-protobuf" ]
+	"$TOP/scripts/otlp-decode" "$LOG" >decoded
+	[ "$(spans decoded | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate echo " ]
+}
+
+# tp_tool: a tool "tp" that answers its TRACEPARENT, and a model that calls it once.
+tp_tool() {
+	mkdir -p tools
+	cat >tools/tp <<-'EOF2'
+	#!/bin/sh
+	cat >/dev/null
+	printf '{"output":"%s"}\n' "$TRACEPARENT"
+	EOF2
+	chmod +x tools/tp
+	echo '{"description": "Reports its TRACEPARENT."}' >tools/tp.json
+	printf '%s\n' '{"toolRequests":[{"name":"tp","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+}
+seen_tp() { printf '%s\n' "$output" | tail -n 1 | jq -r '.output.state.messages[2].content[0].toolResponse.output'; }
+
+@test "OTEL_TRACES_SAMPLER: unsampled traces export nothing and children see flags 00" {
+	tp_tool
+	run1() { rm -f t.ndjson; run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool tp --trace-file t.ndjson -m hi; }
+	# always_off: nothing written, the tool still gets a traceparent, unsampled.
+	OTEL_TRACES_SAMPLER=always_off run1
+	[ "$stderr" = "" ]
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) =~ ^00-[0-9a-f]{32}-[0-9a-f]{16}-00$ ]]
+	# The default (parentbased_always_on) follows an unsampled parent: the
+	# trace ID carries on, the span is the tool's own, the flag stays 00.
+	TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) =~ ^00-0af7651916cd43dd8448eb211c80319c-[0-9a-f]{16}-00$ ]]
+	[ "$(seen_tp)" != 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 ]
+	# always_on overrides the parent's decision; the children see 01.
+	OTEL_TRACES_SAMPLER=always_on TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ "$(spans t.ndjson | jq -r .name | tr '\n' ' ')" = "inline runTurn-1 generate script/model.ndjson tp generate script/model.ndjson " ]
+	[ "$(spans t.ndjson | jq -r .flags | sort -u | tr '\n' ' ')" = "257 769 " ]
+	[ "$(seen_tp)" = "00-0af7651916cd43dd8448eb211c80319c-$(spans t.ndjson | jq -r 'select(.name == "tp") | .spanId')-01" ]
+	# parentbased_always_off: a sampled parent is followed, no parent is off.
+	OTEL_TRACES_SAMPLER=parentbased_always_off TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
+	OTEL_TRACES_SAMPLER=parentbased_always_off run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) == *-00 ]]
+	# traceidratio decides on the trace ID's last 8 bytes (alike in every
+	# process of the trace): low ones are kept at 0.5, high ones are not.
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43dd0000000000000001-00f067aa0ba902b7-00 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.5 TRACEPARENT=00-0af7651916cd43ddfffffffffffffff0-00f067aa0ba902b7-01 run1
+	[ ! -s t.ndjson ]
+	[[ $(seen_tp) == 00-0af7651916cd43ddfffffffffffffff0-*-00 ]]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
+	[ ! -s t.ndjson ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=1 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
+	# parentbased_traceidratio follows a parent whatever its ID, uses the ratio without one.
+	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01 run1
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
+	OTEL_TRACES_SAMPLER=parentbased_traceidratio OTEL_TRACES_SAMPLER_ARG=0 run1
+	[ ! -s t.ndjson ]
+	# Unknown samplers and bad ratios: one note, the SDKs' fallbacks.
+	OTEL_TRACES_SAMPLER=sometimes TRACEPARENT=00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00 run1
+	[ "$stderr" = "agent-run: OTEL_TRACES_SAMPLER 'sometimes' is not a known sampler: parentbased_always_on used" ]
+	[ ! -s t.ndjson ]
+	OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=half run1
+	[ "$stderr" = "agent-run: OTEL_TRACES_SAMPLER_ARG 'half' is not a ratio from 0 to 1: 1.0 used" ]
+	[ "$(spans t.ndjson | wc -l)" -eq 7 ]
+	# An unsampled run names no trace in its summary, and posts nothing.
+	recv_start
+	OTEL_TRACES_SAMPLER=always_off OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" \
+		run -0 --separate-stderr agent-run --trace --model echo --system hi -m one
+	[ "$stderr" = "" ]
+	[ ! -s "$LOG" ]
+}
+
+@test "failed spans carry an exception event; a tool's error result is a tool_error" {
+	printf '%s\n' '{"toolRequests":[{"name":"fail","ref":"1","input":{}}]}' >model.ndjson
+	run -1 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/fail.json" --trace-file t.ndjson -m hi
+	msg=$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.error.message)
+	ev() { spans t.ndjson | jq -c --arg n "$1" 'select(.name == $n) | [.events[] | {name, attributes}]'; }
+	want() { jq -cn --arg m "$1" '[{name: "exception", attributes: [{key: "exception.type", value: {stringValue: "INTERNAL"}}, {key: "exception.message", value: {stringValue: $m}}]}]'; }
+	[ "$(ev fail)" = "$(want "exited with status 3: boom: the disk is on fire")" ]
+	[ "$(ev runTurn-1)" = "$(want "$msg")" ]
+	[ "$(ev inline)" = "$(want "$msg")" ]
+	[ "$(spans t.ndjson | jq -r 'select(.name == "fail") | .events[0].timeUnixNano' | grep -cE '^[0-9]{19}$')" -eq 1 ]
+	# A successful run has none.
+	run -0 --separate-stderr agent-run --no-store --model echo --system hi --trace-file ok.ndjson -m hi
+	[ "$(spans ok.ndjson | jq -c '.events' | sort -u)" = '[]' ]
+	# A tool whose result is {"error": ...} (as an MCP isError comes back):
+	# the turn goes on, the span says tool_error; the text only with content.
+	mkdir -p tools
+	printf '#!/bin/sh\ncat >/dev/null\necho %s\n' "'{\"output\":{\"error\":\"no such file: /x\"}}'" >tools/miss
+	chmod +x tools/miss
+	echo '{"description": "Fails softly."}' >tools/miss.json
+	printf '%s\n' '{"toolRequests":[{"name":"miss","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool miss --trace-file e.ndjson -m hi
+	[ "$(spans e.ndjson | jq -c 'select(.name == "miss") | .status')" = '{"code":2,"message":"the tool returned an error"}' ]
+	[ "$(attr e.ndjson miss error.type)" = '{"stringValue":"tool_error"}' ]
+	[ "$(attr e.ndjson miss agentkit.tool.outcome)" = '{"stringValue":"error"}' ]
+	[ "$(spans e.ndjson | jq -c 'select(.name == "miss") | .events[0].attributes[0].value')" = '{"stringValue":"tool_error"}' ]
+	[ "$(spans e.ndjson | jq -r 'select(.name == "runTurn-1") | .status.code')" = 0 ]
+	! grep -q 'no such file' e.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool miss --trace-file c.ndjson -m hi
+	[ "$(spans c.ndjson | jq -c 'select(.name == "miss") | .status')" = '{"code":2,"message":"no such file: /x"}' ]
+}
+
+@test "gen_ai.provider.name on the invocation and model spans; semconv messages only with content capture" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file off.ndjson -m hi
+	[ "$(attr off.ndjson inline gen_ai.provider.name)" = '{"stringValue":"script"}' ]
+	[ "$(attr off.ndjson script/model.ndjson gen_ai.provider.name | sort -u)" = '{"stringValue":"script"}' ]
+	# Off by default: no message, no instruction, no tool text anywhere.
+	[ "$(spans off.ndjson | jq -c '.attributes[] | select(.key | startswith("gen_ai.input") or startswith("gen_ai.output") or startswith("gen_ai.system"))')" = "" ]
+	! grep -qE 'be brief|ann' off.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=false run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file f.ndjson -m hi
+	! grep -qE 'be brief|ann' f.ndjson
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --system "be brief" --tool "$TOOLS/greet.json" --trace-file t.ndjson -m hi
+	v() { attr t.ndjson script/model.ndjson "$1" | sed -n "${2}p" | jq -c '.stringValue | fromjson'; }
+	[ "$(v gen_ai.system_instructions 1)" = '[{"type":"text","content":"be brief"}]' ]
+	[ "$(v gen_ai.input.messages 1)" = '[{"role":"user","parts":[{"type":"text","content":"hi"}]}]' ]
+	[ "$(v gen_ai.output.messages 1)" = '[{"role":"assistant","parts":[{"type":"tool_call","name":"greet","arguments":{"name":"ann"},"id":"1"}],"finish_reason":"stop"}]' ]
+	[ "$(v gen_ai.input.messages 2 | jq -c '.[2]')" = '{"role":"tool","parts":[{"type":"tool_call_response","response":"hello ann","id":"1"}]}' ]
+	[ "$(v gen_ai.output.messages 2)" = '[{"role":"assistant","parts":[{"type":"text","content":"done"}],"finish_reason":"stop"}]' ]
+}
+
+@test "the tool loop's second model call is under a generate of its own, inside the first's" {
+	printf '%s\n' '{"toolRequests":[{"name":"greet","ref":"1","input":{"name":"ann"}}]}' \
+		'{"toolRequests":[{"name":"greet","ref":"2","input":{"name":"bob"}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --tool "$TOOLS/greet.json" --trace-file t.ndjson -m hi
+	# Genkit's generate recurses: model, tools, then generate again (JS 1.42, Go).
+	spans t.ndjson | jq -r '[.name, (.attributes[] | select(.key == "genkit:path") | .value.stringValue)] | join(" ")' >paths
+	g='/{inline,t:action,s:agent}/{runTurn-1,t:flowStep}/{generate,t:util}'
+	m='{script/model.ndjson,t:action,s:model}'
+	cat >want <<-EOF
+	inline /{inline,t:action,s:agent}
+	runTurn-1 /{inline,t:action,s:agent}/{runTurn-1,t:flowStep}
+	generate $g
+	script/model.ndjson $g/$m
+	greet $g/{greet,t:action,s:tool}
+	generate $g/{generate,t:util}
+	script/model.ndjson $g/{generate,t:util}/$m
+	greet $g/{generate,t:util}/{greet,t:action,s:tool}
+	generate $g/{generate,t:util}/{generate,t:util}
+	script/model.ndjson $g/{generate,t:util}/{generate,t:util}/$m
+	EOF
+	diff want paths
+	spans t.ndjson >all
+	gen() { jq -r 'select(.name == "generate") | .spanId' all | sed -n "${1}p"; }
+	[ "$(jq -r 'select(.name == "generate") | .parentSpanId' all | sed -n 2p)" = "$(gen 1)" ]
+	[ "$(jq -r 'select(.name == "generate") | .parentSpanId' all | sed -n 3p)" = "$(gen 2)" ]
+	[ "$(jq -r 'select(.name == "greet") | .parentSpanId' all | tr '\n' ' ')" = "$(gen 1) $(gen 2) " ]
+	[ "$(jq -r 'select(.name == "generate") | .status.code' all | sort -u)" = 0 ]
+}
+
+@test "content capture on: the provider's key and the collector's headers never reach a span" {
+	recv_start
+	echo '{"text": "hello"}' >turns.ndjson
+	"$TOP/scripts/mock-model" --dialect openai --script turns.ndjson --log mock.log \
+		--key sk-never-in-a-span --port-file mport 3>&- >/dev/null 2>&1 &
+	mock=$!
+	for _ in $(seq 1 200); do [ -s mport ] && break; sleep 0.025; done
+	OPENAI_BASE_URL="http://127.0.0.1:$(cat mport)/v1" OPENAI_API_KEY=sk-never-in-a-span \
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$PORT" OTEL_EXPORTER_OTLP_HEADERS='Authorization=Bearer%20tok-never' \
+	OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT=true \
+		run -0 --separate-stderr agent-run --trace --no-store --model openai/gpt-4o --system hi -m hello
+	kill "$mock" 2>/dev/null || true
+	# The key went to the model (the mock takes no other), and the token
+	# to the collector as a header...
+	[ "$(jq -r '.headers.authorization' "$LOG")" = "Bearer tok-never" ]
+	# ...but no span has either, while the messages are there.
+	[ "$(attr "$LOG" openai/gpt-4o gen_ai.output.messages | jq -r .stringValue | jq -c '.[0].parts')" = '[{"type":"text","content":"hello"}]' ]
+	[ "$(attr "$LOG" openai/gpt-4o gen_ai.provider.name)" = '{"stringValue":"openai"}' ]
+	! jq -c .body "$LOG" | grep -qE 'sk-never|tok-never'
+}
+
+@test "an MCP isError result: the tool span is a tool_error, the turn goes on" {
+	command -v python3 >/dev/null || skip "python3 is not installed"
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["normal"]}}}\n' "$FIXTURES/mcp/fake-server" >mcp.json
+	printf '%s\n' '{"toolRequests":[{"name":"fake_oops","ref":"1","input":{}}]}' '{"text":"done"}' >model.ndjson
+	run -0 --separate-stderr agent-run --no-store --model script/model.ndjson --mcp-config mcp.json --trace-file t.ndjson -m go
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .output.message.content[0].text)" = done ]
+	[ "$(spans t.ndjson | jq -c 'select(.name == "fake_oops") | [.status, (.events | map(.name))]')" = '[{"code":2,"message":"the tool returned an error"},["exception"]]' ]
+	[ "$(attr t.ndjson fake_oops error.type)" = '{"stringValue":"tool_error"}' ]
+	# OpenTelemetry's MCP conventions on the same span (none made twice).
+	[ "$(attr t.ndjson fake_oops mcp.method.name)" = '{"stringValue":"tools/call"}' ]
+	[ "$(attr t.ndjson fake_oops gen_ai.tool.name)" = '{"stringValue":"oops"}' ]
+	[ "$(spans t.ndjson | jq -r 'select(.name | startswith("fake_oops")) | .name')" = fake_oops ]
+	[ "$(spans t.ndjson | jq -r 'select(.name == "inline") | .status.code')" = 0 ]
+	! grep -q 'no such row' t.ndjson
 }

@@ -16,6 +16,9 @@
 #include "../base/json.h"
 
 #define PATH_MAX_LEN 1024
+/* generate spans nested in one turn's tool loop, at most (a deeper loop
+ * puts its further model calls under the deepest). */
+#define NEST_MAX 32
 
 struct open_span {
 	struct trace_span *s;
@@ -24,6 +27,12 @@ struct open_span {
 
 static struct {
 	struct open_span root, turn, gen;
+	/* The tool loop's later model calls, each under a generate of its
+	 * own inside the previous one's, as Genkit's generate recurses
+	 * (js/ai generateHelper, go/ai Generate): nest[depth - 1] is the
+	 * innermost; models counts the model calls of the innermost. */
+	struct open_span nest[NEST_MAX];
+	int depth, models;
 	char agent[256];
 	char session[256];
 	long turns;
@@ -120,10 +129,94 @@ static void close_span(struct trace_span *s, enum core_status st, const char *ms
 		trace_attr_bool(s, "genkit:isFailureSource", 1);
 		A.failure_marked = 1;
 	}
-	if (st)
+	const char *why = st ? (msg && *msg ? msg : core_strerror(st)) : NULL;
+	if (st) {
+		/* As Genkit JS records the error on each span it fails
+		 * (span.recordException): semconv's exception event. */
+		const char *ev[] = { "exception.type", core_status_name(st),
+		                     "exception.message", why, NULL };
 		trace_attr_str(s, "error.type", core_status_name(st));
-	trace_end(s, st ? TRACE_STATUS_ERROR : TRACE_UNSET,
-	          st ? (msg && *msg ? msg : core_strerror(st)) : NULL);
+		trace_event(s, "exception", ev);
+	}
+	trace_end(s, st ? TRACE_STATUS_ERROR : TRACE_UNSET, why);
+}
+
+/*
+ * gen_ai.provider.name for a model "PROVIDER/NAME" (or "echo"): the
+ * semconv's well-known value where there is one (googleai is the Gemini
+ * API, "gcp.gemini"), else agentkit's provider prefix.
+ */
+static void provider_attr(struct trace_span *s, const char *model)
+{
+	const char *slash = strchr(model, '/');
+	char prov[64];
+	snprintf(prov, sizeof prov, "%.*s", slash ? (int)(slash - model) : (int)strlen(model),
+	         model);
+	trace_attr_str(s, "gen_ai.provider.name", !strcmp(prov, "googleai") ? "gcp.gemini" : prov);
+}
+
+/* A Genkit part as a semconv message part (gen-ai input/output messages
+ * JSON schema): text, tool_call, tool_call_response, uri (media),
+ * reasoning; NULL for a part of no kind known. */
+static json_t *semconv_part(const json_t *part)
+{
+	const json_t *v, *tr;
+	if ((v = json_object_get(part, "text")) && json_is_string(v))
+		return json_pack("{s:s, s:O}", "type", "text", "content", v);
+	if ((v = json_object_get(part, "reasoning")) && json_is_string(v))
+		return json_pack("{s:s, s:O}", "type", "reasoning", "content", v);
+	if ((tr = json_object_get(part, "toolRequest"))) {
+		json_t *o = json_pack("{s:s, s:O?, s:O?}", "type", "tool_call", "name",
+		                      json_object_get(tr, "name"), "arguments",
+		                      json_object_get(tr, "input"));
+		if (o && json_object_get(tr, "ref"))
+			json_object_set(o, "id", json_object_get(tr, "ref"));
+		return o;
+	}
+	if ((tr = json_object_get(part, "toolResponse"))) {
+		json_t *o = json_pack("{s:s, s:O?}", "type", "tool_call_response", "response",
+		                      json_object_get(tr, "output"));
+		if (o && json_object_get(tr, "ref"))
+			json_object_set(o, "id", json_object_get(tr, "ref"));
+		return o;
+	}
+	if ((tr = json_object_get(part, "media")))
+		return json_pack("{s:s, s:s, s:O?, s:O?}", "type", "uri", "modality", "image",
+		                 "mime_type", json_object_get(tr, "contentType"), "uri",
+		                 json_object_get(tr, "url"));
+	return NULL;
+}
+
+/* Genkit messages as semconv ones: {role, parts[, finish_reason]}, Genkit's
+ * "model" role being "assistant"; system messages are left out of
+ * gen_ai.input.messages (they go to gen_ai.system_instructions) when
+ * system is NULL, else their parts are appended to *system. */
+static json_t *semconv_messages(const json_t *msgs, const char *finish_reason,
+                                json_t *system)
+{
+	json_t *out = json_array(), *m;
+	size_t i, j;
+	json_t *part;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		json_t *parts = json_array();
+		json_array_foreach(json_object_get(m, "content"), j, part) {
+			json_t *p = semconv_part(part);
+			if (p)
+				json_array_append_new(parts, p);
+		}
+		if (role && !strcmp(role, "system") && system) {
+			json_array_extend(system, parts);
+			json_decref(parts);
+			continue;
+		}
+		json_t *o = json_pack("{s:s, s:o}", "role", !role ? "user" : !strcmp(role, "model")
+		                      ? "assistant" : role, "parts", parts);
+		if (o && finish_reason)
+			json_object_set_new(o, "finish_reason", json_string(finish_reason));
+		json_array_append_new(out, o);
+	}
+	return out;
 }
 
 /* --trace-names semconv: the span's name as the GenAI conventions give it. */
@@ -139,6 +232,8 @@ static void semconv_name(struct trace_span *s, const char *op, const char *what)
 /* The innermost open span: a model's or tool's parent. */
 static const struct open_span *inner(void)
 {
+	if (A.depth)
+		return &A.nest[A.depth - 1];
 	return A.gen.s ? &A.gen : A.turn.s ? &A.turn : A.root.s ? &A.root : NULL;
 }
 
@@ -168,8 +263,10 @@ void agent_trace_begin(const char *agent, const char *model, int64_t start_ns)
 	                                  A.root.path, start_ns);
 	A.root.s = s;
 	invocation_attrs(s, 0);
-	if (model && *model)
+	if (model && *model) {
 		trace_attr_str(s, "gen_ai.request.model", model);
+		provider_attr(s, model);
+	}
 }
 
 void agent_trace_worker(void)
@@ -182,6 +279,7 @@ void agent_trace_worker(void)
 		return;
 	memset(&A.turn, 0, sizeof A.turn);
 	memset(&A.gen, 0, sizeof A.gen);
+	A.depth = A.models = 0;
 	A.unsent = 0;           /* the launcher's to export */
 	A.root.s = open_under(NULL, A.agent, TRACE_INTERNAL, "action", "agent", A.root.path, 0);
 	invocation_attrs(A.root.s, 1);
@@ -266,15 +364,41 @@ void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const ch
 
 void agent_trace_generate_begin(void)
 {
-	if (A.turn.s && !A.gen.s)
+	if (A.turn.s && !A.gen.s) {
 		A.gen.s = open_under(&A.turn, "generate", TRACE_INTERNAL, "util", NULL,
 		                     A.gen.path, 0);
+		A.depth = A.models = 0;
+	}
 }
 
 void agent_trace_generate_end(enum core_status st, const char *msg)
 {
+	/* The nested ones first, innermost out: each ends as its caller. */
+	while (A.depth) {
+		struct open_span *n = &A.nest[--A.depth];
+		close_span(n->s, st, msg);
+		n->s = NULL;
+	}
+	A.models = 0;
 	close_span(A.gen.s, st, msg);
 	A.gen.s = NULL;
+}
+
+/* Before a model call in the tool loop: the second and later ones get a
+ * generate span of their own under the previous one. */
+static void nest_generate(void)
+{
+	if (!A.gen.s)
+		return;
+	if (A.models++ == 0 || A.depth == NEST_MAX)
+		return;
+	const struct open_span *p = inner();
+	struct open_span *n = &A.nest[A.depth];
+	n->s = open_under(p, "generate", TRACE_INTERNAL, "util", NULL, n->path, 0);
+	if (n->s) {
+		A.depth++;
+		A.models = 1;
+	}
 }
 
 /* A model's or tool's call: a span under the innermost open one, with its
@@ -292,19 +416,24 @@ static struct trace_span *open_call(const char *name, enum trace_kind kind,
 
 struct trace_span *agent_trace_model_begin(const char *model, const json_t *messages)
 {
+	nest_generate();
 	struct trace_span *s = open_call(model, TRACE_CLIENT, "model", "chat");
 	if (!s)
 		return NULL;
 	trace_attr_str(s, "gen_ai.request.model", model);
-	const char *slash = strchr(model, '/');
-	char prov[64];
-	snprintf(prov, sizeof prov, "%.*s", slash ? (int)(slash - model) : (int)strlen(model),
-	         model);
-	trace_attr_str(s, "gen_ai.provider.name", prov);
+	provider_attr(s, model);
 	if (A.content && messages) {
 		json_t *in = json_pack("{s:O}", "messages", messages);
 		content_attr(s, "genkit:input", in);
 		json_decref(in);
+		/* The semconv's opt-in content attributes, as JSON strings. */
+		json_t *sys = json_array();
+		json_t *sm = semconv_messages(messages, NULL, sys);
+		content_attr(s, "gen_ai.input.messages", sm);
+		if (json_array_size(sys))
+			content_attr(s, "gen_ai.system_instructions", sys);
+		json_decref(sm);
+		json_decref(sys);
 	}
 	return s;
 }
@@ -321,6 +450,11 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
 		                        finish_reason ? finish_reason : "");
 		content_attr(s, "genkit:output", out);
 		json_decref(out);
+		json_t *one = json_pack("[O]", resp->message);
+		json_t *sm = semconv_messages(one, finish_reason, NULL);
+		content_attr(s, "gen_ai.output.messages", sm);
+		json_decref(sm);
+		json_decref(one);
 	}
 	static const char *const keys[][2] = {
 		{ "inputTokens", "gen_ai.usage.input_tokens" },
@@ -354,10 +488,26 @@ void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char 
 {
 	if (!s)
 		return;
+	/* A result that is an error ({"error": "..."}: an MCP isError, an
+	 * executable tool's own): the call worked and the model gets it, but
+	 * the tool failed (semconv: error.type, status ERROR; MCP's
+	 * "tool_error").  Its text is the tool's output: only with content. */
+	const json_t *eo = json_object_get(output, "error");
+	int tool_error = !st && !interrupt && json_is_object(output) &&
+	                 json_object_size(output) == 1 && json_is_string(eo);
 	trace_attr_str(s, "agentkit.tool.outcome", st ? "failed" : interrupt ? "interrupted"
-	                                                                     : "ok");
+	                                           : tool_error ? "error" : "ok");
 	if (!st)
 		content_attr(s, "genkit:output", interrupt ? interrupt : output);
+	if (tool_error) {
+		const char *m = A.content ? json_string_value(eo) : "the tool returned an error";
+		const char *ev[] = { "exception.type", "tool_error", "exception.message", m, NULL };
+		trace_attr_str(s, "genkit:state", "success");
+		trace_attr_str(s, "error.type", "tool_error");
+		trace_event(s, "exception", ev);
+		trace_end(s, TRACE_STATUS_ERROR, m);
+		return;
+	}
 	close_span(s, st, msg);
 }
 
@@ -369,6 +519,14 @@ void agent_trace_tool_rejected(const char *tool, const json_t *input, const char
 	A.failure_marked = 1;
 	agent_trace_tool_end(s, CORE_EINVAL, msg, NULL, NULL);
 	A.failure_marked = marked;
+}
+
+void agent_trace_tool_attrs(struct trace_span *s, const json_t *attrs)
+{
+	const char *k;
+	const json_t *v;
+	json_object_foreach((json_t *)attrs, k, v)
+		trace_attr_str(s, k, json_string_value(v));
 }
 
 int agent_trace_env(const struct trace_span *s, char out[AGENT_TRACE_ENV_MAX])

@@ -12,10 +12,15 @@
  *  - in a prompt-backed turn, "generate" (genkit:type "util"), and under it
  *    one span per model call (the model's name, t:action,s:model; kind
  *    CLIENT; token usage and finish reason) and one per tool call (the
- *    tool's name, t:action,s:tool; its outcome);
+ *    tool's name, t:action,s:tool; its outcome); the tool loop's second
+ *    and later model calls each under a "generate" of their own inside
+ *    the previous one's, beside that one's tool calls (Genkit's generate
+ *    recurses: JS 1.42, Go);
+ *  - a tool call whose result is {"error": "..."}: status ERROR,
+ *    error.type "tool_error", an exception event;
  *  - every span: genkit:name, genkit:path, genkit:state success|error; a
- *    failed span has status ERROR with the message, and the innermost one
- *    genkit:isFailureSource.
+ *    failed span has status ERROR with the message, error.type, an
+ *    "exception" event, and the innermost one genkit:isFailureSource.
  * The GenAI attributes that need no content ride along on the same spans
  * (gen_ai.operation.name, gen_ai.agent.name, gen_ai.conversation.id,
  * gen_ai.request.model, gen_ai.usage.*, gen_ai.response.finish_reasons,
@@ -107,9 +112,13 @@ void agent_trace_model_end(struct trace_span *s, enum core_status st, const char
                            const struct model_response *resp);
 
 /* One tool call with its input (content only); outcome "ok",
- * "interrupted" (interrupt non-NULL) or "failed" (then msg); output is
- * recorded with content. */
+ * "interrupted" (interrupt non-NULL), "error" (an {"error": "..."}
+ * output: status ERROR, error.type tool_error) or "failed" (then msg);
+ * output is recorded with content. */
 struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input);
+/* The tool's own span attributes (struct tool's span_attrs: an object of
+ * strings, replacing those set; NULL: none), e.g. an MCP tool's mcp.*. */
+void agent_trace_tool_attrs(struct trace_span *s, const json_t *attrs);
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
                           const json_t *interrupt, const json_t *output);
 /* A tool call not made, its input failing the tool's schema: a tool span

@@ -716,6 +716,10 @@ static enum core_status source_load(void *ctx, const char *name, struct tool **o
 		t->timeout_ms = mt->srv->cfg->call_timeout_ms;
 		t->call = call;
 		t->impl = s;
+		/* OpenTelemetry's MCP conventions, on the tool's span (the
+		 * conventions say not to make a second one). */
+		t->span_attrs = json_pack("{s:s, s:O?}", "mcp.method.name", "tools/call",
+		                          "gen_ai.tool.name", json_object_get(mt->def, "name"));
 		*out = t;
 		return CORE_OK;
 	}

@@ -31,6 +31,7 @@ void tool_free(struct tool *t)
 	free(t->name);
 	free(t->manifest);
 	json_decref(t->definition);
+	json_decref(t->span_attrs);
 	core_strv_free(t->argv);
 	core_strv_free(t->env_allow);
 	free(t);
@@ -545,6 +546,7 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		struct tool_context cc = *ctx;
 		char tp[AGENT_TRACE_ENV_MAX];
 		c->span = agent_trace_tool_begin(c->tool->name, c->input);
+		agent_trace_tool_attrs(c->span, c->tool->span_attrs);
 		cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
 		c->st = c->tool->call(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
 		                      ev ? ev->ctx : NULL, &c->output, c->parts, &c->err);

@@ -86,6 +86,8 @@ struct tool {
 	size_t max_output_bytes, max_output_lines;   /* caps on one call's stdout */
 	tool_call_fn *call;    /* set: served in-process (argv NULL) ... */
 	void *impl;            /* ... with this (borrowed: its source's) */
+	json_t *span_attrs;    /* string attributes for each call's span (an
+	                          MCP tool's mcp.*), owned; or NULL */
 };
 
 /*

@@ -1,5 +1,6 @@
 /*
- * trace.c - the span recorder, its OTLP/JSON encoding and its exporters
+ * trace.c - the span recorder, its OTLP encodings (protobuf through
+ * protobuf-c's generated code, and JSON) and its exporters
  * (trace_env.c reads their configuration from the OTEL_* variables).
  *
  * One recorder per process, behind a mutex: the hooks that feed it sit in
@@ -33,6 +34,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <zlib.h>
+
+#include "opentelemetry/proto/collector/trace/v1/trace_service.pb-c.h"
+
 #include "buf.h"
 #include "http.h"
 #include "json.h"
@@ -62,6 +67,14 @@ struct attr {
 	char key[];
 };
 
+/* An event of a span ("exception"), its attributes strings. */
+struct event {
+	struct event *next;
+	int64_t t_ns;
+	struct attr *attrs;
+	char name[];
+};
+
 struct trace_span {
 	char span_id[17];
 	char parent_id[17];     /* "" for a root */
@@ -70,6 +83,7 @@ struct trace_span {
 	enum trace_kind kind;
 	int64_t start_ns, end_ns;
 	struct attr *attrs;     /* in the order first set */
+	struct event *events;   /* oldest first */
 	enum trace_code code;
 	char *msg;
 	int ended;
@@ -92,7 +106,8 @@ struct tracer {
 	char *resource;         /* cfg.resource as JSON text */
 	char trace_id[33];
 	char remote_span[17];   /* the inbound parent span, or "" */
-	unsigned flags;         /* W3C trace flags */
+	unsigned flags;         /* W3C trace flags: bit 0 is the sampling decision */
+	int sampled;            /* spans are exported (else dropped at flush) */
 	pid_t owner;
 	struct trace_span *spans;       /* oldest first */
 	struct trace_span **tail;       /* where the next span is linked */
@@ -232,9 +247,37 @@ static void random_hex(char *out, size_t n)
 	out[2 * n] = 0;
 }
 
-/* ---- strings ---- */
-
 /* ---- the recorder ---- */
+
+/*
+ * The sampler's decision for the trace (one per process: its root span's).
+ * The parent-based ones follow an inbound TRACEPARENT's sampled flag
+ * (remoteParentSampled always_on, remoteParentNotSampled always_off, the
+ * SDKs' defaults) and use their root sampler without one.  traceidratio
+ * keeps a trace when the trace ID's last 8 bytes, read big-endian and
+ * shifted right once, are below ratio * 2^63 (as the Go SDK), so every
+ * process of a trace decides alike.
+ */
+static int sample(const struct trace_config *c, const char *trace_id, unsigned flags)
+{
+	enum trace_sampler s = c->sampler;
+	if (c->parent[0] && (s == TRACE_PARENT_ALWAYS_ON || s == TRACE_PARENT_ALWAYS_OFF ||
+	                     s == TRACE_PARENT_RATIO))
+		return flags & 1;
+	switch (s) {
+	case TRACE_ALWAYS_ON:
+	case TRACE_PARENT_ALWAYS_ON:
+		return 1;
+	case TRACE_ALWAYS_OFF:
+	case TRACE_PARENT_ALWAYS_OFF:
+		return 0;
+	case TRACE_RATIO:
+	case TRACE_PARENT_RATIO:
+		break;
+	}
+	uint64_t x = strtoull(trace_id + 16, NULL, 16) >> 1;
+	return c->ratio >= 1.0 || (double)x < c->ratio * 9223372036854775808.0;
+}
 
 enum core_status trace_init(struct trace_config *c)
 {
@@ -264,6 +307,8 @@ enum core_status trace_init(struct trace_config *c)
 		trace_parse_parent(t->cfg.parent, t->trace_id, t->remote_span, &t->flags);
 	else
 		random_hex(t->trace_id, 16);
+	t->sampled = sample(&t->cfg, t->trace_id, t->flags);
+	t->flags = t->sampled ? t->flags | 1 : t->flags & ~1u;
 	pthread_mutex_lock(&mu);
 	T = t;
 	pthread_mutex_unlock(&mu);
@@ -274,6 +319,14 @@ enum core_status trace_init(struct trace_config *c)
 static struct tracer *mine(void)
 {
 	return T && T->owner == self_pid() ? T : NULL;
+}
+
+int trace_sampled(void)
+{
+	pthread_mutex_lock(&mu);
+	int on = mine() && T->sampled;
+	pthread_mutex_unlock(&mu);
+	return on;
 }
 
 int trace_on(void)
@@ -296,6 +349,11 @@ static void free_attrs(struct attr *a)
 
 static void free_span(struct trace_span *s)
 {
+	for (struct event *ev = s->events, *next; ev; ev = next) {
+		next = ev->next;
+		free_attrs(ev->attrs);
+		free(ev);
+	}
 	free(s->name);
 	free(s->msg);
 	free_attrs(s->attrs);
@@ -416,6 +474,36 @@ void trace_attr_strs(struct trace_span *s, const char *key, const json_t *arr)
 	attr_set(s, a);
 }
 
+void trace_event(struct trace_span *s, const char *name, const char *const *attrs)
+{
+	if (!s)
+		return;
+	size_t n = strlen(name), len = utf8_fixed_len(name, n);
+	struct event *ev = malloc(sizeof *ev + len + 1);
+	if (!ev)
+		return;
+	ev->next = NULL;
+	ev->t_ns = core_now_ns();
+	ev->attrs = NULL;
+	utf8_fix_copy(ev->name, name, n);
+	struct attr **tail = &ev->attrs;
+	for (size_t i = 0; attrs && attrs[i] && attrs[i + 1]; i += 2) {
+		size_t vn = strlen(attrs[i + 1]), vlen = utf8_fixed_len(attrs[i + 1], vn);
+		struct attr *a = attr_new(attrs[i], ATTR_STR, vlen + 1);
+		if (!a)
+			break;
+		utf8_fix_copy(a->s, attrs[i + 1], vn);
+		*tail = a;
+		tail = &a->next;
+	}
+	pthread_mutex_lock(&mu);
+	struct event **pp = &s->events;
+	while (*pp)
+		pp = &(*pp)->next;
+	*pp = ev;
+	pthread_mutex_unlock(&mu);
+}
+
 void trace_end(struct trace_span *s, enum trace_code code, const char *msg)
 {
 	if (!s)
@@ -454,7 +542,7 @@ const char *trace_tracestate(void)
 const char *trace_id(void)
 {
 	pthread_mutex_lock(&mu);
-	const char *v = mine() ? T->trace_id : NULL;
+	const char *v = mine() && T->sampled ? T->trace_id : NULL;
 	pthread_mutex_unlock(&mu);
 	return v;
 }
@@ -531,6 +619,21 @@ static void put_any(struct enc *w, const struct attr *a)
 	put(w, "}");
 }
 
+static void put_attrs(struct enc *w, const struct attr *attrs)
+{
+	put(w, "[");
+	for (const struct attr *a = attrs; a; a = a->next) {
+		if (a != attrs)
+			put(w, ",");
+		put(w, "{\"key\":");
+		put_str(w, a->key);
+		put(w, ",\"value\":");
+		put_any(w, a);
+		put(w, "}");
+	}
+	put(w, "]");
+}
+
 static void put_span(struct enc *w, const struct tracer *t, const struct trace_span *s)
 {
 	put(w, "{\"traceId\":\"");
@@ -558,17 +661,21 @@ static void put_span(struct enc *w, const struct tracer *t, const struct trace_s
 	put_int_str(w, s->start_ns);
 	put(w, ",\"endTimeUnixNano\":");
 	put_int_str(w, s->end_ns);
-	put(w, ",\"attributes\":[");
-	for (const struct attr *a = s->attrs; a; a = a->next) {
-		if (a != s->attrs)
+	put(w, ",\"attributes\":");
+	put_attrs(w, s->attrs);
+	put(w, ",\"droppedAttributesCount\":0,\"events\":[");
+	for (const struct event *ev = s->events; ev; ev = ev->next) {
+		if (ev != s->events)
 			put(w, ",");
-		put(w, "{\"key\":");
-		put_str(w, a->key);
-		put(w, ",\"value\":");
-		put_any(w, a);
-		put(w, "}");
+		put(w, "{\"timeUnixNano\":");
+		put_int_str(w, ev->t_ns);
+		put(w, ",\"name\":");
+		put_str(w, ev->name);
+		put(w, ",\"attributes\":");
+		put_attrs(w, ev->attrs);
+		put(w, ",\"droppedAttributesCount\":0}");
 	}
-	put(w, "],\"droppedAttributesCount\":0,\"events\":[],\"droppedEventsCount\":0,"
+	put(w, "],\"droppedEventsCount\":0,"
 	       "\"links\":[],\"droppedLinksCount\":0,\"status\":{\"code\":");
 	put_int(w, s->code);
 	if (s->msg) {
@@ -606,6 +713,270 @@ static enum core_status request(const struct tracer *t, struct core_buf *b, size
 	return w.st;
 }
 
+/* ---- encoding (OTLP's protobuf, through protobuf-c) ---- */
+
+typedef Opentelemetry__Proto__Common__V1__AnyValue PbAny;
+typedef Opentelemetry__Proto__Common__V1__ArrayValue PbArray;
+typedef Opentelemetry__Proto__Common__V1__KeyValue PbKV;
+typedef Opentelemetry__Proto__Common__V1__InstrumentationScope PbScope;
+typedef Opentelemetry__Proto__Resource__V1__Resource PbResource;
+typedef Opentelemetry__Proto__Trace__V1__Span PbSpan;
+typedef Opentelemetry__Proto__Trace__V1__Span__Event PbEvent;
+typedef Opentelemetry__Proto__Trace__V1__Status PbStatus;
+typedef Opentelemetry__Proto__Trace__V1__ScopeSpans PbScopeSpans;
+typedef Opentelemetry__Proto__Trace__V1__ResourceSpans PbResourceSpans;
+typedef Opentelemetry__Proto__Collector__Trace__V1__ExportTraceServiceRequest PbRequest;
+
+/*
+ * The messages of one request live in an arena, freed at once after
+ * packing; strings are borrowed from the spans (protobuf-c's pack only
+ * reads them), so building the tree copies no text.
+ */
+struct chunk {
+	struct chunk *next;
+	max_align_t data[];
+};
+
+struct arena {
+	struct chunk *head;
+	size_t used, cap;
+	int failed;
+};
+
+#define ARENA_CHUNK 16384
+
+/* n zeroed bytes, aligned for any message; NULL (a->failed) without memory. */
+static void *ar_new(struct arena *a, size_t n)
+{
+	n = (n + sizeof(max_align_t) - 1) / sizeof(max_align_t) * sizeof(max_align_t);
+	if (!a->head || a->used + n > a->cap) {
+		size_t cap = n > ARENA_CHUNK ? n : ARENA_CHUNK;
+		struct chunk *c = malloc(sizeof *c + cap);
+		if (!c) {
+			a->failed = 1;
+			return NULL;
+		}
+		c->next = a->head;
+		a->head = c;
+		a->used = 0;
+		a->cap = cap;
+	}
+	char *p = (char *)a->head->data + a->used;
+	a->used += n;
+	memset(p, 0, n);
+	return p;
+}
+
+static void ar_free(struct arena *a)
+{
+	for (struct chunk *c = a->head, *next; c; c = next) {
+		next = c->next;
+		free(c);
+	}
+}
+
+/* An array of n message pointers. */
+#define AR_VEC(a, n, type) ((type **)ar_new((a), (n) * sizeof(type *) + 1))
+
+/* hex (2n digits) as n bytes. */
+static ProtobufCBinaryData pb_id(struct arena *a, const char *hex, size_t n)
+{
+	ProtobufCBinaryData d = { 0, NULL };
+	uint8_t *b = ar_new(a, n);
+	if (!b)
+		return d;
+	/* The IDs are random_hex()'s or TRACEPARENT's, validated lowercase. */
+	for (size_t i = 0; i < n; i++) {
+		int hi = hex[2 * i], lo = hex[2 * i + 1];
+		hi = hi <= '9' ? hi - '0' : hi - 'a' + 10;
+		lo = lo <= '9' ? lo - '0' : lo - 'a' + 10;
+		b[i] = (uint8_t)(hi << 4 | lo);
+	}
+	d.len = n;
+	d.data = b;
+	return d;
+}
+
+static PbAny *pb_str_value(struct arena *a, const char *v)
+{
+	PbAny *any = ar_new(a, sizeof *any);
+	if (!any)
+		return NULL;
+	opentelemetry__proto__common__v1__any_value__init(any);
+	any->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_STRING_VALUE;
+	any->string_value = (char *)v;
+	return any;
+}
+
+static PbAny *pb_any(struct arena *a, const struct attr *at)
+{
+	if (at->type == ATTR_STR)
+		return pb_str_value(a, at->s);
+	PbAny *any = ar_new(a, sizeof *any);
+	if (!any)
+		return NULL;
+	opentelemetry__proto__common__v1__any_value__init(any);
+	switch (at->type) {
+	case ATTR_STR:
+		break;
+	case ATTR_INT:
+		any->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_INT_VALUE;
+		any->int_value = at->i;
+		break;
+	case ATTR_BOOL:
+		any->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_BOOL_VALUE;
+		any->bool_value = at->i != 0;
+		break;
+	case ATTR_STRS: {
+		PbArray *arr = ar_new(a, sizeof *arr);
+		size_t n = json_array_size(at->strs);
+		if (!arr)
+			return NULL;
+		opentelemetry__proto__common__v1__array_value__init(arr);
+		arr->values = AR_VEC(a, n, PbAny);
+		for (size_t i = 0; arr->values && i < n; i++)
+			arr->values[arr->n_values++] =
+				pb_str_value(a, json_string_value(json_array_get(at->strs, i)));
+		any->value_case = OPENTELEMETRY__PROTO__COMMON__V1__ANY_VALUE__VALUE_ARRAY_VALUE;
+		any->array_value = arr;
+		break;
+	}
+	}
+	return any;
+}
+
+static PbKV *pb_kv(struct arena *a, const char *key, PbAny *v)
+{
+	PbKV *kv = ar_new(a, sizeof *kv);
+	if (!kv)
+		return NULL;
+	opentelemetry__proto__common__v1__key_value__init(kv);
+	kv->key = (char *)key;
+	kv->value = v;
+	return kv;
+}
+
+/* The attributes as KeyValues; *n their count. */
+static PbKV **pb_attrs(struct arena *a, const struct attr *attrs, size_t *n)
+{
+	size_t k = 0;
+	for (const struct attr *at = attrs; at; at = at->next)
+		k++;
+	PbKV **v = AR_VEC(a, k, PbKV);
+	*n = 0;
+	for (const struct attr *at = attrs; v && at; at = at->next)
+		v[(*n)++] = pb_kv(a, at->key, pb_any(a, at));
+	return v;
+}
+
+static PbSpan *pb_span(struct arena *a, const struct tracer *t, const struct trace_span *s)
+{
+	PbSpan *p = ar_new(a, sizeof *p);
+	PbStatus *st = ar_new(a, sizeof *st);
+	if (!p || !st)
+		return NULL;
+	opentelemetry__proto__trace__v1__span__init(p);
+	opentelemetry__proto__trace__v1__status__init(st);
+	p->trace_id = pb_id(a, t->trace_id, 16);
+	p->span_id = pb_id(a, s->span_id, 8);
+	if (s->parent_id[0])
+		p->parent_span_id = pb_id(a, s->parent_id, 8);
+	if (t->cfg.tracestate)
+		p->trace_state = t->cfg.tracestate;
+	p->flags = (t->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0);
+	p->name = s->name;
+	p->kind = (Opentelemetry__Proto__Trace__V1__Span__SpanKind)s->kind;
+	p->start_time_unix_nano = (uint64_t)s->start_ns;
+	p->end_time_unix_nano = (uint64_t)s->end_ns;
+	p->attributes = pb_attrs(a, s->attrs, &p->n_attributes);
+	size_t ne = 0;
+	for (const struct event *ev = s->events; ev; ev = ev->next)
+		ne++;
+	p->events = AR_VEC(a, ne, PbEvent);
+	for (const struct event *ev = s->events; p->events && ev; ev = ev->next) {
+		PbEvent *pe = ar_new(a, sizeof *pe);
+		if (!pe)
+			break;
+		opentelemetry__proto__trace__v1__span__event__init(pe);
+		pe->time_unix_nano = (uint64_t)ev->t_ns;
+		pe->name = (char *)ev->name;
+		pe->attributes = pb_attrs(a, ev->attrs, &pe->n_attributes);
+		p->events[p->n_events++] = pe;
+	}
+	st->code = (Opentelemetry__Proto__Trace__V1__Status__StatusCode)s->code;
+	if (s->msg)
+		st->message = s->msg;
+	p->status = st;
+	return p;
+}
+
+/* The ExportTraceServiceRequest for the ended spans, oldest first,
+ * packed onto b; *n says how many went in (0: b is untouched). */
+static enum core_status request_pb(const struct tracer *t, struct core_buf *b, size_t *n)
+{
+	struct arena a = { 0 };
+	PbRequest req = OPENTELEMETRY__PROTO__COLLECTOR__TRACE__V1__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+	PbResourceSpans rs = OPENTELEMETRY__PROTO__TRACE__V1__RESOURCE_SPANS__INIT, *rsp = &rs;
+	PbResource res = OPENTELEMETRY__PROTO__RESOURCE__V1__RESOURCE__INIT;
+	PbScopeSpans ss = OPENTELEMETRY__PROTO__TRACE__V1__SCOPE_SPANS__INIT, *ssp = &ss;
+	PbScope scope = OPENTELEMETRY__PROTO__COMMON__V1__INSTRUMENTATION_SCOPE__INIT;
+	enum core_status st = CORE_OK;
+	size_t k = 0;
+	*n = 0;
+	for (const struct trace_span *s = t->spans; s; s = s->next)
+		k += s->ended;
+	if (!k)
+		return CORE_OK;
+	ss.spans = AR_VEC(&a, k, PbSpan);
+	for (const struct trace_span *s = t->spans; ss.spans && s; s = s->next)
+		if (s->ended)
+			ss.spans[ss.n_spans++] = pb_span(&a, t, s);
+	scope.name = "agentkit";
+	scope.version = AGENTKIT_VERSION;
+	ss.scope = &scope;
+	size_t nr = json_array_size(t->cfg.resource), i;
+	json_t *kv;
+	res.attributes = AR_VEC(&a, nr, PbKV);
+	json_array_foreach(t->cfg.resource, i, kv) {
+		if (!res.attributes)
+			break;
+		const char *v = json_string_value(json_object_get(json_object_get(kv, "value"),
+		                                                  "stringValue"));
+		res.attributes[res.n_attributes++] =
+			pb_kv(&a, json_string_value(json_object_get(kv, "key")),
+			      pb_str_value(&a, v ? v : ""));
+	}
+	rs.resource = &res;
+	rs.scope_spans = &ssp;
+	rs.n_scope_spans = 1;
+	req.resource_spans = &rsp;
+	req.n_resource_spans = 1;
+	if (a.failed) {
+		st = CORE_ENOMEM;
+	} else {
+		size_t len =
+			opentelemetry__proto__collector__trace__v1__export_trace_service_request__get_packed_size(&req);
+		if (!(st = core_buf_grow(b, len + 1))) {
+			b->len += opentelemetry__proto__collector__trace__v1__export_trace_service_request__pack(
+				&req, (uint8_t *)b->p + b->len);
+			*n = k;
+		}
+	}
+	ar_free(&a);
+	return st;
+}
+
+enum core_status trace_request_encode(int protobuf, struct core_buf *b, size_t *n)
+{
+	pthread_mutex_lock(&mu);
+	enum core_status st = CORE_OK;
+	*n = 0;
+	if (mine())
+		st = protobuf ? request_pb(T, b, n) : request(T, b, n);
+	pthread_mutex_unlock(&mu);
+	return st;
+}
+
 /* ---- Genkit's telemetry-server format (go/core/tracing/store.go) ---- */
 
 /* An attribute's value as the plain JSON value Genkit's attributes hold. */
@@ -641,6 +1012,16 @@ static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
 		json_object_set_new(o, "parentSpanId", json_string(s->parent_id));
 	if (o && s->msg)
 		json_object_set_new(json_object_get(o, "status"), "message", json_string(s->msg));
+	/* TimeEvent: {time (ms), annotation: {attributes, description}}. */
+	json_t *evs = json_object_get(json_object_get(o, "timeEvents"), "timeEvent");
+	for (const struct event *ev = s->events; o && ev; ev = ev->next) {
+		json_t *ea = json_object();
+		for (const struct attr *a = ev->attrs; ea && a; a = a->next)
+			json_object_set_new(ea, a->key, plain(a));
+		json_array_append_new(evs, json_pack("{s:f, s:{s:o, s:s}}", "time", ev->t_ns / 1e6,
+		                                     "annotation", "attributes", ea ? ea : json_object(),
+		                                     "description", ev->name));
+	}
 	return o;
 }
 
@@ -731,8 +1112,9 @@ static enum core_status on_error(void *ctx, struct http_error *he, struct core_e
 	size_t n = he->body_len < sizeof head - 1 ? he->body_len : sizeof head - 1;
 	memcpy(head, he->body, n);
 	head[n] = 0;
+	/* A protobuf answer (google.rpc.Status) is bytes: only its text shows. */
 	for (char *p = head; *p; p++)
-		if (*p == '\n' || *p == '\r')
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
 			*p = ' ';
 	return core_fail(e, he->status == 429 ? CORE_EEXHAUSTED : CORE_EUNAVAILABLE,
 	                 "HTTP %ld%s%s", he->status, *head ? ": " : "", head);
@@ -754,18 +1136,59 @@ static int on_cancelled(void *ctx)
 /* POST a job's body (without the mutex: cfg is not changed while the
  * thread runs); the OTLP headers and TLS files only go to the OTLP
  * endpoint, never to the Genkit server. */
+/* body gzip-compressed (RFC 1952) into z. */
+static enum core_status gzip_body(const struct core_buf *body, struct core_buf *z,
+                                  struct core_err *e)
+{
+	z_stream zs;
+	memset(&zs, 0, sizeof zs);
+	/* 15 + 16: a gzip wrapper rather than zlib's. */
+	if (deflateInit2(&zs, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 15 + 16, 8,
+	                 Z_DEFAULT_STRATEGY) != Z_OK)
+		return core_fail(e, CORE_ENOMEM, "gzip: out of memory");
+	uLong bound = deflateBound(&zs, (uLong)body->len);
+	enum core_status st = core_buf_grow(z, bound);
+	if (!st) {
+		zs.next_in = (Bytef *)body->p;
+		zs.avail_in = (uInt)body->len;
+		zs.next_out = (Bytef *)z->p;
+		zs.avail_out = (uInt)bound;
+		if (deflate(&zs, Z_FINISH) != Z_STREAM_END)
+			st = core_fail(e, CORE_EINTERNAL, "gzip: the request did not compress");
+		else
+			z->len = zs.total_out;
+	} else {
+		core_fail(e, st, "gzip: out of memory");
+	}
+	deflateEnd(&zs);
+	return st;
+}
+
 static enum core_status post(struct tracer *t, const struct job *j, struct core_err *e)
 {
 	int otlp = j->dest == DEST_OTLP;
-	const char *hdrs[TRACE_HEADERS_MAX + 2];
+	int gz = otlp && t->cfg.gzip;
+	const char *hdrs[TRACE_HEADERS_MAX + 3];
 	size_t k = 0;
-	hdrs[k++] = "Content-Type: application/json";
+	hdrs[k++] = otlp && t->cfg.protocol == TRACE_PROTOBUF
+	            ? "Content-Type: application/x-protobuf" : "Content-Type: application/json";
+	if (gz)
+		hdrs[k++] = "Content-Encoding: gzip";
 	for (int i = 0; otlp && t->cfg.headers[i]; i++)
 		hdrs[k++] = t->cfg.headers[i];
 	hdrs[k] = NULL;
+	struct core_buf z = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (gz) {
+		enum core_status zst = gzip_body(&j->body, &z, e);
+		if (zst) {
+			core_buf_release(&z);
+			return zst;
+		}
+	}
+	const struct core_buf *body = gz ? &z : &j->body;
 	struct reply r = { CORE_BUF_INIT(REPLY_MAX), t };
 	struct http_call c = {
-		.url = j->url, .headers = hdrs, .body = j->body.p, .body_len = j->body.len,
+		.url = j->url, .headers = hdrs, .body = body->p, .body_len = body->len,
 		.what = "trace export",
 		.limits = { .connect_ms = t->cfg.timeout_ms, .idle_ms = t->cfg.timeout_ms,
 		            .retries = 3, .budget_ms = t->cfg.timeout_ms, .backoff_ms = 200 },
@@ -776,6 +1199,7 @@ static enum core_status post(struct tracer *t, const struct job *j, struct core_
 	};
 	enum core_status st = http_post(&c, NULL, e);
 	core_buf_release(&r.body);
+	core_buf_release(&z);
 	return st;
 }
 
@@ -975,9 +1399,11 @@ enum core_status trace_flush(struct core_err *e)
 	struct tracer *t = mine();
 	size_t n = 0;
 	int sync = 0;
-	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed[DEST_OTLP];
-	int genkit = t && t->cfg.genkit_url && !t->failed[DEST_GENKIT];
-	if (primary && (st = request(t, &body, &n)))
+	/* An unsampled trace's spans are dropped: no destination gets them. */
+	int primary = t && t->sampled && t->cfg.exporter != TRACE_OFF && !t->failed[DEST_OTLP];
+	int genkit = t && t->sampled && t->cfg.genkit_url && !t->failed[DEST_GENKIT];
+	int pb = t && t->cfg.exporter == TRACE_OTLP && t->cfg.protocol == TRACE_PROTOBUF;
+	if (primary && (st = pb ? request_pb(t, &body, &n) : request(t, &body, &n)))
 		core_fail(e, st, "out of memory");
 	else if (n && t->cfg.exporter == TRACE_CONSOLE)
 		st = write_line(t, &body, e);   /* a local write: at once */

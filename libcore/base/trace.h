@@ -1,6 +1,7 @@
 /*
  * trace.h - a span recorder and its OpenTelemetry exporters (OTLP/HTTP with
- * JSON bodies, and a console exporter writing the same requests as lines).
+ * protobuf or JSON bodies, gzip-compressed or not, and a console exporter
+ * writing JSON requests as lines).
  *
  * The recorder knows nothing of agents: it keeps spans (IDs, name, kind,
  * times, typed attributes, status), and on trace_flush() encodes the ended
@@ -15,12 +16,19 @@
  * a forked child (a detached worker) exports nothing it inherited unless it
  * calls trace_adopt().
  *
- * Encoding (opentelemetry-proto's JSON mapping): trace and span IDs as
- * lowercase hex, times as decimal strings of nanoseconds since the epoch,
+ * Encoding: http/protobuf (the default) packs an ExportTraceServiceRequest
+ * with protobuf-c's code generated from the vendored opentelemetry-proto
+ * files (a message tree borrowing the spans' strings, freed at once);
+ * http/json and the console write proto's JSON mapping: trace and span
+ * IDs as lowercase hex, times as decimal strings of nanoseconds since the epoch,
  * kind and status code as integers, 64-bit integer attributes as decimal
  * strings ("intValue":"42"), flags with the W3C sampled bit and the
  * "is remote" bits (0x100, and 0x200 when the parent came from TRACEPARENT).
  * IDs are random (getrandom(2)), never all zero.
+ *
+ * Sampling (cfg.sampler) is decided once, at trace_init(), for the
+ * process's trace: an unsampled one keeps span IDs (children's
+ * TRACEPARENT says 00) and exports nothing.
  *
  * Export never slows or hurts the run.  The console exporter writes its
  * line at once (a local write); requests to a collector (OTLP) and to
@@ -46,9 +54,17 @@
 
 #include <jansson.h>
 
+#include "buf.h"
 #include "status.h"
 
 enum trace_exporter { TRACE_OFF, TRACE_OTLP, TRACE_CONSOLE };
+/* OTEL_EXPORTER_OTLP_PROTOCOL: http/protobuf (the SDKs' default) or http/json. */
+enum trace_protocol { TRACE_PROTOBUF, TRACE_JSON };
+/* OTEL_TRACES_SAMPLER (sdk-environment-variables.md). */
+enum trace_sampler {
+	TRACE_PARENT_ALWAYS_ON, TRACE_ALWAYS_ON, TRACE_ALWAYS_OFF, TRACE_RATIO,
+	TRACE_PARENT_ALWAYS_OFF, TRACE_PARENT_RATIO
+};
 
 /* SpanKind and Status.code as trace.proto numbers them. */
 enum trace_kind { TRACE_INTERNAL = 1, TRACE_SERVER = 2, TRACE_CLIENT = 3 };
@@ -64,6 +80,10 @@ enum trace_code { TRACE_UNSET = 0, TRACE_STATUS_OK = 1, TRACE_STATUS_ERROR = 2 }
 struct trace_config {
 	enum trace_exporter exporter;   /* TRACE_OFF: no OTLP or console export */
 	char *url;                      /* otlp: the traces endpoint */
+	enum trace_protocol protocol;   /* otlp: the body's encoding */
+	int gzip;                       /* otlp: Content-Encoding: gzip */
+	enum trace_sampler sampler;
+	double ratio;                   /* TRACE_RATIO, TRACE_PARENT_RATIO: 0..1 */
 	char *genkit_url;               /* GENKIT_TELEMETRY_SERVER + "/api/traces", or NULL */
 	char *headers[TRACE_HEADERS_MAX + 1];   /* "Name: value", NULL-terminated */
 	int64_t timeout_ms;             /* one export's budget */
@@ -87,16 +107,21 @@ struct trace_config {
  * OTEL_EXPORTER_OTLP_HEADERS then ..._TRACES_HEADERS (percent-decoded; the
  * second wins per name); timeout from ..._TRACES_TIMEOUT or ..._TIMEOUT
  * (ms, default 10000); TLS files from ..._CERTIFICATE, ..._CLIENT_CERTIFICATE,
- * ..._CLIENT_KEY.  OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL http/json or
- * http/protobuf sends JSON; grpc or anything else turns tracing off with a
- * note.  Resource: OTEL_RESOURCE_ATTRIBUTES, then service.name from
+ * ..._CLIENT_KEY.  OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL http/protobuf
+ * (default) or http/json; grpc or anything else turns tracing off with a
+ * note.  OTEL_EXPORTER_OTLP_(TRACES_)COMPRESSION gzip or none (default;
+ * anything else: none, noted).  OTEL_TRACES_SAMPLER and _ARG: always_on,
+ * always_off, traceidratio, parentbased_always_on (default),
+ * parentbased_always_off, parentbased_traceidratio; an unknown one is
+ * noted and parentbased_always_on used, as the SDKs do; a bad ratio is
+ * noted and 1.0 used.  Resource: OTEL_RESOURCE_ATTRIBUTES, then service.name from
  * OTEL_SERVICE_NAME else the one there else default_service, service.version
  * = version.  GENKIT_TELEMETRY_SERVER (with tracing on) adds Genkit's
  * telemetry server as a second destination: each flush is also posted to
  * URL/api/traces in Genkit's trace format (go/core/tracing/store.go), even
  * with OTEL_TRACES_EXPORTER=none.  TRACEPARENT (validated; an invalid one is ignored with a note)
- * and TRACESTATE are read here; a TRACEPARENT whose sampled flag is clear
- * turns tracing off, as the SDKs' default parent-based sampler does.  Problems never fail: they leave a note
+ * and TRACESTATE are read here (the parent-based samplers follow its
+ * sampled flag; trace_init() decides).  Problems never fail: they leave a note
  * (c->note) and, where nothing sensible is left, tracing off.  Only
  * CORE_ENOMEM is returned.
  */
@@ -122,6 +147,10 @@ int trace_config_on(const struct trace_config *c);
  */
 enum core_status trace_init(struct trace_config *c);
 int trace_on(void);             /* whether spans are recorded */
+/* Whether this process's trace is sampled: its spans are exported.  An
+ * unsampled trace still has span IDs, so that children's TRACEPARENT
+ * carries the decision (flags 00); its spans are dropped at flush. */
+int trace_sampled(void);
 
 struct trace_span;
 
@@ -143,15 +172,20 @@ void trace_attr_int(struct trace_span *s, const char *key, int64_t v);
 void trace_attr_bool(struct trace_span *s, const char *key, int v);
 /* A string array (the JSON strings of arr; others skipped). */
 void trace_attr_strs(struct trace_span *s, const char *key, const json_t *arr);
+/* An event at now: name and NULL-terminated key, value string pairs
+ * (attrs may be NULL); "exception" with exception.type and
+ * exception.message is the one for a failure (semconv exceptions). */
+void trace_event(struct trace_span *s, const char *name, const char *const *attrs);
 /* End the span now with this status (msg may be NULL; kept for ERROR). */
 void trace_end(struct trace_span *s, enum trace_code code, const char *msg);
 
-/* "00-<trace>-<span>-01" of s (NULL: the inbound parent) into out; 0 when
+/* "00-<trace>-<span>-FLAGS" of s (01 sampled, 00 not) (NULL: the inbound parent) into out; 0 when
  * there is one, -1 when tracing is off or there is none. */
 int trace_traceparent(const struct trace_span *s, char out[TRACE_PARENT_LEN + 1]);
 /* The inbound TRACESTATE (borrowed), or NULL. */
 const char *trace_tracestate(void);
-/* The trace ID (32 hex, borrowed), or NULL when tracing is off. */
+/* The trace ID (32 hex, borrowed), or NULL when tracing is off or the
+ * trace is not sampled (nobody will find it). */
 const char *trace_id(void);
 
 /*
@@ -201,5 +235,9 @@ void trace_adopt(const struct trace_span *parent);
  * sending or dropping them (tests); NULL when off.  genkit: in Genkit's
  * telemetry-server format instead of OTLP's. */
 json_t *trace_request_peek(int genkit);
+/* The same request as the OTLP exporter encodes it, appended to b without
+ * sending or dropping the spans (the benchmark): protobuf's bytes, else
+ * JSON's text; *n the spans in it.  CORE_ENOMEM. */
+enum core_status trace_request_encode(int protobuf, struct core_buf *b, size_t *n);
 
 #endif

@@ -240,18 +240,62 @@ static void read_bounds(struct trace_config *c)
 		c->queue_max = (size_t)n;
 }
 
+/* OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG. */
+static void read_sampler(struct trace_config *c)
+{
+	static const struct { const char *name; enum trace_sampler s; } names[] = {
+		{ "always_on", TRACE_ALWAYS_ON }, { "always_off", TRACE_ALWAYS_OFF },
+		{ "traceidratio", TRACE_RATIO }, { "parentbased_always_on", TRACE_PARENT_ALWAYS_ON },
+		{ "parentbased_always_off", TRACE_PARENT_ALWAYS_OFF },
+		{ "parentbased_traceidratio", TRACE_PARENT_RATIO },
+	};
+	const char *v = otel_env("OTEL_TRACES_SAMPLER"), *arg = otel_env("OTEL_TRACES_SAMPLER_ARG");
+	size_t i = 0;
+	c->sampler = TRACE_PARENT_ALWAYS_ON;
+	c->ratio = 1.0;
+	for (; v && i < sizeof names / sizeof names[0] && strcmp(v, names[i].name); i++)
+		;
+	if (v && i == sizeof names / sizeof names[0])
+		note(c, "OTEL_TRACES_SAMPLER '%s' is not a known sampler: parentbased_always_on "
+		     "used", v);
+	else if (v)
+		c->sampler = names[i].s;
+	if (c->sampler != TRACE_RATIO && c->sampler != TRACE_PARENT_RATIO)
+		return;
+	char *end = NULL;
+	double r = arg ? strtod(arg, &end) : 1.0;
+	if (arg && (end == arg || *end || !(r >= 0 && r <= 1)))
+		note(c, "OTEL_TRACES_SAMPLER_ARG '%s' is not a ratio from 0 to 1: 1.0 used", arg);
+	else
+		c->ratio = r;
+}
+
 /* The OTLP exporter's settings: 0, 1 when they turn tracing off (noted,
  * c released), -1 without memory. */
 static int read_otlp(struct trace_config *c)
 {
 	const char *proto = env2("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
 	                         "OTEL_EXPORTER_OTLP_PROTOCOL");
-	if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
-		note(c, "tracing off: OTLP protocol '%s' is not supported (agentkit sends "
-		     "http/json)", proto);
+	if (proto && !strcmp(proto, "grpc")) {
+		note(c, "tracing off: OTLP protocol '%s' is not supported: set "
+		     "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf or http/json (a collector's "
+		     "port 4318)", proto);
 		trace_config_release(c);
 		return 1;
 	}
+	if (proto && strcmp(proto, "http/json") && strcmp(proto, "http/protobuf")) {
+		note(c, "tracing off: OTLP protocol '%s' is not one of http/protobuf, http/json",
+		     proto);
+		trace_config_release(c);
+		return 1;
+	}
+	/* http/protobuf is the SDKs' default (exporter.md: SHOULD). */
+	c->protocol = proto && !strcmp(proto, "http/json") ? TRACE_JSON : TRACE_PROTOBUF;
+	const char *z = env2("OTEL_EXPORTER_OTLP_TRACES_COMPRESSION",
+	                     "OTEL_EXPORTER_OTLP_COMPRESSION");
+	c->gzip = z && !strcmp(z, "gzip");
+	if (z && !c->gzip && strcmp(z, "none"))
+		note(c, "trace export: compression '%s' is not one of gzip, none: none used", z);
 	char url[2048];
 	trace_endpoint(otel_env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"),
 	               otel_env("OTEL_EXPORTER_OTLP_ENDPOINT"), url, sizeof url);
@@ -351,6 +395,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	if (!trace_config_on(c))
 		return CORE_OK;
 	read_bounds(c);
+	read_sampler(c);
 	if (file && !(c->file = strdup(file)))
 		goto nomem;
 	if (c->exporter == TRACE_OTLP) {
@@ -367,13 +412,7 @@ enum core_status trace_config_from_env(struct trace_config *c, int flag_on, cons
 	unsigned fl;
 	if (tp && trace_parse_parent(tp, tid, sid, &fl))
 		note(c, "TRACEPARENT '%.60s' is not a W3C traceparent: a new trace is started", tp);
-	else if (tp && !(fl & 1)) {
-		/* parentbased_always_on, the SDKs' default sampler: the caller
-		 * chose not to sample this trace, so nothing is recorded (and
-		 * children inherit its TRACEPARENT unchanged). */
-		trace_config_release(c);
-		return CORE_OK;
-	} else if (tp)
+	else if (tp)
 		snprintf(c->parent, sizeof c->parent, "%.55s", tp);
 	if (c->parent[0] && otel_env("TRACESTATE") && !(c->tracestate = strdup(otel_env("TRACESTATE"))))
 		goto nomem;

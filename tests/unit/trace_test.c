@@ -101,9 +101,31 @@ static void config(void)
 	unsetenv("OTEL_EXPORTER_OTLP_PROTOCOL");
 	setenv("TRACEPARENT", "00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00", 1);
 	trace_config_from_env(&c, 1, NULL, "agent-run", "9.9");
-	report(c.exporter == TRACE_OFF && !c.note[0], "an unsampled parent records nothing", c.note);
+	report(c.exporter == TRACE_OTLP && c.parent[0] && !c.note[0] &&
+	       c.sampler == TRACE_PARENT_ALWAYS_ON && c.protocol == TRACE_PROTOBUF && !c.gzip,
+	       "an unsampled parent is kept for the sampler; protobuf, no gzip by default",
+	       c.note);
 	trace_config_release(&c);
 	unsetenv("TRACEPARENT");
+	setenv("OTEL_TRACES_SAMPLER", "sometimes", 1);
+	setenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "http/json", 1);
+	setenv("OTEL_EXPORTER_OTLP_COMPRESSION", "gzip", 1);
+	trace_config_from_env(&c, 1, NULL, "agent-run", "9.9");
+	report(c.sampler == TRACE_PARENT_ALWAYS_ON && c.protocol == TRACE_JSON && c.gzip &&
+	       !strcmp(c.note, "OTEL_TRACES_SAMPLER 'sometimes' is not a known sampler: "
+	               "parentbased_always_on used"),
+	       "an unknown sampler is noted, parentbased_always_on used", c.note);
+	trace_config_release(&c);
+	setenv("OTEL_TRACES_SAMPLER", "traceidratio", 1);
+	setenv("OTEL_TRACES_SAMPLER_ARG", "0.25", 1);
+	trace_config_from_env(&c, 1, NULL, "agent-run", "9.9");
+	report(c.sampler == TRACE_RATIO && c.ratio == 0.25 && !c.note[0], "traceidratio 0.25",
+	       c.note);
+	trace_config_release(&c);
+	unsetenv("OTEL_TRACES_SAMPLER");
+	unsetenv("OTEL_TRACES_SAMPLER_ARG");
+	unsetenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL");
+	unsetenv("OTEL_EXPORTER_OTLP_COMPRESSION");
 	trace_config_from_env(&c, 0, NULL, "agent-run", "9.9");
 	report(c.exporter == TRACE_OFF, "off without the flag or AGENTKIT_TRACE", NULL);
 	trace_config_release(&c);
