@@ -211,7 +211,7 @@ struct run_opts {
 	struct invocation_open open;    /* --no-store, --store, --continue (heartbeats later) */
 	struct invocation_trace trace;  /* --trace, --trace-file, --trace-content, --trace-names */
 	const char *state_file, *init_json, *session, *snapshot;
-	const char *hb_interval, *hb_timeout, *on_busy, *busy_timeout;  /* the flags, or NULL */
+	struct invocation_flags flags;          /* the duration flags, or NULL */
 	const char *stdin_wait;         /* --stdin-timeout as given, else the variable's, else "3s" */
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
@@ -304,16 +304,6 @@ static enum core_status list_models(struct output *o, const char *key_file)
 }
 
 /* Append arg to the NULL-terminated *v of *n items (-m, --tool). */
-static enum core_status push_arg(const char ***v, size_t *n, const char *arg)
-{
-	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
-	if (!nv)
-		return report_oom();
-	nv[(*n)++] = arg;
-	nv[*n] = NULL;
-	*v = nv;
-	return CORE_OK;
-}
 
 static int has_space(const char *s)
 {
@@ -350,8 +340,8 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	struct agent_ext_spec *xspec = &op->xspec;
 	struct core_err e = { 0 };
 	switch (key) {
-	case OPT_MESSAGE: return push_arg(&op->messages, &op->nmsg, arg);
-	case OPT_TOOL: return push_arg(&op->tools, &op->ntools, arg);
+	case OPT_MESSAGE: return cli_push_arg(&op->messages, &op->nmsg, arg);
+	case OPT_TOOL: return cli_push_arg(&op->tools, &op->ntools, arg);
 	case OPT_SESSION: op->session = arg; break;
 	case OPT_SNAPSHOT: op->snapshot = arg; break;
 	case OPT_CONTINUE: op->open.cont = 1; break;
@@ -392,15 +382,15 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_STATE_TRANSFORM: xspec->state_transform = arg; break;
 	case OPT_STREAM_TRANSFORM: xspec->stream_transform = arg; break;
 	case OPT_LIST: op->list = 1; break;
-	case OPT_MCP_CONFIG: return push_arg(&op->mcp_configs, &op->nmcp, arg);
+	case OPT_MCP_CONFIG: return cli_push_arg(&op->mcp_configs, &op->nmcp, arg);
 	case OPT_MCP_LIST: op->mcp_list = 1; break;
 	case OPT_VERBOSE: op->verbose = 1; break;
 	case OPT_JSON: spec->json_output = 1; break;
 	case OPT_OUTPUT_SCHEMA: spec->output_schema = arg; break;
-	case OPT_HB_INTERVAL: op->hb_interval = arg; break;
-	case OPT_HB_TIMEOUT: op->hb_timeout = arg; break;
-	case OPT_ON_BUSY: op->on_busy = arg; break;
-	case OPT_BUSY_TIMEOUT: op->busy_timeout = arg; break;
+	case OPT_HB_INTERVAL: op->flags.hb_interval = arg; break;
+	case OPT_HB_TIMEOUT: op->flags.hb_timeout = arg; break;
+	case OPT_ON_BUSY: op->flags.on_busy = arg; break;
+	case OPT_BUSY_TIMEOUT: op->flags.busy_timeout = arg; break;
 	case OPT_STDIN_TIMEOUT: op->stdin_wait = arg; break;
 	case OPT_TRACE: op->trace.on = 1; break;
 	case OPT_TRACE_FILE: op->trace.file = arg; break;
@@ -645,12 +635,7 @@ static enum core_status open_runtime(struct run *r)
 	struct invocation_open o = op->open;
 	enum core_status st;
 	invocation_trace(&r->inv, &op->trace);
-	/* Heartbeats: the flags, else the environment, else Genkit's. */
-	if (core_duration_setting("--heartbeat-interval", op->hb_interval,
-	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
-	                          &o.hb_interval_ms, &e)
-	    || store_heartbeat_timeout(op->hb_timeout, &o.hb_timeout_ms, &e)
-	    || invocation_busy(op->on_busy, op->busy_timeout, &o, &e))
+	if (invocation_settings(&op->flags, &o, &e))
 		return cli_usage("%s", e.msg);
 	if ((st = invocation_open(&r->inv, &o, &e))) {
 		init_failed(&r->inv.out, &e);

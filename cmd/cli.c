@@ -58,6 +58,17 @@ enum core_status cli_report(const struct core_err *e)
 	return e->st;
 }
 
+enum core_status cli_push_arg(const char ***v, size_t *n, const char *arg)
+{
+	const char **nv = realloc(*v, (*n + 2) * sizeof *nv);
+	if (!nv)
+		return cli_report(&(struct core_err){ CORE_ENOMEM, 0, "out of memory" });
+	nv[(*n)++] = arg;
+	nv[*n] = NULL;
+	*v = nv;
+	return CORE_OK;
+}
+
 enum core_status cli_usage(const char *fmt, ...)
 {
 	va_list ap;

@@ -218,12 +218,18 @@ static int worker_stopped(void *ctx)
 	return (int)stop_signal;
 }
 
-enum core_status invocation_busy(const char *on_busy, const char *timeout,
-                                 struct invocation_open *o, struct core_err *e)
+enum core_status invocation_settings(const struct invocation_flags *f,
+                                     struct invocation_open *o, struct core_err *e)
 {
 	static const char *const names[] = { [RT_BUSY_WAIT] = "wait", [RT_BUSY_FAIL] = "fail",
 	                                     [RT_BUSY_FORK] = "fork" };
+	const char *on_busy = f->on_busy;
 	size_t i;
+	if (core_duration_setting("--heartbeat-interval", f->hb_interval,
+	                          "AGENTKIT_HEARTBEAT_INTERVAL", DETACH_HEARTBEAT_INTERVAL_MS,
+	                          &o->hb_interval_ms, e)
+	    || store_heartbeat_timeout(f->hb_timeout, &o->hb_timeout_ms, e))
+		return CORE_EUSAGE;
 	o->on_busy = RT_BUSY_WAIT;
 	for (i = 0; on_busy && i < sizeof names / sizeof names[0]; i++)
 		if (!strcmp(on_busy, names[i]))
@@ -233,7 +239,7 @@ enum core_status invocation_busy(const char *on_busy, const char *timeout,
 		                 on_busy);
 	if (on_busy)
 		o->on_busy = (enum rt_busy)i;
-	return core_duration_setting("--busy-timeout", timeout, "AGENTKIT_BUSY_TIMEOUT",
+	return core_duration_setting("--busy-timeout", f->busy_timeout, "AGENTKIT_BUSY_TIMEOUT",
 	                             INVOCATION_BUSY_TIMEOUT_MS, &o->busy_timeout_ms, e);
 }
 

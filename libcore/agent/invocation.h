@@ -195,13 +195,22 @@ struct invocation_open {
 /* The default --busy-timeout: longer than a turn's model call may take. */
 #define INVOCATION_BUSY_TIMEOUT_MS (15 * 60 * 1000)
 
+/* The settings' flags as given (borrowed; NULL: not given). */
+struct invocation_flags {
+	const char *hb_interval, *hb_timeout;   /* --heartbeat-interval, -timeout */
+	const char *on_busy, *busy_timeout;     /* --on-busy, --busy-timeout */
+};
+
 /*
- * --on-busy (on_busy: "wait", "fail" or "fork"; NULL: wait) and
- * --busy-timeout (timeout: a duration; NULL: $AGENTKIT_BUSY_TIMEOUT, else
- * INVOCATION_BUSY_TIMEOUT_MS) into o.  CORE_EUSAGE with the message.
+ * The settings into o, each the flag, else its environment variable, else
+ * the default: the heartbeat interval ($AGENTKIT_HEARTBEAT_INTERVAL, else
+ * Genkit's 30s) and timeout (store_heartbeat_timeout()), --on-busy ("wait",
+ * "fail" or "fork"; default wait) and --busy-timeout
+ * ($AGENTKIT_BUSY_TIMEOUT, else INVOCATION_BUSY_TIMEOUT_MS).  CORE_EUSAGE
+ * with the message.
  */
-enum core_status invocation_busy(const char *on_busy, const char *timeout,
-                                 struct invocation_open *o, struct core_err *e);
+enum core_status invocation_settings(const struct invocation_flags *f,
+                                     struct invocation_open *o, struct core_err *e);
 
 /*
  * Open the store (unless no_store; cont: feed_continue()) and the runtime
