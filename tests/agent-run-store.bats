@@ -209,3 +209,18 @@ M="script/model.ndjson"
 	assert_equal "$stderr" "agent-run: --on-busy must be wait, fail or fork, got 'never'
 try 'agent-run --help'"
 }
+
+@test "hosts whose clocks disagree lose no turn: a row never sorts before the row it continues" {
+	requires faketime
+	run -0 --separate-stderr agent-run --model echo --session S -m one
+	# a host a minute ahead, then one on time, then one a minute behind
+	run -0 --separate-stderr faketime -f "+60s" agent-run --model echo --session S -m ahead
+	run -0 --separate-stderr agent-run --model echo --session S -m on-time
+	run -0 --separate-stderr faketime -f "-60s" agent-run --model echo --session S -m behind
+	run -0 --separate-stderr agent-snap show S --format ndjson
+	assert_equal "$(jq -r 'select(.role == "user") | .content[0].text' <<<"$output" | tr '\n' ' ')" \
+		"one ahead on-time behind "
+	# each row's createdAt after its parent's, by at least a microsecond
+	run -0 --separate-stderr agent-snap export
+	assert_equal "$(jq -s '[sort_by(.createdAt) | .[].state.messages | length]' -c <<<"$output")" "[2,4,6,8]"
+}

@@ -127,11 +127,19 @@ json_t *rt_row_info(struct runtime *rt)
 	return info;
 }
 
+int64_t rt_next_created_ns(struct runtime *rt)
+{
+	int64_t now = core_now_ns();
+	if (now <= rt->last_created_ns)
+		now = rt->last_created_ns + 1000;
+	return rt->last_created_ns = now;
+}
+
 /* The turn's row, as the store keeps it. */
 static json_t *turn_row(struct runtime *rt, const struct turn_result *r)
 {
 	char now[CORE_TIME_MAX];
-	core_time_format(core_now_ns(), now);
+	core_time_format(rt_next_created_ns(rt), now);
 	json_t *err = r->err.st ? jv_error_new(r->err.st, r->err.msg) : NULL;
 	json_t *state = session_shaped(rt->s, session_state(rt->s));
 	json_t *info = rt_row_info(rt);

@@ -90,6 +90,14 @@ void rt_free(struct runtime *rt);       /* NULL is a no-op */
  * process that inherited the runtime across fork() releases nothing (the
  * lock is its parent's) and forgets it. */
 void rt_unlock_session(struct runtime *rt);
+/*
+ * The createdAt (ns) of the next row of the session: now, or 1 us after
+ * the row it follows when this host's clock reads earlier (a host behind
+ * the one that wrote the parent).  Latest is the greatest createdAt
+ * (Genkit's rule), so a turn never sorts before the row it continues,
+ * whatever the hosts' clocks say.
+ */
+int64_t rt_next_created_ns(struct runtime *rt);
 
 /*
  * Check an AgentInput's shape (object; only detach, message, resume; typed

@@ -188,8 +188,11 @@ static enum core_status load_row(struct runtime *rt, const json_t *row, struct c
 		return st;
 	const json_t *s = json_object_get(row, "state");
 	json_t *state = json_is_object(s) ? json_deep_copy(s) : json_object();
+	const char *created = json_string_value(json_object_get(row, "createdAt"));
 	if (!state)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (!created || core_time_parse(created, &rt->last_created_ns))
+		rt->last_created_ns = 0;
 	return session_load(rt->s, state, json_string_value(json_object_get(row, "sessionId")),
 	                    json_string_value(json_object_get(row, "snapshotId")),
 	                    json_array_size(json_object_get(s, "messages")), e);

@@ -34,6 +34,7 @@ struct runtime {
 	enum rt_busy on_busy;
 	int64_t busy_timeout_ms;
 	char *locked_session;   /* the session whose writer lock this holds */
+	int64_t last_created_ns; /* createdAt of the row the next one follows */
 	int detached;           /* rt_detach(): no rows, no chunks, last_good kept */
 	struct agent_ext *ext;  /* custom agent, transforms, grounding, or NULL */
 	struct session *s;      /* the live session */
