@@ -63,6 +63,16 @@ static int zero_time(const json_t *v)
 	       !strncmp(json_string_value(v), "0001-01-01T00:00:00", 19);
 }
 
+int64_t store_row_hb_timeout(const json_t *row, int64_t dflt_ms)
+{
+	const json_t *v = json_object_get(json_object_get(row, STORE_INFO_KEY),
+	                                  "heartbeatTimeout");
+	/* the longer of the two: a reader's shorter timeout never declares
+	 * a worker dead that beats as it said it would */
+	return json_is_integer(v) && json_integer_value(v) > dflt_ms ? json_integer_value(v)
+	                                                              : dflt_ms;
+}
+
 void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
 {
 	const char *status = st_str(row, "status");
@@ -72,6 +82,7 @@ void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
 
 	if (!json_is_object(row))
 		return;
+	timeout_ms = store_row_hb_timeout(row, timeout_ms);
 	if (status && !store_status_terminal(status) && hb && st_time_ns(hb, &hb_ns) &&
 	    hb_ns != INT64_MIN && now_ns - hb_ns > timeout_ms * 1000000)
 		json_object_set_new(row, "status", json_string("expired"));

@@ -338,12 +338,18 @@ enum core_status store_prune(struct store *s, const char *session_id,
 
 /*
  * Read shaping (runtime-semantics §1.7-1.8), in place on a row the caller
- * owns: a pending/aborting row whose heartbeatAt is more than timeout_ms
- * before now reads "expired"; an empty status reads "completed"; a missing
- * or zero updatedAt reads as createdAt.  The STORE_INFO_KEY member is
- * removed, so a shaped row has Genkit's shape.
+ * owns: a pending/aborting row whose heartbeatAt is more than its
+ * heartbeat timeout before now reads "expired" (the reader's timeout_ms,
+ * or the longer one its worker wrote on it: store_row_hb_timeout()); an
+ * empty status reads "completed"; a missing or zero updatedAt reads as
+ * createdAt.  The STORE_INFO_KEY member is removed, so a shaped row has
+ * Genkit's shape.
  */
 void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms);
+/* The heartbeat timeout a row's reader uses: the one its worker wrote on
+ * it (STORE_INFO_KEY's "heartbeatTimeout", ms: the worker's lease) when it
+ * is longer than the reader's dflt_ms, else dflt_ms. */
+int64_t store_row_hb_timeout(const json_t *row, int64_t dflt_ms);
 
 /* Terminal per Genkit: anything but "pending" and "aborting". */
 int store_status_terminal(const char *status);
@@ -388,7 +394,9 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
  * What a person asks of the history and Genkit's row has no place for: the
  * runtime records it in the row's STORE_INFO_KEY member, an object
  * {"agent", "model", "title" (the session's first user text, shortened),
- * "usage" (the turn's token counts)}, every member optional.  The store
+ * "usage" (the turn's token counts), "heartbeatTimeout" (a pending row's:
+ * its worker's heartbeat timeout, ms, which readers use)}, every member
+ * optional.  The store
  * keeps it with the metadata (a metadata-only read has it); read shaping
  * removes it; export and import carry it.
  */

@@ -220,6 +220,22 @@ after_row() {
 	run -2 timeout 20 agent-wait "$id"
 }
 
+@test "readers take the worker's own heartbeat timeout when it is longer than theirs" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 beating "$id"
+	# the pending row says how long its worker may go without a beat (5s here)
+	run -0 agent-snap export
+	assert_equal "$(jq -s -c --arg id "$id" '[.[] | select(.snapshotId == $id) | .agentkit.heartbeatTimeout]' <<<"$output")" "[5000]"
+	kill -9 "$(worker_pid "$id")"
+	sleep 1
+	# a reader with a shorter timeout does not declare it dead before that
+	run -0 agent-snap -m --heartbeat-timeout 300ms "$id"
+	assert_equal "$(jq -r .status <<<"$output")" pending
+	run -3 timeout 20 agent-wait --heartbeat-timeout 300ms "$id"
+	assert_equal "$(jq -r .status <<<"$output")" expired
+}
+
 @test "SIGTERM to the worker finalizes the row aborted" {
 	run -0 "${AR[@]}" --detach -m slow
 	id=$(id_of "$output")
@@ -233,7 +249,9 @@ after_row() {
 	run -0 "${AR[@]}" -m one
 	parent=$(last | jq -r .output.snapshotId)
 	for i in $(seq 20); do
-		run -0 "${AR[@]}" --snapshot "$parent" --detach -m slow
+		# its worker's own heartbeat timeout, which readers take when it
+		# is longer than theirs: 1s, so the row soon reads expired
+		AGENTKIT_HEARTBEAT_TIMEOUT=1s run -0 "${AR[@]}" --snapshot "$parent" --detach -m slow
 		id=$(id_of "$output")
 		pid=$(worker_pid "$id")
 		sleep "0.$((RANDOM % 4))$((RANDOM % 10))"

@@ -452,7 +452,9 @@ latest_step() {
 	echo "{\"snapshotId\":\"w\",\"sessionId\":\"s\",\"status\":\"pending\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\",\"heartbeatAt\":\"$now\"}" |
 		agent-snap import >/dev/null
 	export AGENTKIT_STORE_LOCK_TIMEOUT=1s AGENTKIT_HEARTBEAT_INTERVAL=100ms
-	on a agent-run --model "script/$FIXTURES/detach/convo.ndjson" --detach -m slow >run.out &
+	# the worker's heartbeat timeout, which readers take when it is
+	# longer than theirs: the row reads expired soon after the server is back
+	AGENTKIT_HEARTBEAT_TIMEOUT=5s on a agent-run --model "script/$FIXTURES/detach/convo.ndjson" --detach -m slow >run.out &
 	runner=$!
 	on b agent-wait --timeout 60s w >wait.out 2>wait.err &
 	waiter=$!

@@ -49,18 +49,21 @@ static enum core_status fn_put(const json_t *existing, json_t **next, void *ctx,
 }
 
 enum core_status detach_pending(struct store *s, const char *session_id,
-                                const char *parent_id, int64_t created_ns, json_t **row,
-                                struct core_err *e)
+                                const char *parent_id, int64_t created_ns,
+                                int64_t hb_timeout_ms, json_t **row, struct core_err *e)
 {
 	char id[37], now[CORE_TIME_MAX], created[CORE_TIME_MAX];
 	core_uuid(id);
 	now_str(now);
 	core_time_format(created_ns, created);
+	json_t *info = json_pack("{s:I}", "heartbeatTimeout",
+	                         (json_int_t)(hb_timeout_ms > 0 ? hb_timeout_ms : DETACH_LEASE_MS));
 	struct session_row sr = {
 		.created_at = created, .heartbeat_at = now, .updated_at = now, .parent_id = parent_id,
-		.session_id = session_id, .snapshot_id = id, .status = "pending",
+		.session_id = session_id, .snapshot_id = id, .status = "pending", .info = info,
 	};
 	json_t *r = session_row(&sr);
+	json_decref(info);
 	if (!r)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	enum core_status st = store_save(s, id, 0, fn_put, r, row, e);
@@ -838,7 +841,7 @@ static enum core_status write_pending(struct detach_run *d)
 	json_decref(d->pending);
 	d->pending = NULL;
 	if ((st = detach_pending(*d->store, rt_session_id(d->rt), rt_last_snapshot_id(d->rt),
-	                         rt_next_created_ns(d->rt), &d->pending, &e))) {
+	                         rt_next_created_ns(d->rt), d->lease_ms, &d->pending, &e))) {
 		snprintf(msg, sizeof msg, "agent \"%s\": detach: save pending snapshot: %s",
 		         d->agent, e.msg);
 		rt_fail(d->rt, st, msg);

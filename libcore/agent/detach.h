@@ -50,14 +50,16 @@ struct store;
 /*
  * Write the pending row (§2.2 step 4) under a fresh UUID:
  * {createdAt, heartbeatAt, parentId?, sessionId, snapshotId,
- * status: "pending", updatedAt}, createdAt created_ns (rt_next_created_ns()),
- * the others now, no state.  parent_id may be NULL (the first turn of a
- * fresh conversation).  *row (optional) receives the row as persisted (new
- * reference).
+ * status: "pending", updatedAt, agentkit: {heartbeatTimeout}}, createdAt
+ * created_ns (rt_next_created_ns()), the others now, no state; the
+ * heartbeat timeout hb_timeout_ms (0: DETACH_LEASE_MS), which readers use
+ * for this row (store_shape()).  parent_id may be NULL (the first turn of
+ * a fresh conversation).  *row (optional) receives the row as persisted
+ * (new reference).
  */
 enum core_status detach_pending(struct store *s, const char *session_id,
-                                const char *parent_id, int64_t created_ns, json_t **row,
-                                struct core_err *e);
+                                const char *parent_id, int64_t created_ns,
+                                int64_t hb_timeout_ms, json_t **row, struct core_err *e);
 
 /*
  * The worker's log file for snapshot id: ID.log in store_logs_dir() of the

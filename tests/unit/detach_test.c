@@ -203,7 +203,7 @@ static enum core_status run_worker(struct fixture *f, const char *model,
 		json_decref(in);
 	}
 	if (detach_pending(f->s, rt_session_id(f->rt), rt_last_snapshot_id(f->rt),
-	                   rt_next_created_ns(f->rt), &f->pending, &e)) {
+	                   rt_next_created_ns(f->rt), 0, &f->pending, &e)) {
 		fprintf(stderr, "detach_test: detach_pending: %s\n", e.msg);
 		exit(2);
 	}
