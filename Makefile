@@ -127,8 +127,9 @@ $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBCORE)
 
 # Benchmark programs: bench/store/*.c -> $(BUILD)/bench/store/NAME (bench/store.sh),
 # bench/pg/*.c -> $(BUILD)/bench/pg/NAME (bench/pg.sh), bench/trace/*.c ->
-# $(BUILD)/bench/trace/NAME (bench/otlp.sh).
-BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c bench/trace/*.c))
+# $(BUILD)/bench/trace/NAME (bench/otlp.sh), bench/fleet/*.c -> $(BUILD)/bench/fleet/NAME
+# (bench/fleet.sh).
+BENCH_STORE_SRC := $(sort $(wildcard bench/store/*.c bench/pg/*.c bench/trace/*.c bench/fleet/*.c))
 BENCH_STORE := $(patsubst bench/%.c,$(BUILD)/bench/%,$(BENCH_STORE_SRC))
 # The PostgreSQL benchmark's baseline links libpq itself (store/pg/build.mk).
 $(BUILD)/bench/pg/%.o: OBJ_CFLAGS = $(PQ_CFLAGS)
