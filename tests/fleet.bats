@@ -39,6 +39,9 @@ setup() {
 teardown() {
 	ip netns del "$NS" 2>/dev/null || true
 	ip link del "${NS}r" 2>/dev/null || true
+	for h in 2 3; do
+		ip netns del "$NS-$h" 2>/dev/null || true
+	done
 	[ ! -d "${SERVER:-/nonexistent}" ] || "$TOP/scripts/pg-test-server" stop "$SERVER"
 }
 
@@ -46,6 +49,32 @@ teardown() {
 away() {
 	mkdir -p "$BATS_TEST_TMPDIR/away"
 	ip netns exec "$NS" env HOME="$BATS_TEST_TMPDIR/away" XDG_STATE_HOME="$BATS_TEST_TMPDIR/away/state" "$@"
+}
+
+# host N: one more host, namespace $NS-N on the N-th /30 of $NET.0/24
+# (the first host's is the first), which reaches the server's address
+# through its veth pair: the server takes it as a directly connected
+# subnet.
+host() {
+	local n=$1 ns="$NS-$1" base=$((4 * ($1 - 1)))
+	ip netns add "$ns"
+	ip link add "${NS}r$n" type veth peer name "${NS}n$n"
+	ip link set "${NS}n$n" netns "$ns"
+	ip addr add "$NET.$((base + 1))/30" dev "${NS}r$n"
+	ip link set "${NS}r$n" up
+	ip netns exec "$ns" ip addr add "$NET.$((base + 2))/30" dev "${NS}n$n"
+	ip netns exec "$ns" ip link set "${NS}n$n" up
+	ip netns exec "$ns" ip link set lo up
+	ip netns exec "$ns" ip route add default via "$NET.$((base + 1))"
+}
+
+# on_host N CMD...: CMD on host N (1: the first, $NS), its HOME its own.
+on_host() {
+	local ns=$NS h="$BATS_TEST_TMPDIR/host-$1"
+	[ "$1" = 1 ] || ns="$NS-$1"
+	shift
+	mkdir -p "$h"
+	ip netns exec "$ns" env HOME="$h" XDG_STATE_HOME="$h/state" "$@"
 }
 
 # cut: the other host's network goes silent.
@@ -123,4 +152,23 @@ cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
 	sleep 5
 	run -3 --separate-stderr agent-wait --heartbeat-timeout 3s "$id"
 	assert_equal "$(jq -r '[.status, .finishReason // "none"] | join(" ")' <<<"$output")" "expired none"
+}
+
+@test "three hosts, four writers each, on one session: every turn that exited 0 is in the conversation" {
+	host 2
+	host 3
+	run -0 --separate-stderr on_host 1 agent-run --model echo --session S -m start
+	pids=()
+	for h in 1 2 3; do
+		for w in 1 2 3 4; do
+			on_host "$h" agent-run --model echo --session S -m "h$h-w$w" >/dev/null 2>>err &
+			pids+=($!)
+		done
+	done
+	for p in "${pids[@]}"; do wait "$p"; done
+	run cat err
+	assert_output ""
+	run -0 --separate-stderr agent-snap show S --format ndjson
+	assert_equal "$(jq -r 'select(.role == "user") | .content[0].text' <<<"$output" | sort -V | tr '\n' ' ')" \
+		"h1-w1 h1-w2 h1-w3 h1-w4 h2-w1 h2-w2 h2-w3 h2-w4 h3-w1 h3-w2 h3-w3 h3-w4 start "
 }
