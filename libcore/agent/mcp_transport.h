@@ -141,5 +141,12 @@ struct mcp_transport_ops {
 const struct mcp_transport_ops *mcp_transport_find(const char *type);
 
 extern const struct mcp_transport_ops mcp_transport_stdio;     /* mcp_stdio.c */
+extern const struct mcp_transport_ops mcp_transport_http;      /* mcp_http.c */
+extern const struct mcp_transport_ops mcp_transport_sse;       /* mcp_http.c */
+/* A bare "url": Streamable HTTP, falling back to HTTP+SSE (not a type). */
+extern const struct mcp_transport_ops mcp_transport_url;       /* mcp_http.c */
+/* An entry that cannot be used: open fails with the reading's error
+ * (mcp_server_config.unusable); not a type either. */
+extern const struct mcp_transport_ops mcp_transport_unusable;  /* mcp_config.c */
 
 #endif
