@@ -27,7 +27,7 @@
  * milliseconds (as Gemini CLI writes them).
  *
  * The client reaches a server through the transport its entry's "type"
- * names (mcp_transport.h; only "stdio" for now).  A stdio server runs as
+ * names (mcp_transport.h: "stdio", "http", "sse").  A stdio server runs as
  * a co-process (coproc.h, mcp_stdio.c): argv without a shell, in its own
  * process group, with the caller's environment minus the provider keys
  * plus its "env", stderr captured (the last 2 KiB, attached to every
