@@ -341,9 +341,11 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 	if (type && sc->transport != &mcp_transport_stdio && !json_object_get(entry, "url") &&
 	    json_object_get(entry, "httpUrl"))
 		urlkey = "httpUrl";
-	if ((st = sc->transport == &mcp_transport_stdio
-	              ? stdio_fields(sc, file, dir, name, entry, e)
-	              : http_fields(sc, file, name, entry, urlkey, e)))
+	/* the HTTP transports' members; any other's are stdio's */
+	int http = sc->transport == &mcp_transport_http || sc->transport == &mcp_transport_sse ||
+	           sc->transport == &mcp_transport_url;
+	if ((st = http ? http_fields(sc, file, name, entry, urlkey, e)
+	               : stdio_fields(sc, file, dir, name, entry, e)))
 		return st;
 	if ((st = timeout_field(entry, "timeout", MCP_DEFAULT_CALL_TIMEOUT_MS, file, name,
 	                        &sc->call_timeout_ms, e)) ||
