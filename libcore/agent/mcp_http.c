@@ -435,12 +435,11 @@ static void resolve_endpoint(struct hx *t, const char *data)
 	size_t origin = strcspn(base + strcspn(base, ":") + 3, "/?#") + strcspn(base, ":") + 3;
 	char *u = NULL;
 	if (!strncmp(data, "http://", 7) || !strncmp(data, "https://", 8)) {
-		if (strncmp(data, base, origin) || (data[origin] && data[origin] != '/'))
-			{
-				die(t, CORE_EINTERNAL, "mcp server '%s' (%s) named an endpoint on "
-				           "another origin", t->c->name, t->shown);
-				return;
-			}
+		if (strncmp(data, base, origin) || (data[origin] && data[origin] != '/')) {
+			die(t, CORE_EINTERNAL, "mcp server '%s' (%s) named an endpoint on "
+			    "another origin", t->c->name, t->shown);
+			return;
+		}
 		u = strdup(data);
 	} else if (data[0] == '/') {
 		if (asprintf(&u, "%.*s%s", (int)origin, base, data) < 0)
@@ -452,15 +451,14 @@ static void resolve_endpoint(struct hx *t, const char *data)
 		if (asprintf(&u, "%.*s%s%s", (int)dir, base, dir == origin ? "/" : "", data) < 0)
 			u = NULL;
 	}
-	if (!u)
-		{
-			die(t, CORE_ENOMEM, "mcp server '%s': out of memory", t->c->name);
-			return;
-		}
+	if (!u) {
+		die(t, CORE_ENOMEM, "mcp server '%s': out of memory", t->c->name);
+		return;
+	}
 	if (u[strcspn(u, "\r\n ")]) {
 		free(u);
 		die(t, CORE_EINTERNAL, "mcp server '%s' (%s) named a malformed endpoint",
-		           t->c->name, t->shown);
+		    t->c->name, t->shown);
 		return;
 	}
 	free(t->post_url);
@@ -505,16 +503,14 @@ static void start_get(struct hx *t, enum kind kind, const char *last, int resume
 {
 	struct core_err e = { 0 };
 	struct xfer *x;
-	if (fresh_token(t, &e))
-		{
-			die(t, e.st, "%s", e.msg);
-			return;
-		}
-	if (!(x = xfer_new(t, kind, t->c->url, NULL, 0, last, &e)))
-		{
-			die(t, e.st, "%s", e.msg);
-			return;
-		}
+	if (fresh_token(t, &e)) {
+		die(t, e.st, "%s", e.msg);
+		return;
+	}
+	if (!(x = xfer_new(t, kind, t->c->url, NULL, 0, last, &e))) {
+		die(t, e.st, "%s", e.msg);
+		return;
+	}
 	x->resumes = resumes;
 	x->id = id ? json_deep_copy(id) : NULL;
 	if (kind == K_GET)
@@ -547,38 +543,35 @@ static void done(struct hx *t, struct xfer *x, CURLcode rc)
 	if (x->fail) {
 		/* a message too long, or no memory for one */
 		die(t, x->fail, "mcp server '%s' (%s): %s", t->c->name, t->shown,
-		           x->why.msg);
+		    x->why.msg);
 		return;
 	}
-	if (rc == CURLE_OK && ok2 && x->sse && sse_finish(&x->p, &fe))
-		{
-			die(t, fe.st, "mcp server '%s' (%s): %s", t->c->name, t->shown, fe.msg);
-			return;
-		}
+	if (rc == CURLE_OK && ok2 && x->sse && sse_finish(&x->p, &fe)) {
+		die(t, fe.st, "mcp server '%s' (%s): %s", t->c->name, t->shown, fe.msg);
+		return;
+	}
 	if (x->kind == K_DELETE)
 		return;
-	if (rc == CURLE_OK && (s == 401 || s == 403))
-		{
-			unauthorized(t, s);
-			return;
-		}
+	if (rc == CURLE_OK && (s == 401 || s == 403)) {
+		unauthorized(t, s);
+		return;
+	}
 
 	if (x->kind == K_LEGACY_GET) {
-		if (rc != CURLE_OK)
-			{
-				die(t, CORE_EINTERNAL, "mcp server '%s' (%s): its event stream was cut: %s",
-				           t->c->name, t->shown, cerr);
-				return;
-			}
+		if (rc != CURLE_OK) {
+			die(t, CORE_EINTERNAL, "mcp server '%s' (%s): its event stream was cut: %s",
+			    t->c->name, t->shown, cerr);
+			return;
+		}
 		if (!ok2) {
 			body_start(x, start, sizeof start);
 			die(t, CORE_EINTERNAL, "mcp server '%s' (%s) answered the event stream's "
-			           "GET with HTTP %ld%s%s", t->c->name, t->shown, s, *start ? ": " : "",
-			           start);
+			    "GET with HTTP %ld%s%s", t->c->name, t->shown, s, *start ? ": " : "",
+			    start);
 			return;
 		}
 		die(t, CORE_EINTERNAL, "mcp server '%s' (%s) ended its event stream",
-		           t->c->name, t->shown);
+		    t->c->name, t->shown);
 		return;
 	}
 
@@ -601,14 +594,8 @@ static void done(struct hx *t, struct xfer *x, CURLcode rc)
 
 	/* K_POST and K_RESUME */
 	if (rc != CURLE_OK && !(x->sse && ok2)) {
-		if (t->mode == M_AUTO && x->initialize)
-			{
-				die(t, CORE_EINTERNAL, "mcp server '%s' cannot be reached at %s: %s",
-				           t->c->name, t->shown, cerr);
-				return;
-			}
 		die(t, CORE_EINTERNAL, "mcp server '%s' cannot be reached at %s: %s",
-		           t->c->name, t->shown, cerr);
+		    t->c->name, t->shown, cerr);
 		return;
 	}
 	if (ok2 && x->initialize && t->mode == M_AUTO)
@@ -618,20 +605,18 @@ static void done(struct hx *t, struct xfer *x, CURLcode rc)
 			/* an HTTP+SSE server: its stream, then initialize again */
 			t->mode = M_LEGACY;
 			json_t *h = json_pack("[s,O,b]", x->body, x->id, 1);
-			if (!h || json_array_append_new(t->held, h))
-				{
-					die(t, CORE_ENOMEM, "mcp server '%s': out of memory", t->c->name);
-					return;
-				}
+			if (!h || json_array_append_new(t->held, h)) {
+				die(t, CORE_ENOMEM, "mcp server '%s': out of memory", t->c->name);
+				return;
+			}
 			start_get(t, K_LEGACY_GET, NULL, 0, NULL);
 			return;
 		}
-		if (s == 404 && t->session && t->mode == M_STREAMABLE)
-			{
-				die(t, CORE_EINTERNAL, "mcp server '%s' (%s) ended the session (HTTP 404)",
-				           t->c->name, t->shown);
-				return;
-			}
+		if (s == 404 && t->session && t->mode == M_STREAMABLE) {
+			die(t, CORE_EINTERNAL, "mcp server '%s' (%s) ended the session (HTTP 404)",
+			    t->c->name, t->shown);
+			return;
+		}
 		/* the SDKs answer a bad request with a JSON-RPC error body */
 		json_t *doc = x->buf.len ? json_loadb(x->buf.p, x->buf.len, 0, NULL) : NULL;
 		int rpc = x->id && json_equal(json_object_get(doc, "id"), x->id) &&
@@ -658,17 +643,15 @@ static void done(struct hx *t, struct xfer *x, CURLcode rc)
 	if (!x->id || x->answered)
 		return;
 	/* A stream that ended, or was cut, before its answer. */
-	if (x->p.id_set && x->resumes < RESUME_MAX && t->mode == M_STREAMABLE)
-		{
-			start_get(t, K_RESUME, x->p.last_id, x->resumes + 1, x->id);
-			return;
-		}
-	if (rc != CURLE_OK)
-		{
-			die(t, CORE_EINTERNAL, "mcp server '%s' (%s): the stream of an answer was cut: "
-			           "%s", t->c->name, t->shown, cerr);
-			return;
-		}
+	if (x->p.id_set && x->resumes < RESUME_MAX && t->mode == M_STREAMABLE) {
+		start_get(t, K_RESUME, x->p.last_id, x->resumes + 1, x->id);
+		return;
+	}
+	if (rc != CURLE_OK) {
+		die(t, CORE_EINTERNAL, "mcp server '%s' (%s): the stream of an answer was cut: "
+		    "%s", t->c->name, t->shown, cerr);
+		return;
+	}
 	answer_error(t, x, "the server ended the answer's stream without an answer");
 }
 
