@@ -587,7 +587,7 @@ static enum core_status load_mcp(struct run *r)
 
 static void mcp_skipped(void *ctx, const struct core_err *e)
 {
-	cli_warn("%s (an optional server: the run goes on without its tools)", e->msg);
+	cli_warn("%s (not required: the run goes on without its tools)", e->msg);
 }
 
 /* Start every server and give the agent their tools. */

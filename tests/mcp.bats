@@ -65,7 +65,8 @@ try 'agent-run --help'" ]
 @test "\${VAR} and \${VAR:-default} expand; an unset variable is a usage error naming it" {
 	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["${MODE}"], "env": {"FAKE_ENV": "${FAKE_VALUE:-dflt}"}}}}\n' "$SERVER" >vars.json
 	call fake_meta
-	run -100 --separate-stderr agent-run --no-store --model $M --mcp-config vars.json -m go
+	# required (the agent names it): a usage error; else a warning
+	run -100 --separate-stderr agent-run --no-store --model $M --mcp-config vars.json --tool 'fake/*' -m go
 	[ "$stderr" = "agent-run: mcp config vars.json: server 'fake': args[0]: variable 'MODE' is not set (set it, or write \${MODE:-default})
 try 'agent-run --help'" ]
 	[ -z "$output" ]
@@ -81,9 +82,9 @@ try 'agent-run --help'" ]
 	echo '{"servers": {}}' >bad.json
 	run -101 --separate-stderr agent-run --mcp-config bad.json --mcp-list
 	[ "$stderr" = "agent-run: mcp config bad.json: no \"mcpServers\" object" ]
-	echo '{"mcpServers": {"web": {"url": "https://example.com/mcp"}}}' >http.json
-	run -100 --separate-stderr agent-run --mcp-config http.json --mcp-list
-	[ "${stderr%%$'\n'*}" = "agent-run: mcp config http.json: server 'web': only stdio servers (a \"command\") are supported" ]
+	echo '{"mcpServers": {"web": {"type": "ws", "url": "wss://example.com/mcp"}}}' >http.json
+	run -1 --separate-stderr agent-run --mcp-config http.json --mcp-list
+	[ "$stderr" = "agent-run: mcp config http.json: server 'web': unknown type 'ws' (agentkit takes \"stdio\", \"http\" and \"sse\")" ]
 	run -100 --separate-stderr agent-run --mcp-config mcp.json --mcp-config mcp.json --mcp-list
 	[ "${stderr%%$'\n'*}" = "agent-run: mcp server 'fake' is configured twice: in mcp.json and in mcp.json" ]
 	echo '{"mcpServers": {"off": {"command": "nosuch", "disabled": true}}}' >off.json
@@ -121,7 +122,7 @@ try 'agent-run --help'" ]
 	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
 	[ "$(printf '%s\n' "$output" | head -n 1 | jq -r .name)" = echo ]
 	config normal '"includeTools": "echo"'
-	run -101 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
+	run -1 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
 	[ "$stderr" = "agent-run: mcp config mcp.json: server 'fake': 'includeTools' must be a list of tool names" ]
 }
 
@@ -129,7 +130,7 @@ try 'agent-run --help'" ]
 	printf '{"mcpServers": {"gone": {"command": "no-such-mcp-server", "optional": true}, "fake": {"command": "%s"}}}\n' "$SERVER" >opt.json
 	call fake_echo '{"text":"still here"}'
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config opt.json -m go
-	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (during initialize) (an optional server: the run goes on without its tools)" ]
+	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (during initialize) (not required: the run goes on without its tools)" ]
 	[ "$(response | jq -c .output)" = '"echo: still here"' ]
 	# --mcp-list, a health check, still says it failed
 	run -1 --separate-stderr agent-run --mcp-config opt.json --mcp-list
@@ -262,19 +263,22 @@ try 'agent-run --help'" ]
 	printf '#!/bin/sh\necho "silent-server: starting (FAKE_ENV=$FAKE_ENV)" >&2\nexec sleep 30\n' >silent.sh
 	chmod +x silent.sh
 	printf '{"mcpServers": {"fake": {"command": "./silent.sh", "env": {"FAKE_ENV": "${FAKE_VALUE:-unset}"}, "startupTimeout": "2s"}}}\n' >silent.json
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config silent.json -m go
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config silent.json --tool 'fake/*' -m go
 	[ "$stderr" = "agent-run: mcp server 'fake' did not answer initialize within 2000 ms (stderr: silent-server: starting (FAKE_ENV=unset))" ]
 	[ "$output" = "{\"error\":{\"status\":\"DEADLINE_EXCEEDED\",\"message\":\"mcp server 'fake' did not answer initialize within 2000 ms (stderr: silent-server: starting (FAKE_ENV=unset))\"}}" ]
 	config banner
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --tool 'fake/*' -m go
 	[[ $stderr == "agent-run: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 listening on stdio' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: "* ]]
 	[ "$(jq -r .error.status <<<"$output")" = UNAVAILABLE ]
 	config newer
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --tool 'fake/*' -m go
 	[[ $stderr == "agent-run: mcp server 'fake' answered protocol version '2099-01-01'; agentkit speaks 2025-11-25, 2025-06-18 and 2025-03-26 (stderr: "* ]]
 	echo '{"mcpServers": {"gone": {"command": "no-such-mcp-server"}}}' >gone.json
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config gone.json -m go
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config gone.json --tool 'gone/*' -m go
 	[[ $stderr == "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory"* ]]
+	# not required (the agent names no tool of it): a warning, the run goes on
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config gone.json -m go
+	[ "$stderr" = "agent-run: mcp server 'gone' exited with status 127: cannot execute 'no-such-mcp-server': No such file or directory (during initialize) (not required: the run goes on without its tools)" ]
 }
 
 @test "--mcp-list exits 1 naming the server that failed, and lists the others" {
@@ -291,7 +295,7 @@ try 'agent-run --help'" ]
 	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
 	[[ $stderr == *"(cwd srvdir, FAKE_ENV=unset)"* ]]
 	# a shell would expand this; the server gets it as is
-	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["$HOME;x"]}}}\n' "$SERVER" >lit.json
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["$$HOME;x"]}}}\n' "$SERVER" >lit.json
 	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --model $M --mcp-config lit.json -m go
 	[[ $stderr == *'starting in $HOME;x mode'* ]]
 	cat >env.py <<-'PY'
@@ -492,7 +496,7 @@ try 'agent-run --help'" ]
 	tools '[local, gone/*, gone/echo]'
 	run -0 --separate-stderr agent-run --agents agents --mcp-config gone.json pick --describe
 	[ "$(described)" = '["local"]' ]
-	[[ $stderr == *"an optional server: the run goes on without its tools"* ]]
+	[[ $stderr == *"(not required: the run goes on without its tools)"* ]]
 }
 
 @test "a server manifest tools/NAME.mcp.json on the tool path serves an agent that lists NAME/*" {
@@ -653,12 +657,12 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 @test "bytes that are not UTF-8 from a server become U+FFFD: the message and the final line are kept" {
 	script '{"text":"never"}'
 	config badbytes
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --tool 'fake/*' -m go
 	msg="mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'Server v1.0 caf� �� �� listening' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badbytes mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: log caf� �� ��)"
 	[ "$stderr" = "agent-run: $msg" ]
 	[ "$(jq -c .error <<<"$output")" = "$(jq -nc --arg m "$msg" '{status: "UNAVAILABLE", message: $m}')" ]
 	# --verbose passes its stderr on, valid
-	run -1 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json --tool 'fake/*' -m go
 	[ "${stderr%%$'\n'*}" = "agent-run: mcp fake: fake-server: starting in badbytes mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
 	[ "$(sed -n 2p <<<"$stderr")" = "agent-run: mcp fake: fake-server: log caf� �� ��" ]
 	# mid-call: a result's text, a stray line and stderr

@@ -111,8 +111,9 @@ mcp() {
 	mcp badbytes
 	script '{"text":"never"}'
 	msg=$'mcp server \'fake\' wrote a line that is not a JSON-RPC message on stdout: \'Server v1.0 caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD listening\' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badbytes mode (cwd '"$(basename "$PWD")"$', FAKE_ENV=-) fake-server: log caf\uFFFD \uFFFD\uFFFD \uFFFD\uFFFD)'
+	# required (the agent names it): a server that is not required only warns
 	for detach in "" --detach; do
-		run -1 --separate-stderr agent-run --model script/model.ndjson --mcp-config mcp.json -m hi $detach
+		run -1 --separate-stderr agent-run --model script/model.ndjson --mcp-config mcp.json --tool 'fake/*' -m hi $detach
 		[ "$(last | jq -r '.error | [.status, .message] | @tsv')" = "UNAVAILABLE	$msg" ]
 		[ "$stderr" = "agent-run: $msg" ]
 	done

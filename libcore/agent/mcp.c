@@ -229,11 +229,14 @@ static enum core_status next_message(struct mcp_server *s, const char *method, j
 	json_decref(*msg);
 	*msg = NULL;
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	core_buf_addf(&b, "mcp server '%s' wrote a line that is not a JSON-RPC message "
-	              "on stdout: '", s->cfg->name);
+	/* stdio's words for stdio; an HTTP server's message is one body or event */
+	int lines = s->cfg->transport == &mcp_transport_stdio;
+	core_buf_addf(&b, lines ? "mcp server '%s' wrote a line that is not a JSON-RPC message "
+	              "on stdout: '" : "mcp server '%s' sent a message that is not JSON-RPC: '",
+	              s->cfg->name);
 	line_head(line, len, &b);
-	core_buf_adds(&b, "' (an MCP server may write only JSON-RPC there; logs go "
-	              "to stderr)");
+	core_buf_adds(&b, lines ? "' (an MCP server may write only JSON-RPC there; logs go "
+	              "to stderr)" : "'");
 	st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
 	core_buf_release(&b);
 	return st;

@@ -13,14 +13,21 @@
  *
  * read only when named (--mcp-config, AGENTKIT_MCP_CONFIG).  ${VAR} and
  * ${VAR:-default} expand in command, args, env values and cwd; an unset
- * variable without a default is CORE_EUSAGE naming it.  Only stdio
- * servers: an entry with another "type" or only a "url" is CORE_EUSAGE.
+ * variable without a default is CORE_EUSAGE naming it; so are $VAR and
+ * $$ (a '$').  HTTP servers: {"type": "http"|"sse", "url", "headers",
+ * "credentialCommand", "credentialTtl"}, Gemini CLI's "httpUrl"
+ * (Streamable HTTP), a bare "url" (Streamable HTTP, then HTTP+SSE; see
+ * mcp_http.c); url and headers values expand too.  An entry that cannot
+ * be used (an unknown type, a bad member, a variable unset) does not fail
+ * the reading: it is kept, and fails when started (with the message the
+ * reading gave), so one bad entry of a shared file never stops a run that
+ * does not need it (mcp_config_settle()).
  * Other members are ignored (the format is shared with other clients).
  * timeout and startupTimeout are durations ("30s") or numbers of
  * milliseconds (as Gemini CLI writes them).
  *
  * The client reaches a server through the transport its entry's "type"
- * names (mcp_transport.h; only "stdio" for now).  A stdio server runs as
+ * names (mcp_transport.h: "stdio", "http", "sse").  A stdio server runs as
  * a co-process (coproc.h, mcp_stdio.c): argv without a shell, in its own
  * process group, with the caller's environment minus the provider keys
  * plus its "env", stderr captured (the last 2 KiB, attached to every
@@ -82,6 +89,16 @@ struct mcp_server_config {
 	                               no list (exclude wins) */
 	char *prefix;           /* before each tool's name (default "NAME_") */
 	int optional;           /* a failure to start is a warning (the caller's) */
+	int agents;             /* from the agent's own prompt or a manifest */
+	/* HTTP transports ("http", "sse", a bare "url"): */
+	char *url;              /* expanded; NULL for stdio */
+	char **headers;         /* "Name: value", expanded, NULL-terminated */
+	json_t *cred_cmd;       /* credentialCommand (an array of strings) or NULL */
+	int64_t cred_ttl_ms;    /* credentialTtl (a plain-text token's life) */
+	/* An entry agentkit cannot use: its transport is mcp_transport_unusable,
+	 * whose open fails with this (the reading's error, naming the file). */
+	enum core_status unusable_st;
+	char *unusable;
 };
 
 struct mcp_config {
@@ -116,6 +133,15 @@ enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
 enum core_status mcp_config_manifests(struct mcp_config *cfg, const json_t *names,
                                       char *const *dirs, struct core_err *e);
 void mcp_config_release(struct mcp_config *cfg);
+
+/*
+ * Which servers the agent requires: those of cfg from index shared on
+ * (its prompt's mcpServers, its manifests) and those its tool list names
+ * ("NAME/..."), unless "optional": true.  Every other server (a shared
+ * file's that the agent does not name) becomes optional: an entry that
+ * cannot be used, or a server that fails to start, is then a warning.
+ */
+void mcp_config_settle(struct mcp_config *cfg, size_t shared, const json_t *names);
 
 /* The invocation's running servers and their tools. */
 struct mcp_set;

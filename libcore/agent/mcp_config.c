@@ -24,7 +24,16 @@ static int var_char(char c, int first)
 	       (!first && c >= '0' && c <= '9');
 }
 
-/* Expand ${VAR} and ${VAR:-default} in s into a new string (*out).
+static enum core_status unset(const char *file, const char *server, const char *where,
+                              const char *name, struct core_err *e)
+{
+	return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: variable '%s' is not "
+	                 "set (set it, or write ${%s:-default})", file, server, where,
+	                 name ? name : "?", name ? name : "?");
+}
+
+/* Expand ${VAR}, ${VAR:-default} and $VAR (Gemini CLI's) in s into a new
+ * string (*out); $$ is a '$', and a '$' before anything else stays.
  * where says what is expanded in messages ("args[1]"). */
 static enum core_status expand(const char *s, const char *file, const char *server,
                                const char *where, char **out, struct core_err *e)
@@ -33,12 +42,34 @@ static enum core_status expand(const char *s, const char *file, const char *serv
 	const char *p = s;
 	core_buf_adds(&b, "");
 	while (*p) {
-		const char *d = strstr(p, "${");
+		const char *d = strchr(p, '$');
 		if (!d) {
 			core_buf_adds(&b, p);
 			break;
 		}
 		core_buf_add(&b, p, (size_t)(d - p));
+		if (d[1] == '$' || (d[1] != '{' && !var_char(d[1], 1))) {
+			core_buf_addc(&b, '$');
+			p = d + 1 + (d[1] == '$');
+			continue;
+		}
+		if (d[1] != '{') {
+			const char *n = d + 1, *q = n;
+			while (var_char(*q, q == n))
+				q++;
+			char *name = strndup(n, (size_t)(q - n));
+			const char *v = name ? getenv(name) : NULL;
+			if (!v) {
+				unset(file, server, where, name, e);
+				free(name);
+				core_buf_release(&b);
+				return CORE_EUSAGE;
+			}
+			core_buf_adds(&b, v);
+			free(name);
+			p = q;
+			continue;
+		}
 		const char *n = d + 2, *q = n;
 		while (var_char(*q, q == n))
 			q++;
@@ -53,9 +84,7 @@ static enum core_status expand(const char *s, const char *file, const char *serv
 		if (*q == ':' && (!v || !*v)) {
 			core_buf_add(&b, q + 2, (size_t)(close - q - 2));
 		} else if (!v) {
-			core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': %s: variable '%s' is not "
-			          "set (set it, or write ${%s:-default})", file, server, where,
-			          name ? name : "?", name ? name : "?");
+			unset(file, server, where, name, e);
 			free(name);
 			core_buf_release(&b);
 			return CORE_EUSAGE;
@@ -127,7 +156,8 @@ static enum core_status rebase(char **p, const char *dir, struct core_err *e)
 	return CORE_OK;
 }
 
-static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
+/* A stdio entry's members: command, args, env, cwd. */
+static enum core_status stdio_fields(struct mcp_server_config *sc, const char *file,
                                      const char *dir, const char *name, const json_t *entry,
                                      struct core_err *e)
 {
@@ -135,21 +165,12 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 	const json_t *args = json_object_get(entry, "args");
 	const json_t *env = json_object_get(entry, "env");
 	const json_t *cwd = json_object_get(entry, "cwd");
-	const json_t *type = json_object_get(entry, "type");
-	const json_t *size = json_object_get(entry, "maxResultBytes");
 	enum core_status st;
 	char where[64];
 	size_t i, k = 0;
 	const char *key;
 	json_t *v;
 
-	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	sc->transport = !type ? mcp_transport_find("stdio")
-	              : jv_is_string(type) ? mcp_transport_find(json_string_value(type)) : NULL;
-	if (!sc->transport || (!cmd && json_object_get(entry, "url")))
-		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': only stdio servers "
-		                 "(a \"command\") are supported", file, name);
 	if (!jv_is_string(cmd) || !*json_string_value(cmd))
 		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'command' must be a "
 		                 "non-empty string", file, name);
@@ -197,6 +218,134 @@ static enum core_status server_entry(struct mcp_server_config *sc, const char *f
 	 * command with a cwd is the child's, relative to that cwd. */
 	if ((st = rebase(&sc->cwd, dir, e)) ||
 	    (!sc->cwd && strchr(sc->argv[0], '/') && (st = rebase(&sc->argv[0], dir, e))))
+		return st;
+	return CORE_OK;
+}
+
+/* An HTTP entry's members: the URL (url or httpUrl, in urlkey), headers,
+ * credentialCommand and credentialTtl. */
+static enum core_status http_fields(struct mcp_server_config *sc, const char *file,
+                                    const char *name, const json_t *entry, const char *urlkey,
+                                    struct core_err *e)
+{
+	const json_t *url = json_object_get(entry, urlkey);
+	const json_t *hdrs = json_object_get(entry, "headers");
+	const json_t *cmd = json_object_get(entry, "credentialCommand");
+	const json_t *ttl = json_object_get(entry, "credentialTtl");
+	enum core_status st;
+	char where[80];
+	size_t i, k = 0;
+	const char *key;
+	json_t *v;
+
+	if (json_object_get(entry, "command"))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': both 'command' and "
+		                 "'%s' (a server is run or reached, not both)", file, name, urlkey);
+	if (!jv_is_string(url) || !*json_string_value(url))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be a "
+		                 "non-empty string", file, name, urlkey);
+	if ((st = expand(json_string_value(url), file, name, urlkey, &sc->url, e)))
+		return st;
+	if (strncmp(sc->url, "http://", 7) && strncmp(sc->url, "https://", 8))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': '%s' must be an "
+		                 "http:// or https:// URL", file, name, urlkey);
+	if (hdrs && !json_is_object(hdrs))
+		return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'headers' must be an "
+		                 "object of strings", file, name);
+	if (!(sc->headers = calloc(json_object_size(hdrs) + 1, sizeof *sc->headers)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_object_foreach((json_t *)hdrs, key, v) {
+		char *val = NULL;
+		if (!jv_is_string(v) || !*key || key[strcspn(key, ":\r\n \t")])
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'headers' must be "
+			                 "an object of strings", file, name);
+		snprintf(where, sizeof where, "headers.%.50s", key);
+		if ((st = expand(json_string_value(v), file, name, where, &val, e)))
+			return st;
+		/* A line break would end the header and forge the next; the
+		 * value may be a secret, so only its name is said. */
+		if (val[strcspn(val, "\r\n")]) {
+			explicit_bzero(val, strlen(val));
+			free(val);
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': %s holds a line "
+			                 "break", file, name, where);
+		}
+		if (asprintf(&sc->headers[k], "%s: %s", key, val) < 0) {
+			sc->headers[k] = NULL;
+			free(val);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
+		k++;
+		explicit_bzero(val, strlen(val));
+		free(val);
+	}
+	if (cmd) {
+		if (!json_is_array(cmd) || !json_array_size(cmd))
+			goto badcmd;
+		json_array_foreach(cmd, i, v)
+			if (!jv_is_string(v) || !*json_string_value(v))
+				goto badcmd;
+		sc->cred_cmd = json_deep_copy(cmd);
+		if (!sc->cred_cmd)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	sc->cred_ttl_ms = 5 * 60 * 1000;
+	if (ttl) {
+		struct core_err de = { 0 };
+		if (!cmd)
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'credentialTtl' "
+			                 "without 'credentialCommand'", file, name);
+		if (!jv_is_string(ttl) || core_parse_duration(json_string_value(ttl),
+		                                               &sc->cred_ttl_ms, &de) ||
+		    sc->cred_ttl_ms <= 0)
+			return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'credentialTtl' "
+			                 "must be a duration ('5m')", file, name);
+	}
+	return CORE_OK;
+badcmd:
+	return core_fail(e, CORE_EINVAL, "mcp config %s: server '%s': 'credentialCommand' must "
+	                 "be a non-empty list of strings (a program and its arguments)", file,
+	                 name);
+}
+
+static enum core_status server_entry(struct mcp_server_config *sc, const char *file,
+                                     const char *dir, const char *name, const json_t *entry,
+                                     struct core_err *e)
+{
+	const json_t *type = json_object_get(entry, "type");
+	const json_t *size = json_object_get(entry, "maxResultBytes");
+	const char *urlkey = "url";
+	enum core_status st;
+
+	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	/* The transport: "type" when given (Claude Code's "stdio", "http",
+	 * "sse"); else Gemini CLI's "httpUrl" is Streamable HTTP, a "command"
+	 * is stdio, and a bare "url" (Gemini's HTTP+SSE, Genkit's Streamable
+	 * HTTP) is tried as Streamable HTTP, then HTTP+SSE. */
+	if (type && !jv_is_string(type))
+		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': 'type' must be "
+		                 "\"stdio\", \"http\" or \"sse\"", file, name);
+	if (type)
+		sc->transport = mcp_transport_find(json_string_value(type));
+	else if (json_object_get(entry, "httpUrl"))
+		sc->transport = &mcp_transport_http, urlkey = "httpUrl";
+	else if (json_object_get(entry, "command") || !json_object_get(entry, "url"))
+		sc->transport = &mcp_transport_stdio;
+	else
+		sc->transport = &mcp_transport_url;
+	if (!sc->transport)
+		return core_fail(e, CORE_EUSAGE, "mcp config %s: server '%s': unknown type '%s' "
+		                 "(agentkit takes \"stdio\", \"http\" and \"sse\")", file, name,
+		                 json_string_value(type));
+	if (type && sc->transport != &mcp_transport_stdio && !json_object_get(entry, "url") &&
+	    json_object_get(entry, "httpUrl"))
+		urlkey = "httpUrl";
+	/* the HTTP transports' members; any other's are stdio's */
+	int http = sc->transport == &mcp_transport_http || sc->transport == &mcp_transport_sse ||
+	           sc->transport == &mcp_transport_url;
+	if ((st = http ? http_fields(sc, file, name, entry, urlkey, e)
+	               : stdio_fields(sc, file, dir, name, entry, e)))
 		return st;
 	if ((st = timeout_field(entry, "timeout", MCP_DEFAULT_CALL_TIMEOUT_MS, file, name,
 	                        &sc->call_timeout_ms, e)) ||
@@ -246,6 +395,54 @@ static void server_config_release(struct mcp_server_config *sc)
 	core_strv_free(sc->argv);
 	core_strv_free(sc->env);
 	free(sc->cwd);
+	free(sc->url);
+	if (sc->headers)
+		for (char **h = sc->headers; *h; h++)
+			explicit_bzero(*h, strlen(*h));
+	core_strv_free(sc->headers);
+	json_decref(sc->cred_cmd);
+	free(sc->unusable);
+}
+
+/*
+ * An entry that cannot be used (e's message) is kept as one: it fails to
+ * start with that message, and is skipped like any server that fails to
+ * start when nothing requires it (mcp_config_settle()).
+ */
+static enum core_status unusable(struct mcp_server_config *sc, const char *file,
+                                 const char *name, const json_t *entry, struct core_err *e)
+{
+	const json_t *opt = json_object_get(entry, "optional");
+	enum core_status why = e->st;
+	server_config_release(sc);
+	memset(sc, 0, sizeof *sc);
+	sc->transport = &mcp_transport_unusable;
+	sc->unusable_st = why;
+	sc->optional = json_is_true(opt);
+	if (!(sc->name = strdup(name)) || !(sc->file = strdup(file)) ||
+	    !(sc->unusable = strdup(e->msg)) || asprintf(&sc->prefix, "%s_", name) < 0) {
+		sc->prefix = NULL;
+		server_config_release(sc);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	return CORE_OK;
+}
+
+void mcp_config_settle(struct mcp_config *cfg, size_t shared, const json_t *names)
+{
+	for (size_t i = 0; i < cfg->n; i++) {
+		struct mcp_server_config *sc = &cfg->servers[i];
+		size_t k, len = strlen(sc->name);
+		json_t *v;
+		int named = 0;
+		sc->agents = i >= shared;
+		json_array_foreach(names, k, v) {
+			const char *n = json_string_value(v);
+			named |= n && !strncmp(n, sc->name, len) && n[len] == '/';
+		}
+		if (!sc->agents && !named)
+			sc->optional = 1;
+	}
 }
 
 enum core_status mcp_config_load(struct mcp_config *cfg, const char *path,
@@ -284,12 +481,7 @@ enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
 	if (!json_is_object(servers))
 		return core_fail(e, CORE_EINVAL, "mcp config %s: mcpServers must be an object", path);
 	json_object_foreach((json_t *)servers, name, entry) {
-		if (!json_is_object(entry)) {
-			st = core_fail(e, CORE_EINVAL, "mcp config %s: server '%s' must be an object",
-			               path, name);
-			break;
-		}
-		if (json_is_true(json_object_get(entry, "disabled")))
+		if (json_is_object(entry) && json_is_true(json_object_get(entry, "disabled")))
 			continue;
 		for (size_t i = 0; i < cfg->n; i++)
 			if (!strcmp(cfg->servers[i].name, name)) {
@@ -307,10 +499,17 @@ enum core_status mcp_config_add(struct mcp_config *cfg, const json_t *servers,
 		}
 		cfg->servers = grown;
 		memset(&cfg->servers[cfg->n], 0, sizeof *cfg->servers);
-		if ((st = server_entry(&cfg->servers[cfg->n], path, dir, name, entry, e))) {
-			server_config_release(&cfg->servers[cfg->n]);
+		struct mcp_server_config *sc = &cfg->servers[cfg->n];
+		st = json_is_object(entry)
+		     ? server_entry(sc, path, dir, name, entry, e)
+		     : core_fail(e, CORE_EINVAL, "mcp config %s: server '%s' must be an object",
+		                 path, name);
+		if (st == CORE_ENOMEM) {
+			server_config_release(sc);
 			break;
 		}
+		if (st && (st = unusable(sc, path, name, entry, e)))
+			break;
 		cfg->n++;
 	}
 	return st;
@@ -397,3 +596,58 @@ void mcp_tool_name(const char *prefix, const char *tool, char *out)
 		n = (size_t)snprintf(out + 55, MCP_TOOL_NAME_MAX + 1 - 55, "_%08x", h) + 55;
 	out[n] = 0;
 }
+
+/* ---- the transport of an entry that cannot be used ---- */
+
+static enum core_status unusable_open(const struct mcp_server_config *c,
+                                      void (*sink)(void *, const char *, const char *),
+                                      void *sink_ctx, struct mcp_transport **out,
+                                      struct core_err *e)
+{
+	(void)sink;
+	(void)sink_ctx;
+	*out = NULL;
+	return core_fail(e, c->unusable_st, "%s", c->unusable);
+}
+
+/* open never succeeds: nothing below is ever called. */
+static enum core_status unusable_send(struct mcp_transport *t, const json_t *msg,
+                                      int64_t timeout_ms, const struct mcp_cancel *cancel,
+                                      struct core_err *e)
+{
+	(void)t, (void)msg, (void)timeout_ms, (void)cancel;
+	return core_fail(e, CORE_EINTERNAL, "mcp server: unusable entry");
+}
+
+static enum core_status unusable_receive(struct mcp_transport *t, int64_t timeout_ms,
+                                         const struct mcp_cancel *cancel, const char **msg,
+                                         size_t *len, struct core_err *e)
+{
+	(void)t, (void)timeout_ms, (void)cancel, (void)msg, (void)len;
+	return core_fail(e, CORE_EINTERNAL, "mcp server: unusable entry");
+}
+
+static void unusable_tail(struct mcp_transport *t, const char *msg, struct core_buf *b)
+{
+	(void)t, (void)msg, (void)b;
+}
+
+static void unusable_kill(struct mcp_transport *t)
+{
+	(void)t;
+}
+
+static void unusable_close(struct mcp_transport *t, int64_t grace_ms)
+{
+	(void)t, (void)grace_ms;
+}
+
+const struct mcp_transport_ops mcp_transport_unusable = {
+	.type = "(unusable)",
+	.open = unusable_open,
+	.send = unusable_send,
+	.receive = unusable_receive,
+	.tail = unusable_tail,
+	.kill = unusable_kill,
+	.close = unusable_close,
+};

@@ -31,19 +31,20 @@ enum core_status mcp_run_load(struct mcp_config *cfg, const char *const *files, 
 enum core_status mcp_run_add_agent(struct mcp_config *cfg, const struct agent *a,
                                    struct core_err *e)
 {
+	size_t shared = cfg->n;
+	enum core_status st = CORE_OK;
 	/* Front matter comes only with a prompt file, so a->path is set. */
 	if (a->mcp_servers) {
 		char *dir = strdup(a->path);
 		if (!dir)
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		char *slash = strrchr(dir, '/');
-		enum core_status st = mcp_config_add(cfg, a->mcp_servers, a->path,
-		                                     slash ? (*slash = 0, dir) : ".", e);
+		st = mcp_config_add(cfg, a->mcp_servers, a->path, slash ? (*slash = 0, dir) : ".", e);
 		free(dir);
-		if (st)
-			return st;
 	}
-	return mcp_config_manifests(cfg, a->tools, a->tool_dirs, e);
+	if (!st && !(st = mcp_config_manifests(cfg, a->tools, a->tool_dirs, e)))
+		mcp_config_settle(cfg, shared, a->tools);
+	return st;
 }
 
 enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
@@ -61,7 +62,8 @@ enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
 		}
 		/* A name collision is the configuration's mistake: even an
 		 * optional server's stops the run. */
-		if (st == CORE_EUSAGE || (st && !cfg->servers[i].optional))
+		if ((st == CORE_EUSAGE && !cfg->servers[i].unusable) ||
+		    (st && !cfg->servers[i].optional))
 			return st;
 		if (st)
 			skipped(ctx, e);
@@ -89,7 +91,7 @@ enum core_status mcp_run_list(struct mcp_set *s, const struct mcp_config *cfg, c
 		found = 1;
 		size_t first = mcp_set_count(s);
 		st = mcp_set_start(s, &cfg->servers[i], e);
-		if (st == CORE_EUSAGE || st == CORE_ECANCELLED)
+		if ((st == CORE_EUSAGE && !cfg->servers[i].unusable) || st == CORE_ECANCELLED)
 			return st;
 		if (st) {
 			/* A health check: every server is tried, and each

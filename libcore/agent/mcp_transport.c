@@ -6,6 +6,8 @@
 
 static const struct mcp_transport_ops *const transports[] = {
 	&mcp_transport_stdio,
+	&mcp_transport_http,
+	&mcp_transport_sse,
 #ifdef MCP_TRANSPORT_TEST_ROW
 	/* tests/unit/mcp_transport_test.c: a transport that exists only in
 	 * the test, added the way a new one is, by this one row */

@@ -10,7 +10,8 @@
  * configuration is read, from the entry's "type" (no "type" is "stdio"):
  * mcp_config.c asks mcp_transport_find() and keeps the table in the
  * entry (struct mcp_server_config's transport).  A type that no
- * transport takes is CORE_EUSAGE, as is an entry with only a "url".
+ * transport takes makes the entry unusable (mcp_transport_unusable: its
+ * open fails with CORE_EUSAGE naming it).
  *
  * Adding a transport is one file and one row: libcore/agent/mcp_NAME.c
  * defines a const struct mcp_transport_ops and the functions it points
@@ -141,5 +142,12 @@ struct mcp_transport_ops {
 const struct mcp_transport_ops *mcp_transport_find(const char *type);
 
 extern const struct mcp_transport_ops mcp_transport_stdio;     /* mcp_stdio.c */
+extern const struct mcp_transport_ops mcp_transport_http;      /* mcp_http.c */
+extern const struct mcp_transport_ops mcp_transport_sse;       /* mcp_http.c */
+/* A bare "url": Streamable HTTP, falling back to HTTP+SSE (not a type). */
+extern const struct mcp_transport_ops mcp_transport_url;       /* mcp_http.c */
+/* An entry that cannot be used: open fails with the reading's error
+ * (mcp_server_config.unusable); not a type either. */
+extern const struct mcp_transport_ops mcp_transport_unusable;  /* mcp_config.c */
 
 #endif

@@ -55,6 +55,8 @@ static struct {
 	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
 	void (*slist_free_all)(struct curl_slist *);
 	time_t (*getdate)(const char *, const time_t *);
+	CURLcode (*easy_pause)(CURL *, int);
+	CURLMcode (*multi_wakeup)(CURLM *);
 	int ok;
 	char why[256];          /* why not, when !ok */
 } cu;
@@ -69,7 +71,7 @@ static void init_curl(void)
 		"curl_multi_cleanup", "curl_multi_add_handle", "curl_multi_remove_handle",
 		"curl_multi_perform", "curl_multi_poll", "curl_multi_info_read",
 		"curl_multi_strerror", "curl_slist_append", "curl_slist_free_all",
-		"curl_getdate",
+		"curl_getdate", "curl_easy_pause", "curl_multi_wakeup",
 	};
 	void **slots[] = {
 		(void **)&cu.global_init, (void **)&cu.easy_init, (void **)&cu.easy_cleanup,
@@ -78,6 +80,7 @@ static void init_curl(void)
 		(void **)&cu.multi_remove_handle, (void **)&cu.multi_perform,
 		(void **)&cu.multi_poll, (void **)&cu.multi_info_read, (void **)&cu.multi_strerror,
 		(void **)&cu.slist_append, (void **)&cu.slist_free_all, (void **)&cu.getdate,
+		(void **)&cu.easy_pause, (void **)&cu.multi_wakeup,
 	};
 	CURLcode rc;
 	if (!core_dl_load(LIBCURL, names, slots, sizeof names / sizeof *names, cu.why,
@@ -809,4 +812,43 @@ out:
 		cu.easy_cleanup(h);
 	cu.slist_free_all(hdrs);
 	return st;
+}
+
+/* ---- libcurl for the other transports (http.h) ---- */
+
+static struct http_curl api;
+
+const struct http_curl *http_curl(struct core_err *e)
+{
+	pthread_once(&curl_once, init_curl);
+	if (!cu.ok) {
+		core_fail(e, CORE_EUNAVAILABLE, "cannot load %s: %s", LIBCURL, cu.why);
+		return NULL;
+	}
+	api = (struct http_curl){
+		cu.easy_init, cu.easy_cleanup, cu.easy_setopt, cu.easy_getinfo,
+		cu.easy_strerror, cu.easy_pause, cu.multi_init, cu.multi_cleanup,
+		cu.multi_add_handle, cu.multi_remove_handle, cu.multi_perform, cu.multi_poll,
+		cu.multi_wakeup, cu.multi_info_read, cu.slist_append, cu.slist_free_all,
+	};
+	return &api;
+}
+
+void http_easy_defaults(CURL *h, int64_t connect_ms, char *errbuf)
+{
+	const char *ca;
+	cu.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
+	cu.easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
+	cu.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)connect_ms);
+	cu.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
+	cu.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
+	cu.easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
+	cu.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
+	cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	if ((ca = getenv("CURL_CA_BUNDLE")) && *ca)
+		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
+	else if ((ca = getenv("SSL_CERT_FILE")) && *ca)
+		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
+	if ((ca = getenv("SSL_CERT_DIR")) && *ca)
+		cu.easy_setopt(h, CURLOPT_CAPATH, ca);
 }

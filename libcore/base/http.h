@@ -49,6 +49,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <curl/curl.h>
+
 #include "status.h"
 
 struct http_limits {
@@ -175,5 +177,38 @@ void core_url_redact(const char *url, char *out, size_t n);
  * left as is.
  */
 void core_url_redact_text(char *msg, size_t n);
+
+/*
+ * libcurl itself, for a transport that drives its own transfers (MCP's
+ * HTTP transports: long-lived streams beside requests, on one multi
+ * handle).  libcurl is loaded on first use (above); http_curl() loads it
+ * and gives its functions, or NULL with CORE_EUNAVAILABLE saying why.
+ * Thread safety as libcurl's: one multi handle, one thread at a time
+ * (multi_wakeup from any).
+ */
+struct http_curl {
+	CURL *(*easy_init)(void);
+	void (*easy_cleanup)(CURL *);
+	CURLcode (*easy_setopt)(CURL *, CURLoption, ...);
+	CURLcode (*easy_getinfo)(CURL *, CURLINFO, ...);
+	const char *(*easy_strerror)(CURLcode);
+	CURLcode (*easy_pause)(CURL *, int);
+	CURLM *(*multi_init)(void);
+	CURLMcode (*multi_cleanup)(CURLM *);
+	CURLMcode (*multi_add_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_remove_handle)(CURLM *, CURL *);
+	CURLMcode (*multi_perform)(CURLM *, int *);
+	CURLMcode (*multi_poll)(CURLM *, struct curl_waitfd *, unsigned int, int, int *);
+	CURLMcode (*multi_wakeup)(CURLM *);
+	CURLMsg *(*multi_info_read)(CURLM *, int *);
+	struct curl_slist *(*slist_append)(struct curl_slist *, const char *);
+	void (*slist_free_all)(struct curl_slist *);
+};
+const struct http_curl *http_curl(struct core_err *e);
+
+/* The options every agentkit transfer has (http_post()'s): no signals,
+ * connect timeout, TCP keep-alive, the user agent, http and https only,
+ * the curl tool's CA variables; errors into errbuf (CURL_ERROR_SIZE). */
+void http_easy_defaults(CURL *h, int64_t connect_ms, char *errbuf);
 
 #endif

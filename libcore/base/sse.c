@@ -22,6 +22,8 @@ void sse_reset(struct sse_parser *p)
 	core_buf_reset(&p->type);
 	p->cr = p->started = p->has_data = 0;
 	p->events = 0;
+	p->id_set = p->id_next = 0;
+	p->last_id[0] = p->id_buf[0] = 0;
 }
 
 void sse_release(struct sse_parser *p)
@@ -43,6 +45,10 @@ static enum core_status toobig(struct sse_parser *p, enum core_status st,
 static enum core_status dispatch(struct sse_parser *p)
 {
 	enum core_status st = CORE_OK;
+	if (p->id_next) {
+		p->id_set = p->id_next > 0;
+		memcpy(p->last_id, p->id_buf, sizeof p->last_id);
+	}
 	if (p->has_data) {
 		/* The data buffer holds "line\n" per data line; drop the last \n. */
 		size_t n = p->data.len ? p->data.len - 1 : 0;
@@ -93,8 +99,15 @@ static enum core_status sse_line(struct sse_parser *p, const char *s, size_t n,
 		    (st = core_buf_addc(&p->data, '\n')))
 			return toobig(p, st, e);
 		p->has_data = 1;
+	} else if (flen == 2 && !memcmp(s, "id", 2) && !memchr(val, 0, vlen)) {
+		/* The last event id buffer (WHATWG), the stream's last event
+		 * id once the event is dispatched; one too long to keep is
+		 * forgotten, not cut. */
+		p->id_next = vlen < sizeof p->id_buf ? 1 : -1;
+		memcpy(p->id_buf, val, p->id_next > 0 ? vlen : 0);
+		p->id_buf[p->id_next > 0 ? vlen : 0] = 0;
 	}
-	/* id, retry and unknown fields: nothing this client needs. */
+	/* retry and unknown fields: nothing this client needs. */
 	return CORE_OK;
 }
 

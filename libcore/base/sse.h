@@ -7,7 +7,8 @@
  * stream interpretation": lines end with CRLF, LF or a lone CR (a CR at the
  * end of one slice and an LF at the start of the next are one line end), a
  * leading BOM is dropped, ':' lines are comments, several data lines join
- * with '\n', "data:x" and "data: x" are the same, an empty line dispatches.
+ * with '\n', "data:x" and "data: x" are the same, an empty line dispatches,
+ * "id:" sets the last event id (sse_parser.last_id).
  * Two deliberate deviations (reference/model-protocols.md 6.2): an event
  * still pending at end of input is dispatched by sse_finish(), and a line
  * "error: {...}" (old llama.cpp) makes an event of type "error".
@@ -44,6 +45,13 @@ struct sse_parser {
 	int started;            /* past the first bytes (BOM check done) */
 	int has_data;           /* the pending event has at least one data line */
 	size_t events;          /* events dispatched so far */
+	/* The last "id:" field seen (the stream's last event id, to resume it
+	 * with Last-Event-ID); id_set 0 when none was, or it was over 255
+	 * bytes.  Set when its event is dispatched.  sse_reset() forgets it. */
+	char last_id[256];
+	int id_set;
+	char id_buf[256];       /* the id field seen, given at dispatch */
+	int id_next;            /* 1: id_buf, -1: an id too long, 0: none */
 };
 
 /* max bounds one line and one event's data (CORE_ETOOBIG past it). */

@@ -548,7 +548,7 @@ static void trim(struct core_buf *b)
 /* How the credential command ended, as the call's outcome: a timeout
  * (DEADLINE_EXCEEDED), a failure with its stderr's first line
  * (UNAUTHENTICATED), or CORE_OK.  err is made valid text and trimmed. */
-static enum core_status cred_outcome(const struct endpoint *ep, const struct run_child *c,
+static enum core_status cred_outcome(const char *name, const struct run_child *c,
                                      struct core_buf *err, struct core_err *e)
 {
 	/* Outside bytes: its stderr may be quoted in a message or a row. */
@@ -556,7 +556,7 @@ static enum core_status cred_outcome(const struct endpoint *ep, const struct run
 	trim(err);
 	if (c->timed_out)
 		return core_fail(e, CORE_EDEADLINE, "%s: the credential command did not finish "
-		                 "within %d s", ep->name, CRED_TIMEOUT_MS / 1000);
+		                 "within %d s", name, CRED_TIMEOUT_MS / 1000);
 	if (!c->code && !c->signal)
 		return CORE_OK;
 	/* The first line of its stderr says why ("not logged in"), cut at a
@@ -564,7 +564,7 @@ static enum core_status cred_outcome(const struct endpoint *ep, const struct run
 	size_t why = err->p ? strcspn(err->p, "\r\n") : 0;
 	if (why > 200)
 		why = utf8_valid(err->p, 200);
-	return core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", ep->name,
+	return core_fail(e, CORE_EUNAUTH, "%s: the credential command %s %d%s%.*s", name,
 	                 c->signal ? "was killed by signal" : "exited", c->signal ? c->signal : c->code,
 	                 why ? ": " : "", (int)why, err->p ? err->p : "");
 }
@@ -575,30 +575,30 @@ static enum core_status cred_outcome(const struct endpoint *ep, const struct run
  * by CRED_TIMEOUT_MS; run.h says how it ends (what it left running goes
  * with it).
  */
-static enum core_status run_command(const struct endpoint *ep, struct core_buf *out,
+static enum core_status run_command(const char *name, const json_t *cmd, struct core_buf *out,
                                     struct core_buf *err, struct core_err *e)
 {
-	size_t n = json_array_size(ep->cred_cmd);
+	size_t n = json_array_size(cmd);
 	char **argv = calloc(n + 1, sizeof *argv), **env = run_env(NULL, NULL);
 	struct run_child c = { .argv = argv, .env = env, .what = "the credential command",
 	                       .timeout_ms = CRED_TIMEOUT_MS, .out = out, .out_keep = CRED_OUT_MAX,
 	                       .err = err, .err_keep = CRED_OUT_MAX }, *cp = &c;
 	enum core_status st = CORE_OK;
 	if (!argv || !env)
-		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", name);
 	for (size_t i = 0; !st && i < n; i++)
-		argv[i] = (char *)json_string_value(json_array_get(ep->cred_cmd, i));
+		argv[i] = (char *)json_string_value(json_array_get(cmd, i));
 	if (!st && (st = run_start(&c, e)))
-		core_err_prefix(e, "%s", ep->name);
+		core_err_prefix(e, "%s", name);
 	else if (!st && (st = run_wait_all(&cp, 1, NULL, NULL, e)))
-		core_err_prefix(e, "%s: the credential command", ep->name);
+		core_err_prefix(e, "%s: the credential command", name);
 	free(argv);
 	free(env);
-	return st ? st : cred_outcome(ep, &c, err, e);
+	return st ? st : cred_outcome(name, &c, err, e);
 }
 
 /* A token from the command's output and the time it stops being valid. */
-static enum core_status parse_token(const struct endpoint *ep, struct core_buf *out,
+static enum core_status parse_token(const char *name, int64_t ttl_ms, struct core_buf *out,
                                     char **token, int64_t *until, struct core_err *e)
 {
 	int64_t now = core_now_ns();
@@ -610,11 +610,11 @@ static enum core_status parse_token(const struct endpoint *ep, struct core_buf *
 		const json_t *at = json_object_get(doc, "expiresAt");
 		const json_t *in = json_object_get(doc, "expiresIn");
 		int64_t ns;
-		*until = now + (int64_t)ep->cred_ttl_ms * 1000000;
+		*until = now + (int64_t)ttl_ms * 1000000;
 		if (!json_is_string(t) || !json_string_length(t)) {
 			json_decref(doc);
 			return core_fail(e, CORE_EUNAUTH, "%s: the credential command printed JSON "
-			                 "without a \"token\" string", ep->name);
+			                 "without a \"token\" string", name);
 		}
 		if (json_is_string(at) && !core_time_parse(json_string_value(at), &ns))
 			*until = ns;
@@ -625,7 +625,7 @@ static enum core_status parse_token(const struct endpoint *ep, struct core_buf *
 		else if (at || in) {
 			json_decref(doc);
 			return core_fail(e, CORE_EUNAUTH, "%s: the credential command's \"expiresAt\" is "
-			                 "not an RFC 3339 time or Unix seconds", ep->name);
+			                 "not an RFC 3339 time or Unix seconds", name);
 		}
 		*token = strdup(json_string_value(t));
 		json_decref(doc);
@@ -636,22 +636,36 @@ static enum core_status parse_token(const struct endpoint *ep, struct core_buf *
 			n++;
 		if (!n)
 			return core_fail(e, CORE_EUNAUTH, "%s: the credential command printed no token",
-			                 ep->name);
+			                 name);
 		if (memchr(p, 0, n))
 			return core_fail(e, CORE_EUNAUTH, "%s: the credential command's token holds a "
-			                 "NUL byte", ep->name);
+			                 "NUL byte", name);
 		*token = strndup(out->p, n);
-		*until = now + (int64_t)ep->cred_ttl_ms * 1000000;
+		*until = now + (int64_t)ttl_ms * 1000000;
 	}
-	return *token ? CORE_OK : core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+	return *token ? CORE_OK : core_fail(e, CORE_ENOMEM, "%s: out of memory", name);
+}
+
+enum core_status credential_run(const char *name, const json_t *cmd, int64_t ttl_ms,
+                                char **token, int64_t *until_ns, struct core_err *e)
+{
+	struct core_buf out = CORE_BUF_INIT(CRED_OUT_MAX + 1);
+	struct core_buf err = CORE_BUF_INIT(3 * CRED_OUT_MAX + 1);  /* room to be made valid */
+	enum core_status st;
+	*token = NULL;
+	if (!(st = run_command(name, cmd, &out, &err, e)))
+		st = parse_token(name, ttl_ms, &out, token, until_ns, e);
+	if (out.p)
+		explicit_bzero(out.p, out.len);
+	core_buf_release(&out);
+	core_buf_release(&err);
+	return st;
 }
 
 /* The endpoint's token: the one kept while it has life left, else a new
  * one from the command.  *token is the caller's (prov_secret_free). */
 static enum core_status cred_token(struct endpoint *ep, char **token, struct core_err *e)
 {
-	struct core_buf out = CORE_BUF_INIT(CRED_OUT_MAX + 1);
-	struct core_buf err = CORE_BUF_INIT(3 * CRED_OUT_MAX + 1);  /* room to be made valid */
 	enum core_status st = CORE_OK;
 	int64_t until = 0;
 	/* One command at a time: two calls at once need one token. */
@@ -664,17 +678,12 @@ static enum core_status cred_token(struct endpoint *ep, char **token, struct cor
 	}
 	prov_secret_free(ep->token);
 	ep->token = NULL;
-	if (!(st = run_command(ep, &out, &err, e)) &&
-	    !(st = parse_token(ep, &out, token, &until, e))) {
+	if (!(st = credential_run(ep->name, ep->cred_cmd, ep->cred_ttl_ms, token, &until, e))) {
 		ep->token = strdup(*token);
 		ep->token_until_ns = until;
 	}
 out:
 	pthread_mutex_unlock(&tab.lock);
-	if (out.p)
-		explicit_bzero(out.p, out.len);
-	core_buf_release(&out);
-	core_buf_release(&err);
 	return st;
 }
 

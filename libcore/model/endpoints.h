@@ -49,6 +49,21 @@
 
 struct endpoint;
 
+/*
+ * Run a credential command as the models file's are run (above: no
+ * shell, the environment minus the keys, 30 s at most) and take its
+ * token: *token (the caller's; wipe it, prov_secret_free()) and the time
+ * it stops being valid (*until_ns, core_now_ns()'s clock; plain text:
+ * ttl_ms from now).  name begins every message (never the token).  For
+ * other configurations with a credentialCommand (MCP servers' headers);
+ * the caller keeps the token while at least CREDENTIAL_MARGIN_MS remain.
+ * Errors: CORE_EUNAUTH (it failed, printed no token), CORE_EDEADLINE,
+ * CORE_ESYS, CORE_ENOMEM.
+ */
+#define CREDENTIAL_MARGIN_MS 30000
+enum core_status credential_run(const char *name, const json_t *cmd, int64_t ttl_ms,
+                                char **token, int64_t *until_ns, struct core_err *e);
+
 /* Read the file if not yet read; its error, if any (the same each call). */
 enum core_status endpoints_load(struct core_err *e);
 

@@ -5,7 +5,7 @@
  * initializes and lists its tools, a call goes out and its result comes
  * back mapped, the server's ping is answered, a JSON-RPC error carries the
  * transport's tail, and the set's end closes it.  A type that no row
- * takes stays the usage error it was.
+ * takes is an unusable entry: a usage error when it is started.
  *
  * The transport exists only here: a server in memory, answering each
  * request as it is sent.  The test builds the table with its row
@@ -201,12 +201,17 @@ int main(void)
 	mcp_config_release(&cfg);
 
 	memset(&cfg, 0, sizeof cfg);
-	servers = pj("{\"web\": {\"type\": \"sse\", \"command\": \"-\"}}");
+	servers = pj("{\"web\": {\"type\": \"websocket\", \"command\": \"-\"}}");
 	st = mcp_config_add(&cfg, servers, "test.json", NULL, &e);
+	/* kept, unusable: it fails when started, with the reading's error */
+	set = mcp_set_new();
+	if (!st)
+		st = mcp_set_start(set, &cfg.servers[0], &e);
 	report(st == CORE_EUSAGE &&
-	       !strcmp(e.msg, "mcp config test.json: server 'web': only stdio servers "
-	                      "(a \"command\") are supported"),
-	       "a type no row takes stays a usage error", e.msg);
+	       !strcmp(e.msg, "mcp config test.json: server 'web': unknown type 'websocket' "
+	                      "(agentkit takes \"stdio\", \"http\" and \"sse\")"),
+	       "a type no row takes is an unusable entry, a usage error when started", e.msg);
+	mcp_set_free(set);
 	json_decref(servers);
 	mcp_config_release(&cfg);
 	return tap_end();
