@@ -457,7 +457,6 @@ void core_url_redact_text(char *msg, size_t n)
 static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hdrs,
                        struct attempt *a, char *errbuf)
 {
-	const char *ca;
 	cu.easy_setopt(h, CURLOPT_URL, c->url);
 	if (c->body) {
 		cu.easy_setopt(h, CURLOPT_POST, 1L);
@@ -471,23 +470,8 @@ static void set_common(CURL *h, const struct http_call *c, struct curl_slist *hd
 	cu.easy_setopt(h, CURLOPT_WRITEDATA, a);
 	cu.easy_setopt(h, CURLOPT_HEADERFUNCTION, on_header);
 	cu.easy_setopt(h, CURLOPT_HEADERDATA, a);
-	cu.easy_setopt(h, CURLOPT_NOSIGNAL, 1L);
-	cu.easy_setopt(h, CURLOPT_NOPROGRESS, 1L);
-	cu.easy_setopt(h, CURLOPT_CONNECTTIMEOUT_MS, (long)c->limits.connect_ms);
+	http_easy_defaults(h, c->limits.connect_ms, errbuf);
 	cu.easy_setopt(h, CURLOPT_ACCEPT_ENCODING, "");
-	cu.easy_setopt(h, CURLOPT_TCP_NODELAY, 1L);
-	cu.easy_setopt(h, CURLOPT_TCP_KEEPALIVE, 1L);
-	cu.easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
-	cu.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
-	cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
-	/* The curl tool's CA variables; libcurl itself only knows its
-	 * compiled-in defaults.  Proxy variables libcurl reads itself. */
-	if ((ca = getenv("CURL_CA_BUNDLE")) && *ca)
-		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
-	else if ((ca = getenv("SSL_CERT_FILE")) && *ca)
-		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
-	if ((ca = getenv("SSL_CERT_DIR")) && *ca)
-		cu.easy_setopt(h, CURLOPT_CAPATH, ca);
 	if (c->ca_file)
 		cu.easy_setopt(h, CURLOPT_CAINFO, c->ca_file);
 	if (c->cert_file)
@@ -845,6 +829,8 @@ void http_easy_defaults(CURL *h, int64_t connect_ms, char *errbuf)
 	cu.easy_setopt(h, CURLOPT_USERAGENT, "agentkit/" AGENTKIT_VERSION);
 	cu.easy_setopt(h, CURLOPT_ERRORBUFFER, errbuf);
 	cu.easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+	/* The curl tool's CA variables; libcurl itself only knows its
+	 * compiled-in defaults.  Proxy variables libcurl reads itself. */
 	if ((ca = getenv("CURL_CA_BUNDLE")) && *ca)
 		cu.easy_setopt(h, CURLOPT_CAINFO, ca);
 	else if ((ca = getenv("SSL_CERT_FILE")) && *ca)
