@@ -30,7 +30,7 @@ response() { printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool")
 
 @test "--mcp-list: one NDJSON line per tool, task-only tools left out, names mapped" {
 	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
-	[ "$(printf '%s\n' "$output" | jq -r .name | tr '\n' ' ')" = 'fake_echo fake_sum fake_json fake_oops fake_rpcerror fake_crash fake_garbage fake_sleep fake_meta fake_ping fake_image fake_link fake_dotted_name ' ]
+	[ "$(printf '%s\n' "$output" | jq -r .name | tr '\n' ' ')" = 'fake_echo fake_sum fake_json fake_oops fake_rpcerror fake_crash fake_garbage fake_sleep fake_meta fake_ping fake_image fake_link fake_dotted_name fake_linktext fake_big fake_caps fake_roots fake_elicit ' ]
 	[ "$(printf '%s\n' "$output" | head -n 1)" = '{"server":"fake","name":"fake_echo","mcpName":"echo","description":"Echo the text.","inputSchema":{"$schema":"http://json-schema.org/draft-07/schema#","type":"object","properties":{"text":{"type":"string"}},"required":["text"]},"annotations":{"readOnlyHint":true}}' ]
 	[ "$(printf '%s\n' "$output" | jq -c 'select(.mcpName == "json")')" = '{"server":"fake","name":"fake_json","mcpName":"json","description":null,"inputSchema":{"type":"object"},"annotations":null}' ]
 	[ "$(printf '%s\n' "$output" | jq -r 'select(.mcpName == "dotted.name") | .name')" = fake_dotted_name ]
@@ -40,8 +40,8 @@ response() { printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool")
 @test "--mcp-list follows tools/list pages to the end" {
 	config paged
 	run -0 --separate-stderr agent-run --mcp-config mcp.json --mcp-list
-	[ "$(printf '%s\n' "$output" | wc -l)" -eq 13 ]
-	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .mcpName)" = dotted.name ]
+	[ "$(printf '%s\n' "$output" | wc -l)" -eq 18 ]
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -r .mcpName)" = elicit ]
 }
 
 @test "--mcp-list NAME lists one server; an unknown one is a usage error" {
@@ -102,10 +102,10 @@ try 'agent-run --help'" ]
 	printf '{"mcpServers": {"%s": {"command": "%s"}, "9lives": {"command": "%s"}}}\n' "$long" "$SERVER" "$SERVER" >long.json
 	run -0 --separate-stderr agent-run --mcp-config long.json --mcp-list
 	names=$(printf '%s\n' "$output" | jq -r .name)
-	[ "$(grep -c . <<<"$names")" -eq 26 ]
+	[ "$(grep -c . <<<"$names")" -eq 36 ]
 	# each fits ^[A-Za-z_][A-Za-z0-9_-]{0,63}$, and all differ
 	[ -z "$(grep -vE '^[A-Za-z_][A-Za-z0-9_-]{0,63}$' <<<"$names")" ]
-	[ "$(sort -u <<<"$names" | wc -l)" -eq 26 ]
+	[ "$(sort -u <<<"$names" | wc -l)" -eq 36 ]
 	[ "$(grep -m1 '^_9lives' <<<"$names")" = _9lives_echo ]
 	first=$(head -n 1 <<<"$names")
 	[ "${#first}" -eq 64 ] && [[ $first == server-with-a-name-far-longer-than-any-provider-accepts_* ]]
@@ -466,7 +466,7 @@ try 'agent-run --help'" ]
 	[ "$(described)" = '["local","fake_echo","fake_sum"]' ]
 	tools '[other/*]'
 	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json --mcp-config other.json pick --describe
-	[ "$(jq -c '[.tools[].name] | [length, .[0], (map(select(startswith("fake_"))) | length)]' <<<"$output")" = '[13,"o_echo",0]' ]
+	[ "$(jq -c '[.tools[].name] | [length, .[0], (map(select(startswith("fake_"))) | length)]' <<<"$output")" = '[18,"o_echo",0]' ]
 	# only local: no MCP tool at all
 	tools '[local]'
 	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json pick --describe
@@ -474,7 +474,7 @@ try 'agent-run --help'" ]
 	# no tools: list: every tool of every server, as with --mcp-config alone
 	printf -- '---\nmodel: echo\n---\nYou help.\n' >agents/all.prompt
 	run -0 --separate-stderr agent-run --agents agents --mcp-config mcp.json all --describe
-	[ "$(jq '.tools | length' <<<"$output")" = 13 ]
+	[ "$(jq '.tools | length' <<<"$output")" = 18 ]
 	# a selected tool is called; one not selected is not the agent's
 	tools '[fake/echo]'
 	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"picked"}}]}' '{"text":"done"}'
@@ -563,16 +563,48 @@ try 'agent-run --help'" ]
 	[[ $output == *"Proto field is not repeating, cannot start list."* ]] || fail "$output"
 }
 
-@test "a result past the server's maxResultBytes fails the call naming the limit; a small one passes" {
+@test "a result past the server's maxResultBytes is a tool error the model sees; up to it goes whole" {
 	config normal '"maxResultBytes": "4K"'
 	big=$(head -c 6000 /dev/zero | tr '\0' x)
-	call fake_echo "{\"text\":\"$big\"}"
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$(last | jq -r .output.error.status)" = INTERNAL ]
-	[[ "$stderr" == "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' wrote a line longer than 4096 bytes (the limit; set the server's maxResultBytes to raise it) (during tools/call) (stderr: fake-server: starting in normal mode"* ]]
-	call fake_echo '{"text":"small"}'
+	script "{\"toolRequests\":[{\"name\":\"fake_echo\",\"ref\":\"1\",\"input\":{\"text\":\"$big\"}}]}" \
+		'{"toolRequests":[{"name":"fake_echo","ref":"2","input":{"text":"again"}}]}' '{"text":"done"}'
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
-	[ "$(response | jq -c .output)" = '"echo: small"' ]
+	[ "$(last | jq -r .output.message.content[0].text)" = done ] || fail "$output $stderr"
+	[ "$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"mcp server '"'fake'"' answered with more than 4096 bytes (its maxResultBytes); it cannot be called again in this run"}
+{"error":"mcp server '"'fake'"' answered with more than 4096 bytes (its maxResultBytes); it cannot be called again in this run"}' ]
+	# just under the limit: whole
+	call fake_big
+	export FAKE_BIG=4000
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -r '.output | length')" = 4000 ]
+}
+
+@test "a resource link is a line of its own between text blocks" {
+	call fake_linktext
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '"see\nResource Link: a.txt at file:///tmp/a.txt\nand more"' ]
+}
+
+@test "roots are advertised and roots/list answers the working directory as a file:// URI" {
+	mkdir -p 'dir with space%'
+	cd 'dir with space%'
+	cp ../mcp.json .
+	call fake_caps
+	cp ../model.ndjson .
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(response | jq -c .output)" = '{"roots":{}}' ] || fail "$output $stderr"
+	call fake_roots
+	cp ../model.ndjson .
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	uri="file://$(python3 -c 'import os, urllib.parse; print(urllib.parse.quote(os.getcwd()))')"
+	[[ $uri == *dir%20with%20space%25 ]]
+	[ "$(response | jq -c .output)" = '{"jsonrpc":"2.0","id":"r1","result":{"roots":[{"uri":"'"$uri"'","name":"dir with space%"}]}}' ]
+}
+
+@test "elicitation/create off a terminal is declined" {
+	call fake_elicit
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go </dev/null
+	[ "$(response | jq -c .output)" = '{"jsonrpc":"2.0","id":"e1","result":{"action":"decline"}}' ] || fail "$output $stderr"
 }
 
 @test "a session resumed by a second agent-run calls the MCP tools again, its history kept" {

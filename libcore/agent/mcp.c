@@ -45,6 +45,7 @@ struct mcp_server {
 	int broken;             /* exited or broke the protocol: why */
 	struct core_err why;
 	int list_changed;       /* notifications/tools/list_changed since the last list */
+	int too_long;           /* broken by a message over maxResultBytes */
 	int offer;              /* OFFER_*: which of its tools the agent is given */
 	struct mcp_set *set;
 	json_t *sel;            /* OFFER_LISTED: the MCP names selected */
@@ -136,9 +137,45 @@ static enum core_status post(struct mcp_server *s, json_t *msg /* consumed */,
 }
 
 /*
+ * The working directory as a root: a file:// URI (RFC 3986: each byte
+ * but the unreserved ones and '/' percent-encoded) in *uri and its last
+ * segment in *name (new strings).  A working directory that cannot be
+ * read is no root: CORE_ESYS.
+ */
+static enum core_status cwd_root(char **uri, char **name)
+{
+	char *dir = getcwd(NULL, 0);
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	*uri = *name = NULL;
+	if (!dir)
+		return CORE_ESYS;
+	core_buf_adds(&b, "file://");
+	for (const unsigned char *p = (const unsigned char *)dir; *p; p++) {
+		if ((*p >= 'A' && *p <= 'Z') || (*p >= 'a' && *p <= 'z') ||
+		    (*p >= '0' && *p <= '9') || strchr("-._~/", *p))
+			core_buf_addc(&b, (char)*p);
+		else
+			core_buf_addf(&b, "%%%02X", *p);
+	}
+	const char *last = strrchr(dir, '/');
+	*name = strdup(last && last[1] ? last + 1 : "/");
+	free(dir);
+	if (!b.p || !*name) {
+		free(*name);
+		*name = NULL;
+		core_buf_release(&b);
+		return CORE_ENOMEM;
+	}
+	*uri = b.p;
+	return CORE_OK;
+}
+
+/*
  * A message of the server's own, read while request method waits: a
- * request is answered (ping with {}, anything else -32601) within the
- * call's time left (the server's request is part of the call);
+ * request is answered within the
+ * call's time left (the server's request is part of the call): ping with
+ * {}, roots/list with the working directory, elicitation/create with a
+ * decline (agentkit does not advertise elicitation), anything else -32601;
  * notifications/tools/list_changed is noted, other notifications dropped.
  */
 static enum core_status from_server(struct mcp_server *s, const json_t *msg,
@@ -155,6 +192,19 @@ static enum core_status from_server(struct mcp_server *s, const json_t *msg,
 	if (!asked || !strcmp(asked, "ping"))
 		return post(s, json_pack("{s:s, s:O, s:{}}", "jsonrpc", "2.0", "id", id, "result"),
 		            method, left_ms, bound_ms, cancel, e);
+	if (!strcmp(asked, "roots/list")) {
+		json_t *roots = json_array();
+		char *uri = NULL, *name = NULL;
+		if (roots && !cwd_root(&uri, &name))
+			json_array_append_new(roots, json_pack("{s:s, s:s}", "uri", uri, "name", name));
+		free(uri);
+		free(name);
+		return post(s, json_pack("{s:s, s:O, s:{s:o}}", "jsonrpc", "2.0", "id", id, "result",
+		                         "roots", roots), method, left_ms, bound_ms, cancel, e);
+	}
+	if (!strcmp(asked, "elicitation/create"))
+		return post(s, json_pack("{s:s, s:O, s:{s:s}}", "jsonrpc", "2.0", "id", id, "result",
+		                         "action", "decline"), method, left_ms, bound_ms, cancel, e);
 	return post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
 	                         "code", -32601, "message", "Method not found"),
 	            method, left_ms, bound_ms, cancel, e);
@@ -219,6 +269,8 @@ static enum core_status next_message(struct mcp_server *s, const char *method, j
 		return core_fail(e, st, "out of memory");
 	if (st) {
 		/* Exited, a line too long: nothing more can be read. */
+		if (st == CORE_ETOOBIG && !s->broken)
+			s->too_long = 1;
 		snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
 		return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
 		                   msgbuf, e);
@@ -345,8 +397,8 @@ static enum core_status handshake(struct mcp_server *s, const struct mcp_cancel 
 	json_t *res;
 	enum core_status st;
 
-	json_t *params = json_pack("{s:s, s:{}, s:{s:s, s:s}}", "protocolVersion",
-	                           MCP_PROTOCOL_VERSION, "capabilities", "clientInfo",
+	json_t *params = json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
+	                           MCP_PROTOCOL_VERSION, "capabilities", "roots", "clientInfo",
 	                           "name", "agentkit", "version", AGENTKIT_VERSION);
 	if ((st = rpc(s, "initialize", params, left_ms(deadline), cancel, &res, e)))
 		return unavailable(s, e);
@@ -470,6 +522,7 @@ static enum core_status own_server(struct mcp_server *s, const struct mcp_cancel
 	s->t = NULL;
 	s->broken = 0;
 	s->list_changed = 0;
+	s->too_long = 0;
 	if ((st = spawn_server(s, e)))
 		return st;
 	if (!(tools = json_array()))
@@ -597,12 +650,17 @@ static enum core_status map_result(const json_t *res, json_t **output, json_t *p
 	struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	const json_t *content = json_object_get(res, "content"), *b;
 	const json_t *structured = json_object_get(res, "structuredContent");
-	int has_text = 0;
+	int has_text = 0, after_link = 0;
 	size_t i;
 	core_buf_adds(&text, "");
 	json_array_foreach(content, i, b) {
 		const char *type = str_or(json_object_get(b, "type"), "");
 		const char *mime = json_string_value(json_object_get(b, "mimeType"));
+		/* Text blocks join as they are (a JSON text may come in pieces);
+		 * a resource link is a line of its own. */
+		if (after_link && (!strcmp(type, "text") || !strcmp(type, "resource")))
+			core_buf_addc(&text, '\n');
+		after_link = !strcmp(type, "resource_link");
 		if (!strcmp(type, "text")) {
 			core_buf_adds(&text, str_or(json_object_get(b, "text"), ""));
 			has_text = 1;
@@ -688,7 +746,20 @@ static enum core_status call(const struct tool *t, const json_t *input,
 	                           "_meta", meta);
 	if (!params)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if ((st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, &cancel, &res, e)))
+	st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, &cancel, &res, e);
+	if (st == CORE_ETOOBIG && s->too_long) {
+		/* One rule for size: a result up to maxResultBytes goes to the
+		 * model whole, a longer one is a tool error the model sees (the
+		 * turn goes on); the server's stream is cut then, so its later
+		 * calls are such errors too. */
+		char msg[600];
+		snprintf(msg, sizeof msg, "mcp server '%s' answered with more than %zu bytes "
+		         "(its maxResultBytes); it cannot be called again in this run",
+		         s->cfg->name, s->cfg->max_result_bytes);
+		*output = json_pack("{s:s}", "error", msg);
+		return *output ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	if (st)
 		return st;
 	st = map_result(res, output, parts);
 	json_decref(res);

@@ -35,8 +35,11 @@
  * client speaks JSON-RPC 2.0, one object per line: initialize asking for 2025-11-25 (2025-06-18 and 2025-03-26
  * answers are accepted, anything else is a failure naming the version),
  * notifications/initialized, tools/list until no nextCursor, then
- * tools/call per call.  Server requests are answered: ping with {},
- * everything else with -32601.  notifications/tools/list_changed marks
+ * tools/call per call; the client's capabilities are {"roots": {}}.
+ * Server requests are answered: ping with {}, roots/list with the
+ * working directory (a file:// URI, percent-encoded), elicitation/create
+ * with {"action": "decline"} (not advertised), everything else with
+ * -32601.  notifications/tools/list_changed marks
  * the server for a new tools/list before the next model call (the
  * tool source's refresh, tools.h); other notifications are dropped.
  *
@@ -206,9 +209,11 @@ json_t *mcp_set_row(const struct mcp_set *s, size_t i);
  * dev.agentkit/snapshotId, dev.agentkit/parentSnapshotId,
  * dev.agentkit/turnIndex}.  Results: structuredContent is the output;
  * else the text blocks joined (resource links as "Resource Link: NAME at
- * URI"), parsed as JSON when they parse, else the text; no text: null.
+ * URI", a line of their own), parsed as JSON when they parse, else the text; no text: null.
  * Images, audio and blobs are media parts.  isError: {"error": text}, and
- * the call succeeds (the model reads it).  In a process forked after the
+ * the call succeeds (the model reads it); so does an answer longer than
+ * maxResultBytes ({"error": "... answered with more than N bytes ..."},
+ * the server broken).  In a process forked after the
  * servers started (a detached worker) the servers are the parent's: the
  * first call there starts that process's own (initialize again; the tools
  * stay those listed first), ended by its mcp_set_free().
