@@ -212,6 +212,9 @@ try 'agent-run --help'"
 
 @test "hosts whose clocks disagree lose no turn: a row never sorts before the row it continues" {
 	requires faketime
+	# libfaketime is preloaded; under ASan that needs ASan told it may
+	# come second
+	export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
 	run -0 --separate-stderr agent-run --model echo --session S -m one
 	# a host a minute ahead, then one on time, then one a minute behind
 	run -0 --separate-stderr faketime -f "+60s" agent-run --model echo --session S -m ahead
