@@ -72,6 +72,7 @@ static const struct cli_prog prog = {
 };
 
 struct abort_ctx {
+	const struct store *s;  /* whose clock times the flip */
 	char previous[64];
 	int found;
 };
@@ -98,7 +99,7 @@ static enum core_status flip(const json_t *existing, json_t **next, void *ctx,
 		return CORE_OK;
 	if (!(*next = json_deep_copy(existing)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	core_time_format(core_now_ns(), now);
+	core_time_format(store_now_ns(c->s), now);
 	json_object_set_new(*next, "status", json_string("aborting"));
 	json_object_set_new(*next, "updatedAt", json_string(now));
 	return CORE_OK;
@@ -147,6 +148,7 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 		goto fail;
 	}
 	for (i = 0; i < n; i++) {
+		res[i].s = s;
 		if ((st = store_save(s, argv[i], STORE_METADATA_ONLY, flip, &res[i], NULL,
 		                     &e)) != CORE_OK)
 			goto fail;

@@ -122,7 +122,9 @@ static const struct cli_sub subs[] = {
 	  NULL, SNAP_AGENT,
 	  "Prints the session's rows oldest first (createdAt, then "
 	  "snapshotId), metadata only, each with its parentId; a row whose parent "
-	  "already has an earlier child is a fork and carries \"fork\": true.", run_log },
+	  "already has an earlier child is a fork and carries \"fork\": true; a "
+	  "detached run's row names the worker that ran it, \"worker\": "
+	  "{\"host\", \"pid\"}.", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs, and prints "
@@ -250,7 +252,7 @@ static enum core_status show_ids(struct store *s, const struct opts *o, char **i
                                  int n)
 {
 	enum core_status rc = CORE_OK, st;
-	int64_t now = core_now_ns();
+	int64_t now = store_now_ns(s);
 	int i;
 	for (i = 0; i < n; i++) {
 		struct core_err e = { 0 };
@@ -284,7 +286,7 @@ static enum core_status show_latest(struct store *s, const struct opts *o)
 	json_t *row = NULL;
 	enum core_status st = store_latest(s, o->session, o->flags, &row, &e);
 	if (st == CORE_OK) {
-		store_shape(row, core_now_ns(), o->hb_timeout_ms);
+		store_shape(row, store_now_ns(s), o->hb_timeout_ms);
 		if ((st = agent_ext_snap_row(o->x, row, &e)) == CORE_OK)
 			st = cli_write_json(row, &e);
 	}
@@ -425,6 +427,7 @@ static enum core_status run_show(void *ctx, int argc, char **argv)
 /* ---- log and export ---- */
 
 struct log_ctx {
+	const struct store *s;
 	const struct opts *o;
 	struct core_err *e;
 	int shape;              /* log: shape and mark forks; export: raw */
@@ -441,7 +444,11 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 		return cli_write_json(row, c->e);
 	if (!(r = json_deep_copy(row)))
 		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	store_shape(r, core_now_ns(), c->o->hb_timeout_ms);
+	store_shape(r, store_now_ns(c->s), c->o->hb_timeout_ms);
+	/* a detached run's row names the worker that held its lease */
+	const json_t *w = json_object_get(json_object_get(row, STORE_INFO_KEY), "worker");
+	if (w)
+		json_object_set_new(r, "worker", json_deep_copy(w));
 	parent = json_string_value(json_object_get(r, "parentId"));
 	if (parent && *parent) {
 		if (json_object_get(c->parents, parent))
@@ -458,7 +465,7 @@ static enum core_status session_rows(struct store *s, const struct opts *o,
                                      const char *sid, int shape, unsigned flags)
 {
 	struct core_err e = { 0 };
-	struct log_ctx c = { o, &e, shape, json_object() };
+	struct log_ctx c = { s, o, &e, shape, json_object() };
 	enum core_status st = store_session_rows(s, sid, flags, print_log_row, &c, &e);
 	json_decref(c.parents);
 	return st == CORE_OK ? st : cli_report(&e);

@@ -113,6 +113,9 @@ struct store {
 	int64_t deadline;       /* store_set_deadline()'s (core_now_mono_ms());
 	                           0: none.  A backend that waits on a server
 	                           ends every wait by then, CORE_ETIMEOUT */
+	int64_t clock_offset_ns; /* the store's clock minus this host's
+	                            (store_now_ns()): a server backend sets it
+	                            on every connect; 0 for the others */
 };
 
 typedef enum core_status (*store_session_fn)(const struct store_session_info *, void *);

@@ -77,7 +77,7 @@ enum core_status store_recent_sessions(struct store *s,
                                        const struct store_session_filter *f,
                                        json_t **list, struct core_err *e)
 {
-	struct recent_ctx c = { f, core_now_ns(), json_array(), e };
+	struct recent_ctx c = { f, store_now_ns(s), json_array(), e };
 	enum core_status st;
 	size_t n, i;
 	json_t **v;

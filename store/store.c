@@ -123,6 +123,11 @@ void store_set_deadline(struct store *s, int64_t deadline_ms)
 		s->deadline = deadline_ms > 0 ? deadline_ms : 0;
 }
 
+int64_t store_now_ns(const struct store *s)
+{
+	return core_now_ns() + (s ? s->clock_offset_ns : 0);
+}
+
 enum core_status store_open(const char *path, struct store **out,
                             struct core_err *e)
 {

@@ -281,6 +281,16 @@ void store_session_unlock(struct store *s, const char *session_id);
 void store_set_deadline(struct store *s, int64_t deadline_ms);
 
 /*
+ * The store's clock, in ns since the epoch: what rows' times (createdAt,
+ * heartbeatAt, updatedAt) are written in and leases are judged by, so that
+ * hosts whose clocks disagree agree on the rows.  A server backend measures
+ * its server's clock against this host's on every connect (within half a
+ * round trip) and corrects this host's by that; an embedded store's clock
+ * is this host's.  s NULL: this host's clock (core_now_ns()).
+ */
+int64_t store_now_ns(const struct store *s);
+
+/*
  * Change notification, level-triggered: read the sequence, then read the
  * rows you care about, then wait with that sequence.  store_wait_change()
  * returns CORE_OK as soon as any status changed since seq (in any process),

@@ -55,7 +55,7 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 	for (;;) {
 		/* subscribe (take the sequence), then read */
 		uint32_t seq = store_change_seq(s);
-		int64_t now_ns = core_now_ns(), sleep_ms = poll_ms, now;
+		int64_t now_ns = store_now_ns(s), sleep_ms = poll_ms, now;
 		size_t left = 0;
 		for (i = 0; i < n; i++) {
 			json_t *row = NULL;

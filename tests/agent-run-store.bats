@@ -227,3 +227,23 @@ try 'agent-run --help'"
 	run -0 --separate-stderr agent-snap export
 	assert_equal "$(jq -s '[sort_by(.createdAt) | .[].state.messages | length]' -c <<<"$output")" "[2,4,6,8]"
 }
+
+@test "on a server store, rows' times are the store's clock: a skewed host's worker is not taken for dead" {
+	is_pg || skip "an embedded store's clock is its one host's"
+	requires faketime
+	export ASAN_OPTIONS="$ASAN_OPTIONS:verify_asan_link_order=0"
+	script '{"chunks":["a ","b ","c"],"delay":"1s"}'
+	# a host whose clock is 2 minutes behind: its rows would read a
+	# heartbeat 2 minutes old, expired at once to every other host
+	run -0 --separate-stderr faketime -f "-120s" agent-run --model script/model.ndjson \
+		--detach --heartbeat-interval 500ms --heartbeat-timeout 10s -m go
+	id=$(jq -r .output.snapshotId <<<"$output")
+	run -0 --separate-stderr agent-snap -m "$id"
+	assert_equal "$(jq -r .status <<<"$output")" pending
+	# within a few seconds of this host's clock, not 2 minutes off
+	now=$(date +%s)
+	created=$(jq -r '.createdAt | sub("\\.[0-9]+"; "") | fromdate' <<<"$output")
+	[ $((now - created)) -lt 10 ] && [ $((created - now)) -lt 10 ]
+	run -0 --separate-stderr timeout 30 agent-wait "$id"
+	assert_equal "$(jq -r '[.status, .finishReason] | join(" ")' <<<"$output")" "completed stop"
+}

@@ -236,6 +236,42 @@ after_row() {
 	assert_equal "$(jq -r .status <<<"$output")" expired
 }
 
+# row_of ID: the raw row (export), agentkit's own members included.
+row_of() { agent-snap export | jq -c --arg id "$1" 'select(.snapshotId == $id)'; }
+
+@test "the row names the worker that ran it: agent-snap log shows its host and pid" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	sid=$(jq -r .output.sessionId <<<"$output")
+	# the worker's first beat names it, at once
+	wait_for 10 eval '[ "$(row_of "$id" | jq .agentkit.worker.pid)" = "$(worker_pid "$id")" ]'
+	assert_equal "$(row_of "$id" | jq -c '.agentkit | [.epoch, .worker.host]')" "[1,\"$(hostname)\"]"
+	timeout 20 agent-wait "$id" >/dev/null
+	run -0 --separate-stderr agent-snap log "$sid"
+	assert_equal "$(jq -c '.worker | [.host, .pid]' <<<"$output")" "[\"$(hostname)\",$(worker_pid "$id")]"
+	# Genkit's own shape is untouched
+	run -0 agent-snap -m "$id"
+	assert_equal "$(jq 'has("worker") or has("agentkit")' <<<"$output")" false
+}
+
+@test "the fence: a worker whose lease another epoch holds stops at its next beat and commits nothing" {
+	run -0 "${AR[@]}" --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 eval '[ "$(row_of "$id" | jq .agentkit.worker.pid)" = "$(worker_pid "$id")" ]'
+	pid=$(worker_pid "$id")
+	# another worker claims the row (what a re-claim does: the next epoch)
+	now=$(date -u +%Y-%m-%dT%H:%M:%S.%NZ)
+	row_of "$id" | jq -c --arg now "$now" '.agentkit.epoch = 2 | .heartbeatAt = $now
+		| .agentkit.worker = {"host": "other", "pid": 1}' >"$BATS_TEST_TMPDIR/claimed"
+	run -0 agent-snap import "$BATS_TEST_TMPDIR/claimed"
+	wait_for 20 gone "$pid"
+	run -0 --separate-stderr agent-snap worker-log "$id"
+	assert_line --partial "lease lost: the store refused a heartbeat (the lease is held by epoch 2 (host other, pid 1)); the turn was stopped and nothing is committed"
+	refute_line --partial "finalized"
+	# the row is as the new holder left it
+	assert_equal "$(row_of "$id")" "$(cat "$BATS_TEST_TMPDIR/claimed")"
+}
+
 @test "SIGTERM to the worker finalizes the row aborted" {
 	run -0 "${AR[@]}" --detach -m slow
 	id=$(id_of "$output")

@@ -34,9 +34,61 @@ static const char *status_of(const json_t *row)
 	return s ? s : "";
 }
 
-static void now_str(char *buf)
+/* Now by the store's clock (store_now_ns()), as rows' times are written. */
+static void now_str(const struct store *s, char *buf)
 {
-	core_time_format(core_now_ns(), buf);
+	core_time_format(store_now_ns(s), buf);
+}
+
+/* ---- the lease ---- */
+
+/* The lease's members of a row's STORE_INFO_KEY: "heartbeatTimeout" (ms),
+ * "epoch", "worker": {"host", "pid"}. */
+static const json_t *info_of(const json_t *row)
+{
+	return json_object_get(row, STORE_INFO_KEY);
+}
+
+static json_int_t lease_epoch(const json_t *row)
+{
+	const json_t *v = json_object_get(info_of(row), "epoch");
+	return json_is_integer(v) ? json_integer_value(v) : 1;
+}
+
+/* This process as a lease holder: {"host", "pid"}. */
+static json_t *worker_self(void)
+{
+	char host[256] = "";
+	if (gethostname(host, sizeof host - 1))
+		host[0] = 0;
+	return json_pack("{s:s, s:I}", "host", host, "pid", (json_int_t)getpid());
+}
+
+/*
+ * The fence: whether the holder of epoch may still write the pending or
+ * aborting row existing.  Refused (CORE_EXPIRED, saying why) when another
+ * epoch holds it, or when it has expired by the store's clock now_ns: its
+ * last heartbeat is older than the heartbeat timeout the row carries, so a
+ * reader may have seen it expired, and only a resume goes on from it.
+ */
+static enum core_status lease_check(const json_t *existing, json_int_t epoch, int64_t now_ns,
+                                    struct core_err *e)
+{
+	const json_t *w = json_object_get(info_of(existing), "worker");
+	const char *hb = json_string_value(json_object_get(existing, "heartbeatAt"));
+	int64_t hb_ns, timeout_ms = store_row_hb_timeout(existing, 0);
+	if (lease_epoch(existing) != epoch)
+		return core_fail(e, CORE_EXPIRED, "the lease is held by epoch %lld (host %s, pid %lld)",
+		                 (long long)lease_epoch(existing),
+		                 json_string_value(json_object_get(w, "host")) ?
+		                 json_string_value(json_object_get(w, "host")) : "?",
+		                 (long long)json_integer_value(json_object_get(w, "pid")));
+	if (timeout_ms > 0 && hb && core_time_parse(hb, &hb_ns) == CORE_OK &&
+	    now_ns - hb_ns > timeout_ms * 1000000)
+		return core_fail(e, CORE_EXPIRED, "the lease expired: the last heartbeat (%s) is "
+		                 "%lldms old, past the row's heartbeat timeout of %lldms", hb,
+		                 (long long)((now_ns - hb_ns) / 1000000), (long long)timeout_ms);
+	return CORE_OK;
 }
 
 /* ---- the pending row ---- */
@@ -54,10 +106,11 @@ enum core_status detach_pending(struct store *s, const char *session_id,
 {
 	char id[37], now[CORE_TIME_MAX], created[CORE_TIME_MAX];
 	core_uuid(id);
-	now_str(now);
+	now_str(s, now);
 	core_time_format(created_ns, created);
-	json_t *info = json_pack("{s:I}", "heartbeatTimeout",
-	                         (json_int_t)(hb_timeout_ms > 0 ? hb_timeout_ms : DETACH_LEASE_MS));
+	json_t *info = json_pack("{s:I, s:i, s:o}", "heartbeatTimeout",
+	                         (json_int_t)(hb_timeout_ms > 0 ? hb_timeout_ms : DETACH_LEASE_MS),
+	                         "epoch", 1, "worker", worker_self());
 	struct session_row sr = {
 		.created_at = created, .heartbeat_at = now, .updated_at = now, .parent_id = parent_id,
 		.session_id = session_id, .snapshot_id = id, .status = "pending", .info = info,
@@ -297,25 +350,61 @@ struct detach_watch {
 	char *id;
 	int64_t interval_ms, wind_down_ms, lease_ms;
 	_Atomic int64_t lease_until;    /* core_now_mono_ms() the lease ends */
+	json_int_t epoch;               /* the lease's, from the pending row */
+	int claimed;                    /* the first beat named this process */
 	pthread_t thread;
 	atomic_int aborted, stop, lost;
 	long beats, failed;
 	struct core_err last;
 };
 
-/* Genkit's beatHeartbeat: heartbeatAt only, on pending and aborting rows. */
+/* Genkit's beatHeartbeat: heartbeatAt only, on pending and aborting rows;
+ * a renewal of the lease, refused once it is lost (lease_check()).  The
+ * first beat also names the worker, this process. */
 static enum core_status fn_beat(const json_t *existing, json_t **next, void *ctx,
                                 struct core_err *e)
 {
+	struct detach_watch *w = ctx;
 	char now[CORE_TIME_MAX];
+	int64_t now_ns = store_now_ns(w->s);
+	enum core_status st;
 	*next = NULL;
 	if (!existing || store_status_terminal(status_of(existing)))
 		return CORE_OK;
+	if ((st = lease_check(existing, w->epoch, now_ns, e)))
+		return st;
 	if (!(*next = json_deep_copy(existing)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	now_str(now);
+	core_time_format(now_ns, now);
 	json_object_set_new(*next, "heartbeatAt", json_string(now));
+	json_t *info = json_object_get(*next, STORE_INFO_KEY);
+	if (!w->claimed && json_is_object(info)) {
+		json_t *info2 = json_deep_copy(info);
+		if (!info2 || json_object_set_new(info2, "worker", worker_self()) ||
+		    json_object_set_new(*next, STORE_INFO_KEY, info2))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
 	return CORE_OK;
+}
+
+/* One beat: the lease renewed from its start, or lost for good on a
+ * refusal (another epoch holds the row, or it expired). */
+static void beat(struct detach_watch *w, int64_t now)
+{
+	struct core_err be = { 0 };
+	enum core_status st = store_save(w->s, w->id, STORE_METADATA_ONLY, fn_beat, w, NULL, &be);
+	if (st == CORE_EXPIRED) {
+		w->failed++;
+		w->last = be;
+		atomic_store(&w->lost, 1);
+	} else if (st) {
+		w->failed++;
+		w->last = be;
+	} else {
+		w->beats++;
+		w->claimed = 1;
+		atomic_store(&w->lease_until, now + w->lease_ms);
+	}
 }
 
 static void *watch_main(void *arg)
@@ -349,17 +438,11 @@ static void *watch_main(void *arg)
 			atomic_store(&w->lost, 1);
 			break;
 		}
-		if (now >= next_beat) {
-			if (abort_at < 0 || now - abort_at <= w->wind_down_ms) {
-				struct core_err be = { 0 };
-				if (store_save(w->s, w->id, STORE_METADATA_ONLY, fn_beat, NULL, NULL, &be)) {
-					w->failed++;
-					w->last = be;
-				} else {
-					w->beats++;
-					atomic_store(&w->lease_until, now + w->lease_ms);
-				}
-			}
+		if (now >= next_beat || !w->claimed) {
+			if (abort_at < 0 || now - abort_at <= w->wind_down_ms)
+				beat(w, now);
+			if (atomic_load(&w->lost))
+				break;
 			while (next_beat <= now)
 				next_beat += w->interval_ms;
 		}
@@ -375,13 +458,16 @@ static void *watch_main(void *arg)
 	return NULL;
 }
 
-enum core_status detach_watch_start(const char *store_path, const char *id,
+enum core_status detach_watch_start(const char *store_path, const json_t *pending,
                                     int64_t interval_ms, int64_t wind_down_ms,
                                     int64_t lease_ms, struct detach_watch **out,
                                     struct core_err *e)
 {
 	struct detach_watch *w = calloc(1, sizeof *w);
+	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
 	enum core_status st;
+	if (!id)
+		id = "";
 	if (!w || !(w->id = strdup(id))) {
 		free(w);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
@@ -389,6 +475,7 @@ enum core_status detach_watch_start(const char *store_path, const char *id,
 	w->interval_ms = interval_ms > 0 ? interval_ms : DETACH_HEARTBEAT_INTERVAL_MS;
 	w->wind_down_ms = wind_down_ms > 0 ? wind_down_ms : DETACH_WIND_DOWN_MS;
 	w->lease_ms = lease_ms > 0 ? lease_ms : DETACH_LEASE_MS;
+	w->epoch = lease_epoch(pending);
 	/* the pending row was written with its first beat just now */
 	atomic_init(&w->lease_until, core_now_mono_ms() + w->lease_ms);
 	atomic_init(&w->aborted, 0);
@@ -449,9 +536,23 @@ void detach_watch_end(struct detach_watch *w, long *beats, long *failed,
 /* ---- finalize ---- */
 
 struct fin_ctx {
+	const struct store *s;          /* whose clock judges the lease */
 	const json_t *pending;
 	const struct detach_result *r;
 };
+
+/* The finalized row's STORE_INFO_KEY: the run's (r->info), naming the
+ * worker that held the lease.  A new reference, or NULL (out of memory). */
+static json_t *final_info(const json_t *existing, const json_t *info)
+{
+	json_t *out = info ? json_deep_copy(info) : json_object();
+	const json_t *w = json_object_get(info_of(existing), "worker");
+	if (out && w && json_object_set_new(out, "worker", json_deep_copy(w))) {
+		json_decref(out);
+		return NULL;
+	}
+	return out;
+}
 
 /* A row with its members in SessionSnapshot's order (Go's field order),
  * anything unknown after them.  Consumes row. */
@@ -494,24 +595,35 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 	struct fin_ctx *f = ctx;
 	const struct detach_result *r = f->r;
 	char now[CORE_TIME_MAX];
-	json_t *n;
-	now_str(now);
+	int64_t now_ns = store_now_ns(f->s);
+	json_t *n, *info;
+	enum core_status st;
+	core_time_format(now_ns, now);
 	*next = NULL;
+	if (existing && !store_status_terminal(status_of(existing)) &&
+	    (st = lease_check(existing, lease_epoch(f->pending), now_ns, e)))
+		return st;
+	if (!(info = final_info(existing, r->info)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
 	if (existing && !strcmp(status_of(existing), "aborting")) {
-		if (!(n = json_deep_copy(existing)))
+		if (!(n = json_deep_copy(existing))) {
+			json_decref(info);
 			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
 		json_object_set_new(n, "finishReason", json_string("aborted"));
 		json_object_del(n, "heartbeatAt");
 		set_copy(n, "state", r->state);
-		set_copy(n, STORE_INFO_KEY, r->info);
+		json_object_set_new(n, STORE_INFO_KEY, info);
 		json_object_set_new(n, "status", json_string("aborted"));
 		json_object_set_new(n, "updatedAt", json_string(now));
 		if (!(*next = row_ordered(n)))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		return CORE_OK;
 	}
-	if (existing && store_status_terminal(status_of(existing)))
+	if (existing && store_status_terminal(status_of(existing))) {
+		json_decref(info);
 		return CORE_OK;
+	}
 
 	const json_t *err = json_object_get(r->output, "error");
 	const char *reason = json_string_value(json_object_get(r->output, "finishReason"));
@@ -530,11 +642,11 @@ static enum core_status fn_finalize(const json_t *existing, json_t **next, void 
 		.parent_id = pending_str(f->pending, "parentId"),
 		.session_id = pending_str(f->pending, "sessionId"),
 		.snapshot_id = pending_str(f->pending, "snapshotId"),
-		.state = r->state, .status = status, .info = r->info,
+		.state = r->state, .status = status, .info = info,
 	};
-	if (!(*next = session_row(&sr)))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	return CORE_OK;
+	*next = session_row(&sr);
+	json_decref(info);
+	return *next ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
 }
 
 /*
@@ -559,7 +671,7 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
 	                   jv_error_new(CORE_ESYS, why->msg));
 	if (output && state) {
 		struct detach_result r = { 0, output, state, NULL };
-		struct fin_ctx f = { pending, &r };
+		struct fin_ctx f = { s, pending, &r };
 		st = store_save(s, json_string_value(json_object_get(pending, "snapshotId")), 0,
 		                fn_finalize, &f, persisted, e);
 	} else {
@@ -575,7 +687,7 @@ enum core_status detach_finalize(struct store *s, const json_t *pending,
                                  const struct detach_result *r, json_t **persisted,
                                  struct core_err *e)
 {
-	struct fin_ctx f = { pending, r };
+	struct fin_ctx f = { s, pending, r };
 	struct core_err why = { 0 }, e2 = { 0 };
 	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
 	if (!id)
@@ -720,10 +832,14 @@ static enum core_status lease_lost(struct detach_run *d)
 	struct core_err be = { 0 };
 	detach_watch_end(d->watch, &beats, &failed, &be);
 	d->watch = NULL;
-	wlog(d, "lease lost: no heartbeat committed for %lldms (%ld of %ld failed%s%s), so the "
-	     "row reads expired to others; the turn was stopped and nothing is committed",
-	     (long long)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS), failed,
-	     beats + failed, failed ? ", the last: " : "", failed ? be.msg : "");
+	if (be.st == CORE_EXPIRED)
+		wlog(d, "lease lost: the store refused a heartbeat (%s); the turn was stopped and "
+		     "nothing is committed", be.msg);
+	else
+		wlog(d, "lease lost: no heartbeat committed for %lldms (%ld of %ld failed%s%s), so "
+		     "the row reads expired to others; the turn was stopped and nothing is "
+		     "committed", (long long)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS),
+		     failed, beats + failed, failed ? ", the last: " : "", failed ? be.msg : "");
 	d->worker_st = CORE_EXPIRED;
 	return CORE_EXPIRED;
 }
@@ -808,7 +924,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	*d->store = NULL;
 	st = store_open(d->store_path, &s, &e);
 	if (!st)
-		st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
+		st = detach_watch_start(d->store_path, d->pending, d->hb_interval_ms, d->wind_down_ms,
 		                        d->lease_ms, &d->watch, &e);
 	if (st) {
 		wlog(d, "cannot start: %s", e.msg);
@@ -862,7 +978,7 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 	if ((st = write_pending(d)))
 		return st;
 	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e))
-	    || (st = detach_watch_start(d->store_path, d->id, d->hb_interval_ms, d->wind_down_ms,
+	    || (st = detach_watch_start(d->store_path, d->pending, d->hb_interval_ms, d->wind_down_ms,
 	                                d->lease_ms, &d->watch, &e))) {
 		abandon(d, d->pending, &e);
 		return st;

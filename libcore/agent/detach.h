@@ -120,8 +120,8 @@ enum core_status detach_wait_ready(struct detach_proc *p, struct core_err *e);
 
 /*
  * The watcher: a thread with its own store handle that beats the pending
- * row every interval_ms (heartbeatAt only, on pending and aborting rows,
- * §1.6) and sleeps on the store's change notification in between, so the
+ * row (its snapshotId) every interval_ms (heartbeatAt only, on pending
+ * and aborting rows, §1.6), the first time at once, and sleeps on the store's change notification in between, so the
  * abort flip is seen at once.  Once the row reads aborting or aborted,
  * detach_watch_aborted() turns true; beats then go on for at most
  * wind_down_ms.  The thread ends when the row reads terminal (the
@@ -136,9 +136,19 @@ enum core_status detach_wait_ready(struct detach_proc *p, struct core_err *e);
  * detach_watch_lease_lost() turns true, the turn in flight is stopped
  * (detach_aborted()), and nothing more is committed: the row stays as the
  * others read it, expired, for a resume to go on from.
+ *
+ * The fence, on the store's side of the lease: the pending row's
+ * STORE_INFO_KEY carries the lease's "epoch" (1 from detach_pending()) and
+ * its holder, "worker": {"host", "pid"} (the first beat names this
+ * process).  A beat, and the finalize, is a compare-and-set: it is refused,
+ * CORE_EXPIRED, when the row's epoch is not the pending row's or when the
+ * row has expired by the store's clock (store_now_ns(): heartbeatAt older
+ * than the row's heartbeatTimeout).  A refused beat loses the lease at
+ * once.  So a worker cut off from the store never changes a row a reader
+ * has seen expired, whatever the clocks of their hosts say.
  */
 struct detach_watch;
-enum core_status detach_watch_start(const char *store_path, const char *id,
+enum core_status detach_watch_start(const char *store_path, const json_t *pending,
                                     int64_t interval_ms, int64_t wind_down_ms,
                                     int64_t lease_ms, struct detach_watch **out,
                                     struct core_err *e);

@@ -129,7 +129,7 @@ json_t *rt_row_info(struct runtime *rt)
 
 int64_t rt_next_created_ns(struct runtime *rt)
 {
-	int64_t now = core_now_ns();
+	int64_t now = store_now_ns(rt->store);
 	if (now <= rt->last_created_ns)
 		now = rt->last_created_ns + 1000;
 	return rt->last_created_ns = now;

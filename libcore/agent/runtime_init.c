@@ -35,7 +35,7 @@ static enum core_status resumable(struct runtime *rt, const json_t *row, struct 
 	if (!parent)
 		parent = "";
 	if (!strcmp(status, "pending") || !strcmp(status, "aborting")) {
-		int64_t age = hb_age_ms(row, core_now_ns());
+		int64_t age = hb_age_ms(row, store_now_ns(rt->store));
 		int pending = !strcmp(status, "pending");
 		if (age > rt->hb_timeout_ms) {
 			if (*parent)

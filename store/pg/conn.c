@@ -239,11 +239,20 @@ static enum core_status session_setup(struct pg_store *s, struct core_err *e)
 		conn_error(s, msg, sizeof msg);
 		return core_fail(e, CORE_ESYS, "set up the connection: %s", msg);
 	}
-	snprintf(sql, sizeof sql, "SET lock_timeout = %lld%s", (long long)s->lock_ms,
-	         s->listening ? "; LISTEN " PG_CHANNEL : "");
+	/* the server's clock, read in the same round trip: the store's clock
+	 * (store_now_ns()) is this host's corrected by the difference, taken
+	 * at the round trip's midpoint */
+	snprintf(sql, sizeof sql, "SET lock_timeout = %lld;%s SELECT (extract(epoch FROM "
+	         "clock_timestamp()) * 1000000)::int8", (long long)s->lock_ms,
+	         s->listening ? " LISTEN " PG_CHANNEL ";" : "");
+	int64_t t0 = core_now_ns();
 	r = pg_query(s, sql);
-	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+	int64_t t1 = core_now_ns();
+	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 		st = fail_res(s, r, "set up the connection", e);
+	else
+		s->head.clock_offset_ns = strtoll(PQgetvalue(r, 0, 0), NULL, 10) * 1000 -
+		                          (t0 / 2 + t1 / 2);
 	PQclear(r);
 	return st;
 }
