@@ -91,6 +91,11 @@
  *                 (0: at once): CORE_ETIMEOUT.
  *   session_unlock  Release it (errors ignored: a lock whose connection is
  *                 gone is released already).
+ *   park          (optional) Close the connection to the server now; the
+ *                 next operation opens a new one at once, with no
+ *                 reconnect window (store_park() in store.h).  Session
+ *                 locks and LISTENs do not survive it: it is for handles
+ *                 that hold neither.  NULL: nothing to give up.
  *   migrate       (optional) Report the store's format version and this
  *                 agentkit's, and apply the steps between (store_migrate()
  *                 in store.h; store.c has set m->backend and m->steps
@@ -159,6 +164,7 @@ struct store_backend {
 	enum core_status (*session_lock)(struct store *s, const char *session_id,
 	                                 int64_t timeout_ms, struct core_err *e);
 	void (*session_unlock)(struct store *s, const char *session_id);
+	void (*park)(struct store *s);
 	long format_version;            /* without migrate: the format's version */
 };
 

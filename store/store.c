@@ -123,6 +123,12 @@ void store_set_deadline(struct store *s, int64_t deadline_ms)
 		s->deadline = deadline_ms > 0 ? deadline_ms : 0;
 }
 
+void store_park(struct store *s)
+{
+	if (s && s->pid == getpid() && s->backend->park)
+		s->backend->park(s);
+}
+
 int64_t store_now_ns(const struct store *s)
 {
 	return core_now_ns() + (s ? s->clock_offset_ns : 0);

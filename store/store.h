@@ -281,6 +281,16 @@ void store_session_unlock(struct store *s, const char *session_id);
 void store_set_deadline(struct store *s, int64_t deadline_ms);
 
 /*
+ * Give up s's connection to its server, if it has one, until the next
+ * call on s, which makes a new one at once (not a reconnect after a loss:
+ * no backoff, no window).  For a process that holds a handle it will not
+ * use for a while, such as a detached worker during its turns, so that it
+ * holds no server connection meanwhile.  Never fails; a no-op inside a
+ * transaction and for an embedded store.
+ */
+void store_park(struct store *s);
+
+/*
  * The store's clock, in ns since the epoch: what rows' times (createdAt,
  * heartbeatAt, updatedAt) are written in and leases are judged by, so that
  * hosts whose clocks disagree agree on the rows.  A server backend measures

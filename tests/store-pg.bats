@@ -332,6 +332,42 @@ advisory_held() {
 	pg_sql "DROP OWNED BY $role; DROP ROLE $role"
 }
 
+# conns: the connections of this test's agentkit processes (their
+# application_name, given in the store URL) to the server now.
+conns() {
+	pg_sql "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'w$$'
+		AND pid <> pg_backend_pid()"
+}
+
+@test "a detached worker holds one connection while its turns run, and none once it has finalized" {
+	export AGENTKIT_STORE="$AGENTKIT_STORE&application_name=w$$"
+	script '{"chunks":["a ","b ","c"],"delay":"1s"}'
+	run -0 --separate-stderr agent-run --model script/model.ndjson --detach -m go
+	id=$(id_of "$output")
+	sleep 1
+	assert_equal "$(conns)" 1
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -r .status <<<"$output")" completed
+	wait_for 10 eval '[ "$(conns)" = 0 ]'
+}
+
+@test "the server's connection limit reached: exit 111, saying so" {
+	role="lim_$$_$RANDOM"
+	pg_sql "CREATE ROLE $role LOGIN CONNECTION LIMIT 1; GRANT USAGE ON SCHEMA $PG_SCHEMA TO $role;
+		GRANT ALL ON ALL TABLES IN SCHEMA $PG_SCHEMA TO $role"
+	lim=${AGENTKIT_STORE/user=agentkit/user=$role}
+	psql "$lim" -qAtX -c "SELECT pg_sleep(30)" >/dev/null 2>&1 &
+	holder=$!
+	wait_for 10 eval '[ "$(pg_sql "SELECT count(*) FROM pg_stat_activity WHERE usename = '"'$role'"'")" = 1 ]'
+	run -111 --separate-stderr agent-run --store "$lim" --model echo -m hi
+	assert_equal "$(jq -r .error.status <<<"$output")" INTERNAL
+	[[ "$stderr" == "agent-run: cannot connect to the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***': "*"too many connections for role \"$role\""* ]]
+	kill "$holder"
+	wait "$holder" || true
+	pg_sql "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = '$role'" >/dev/null
+	pg_sql "DROP OWNED BY $role; DROP ROLE $role"
+}
+
 @test "a race the server reports on every try fails with its message, after the last try" {
 	"$SW" save r1 '{"sessionId":"s"}' >/dev/null
 	# every write of a snapshot loses a race: a serialization failure

@@ -939,6 +939,9 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 		detach_ready(p, NULL);
 	*d->store = s;
 	rt_detach(d->rt, s);
+	/* the watcher's connection is the one held while the turns run;
+	 * this one connects again to finalize */
+	store_park(s);
 	return detach_finish(d);
 }
 
@@ -987,6 +990,7 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 		rt_detach_turn(d->rt);
 	else
 		rt_detach(d->rt, *d->store);
+	store_park(*d->store);          /* as detach_run_worker()'s */
 	d->role = DETACH_WORKER;
 	return CORE_OK;
 }

@@ -29,4 +29,5 @@ const struct store_backend store_pg_backend = {
 	.migrate = pg_migrate,
 	.session_lock = pg_session_lock,
 	.session_unlock = pg_session_unlock,
+	.park = pg_park,
 };

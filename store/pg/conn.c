@@ -304,9 +304,33 @@ void pg_nap(int64_t ms)
 	nanosleep(&ts, NULL);           /* a signal cuts it short: the caller looks again */
 }
 
+void pg_park(struct store *h)
+{
+	struct pg_store *s = pg_store(h);
+	if (s->in_txn || !s->conn)
+		return;
+	PQfinish(s->conn);
+	s->conn = NULL;
+	s->parked = 1;
+}
+
+/* A parked handle's connection, made again at once; on failure the
+ * handle is one whose connection was lost, from now. */
+static enum core_status unpark(struct pg_store *s, struct core_err *e)
+{
+	s->parked = 0;
+	s->retry_at = s->backoff_ms = s->lost_at = 0;
+	s->in_txn = 0;
+	for (int i = 0; i < PG_NPREP; i++)
+		s->prep[i].prepared = 0;
+	return pg_connect(s, s->conninfo, e);
+}
+
 enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err *e)
 {
 	int64_t now = core_now_mono_ms(), end, t;
+	if (s->parked && unpark(s, e) == CORE_OK)
+		return CORE_OK;
 	if (PQstatus(s->conn) == CONNECTION_OK)
 		return CORE_OK;
 	if (!s->lost_at)
@@ -640,7 +664,7 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 		return core_fail(e, CORE_EUSAGE, "invalid store URL '%s': %s", s->where, msg);
 	}
 	for (o = opts; o->keyword; o++) {
-		if (!strcmp(o->keyword, "password") && o->val && *o->val &&
+		if (!strcmp(o->keyword, "password") && o->val && *o->val && !s->secret &&
 		    !(s->secret = strdup(o->val))) {
 			PQconninfoFree(opts);
 			return core_fail(e, CORE_ENOMEM, "open the store: out of memory");

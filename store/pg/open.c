@@ -45,12 +45,12 @@ enum core_status pg_open(const char *location, unsigned flags, struct store **ou
 	                                STORE_LOCK_TIMEOUT_MS, &s->lock_ms, e)) != CORE_OK ||
 	    (st = pg_connect(s, conninfo, e)) != CORE_OK ||
 	    (st = pg_schema(s, flags, e)) != CORE_OK) {
-		free(conninfo);
+		s->conninfo = conninfo;
 		s->head.pid = getpid();
 		pg_close(&s->head);
 		return st;
 	}
-	free(conninfo);
+	s->conninfo = conninfo;
 	*out = &s->head;
 	return CORE_OK;
 }
@@ -74,5 +74,8 @@ void pg_close(struct store *h)
 		free(s->prep[i].sql);
 	json_decref(s->mc.msgs);
 	free(s->secret);
+	if (s->conninfo)
+		explicit_bzero(s->conninfo, strlen(s->conninfo));
+	free(s->conninfo);
 	free(s);
 }

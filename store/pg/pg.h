@@ -138,6 +138,10 @@ struct pg_store {
 	char where[256];        /* the location for messages, redacted */
 	char *secret;           /* the password in the location, scrubbed from
 	                           libpq's texts; NULL when none */
+	char *conninfo;         /* what pg_connect() was given, for a parked
+	                           handle's next connect (holds the secret) */
+	int parked;             /* store_park(): conn is NULL until the next
+	                           statement connects again */
 	int in_txn;             /* a transaction is open (no reconnects) */
 	int64_t retry_at;       /* no reconnect before (core_now_mono_ms()) */
 	int64_t backoff_ms;     /* the wait after the last failed reconnect */
@@ -278,6 +282,9 @@ enum core_status pg_migrate(struct store *s, unsigned flags, struct store_migrat
 enum core_status pg_session_lock(struct store *s, const char *session_id,
                                  int64_t timeout_ms, struct core_err *e);
 void pg_session_unlock(struct store *s, const char *session_id);
+/* store_park() (store.h): the connection closed, s->parked set; the next
+ * pg_ensure() or pg_reconnect() connects again at once. */
+void pg_park(struct store *s);
 
 /* ---- rows.c ---- */
 
