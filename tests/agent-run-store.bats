@@ -93,11 +93,13 @@ M="script/model.ndjson"
 		echo "{\"snapshotId\":\"p5\",\"sessionId\":\"s5\",\"parentId\":\"parent-1\",\"status\":\"aborted\",\"createdAt\":\"$now\",\"updatedAt\":\"$now\"}"
 	} | agent-snap import >/dev/null
 	expect() {
-		run -5 --separate-stderr agent-run --model echo "$1" "$2" -m hi
-		[ "$output" = "{\"error\":{\"status\":\"FAILED_PRECONDITION\",\"message\":$3}}" ] || { echo "got $output"; return 1; }
+		run -5 --separate-stderr agent-run --model echo "${@:1:$#-1}" -m hi
+		[ "$output" = "{\"error\":{\"status\":\"FAILED_PRECONDITION\",\"message\":${!#}}}" ] || { echo "got $output"; return 1; }
 	}
 	expect --snapshot p1 '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
-	expect --session s '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
+	# a session's writers that do not wait for its detached run get Genkit's refusal
+	expect --on-busy fail --session s '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
+	expect --on-busy fork --session s '"snapshot \"p1\" is still pending: its detached invocation is still running; wait for it to finalize or abort it before resuming"'
 	expect --snapshot p2 '"snapshot \"p2\" is still pending but its worker stopped heartbeating and is presumed dead; abort it, then resume from its parent snapshot \"root\""'
 	expect --snapshot p3 '"snapshot \"p3\" is still being finalized: its invocation was aborted and has not recorded the state yet; retry this same snapshot ID"'
 	expect --snapshot p4 '"snapshot \"p4\" is still aborting but its worker stopped heartbeating and is presumed dead. It recorded no progress, so there is nothing to resume"'
@@ -181,6 +183,21 @@ M="script/model.ndjson"
 	# eleven rows, one chain: each row the parent of one other
 	run -0 --separate-stderr agent-snap export
 	assert_equal "$(jq -s -c '[length, ([.[] | .parentId // ""] | unique | length)]' <<<"$output")" "[11,11]"
+}
+
+@test "a session's detached run is a writer too: --session waits for it to settle, then goes on from its row" {
+	script '{"when":{"user":"bg"},"chunks":["bg ","done"],"delay":"2s"}' '{"fallback":true,"text":"ok"}'
+	run -0 --separate-stderr agent-run --model $M --session S -m first
+	run -0 --separate-stderr agent-run --model $M --session S --detach -m bg
+	bg=$(id_of "$output")
+	# a bound shorter than the run: 124, saying what it waited for
+	run -124 --separate-stderr agent-run --busy-timeout 300ms --model $M --session S -m early
+	assert_equal "$stderr" "agent-run: session \"S\" stayed busy for 300ms: the detached run of snapshot \"$bg\" is still running on it"
+	# the default waits, and the turn follows the detached one
+	run -0 --separate-stderr agent-run --model $M --session S -m after
+	assert_equal "$(last | jq -r .output.finishReason)" stop
+	assert_equal "$(agent-snap -m "$bg" | jq -r .status)" completed
+	assert_equal "$(agent-snap show S --format ndjson | jq -r 'select(.role == "user") | .content[0].text' | tr '\n' ' ')" "first bg after "
 }
 
 @test "--on-busy fail refuses a busy session (exit 5), --busy-timeout bounds the wait (124), fork branches" {

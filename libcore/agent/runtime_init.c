@@ -37,7 +37,7 @@ static enum core_status resumable(struct runtime *rt, const json_t *row, struct 
 	if (!strcmp(status, "pending") || !strcmp(status, "aborting")) {
 		int64_t age = hb_age_ms(row, store_now_ns(rt->store));
 		int pending = !strcmp(status, "pending");
-		if (age > rt->hb_timeout_ms) {
+		if (age > store_row_hb_timeout(row, rt->hb_timeout_ms)) {
 			if (*parent)
 				return core_fail(e, CORE_EPRECONDITION,
 				                 "snapshot \"%s\" is still %s but its worker stopped heartbeating and is presumed dead; %sresume from its parent snapshot \"%s\"",
@@ -126,16 +126,59 @@ static enum core_status lock_session(struct runtime *rt, const char *sid, struct
 	if (st == CORE_ETIMEOUT && !wait)
 		return core_fail(e, CORE_EPRECONDITION, "session \"%s\" is busy: another writer's "
 		                 "turn is running on it", sid);
+	char d[CORE_DURATION_MAX];
 	if (st == CORE_ETIMEOUT)
-		return core_fail(e, CORE_ETIMEOUT, "session \"%s\" stayed busy for %lld%s: another "
+		return core_fail(e, CORE_ETIMEOUT, "session \"%s\" stayed busy for %s: another "
 		                 "writer's turn is still running on it", sid,
-		                 (long long)(wait % 1000 ? wait : wait / 1000), wait % 1000 ? "ms" : "s");
+		                 core_duration_text(wait, d));
 	if (st)
 		return core_fail(e, st, "failed to lock session \"%s\": %s", sid, le.msg);
 	if (!(rt->locked_session = strdup(sid))) {
 		store_session_unlock(rt->store, sid);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
+	return CORE_OK;
+}
+
+/*
+ * One writer per session, for detached runs too: with RT_BUSY_WAIT, a
+ * latest row that is a live detached run's (pending or aborting, its
+ * worker beating) is waited for until it settles, within the busy
+ * timeout, and then read again.  The session's lock is held meanwhile,
+ * so no other writer comes in between.  Otherwise the row is left to
+ * resumable(), which refuses it with Genkit's message.
+ */
+static enum core_status await_detached(struct runtime *rt, const char *sid, json_t **row,
+                                       struct core_err *e)
+{
+	const char *id = json_string_value(json_object_get(*row, "snapshotId"));
+	const char *status = json_string_value(json_object_get(*row, "status"));
+	struct core_err we = { 0 };
+	json_t *settled = NULL;
+	int64_t wait = rt->busy_timeout_ms, age;
+	enum core_status st;
+	if (rt->on_busy != RT_BUSY_WAIT || !id || store_status_terminal(status))
+		return CORE_OK;
+	age = hb_age_ms(*row, store_now_ns(rt->store));
+	if (age < 0 || age > store_row_hb_timeout(*row, rt->hb_timeout_ms))
+		return CORE_OK;         /* presumed dead: resumable() says so */
+	st = store_wait_terminal(rt->store, &id, 1, STORE_METADATA_ONLY, rt->hb_timeout_ms,
+	                         core_now_mono_ms() + wait, 2000, &settled, NULL, NULL, &we);
+	json_decref(settled);
+	store_set_deadline(rt->store, 0);
+	char d[CORE_DURATION_MAX];
+	if (st == CORE_ETIMEOUT)
+		return core_fail(e, CORE_ETIMEOUT, "session \"%s\" stayed busy for %s: the "
+		                 "detached run of snapshot \"%s\" is still running on it", sid,
+		                 core_duration_text(wait, d), id);
+	if (st)
+		return core_fail(e, st, "failed to wait for snapshot \"%s\": %s", id, we.msg);
+	json_decref(*row);
+	*row = NULL;
+	st = store_latest(rt->store, sid, 0, row, &we);
+	if (st && st != CORE_ENOTFOUND)
+		return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s",
+		                 sid, we.msg);
 	return CORE_OK;
 }
 
@@ -171,6 +214,8 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 		st = store_latest(rt->store, sid, 0, row, &se);
 		if (st && st != CORE_ENOTFOUND)
 			return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s", sid, se.msg);
+		if (*row && (st = await_detached(rt, sid, row, e)))
+			return st;
 		const char *owner = json_string_value(json_object_get(*row, "sessionId"));
 		if (*row && strcmp(owner ? owner : "", sid))
 			return core_fail(e, CORE_EINTERNAL,

@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -85,6 +86,13 @@ bad:
 	                 "invalid size '%s' (use e.g. 4096, 64K, 16M, 1G)", s);
 }
 
+const char *core_duration_text(int64_t ms, char buf[CORE_DURATION_MAX])
+{
+	snprintf(buf, CORE_DURATION_MAX, ms % 1000 ? "%lldms" : "%llds",
+	         (long long)(ms % 1000 ? ms : ms / 1000));
+	return buf;
+}
+
 int64_t core_now_mono_ms(void)
 {
 	struct timespec ts;
@@ -92,7 +100,6 @@ int64_t core_now_mono_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-#include <stdio.h>
 #include <uuid/uuid.h>
 
 int64_t core_now_ns(void)

@@ -33,6 +33,11 @@ enum core_status core_parse_size(const char *s, uint64_t *bytes,
 /* Milliseconds on the monotonic clock. */
 int64_t core_now_mono_ms(void);
 
+/* A duration in messages, as the user would give it: "300ms" unless a
+ * whole number of seconds, then "15s".  Returns buf. */
+#define CORE_DURATION_MAX 24
+const char *core_duration_text(int64_t ms, char buf[CORE_DURATION_MAX]);
+
 
 /* ---- time and IDs ---- */
 

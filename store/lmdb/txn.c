@@ -132,12 +132,9 @@ enum core_status lm_begin_fail(struct env *v, struct core_err *e, int rc,
 		return lm_fail(e, rc, what);
 	if (fcntl(v->gate_fd, F_GETLK, &fl) == 0 && fl.l_type != F_UNLCK && fl.l_pid > 0)
 		snprintf(holder, sizeof holder, " (held by pid %ld)", (long)fl.l_pid);
-	if (v->lock_ms % 1000)
-		core_fail(e, CORE_ESYS, "%s: timed out waiting for the store's write lock "
-		          "after %lldms%s", what, (long long)v->lock_ms, holder);
-	else
-		core_fail(e, CORE_ESYS, "%s: timed out waiting for the store's write lock "
-		          "after %llds%s", what, (long long)(v->lock_ms / 1000), holder);
+	char d[CORE_DURATION_MAX];
+	core_fail(e, CORE_ESYS, "%s: timed out waiting for the store's write lock after %s%s",
+	          what, core_duration_text(v->lock_ms, d), holder);
 	if (e)
 		e->sys = ETIMEDOUT;
 	return CORE_ESYS;

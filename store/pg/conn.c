@@ -154,11 +154,10 @@ static enum core_status cut_fail(struct pg_store *s, const char *what, struct co
 	if (s->cut_by_caller)
 		return core_fail(e, CORE_ETIMEOUT, "%s: the store at '%s' did not answer in "
 		                 "time", what, s->where);
-	core_fail(e, CORE_ESYS, ms % 1000 ? "%s: the store at '%s' did not answer within "
-	          "%lldms (the network may be cut); the connection is given up"
-	          : "%s: the store at '%s' did not answer within %llds (the network may be "
-	          "cut); the connection is given up", what, s->where,
-	          (long long)(ms % 1000 ? ms : ms / 1000));
+	char d[CORE_DURATION_MAX];
+	core_fail(e, CORE_ESYS, "%s: the store at '%s' did not answer within %s (the network "
+	          "may be cut); the connection is given up", what, s->where,
+	          core_duration_text(ms, d));
 	if (e)
 		e->sys = ETIMEDOUT;
 	return CORE_ESYS;
@@ -270,15 +269,10 @@ static enum core_status connect_fail(struct pg_store *s, struct core_err *e)
 /* The reconnect window passed: the last reason, and how long it tried. */
 static enum core_status lost(struct pg_store *s, struct core_err *e)
 {
-	char msg[512];
+	char msg[512], d[CORE_DURATION_MAX];
 	conn_error(s, msg, sizeof msg);
-	if (s->lock_ms % 1000)
-		core_fail(e, CORE_ESYS, "lost the connection to the store at '%s' and could not "
-		          "reconnect within %lldms: %s", s->where, (long long)s->lock_ms, msg);
-	else
-		core_fail(e, CORE_ESYS, "lost the connection to the store at '%s' and could not "
-		          "reconnect within %llds: %s", s->where, (long long)(s->lock_ms / 1000),
-		          msg);
+	core_fail(e, CORE_ESYS, "lost the connection to the store at '%s' and could not "
+	          "reconnect within %s: %s", s->where, core_duration_text(s->lock_ms, d), msg);
 	if (e)
 		e->sys = ETIMEDOUT;
 	return CORE_ESYS;
