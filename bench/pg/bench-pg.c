@@ -12,6 +12,10 @@
  *                                rounds that alternate the two
  *   bench-pg latest URL ROWS     latest-by-session among ROWS rows
  *   bench-pg growth URL N        bytes per turn of an N-turn session
+ *   bench-pg insert1 URL         the peer of one durable agent-run turn as
+ *                                a whole process: connect, BEGIN, INSERT
+ *                                a turn's bytes (two 1.5 KB messages) into
+ *                                bench_raw (made if missing), COMMIT, exit
  *   bench-pg wake URL N AGENT_WAIT   commit -> agent-wait exits; abort ->
  *                                a watching worker (its own process and
  *                                connection) sees it
@@ -464,9 +468,38 @@ static void bench_wake(const char *url, int n, const char *bin)
 	store_close(s);
 }
 
+static void insert1(const char *url)
+{
+	PGconn *c = raw_conn(url);
+	json_t *u = message("user", 1), *m = message("model", 1);
+	char *a = json_dumps(u, JSON_COMPACT), *b = json_dumps(m, JSON_COMPACT);
+	char *body = malloc(strlen(a) + strlen(b) + 2);
+	sprintf(body, "%s\n%s", a, b);
+	raw_exec(c, "CREATE TABLE IF NOT EXISTS bench_raw (id bigserial PRIMARY KEY, "
+	         "body text NOT NULL)");
+	const char *p[1] = { body };
+	raw_exec(c, "BEGIN");
+	PGresult *r = PQexecParams(c, "INSERT INTO bench_raw (body) VALUES ($1)", 1, NULL, p,
+	                           NULL, NULL, 0);
+	if (PQresultStatus(r) != PGRES_COMMAND_OK)
+		die("raw insert", PQerrorMessage(c));
+	PQclear(r);
+	raw_exec(c, "COMMIT");
+	PQfinish(c);
+	free(a);
+	free(b);
+	free(body);
+	json_decref(u);
+	json_decref(m);
+}
+
 int main(int argc, char **argv)
 {
 	fill();
+	if (argc >= 3 && !strcmp(argv[1], "insert1")) {
+		insert1(argv[2]);
+		return 0;
+	}
 	if (argc >= 5 && !strcmp(argv[1], "turns"))
 		bench_turns(argv[2], (int)strtol(argv[3], NULL, 10), (int)strtol(argv[4], NULL, 10));
 	else if (argc >= 4 && !strcmp(argv[1], "latest"))
@@ -476,7 +509,7 @@ int main(int argc, char **argv)
 	else if (argc >= 5 && !strcmp(argv[1], "wake"))
 		bench_wake(argv[2], (int)strtol(argv[3], NULL, 10), argv[4]);
 	else {
-		fprintf(stderr, "usage: bench-pg turns|latest|growth|wake URL ...\n");
+		fprintf(stderr, "usage: bench-pg turns|latest|growth|insert1|wake URL ...\n");
 		return 100;
 	}
 	return 0;

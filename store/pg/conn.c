@@ -225,10 +225,19 @@ int pg_retryable(const struct pg_store *s)
 	       s->dropped;
 }
 
-/* Connection-level settings, on every (re)connect. */
-static enum core_status session_setup(struct pg_store *s, struct core_err *e)
+void pg_clock(struct pg_store *s, const char *server_us, int64_t t0, int64_t t1)
 {
-	char sql[128];
+	s->head.clock_offset_ns = strtoll(server_us, NULL, 10) * 1000 - (t0 / 2 + t1 / 2);
+}
+
+/*
+ * Connection-level settings, on every (re)connect: local ones only on
+ * the first (lock_timeout rides in the startup packet's options, the
+ * server's clock on the schema check, pg_schema()); after a reconnect,
+ * LISTEN again and the server's clock, in one round trip.
+ */
+static enum core_status session_setup(struct pg_store *s, int again, struct core_err *e)
+{
 	PGresult *r;
 	enum core_status st = CORE_OK;
 	PQsetNoticeProcessor(s->conn, quiet, NULL);
@@ -238,20 +247,16 @@ static enum core_status session_setup(struct pg_store *s, struct core_err *e)
 		conn_error(s, msg, sizeof msg);
 		return core_fail(e, CORE_ESYS, "set up the connection: %s", msg);
 	}
-	/* the server's clock, read in the same round trip: the store's clock
-	 * (store_now_ns()) is this host's corrected by the difference, taken
-	 * at the round trip's midpoint */
-	snprintf(sql, sizeof sql, "SET lock_timeout = %lld;%s SELECT (extract(epoch FROM "
-	         "clock_timestamp()) * 1000000)::int8", (long long)s->lock_ms,
-	         s->listening ? " LISTEN " PG_CHANNEL ";" : "");
+	if (!again)
+		return CORE_OK;
 	int64_t t0 = core_now_ns();
-	r = pg_query(s, sql);
+	r = pg_query(s, s->listening ? "LISTEN " PG_CHANNEL "; SELECT " PG_CLOCK_SQL
+	                             : "SELECT " PG_CLOCK_SQL);
 	int64_t t1 = core_now_ns();
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 		st = fail_res(s, r, "set up the connection", e);
 	else
-		s->head.clock_offset_ns = strtoll(PQgetvalue(r, 0, 0), NULL, 10) * 1000 -
-		                          (t0 / 2 + t1 / 2);
+		pg_clock(s, PQgetvalue(r, 0, 0), t0, t1);
 	PQclear(r);
 	return st;
 }
@@ -289,7 +294,7 @@ static enum core_status reconnected(struct pg_store *s, struct core_err *e)
 	s->in_txn = 0;
 	for (i = 0; i < PG_NPREP; i++)
 		s->prep[i].prepared = 0;        /* the server forgot them */
-	return session_setup(s, e);
+	return session_setup(s, 1, e);
 }
 
 void pg_nap(int64_t ms)
@@ -645,7 +650,7 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 	enum { NPROBE = sizeof probe / sizeof probe[0] };
 	const char *keys[12], *vals[12];
 	PQconninfoOption *opts, *o;
-	char *err = NULL;
+	char *err = NULL, *options = NULL;
 	int n = 0, has_timeout = 0, has_probe[NPROBE] = { 0 };
 	size_t i;
 	const char *env = getenv("PGCONNECT_TIMEOUT");
@@ -670,8 +675,20 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 		for (i = 0; i < NPROBE; i++)
 			if (!strcmp(o->keyword, probe[i][0]) && o->val && *o->val)
 				has_probe[i] = 1;
+		/* the store's lock_timeout, after the location's own options
+		 * (or PGOPTIONS): set at connect, no round trip of its own */
+		if (!strcmp(o->keyword, "options") && !options) {
+			const char *v = o->val && *o->val ? o->val : getenv("PGOPTIONS");
+			if (asprintf(&options, "%s%s-c lock_timeout=%lld", v ? v : "",
+			             v && *v ? " " : "", (long long)s->lock_ms) < 0)
+				options = NULL;
+		}
 	}
 	PQconninfoFree(opts);
+	if (!options) {
+		PQfreemem(err);
+		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
+	}
 	if (!has_timeout && !(env && *env)) {
 		keys[n] = "connect_timeout";
 		vals[n++] = PG_CONNECT_TIMEOUT;
@@ -687,12 +704,15 @@ enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct cor
 	vals[n++] = "agentkit";
 	keys[n] = "client_encoding";
 	vals[n++] = "UTF8";
+	keys[n] = "options";
+	vals[n++] = options;
 	keys[n] = NULL;
 	vals[n] = NULL;
 	s->conn = PQconnectdbParams(keys, vals, 1);
+	free(options);
 	if (!s->conn)
 		return core_fail(e, CORE_ENOMEM, "open the store: out of memory");
 	if (PQstatus(s->conn) != CONNECTION_OK)
 		return connect_fail(s, e);
-	return session_setup(s, e);
+	return session_setup(s, 0, e);
 }

@@ -33,14 +33,16 @@ enum core_status pg_session_lock(struct store *h, const char *sid, int64_t timeo
 	PGresult *r;
 	enum core_status st;
 	int got;
-	if (timeout_ms <= 0) {
-		if ((st = pg_exec(s, "SELECT pg_try_advisory_lock(" KEY ")", 1, p, &r,
-		                  "lock the session", e)) != CORE_OK)
-			return st;
-		got = !strcmp(PQgetvalue(r, 0, 0), "t");
-		PQclear(r);
-		return got ? CORE_OK : busy(sid, e);
-	}
+	/* a free session costs one round trip; a busy one waits below */
+	if ((st = pg_exec(s, "SELECT pg_try_advisory_lock(" KEY ")", 1, p, &r,
+	                  "lock the session", e)) != CORE_OK)
+		return st;
+	got = !strcmp(PQgetvalue(r, 0, 0), "t");
+	PQclear(r);
+	if (got)
+		return CORE_OK;
+	if (timeout_ms <= 0)
+		return busy(sid, e);
 	if ((st = set_lock_timeout(s, timeout_ms, e)) != CORE_OK)
 		return st;
 	s->extra_ms = timeout_ms;       /* the answer may take that long */

@@ -89,6 +89,8 @@
 #include "pq.h"
 
 #define PG_CHANNEL "agentkit_status"
+/* The server's clock in µs since the epoch, as text (pg_clock()). */
+#define PG_CLOCK_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8"
 #define PG_SCHEMA_VERSION 2
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
@@ -263,6 +265,9 @@ void pg_scrub(const struct pg_store *s, char *msg, size_t n);
  * the password it names is kept in s->secret, for pg_scrub().
  */
 enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct core_err *e);
+/* The store's clock from the server's (server_us: PG_CLOCK_SQL's text),
+ * read in a round trip between t0 and t1 (core_now_ns()). */
+void pg_clock(struct pg_store *s, const char *server_us, int64_t t0, int64_t t1);
 
 /* ---- schema.c ---- */
 

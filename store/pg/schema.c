@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../libcore/base/util.h"
+
 /* Step 1: the tables, their indexes and the chain functions. */
 static const char step1[] =
 	"CREATE TABLE agentkit_nodes ("
@@ -243,17 +245,30 @@ static enum core_status schema_version(struct pg_store *s, long *v, const char *
                                        struct core_err *e)
 {
 	PGresult *r = NULL;
+	/* and the server's clock (the store's, pg_clock()) */
+	int64_t t0 = core_now_ns();
 	enum core_status st = pg_exec(s, "SELECT coalesce(max(version), 0), pg_is_in_recovery(), "
 	                              "current_setting('transaction_read_only') = 'on', "
 	                              "has_table_privilege('agentkit_snapshots', "
-	                              "'INSERT, UPDATE, DELETE') FROM agentkit_schema_version",
+	                              "'INSERT, UPDATE, DELETE'), " PG_CLOCK_SQL
+	                              " FROM agentkit_schema_version",
 	                              0, NULL, &r, "read the store's schema version", e);
+	int64_t t1 = core_now_ns();
 	*why = NULL;
 	if (st == CORE_OK) {
 		*v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
 		*why = cannot_write(r);
+		pg_clock(s, PQgetvalue(r, 0, 4), t0, t1);
 	} else if (!strcmp(s->last_state, "42P01")) {
-		*v = -1, st = CORE_OK;
+		/* no tables yet: the clock on its own (once per new store) */
+		PQclear(r);
+		r = NULL;
+		*v = -1;
+		t0 = core_now_ns();
+		st = pg_exec(s, "SELECT " PG_CLOCK_SQL, 0, NULL, &r, "read the server's clock", e);
+		t1 = core_now_ns();
+		if (st == CORE_OK)
+			pg_clock(s, PQgetvalue(r, 0, 0), t0, t1);
 	}
 	PQclear(r);
 	return st;
