@@ -225,22 +225,24 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 	return CORE_OK;
 }
 
-/* The session from a resumable row. */
-static enum core_status load_row(struct runtime *rt, const json_t *row, struct core_err *e)
+/* The session from a resumable row, whose state it takes (row is the
+ * caller's, read for this alone: no copy of the history is made). */
+static enum core_status load_row(struct runtime *rt, json_t *row, struct core_err *e)
 {
 	enum core_status st = resumable(rt, row, e);
 	if (st)
 		return st;
-	const json_t *s = json_object_get(row, "state");
-	json_t *state = json_is_object(s) ? json_deep_copy(s) : json_object();
+	json_t *s = json_object_get(row, "state");
+	json_t *state = json_is_object(s) ? json_incref(s) : json_object();
 	const char *created = json_string_value(json_object_get(row, "createdAt"));
 	if (!state)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_object_del(row, "state");
 	if (!created || core_time_parse(created, &rt->last_created_ns))
 		rt->last_created_ns = 0;
 	return session_load(rt->s, state, json_string_value(json_object_get(row, "sessionId")),
 	                    json_string_value(json_object_get(row, "snapshotId")),
-	                    json_array_size(json_object_get(s, "messages")), e);
+	                    json_array_size(json_object_get(state, "messages")), e);
 }
 
 enum core_status rt_load(struct runtime *rt, const json_t *init, struct core_err *e)

@@ -164,6 +164,28 @@ static inline int escape(struct fp *f, size_t *len)
 }
 
 /*
+ * Skip the plain bytes at f->p, eight at a time: no quote, backslash,
+ * control byte or byte of a multibyte character (the byte loop in
+ * string() then looks at the one that stopped it).  A word has such a
+ * byte when any of its bytes is below 0x20, is 0x22 or 0x5c (a byte equal
+ * to k is a zero in x ^ k), or has its top bit set.
+ */
+static inline void plain_run(struct fp *f)
+{
+	const uint64_t ones = 0x0101010101010101u, high = 0x8080808080808080u;
+	while (f->end - f->p >= 8) {
+		uint64_t x;
+		memcpy(&x, f->p, 8);
+		uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
+		/* a subtraction borrows only at a byte that stops the run, so
+		 * the word is marked exactly when it holds one */
+		if (((x - ones * 0x20) | (q - ones) | (b - ones) | x) & high)
+			return;
+		f->p += 8;
+	}
+}
+
+/*
  * A string starting after its opening quote.  *s and *n receive the bytes
  * (pointing into the input when there was no escape, else into scratch).
  */
@@ -175,6 +197,7 @@ static int string(struct fp *f, const char **s, size_t *n)
 
 	for (;;) {
 		run = f->p;
+		plain_run(f);
 		while (f->p < f->end) {
 			unsigned char c = (unsigned char)*f->p;
 			if (c == '"' || c == '\\' || c < 0x20 || c >= 0x80)
