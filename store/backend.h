@@ -44,7 +44,9 @@
  *                 fork() (head.pid is not this process): then free only
  *                 this process's memory, never what the parent still uses.
  *   get, latest   One row, with state unless STORE_METADATA_ONLY (which
- *                 must not read the state at all).  Absent: CORE_ENOTFOUND;
+ *                 must not read the state at all); with append set and
+ *                 STORE_LAST_MESSAGE, without parsing any message but the
+ *                 last (store.h).  Absent: CORE_ENOTFOUND;
  *                 store.c writes the message.  latest: greatest createdAt,
  *                 ties by greater snapshotId, any status.
  *   save          Genkit's atomic read-modify-write (store_save_on() in
@@ -56,7 +58,11 @@
  *                 neither read nor touched: a next without "state" keeps
  *                 the stored one.  base is an optimization the backend may
  *                 ignore.  *persisted (optional, already NULL) receives the
- *                 row written.
+ *                 row written.  With append set and STORE_APPEND (store.c
+ *                 has checked the base), the state's messages follow the
+ *                 base's first kept ones, which it must chain onto without
+ *                 the caller having them, also when the base is not one
+ *                 this handle read.
  *   put_stream    Write every row src gives (rewind() first, and again on
  *                 any retry), replacing rows with the same snapshotId, in
  *                 one transaction: all or none.  *count (optional) is set.
@@ -165,6 +171,8 @@ struct store_backend {
 	                                 int64_t timeout_ms, struct core_err *e);
 	void (*session_unlock)(struct store *s, const char *session_id);
 	void (*park)(struct store *s);
+	int append;                     /* honours STORE_LAST_MESSAGE and
+	                                   STORE_APPEND (store.h) */
 	long format_version;            /* without migrate: the format's version */
 };
 

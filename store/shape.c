@@ -44,6 +44,20 @@ int st_time_ns(const char *s, int64_t *ns)
 	return core_time_parse(s, ns) == CORE_OK;
 }
 
+int st_info_set(json_t *row, const char *key, json_t *v)
+{
+	json_t *info = json_object_get(row, STORE_INFO_KEY);
+	if (!v)
+		return -1;
+	if (!json_is_object(info)) {
+		if (!(info = json_object()) || json_object_set_new(row, STORE_INFO_KEY, info)) {
+			json_decref(v);
+			return -1;
+		}
+	}
+	return json_object_set_new(info, key, v);
+}
+
 int store_status_terminal(const char *status)
 {
 	return !status || (strcmp(status, "pending") && strcmp(status, "aborting"));

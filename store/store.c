@@ -123,6 +123,11 @@ void store_set_deadline(struct store *s, int64_t deadline_ms)
 		s->deadline = deadline_ms > 0 ? deadline_ms : 0;
 }
 
+int store_can_append(const struct store *s)
+{
+	return s && s->backend->append;
+}
+
 void store_park(struct store *s)
 {
 	if (s && s->pid == getpid() && s->backend->park)
@@ -268,6 +273,9 @@ enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
 	} else if ((st = store_check_id(id, "snapshot ID", e)) != CORE_OK) {
 		return st;
 	}
+	if ((flags & STORE_APPEND) && (!s->backend->append || !base || !base->id || !base->kept))
+		return core_fail(e, CORE_EINVAL, "save snapshot '%s': an append needs a base and a "
+		                 "backend that appends", id);
 	return s->backend->save(s, id, flags, base, fn, ctx, persisted, e);
 }
 

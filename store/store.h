@@ -60,6 +60,22 @@ struct store;
 
 /* Flags for reads and saves. */
 #define STORE_METADATA_ONLY 0x1   /* never load (or, on save, touch) the state */
+/*
+ * A long session's turn without reading its history (store_can_append()):
+ * a read with STORE_LAST_MESSAGE gives the state's "messages" holding only
+ * the last message, and STORE_INFO_KEY's "messagesBefore" the count of
+ * those before it (absent when there are none); a save with STORE_APPEND
+ * and a base (store_save_on()) takes the state's "messages" as the
+ * messages after the base's first kept ones: the row written holds those
+ * kept messages, then these (*persisted holds what was given).  A backend
+ * that cannot (store_can_append() 0) ignores STORE_LAST_MESSAGE and
+ * refuses STORE_APPEND (CORE_EINVAL).
+ */
+#define STORE_LAST_MESSAGE 0x2
+#define STORE_APPEND 0x4
+
+/* Whether s honours STORE_LAST_MESSAGE and STORE_APPEND. */
+int store_can_append(const struct store *s);
 
 /*
  * The store location (a directory, or a URL naming another backend): path

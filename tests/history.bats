@@ -140,3 +140,37 @@ model: Saved.'
 	run -0 jq -c '.agentkit | [.agent, .title, .usage.outputMessages]' <<<"$output"
 	assert_output '["parrot","one",2]'
 }
+
+# texts SID: the session's conversation as "role:text" words.
+texts() {
+	agent-snap show "$1" --format ndjson | jq -r '.role + ":" + .content[0].text' | tr '\n' ' '
+}
+
+@test "a long session's echo turns leave its history unread and whole: appends, forks, re-attempts" {
+	run -0 --separate-stderr agent-run --model echo --session L -m one -m two -m three
+	first=$(agent-snap log L | head -n 1 | jq -r .snapshotId)
+	# a new process: the history stays in the store, the turn appends to it
+	run -0 --separate-stderr agent-run --model echo --session L -m four
+	assert_equal "$(jq -r .output.message.content[0].text <<<"$(last)")" four
+	assert_equal "$(texts L)" "user:one model:one user:two model:two user:three model:three user:four model:four "
+	# the title is the session's first text, not the latest turn's
+	assert_equal "$(agent-snap sessions | jq -r 'select(.sessionId == "L") | .title')" one
+	# a re-attempt has no message: the history is read, and echo answers its last user text
+	run -0 --separate-stderr agent-run --model echo --session L --input-format ndjson <<<'{}'
+	assert_equal "$(jq -r .output.message.content[0].text <<<"$(last)")" four
+	# a model that reads the history then sees all of it
+	script '{"fallback":true,"text":"ok"}'
+	run -0 --separate-stderr agent-run --model script/model.ndjson --session L -m five
+	assert_equal "$(agent-snap show L --format ndjson | jq -s length)" 11
+	# a detach in the middle: the worker's row holds the whole history
+	run -0 --separate-stderr agent-run --model echo --session L --input-format ndjson \
+		< <(printf '%s\n' '{"message":{"role":"user","content":[{"text":"six"}]}}' '{"detach":true}' \
+			'{"message":{"role":"user","content":[{"text":"seven"}]}}')
+	id=$(jq -r .output.snapshotId <<<"$(last)")
+	run -0 --separate-stderr timeout 20 agent-wait "$id"
+	assert_equal "$(jq -r '[.state.messages[] | .content[0].text] | join(" ")' <<<"$output")" \
+		"one one two two three three four four four five ok six six seven seven"
+	# a branch from the first row keeps that row's history
+	run -0 --separate-stderr agent-run --model echo --snapshot "$first" -m branch
+	assert_equal "$(texts "$(jq -r .output.snapshotId <<<"$(last)")")" "user:one model:one user:branch model:branch "
+}

@@ -174,6 +174,11 @@ void agent_ext_free(struct agent_ext *x)
 	free(x);
 }
 
+int agent_ext_reads_history(const struct agent_ext *x)
+{
+	return x && (x->custom || x->state_tf || x->docs_cmd);
+}
+
 int agent_ext_is_custom(const struct agent_ext *x)
 {
 	return x && x->custom;

@@ -76,6 +76,9 @@ void agent_ext_set_cancel(struct agent_ext *x, int (*cancelled)(void *ctx), void
 
 /* Whether the agent is a custom agent (exec). */
 int agent_ext_is_custom(const struct agent_ext *x);
+/* Whether a custom agent, a state transform or a retrieval command reads
+ * the conversation (NULL x: none does). */
+int agent_ext_reads_history(const struct agent_ext *x);
 /* The state transform, or NULL (borrowed). */
 struct transform *agent_ext_state_transform(struct agent_ext *x);
 /* The custom agent, or NULL (borrowed). */

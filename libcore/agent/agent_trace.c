@@ -342,6 +342,11 @@ void agent_trace_turn_begin(void)
 	A.turn.s = open_under(&A.root, name, TRACE_INTERNAL, "flowStep", NULL, A.turn.path, 0);
 }
 
+int agent_trace_turn_content(void)
+{
+	return A.turn.s && A.content;
+}
+
 void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
                           const json_t *state)
 {

@@ -96,6 +96,9 @@ void agent_trace_end(enum core_status st, const json_t *output);
  * request, not one for the turn and another for the root span.
  */
 void agent_trace_turn_begin(void);
+/* Whether the turn span records content (then agent_trace_turn_end()
+ * wants the state; otherwise it is not read and may be NULL). */
+int agent_trace_turn_content(void);
 void agent_trace_turn_end(const char *snapshot_id, enum core_status st, const char *msg,
                           const json_t *state);
 /* The process is about to wait for input: export the turns that ended. */

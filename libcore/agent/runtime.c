@@ -81,6 +81,7 @@ void rt_free(struct runtime *rt)
 	json_decref(rt->error);
 	json_decref(rt->usage);
 	json_decref(rt->turn_usage);
+	json_decref(rt->resumed_title);
 	free(rt);
 }
 
@@ -117,7 +118,9 @@ json_t *rt_row_info(struct runtime *rt)
 		json_object_set_new(info, "agent", json_string(rt->agent->name));
 	if (rt->agent->model)
 		json_object_set_new(info, "model", json_string(rt->agent->model));
-	json_t *title = session_title(rt->s);
+	/* a deferred history's first user text is the resumed row's title */
+	json_t *title = session_messages_before(rt->s) ? json_incref(rt->resumed_title)
+	                                               : session_title(rt->s);
 	if (title)
 		json_object_set_new(info, "title", title);
 	/* A detached worker writes one row for every turn it ran. */
@@ -141,7 +144,9 @@ static json_t *turn_row(struct runtime *rt, const struct turn_result *r)
 	char now[CORE_TIME_MAX];
 	core_time_format(rt_next_created_ns(rt), now);
 	json_t *err = r->err.st ? jv_error_new(r->err.st, r->err.msg) : NULL;
-	json_t *state = session_shaped(rt->s, session_state(rt->s));
+	/* with a deferred history, the messages after the kept ones */
+	json_t *state = session_messages_before(rt->s) ? session_appended(rt->s)
+	                : session_shaped(rt->s, session_state(rt->s));
 	json_t *info = rt_row_info(rt);
 	struct session_row sr = {
 		.created_at = now, .updated_at = now, .error = err, .finish_reason = r->reason,
@@ -161,13 +166,18 @@ static enum core_status write_snapshot(struct runtime *rt, const struct turn_res
                                        struct core_err *e)
 {
 	const char *parent = session_parent_id(rt->s), *id = session_snapshot_id(rt->s);
+	enum core_status st;
+	if ((st = session_history_error(rt->s, e))) {
+		core_err_prefix(e, "cannot commit the turn (snapshot '%s')", id);
+		return st;
+	}
+	unsigned flags = session_messages_before(rt->s) ? STORE_APPEND : 0;
 	json_t *row = turn_row(rt, r);
 	if (!row)
 		return core_fail(e, CORE_ENOMEM, "cannot commit the turn (snapshot '%s'): out of memory", id);
 	struct save_ctx sc = { row };
 	struct store_base base = { parent, session_base_kept(rt->s) };
-	enum core_status st = store_save_on(rt->store, id, 0, parent ? &base : NULL, save_fn, &sc,
-	                                    NULL, e);
+	st = store_save_on(rt->store, id, flags, parent ? &base : NULL, save_fn, &sc, NULL, e);
 	json_decref(row);
 	if (st)
 		core_err_prefix(e, "cannot commit the turn (snapshot '%s')", id);
@@ -199,7 +209,7 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 		json_object_set_new(te, "snapshotId", json_string(written));
 	session_emit(rt->s, "turnEnd", te);
 	agent_trace_turn_end(written, st ? st : r->err.st, st ? e->msg : r->err.msg,
-	                     session_state(rt->s));
+	                     agent_trace_turn_content() ? session_state(rt->s) : NULL);
 	if (r->committed && (!rt->store || rt->detached)) {
 		json_decref(rt->last_good);
 		rt->last_good = json_deep_copy(session_state(rt->s));
@@ -436,10 +446,9 @@ json_t *rt_committed_state(const struct runtime *rt)
 /* The last message of the history and its parsed structured output. */
 static void output_message(const struct runtime *rt, json_t *o)
 {
-	const json_t *msgs = json_object_get(session_state(rt->s), "messages");
-	size_t n = json_array_size(msgs);
-	if (n)
-		json_object_set_new(o, "message", json_deep_copy(json_array_get(msgs, n - 1)));
+	const json_t *last = session_last_message(rt->s);
+	if (last)
+		json_object_set_new(o, "message", json_deep_copy(last));
 	/* Structured output: the parsed value of the final message (what
 	 * Genkit's response Output() returns). */
 	json_t *m = json_object_get(o, "message"), *value = NULL;
@@ -454,7 +463,7 @@ static void output_message(const struct runtime *rt, json_t *o)
 json_t *rt_output(const struct runtime *rt)
 {
 	json_t *o = json_object();
-	const json_t *live = session_state(rt->s);
+	const json_t *live = session_state_loaded(rt->s);
 	const json_t *state = rt->ended && !rt->store ? rt->last_good : live;
 	if (!o)
 		return NULL;

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "../../store/store.h"
+#include "agent_ext.h"
 #include "../base/json.h"
 #include "../base/util.h"
 
@@ -141,6 +142,40 @@ static enum core_status lock_session(struct runtime *rt, const char *sid, struct
 }
 
 /*
+ * Whether a resumed session's history may stay unread (store.h's
+ * STORE_LAST_MESSAGE): the echo model answers the input, an inline agent
+ * renders no template, and no custom agent, transform or grounding sees
+ * the state.  Anything else that asks for the history loads it then
+ * (session_defer_history()).
+ */
+static unsigned read_flags(const struct runtime *rt)
+{
+	const struct agent *a = rt->agent;
+	return store_can_append(rt->store) && a->model && !strcmp(a->model, "echo") &&
+	       !a->prompt && !agent_ext_reads_history(rt->ext) ? STORE_LAST_MESSAGE : 0;
+}
+
+/* session_defer_history()'s load: the first n messages of the resume
+ * point, read whole. */
+static enum core_status load_history(void *ctx, size_t n, json_t **msgs, struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	const char *id = session_parent_id(rt->s);
+	json_t *row = NULL, *all;
+	enum core_status st = store_get(rt->store, id ? id : "", 0, &row, e);
+	if (st) {
+		core_err_prefix(e, "cannot read the history of snapshot '%s'", id ? id : "");
+		return st;
+	}
+	all = json_object_get(json_object_get(row, "state"), "messages");
+	*msgs = json_array();
+	for (size_t i = 0; i < n && i < json_array_size(all); i++)
+		json_array_append(*msgs, json_array_get(all, i));
+	json_decref(row);
+	return *msgs ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+}
+
+/*
  * One writer per session, for detached runs too: with RT_BUSY_WAIT, a
  * latest row that is a live detached run's (pending or aborting, its
  * worker beating) is waited for until it settles, within the busy
@@ -175,7 +210,7 @@ static enum core_status await_detached(struct runtime *rt, const char *sid, json
 		return core_fail(e, st, "failed to wait for snapshot \"%s\": %s", id, we.msg);
 	json_decref(*row);
 	*row = NULL;
-	st = store_latest(rt->store, sid, 0, row, &we);
+	st = store_latest(rt->store, sid, read_flags(rt), row, &we);
 	if (st && st != CORE_ENOTFOUND)
 		return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s",
 		                 sid, we.msg);
@@ -195,7 +230,7 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 			return core_fail(e, CORE_EPRECONDITION,
 			                 "snapshot ID \"%s\" provided but agent has no session store configured (client-managed state); use state instead",
 			                 snap);
-		st = store_get(rt->store, snap, 0, row, &se);
+		st = store_get(rt->store, snap, read_flags(rt), row, &se);
 		if (st == CORE_ENOTFOUND)
 			return core_fail(e, CORE_ENOTFOUND, "snapshot \"%s\" not found", snap);
 		if (st)
@@ -211,7 +246,7 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 			                 sid);
 		if ((st = lock_session(rt, sid, e)))
 			return st;
-		st = store_latest(rt->store, sid, 0, row, &se);
+		st = store_latest(rt->store, sid, read_flags(rt), row, &se);
 		if (st && st != CORE_ENOTFOUND)
 			return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s", sid, se.msg);
 		if (*row && (st = await_detached(rt, sid, row, e)))
@@ -240,9 +275,17 @@ static enum core_status load_row(struct runtime *rt, json_t *row, struct core_er
 	json_object_del(row, "state");
 	if (!created || core_time_parse(created, &rt->last_created_ns))
 		rt->last_created_ns = 0;
-	return session_load(rt->s, state, json_string_value(json_object_get(row, "sessionId")),
-	                    json_string_value(json_object_get(row, "snapshotId")),
-	                    json_array_size(json_object_get(state, "messages")), e);
+	st = session_load(rt->s, state, json_string_value(json_object_get(row, "sessionId")),
+	                  json_string_value(json_object_get(row, "snapshotId")),
+	                  json_array_size(json_object_get(state, "messages")), e);
+	/* read with STORE_LAST_MESSAGE: the rest stays in the store */
+	const json_t *info = json_object_get(row, STORE_INFO_KEY);
+	json_int_t before = json_integer_value(json_object_get(info, "messagesBefore"));
+	if (!st && before > 0) {
+		rt->resumed_title = json_incref(json_object_get(info, "title"));
+		session_defer_history(rt->s, (size_t)before, load_history, rt);
+	}
+	return st;
 }
 
 enum core_status rt_load(struct runtime *rt, const json_t *init, struct core_err *e)

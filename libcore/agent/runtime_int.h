@@ -58,6 +58,8 @@ struct runtime {
 	enum core_status end_st; /* the status of the error that ended it */
 	json_t *usage;
 	json_t *turn_usage;     /* the turn in flight's share of usage */
+	json_t *resumed_title;  /* the resumed row's title, while its history
+	                           is deferred (session_defer_history()) */
 };
 
 /* How a turn ended: err.st is CORE_OK or the failure's status, err.msg

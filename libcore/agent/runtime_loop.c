@@ -409,7 +409,7 @@ static enum core_status render(struct runtime *rt, const json_t *history, json_t
 			json_object_set_new(c, "metadata", md);
 			json_array_append_new(tagged, c);
 		}
-		const json_t *custom = json_object_get(session_state(rt->s), "custom");
+		const json_t *custom = json_object_get(session_state_loaded(rt->s), "custom");
 		enum core_status st = prompt_render(a->prompt, a->input, custom, tagged, &rendered, e);
 		json_decref(tagged);
 		if (st)
@@ -469,7 +469,10 @@ void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *
 		msg = NULL;
 	if (json_is_null(resume))
 		resume = NULL;
-	json_t *history = session_messages(rt->s);
+	/* a deferred history (the echo model's, which answers the input)
+	 * stays unread unless the turn has no message to answer */
+	json_t *history = msg && session_messages_before(rt->s)
+	                  ? session_loaded_messages(rt->s) : session_messages(rt->s);
 	struct gen g = { rt, NULL, 0, 0 };
 	/* A grounding (--docs) that failed: the turn is not committed. */
 	if (input_usable(msg, resume, history, &r->err) ||

@@ -235,7 +235,7 @@ int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
 		struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped };
 		struct core_err e = { 0 };
 		tool_ctx(rt, &tc);
-		if (tools_run(run, k, json_object_get(session_state(rt->s), "custom"), &tc, &ev, &e)) {
+		if (tools_run(run, k, json_object_get(session_state_loaded(rt->s), "custom"), &tc, &ev, &e)) {
 			for (size_t j = 0; j < k; j++)
 				tool_call_release(&run[j]);
 			r->err = e;

@@ -25,8 +25,15 @@ struct session {
 	char *id;               /* the session ID */
 	json_t *state;          /* {artifacts?, custom?, messages, sessionId} */
 	char *parent_id;        /* resume point: last committed row, or the resumed row */
-	size_t base_kept;       /* leading messages that are parent_id's, unchanged */
+	size_t base_kept;       /* leading messages that are parent_id's, unchanged,
+	                           counted from the first loaded one */
 	long turn_index;
+
+	/* A deferred history (session_defer_history()). */
+	size_t before;          /* messages of parent_id before the loaded ones */
+	enum core_status (*load)(void *ctx, size_t n, json_t **msgs, struct core_err *e);
+	void *load_ctx;
+	struct core_err load_err;
 
 	/* The turn in flight. */
 	char *snapshot_id;      /* the reserved row ID, or NULL */
@@ -80,7 +87,7 @@ enum core_status session_load(struct session *s, json_t *state, const char *sess
 	if (!s->state || !s->id || (resumed_id && !s->parent_id))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	json_object_set_new(s->state, "sessionId", json_string(s->id));
-	session_messages(s);
+	session_loaded_messages(s);
 	return CORE_OK;
 }
 
@@ -94,12 +101,7 @@ const char *session_id(const struct session *s)
 	return s->id;
 }
 
-const json_t *session_state(const struct session *s)
-{
-	return s->state;
-}
-
-json_t *session_messages(struct session *s)
+json_t *session_loaded_messages(struct session *s)
 {
 	json_t *m = json_object_get(s->state, "messages");
 	if (!json_is_array(m)) {
@@ -107,6 +109,91 @@ json_t *session_messages(struct session *s)
 		json_object_set_new(s->state, "messages", m);
 	}
 	return m;
+}
+
+void session_defer_history(struct session *s, size_t before,
+                           enum core_status (*load)(void *ctx, size_t n, json_t **msgs,
+                                                    struct core_err *e),
+                           void *ctx)
+{
+	s->before = before;
+	s->load = load;
+	s->load_ctx = ctx;
+}
+
+size_t session_messages_before(const struct session *s)
+{
+	return s->before;
+}
+
+/* The deferred history loaded and put before the loaded messages. */
+static void load_history(struct session *s)
+{
+	json_t *all = NULL;
+	if (!s->before || s->load_err.st)
+		return;
+	if (s->load(s->load_ctx, s->before, &all, &s->load_err))
+		return;
+	if (json_array_size(all) != s->before ||
+	    json_array_extend(all, session_loaded_messages(s))) {
+		json_decref(all);
+		core_fail(&s->load_err, CORE_ESYS, "the history of snapshot '%s' changed while "
+		          "this turn ran", s->parent_id ? s->parent_id : "");
+		return;
+	}
+	json_object_set_new(s->state, "messages", all);
+	s->base_kept += s->before;
+	s->before = 0;
+}
+
+enum core_status session_history_error(const struct session *s, struct core_err *e)
+{
+	if (s->load_err.st && e)
+		*e = s->load_err;
+	return s->load_err.st;
+}
+
+const json_t *session_state_loaded(const struct session *s)
+{
+	return s->state;
+}
+
+const json_t *session_last_message(const struct session *s)
+{
+	const json_t *m = json_object_get(s->state, "messages");
+	size_t n = json_array_size(m);
+	return n ? json_array_get(m, n - 1) : NULL;
+}
+
+const json_t *session_state(const struct session *s)
+{
+	/* the live state is the whole one: a deferred history comes in first
+	 * (s is the caller's own; only the loading mutates it) */
+	load_history((struct session *)s);
+	return s->state;
+}
+
+json_t *session_messages(struct session *s)
+{
+	load_history(s);
+	return session_loaded_messages(s);
+}
+
+json_t *session_appended(const struct session *s)
+{
+	if (!s->before)
+		return NULL;
+	const json_t *msgs = json_object_get(s->state, "messages");
+	json_t *state = json_copy((json_t *)s->state), *tail = json_array();
+	for (size_t i = s->base_kept; i < json_array_size(msgs); i++)
+		json_array_append(tail, json_array_get(msgs, i));
+	if (!state || !tail || json_object_set_new(state, "messages", tail)) {
+		json_decref(state);
+		return NULL;
+	}
+	json_t *shaped = session_shaped(s, state);
+	json_decref(state);
+	return shaped;
 }
 
 json_t *session_shaped(const struct session *s, const json_t *state)
@@ -143,7 +230,7 @@ long session_turn_index(const struct session *s)
 
 size_t session_base_kept(const struct session *s)
 {
-	return s->base_kept;
+	return s->before + s->base_kept;
 }
 
 json_t *session_context(const struct session *s)
@@ -180,7 +267,7 @@ enum core_status session_turn_end(struct session *s, const char *written, struct
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	free(s->parent_id);
 	s->parent_id = id;
-	s->base_kept = json_array_size(session_messages(s));
+	s->base_kept = json_array_size(session_loaded_messages(s));
 	return CORE_OK;
 }
 
@@ -218,11 +305,13 @@ static size_t kept_prefix(const json_t *old, const json_t *now, size_t limit)
 
 void session_add_message(struct session *s, const json_t *message)
 {
-	json_array_append_new(session_messages(s), session_message_ordered(message));
+	/* an append needs no history */
+	json_array_append_new(session_loaded_messages(s), session_message_ordered(message));
 }
 
 void session_set_messages(struct session *s, const json_t *messages)
 {
+	load_history(s);                /* a replacement of the whole history */
 	json_t *m = json_array();
 	size_t i;
 	json_t *v;
@@ -233,7 +322,7 @@ void session_set_messages(struct session *s, const json_t *messages)
 
 void session_put_messages(struct session *s, json_t *messages)
 {
-	s->base_kept = kept_prefix(session_messages(s), messages, s->base_kept);
+	s->base_kept = kept_prefix(session_loaded_messages(s), messages, s->base_kept);
 	json_object_set_new(s->state, "messages", messages);
 }
 

@@ -64,11 +64,40 @@ void session_free(struct session *s);   /* NULL is a no-op */
 enum core_status session_load(struct session *s, json_t *state, const char *session_id,
                               const char *resumed_id, size_t base_kept, struct core_err *e);
 
+/*
+ * A long session resumed without its history (STORE_LAST_MESSAGE): the
+ * state holds the row's last message alone, and before messages precede
+ * it in the row.  They are loaded when something asks for the whole
+ * history (session_state(), session_messages()), by load(ctx, n, &msgs,
+ * e): the first n messages of the resume point (session_parent_id()),
+ * a new reference.  Until then a turn reads and adds to the loaded part
+ * (session_loaded_messages()), and its row is written as an append
+ * (session_appended()).  A load that failed leaves the history as it was
+ * and is reported once by session_history_error().
+ */
+void session_defer_history(struct session *s, size_t before,
+                           enum core_status (*load)(void *ctx, size_t n, json_t **msgs,
+                                                    struct core_err *e),
+                           void *ctx);
+/* How many messages are not loaded (0: the whole history is). */
+size_t session_messages_before(const struct session *s);
+/* The loaded messages: the whole history unless deferred. */
+json_t *session_loaded_messages(struct session *s);
+/* The last message, or NULL; never loads the history. */
+const json_t *session_last_message(const struct session *s);
+/* The state as loaded: its members but messages are whole (for custom
+ * and artifacts); never loads the history. */
+const json_t *session_state_loaded(const struct session *s);
+/* A deferred history's load failure (CORE_OK: none), its message in e. */
+enum core_status session_history_error(const struct session *s, struct core_err *e);
+
 const struct agent *session_agent(const struct session *s);
 const char *session_id(const struct session *s);
-/* The live SessionState {artifacts?, custom?, messages, sessionId}. */
+/* The live SessionState {artifacts?, custom?, messages, sessionId}; a
+ * deferred history is loaded first. */
 const json_t *session_state(const struct session *s);
-/* Its messages array (always there after session_load()). */
+/* Its messages array (always there after session_load()); a deferred
+ * history is loaded first. */
 json_t *session_messages(struct session *s);
 
 /*
@@ -89,6 +118,10 @@ long session_turn_index(const struct session *s);
 /* How many leading messages are the resume point's, unchanged: what the
  * store need not compare again (store_save_on()). */
 size_t session_base_kept(const struct session *s);
+/* With a deferred history: the state to write as STORE_APPEND, its
+ * messages those after session_base_kept() (new reference); NULL when
+ * the history is whole, or without memory. */
+json_t *session_appended(const struct session *s);
 /* {sessionId, snapshotId, parentSnapshotId, turnIndex} (new reference). */
 json_t *session_context(const struct session *s);
 
@@ -108,7 +141,8 @@ void session_set_messages(struct session *s, const json_t *messages);
 /* A Message with its members in Go's order (content, metadata, role, then
  * anything else); new reference, children shared. */
 json_t *session_message_ordered(const json_t *m);
-/* The history after a prompt-backed turn (consumed, taken as it is). */
+/* The history after a prompt-backed turn (consumed, taken as it is): it
+ * replaces the loaded messages (a deferred history stays before them). */
 void session_put_messages(struct session *s, json_t *messages);
 
 /*

@@ -22,6 +22,7 @@ const struct store_backend store_lmdb_backend = {
 	.prune_session = lm_prune_session,
 	.session_lock = lm_session_lock,
 	.session_unlock = lm_session_unlock,
+	.append = 1,
 	/* every meta and state record begins with its format's version
 	 * byte (lm.h), 1 in all of them: no store-wide steps to apply */
 	.format_version = 1,

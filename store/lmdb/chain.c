@@ -67,8 +67,11 @@ static int node_seq(struct env *v, MDB_txn *t, const unsigned char *hash, uint64
 	return rc;
 }
 
+/* Messages from..count-1 of the chain ending at tail (count long), walked
+ * back from the tail: *out holds count - from of them. */
 static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned char *tail,
-                                      uint32_t count, json_t **out, struct core_err *e)
+                                      uint32_t count, uint32_t from, json_t **out,
+                                      struct core_err *e)
 {
 	json_t *arr = json_array();
 	unsigned char key[8];
@@ -77,7 +80,7 @@ static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned 
 	int rc0;
 	if (!arr)
 		return core_fail(e, CORE_ENOMEM, "read messages: out of memory");
-	for (i = 0; i < count; i++)
+	for (i = from; i < count; i++)
 		json_array_append_new(arr, json_null());
 	if (count && (rc0 = node_seq(v, t, tail, &seq))) {
 		json_decref(arr);
@@ -86,7 +89,7 @@ static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned 
 		       : lm_fail(e, rc0, "read messages");
 	}
 	put_be64(key, seq);
-	for (i = count; i-- > 0;) {
+	for (i = count; i-- > from;) {
 		MDB_val k = { 8, key }, d;
 		json_t *m;
 		int rc = mdb_get(t, v->dbi[DB_MSG], &k, &d);
@@ -101,7 +104,7 @@ static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned 
 			json_decref(arr);
 			return e && e->st ? e->st : core_fail(e, CORE_ESYS, "corrupt store node");
 		}
-		json_array_set_new(arr, i, m);
+		json_array_set_new(arr, i - from, m);
 		memcpy(key, d.mv_data, 8);
 	}
 	*out = arr;
@@ -109,7 +112,8 @@ static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned 
 }
 
 enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
-                               json_t **out, struct chain_ref *ref, struct core_err *e)
+                               unsigned flags, json_t **out, struct chain_ref *ref,
+                               struct core_err *e)
 {
 	MDB_val d;
 	const unsigned char *h;
@@ -128,7 +132,9 @@ enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
 		*out = rest;
 		return CORE_OK;
 	}
-	st = read_messages(v, t, h + 10, get_be32(h + 6), &msgs, e);
+	uint32_t count = get_be32(h + 6);
+	st = read_messages(v, t, h + 10, count,
+	                   (flags & STORE_LAST_MESSAGE) && count ? count - 1 : 0, &msgs, e);
 	if (st != CORE_OK) {
 		json_decref(rest);
 		return st;
@@ -479,9 +485,11 @@ static int known_prefix(struct env *v, MDB_txn *t, struct wctx *w, const json_t 
 	*cached = 0;
 	if ((rc = base_prefix(v, t, w, json_array_size(msgs), keys, matched)))
 		return rc;
+	/* an append's kept messages are not the caller's to check: the
+	 * base's chain is taken by reference */
 	if ((*based = *matched > 0))
-		return w->s->verify ? base_verify(w, msgs, *matched,
-		                                  keys + (*matched - 1) * NODE) : 0;
+		return w->s->verify && !w->append ? base_verify(w, msgs, *matched,
+		                                                keys + (*matched - 1) * NODE) : 0;
 	if ((*matched = *cached = cache_prefix(&w->s->mc, msgs, keys)))
 		return 0;
 	return chain_prefix(v, t, old_tail, parent, msgs, keys, matched, w);
@@ -600,23 +608,82 @@ static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const json_t 
 	return 0;
 }
 
+/*
+ * An append's messages (STORE_APPEND): the base's first kept ones, then
+ * msgs.  The kept ones are placeholders while the base's chain serves
+ * (base_prefix(), which never reads them); *real says whether they are
+ * the base's messages, read from its state record because its chain is
+ * not one this handle knows, or was deleted since (then -1, in w->e).
+ */
+static int append_messages(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
+                           int real, json_t **out)
+{
+	size_t kept = w->base->kept;
+	json_t *all = NULL;
+	if (real) {
+		MDB_val k = { strlen(w->base->id), (void *)w->base->id }, d;
+		const unsigned char *h;
+		int rc = mdb_get(t, v->dbi[DB_STATE], &k, &d);
+		if (rc && rc != MDB_NOTFOUND)
+			return rc;
+		h = d.mv_data;
+		if (rc || d.mv_size < STATE_HDR || !(h[1] & 1) || get_be32(h + 6) < kept) {
+			core_fail(w->e, CORE_ESYS, "the history of row '%s' this turn follows is gone "
+			          "(deleted meanwhile?)", w->base->id);
+			return -1;
+		}
+		if (read_messages(v, t, h + 10, get_be32(h + 6), 0, &all, w->e) != CORE_OK)
+			return -1;
+		while (json_array_size(all) > kept)
+			json_array_remove(all, json_array_size(all) - 1);
+	} else if ((all = json_array())) {
+		for (size_t i = 0; i < kept; i++)
+			json_array_append_new(all, json_null());
+	}
+	if (!all || json_array_extend(all, (json_t *)msgs)) {
+		json_decref(all);
+		return ENOMEM;
+	}
+	*out = all;
+	return 0;
+}
+
 /* The messages of row id's state as a chain: nodes for what is not stored
  * yet, a reference on the tail, the handle's cache and chain ring brought
  * up to date; hdr receives the count and the tail. */
-static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *msgs,
+static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *given,
                        const unsigned char *old_tail, const char *parent,
                        unsigned char *hdr, struct wctx *w)
 {
+	json_t *all = NULL;
+	const json_t *msgs = given;
+	int rc, based;
+	if (w->append && (rc = append_messages(v, t, w, given, 0, &all)))
+		return rc;
+	if (all)
+		msgs = all;
 	size_t n = json_array_size(msgs), matched = 0, cached, have, *recs = NULL;
 	unsigned char *keys = malloc(n ? n * NODE : 1);
 	uint64_t sq_unused;
 	uint32_t refs;
-	int rc, based;
-	if (!keys)
+	if (!keys) {
+		json_decref(all);
 		return ENOMEM;
+	}
 	if ((rc = known_prefix(v, t, w, msgs, old_tail, parent, keys, &matched, &cached,
 	                       &based)))
 		goto out;
+	if (w->append && !based) {
+		/* the placeholders cannot stand: the base's messages themselves */
+		json_decref(all);
+		all = NULL;
+		if ((rc = append_messages(v, t, w, given, 1, &all)))
+			goto out;
+		msgs = all;
+		if ((rc = known_prefix(v, t, w, msgs, old_tail, parent, keys, &matched, &cached,
+		                       &based)))
+			goto out;
+	}
 	if (!(recs = calloc(n - matched + 1, sizeof *recs))) {
 		rc = ENOMEM;
 		goto out;
@@ -642,6 +709,7 @@ static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *
 out:
 	free(keys);
 	free(recs);
+	json_decref(all);
 	return rc;
 }
 

@@ -184,6 +184,8 @@ struct wctx {
 	struct core_buf tmp, tmp2;      /* scratch for encoding */
 	struct lmdb_store *s;
 	const struct store_base *base;  /* a save's base, or NULL */
+	int append;                     /* STORE_APPEND: the state's messages
+	                                   follow base->kept of the base's */
 };
 
 /* ---- small encoders ---- */
@@ -260,10 +262,10 @@ void lm_wake_all(struct env *v);
 /* After a full read: remember the row's chain (or forget the row) as a
  * base for a later store_save_on(). */
 void lm_remember_read(struct lmdb_store *s, const char *id, const struct chain_ref *r);
-/* The state of row id, messages rebuilt from the chain; ref (optional)
- * receives the chain. */
+/* The state of row id, messages rebuilt from the chain (only the last
+ * under STORE_LAST_MESSAGE); ref (optional) receives the chain. */
 enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
-                               json_t **out, struct chain_ref *ref,
+                               unsigned flags, json_t **out, struct chain_ref *ref,
                                struct core_err *e);
 /* Write the state of row id (parent: its parentId, a chain to compare
  * with); the old state's chain is released. */

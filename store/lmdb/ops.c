@@ -206,7 +206,7 @@ static enum core_status run_write(struct lmdb_store *s, const char *what, write_
 {
 	struct env *v = s->e;
 	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
-	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL };
+	                  CORE_BUF_INIT(CORE_BUF_UNLIMITED), s, NULL, 0 };
 	enum core_status st = CORE_OK;
 	for (;;) {
 		MDB_txn *t;
@@ -271,6 +271,7 @@ static int save_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wc
 	/* fn runs once; a retry after growing the map reuses its answer when
 	 * the row it saw is unchanged */
 	w->base = c->base;
+	w->append = (c->flags & STORE_APPEND) != 0;
 	if (c->called && ((!existing && !c->seen) ||
 	                  (existing && c->seen && jv_equal(existing, c->seen)))) {
 		json_decref(existing);

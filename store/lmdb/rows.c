@@ -38,12 +38,19 @@ enum core_status lm_read_row(struct env *v, MDB_txn *t, const char *id,
 		*out = meta;
 		return CORE_OK;
 	}
-	if ((st = lm_read_state(v, t, &k, &state, ref, e)) != CORE_OK) {
+	struct chain_ref own = { .count = 0 };
+	if (!ref)
+		ref = &own;
+	ref->count = 0;
+	if ((st = lm_read_state(v, t, &k, flags, &state, ref, e)) != CORE_OK) {
 		json_decref(meta);
 		return st;
 	}
 	*out = jv_object_insert_at(meta, get_be32(h + 2), "state", state);
 	json_decref(meta);
+	if (*out && (flags & STORE_LAST_MESSAGE) && ref->count > 1 &&
+	    st_info_set(*out, "messagesBefore", json_integer(ref->count - 1)))
+		json_decref(*out), *out = NULL;
 	return *out ? CORE_OK : core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
 }
 

@@ -4,7 +4,9 @@
  * the PostgreSQL backend or "pg:", a URL no backend takes, refused with
  * its password redacted),
  * the checks made before any backend runs, the messages store.c writes
- * for the backends, and the passwords a location holds (path.c).
+ * for the backends, and the passwords a location holds (path.c); and a
+ * long session's turn that reads only the last message and appends
+ * (STORE_LAST_MESSAGE, STORE_APPEND).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -189,6 +191,87 @@ static void test_secrets(void)
 	       "a location without a password, and other variables, are not", "");
 }
 
+/* ---- a turn that appends ---- */
+
+/* fn for a row of session "a" whose messages are ctx (a JSON array text). */
+static enum core_status put_msgs(const json_t *existing, json_t **next, void *ctx,
+                                 struct core_err *e)
+{
+	(void)existing;
+	(void)e;
+	*next = json_pack("{s:s, s:s, s:{s:o, s:{s:i}}}", "sessionId", "a", "status", "completed",
+	                  "state", "messages", pj(ctx), "custom", "n", 1);
+	return *next ? CORE_OK : CORE_ENOMEM;
+}
+
+/* The messages of row id as compact text, with how many precede them. */
+static char *texts(struct store *s, const char *id, unsigned flags)
+{
+	json_t *row = NULL;
+	struct core_err e = { 0 };
+	if (store_get(s, id, flags, &row, &e))
+		return strdup(e.msg);
+	json_t *v = json_pack("{s:O?, s:O?}", "m", json_object_get(json_object_get(row, "state"),
+	                      "messages"), "before", json_object_get(json_object_get(row,
+	                      STORE_INFO_KEY), "messagesBefore"));
+	char *out = json_dumps(v, JSON_COMPACT | JSON_SORT_KEYS);
+	json_decref(v);
+	json_decref(row);
+	return out;
+}
+
+static void test_append(void)
+{
+	char path[256];
+	struct core_err e = { 0 };
+	struct store *s = NULL, *other = NULL;
+	char *got;
+	snprintf(path, sizeof path, "%s/append", tmp);
+	if (store_open(path, &s, &e) || store_open(path, &other, &e)) {
+		report(0, "append: open", e.msg);
+		return;
+	}
+	report(store_can_append(s), "append: the LMDB backend appends", NULL);
+	store_save(s, "p", 0, put_msgs, "[\"m1\",\"m2\",\"m3\"]", NULL, &e);
+	got = texts(s, "p", STORE_LAST_MESSAGE);
+	check_str("append: a read of the last message says how many precede it", got,
+	          "{\"before\":2,\"m\":[\"m3\"]}");
+	free(got);
+	/* a handle that read the base chains onto it by reference */
+	struct store_base base = { "p", 3 };
+	report(store_save_on(s, "c1", STORE_APPEND, &base, put_msgs, "[\"m4\"]", NULL, &e) ==
+	       CORE_OK, "append: a save after the base's kept messages", e.msg);
+	got = texts(other, "c1", 0);
+	check_str("append: the row holds the base's messages, then the new", got,
+	          "{\"before\":null,\"m\":[\"m1\",\"m2\",\"m3\",\"m4\"]}");
+	free(got);
+	/* a handle that never read it reads its messages to chain them */
+	struct store_base two = { "p", 2 };
+	report(store_save_on(other, "c2", STORE_APPEND, &two, put_msgs, "[\"x\"]", NULL, &e) ==
+	       CORE_OK, "append: a base this handle never read", e.msg);
+	got = texts(s, "c2", 0);
+	check_str("append: a fork after the base's first two", got,
+	          "{\"before\":null,\"m\":[\"m1\",\"m2\",\"x\"]}");
+	free(got);
+	got = texts(s, "c2", STORE_LAST_MESSAGE);
+	check_str("append: the fork's last message", got, "{\"before\":2,\"m\":[\"x\"]}");
+	free(got);
+	/* a base that is gone: refused, nothing written */
+	struct store_base gone = { "nope", 1 };
+	memset(&e, 0, sizeof e);
+	report(store_save_on(other, "c3", STORE_APPEND, &gone, put_msgs, "[\"y\"]", NULL, &e) ==
+	       CORE_ESYS && strstr(e.msg, "the history of row 'nope' this turn follows is gone"),
+	       "append: a base that is gone is refused", e.msg);
+	got = texts(s, "c3", 0);
+	check_str("append: ... and nothing is written", got, "snapshot 'c3' not found");
+	free(got);
+	memset(&e, 0, sizeof e);
+	report(store_save_on(s, "c4", STORE_APPEND, NULL, put_msgs, "[\"y\"]", NULL, &e) ==
+	       CORE_EINVAL, "append: no base, no append", e.msg);
+	store_close(other);
+	store_close(s);
+}
+
 int main(void)
 {
 	char cmd[300];
@@ -199,6 +282,7 @@ int main(void)
 	test_locations();
 	test_dispatch();
 	test_secrets();
+	test_append();
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "store_test: could not remove %s\n", tmp);
