@@ -655,8 +655,13 @@ static enum core_status print_detached(void *ctx)
 	if (invocation_detached(inv))
 		return CORE_ENOMEM;
 	if (inv->out.format == OUTPUT_TEXT) {
-		fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
-		        rt_session_id(inv->rt), inv->det.id, inv->det.log.p);
+		if (inv->det.log.len)
+			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n",
+			        cli_progname, rt_session_id(inv->rt), inv->det.id, inv->det.log.p);
+		else
+			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: agent-snap "
+			        "worker-log %s)\n", cli_progname, rt_session_id(inv->rt), inv->det.id,
+			        inv->det.id);
 		return CORE_OK;
 	}
 	if ((st = output_final(&inv->out, inv->output)))
@@ -707,12 +712,23 @@ static void on_warn(void *ctx, const char *msg)
 	cli_warn("%s", msg);
 }
 
-/* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
+/* The worker's log lines, "agent-run[PID]: line" at a time: to the store
+ * (agent-snap worker-log prints them) and to stderr (the log file, when
+ * this host keeps one) as "TIME agent-run[PID]: line". */
 static void worker_log(void *ctx, const char *line)
 {
+	struct run *r = ctx;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	char now[CORE_TIME_MAX];
-	core_time_format(core_now_ns(), now);
-	fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
+	int64_t at = core_now_ns();
+	core_time_format(at, now);
+	if (core_buf_addf(&b, "%s[%ld]: %s", cli_progname, (long)getpid(), line)) {
+		fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
+	} else {
+		fprintf(stderr, "%s %s\n", now, b.p);
+		detach_log_store(&r->inv.det, at, b.p);
+	}
+	core_buf_release(&b);
 }
 
 /* --key-file's help names the key variables of the providers' table. */

@@ -11,7 +11,8 @@
  *   store_close()         the parent's handle never crosses fork()
  *   detach_fork()         double fork: the worker is a daemon (own session
  *                         and process group, stdin and stdout on /dev/null,
- *                         stderr on the log file, other fds closed)
+ *                         stderr on the log file if this host can keep one,
+ *                         other fds closed; the log's lines go to the store)
  *     parent:  detach_wait_ready(); the command prints the detached output
  *     worker:  detach_run_worker(): store_open() again,
  *              detach_watch_start() (its own handle), detach_ready(), run
@@ -25,7 +26,8 @@
  * detach_finish() runs the queue and finalizes.
  *
  * Nothing here prints or exits: the worker's log lines go to the command's
- * sink (its stderr is the log file), and the worker's exit is the
+ * sink (which writes them to the store with detach_log_store() and to its
+ * stderr, the log file when there is one), and the worker's exit is the
  * command's.  The lower-level functions below are what detach_start() is
  * made of; agent-snap and agent-wait use the log names.
  */
@@ -62,12 +64,15 @@ enum core_status detach_pending(struct store *s, const char *session_id,
                                 int64_t hb_timeout_ms, json_t **row, struct core_err *e);
 
 /*
- * The worker's log file for snapshot id: ID.log in store_logs_dir() of the
- * store location (STORE/logs beside a directory store; this host's
- * ~/.local/state/agentkit/logs for a store on a server), the directory
- * created 0700.  Appends the path to out.  The directory must pass
- * store_trust_dir() (no symlink, the user's, writable by nobody else):
- * CORE_ESYS "refusing worker log directory 'D': ..." otherwise.
+ * The worker's stderr file for snapshot id (its log lines, and whatever
+ * else the process writes there: docs/detach.md): ID.log in
+ * store_logs_dir() of the store location (STORE/logs beside a directory
+ * store; this host's ~/.local/state/agentkit/logs for a store on a
+ * server), the directory created 0700.  Appends the path to out.  The
+ * directory must pass store_trust_dir() (no symlink, the user's, writable
+ * by nobody else): CORE_ESYS "refusing worker log directory 'D': ..."
+ * otherwise, and "cannot keep worker logs in 'D': Not a directory".  A
+ * detach that gets an error here goes on without the file.
  */
 enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e);
@@ -85,6 +90,18 @@ enum core_status detach_log_name(const char *store, const char *id,
  * errors are ignored (the row is gone either way). */
 void detach_log_remove(const char *id, void *store_dir);
 
+/*
+ * One line of the running worker's log in the store (store_log_append()
+ * for d's row, on the worker's main handle, *d->store): text as the
+ * command formats it, at at_ns.  Nothing outside a worker (role
+ * DETACH_WORKER) or without a handle; a failure is ignored (the line
+ * still goes to the worker's stderr: the command's business), so a log
+ * never fails a run.  For the sink's log, on the thread that runs the
+ * worker.
+ */
+struct detach_run;
+void detach_log_store(const struct detach_run *d, int64_t at_ns, const char *text);
+
 /* Which side of detach_fork() this process is on. */
 struct detach_proc {
 	int worker;     /* 1 in the worker, 0 in the caller */
@@ -97,7 +114,8 @@ struct detach_proc {
  * intermediate child has exited; the worker (grandchild, reparented to
  * init) returns with p->worker == 1 in its own session and process group,
  * stdin and stdout on /dev/null, stderr appending to log_path
- * (created 0600), every other descriptor closed, SIGHUP ignored.  The
+ * (created 0600; NULL, empty or one that cannot be opened: /dev/null,
+ * since the log's lines are in the store), every other descriptor closed, SIGHUP ignored.  The
  * working directory is kept (agent, tool and script paths may be
  * relative), and so is the umask.  Errors (the caller's side only):
  * CORE_ESYS.
@@ -254,7 +272,9 @@ struct detach_run {
 	                                   invocation with it after running them */
 	enum detach_role role;
 	char id[DETACH_ID_MAX + 1];     /* the pending row, once written */
-	struct core_buf log;            /* the worker's log file, once named */
+	struct core_buf log;            /* the worker's stderr file, once named
+	                                   (empty: none, its stderr is /dev/null) */
+	struct core_err log_err;        /* why there is none (st CORE_OK: there is) */
 	enum core_status worker_st;     /* the worker: how the row was finalized */
 	struct detach_watch *watch;     /* the worker's watcher, while it runs */
 	json_t *pending;                /* the pending row as written */

@@ -75,6 +75,11 @@
  *            (be64 of the time with the sign bit flipped: byte order is
  *            time order, so "latest" is one cursor seek)
  *   sess   sessionId -> be64 number of rows
+ *   wlog   u8 len | snapshotId | be64 n -> be64 at (ns, time_key) | the
+ *            line's text: a detached worker's log lines (wlog.c), n from
+ *            0 in append order; deleted with their row.  A store made
+ *            before it gets it at its next read-write open (a read-only
+ *            one reads as having no lines): no format version changes
  *
  * Heartbeats and metadata reads touch only meta; a turn writes its new
  * messages, one state row and one meta row.  Status changes bump a futex
@@ -107,7 +112,7 @@
 #define MSG_HDR 40              /* prev seq | prev hash */
 #define BATCH 256
 
-enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_N };
+enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_N };
 
 /* One LMDB environment per store per process (LMDB forbids two). */
 struct env {
@@ -123,6 +128,8 @@ struct env {
 	size_t mapmax;          /* and its limit (AGENTKIT_STORE_MAPSIZE_MAX) */
 	uint32_t *wake;
 	char *path;
+	int has_wlog;           /* the wlog DBI is open (a read-only open of an
+	                           older store: not there) */
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
 	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
@@ -305,6 +312,24 @@ struct idbatch {
 int lm_index_batch(struct env *v, MDB_txn *t, const char *sid, int backward,
                    struct idbatch *b);
 
+/* ---- ops.c ---- */
+
+/*
+ * Run op inside a write transaction: growing the map and retrying on
+ * MDB_MAP_FULL, waking waiters after the commit when op says a status
+ * changed.  op returns an MDB/errno code, or -1 with e filled.  what
+ * names the write in messages.
+ */
+typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
+                        struct wctx *w);
+enum core_status lm_run_write(struct lmdb_store *s, const char *what, write_op op,
+                              void *ctx, struct core_err *e);
+
+/* ---- wlog.c ---- */
+
+/* Delete row id's worker log lines (none: a no-op), inside t. */
+int lm_wlog_delete(struct env *v, MDB_txn *t, const char *id);
+
 /* ---- the operations (backend.c's table; see backend.h) ---- */
 
 enum core_status lm_open(const char *path, unsigned flags, struct store **out,
@@ -336,5 +361,9 @@ enum core_status lm_prune_session(struct store *s, const char *session_id,
 enum core_status lm_session_lock(struct store *s, const char *session_id,
                                  int64_t timeout_ms, struct core_err *e);   /* lock.c */
 void lm_session_unlock(struct store *s, const char *session_id);          /* lock.c */
+enum core_status lm_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
+                               const char *text, struct core_err *e);      /* wlog.c */
+enum core_status lm_log_lines(struct store *s, const char *snapshot_id, store_log_fn fn,
+                              void *ctx, struct core_err *e);            /* wlog.c */
 
 #endif

@@ -29,4 +29,6 @@ const struct store_backend store_pg_backend = {
 	.migrate = pg_migrate,
 	.session_lock = pg_session_lock,
 	.session_unlock = pg_session_unlock,
+	.log_append = pg_log_append,
+	.log_lines = pg_log_lines,
 };
