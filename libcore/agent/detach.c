@@ -190,12 +190,13 @@ static enum core_status worker_stdio(const char *log_path, struct core_err *e)
 		return core_fail_sys(e, "cannot open /dev/null");
 	int log = log_path && *log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
 	                           O_NOFOLLOW, 0600) : -1;
-	if (log < 0 && (log = dup(null)) < 0) {
+	if (log >= 0) {
+		fchmod(log, 0600);      /* (never /dev/null's) */
+	} else if ((log = dup(null)) < 0) {
 		core_fail_sys(e, "cannot redirect the worker's stdio");
 		close(null);
 		return e->st;
 	}
-	fchmod(log, 0600);
 	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log, 2) < 0) {
 		core_fail_sys(e, "cannot redirect the worker's stdio");
 		close(null);
