@@ -298,8 +298,16 @@ int lm_latest_id(struct env *v, MDB_txn *t, const char *sid, char *id);
  */
 int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
                  int *changed, struct wctx *w);
-/* Delete row id (absent: a no-op) with its state and index entries. */
+/* Delete row id (absent: a no-op) with its state, index entries and
+ * worker log lines. */
 int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e);
+
+/* The wlog key of line n of row id into k (LM_WLOG_KEY_MAX bytes); its
+ * length.  Its first length - 8 bytes are the row's prefix. */
+#define LM_WLOG_KEY_MAX (1 + STORE_ID_MAX + 8)
+size_t lm_wlog_key(unsigned char *k, const char *id, uint64_t n);
+/* Whether key k is a line of the row whose prefix is pre[0..len). */
+int lm_wlog_ours(const MDB_val *k, const unsigned char *pre, size_t len);
 
 /* Up to BATCH snapshot IDs of a session from its index, continuing after
  * the key in last[0..lastlen) (lastlen 0: from the start). */
@@ -324,11 +332,6 @@ typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
                         struct wctx *w);
 enum core_status lm_run_write(struct lmdb_store *s, const char *what, write_op op,
                               void *ctx, struct core_err *e);
-
-/* ---- wlog.c ---- */
-
-/* Delete row id's worker log lines (none: a no-op), inside t. */
-int lm_wlog_delete(struct env *v, MDB_txn *t, const char *id);
 
 /* ---- the operations (backend.c's table; see backend.h) ---- */
 

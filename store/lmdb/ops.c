@@ -374,7 +374,7 @@ static int delete_one(struct env *v, MDB_txn *t, const char *id, struct del_ctx 
                       struct core_err *e)
 {
 	int rc = lm_delete_row(v, t, id, e);
-	if (rc || (rc = lm_wlog_delete(v, t, id)))
+	if (rc)
 		return rc;
 	c->deleted++;
 	if (c->want_ids && core_buf_add(&c->gone, id, strlen(id) + 1) != CORE_OK)

@@ -1,8 +1,9 @@
 /*
  * wlog.c - the LMDB backend's worker logs: a detached run's lines in the
  * wlog database, keyed by their row and a counter (lm.h's layout), so a
- * row's lines are one key range, read in order and deleted with the row.
- * See store_log_append() in store.h.
+ * row's lines are one key range, read in order and deleted with the row
+ * (rows.c's lm_delete_row(), in the deletion's transaction).  See
+ * store_log_append() in store.h.
  */
 #include "lm.h"
 
@@ -12,36 +13,18 @@
 
 #include "../../libcore/base/util.h"
 
-#define KEY_MAX (1 + STORE_ID_MAX + 8)
-
-/* The key of line n of row id; its length. */
-static size_t wlog_key(unsigned char *k, const char *id, uint64_t n)
-{
-	size_t len = strlen(id);
-	k[0] = (unsigned char)len;
-	memcpy(k + 1, id, len);
-	put_be64(k + 1 + len, n);
-	return 1 + len + 8;
-}
-
-/* Whether key k is one of row id's lines (pre: its first len bytes). */
-static int ours(const MDB_val *k, const unsigned char *pre, size_t len)
-{
-	return k->mv_size == len + 8 && !memcmp(k->mv_data, pre, len);
-}
-
 /* The number the next line of row id gets: one past its last. */
 static int next_n(MDB_cursor *c, const char *id, uint64_t *n)
 {
-	unsigned char key[KEY_MAX];
-	size_t kn = wlog_key(key, id, UINT64_MAX), pn = kn - 8;
+	unsigned char key[LM_WLOG_KEY_MAX];
+	size_t kn = lm_wlog_key(key, id, UINT64_MAX), pn = kn - 8;
 	MDB_val k = { kn, key }, d;
 	int rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
 	*n = 0;
-	if (rc == 0 && ours(&k, key, pn))      /* line UINT64_MAX: none can follow */
+	if (rc == 0 && lm_wlog_ours(&k, key, pn))      /* line UINT64_MAX: none can follow */
 		return MDB_KEYEXIST;
 	rc = rc == 0 ? mdb_cursor_get(c, &k, &d, MDB_PREV) : mdb_cursor_get(c, &k, &d, MDB_LAST);
-	if (rc == 0 && ours(&k, key, pn))
+	if (rc == 0 && lm_wlog_ours(&k, key, pn))
 		*n = get_be64((const unsigned char *)k.mv_data + pn) + 1;
 	return rc == MDB_NOTFOUND ? 0 : rc;
 }
@@ -56,7 +39,7 @@ static int append_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 {
 	struct append_ctx *a = ctx;
 	MDB_val rk = { strlen(a->id), (void *)a->id }, d;
-	unsigned char key[KEY_MAX];
+	unsigned char key[LM_WLOG_KEY_MAX];
 	MDB_cursor *c;
 	uint64_t n;
 	size_t len = strlen(a->text);
@@ -71,7 +54,7 @@ static int append_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct 
 	if (rc || (rc = mdb_cursor_open(t, v->dbi[DB_WLOG], &c)))
 		return rc;
 	if (!(rc = next_n(c, a->id, &n))) {
-		MDB_val k = { wlog_key(key, a->id, n), key };
+		MDB_val k = { lm_wlog_key(key, a->id, n), key };
 		d.mv_size = 8 + len;
 		if (!(rc = mdb_cursor_put(c, &k, &d, MDB_RESERVE))) {
 			put_be64(d.mv_data, time_key(a->at_ns));
@@ -91,28 +74,6 @@ enum core_status lm_log_append(struct store *h, const char *snapshot_id, int64_t
 	return st == CORE_OK && a.gone ? CORE_ENOTFOUND : st;
 }
 
-int lm_wlog_delete(struct env *v, MDB_txn *t, const char *id)
-{
-	unsigned char key[KEY_MAX];
-	size_t pn = wlog_key(key, id, 0) - 8;
-	MDB_val k = { pn + 8, key }, d;
-	MDB_cursor *c;
-	int rc;
-	if (!v->has_wlog)
-		return 0;
-	if ((rc = mdb_cursor_open(t, v->dbi[DB_WLOG], &c)))
-		return rc;
-	/* seek the first line again after each deletion: a cursor's place
-	 * after mdb_cursor_del() is LMDB's to define */
-	while ((rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)) == 0 && ours(&k, key, pn) &&
-	       !(rc = mdb_cursor_del(c, 0))) {
-		k.mv_size = pn + 8;
-		k.mv_data = key;
-	}
-	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
-}
-
 /* ---- reading, in batches ---- */
 
 #define LINES 256
@@ -123,8 +84,8 @@ int lm_wlog_delete(struct env *v, MDB_txn *t, const char *id)
 static enum core_status read_batch(struct env *v, const char *id, uint64_t *n,
                                    struct core_buf *b, size_t *got, struct core_err *e)
 {
-	unsigned char key[KEY_MAX], hdr[12];
-	size_t pn = wlog_key(key, id, *n) - 8;
+	unsigned char key[LM_WLOG_KEY_MAX], hdr[12];
+	size_t pn = lm_wlog_key(key, id, *n) - 8;
 	MDB_val k = { pn + 8, key }, d;
 	MDB_cursor *c;
 	MDB_txn *t;
@@ -134,7 +95,7 @@ static enum core_status read_batch(struct env *v, const char *id, uint64_t *n,
 		return lm_fail(e, rc, "read the worker log");
 	if (!(rc = mdb_cursor_open(t, v->dbi[DB_WLOG], &c))) {
 		rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE);
-		for (; rc == 0 && *got < LINES && ours(&k, key, pn) && d.mv_size >= 8; (*got)++) {
+		for (; rc == 0 && *got < LINES && lm_wlog_ours(&k, key, pn) && d.mv_size >= 8; (*got)++) {
 			memcpy(hdr, d.mv_data, 8);
 			put_be32(hdr + 8, (uint32_t)(d.mv_size - 8));
 			if (core_buf_add(b, hdr, sizeof hdr) ||

@@ -32,23 +32,24 @@ enum core_status pg_log_append(struct store *h, const char *snapshot_id, int64_t
 	return st;
 }
 
-#define LINES "256"
+#define LINES 256        /* per read */
 
 enum core_status pg_log_lines(struct store *h, const char *snapshot_id, store_log_fn fn,
                               void *ctx, struct core_err *e)
 {
 	static const char sql[] =
 		"SELECT line_id, at_ns, body FROM agentkit_worker_log"
-		" WHERE snapshot_id = $1 AND line_id > $2::bigint ORDER BY line_id LIMIT " LINES;
+		" WHERE snapshot_id = $1 AND line_id > $2::bigint ORDER BY line_id LIMIT $3::integer";
 	struct pg_store *s = pg_store(h);
-	char after[24] = "0";
-	const char *p[2] = { snapshot_id, after };
+	char after[24] = "0", limit[16];
+	const char *p[3] = { snapshot_id, after, limit };
 	enum core_status st = CORE_OK;
 	long total = 0;
 	int n, i;
+	snprintf(limit, sizeof limit, "%d", LINES);
 	do {
 		PGresult *r = NULL;
-		if ((st = pg_exec(s, sql, 2, p, &r, "read the worker log", e)) != CORE_OK)
+		if ((st = pg_exec(s, sql, 3, p, &r, "read the worker log", e)) != CORE_OK)
 			return st;
 		n = PQntuples(r);
 		for (i = 0; i < n && st == CORE_OK; i++)
@@ -57,6 +58,6 @@ enum core_status pg_log_lines(struct store *h, const char *snapshot_id, store_lo
 			snprintf(after, sizeof after, "%s", PQgetvalue(r, n - 1, 0));
 		total += n;
 		PQclear(r);
-	} while (st == CORE_OK && n == atoi(LINES));
+	} while (st == CORE_OK && n == LINES);
 	return st == CORE_OK && !total ? CORE_ENOTFOUND : st;
 }
