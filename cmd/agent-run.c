@@ -569,11 +569,18 @@ static enum core_status start_intake(struct run *r)
 
 /* A server's stderr line: shown with --verbose, and in a detached worker
  * (its stderr is its log). */
+static void worker_log(void *ctx, const char *line);
+
+/* A worker's MCP lines and warnings are lines of its log (docs/detach.md). */
 static void mcp_stderr_line(void *ctx, const char *server, const char *line)
 {
 	struct run *r = ctx;
-	if (r->opts.verbose || r->inv.det.role == DETACH_WORKER)
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (r->inv.det.role == DETACH_WORKER && !core_buf_addf(&b, "mcp %s: %s", server, line))
+		worker_log(r, b.p);
+	else if (r->opts.verbose || r->inv.det.role == DETACH_WORKER)
 		cli_warn("mcp %s: %s", server, line);
+	core_buf_release(&b);
 }
 
 static enum core_status load_mcp(struct run *r)
@@ -709,7 +716,11 @@ static enum core_status print_output(struct run *r)
 
 static void on_warn(void *ctx, const char *msg)
 {
-	cli_warn("%s", msg);
+	struct run *r = ctx;
+	if (r->inv.det.role == DETACH_WORKER)
+		worker_log(r, msg);
+	else
+		cli_warn("%s", msg);
 }
 
 /* The worker's log lines, "agent-run[PID]: line" at a time: to the store

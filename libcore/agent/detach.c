@@ -654,7 +654,8 @@ void detach_queue_release(struct detach_queue *q)
 void detach_log_store(const struct detach_run *d, int64_t at_ns, const char *text)
 {
 	struct core_err e = { 0 };
-	if (d->role == DETACH_WORKER && d->store && *d->store && *d->id)
+	if (d->role == DETACH_WORKER && d->store && *d->store && *d->id &&
+	    pthread_equal(pthread_self(), d->thread))
 		store_log_append(*d->store, d->id, at_ns, text, &e);
 }
 
@@ -816,6 +817,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
 	enum core_status st;
 	d->role = DETACH_WORKER;
+	d->thread = pthread_self();
 	if (d->pending != pending) {
 		json_decref(d->pending);
 		d->pending = json_incref((json_t *)pending);
@@ -900,6 +902,7 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 	else
 		rt_detach(d->rt, *d->store);
 	d->role = DETACH_WORKER;
+	d->thread = pthread_self();
 	return CORE_OK;
 }
 

@@ -34,6 +34,7 @@
 #ifndef CORE_DETACH_H
 #define CORE_DETACH_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -94,10 +95,10 @@ void detach_log_remove(const char *id, void *store_dir);
  * One line of the running worker's log in the store (store_log_append()
  * for d's row, on the worker's main handle, *d->store): text as the
  * command formats it, at at_ns.  Nothing outside a worker (role
- * DETACH_WORKER) or without a handle; a failure is ignored (the line
- * still goes to the worker's stderr: the command's business), so a log
- * never fails a run.  For the sink's log, on the thread that runs the
- * worker.
+ * DETACH_WORKER), without a handle, or on another thread than the
+ * worker's (d->thread: a handle is one thread's at a time); a failure is
+ * ignored (the line still goes to the worker's stderr: the command's
+ * business), so a log never fails a run.
  */
 struct detach_run;
 void detach_log_store(const struct detach_run *d, int64_t at_ns, const char *text);
@@ -277,6 +278,8 @@ struct detach_run {
 	struct core_err log_err;        /* why there is none (st CORE_OK: there is) */
 	enum core_status worker_st;     /* the worker: how the row was finalized */
 	struct detach_watch *watch;     /* the worker's watcher, while it runs */
+	pthread_t thread;               /* the worker's thread, the one that uses
+	                                   *store (detach_log_store()) */
 	json_t *pending;                /* the pending row as written */
 };
 
