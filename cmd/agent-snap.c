@@ -125,7 +125,8 @@ static const struct cli_sub subs[] = {
 	  "already has an earlier child is a fork and carries \"fork\": true.", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
-	  "Deletes every row of each session, and the rows' worker logs, and prints "
+	  "Deletes every row of each session, and the rows' worker logs (in the same "
+	  "transaction), and prints "
 	  "{\"sessionId\", \"deleted\"} for each.", run_rm },
 	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION,
 	  "keep before", SNAP_AGENT | SNAP_WRITE,
