@@ -89,7 +89,10 @@
  *                 the lines of snapshot_id, in one write that checks the
  *                 row exists in the same transaction (absent: CORE_ENOTFOUND,
  *                 nothing written, so a deletion never leaves lines behind).
- *                 No wake-up.  Bounded like every write; one small commit.
+ *                 No wake-up.  One small commit, bounded like every
+ *                 write (store.c also sets a deadline of
+ *                 STORE_LOG_APPEND_MS); a backend on a server fails at
+ *                 once (CORE_ESYS) rather than wait for a reconnect.
  *   log_lines     The lines of snapshot_id in append order, fn called
  *                 outside any transaction (in batches of reads); stop at
  *                 fn's first non-OK status.  None: CORE_ENOTFOUND (store.c

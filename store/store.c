@@ -355,6 +355,7 @@ enum core_status store_log_append(struct store *s, const char *snapshot_id, int6
                                   const char *text, struct core_err *e)
 {
 	size_t n = strnlen(text ? text : "", STORE_LOG_LINE_MAX);
+	int64_t saved, bound;
 	char *line;
 	enum core_status st;
 	if ((st = check_handle(s, e)) != CORE_OK ||
@@ -368,7 +369,14 @@ enum core_status store_log_append(struct store *s, const char *snapshot_id, int6
 	memcpy(line, text, n);
 	line[n] = 0;
 	utf8_fix_cstr(line, STORE_LOG_LINE_MAX + 1);
+	/* a line never holds its writer long: within the handle's deadline,
+	 * and at most STORE_LOG_APPEND_MS */
+	saved = s->deadline;
+	bound = core_now_mono_ms() + STORE_LOG_APPEND_MS;
+	if (!saved || saved > bound)
+		s->deadline = bound;
 	st = s->backend->log_append(s, snapshot_id, at_ns, line, e);
+	s->deadline = saved;
 	if (st == CORE_ENOTFOUND)
 		core_fail(e, st, "snapshot '%s' not found", snapshot_id);
 	free(line);

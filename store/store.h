@@ -352,9 +352,13 @@ enum core_status store_prune(struct store *s, const char *session_id,
  * snapshot_id, in a write of its own; lines of one ID read back in the
  * order of their appends.  The row must exist (a line for a row already
  * deleted is dropped: CORE_ENOTFOUND), so rm leaves no lines behind.  It
- * is bounded as every write is (the lock timeout; on a server, the
- * statement bound) and costs about one small commit; a caller that must
- * not fail on it ignores its status.  No status change: nobody is woken.
+ * costs about one small commit (docs/store.md) and is bounded: by the
+ * lock timeout as every write is, and on a server by STORE_LOG_APPEND_MS
+ * (or the handle's earlier deadline: store_set_deadline()), without ever
+ * waiting for a lost connection to come back (the line is dropped,
+ * CORE_ESYS, and the handle's next other call reconnects).  A caller that
+ * must not fail on it ignores its status.  No status change: nobody is
+ * woken.
  *
  * store_log_lines() calls fn with each line of snapshot_id, oldest first
  * (outside any transaction); a non-OK return from fn stops the walk and
@@ -362,6 +366,7 @@ enum core_status store_prune(struct store *s, const char *session_id,
  * has none.
  */
 #define STORE_LOG_LINE_MAX 16384
+#define STORE_LOG_APPEND_MS 2000
 enum core_status store_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
                                   const char *text, struct core_err *e);
 typedef enum core_status (*store_log_fn)(int64_t at_ns, const char *text, void *ctx);

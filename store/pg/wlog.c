@@ -25,6 +25,11 @@ enum core_status pg_log_append(struct store *h, const char *snapshot_id, int64_t
 	PGresult *r = NULL;
 	enum core_status st;
 	snprintf(at, sizeof at, "%" PRId64, at_ns);
+	/* a log line never waits for a reconnect (pg_ensure()): the worker's
+	 * next write of a row does */
+	if (PQstatus(s->conn) != CONNECTION_OK)
+		return core_fail(e, CORE_ESYS, "append to the worker log: the connection to the "
+		                 "store at '%s' is lost; the line is dropped", s->where);
 	if ((st = pg_exec(s, sql, 3, p, &r, "append to the worker log", e)) != CORE_OK)
 		return st;
 	st = PQntuples(r) ? CORE_OK : CORE_ENOTFOUND;
