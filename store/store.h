@@ -74,10 +74,11 @@ enum core_status store_default_path(const char *path, struct core_buf *out,
 int store_location_is_dir(const char *location);
 
 /*
- * Where detached workers keep their logs (docs/detach.md), appended to out:
+ * Where detached workers keep their stderr files (docs/detach.md; their
+ * log lines are in the store: store_log_append()), appended to out:
  * LOCATION/logs beside a directory store; for a store on a server (a URL,
  * a listed location) this host's ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/logs,
- * since a worker's log stays on the host that ran it.  Nothing is created.
+ * since a process's stderr stays on the host that ran it.  Nothing is created.
  * CORE_ESYS when neither XDG_STATE_HOME nor HOME is set, CORE_ENOMEM.
  */
 enum core_status store_logs_dir(const char *location, struct core_buf *out,

@@ -29,7 +29,7 @@
  * sink (which writes them to the store with detach_log_store() and to its
  * stderr, the log file when there is one), and the worker's exit is the
  * command's.  The lower-level functions below are what detach_start() is
- * made of; agent-snap and agent-wait use the log names.
+ * made of; agent-snap uses the stderr files' names.
  */
 #ifndef CORE_DETACH_H
 #define CORE_DETACH_H
@@ -114,10 +114,10 @@ struct detach_proc {
  * Double fork.  The caller returns with p->worker == 0 once the
  * intermediate child has exited; the worker (grandchild, reparented to
  * init) returns with p->worker == 1 in its own session and process group,
- * stdin and stdout on /dev/null, stderr appending to log_path
- * (created 0600; NULL, empty or one that cannot be opened: /dev/null,
- * since the log's lines are in the store), every other descriptor closed, SIGHUP ignored.  The
- * working directory is kept (agent, tool and script paths may be
+ * stdin and stdout on /dev/null, stderr appending to log_path (created
+ * 0600; NULL, empty or one that cannot be opened: /dev/null, since the
+ * log's lines are in the store), every other descriptor closed, SIGHUP
+ * ignored.  The working directory is kept (agent, tool and script paths may be
  * relative), and so is the umask.  Errors (the caller's side only):
  * CORE_ESYS.
  */
@@ -285,7 +285,8 @@ struct detach_run {
 
 /*
  * Detach with the queued inputs (§2.2): the capability check (a store),
- * the pending row chained to rt's last committed row, the log path, then
+ * the pending row chained to rt's last committed row, the stderr file's
+ * path (none: the worker's stderr is /dev/null, d->log_err says why), then
  * *store is closed (and NULL) and the process forks.  CORE_OK on both
  * sides: in the caller (role DETACH_CALLER, the worker has started: print
  * {id, session}) and in the worker (role DETACH_WORKER, after
@@ -323,7 +324,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
  * Detach without a fork, for a process that already outlives its caller
  * (agent-run's back process, docs/detach.md "Eager intake"): the
  * capability check, the pending row chained to rt's last committed row,
- * the log path and the watcher (its own store handle); then rt_detach()
+ * the stderr file's path and the watcher (its own store handle); then rt_detach()
  * with the command's handle kept, or, with in_flight, rt_detach_turn(): the
  * turn in flight (this is called from inside it) goes on detached.  On
  * CORE_OK the role is DETACH_WORKER: the command prints the detached
@@ -335,8 +336,8 @@ enum core_status detach_here(struct detach_run *d, int in_flight);
 
 /*
  * The in-place worker's stdio (after the detached output is printed):
- * stdin and stdout on /dev/null, stderr appending to the log, SIGHUP
- * ignored; then its first log line.  Its session, process group and other
+ * stdin and stdout on /dev/null, stderr appending to its file (or
+ * /dev/null), SIGHUP ignored; then its first log line.  Its session, process group and other
  * descriptors are the command's to arrange.  CORE_ESYS.
  */
 enum core_status detach_daemonize(struct detach_run *d);
@@ -353,7 +354,7 @@ enum core_status detach_finish(struct detach_run *d);
  * For rt's cancelled(), on the thread that runs the worker. */
 int detach_aborted(const struct detach_run *d);
 
-/* Free the queue, the log path and the pending row (the borrowed members
+/* Free the queue, the stderr file's path and the pending row (the borrowed members
  * stay). */
 void detach_run_release(struct detach_run *d);
 
