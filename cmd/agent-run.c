@@ -177,9 +177,10 @@ static const struct cli_prog prog = {
 	"at once, while a background worker (its own session, stdio detached) runs the "
 	"inputs read so far, beats the row and finalizes it completed, failed or "
 	"aborted.  Follow it with agent-wait ID, stop it with agent-abort ID.  The "
-	"worker's log is STORE/logs/ID.log beside the store (for a store on a server, "
-	"~/.local/state/agentkit/logs/ID.log on the worker's host); agent-snap "
-	"worker-log ID prints it.\n\n"
+	"worker's log is in the store: agent-snap worker-log ID prints it on any host.  "
+	"Its stderr goes to STORE/logs/ID.log beside the store (for a store on a "
+	"server, ~/.local/state/agentkit/logs/ID.log on the worker's host), or to "
+	"/dev/null when that host cannot keep one.\n\n"
 	"SIGINT, SIGTERM and SIGHUP (or the reader of stdout going away) stop an "
 	"attached run: the turn in flight is cancelled, a turn that committed is "
 	"written \"aborted\", the final line still names the resume point, exit 2.  A "
@@ -569,11 +570,18 @@ static enum core_status start_intake(struct run *r)
 
 /* A server's stderr line: shown with --verbose, and in a detached worker
  * (its stderr is its log). */
+static void worker_log(void *ctx, const char *line);
+
+/* A worker's MCP lines and warnings are lines of its log (docs/detach.md). */
 static void mcp_stderr_line(void *ctx, const char *server, const char *line)
 {
 	struct run *r = ctx;
-	if (r->opts.verbose || r->inv.det.role == DETACH_WORKER)
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (r->inv.det.role == DETACH_WORKER && !core_buf_addf(&b, "mcp %s: %s", server, line))
+		worker_log(r, b.p);
+	else if (r->opts.verbose || r->inv.det.role == DETACH_WORKER)
 		cli_warn("mcp %s: %s", server, line);
+	core_buf_release(&b);
 }
 
 static enum core_status load_mcp(struct run *r)
@@ -655,8 +663,13 @@ static enum core_status print_detached(void *ctx)
 	if (invocation_detached(inv))
 		return CORE_ENOMEM;
 	if (inv->out.format == OUTPUT_TEXT) {
-		fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n", cli_progname,
-		        rt_session_id(inv->rt), inv->det.id, inv->det.log.p);
+		if (inv->det.log.len)
+			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n",
+			        cli_progname, rt_session_id(inv->rt), inv->det.id, inv->det.log.p);
+		else
+			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: agent-snap "
+			        "worker-log %s)\n", cli_progname, rt_session_id(inv->rt), inv->det.id,
+			        inv->det.id);
 		return CORE_OK;
 	}
 	if ((st = output_final(&inv->out, inv->output)))
@@ -704,15 +717,30 @@ static enum core_status print_output(struct run *r)
 
 static void on_warn(void *ctx, const char *msg)
 {
-	cli_warn("%s", msg);
+	struct run *r = ctx;
+	if (r->inv.det.role == DETACH_WORKER)
+		worker_log(r, msg);
+	else
+		cli_warn("%s", msg);
 }
 
-/* The worker's log lines (stderr is the log file): "TIME agent-run[PID]: line". */
+/* The worker's log lines, "agent-run[PID]: line" at a time: to the store
+ * (agent-snap worker-log prints them) and to stderr (the log file, when
+ * this host keeps one) as "TIME agent-run[PID]: line". */
 static void worker_log(void *ctx, const char *line)
 {
+	struct run *r = ctx;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	char now[CORE_TIME_MAX];
-	core_time_format(core_now_ns(), now);
-	fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
+	int64_t at = core_now_ns();
+	core_time_format(at, now);
+	if (core_buf_addf(&b, "%s[%ld]: %s", cli_progname, (long)getpid(), line)) {
+		fprintf(stderr, "%s %s[%ld]: %s\n", now, cli_progname, (long)getpid(), line);
+	} else {
+		fprintf(stderr, "%s %s\n", now, b.p);
+		detach_log_store(&r->inv.det, at, b.p);
+	}
+	core_buf_release(&b);
 }
 
 /* --key-file's help names the key variables of the providers' table. */

@@ -127,7 +127,8 @@ static const struct cli_sub subs[] = {
 	  "{\"host\", \"pid\"}.", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
-	  "Deletes every row of each session, and the rows' worker logs, and prints "
+	  "Deletes every row of each session, and the rows' worker logs (in the same "
+	  "transaction), and prints "
 	  "{\"sessionId\", \"deleted\"} for each.", run_rm },
 	{ "prune", "[--keep N] [--before TIME] [SID]", 0, 1, "SID", CLI_SESSION,
 	  "keep before", SNAP_AGENT | SNAP_WRITE,
@@ -152,10 +153,12 @@ static const struct cli_sub subs[] = {
 	  "change wakes agent-wait like any other write.  It prints "
 	  "{\"imported\": N}.", run_import },
 	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT,
-	  NULL, SNAP_AGENT | SNAP_NO_STORE,
-	  "Prints the log a detached run's worker kept for snapshot "
-	  "ID (STORE/logs/ID.log): when it started, each input, heartbeat trouble, "
-	  "the abort it saw, how it finalized the row.", run_worker_log },
+	  NULL, 0,
+	  "Prints the log a detached run's worker kept in the store for snapshot "
+	  "ID, one \"TIME agent-run[PID]: line\" each: when it started, each input, "
+	  "heartbeat trouble, the abort it saw, how it finalized the row.  Any host "
+	  "reads any worker's log; rm and prune delete it with its row.  No lines "
+	  "for ID: exit 4.", run_worker_log },
 	{ "migrate", "[--dry-run]", 0, 0, "", CLI_TEXT,
 	  "dry-run", SNAP_NO_STORE,
 	  "Brings the store's format up to this agentkit's: applies the steps it "
@@ -765,31 +768,32 @@ static enum core_status parse_time(const char *flag, const char *arg, int64_t *n
 	return cli_usage("invalid %s '%s' (an RFC 3339 time or a duration)", flag, arg);
 }
 
-/* The detached worker's log for snapshot id, copied to stdout as it is. */
+/* One line of a worker's log as its stderr file has it: "TIME TEXT". */
+static enum core_status print_log_line(int64_t at_ns, const char *text, void *ctx)
+{
+	struct core_buf *b = ctx;
+	char at[CORE_TIME_MAX];
+	struct core_err e = { 0 };
+	core_time_format(at_ns, at);
+	core_buf_reset(b);
+	if (core_buf_addf(b, "%s %s\n", at, text))
+		return core_fail(&e, CORE_ENOMEM, "worker-log: out of memory"), cli_report(&e);
+	return cli_write(b->p, b->len, &e) ? cli_report(&e) : CORE_OK;
+}
+
+/* The detached worker's log for snapshot id, read from the store: any
+ * host's worker, from any host. */
 static enum core_status run_worker_log(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
-	const char *store = c->o.store, *id = argv[0];
-	struct core_buf dir = CORE_BUF_INIT(4096), path = CORE_BUF_INIT(4096);
-	struct core_buf text = CORE_BUF_INIT((size_t)1 << 30);
+	struct core_buf line = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_err e = { 0 };
-	enum core_status st;
-	if ((st = store_default_path(store, &dir, &e)) != CORE_OK) {
-		st = st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
-	} else if ((st = detach_log_name(dir.p, id, &path, &e)) == CORE_ENOTFOUND ||
-	           (st == CORE_OK && access(path.p, F_OK) < 0 && errno == ENOENT)) {
-		cli_warn("no worker log for snapshot '%s' (only detached runs have one%s)", id,
-		         store_location_is_dir(dir.p) ? "" : "; a worker's log stays on the host "
-		         "that ran it, in ~/.local/state/agentkit/logs");
-		st = CORE_ENOTFOUND;
-	} else if (st != CORE_OK || (st = core_buf_read_file(&text, path.p, &e)) != CORE_OK) {
+	enum core_status st = store_log_lines(c->s, argv[0], print_log_line, &line, &e);
+	if (st == CORE_ENOTFOUND)
+		cli_warn("%s (only detached runs have one)", e.msg);
+	else if (st != CORE_OK && e.st)         /* (print_log_line() reports its own) */
 		st = cli_report(&e);
-	} else if ((st = cli_write(text.p, text.len, &e)) != CORE_OK) {
-		st = cli_report(&e);
-	}
-	core_buf_release(&dir);
-	core_buf_release(&path);
-	core_buf_release(&text);
+	core_buf_release(&line);
 	return st;
 }
 

@@ -71,7 +71,7 @@ static const char files_text[] =
 	".TP\n.I ${XDG_STATE_HOME:\\-$HOME/.local/state}/agentkit/store/\n"
 	"the default store: data.mdb, lock.mdb and wake (LMDB)\n"
 	".TP\n.I STORE/logs/SNAPSHOT_ID.log\n"
-	"a detached worker's log (agent\\-snap worker\\-log ID)\n"
+	"a detached worker's stderr; its log is in the store (agent\\-snap worker\\-log ID)\n"
 	".TP\n.I ./agents/NAME.prompt\n"
 	"an agent in the working directory; its tools in ./agents/tools/\n"
 	".TP\n.I ${XDG_CONFIG_HOME:\\-$HOME/.config}/agentkit/agents/NAME.prompt\n"

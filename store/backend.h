@@ -83,12 +83,27 @@
  *                 snapshotId), metadata only under STORE_METADATA_ONLY;
  *                 stop at fn's first non-OK status.  No rows is CORE_OK
  *                 (store.c says "no snapshot found").
- *   delete_session  Delete every row of the session in one transaction;
- *                 *deleted the count (0 is CORE_OK: store.c reports it);
- *                 fn (optional) called per row only after the commit.
+ *   delete_session  Delete every row of the session, and each deleted
+ *                 row's worker log lines, in one transaction; *deleted the
+ *                 count (0 is CORE_OK: store.c reports it); fn (optional)
+ *                 called per row only after the commit.
  *   prune_session   The same for the rows of one session that
  *                 st_prune_keeps() does not keep, walking newest first;
  *                 messages shared with rows that stay are kept.
+ *   log_append    Append one worker log line (at_ns, text: valid UTF-8,
+ *                 at most STORE_LOG_LINE_MAX bytes, store.c saw to it) to
+ *                 the lines of snapshot_id, in one write that checks the
+ *                 row exists in the same transaction (absent: CORE_ENOTFOUND,
+ *                 nothing written, so a deletion never leaves lines behind).
+ *                 No wake-up.  One small commit, bounded like every
+ *                 write (store.c also sets a deadline of
+ *                 STORE_LOG_APPEND_MS); a backend on a server fails at
+ *                 once (CORE_ESYS) rather than wait for a reconnect.
+ *   log_lines     The lines of snapshot_id in append order, fn called
+ *                 outside any transaction (in batches of reads); stop at
+ *                 fn's first non-OK status.  None: CORE_ENOTFOUND (store.c
+ *                 writes the message).  A store made before worker logs
+ *                 existed and opened read-only has none.
  *   session_lock  Take the session's writer lock (store_session_lock() in
  *                 store.h), held until session_unlock or until the process
  *                 (PostgreSQL: the connection) ends, however it ends; a
@@ -165,6 +180,10 @@ struct store_backend {
 	                                  size_t keep, int64_t before_ns, size_t *deleted,
 	                                  store_deleted_fn fn, void *ctx,
 	                                  struct core_err *e);
+	enum core_status (*log_append)(struct store *s, const char *snapshot_id,
+	                               int64_t at_ns, const char *text, struct core_err *e);
+	enum core_status (*log_lines)(struct store *s, const char *snapshot_id,
+	                              store_log_fn fn, void *ctx, struct core_err *e);
 	enum core_status (*migrate)(struct store *s, unsigned flags,
 	                            struct store_migration *m, struct core_err *e);
 	enum core_status (*session_lock)(struct store *s, const char *session_id,

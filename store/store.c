@@ -13,6 +13,7 @@
 
 #include "../libcore/base/http.h"
 #include "../libcore/base/json.h"
+#include "../libcore/base/utf8.h"
 #include "../libcore/base/util.h"
 
 /* The backends this agentkit has: one row each, its extern beside it
@@ -366,6 +367,51 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
 		                 session_id);
 	if (st == CORE_OK && deleted)
 		*deleted = n;
+	return st;
+}
+
+enum core_status store_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
+                                  const char *text, struct core_err *e)
+{
+	size_t n = strnlen(text ? text : "", STORE_LOG_LINE_MAX);
+	int64_t saved, bound;
+	char *line;
+	enum core_status st;
+	if ((st = check_handle(s, e)) != CORE_OK ||
+	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
+		return st;
+	if (!text)
+		return core_fail(e, CORE_EINVAL, "worker log: no line");
+	/* cut, then made valid (a cut character included) within the limit */
+	if (!(line = malloc(STORE_LOG_LINE_MAX + 1)))
+		return core_fail(e, CORE_ENOMEM, "worker log: out of memory");
+	memcpy(line, text, n);
+	line[n] = 0;
+	utf8_fix_cstr(line, STORE_LOG_LINE_MAX + 1);
+	/* a line never holds its writer long: within the handle's deadline,
+	 * and at most STORE_LOG_APPEND_MS */
+	saved = s->deadline;
+	bound = core_now_mono_ms() + STORE_LOG_APPEND_MS;
+	if (!saved || saved > bound)
+		s->deadline = bound;
+	st = s->backend->log_append(s, snapshot_id, at_ns, line, e);
+	s->deadline = saved;
+	if (st == CORE_ENOTFOUND)
+		core_fail(e, st, "snapshot '%s' not found", snapshot_id);
+	free(line);
+	return st;
+}
+
+enum core_status store_log_lines(struct store *s, const char *snapshot_id, store_log_fn fn,
+                                 void *ctx, struct core_err *e)
+{
+	enum core_status st;
+	if ((st = check_handle(s, e)) != CORE_OK ||
+	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
+		return st;
+	st = s->backend->log_lines(s, snapshot_id, fn, ctx, e);
+	if (st == CORE_ENOTFOUND)
+		core_fail(e, st, "no worker log for snapshot '%s'", snapshot_id);
 	return st;
 }
 

@@ -90,10 +90,11 @@ enum core_status store_default_path(const char *path, struct core_buf *out,
 int store_location_is_dir(const char *location);
 
 /*
- * Where detached workers keep their logs (docs/detach.md), appended to out:
+ * Where detached workers keep their stderr files (docs/detach.md; their
+ * log lines are in the store: store_log_append()), appended to out:
  * LOCATION/logs beside a directory store; for a store on a server (a URL,
  * a listed location) this host's ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/logs,
- * since a worker's log stays on the host that ran it.  Nothing is created.
+ * since a process's stderr stays on the host that ran it.  Nothing is created.
  * CORE_ESYS when neither XDG_STATE_HOME nor HOME is set, CORE_ENOMEM.
  */
 enum core_status store_logs_dir(const char *location, struct core_buf *out,
@@ -349,11 +350,14 @@ enum core_status store_session_rows(struct store *s, const char *session_id,
                                     void *ctx, struct core_err *e);
 
 /* Called once per deleted row, after the deletion committed (agent-snap
- * removes the row's worker log).  The ID is borrowed for the call. */
+ * removes the row's worker stderr file on this host; the row's worker log
+ * lines went in the deletion's transaction).  The ID is borrowed for the
+ * call. */
 typedef void (*store_deleted_fn)(const char *snapshot_id, void *ctx);
 
-/* Delete every row of a session.  CORE_ENOTFOUND when none. *deleted
- * (optional) counts them; fn (optional) hears of each. */
+/* Delete every row of a session, and the rows' worker log lines, in one
+ * transaction.  CORE_ENOTFOUND when none. *deleted (optional) counts
+ * them; fn (optional) hears of each. */
 enum core_status store_delete_session(struct store *s, const char *session_id,
                                       size_t *deleted, store_deleted_fn fn, void *ctx,
                                       struct core_err *e);
@@ -365,12 +369,46 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
  * not 0); with both limits a row must fail both to go (like restic's
  * --keep-last plus --keep-within).  The latest row of a session and
  * pending/aborting rows are never pruned.  Messages shared with rows that
- * stay are kept.  CORE_ENOTFOUND for a session_id without rows.  *deleted
+ * stay are kept; the deleted rows' worker log lines go with them, in the
+ * same transaction.  CORE_ENOTFOUND for a session_id without rows.  *deleted
  * and fn as for store_delete_session().
  */
 enum core_status store_prune(struct store *s, const char *session_id,
                              size_t keep, int64_t before_ns, size_t *deleted,
                              store_deleted_fn fn, void *ctx, struct core_err *e);
+
+/*
+ * Worker logs: a detached run's log lines, kept in the store with its row
+ * (an LMDB database, a PostgreSQL table), so that any process on any host
+ * reads them (agent-snap worker-log) and store_delete_session() and
+ * store_prune() delete a row's lines in the transaction that deletes the
+ * row.
+ *
+ * store_log_append() appends one line (text without its newline, cut to
+ * STORE_LOG_LINE_MAX bytes and made valid UTF-8) at at_ns for snapshot
+ * snapshot_id, in a write of its own; lines of one ID read back in the
+ * order of their appends.  The row must exist (a line for a row already
+ * deleted is dropped: CORE_ENOTFOUND), so rm leaves no lines behind.  It
+ * costs about one small commit (docs/store.md) and is bounded: by the
+ * lock timeout as every write is, and on a server by STORE_LOG_APPEND_MS
+ * (or the handle's earlier deadline: store_set_deadline()), without ever
+ * waiting for a lost connection to come back (the line is dropped,
+ * CORE_ESYS, and the handle's next other call reconnects).  A caller that
+ * must not fail on it ignores its status.  No status change: nobody is
+ * woken.
+ *
+ * store_log_lines() calls fn with each line of snapshot_id, oldest first
+ * (outside any transaction); a non-OK return from fn stops the walk and
+ * is returned.  CORE_ENOTFOUND "no worker log for snapshot 'ID'" when it
+ * has none.
+ */
+#define STORE_LOG_LINE_MAX 16384
+#define STORE_LOG_APPEND_MS 2000
+enum core_status store_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
+                                  const char *text, struct core_err *e);
+typedef enum core_status (*store_log_fn)(int64_t at_ns, const char *text, void *ctx);
+enum core_status store_log_lines(struct store *s, const char *snapshot_id, store_log_fn fn,
+                                 void *ctx, struct core_err *e);
 
 /*
  * Read shaping (runtime-semantics §1.7-1.8), in place on a row the caller

@@ -11,9 +11,6 @@ setup() {
 	export HANG_PIDFILE="$BATS_TEST_TMPDIR/hang.pids"
 	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
 	LOGS=$(logs_dir)
-	# what worker-log adds when the store is on a server
-	HINT=
-	is_pg && HINT="; a worker's log stays on the host that ran it, in ~/.local/state/agentkit/logs"
 	AR=(agent-run --model "script/$D/convo.ndjson" --tool "$D/greet.json" --tool "$D/ask.json"
 		--tool "$D/hang.json" --tool "$D/stubborn.json")
 }
@@ -60,7 +57,7 @@ worker_pid() { sed -n '1s/.*agent-run\[\([0-9]*\)\].*/\1/p' "$LOGS/$1.log"; }
 	run -0 --separate-stderr agent-snap worker-log "$id"
 	assert_equal "$output" "$(cat "$log")"
 	run -4 --separate-stderr agent-snap worker-log no-such-snapshot
-	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one$HINT)"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'no-such-snapshot' (only detached runs have one)"
 }
 
 # after_row LINE...: once turn one's row is written, print the lines in
@@ -334,46 +331,62 @@ row_of() { agent-snap export | jq -c --arg id "$1" 'select(.snapshotId == $id)';
 	run -0 timeout 20 agent-wait "$(id_of "$output")"
 }
 
-@test "a worker that cannot start: a failed output, and the pending row finalized failed" {
+# worker_log_has ID LINE: the worker's log in the store has LINE
+# (after the time and "agent-run[PID]: "), within 20 s.
+log_text() { agent-snap worker-log "$1" 2>/dev/null | sed 's/^[^ ]* agent-run\[[0-9]*\]: //'; }
+has_line() { log_text "$1" | grep -qxF -- "$2"; }
+worker_log_has() { wait_for 20 has_line "$1" "$2"; }
+
+@test "a worker without a log file still runs: stderr on /dev/null, its log in the store" {
 	agent-snap import </dev/null >/dev/null     # a store, empty
 	mkdir -p "$(dirname "$LOGS")"
 	touch "$LOGS"
-	run -111 --separate-stderr "${AR[@]}" --detach -m one
-	[[ "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" == "agent \"inline\": detach: cannot open the worker log '$LOGS/"*".log': Not a directory" ]]
-	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
-	assert_equal "$(jq -c '[.status, .finishReason, .error.status]' <<<"$output")" '["failed","failed","INTERNAL"]'
+	run -0 --separate-stderr "${AR[@]}" --format text --detach -m one
+	[[ "$stderr" =~ snapshot\ ([0-9a-f-]+)\ \(log:\ agent-snap\ worker-log\ ([0-9a-f-]+)\)$ ]] ||
+		fail "stderr: $stderr"
+	id=${BASH_REMATCH[1]}
+	run -0 timeout 20 agent-wait "$id"
+	worker_log_has "$id" "stderr goes to /dev/null: cannot keep worker logs in '$LOGS': Not a directory"
+	worker_log_has "$id" "finalized completed, finish reason stop"
+	[ -f "$LOGS" ] && [ ! -s "$LOGS" ]
+	# the worker's stderr was /dev/null, left as it was
+	assert_equal "$(stat -c %a /dev/null)" 666
+	rm "$LOGS"
 }
 
 @test "a worker log directory others can write to is refused, as a store directory is" {
 	agent-snap import </dev/null >/dev/null     # a store, empty
 	mkdir -p "$LOGS"
 	chmod 777 "$LOGS"
-	run -111 --separate-stderr "${AR[@]}" --detach -m one
-	want="refusing worker log directory '$LOGS': it is writable by group and others (mode 0777); fix it with: chmod 700 '$LOGS'"
-	assert_equal "$(tail -n 1 <<<"$output" | jq -r .output.error.message)" "agent \"inline\": detach: $want"
-	assert_equal "$stderr" "agent-run: agent \"inline\": detach: $want"
+	run -0 --separate-stderr "${AR[@]}" --detach -m one
+	id=$(id_of "$output")
+	run -0 timeout 20 agent-wait "$id"
+	worker_log_has "$id" "stderr goes to /dev/null: refusing worker log directory '$LOGS': it is writable by group and others (mode 0777); fix it with: chmod 700 '$LOGS'"
 	[ -z "$(ls -A "$LOGS")" ]
 	[ "$(stat -c %a "$LOGS")" = 777 ]
-	run -1 agent-wait --session "$(tail -n 1 <<<"$output" | jq -r .output.sessionId)"
-	assert_equal "$(jq -c '[.status, .finishReason]' <<<"$output")" '["failed","failed"]'
 	chmod 770 "$LOGS"
-	run -111 --separate-stderr "${AR[@]}" --detach -m one
-	assert_equal "$stderr" "agent-run: agent \"inline\": detach: refusing worker log directory '$LOGS': it is writable by its group (mode 0770); fix it with: chmod 700 '$LOGS'"
+	run -0 --separate-stderr "${AR[@]}" --detach -m one
+	id=$(id_of "$output")
+	worker_log_has "$id" "stderr goes to /dev/null: refusing worker log directory '$LOGS': it is writable by its group (mode 0770); fix it with: chmod 700 '$LOGS'"
 	if is_pg; then
 		# this host's state directory: a link there is refused too (beside
 		# an LMDB store, the store's own check refuses it)
 		mkdir -m 700 elsewhere
 		rmdir "$LOGS"
 		ln -s "$BATS_TEST_TMPDIR/elsewhere" "$LOGS"
-		run -111 --separate-stderr "${AR[@]}" --detach -m one
-		assert_equal "$stderr" "agent-run: agent \"inline\": detach: refusing worker log directory '$LOGS': it is a symlink (make it a directory of its own: agentkit never follows a link there)"
+		run -0 --separate-stderr "${AR[@]}" --detach -m one
+		id=$(id_of "$output")
+		worker_log_has "$id" "stderr goes to /dev/null: refusing worker log directory '$LOGS': it is a symlink (make it a directory of its own: agentkit never follows a link there)"
 		[ -z "$(ls -A elsewhere)" ]
 		rm "$LOGS"
 		mkdir "$LOGS"
 	fi
+	[ -z "$(ls -A "$LOGS")" ]
 	chmod 700 "$LOGS"
 	run -0 --separate-stderr "${AR[@]}" --detach -m one
-	run -0 timeout 20 agent-wait "$(id_of "$output")"
+	id=$(id_of "$output")
+	run -0 timeout 20 agent-wait "$id"
+	wait_for 20 eval 'grep -q "finalized completed" "$LOGS/$id.log"'
 }
 
 @test "rm and prune remove the worker logs of the rows they delete, and no others" {
@@ -389,14 +402,20 @@ row_of() { agent-snap export | jq -c --arg id "$1" 'select(.snapshotId == $id)';
 	pids="$(worker_pid "$a") $(worker_pid "$b")"
 	for pid in $pids; do wait_for 20 gone "$pid"; done
 	logs=$LOGS
+	for x in "$a" "$b" "$c"; do worker_log_has "$x" "finalized completed, finish reason stop"; done
 	run -0 agent-snap prune --keep 1 "$sid"
 	assert_output '{"deleted":1}'
 	assert_equal "$([ -e "$logs/$a.log" ] || echo gone) $([ -e "$logs/$b.log" ] && echo kept)" "gone kept"
+	run -4 --separate-stderr agent-snap worker-log "$a"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '$a' (only detached runs have one)"
+	run -0 agent-snap worker-log "$b"
 	run -0 agent-snap rm "$sid"
 	assert_output "{\"sessionId\":\"$sid\",\"deleted\":1}"
 	assert_equal "$([ -e "$logs/$b.log" ] || echo gone) $([ -e "$logs/$c.log" ] && echo kept)" "gone kept"
+	run -4 agent-snap worker-log "$b"
+	run -0 agent-snap worker-log "$c"
 	# an ID with a slash never names a file outside the logs
 	echo secret >"$LOGS/../x.log"
 	run -4 --separate-stderr agent-snap worker-log ../x
-	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one$HINT)"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one)"
 }

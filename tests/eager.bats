@@ -121,6 +121,9 @@ send() {
 	# The turn in flight wrote no row of its own: one row, the finalized pending one.
 	assert_equal "$(agent-snap log "$sid" | wc -l)" 1
 	grep -q "worker started in place: .* parent (none), 0 inputs" "$AGENTKIT_STORE/logs/$id.log"
+	# the same lines in the store, as the file has them
+	wait_for 20 eval 'grep -q "finalized completed" "$AGENTKIT_STORE/logs/$id.log"'
+	assert_equal "$(agent-snap worker-log "$id")" "$(cat "$AGENTKIT_STORE/logs/$id.log")"
 }
 
 @test "a detach with a message while turn one blocks: no parent, both turns in the background" {

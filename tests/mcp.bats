@@ -542,8 +542,9 @@ try 'agent-run --help'" ]
 	run -1 --separate-stderr timeout 20 agent-wait "$id"
 	[ "$(jq -r .status <<<"$output")" = failed ]
 	run -0 --separate-stderr agent-snap worker-log "$id"
-	[[ $output == *"agent-run: mcp fake: fake-server: starting in normal mode"* ]]
-	[[ $output == *"agent-run: mcp fake: fake-server: crashing on purpose"* ]]
+	# as the worker's other lines: "TIME agent-run[PID]: mcp fake: ..."
+	[[ $output == *"Z agent-run["*"]: mcp fake: fake-server: starting in normal mode"* ]]
+	[[ $output == *"Z agent-run["*"]: mcp fake: fake-server: crashing on purpose"* ]]
 }
 
 @test "Gemini: a schema beyond its Schema subset goes as parametersJsonSchema, the mock's checks pass" {

@@ -396,3 +396,40 @@ IN
 	sed -i 1d "$BATS_TEST_TMPDIR/printed"
 	history_check 1
 }
+
+# log_text ID: the worker log's lines without their times.
+log_text() { agent-snap worker-log "$1" | sed 's/^[^ ]* //'; }
+
+@test "extra: worker log lines read back in order, from another process, and go with their row" {
+	save r1 '{"sessionId":"s","createdAt":"2026-01-01T00:00:00Z"}' >/dev/null
+	save r2 '{"sessionId":"s","createdAt":"2026-01-02T00:00:00Z"}' >/dev/null
+	run -0 "$SW" log r1 300 one
+	[[ "$output" =~ ^\{\"appended\":300,\"usPerAppend\":[0-9.]+\}$ ]] || fail "$output"
+	"$SW" log r2 1 two >/dev/null
+	# more lines than one read's batch, in append order, each with its time
+	run -0 --separate-stderr agent-snap worker-log r1
+	[ "${#lines[@]}" = 300 ]
+	assert_equal "$(log_text r1 | sed -n '1p;256p;257p;300p' | tr '\n' ,)" "one 1,one 256,one 257,one 300,"
+	run -0 jq -e -n --arg t "${lines[0]%% *}" '$t | test("^2[0-9-]+T[0-9:.]+Z$")'
+	assert_equal "$(log_text r2)" two
+	# a line for a row that does not exist is not kept
+	run -4 --separate-stderr "$SW" log nope 1 lost
+	assert_equal "$stderr" ""
+	run -4 --separate-stderr agent-snap worker-log nope
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot 'nope' (only detached runs have one)"
+	# made valid UTF-8, and cut at STORE_LOG_LINE_MAX (16384 bytes)
+	"$SW" log r2 1 $'bad \xff byte' >/dev/null
+	"$SW" log r2 1 "$(head -c 20000 /dev/zero | tr '\0' x)" >/dev/null
+	assert_equal "$(log_text r2 | sed -n 2p)" "bad � byte"
+	assert_equal "$(log_text r2 | sed -n 3p | wc -c)" 16385
+	# prune takes the pruned row's lines and keeps the latest's
+	run -0 agent-snap prune --keep 1 s
+	assert_output '{"deleted":1}'
+	run -4 agent-snap worker-log r1
+	assert_equal "$(log_text r2 | wc -l)" 3
+	run -0 agent-snap rm s
+	run -4 agent-snap worker-log r2
+	# and a later line for the deleted row is dropped
+	run -4 "$SW" log r2 1 late
+	run -4 agent-snap worker-log r2
+}

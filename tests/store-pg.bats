@@ -50,7 +50,7 @@ on() {
 	exec env HOME="$h" XDG_STATE_HOME="$h/state" XDG_CONFIG_HOME="$h/config" "$@"
 }
 
-@test "the schema is created once, at version 2, on the first write" {
+@test "the schema is created once, at version 3, on the first write" {
 	run -4 --separate-stderr agent-snap sessions
 	assert_equal "$stderr" "agent-snap: no store at ${AGENTKIT_STORE%%\?*}?host=***&user=***&options=*** (set --store or AGENTKIT_STORE)"
 	# a reader created nothing
@@ -60,21 +60,23 @@ on() {
 	done
 	wait
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
-2"
+2
+3"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_snapshots')" 4
 }
 
 @test "a store whose schema is newer than this agentkit is refused" {
 	"$SW" save row1 '{"sessionId":"s"}' >/dev/null
-	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (3)'
+	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (4)'
 	run -5 --separate-stderr agent-snap row1
-	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 3, newer than this agentkit's 2: upgrade agentkit"
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 4, newer than this agentkit's 3: upgrade agentkit"
 }
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
 	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
-	# back to version 1: step 1's foreign keys, step 2 not applied
-	pg_sql "DELETE FROM agentkit_schema_version WHERE version = 2;
+	# back to version 1: step 1's foreign keys, steps 2 and 3 not applied
+	pg_sql "DELETE FROM agentkit_schema_version WHERE version >= 2;
+		DROP TABLE agentkit_worker_log;
 		ALTER TABLE agentkit_nodes ADD CONSTRAINT agentkit_nodes_prev_fkey
 		 FOREIGN KEY (prev) REFERENCES agentkit_nodes (hash);
 		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_tail_fkey
@@ -85,7 +87,9 @@ on() {
 	run -0 --separate-stderr agent-snap row1
 	assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]},"snapshotId":"row1","status":"completed"}'
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
-2"
+2
+3"
+	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_worker_log')" 0
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
 	# deleting still collects the state and the messages the cascade used to
 	run -0 agent-snap rm s
@@ -204,20 +208,43 @@ while True:
 	assert_equal "$(jq -r .status <<<"$output")" expired
 }
 
-@test "agent-run --detach on one host, agent-wait on another; the worker's log stays on its host" {
+@test "agent-run --detach on one host, agent-wait on another; the worker's log is in the store" {
 	run -0 --separate-stderr host a agent-run --model echo --detach -m hello
 	id=$(jq -r .output.snapshotId <<<"$output")
 	[ "$(jq -r .output.finishReason <<<"$output")" = detached ]
 	run -0 --separate-stderr host b agent-wait --timeout 30s "$id"
 	assert_equal "$(jq -r '.status + " " + .finishReason' <<<"$output")" "completed stop"
 	assert_equal "$(jq -r '.state.messages[-1].content[0].text' <<<"$output")" hello
-	# the log is under host a's state directory, never at the URL
+	# the worker's stderr file is under host a's state directory, never
+	# at the URL; its lines are in the store, for every host
 	log="$BATS_TEST_TMPDIR/host-a/state/agentkit/logs/$id.log"
 	[ -f "$log" ] || fail "no worker log at $log"
-	run -0 --separate-stderr host a agent-snap worker-log "$id"
-	[[ "$output" == *"finalized completed"* ]] || fail "log: $output"
+	wait_for 10 eval 'grep -q "finalized completed" "$log"'
+	run -0 --separate-stderr host b agent-snap worker-log "$id"
+	assert_equal "$output" "$(cat "$log")"
+	assert_equal "$(pg_sql "SELECT count(*) FROM agentkit_worker_log WHERE snapshot_id = '$id'")" \
+		"${#lines[@]}"
+	# rm on host b takes the lines with the row
+	run -0 host b agent-snap rm "$(host b agent-snap "$id" | jq -r .sessionId)"
 	run -4 --separate-stderr host b agent-snap worker-log "$id"
-	assert_equal "$stderr" "agent-snap: no worker log for snapshot '$id' (only detached runs have one; a worker's log stays on the host that ran it, in ~/.local/state/agentkit/logs)"
+	assert_equal "$stderr" "agent-snap: no worker log for snapshot '$id' (only detached runs have one)"
+	assert_equal "$(pg_sql "SELECT count(*) FROM agentkit_worker_log")" 0
+}
+
+@test "a host with only the store URL and no writable HOME detaches; its log is in the store" {
+	# /proc/...: a HOME nobody can create, root included
+	run -0 --separate-stderr env -u XDG_STATE_HOME HOME=/proc/agentkit-no-home \
+		agent-run --model echo --format text --detach -m hello
+	[[ "$stderr" =~ snapshot\ ([0-9a-f-]+)\ \(log:\ agent-snap\ worker-log\ ([0-9a-f-]+)\)$ ]] ||
+		fail "stderr: $stderr"
+	id=${BASH_REMATCH[1]}
+	assert_equal "${BASH_REMATCH[2]}" "$id"
+	run -0 timeout 30 env -u XDG_STATE_HOME HOME=/proc/agentkit-no-home agent-wait "$id"
+	wait_for 10 eval 'agent-snap worker-log "$id" | grep -q "finalized completed"'
+	run -0 --separate-stderr host b agent-snap worker-log "$id"
+	assert_line --index 0 --regexp "^[0-9T:.Z-]+ agent-run\[[0-9]+\]: worker started: agent inline, .*, snapshot $id, parent \(none\), 1 input, "
+	assert_line --index 1 --regexp "^[0-9T:.Z-]+ agent-run\[[0-9]+\]: stderr goes to /dev/null: cannot create '/proc/agentkit-no-home/.local/state/agentkit/logs': No such file or directory$"
+	assert_line --index -1 --regexp "^[0-9T:.Z-]+ agent-run\[[0-9]+\]: finalized completed, finish reason stop$"
 }
 
 @test "16 writers on two hosts: no lost update" {

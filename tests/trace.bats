@@ -302,7 +302,7 @@ worker_logged() {
 	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
 	worker_logged "$id" "spans dropped"
 	# The worker: its invocation span and two turns of three spans.
-	[ "$(agent-snap worker-log "$id" | grep -c "^agent-run: trace: 7 spans dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s\$")" -eq 1 ]
+	[ "$(agent-snap worker-log "$id" | grep -c "^[^ ]* agent-run\[[0-9]*\]: trace: 7 spans dropped: the collector at http://127.0.0.1:$PORT/v1/traces did not answer within 1s\$")" -eq 1 ]
 	[ "$(($(ms) - t0))" -lt 8000 ]
 }
 
@@ -323,7 +323,7 @@ worker_logged() {
 	[[ $stderr == "agent-run: trace export failed: http://127.0.0.1:1/v1/traces: "* ]]
 	id=$(printf '%s\n' "$output" | jq -r .output.snapshotId)
 	worker_logged "$id" "trace export failed"
-	[ "$(agent-snap worker-log "$id" | grep -c '^agent-run: trace export failed: http://127.0.0.1:1/v1/traces: ')" -eq 1 ]
+	[ "$(agent-snap worker-log "$id" | grep -c '^[^ ]* agent-run\[[0-9]*\]: trace export failed: http://127.0.0.1:1/v1/traces: ')" -eq 1 ]
 }
 
 @test "console to stderr; grpc and unknown exporters turn tracing off with one note" {

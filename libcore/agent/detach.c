@@ -145,6 +145,7 @@ enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e)
 {
 	size_t base = out->len;
+	struct stat sb;
 	enum core_status st;
 	if ((st = store_logs_dir(store, out, e)) != CORE_OK)
 		return st;
@@ -159,8 +160,12 @@ enum core_status detach_log_path(const char *store, const char *id,
 	/* others must not plant or swap a worker's log: the LMDB store's own
 	 * directory check (a server store's logs have no store around them) */
 	if ((st = store_trust_dir(out->p + base, "worker log directory", STORE_DIR_NOFOLLOW,
-	                          NULL, e)) != CORE_OK)
+	                          &sb, e)) != CORE_OK)
 		return st;
+	if (!S_ISDIR(sb.st_mode)) {
+		errno = ENOTDIR;
+		return core_fail_sys(e, "cannot keep worker logs in '%s'", out->p + base);
+	}
 	if (core_buf_addf(out, "/%s.log", id))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;
@@ -228,19 +233,23 @@ void detach_close_others(int keep)
 			close(fd);
 }
 
-/* The worker's stdio: /dev/null in and out, the log for stderr. */
+/* The worker's stdio: /dev/null in and out, the log file for stderr, or
+ * /dev/null when there is none (log_path empty) or it cannot be opened:
+ * its lines are in the store either way. */
 static enum core_status worker_stdio(const char *log_path, struct core_err *e)
 {
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
 	if (null < 0)
 		return core_fail_sys(e, "cannot open /dev/null");
-	int log = open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW, 0600);
-	if (log < 0) {
-		core_fail_sys(e, "cannot open the worker log '%s'", log_path);
+	int log = log_path && *log_path ? open(log_path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC |
+	                           O_NOFOLLOW, 0600) : -1;
+	if (log >= 0) {
+		fchmod(log, 0600);      /* (never /dev/null's) */
+	} else if ((log = dup(null)) < 0) {
+		core_fail_sys(e, "cannot redirect the worker's stdio");
 		close(null);
 		return e->st;
 	}
-	fchmod(log, 0600);
 	if (dup2(null, 0) < 0 || dup2(null, 1) < 0 || dup2(log, 2) < 0) {
 		core_fail_sys(e, "cannot redirect the worker's stdio");
 		close(null);
@@ -754,6 +763,18 @@ void detach_queue_release(struct detach_queue *q)
 
 /* ---- the run ---- */
 
+void detach_log_store(const struct detach_run *d, int64_t at_ns, const char *text)
+{
+	struct core_err e = { 0 };
+	if (d->role == DETACH_WORKER && d->store && *d->store && *d->id &&
+	    pthread_equal(pthread_self(), d->thread)) {
+		store_log_append(*d->store, d->id, at_ns, text, &e);
+		/* a server's connection only for the line: the watcher's is
+		 * the one the worker holds (detach_run_worker()) */
+		store_park(*d->store);
+	}
+}
+
 /* One line on the worker's log (lost only when memory is). */
 static void wlog(const struct detach_run *d, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
@@ -822,6 +843,8 @@ static void log_started(const struct detach_run *d, const char *how)
 	                                       : DETACH_HEARTBEAT_INTERVAL_MS));
 	if (trace_id())
 		wlog(d, "trace %s", trace_id());
+	if (d->log_err.st)
+		wlog(d, "stderr goes to /dev/null: %s", d->log_err.msg);
 }
 
 /* The lease ran out (detach_watch_start()): the others read the row as
@@ -914,6 +937,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	const char *id = json_string_value(json_object_get(pending, "snapshotId"));
 	enum core_status st;
 	d->role = DETACH_WORKER;
+	d->thread = pthread_self();
 	if (d->pending != pending) {
 		json_decref(d->pending);
 		d->pending = json_incref((json_t *)pending);
@@ -923,6 +947,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 	store_close(*d->store);
 	*d->store = NULL;
 	st = store_open(d->store_path, &s, &e);
+	*d->store = s;                  /* the log's lines go through it */
 	if (!st)
 		st = detach_watch_start(d->store_path, d->pending, d->hb_interval_ms, d->wind_down_ms,
 		                        d->lease_ms, &d->watch, &e);
@@ -931,13 +956,13 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
 		if (p)
 			detach_ready(p, &e);
 		store_close(s);
+		*d->store = NULL;
 		return st;
 	}
 	/* Logged before the caller returns, so the log names the worker. */
 	log_started(d, "");
 	if (p)
 		detach_ready(p, NULL);
-	*d->store = s;
 	rt_detach(d->rt, s);
 	/* the watcher's connection is the one held while the turns run;
 	 * this one connects again to finalize */
@@ -973,6 +998,15 @@ static enum core_status write_pending(struct detach_run *d)
 	return CORE_OK;
 }
 
+/* The worker's stderr file, d->log, when this host can keep one (else
+ * empty, and d->log_err says why: the worker's stderr is /dev/null). */
+static void stderr_file(struct detach_run *d)
+{
+	memset(&d->log_err, 0, sizeof d->log_err);
+	if (detach_log_path(d->store_path, d->id, &d->log, &d->log_err))
+		core_buf_reset(&d->log);
+}
+
 enum core_status detach_here(struct detach_run *d, int in_flight)
 {
 	struct core_err e = { 0 };
@@ -980,8 +1014,8 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 	d->role = DETACH_NONE;
 	if ((st = write_pending(d)))
 		return st;
-	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e))
-	    || (st = detach_watch_start(d->store_path, d->pending, d->hb_interval_ms, d->wind_down_ms,
+	stderr_file(d);
+	if ((st = detach_watch_start(d->store_path, d->pending, d->hb_interval_ms, d->wind_down_ms,
 	                                d->lease_ms, &d->watch, &e))) {
 		abandon(d, d->pending, &e);
 		return st;
@@ -992,6 +1026,7 @@ enum core_status detach_here(struct detach_run *d, int in_flight)
 		rt_detach(d->rt, *d->store);
 	store_park(*d->store);          /* as detach_run_worker()'s */
 	d->role = DETACH_WORKER;
+	d->thread = pthread_self();
 	return CORE_OK;
 }
 
@@ -1016,8 +1051,7 @@ enum core_status detach_start(struct detach_run *d)
 	d->role = DETACH_NONE;
 	if ((st = write_pending(d)))
 		return st;
-	if ((st = detach_log_path(d->store_path, d->id, &d->log, &e)))
-		goto fail;
+	stderr_file(d);
 
 	/* The handle never crosses fork(); buffered output must not be
 	 * written twice, by the caller and by the worker. */

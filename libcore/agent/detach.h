@@ -11,7 +11,8 @@
  *   store_close()         the parent's handle never crosses fork()
  *   detach_fork()         double fork: the worker is a daemon (own session
  *                         and process group, stdin and stdout on /dev/null,
- *                         stderr on the log file, other fds closed)
+ *                         stderr on the log file if this host can keep one,
+ *                         other fds closed; the log's lines go to the store)
  *     parent:  detach_wait_ready(); the command prints the detached output
  *     worker:  detach_run_worker(): store_open() again,
  *              detach_watch_start() (its own handle), detach_ready(), run
@@ -25,13 +26,15 @@
  * detach_finish() runs the queue and finalizes.
  *
  * Nothing here prints or exits: the worker's log lines go to the command's
- * sink (its stderr is the log file), and the worker's exit is the
+ * sink (which writes them to the store with detach_log_store() and to its
+ * stderr, the log file when there is one), and the worker's exit is the
  * command's.  The lower-level functions below are what detach_start() is
- * made of; agent-snap and agent-wait use the log names.
+ * made of; agent-snap uses the stderr files' names.
  */
 #ifndef CORE_DETACH_H
 #define CORE_DETACH_H
 
+#include <pthread.h>
 #include <stdint.h>
 #include <sys/types.h>
 
@@ -62,12 +65,15 @@ enum core_status detach_pending(struct store *s, const char *session_id,
                                 int64_t hb_timeout_ms, json_t **row, struct core_err *e);
 
 /*
- * The worker's log file for snapshot id: ID.log in store_logs_dir() of the
- * store location (STORE/logs beside a directory store; this host's
- * ~/.local/state/agentkit/logs for a store on a server), the directory
- * created 0700.  Appends the path to out.  The directory must pass
- * store_trust_dir() (no symlink, the user's, writable by nobody else):
- * CORE_ESYS "refusing worker log directory 'D': ..." otherwise.
+ * The worker's stderr file for snapshot id (its log lines, and whatever
+ * else the process writes there: docs/detach.md): ID.log in
+ * store_logs_dir() of the store location (STORE/logs beside a directory
+ * store; this host's ~/.local/state/agentkit/logs for a store on a
+ * server), the directory created 0700.  Appends the path to out.  The
+ * directory must pass store_trust_dir() (no symlink, the user's, writable
+ * by nobody else): CORE_ESYS "refusing worker log directory 'D': ..."
+ * otherwise, and "cannot keep worker logs in 'D': Not a directory".  A
+ * detach that gets an error here goes on without the file.
  */
 enum core_status detach_log_path(const char *store, const char *id,
                                  struct core_buf *out, struct core_err *e);
@@ -85,6 +91,19 @@ enum core_status detach_log_name(const char *store, const char *id,
  * errors are ignored (the row is gone either way). */
 void detach_log_remove(const char *id, void *store_dir);
 
+/*
+ * One line of the running worker's log in the store (store_log_append()
+ * for d's row, on the worker's main handle, *d->store): text as the
+ * command formats it, at at_ns.  Nothing outside a worker (role
+ * DETACH_WORKER), without a handle, or on another thread than the
+ * worker's (d->thread: a handle is one thread's at a time); a failure is
+ * ignored (the line still goes to the worker's stderr: the command's
+ * business), so a log never fails a run.  The handle is parked after the
+ * line (store_park()): a worker holds the watcher's connection only.
+ */
+struct detach_run;
+void detach_log_store(const struct detach_run *d, int64_t at_ns, const char *text);
+
 /* Which side of detach_fork() this process is on. */
 struct detach_proc {
 	int worker;     /* 1 in the worker, 0 in the caller */
@@ -96,9 +115,10 @@ struct detach_proc {
  * Double fork.  The caller returns with p->worker == 0 once the
  * intermediate child has exited; the worker (grandchild, reparented to
  * init) returns with p->worker == 1 in its own session and process group,
- * stdin and stdout on /dev/null, stderr appending to log_path
- * (created 0600), every other descriptor closed, SIGHUP ignored.  The
- * working directory is kept (agent, tool and script paths may be
+ * stdin and stdout on /dev/null, stderr appending to log_path (created
+ * 0600; NULL, empty or one that cannot be opened: /dev/null, since the
+ * log's lines are in the store), every other descriptor closed, SIGHUP
+ * ignored.  The working directory is kept (agent, tool and script paths may be
  * relative), and so is the umask.  Errors (the caller's side only):
  * CORE_ESYS.
  */
@@ -264,15 +284,20 @@ struct detach_run {
 	                                   invocation with it after running them */
 	enum detach_role role;
 	char id[DETACH_ID_MAX + 1];     /* the pending row, once written */
-	struct core_buf log;            /* the worker's log file, once named */
+	struct core_buf log;            /* the worker's stderr file, once named
+	                                   (empty: none, its stderr is /dev/null) */
+	struct core_err log_err;        /* why there is none (st CORE_OK: there is) */
 	enum core_status worker_st;     /* the worker: how the row was finalized */
 	struct detach_watch *watch;     /* the worker's watcher, while it runs */
+	pthread_t thread;               /* the worker's thread, the one that uses
+	                                   *store (detach_log_store()) */
 	json_t *pending;                /* the pending row as written */
 };
 
 /*
  * Detach with the queued inputs (§2.2): the capability check (a store),
- * the pending row chained to rt's last committed row, the log path, then
+ * the pending row chained to rt's last committed row, the stderr file's
+ * path (none: the worker's stderr is /dev/null, d->log_err says why), then
  * *store is closed (and NULL) and the process forks.  CORE_OK on both
  * sides: in the caller (role DETACH_CALLER, the worker has started: print
  * {id, session}) and in the worker (role DETACH_WORKER, after
@@ -310,7 +335,7 @@ enum core_status detach_run_worker(struct detach_run *d, const json_t *pending,
  * Detach without a fork, for a process that already outlives its caller
  * (agent-run's back process, docs/detach.md "Eager intake"): the
  * capability check, the pending row chained to rt's last committed row,
- * the log path and the watcher (its own store handle); then rt_detach()
+ * the stderr file's path and the watcher (its own store handle); then rt_detach()
  * with the command's handle kept, or, with in_flight, rt_detach_turn(): the
  * turn in flight (this is called from inside it) goes on detached.  On
  * CORE_OK the role is DETACH_WORKER: the command prints the detached
@@ -322,8 +347,8 @@ enum core_status detach_here(struct detach_run *d, int in_flight);
 
 /*
  * The in-place worker's stdio (after the detached output is printed):
- * stdin and stdout on /dev/null, stderr appending to the log, SIGHUP
- * ignored; then its first log line.  Its session, process group and other
+ * stdin and stdout on /dev/null, stderr appending to its file (or
+ * /dev/null), SIGHUP ignored; then its first log line.  Its session, process group and other
  * descriptors are the command's to arrange.  CORE_ESYS.
  */
 enum core_status detach_daemonize(struct detach_run *d);
@@ -340,7 +365,7 @@ enum core_status detach_finish(struct detach_run *d);
  * For rt's cancelled(), on the thread that runs the worker. */
 int detach_aborted(const struct detach_run *d);
 
-/* Free the queue, the log path and the pending row (the borrowed members
+/* Free the queue, the stderr file's path and the pending row (the borrowed members
  * stay). */
 void detach_run_release(struct detach_run *d);
 

@@ -23,6 +23,8 @@ const struct store_backend store_lmdb_backend = {
 	.session_lock = lm_session_lock,
 	.session_unlock = lm_session_unlock,
 	.append = 1,
+	.log_append = lm_log_append,
+	.log_lines = lm_log_lines,
 	/* every meta and state record begins with its format's version
 	 * byte (lm.h), 1 in all of them: no store-wide steps to apply */
 	.format_version = 1,

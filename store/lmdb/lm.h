@@ -75,6 +75,11 @@
  *            (be64 of the time with the sign bit flipped: byte order is
  *            time order, so "latest" is one cursor seek)
  *   sess   sessionId -> be64 number of rows
+ *   wlog   u8 len | snapshotId | be64 n -> be64 at (ns, time_key) | the
+ *            line's text: a detached worker's log lines (wlog.c), n from
+ *            0 in append order; deleted with their row.  A store made
+ *            before it gets it at its next read-write open (a read-only
+ *            one reads as having no lines): no format version changes
  *
  * Heartbeats and metadata reads touch only meta; a turn writes its new
  * messages, one state row and one meta row.  Status changes bump a futex
@@ -107,7 +112,7 @@
 #define MSG_HDR 40              /* prev seq | prev hash */
 #define BATCH 256
 
-enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_N };
+enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_N };
 
 /* One LMDB environment per store per process (LMDB forbids two). */
 struct env {
@@ -123,6 +128,8 @@ struct env {
 	size_t mapmax;          /* and its limit (AGENTKIT_STORE_MAPSIZE_MAX) */
 	uint32_t *wake;
 	char *path;
+	int has_wlog;           /* the wlog DBI is open (a read-only open of an
+	                           older store: not there) */
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
 	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
@@ -293,8 +300,16 @@ int lm_latest_id(struct env *v, MDB_txn *t, const char *sid, char *id);
  */
 int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
                  int *changed, struct wctx *w);
-/* Delete row id (absent: a no-op) with its state and index entries. */
+/* Delete row id (absent: a no-op) with its state, index entries and
+ * worker log lines. */
 int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e);
+
+/* The wlog key of line n of row id into k (LM_WLOG_KEY_MAX bytes); its
+ * length.  Its first length - 8 bytes are the row's prefix. */
+#define LM_WLOG_KEY_MAX (1 + STORE_ID_MAX + 8)
+size_t lm_wlog_key(unsigned char *k, const char *id, uint64_t n);
+/* Whether key k is a line of the row whose prefix is pre[0..len). */
+int lm_wlog_ours(const MDB_val *k, const unsigned char *pre, size_t len);
 
 /* Up to BATCH snapshot IDs of a session from its index, continuing after
  * the key in last[0..lastlen) (lastlen 0: from the start). */
@@ -306,6 +321,19 @@ struct idbatch {
 };
 int lm_index_batch(struct env *v, MDB_txn *t, const char *sid, int backward,
                    struct idbatch *b);
+
+/* ---- ops.c ---- */
+
+/*
+ * Run op inside a write transaction: growing the map and retrying on
+ * MDB_MAP_FULL, waking waiters after the commit when op says a status
+ * changed.  op returns an MDB/errno code, or -1 with e filled.  what
+ * names the write in messages.
+ */
+typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
+                        struct wctx *w);
+enum core_status lm_run_write(struct lmdb_store *s, const char *what, write_op op,
+                              void *ctx, struct core_err *e);
 
 /* ---- the operations (backend.c's table; see backend.h) ---- */
 
@@ -338,5 +366,9 @@ enum core_status lm_prune_session(struct store *s, const char *session_id,
 enum core_status lm_session_lock(struct store *s, const char *session_id,
                                  int64_t timeout_ms, struct core_err *e);   /* lock.c */
 void lm_session_unlock(struct store *s, const char *session_id);          /* lock.c */
+enum core_status lm_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
+                               const char *text, struct core_err *e);      /* wlog.c */
+enum core_status lm_log_lines(struct store *s, const char *snapshot_id, store_log_fn fn,
+                              void *ctx, struct core_err *e);            /* wlog.c */
 
 #endif

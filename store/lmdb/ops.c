@@ -193,16 +193,9 @@ static int write_cause(const struct env *v, int rc)
 	return left < (1u << 20) ? ENOSPC : rc;
 }
 
-/*
- * Run op inside a write transaction: growing the map and retrying on
- * MDB_MAP_FULL, waking waiters after the commit when op says a status
- * changed.  op returns an MDB/errno code, or -1 with e filled.
- */
-typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
-                        struct wctx *w);
-
-static enum core_status run_write(struct lmdb_store *s, const char *what, write_op op,
-                                  void *ctx, struct core_err *e)
+/* Run op inside a write transaction (lm.h). */
+enum core_status lm_run_write(struct lmdb_store *s, const char *what, write_op op,
+                              void *ctx, struct core_err *e)
 {
 	struct env *v = s->e;
 	struct wctx w = { e, CORE_BUF_INIT(CORE_BUF_UNLIMITED),
@@ -292,7 +285,7 @@ enum core_status lm_save(struct store *h, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e)
 {
 	struct save_ctx c = { id, flags, base, fn, ctx, 0, NULL, NULL };
-	enum core_status st = run_write(lm_store(h), "save snapshot", save_op, &c, e);
+	enum core_status st = lm_run_write(lm_store(h), "save snapshot", save_op, &c, e);
 	if (st == CORE_OK && persisted && c.next)
 		*persisted = json_incref(c.next);
 	json_decref(c.seen);
@@ -333,7 +326,7 @@ enum core_status lm_put_stream(struct store *h, const struct store_rows *src,
                                size_t *count, struct core_err *e)
 {
 	struct put_ctx c = { src, 0 };
-	enum core_status st = run_write(lm_store(h), "import snapshots", put_op, &c, e);
+	enum core_status st = lm_run_write(lm_store(h), "import snapshots", put_op, &c, e);
 	if (st == CORE_OK && count)
 		*count = c.n;
 	return st;
@@ -426,7 +419,7 @@ static enum core_status delete_rows(struct lmdb_store *s, const char *what,
 	enum core_status st;
 	c->gone = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	c->want_ids = fn != NULL;
-	if ((st = run_write(s, what, delete_op, c, e)) == CORE_OK) {
+	if ((st = lm_run_write(s, what, delete_op, c, e)) == CORE_OK) {
 		report_gone(c, fn, ctx);
 		*deleted = c->deleted;
 	}

@@ -266,6 +266,45 @@ int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
 	return index_row(v, t, &o, id, sid, tkey);
 }
 
+/* ---- the worker log's keys (wlog.c) ---- */
+
+size_t lm_wlog_key(unsigned char *k, const char *id, uint64_t n)
+{
+	size_t len = strlen(id);
+	k[0] = (unsigned char)len;
+	memcpy(k + 1, id, len);
+	put_be64(k + 1 + len, n);
+	return 1 + len + 8;
+}
+
+int lm_wlog_ours(const MDB_val *k, const unsigned char *pre, size_t len)
+{
+	return k->mv_size == len + 8 && !memcmp(k->mv_data, pre, len);
+}
+
+/* Delete row id's worker log lines (none: a no-op). */
+static int wlog_delete(struct env *v, MDB_txn *t, const char *id)
+{
+	unsigned char key[LM_WLOG_KEY_MAX];
+	size_t pn = lm_wlog_key(key, id, 0) - 8;
+	MDB_val k = { pn + 8, key }, d;
+	MDB_cursor *c;
+	int rc;
+	if (!v->has_wlog)
+		return 0;
+	if ((rc = mdb_cursor_open(t, v->dbi[DB_WLOG], &c)))
+		return rc;
+	/* seek the first line again after each deletion: a cursor's place
+	 * after mdb_cursor_del() is LMDB's to define */
+	while ((rc = mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)) == 0 && lm_wlog_ours(&k, key, pn) &&
+	       !(rc = mdb_cursor_del(c, 0))) {
+		k.mv_size = pn + 8;
+		k.mv_data = key;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e)
 {
 	MDB_val k = { strlen(id), (void *)id };
@@ -274,7 +313,8 @@ int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e)
 	int rc;
 	if ((rc = old_row(v, t, id, &o, e)) || !o.exists)
 		return rc;
-	if ((rc = lm_delete_state(v, t, id)) || (rc = mdb_del(t, v->dbi[DB_META], &k, NULL)))
+	if ((rc = lm_delete_state(v, t, id)) || (rc = mdb_del(t, v->dbi[DB_META], &k, NULL)) ||
+	    (rc = wlog_delete(v, t, id)))
 		return rc;
 	k.mv_size = bysess_key(ik, o.sid, o.tkey, id);
 	k.mv_data = ik;

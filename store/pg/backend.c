@@ -30,4 +30,6 @@ const struct store_backend store_pg_backend = {
 	.session_lock = pg_session_lock,
 	.session_unlock = pg_session_unlock,
 	.park = pg_park,
+	.log_append = pg_log_append,
+	.log_lines = pg_log_lines,
 };

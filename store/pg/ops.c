@@ -745,6 +745,11 @@ static enum core_status delete_op(struct pg_store *s, void *ctx, struct core_err
 			if ((st = pg_exec(s, "SELECT agentkit_drop($1)", 1, p, &r,
 			                  c->prune ? "prune" : "delete session", e)) == CORE_OK)
 				PQclear(r);
+			/* the rows' worker log lines go in the same transaction */
+			if (st == CORE_OK &&
+			    (st = pg_exec(s, "DELETE FROM agentkit_worker_log WHERE snapshot_id = ANY ($1)",
+			                  1, p, &r, c->prune ? "prune" : "delete session", e)) == CORE_OK)
+				PQclear(r);
 		}
 	}
 	core_buf_release(&arr);

@@ -203,7 +203,21 @@ static const char step2[] =
 	"  PERFORM pg_notify('" PG_CHANNEL "', i) FROM unnest(ids) AS i;"
 	"  END $$;";
 
-static const char *const steps[] = { step1, step2 };
+/*
+ * Step 3: detached workers' log lines (store_log_append()), so any host
+ * reads them and a deletion takes them with its rows.  line_id orders a
+ * row's lines (one worker appends them, each committed before the next);
+ * an identity needs no grant beyond INSERT on the table.
+ */
+static const char step3[] =
+	"CREATE TABLE agentkit_worker_log ("
+	" snapshot_id text COLLATE \"C\" NOT NULL,"
+	" line_id bigint GENERATED ALWAYS AS IDENTITY,"
+	" at_ns bigint NOT NULL,"
+	" body text NOT NULL,"
+	" PRIMARY KEY (snapshot_id, line_id));";
+
+static const char *const steps[] = { step1, step2, step3 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*

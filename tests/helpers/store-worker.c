@@ -21,6 +21,9 @@
  *     turn SID ID PARENT TEXT        a turn row: the parent's messages plus
  *                                    a user and a model message
  *     hammer SID                     write turn rows forever (kill -9 test)
+ *     log ID N TEXT                  append N worker log lines "TEXT 1"..
+ *                                    (TEXT alone when N is 1); prints
+ *                                    {"appended": N, "usPerAppend": mean}
  *     subscribe ID TIMEOUT           print the status, then every change,
  *                                    until terminal/missing/TIMEOUT
  *     history SID                    a long-lived writer of one session:
@@ -316,6 +319,28 @@ static enum core_status run_worker(struct store *s, const char *id, int64_t inte
 	return st;
 }
 
+/* log ID N TEXT: N appends, timed. */
+static enum core_status log_lines(struct store *s, const char *id, long n, const char *text,
+                                  struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
+	int64_t t0 = core_now_ns();
+	long k;
+	for (k = 1; k <= n && st == CORE_OK; k++) {
+		core_buf_reset(&b);
+		if (n == 1 ? core_buf_adds(&b, text) : core_buf_addf(&b, "%s %ld", text, k))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+		else
+			st = store_log_append(s, id, core_now_ns(), b.p, e);
+	}
+	if (st == CORE_OK)
+		printf("{\"appended\":%ld,\"usPerAppend\":%.1f}\n", n,
+		       n ? (double)(core_now_ns() - t0) / 1000.0 / (double)n : 0.0);
+	core_buf_release(&b);
+	return st;
+}
+
 int main(int argc, char **argv)
 {
 	struct core_buf path = CORE_BUF_INIT(4096);
@@ -410,6 +435,9 @@ int main(int argc, char **argv)
 	} else if (!strcmp(cmd, "history")) {
 		NEED(1);
 		st = run_history(s, path.p, argv[0], &e);
+	} else if (!strcmp(cmd, "log")) {
+		NEED(3);
+		st = log_lines(s, argv[0], atol(argv[1]), argv[2], &e);
 	} else if (!strcmp(cmd, "subscribe")) {
 		int64_t end;
 		char last[32] = "";
