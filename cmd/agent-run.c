@@ -117,7 +117,8 @@ static const struct cli_exitcode exits[] = {
 	{ 2, "aborted (max turns; SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run)" },
 	{ 4, "not found: the agent, a tool, the model or the snapshot" },
 	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
-	  "with --on-busy fail)" },
+	  "with --on-busy fail); the model's key or credential is not set (UNAUTHENTICATED, "
+	  "found before the first turn)" },
 	{ 6, "interrupted: a tool interrupted; resume with a {\"resume\":...} input" },
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
@@ -473,8 +474,9 @@ static void models_hint(void)
 	fprintf(stderr, " (agent-run --list-models)\n");
 }
 
-/* The agent and its extensions (ext); its model is checked before any
- * turn starts (except for --describe, which describes it as it is). */
+/* The agent and its extensions (ext); its model and the model's
+ * credentials are checked before any turn starts (except for --describe,
+ * which describes it as it is). */
 static enum core_status load_agent(struct run *r)
 {
 	struct invocation *inv = &r->inv;
@@ -489,12 +491,20 @@ static enum core_status load_agent(struct run *r)
 		st = agent_ext_load(inv->agent, &r->opts.xspec, &inv->ext, &e);
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&inv->out, &e);
-	if (inv->agent->model && !r->opts.describe && (st = model_check(inv->agent->model, &e))) {
+	if (!inv->agent->model || r->opts.describe)
+		return CORE_OK;
+	if ((st = model_check(inv->agent->model, &e))) {
 		init_failed(&inv->out, &e);
 		/* A models file that cannot be read is no misspelt model. */
 		if (strncmp(e.msg, "models file", 11))
 			models_hint();
+		return st;
 	}
+	/* Its key before anything runs (a custom agent's handler picks its
+	 * models and may call none). */
+	if (!agent_ext_is_custom(inv->ext) &&
+	    (st = model_check_credentials(inv->agent->model, inv->agent->key_file, &e)))
+		init_failed(&inv->out, &e);
 	return st;
 }
 
