@@ -96,7 +96,7 @@ static struct cli_opt opts[] = {
 	  "output and states (cut at 64K)" },
 	{ OPT_TRACE_NAMES, "trace-names", "NAMES", "span names: genkit (default) or semconv (invoke_agent, "
 	  "chat, execute_tool)" },
-	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit; a table on a terminal (--format text), else NDJSON" },
 	{ OPT_MCP_CONFIG, "mcp-config", "FILE", "start the MCP servers of FILE ({\"mcpServers\": ...}, "
 	  "as .mcp.json) and give the agent their tools (repeatable; also $AGENTKIT_MCP_CONFIG, "
 	  "colon-separated; docs/mcp.md)" },
@@ -114,8 +114,10 @@ static struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "completed with a usable result (finish reason stop, other, unknown or empty); detached" },
 	{ 1, "the turn failed (a model or tool failure)" },
-	{ 2, "aborted (max turns; SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run)" },
-	{ 4, "not found: the agent, a tool, the model or the snapshot" },
+	{ 2, "aborted: max turns (the output's error status ABORTED), or SIGINT, SIGTERM, SIGHUP "
+	  "or a closed stdout stopped the run (CANCELLED)" },
+	{ 4, "not found: the agent, a tool, the model, the snapshot or a file the command line "
+	  "names" },
 	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
 	  "with --on-busy fail); the model's key or credential is not set (UNAUTHENTICATED, "
 	  "found before the first turn)" },
@@ -259,7 +261,7 @@ static enum core_status init_failed(struct output *o, const struct core_err *e)
 	return e->st;
 }
 
-/* agent-run --list: the agents on the agent path, one per line. */
+/* agent-run --list: the agents on the agent path, a table (text) or one NDJSON line each. */
 static enum core_status list_agents(struct output *o, const char *agents_dir)
 {
 	struct core_err e = { 0 };
@@ -267,7 +269,7 @@ static enum core_status list_agents(struct output *o, const char *agents_dir)
 	enum core_status st = agent_ext_list(agents_dir, &list, &e);
 	if (st)
 		return cli_report(&e);
-	if ((st = output_lines(o, list)) && st != CORE_EPIPE)
+	if ((st = output_agents(o, list)) && st != CORE_EPIPE)
 		cli_report(&o->err);
 	json_decref(list);
 	return st;
@@ -283,21 +285,27 @@ static enum core_status list_models(struct output *o, const char *key_file)
 	struct core_err e = { 0 };
 	json_t *rows = NULL, *row;
 	size_t i;
-	int failed;
+	int failed, width = 10;
 	if (!key_file)
 		key_file = getenv("AGENTKIT_KEY_FILE");
 	enum core_status st = model_list(key_file, &rows, &failed, &e);
 	if (st)
 		return cli_report(&e);
+	/* The name column: the widest name and a space (10 at least). */
+	json_array_foreach(rows, i, row) {
+		size_t n = strlen(json_string_value(json_object_get(row, "provider")));
+		if ((int)n + 1 > width && n < 80)
+			width = (int)n + 1;
+	}
 	json_array_foreach(rows, i, row) {
 		const json_t *err = json_object_get(row, "error");
 		if (err)
 			cli_warn("%s", json_string_value(json_object_get(err, "message")));
-		if ((st = output_model(o, row, NULL)))
+		if ((st = output_model(o, row, width, NULL)))
 			break;
 	}
 	if (!st)
-		st = output_model(o, NULL, getenv("AGENTKIT_MODEL"));
+		st = output_model(o, NULL, width, getenv("AGENTKIT_MODEL"));
 	json_decref(rows);
 	if (st && st != CORE_EPIPE)
 		cli_report(&o->err);
@@ -367,8 +375,11 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_MAX_TURNS: {
 		char *end;
 		long n = strtol(arg, &end, 10);
-		if (*arg == 0 || *end || n < 1 || n > 1000000)
-			return cli_usage("max turns must be greater than 0, got '%s'", arg);
+		if (*arg == 0 || *end)
+			return cli_usage("--max-turns: '%s' is not a number (give a count of "
+			                 "rounds, 1 or more)", arg);
+		if (n < 1 || n > 1000000)
+			return cli_usage("--max-turns must be from 1 to 1000000, got '%s'", arg);
 		spec->max_turns = (int)n;
 		break;
 	}
@@ -482,7 +493,7 @@ static enum core_status load_agent(struct run *r)
 	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
 	enum core_status st = agent_load(&r->opts.spec, &inv->agent, &e);
-	if (st == CORE_ENOTFOUND && !inv->agent) {
+	if (st == CORE_ENOTFOUND && !inv->agent && !strncmp(e.msg, "agent '", 7)) {
 		init_failed(&inv->out, &e);
 		cli_warn("agent-run --list lists the agents; to send text use -m TEXT");
 		return st;

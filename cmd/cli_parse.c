@@ -261,11 +261,13 @@ int cli_next(int argc, char **argv, const char **arg)
 	case '?':
 		if (optopt && optopt < CLI_LONG)
 			cli_usage("unknown option '-%c'", optopt);
-		else if (near_option(argv[optind - 1]))
-			cli_usage("unknown option '%s' (did you mean '--%s'?)", argv[optind - 1],
+		else if (near_option(argv[optind - 1]))   /* the name, not its "=value" */
+			cli_usage("unknown option '%.*s' (did you mean '--%s'?)",
+			          (int)strcspn(argv[optind - 1], "="), argv[optind - 1],
 			          near_option(argv[optind - 1]));
 		else
-			cli_usage("unknown option '%s'", argv[optind - 1]);
+			cli_usage("unknown option '%.*s'", (int)strcspn(argv[optind - 1], "="),
+			          argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);
 	case ':':
 		if (optopt && optopt < CLI_LONG)

@@ -94,7 +94,7 @@ tool_saw() { grep -q "^$1=" "$BATS_TEST_TMPDIR/tool.env"; }
 	! tool_saw OLLAMA_API_KEY || fail "the tool saw OLLAMA_API_KEY"
 	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep '^ollama' <<<"$output")" "ollama    key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
+	assert_equal "$(grep '^ollama' <<<"$output")" "ollama           key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
 	unset OLLAMA_API_KEY
 	turns ollama ol-test-1234 '{"text":"done"}'
 	# A key file (another provider's key) never goes to Ollama.
@@ -168,7 +168,7 @@ JSON
 {\"provider\":\"claude\",\"dialect\":\"anthropic\",\"keyVariables\":[\"CLAUDE_KEY\"],\"keyFrom\":\"CLAUDE_KEY\",\"baseUrl\":\"http://127.0.0.1:$CLAUDE_PORT/\",\"headers\":[\"anthropic-beta\"],\"query\":[],\"models\":[],\"modelsFile\":\"$XDG_CONFIG_HOME/agentkit/models.json\"}"
 	assert_equal "$(wc -l <local.ndjson)$(wc -l <claude.ndjson)" 11
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep -A1 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+	assert_equal "$(grep -A1 '^local' <<<"$output")" "local            key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
   local/fast"
 }
 
@@ -221,7 +221,7 @@ JSON
 	run -0 --separate-stderr agent-run --list-models
 	assert_equal "$(jq -r 'select(.provider == "gw") | .keyFrom' <<<"$output")" "credential command"
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep '^gw' <<<"$output")" "gw        key from credential command, http://127.0.0.1:$GW_PORT/v1"
+	assert_equal "$(grep '^gw' <<<"$output")" "gw               key from credential command, http://127.0.0.1:$GW_PORT/v1"
 	# Listing never runs the command.
 	assert_equal "$(wc -l <cred.count)" 2
 }
@@ -423,7 +423,7 @@ JSON
 		'["local",["local/qwen2.5-coder:7b","local/llama-3.1-8b"]]
 ["lab",["lab/fast"]]'
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep -A2 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+	assert_equal "$(grep -A2 '^local' <<<"$output")" "local            key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
   local/qwen2.5-coder:7b
   local/llama-3.1-8b"
 	# Completion: the endpoints and their models, asking none of them.

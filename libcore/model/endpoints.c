@@ -383,15 +383,13 @@ static enum core_status load_file(void)
 			return CORE_OK;
 	}
 	if (core_buf_read_file(&b, tab.path, &tab.err)) {
-		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
+		int absent = tab.err.st == CORE_ENOTFOUND;
 		core_buf_release(&b);
 		if (absent && !(named && *named)) {
 			memset(&tab.err, 0, sizeof tab.err);
 			return CORE_OK;
 		}
-		if (absent)
-			tab.err.st = CORE_ENOTFOUND;
-		else if (tab.err.st == CORE_ETOOBIG)
+		if (tab.err.st == CORE_ETOOBIG)
 			return core_fail(&tab.err, CORE_EINVAL, "models file: over %zu bytes (at %s)",
 			                 FILE_MAX, tab.path);
 		core_err_prefix(&tab.err, "models file (AGENTKIT_MODELS_FILE)");
