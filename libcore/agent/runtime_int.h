@@ -58,7 +58,12 @@ struct runtime {
 	enum core_status end_st; /* the status of the error that ended it */
 	json_t *usage;
 	json_t *turn_usage;     /* the turn in flight's share of usage */
+	char *turn_text;        /* the user text of the turn in flight, cut to
+	                           RT_INPUT_MAX, until it commits; NULL for none */
 };
+
+/* How much of an uncommitted turn's user text a row records (rt_row_info). */
+#define RT_INPUT_MAX 4096
 
 /* How a turn ended: err.st is CORE_OK or the failure's status, err.msg
  * its message. */
