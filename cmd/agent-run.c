@@ -229,6 +229,8 @@ struct run_opts {
 struct run {
 	struct run_opts opts;
 	struct invocation inv;          /* the run itself (invocation.h) */
+	char **args;                    /* argv as given, before options were read */
+	int nargs;
 };
 
 static enum core_status out_write(void *ctx, const char *p, size_t n, struct core_err *e)
@@ -685,6 +687,58 @@ static enum core_status print_detached(void *ctx)
 	return st;
 }
 
+/*
+ * Text mode, a turn that paused on a tool interrupt: the command that
+ * resumes it, its input answering every interrupted request (ANSWER
+ * stands for each tool's output, any JSON value): the same command line
+ * without its inputs and the options that pick the session, then
+ * --session SID.  A client-managed run has no session to resume by.
+ */
+static void resume_hint(struct run *r)
+{
+	static const int drop[] = { OPT_MESSAGE, OPT_SESSION, OPT_SNAPSHOT, OPT_CONTINUE,
+	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, 0 };
+	const json_t *out = r->inv.output, *part;
+	const char *reason = json_string_value(json_object_get(out, "finishReason"));
+	struct core_buf cmd = CORE_BUF_INIT(CORE_BUF_UNLIMITED), names = CORE_BUF_INIT(4096);
+	struct core_buf js = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *respond = json_array(), *input = NULL;
+	size_t i;
+	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store || !respond)
+		goto out;
+	json_array_foreach(json_object_get(json_object_get(out, "message"), "content"), i, part) {
+		const json_t *req = json_object_get(part, "toolRequest");
+		if (!req || !json_object_get(json_object_get(part, "metadata"), "interrupt"))
+			continue;
+		json_t *ans = json_pack("{s:{s:O,s:O*,s:s}}", "toolResponse", "name",
+		                        json_object_get(req, "name"), "ref",
+		                        json_object_get(req, "ref"), "output", "ANSWER");
+		if (!ans || json_array_append_new(respond, ans))
+			goto out;
+		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "",
+		              json_string_value(json_object_get(req, "name")),
+		              json_object_get(req, "ref") ? " (ref " : "",
+		              json_string_value(json_object_get(req, "ref")) ?
+		              json_string_value(json_object_get(req, "ref")) : "",
+		              json_object_get(req, "ref") ? ")" : "");
+	}
+	if (!json_array_size(respond) ||
+	    !(input = json_pack("{s:{s:O}}", "resume", "respond", respond)) ||
+	    jv_dump(input, &js) || core_buf_adds(&cmd, "echo") ||
+	    cli_command_line(&js.p, 1, drop, &cmd) || core_buf_adds(&cmd, " |") ||
+	    cli_command_line(r->args, r->nargs, drop, &cmd) ||
+	    core_buf_addf(&cmd, " --session %s", rt_session_id(r->inv.rt)))
+		goto out;
+	cli_warn("interrupted: %s waits for an answer; resume it with (ANSWER: the tool's "
+	         "output, any JSON value):\n  %s", names.p ? names.p : "", cmd.p);
+out:
+	core_buf_release(&js);
+	json_decref(input);
+	json_decref(respond);
+	core_buf_release(&cmd);
+	core_buf_release(&names);
+}
+
 /* The final line of an attached run: {"output": AgentOutput} (or, with
  * --format text, a summary on stderr); its status is the exit status. */
 static enum core_status print_output(struct run *r)
@@ -702,14 +756,15 @@ static enum core_status print_output(struct run *r)
 	if (err && sig && err_status && !strcmp(err_status, "CANCELLED"))
 		/* The output keeps Genkit's CANCELLED "context canceled"; people
 		 * who pressed Ctrl-C read what happened. */
-		cli_warn("interrupted%s", sig == SIGINT ? "" : sig == SIGTERM ? " by SIGTERM"
+		cli_warn("stopped%s", sig == SIGINT ? "" : sig == SIGTERM ? " by SIGTERM"
 		         : " by SIGHUP");
 	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (o->format == OUTPUT_TEXT)     /* "agent-run: stop, session S, ..., 30 out" */
+	if (o->format == OUTPUT_TEXT) {   /* "agent-run: stop, session S, ..., 30 out" */
 		output_summary(o, cli_progname, r->inv.output, rt_session_id(r->inv.rt),
 		               rt_usage(r->inv.rt), trace_id());
-	else if (!o->st)
+		resume_hint(r);
+	} else if (!o->st)
 		o->st = output_final(o, r->inv.output);
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
@@ -761,6 +816,13 @@ int main(int argc, char **argv)
 	key_file_help();
 	cli_start(&prog);
 	invocation_init(&r.inv, &sink);
+	/* The words as given, for resume_hint(): getopt reorders argv. */
+	if (!(r.args = calloc((size_t)argc + 1, sizeof *r.args))) {
+		st = report_oom();
+		goto out;
+	}
+	memcpy(r.args, argv, (size_t)argc * sizeof *argv);
+	r.nargs = argc;
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	cli_protect_secrets();
 	if ((st = parse_options(argc, argv, &r.opts)))
@@ -810,6 +872,7 @@ out:
 	invocation_close(&r.inv, st);
 	free(r.opts.messages);
 	free(r.opts.tools);
+	free(r.args);
 	free(r.opts.mcp_configs);
 	/* The front of a split run exits as its back did. */
 	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);

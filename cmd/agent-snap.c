@@ -110,9 +110,11 @@ static const struct cli_sub subs[] = {
 	  "Prints one line per session, most recently updated first: "
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
-	  "\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
-	  "terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
-	  "TIME those updated since then.", run_sessions },
+	  "\"agent\", \"model\", \"title\" (the first user text, shortened), "
+	  "\"finishReason\" (the latest row's, when it has one)}; on a terminal, a "
+	  "table, whose STATUS reads \"interrupted\" for a completed row that paused "
+	  "on a tool interrupt.  --agent NAME keeps the sessions of that agent, "
+	  "--since TIME those updated since then.", run_sessions },
 	{ "show", "SID", 1, 1, "SID", CLI_SESSION,
 	  NULL, SNAP_AGENT,
 	  "Prints the conversation of the session's latest row (or of the "
@@ -308,6 +310,8 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	const char *updated = json_string_value(json_object_get(l, "updatedAt"));
 	const char *agent = json_string_value(json_object_get(l, "agent"));
 	const char *title = json_string_value(json_object_get(l, "title"));
+	const char *status = json_string_value(json_object_get(l, "status"));
+	const char *reason = json_string_value(json_object_get(l, "finishReason"));
 	char when[20] = "-";
 	if (updated && strlen(updated) >= 19) {
 		memcpy(when, updated, 19);
@@ -315,9 +319,11 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 		when[19] = 0;
 	}
 	struct core_buf b = CORE_BUF_INIT(1 << 16);
-	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-9s %5lld  %-12s  %s\n",
-		json_string_value(json_object_get(l, "sessionId")), when,
-		json_string_value(json_object_get(l, "status")),
+	/* A paused turn is what a person must answer: its own word here. */
+	if (status && !strcmp(status, "completed") && reason && !strcmp(reason, "interrupted"))
+		status = "interrupted";
+	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-11s %5lld  %-12s  %s\n",
+		json_string_value(json_object_get(l, "sessionId")), when, status,
 		(long long)json_integer_value(json_object_get(l, "snapshots")),
 		agent ? agent : "-", title ? title : "");
 	if (st)
@@ -326,6 +332,34 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 		st = cli_write(b.p, b.len, e);
 	core_buf_release(&b);
 	return st;
+}
+
+/*
+ * Each session's latest finish reason beside its status (the list has the
+ * status alone): a completed row that paused on an interrupt is what a
+ * person must act on.  One metadata read per session.
+ */
+static enum core_status add_finish_reasons(struct store *s, json_t *list, struct core_err *e)
+{
+	json_t *l, *row = NULL;
+	size_t i;
+	json_array_foreach(list, i, l) {
+		const char *id = json_string_value(json_object_get(l, "snapshotId"));
+		enum core_status st = store_get(s, id, STORE_METADATA_ONLY, &row, e);
+		json_t *reason = json_object_get(row, "finishReason");
+		if (st == CORE_ENOTFOUND)       /* deleted since: listed as it was */
+			continue;
+		if (st)
+			return st;
+		if (json_is_string(reason) && json_string_length(reason) &&
+		    json_object_set(l, "finishReason", reason))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+		json_decref(row);
+		row = NULL;
+		if (st)
+			return st;
+	}
+	return CORE_OK;
 }
 
 static enum core_status run_sessions(void *ctx, int argc, char **argv)
@@ -339,7 +373,9 @@ static enum core_status run_sessions(void *ctx, int argc, char **argv)
 	size_t i;
 	enum core_status st = store_recent_sessions(s, &f, &list, &e);
 	static const char head[] = "SESSION                               UPDATED (UTC)        "
-	                           "STATUS     ROWS  AGENT         TITLE\n";
+	                           "STATUS       ROWS  AGENT         TITLE\n";
+	if (!st)
+		st = add_finish_reasons(s, list, &e);
 	if (!st && o->json)             /* one document: the array */
 		st = cli_write_json(list, &e);
 	else if (!st && o->text && json_array_size(list))

@@ -145,6 +145,8 @@ model: Saved.'
 	T="$FIXTURES/tools"
 	run -6 --separate-stderr agent-run --model "script/$FIXTURES/scripts/ask.ndjson" --tool "$T/ask.json" \
 		--tool "$T/greet.json" --session i1 -m paint
+	run -0 --separate-stderr agent-snap sessions -f text
+	assert_line --index 1 --regexp '^i1 +[0-9-]{10} [0-9:]{8}  interrupted     1  inline +paint$'
 	run -0 --separate-stderr agent-snap show -f text i1
 	assert_equal "$(tail -n 3 <<<"$output")" '
 -- completed, finish reason interrupted
