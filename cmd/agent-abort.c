@@ -15,6 +15,7 @@ enum {
 	OPT_STORE = 's',
 	OPT_WAIT = 'w',
 	OPT_TIMEOUT = 't',
+	OPT_METADATA = 'm',
 	OPT_HB_TIMEOUT = CLI_LONG + 1,
 };
 
@@ -25,6 +26,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_WAIT, "wait", NULL,
 	  "then wait until every row is finalized; \"status\" is the final one" },
 	{ OPT_TIMEOUT, "timeout", "DURATION", "with --wait: give up after DURATION (exit 124)" },
+	{ OPT_METADATA, "metadata-only", NULL,
+	  "taken as agent-wait and agent-snap take it; agent-abort's lines never carry a state, "
+	  "so it changes nothing" },
 	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
 	  "with --wait: a row whose heartbeat is older reads \"expired\" "
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
@@ -229,6 +233,7 @@ int main(int argc, char **argv)
 				return cli_finish(cli_usage("--timeout: %s", e.msg));
 			break;
 		case OPT_HB_TIMEOUT: hb = arg; break;
+		case OPT_METADATA: break;       /* its lines hold no state (above) */
 		}
 	}
 	if (o.timeout_ms >= 0 && !o.wait)

@@ -96,7 +96,7 @@ static struct cli_opt opts[] = {
 	  "output and states (cut at 64K)" },
 	{ OPT_TRACE_NAMES, "trace-names", "NAMES", "span names: genkit (default) or semconv (invoke_agent, "
 	  "chat, execute_tool)" },
-	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit" },
+	{ OPT_LIST, "list", NULL, "list the agents on the agent path with their descriptions and exit; a table on a terminal (--format text), else NDJSON" },
 	{ OPT_MCP_CONFIG, "mcp-config", "FILE", "start the MCP servers of FILE ({\"mcpServers\": ...}, "
 	  "as .mcp.json) and give the agent their tools (repeatable; also $AGENTKIT_MCP_CONFIG, "
 	  "colon-separated; docs/mcp.md)" },
@@ -114,10 +114,13 @@ static struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "completed with a usable result (finish reason stop, other, unknown or empty); detached" },
 	{ 1, "the turn failed (a model or tool failure)" },
-	{ 2, "aborted (max turns; SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run)" },
-	{ 4, "not found: the agent, a tool, the model or the snapshot" },
+	{ 2, "aborted: max turns (the output's error status ABORTED), or SIGINT, SIGTERM, SIGHUP "
+	  "or a closed stdout stopped the run (CANCELLED)" },
+	{ 4, "not found: the agent, a tool, the model, the snapshot or a file the command line "
+	  "names" },
 	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
-	  "with --on-busy fail)" },
+	  "with --on-busy fail); the model's key or credential is not set (UNAUTHENTICATED, "
+	  "found before the first turn)" },
 	{ 6, "interrupted: a tool interrupted; resume with a {\"resume\":...} input" },
 	{ 7, "finished without a usable result (finish reason length or blocked)" },
 	{ 100, "usage error" },
@@ -227,6 +230,8 @@ struct run_opts {
 struct run {
 	struct run_opts opts;
 	struct invocation inv;          /* the run itself (invocation.h) */
+	char **args;                    /* argv as given, before options were read */
+	int nargs;
 };
 
 static enum core_status out_write(void *ctx, const char *p, size_t n, struct core_err *e)
@@ -259,7 +264,7 @@ static enum core_status init_failed(struct output *o, const struct core_err *e)
 	return e->st;
 }
 
-/* agent-run --list: the agents on the agent path, one per line. */
+/* agent-run --list: the agents on the agent path, a table (text) or one NDJSON line each. */
 static enum core_status list_agents(struct output *o, const char *agents_dir)
 {
 	struct core_err e = { 0 };
@@ -267,7 +272,7 @@ static enum core_status list_agents(struct output *o, const char *agents_dir)
 	enum core_status st = agent_ext_list(agents_dir, &list, &e);
 	if (st)
 		return cli_report(&e);
-	if ((st = output_lines(o, list)) && st != CORE_EPIPE)
+	if ((st = output_agents(o, list)) && st != CORE_EPIPE)
 		cli_report(&o->err);
 	json_decref(list);
 	return st;
@@ -283,21 +288,27 @@ static enum core_status list_models(struct output *o, const char *key_file)
 	struct core_err e = { 0 };
 	json_t *rows = NULL, *row;
 	size_t i;
-	int failed;
+	int failed, width = 10;
 	if (!key_file)
 		key_file = getenv("AGENTKIT_KEY_FILE");
 	enum core_status st = model_list(key_file, &rows, &failed, &e);
 	if (st)
 		return cli_report(&e);
+	/* The name column: the widest name and a space (10 at least). */
+	json_array_foreach(rows, i, row) {
+		size_t n = strlen(json_string_value(json_object_get(row, "provider")));
+		if ((int)n + 1 > width && n < 80)
+			width = (int)n + 1;
+	}
 	json_array_foreach(rows, i, row) {
 		const json_t *err = json_object_get(row, "error");
 		if (err)
 			cli_warn("%s", json_string_value(json_object_get(err, "message")));
-		if ((st = output_model(o, row, NULL)))
+		if ((st = output_model(o, row, width, NULL)))
 			break;
 	}
 	if (!st)
-		st = output_model(o, NULL, getenv("AGENTKIT_MODEL"));
+		st = output_model(o, NULL, width, getenv("AGENTKIT_MODEL"));
 	json_decref(rows);
 	if (st && st != CORE_EPIPE)
 		cli_report(&o->err);
@@ -367,8 +378,11 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_MAX_TURNS: {
 		char *end;
 		long n = strtol(arg, &end, 10);
-		if (*arg == 0 || *end || n < 1 || n > 1000000)
-			return cli_usage("max turns must be greater than 0, got '%s'", arg);
+		if (*arg == 0 || *end)
+			return cli_usage("--max-turns: '%s' is not a number (give a count of "
+			                 "rounds, 1 or more)", arg);
+		if (n < 1 || n > 1000000)
+			return cli_usage("--max-turns must be from 1 to 1000000, got '%s'", arg);
 		spec->max_turns = (int)n;
 		break;
 	}
@@ -474,14 +488,15 @@ static void models_hint(void)
 	fprintf(stderr, " (agent-run --list-models)\n");
 }
 
-/* The agent and its extensions (ext); its model is checked before any
- * turn starts (except for --describe, which describes it as it is). */
+/* The agent and its extensions (ext); its model and the model's
+ * credentials are checked before any turn starts (except for --describe,
+ * which describes it as it is). */
 static enum core_status load_agent(struct run *r)
 {
 	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
 	enum core_status st = agent_load(&r->opts.spec, &inv->agent, &e);
-	if (st == CORE_ENOTFOUND && !inv->agent) {
+	if (st == CORE_ENOTFOUND && !inv->agent && !strncmp(e.msg, "agent '", 7)) {
 		init_failed(&inv->out, &e);
 		cli_warn("agent-run --list lists the agents; to send text use -m TEXT");
 		return st;
@@ -490,12 +505,20 @@ static enum core_status load_agent(struct run *r)
 		st = agent_ext_load(inv->agent, &r->opts.xspec, &inv->ext, &e);
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&inv->out, &e);
-	if (inv->agent->model && !r->opts.describe && (st = model_check(inv->agent->model, &e))) {
+	if (!inv->agent->model || r->opts.describe)
+		return CORE_OK;
+	if ((st = model_check(inv->agent->model, &e))) {
 		init_failed(&inv->out, &e);
 		/* A models file that cannot be read is no misspelt model. */
 		if (strncmp(e.msg, "models file", 11))
 			models_hint();
+		return st;
 	}
+	/* Its key before anything runs (a custom agent's handler picks its
+	 * models and may call none). */
+	if (!agent_ext_is_custom(inv->ext) &&
+	    (st = model_check_credentials(inv->agent->model, inv->agent->key_file, &e)))
+		init_failed(&inv->out, &e);
 	return st;
 }
 
@@ -677,6 +700,58 @@ static enum core_status print_detached(void *ctx)
 	return st;
 }
 
+/*
+ * Text mode, a turn that paused on a tool interrupt: the command that
+ * resumes it, its input answering every interrupted request (ANSWER
+ * stands for each tool's output, any JSON value): the same command line
+ * without its inputs and the options that pick the session, then
+ * --session SID.  A client-managed run has no session to resume by.
+ */
+static void resume_hint(struct run *r)
+{
+	static const int drop[] = { OPT_MESSAGE, OPT_SESSION, OPT_SNAPSHOT, OPT_CONTINUE,
+	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, 0 };
+	const json_t *out = r->inv.output, *part;
+	const char *reason = json_string_value(json_object_get(out, "finishReason"));
+	struct core_buf cmd = CORE_BUF_INIT(CORE_BUF_UNLIMITED), names = CORE_BUF_INIT(4096);
+	struct core_buf js = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *respond = json_array(), *input = NULL;
+	size_t i;
+	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store || !respond)
+		goto out;
+	json_array_foreach(json_object_get(json_object_get(out, "message"), "content"), i, part) {
+		const json_t *req = json_object_get(part, "toolRequest");
+		if (!req || !json_object_get(json_object_get(part, "metadata"), "interrupt"))
+			continue;
+		json_t *ans = json_pack("{s:{s:O,s:O*,s:s}}", "toolResponse", "name",
+		                        json_object_get(req, "name"), "ref",
+		                        json_object_get(req, "ref"), "output", "ANSWER");
+		if (!ans || json_array_append_new(respond, ans))
+			goto out;
+		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "",
+		              json_string_value(json_object_get(req, "name")),
+		              json_object_get(req, "ref") ? " (ref " : "",
+		              json_string_value(json_object_get(req, "ref")) ?
+		              json_string_value(json_object_get(req, "ref")) : "",
+		              json_object_get(req, "ref") ? ")" : "");
+	}
+	if (!json_array_size(respond) ||
+	    !(input = json_pack("{s:{s:O}}", "resume", "respond", respond)) ||
+	    jv_dump(input, &js) || core_buf_adds(&cmd, "echo") ||
+	    cli_command_line(&js.p, 1, drop, &cmd) || core_buf_adds(&cmd, " |") ||
+	    cli_command_line(r->args, r->nargs, drop, &cmd) ||
+	    core_buf_addf(&cmd, " --session %s", rt_session_id(r->inv.rt)))
+		goto out;
+	cli_warn("interrupted: %s waits for an answer; resume it with (ANSWER: the tool's "
+	         "output, any JSON value):\n  %s", names.p ? names.p : "", cmd.p);
+out:
+	core_buf_release(&js);
+	json_decref(input);
+	json_decref(respond);
+	core_buf_release(&cmd);
+	core_buf_release(&names);
+}
+
 /* The final line of an attached run: {"output": AgentOutput} (or, with
  * --format text, a summary on stderr); its status is the exit status. */
 static enum core_status print_output(struct run *r)
@@ -694,14 +769,15 @@ static enum core_status print_output(struct run *r)
 	if (err && sig && err_status && !strcmp(err_status, "CANCELLED"))
 		/* The output keeps Genkit's CANCELLED "context canceled"; people
 		 * who pressed Ctrl-C read what happened. */
-		cli_warn("interrupted%s", sig == SIGINT ? "" : sig == SIGTERM ? " by SIGTERM"
+		cli_warn("stopped%s", sig == SIGINT ? "" : sig == SIGTERM ? " by SIGTERM"
 		         : " by SIGHUP");
 	else if (err && !o->gone)       /* a reader that went away is a quiet stop */
 		cli_warn("%s", json_string_value(json_object_get(err, "message")));
-	if (o->format == OUTPUT_TEXT)     /* "agent-run: stop, session S, ..., 30 out" */
+	if (o->format == OUTPUT_TEXT) {   /* "agent-run: stop, session S, ..., 30 out" */
 		output_summary(o, cli_progname, r->inv.output, rt_session_id(r->inv.rt),
 		               rt_usage(r->inv.rt), trace_id());
-	else if (!o->st)
+		resume_hint(r);
+	} else if (!o->st)
 		o->st = output_final(o, r->inv.output);
 	if (o->st && o->st != CORE_EPIPE)
 		st = cli_report(&o->err);
@@ -768,6 +844,13 @@ int main(int argc, char **argv)
 	key_file_help();
 	cli_start(&prog);
 	invocation_init(&r.inv, &sink);
+	/* The words as given, for resume_hint(): getopt reorders argv. */
+	if (!(r.args = calloc((size_t)argc + 1, sizeof *r.args))) {
+		st = report_oom();
+		goto out;
+	}
+	memcpy(r.args, argv, (size_t)argc * sizeof *argv);
+	r.nargs = argc;
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	cli_protect_secrets();
 	if ((st = parse_options(argc, argv, &r.opts)))
@@ -817,6 +900,7 @@ out:
 	invocation_close(&r.inv, st);
 	free(r.opts.messages);
 	free(r.opts.tools);
+	free(r.args);
 	free(r.opts.mcp_configs);
 	/* The front of a split run exits as its back did. */
 	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);

@@ -50,7 +50,8 @@ static const struct cli_opt opts[] = {
 	{ OPT_SINCE, "since", "TIME",
 	  "sessions: only those updated since TIME (RFC 3339, or a duration ago: 24h)" },
 	{ OPT_FORMAT, "format", "FORMAT",
-	  "sessions, show and migrate: text (default on a terminal) or ndjson" },
+	  "sessions, show and migrate: text (default on a terminal), ndjson, or json "
+	  "(one document: sessions an array, show one object with its messages)" },
 	{ OPT_KEEP, "keep", "N", "prune: keep the newest N rows of each session" },
 	{ OPT_BEFORE, "before", "TIME",
 	  "prune: only rows created before TIME (RFC 3339, or a duration ago: 24h)" },
@@ -109,15 +110,23 @@ static const struct cli_sub subs[] = {
 	  "Prints one line per session, most recently updated first: "
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
-	  "\"agent\", \"model\", \"title\" (the first user text, shortened)}; on a "
-	  "terminal, a table.  --agent NAME keeps the sessions of that agent, --since "
-	  "TIME those updated since then.", run_sessions },
+	  "\"agent\", \"model\", \"title\" (the first user text, shortened), "
+	  "\"finishReason\" (the latest row's, when it has one)}; on a terminal, a "
+	  "table, whose STATUS reads \"interrupted\" for a completed row that paused "
+	  "on a tool interrupt.  --agent NAME keeps the sessions of that agent, "
+	  "--since TIME those updated since then.", run_sessions },
 	{ "show", "SID", 1, 1, "SID", CLI_SESSION,
 	  NULL, SNAP_AGENT,
 	  "Prints the conversation of the session's latest row (or of the "
 	  "snapshot SID): on a terminal as text, one paragraph per message with "
 	  "tool calls and results on one line each; otherwise its messages as "
-	  "NDJSON, one per line.", run_show },
+	  "NDJSON, one per line; with --format json one object {snapshotId, status, "
+	  "finishReason, error, input, sessionId, messages}.  A row that did not end "
+	  "with a usable turn (failed, aborted, expired, interrupted, ...) is followed "
+	  "by what is known: the input of the turn that did not commit, its status, "
+	  "finish reason and error, and the next step (a line \"-- ...\" as text, one "
+	  "object without a role as NDJSON).  Exits 0 whenever it printed the row: "
+	  "agent-wait gives the outcome.", run_show },
 	{ "log", "SID", 1, 1, "SID", CLI_SESSION,
 	  NULL, SNAP_AGENT,
 	  "Prints the session's rows oldest first (createdAt, then "
@@ -229,6 +238,7 @@ struct opts {
 	int have_keep, have_before;
 	int64_t since_ns;
 	int text;                         /* sessions, show, migrate: -f text */
+	int json;                         /* -f json: one JSON document */
 	int dry_run;                      /* migrate -n */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
@@ -305,6 +315,8 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	const char *updated = json_string_value(json_object_get(l, "updatedAt"));
 	const char *agent = json_string_value(json_object_get(l, "agent"));
 	const char *title = json_string_value(json_object_get(l, "title"));
+	const char *status = json_string_value(json_object_get(l, "status"));
+	const char *reason = json_string_value(json_object_get(l, "finishReason"));
 	char when[20] = "-";
 	if (updated && strlen(updated) >= 19) {
 		memcpy(when, updated, 19);
@@ -312,9 +324,11 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 		when[19] = 0;
 	}
 	struct core_buf b = CORE_BUF_INIT(1 << 16);
-	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-9s %5lld  %-12s  %s\n",
-		json_string_value(json_object_get(l, "sessionId")), when,
-		json_string_value(json_object_get(l, "status")),
+	/* A paused turn is what a person must answer: its own word here. */
+	if (status && !strcmp(status, "completed") && reason && !strcmp(reason, "interrupted"))
+		status = "interrupted";
+	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-11s %5lld  %-12s  %s\n",
+		json_string_value(json_object_get(l, "sessionId")), when, status,
 		(long long)json_integer_value(json_object_get(l, "snapshots")),
 		agent ? agent : "-", title ? title : "");
 	if (st)
@@ -323,6 +337,34 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 		st = cli_write(b.p, b.len, e);
 	core_buf_release(&b);
 	return st;
+}
+
+/*
+ * Each session's latest finish reason beside its status (the list has the
+ * status alone): a completed row that paused on an interrupt is what a
+ * person must act on.  One metadata read per session.
+ */
+static enum core_status add_finish_reasons(struct store *s, json_t *list, struct core_err *e)
+{
+	json_t *l, *row = NULL;
+	size_t i;
+	json_array_foreach(list, i, l) {
+		const char *id = json_string_value(json_object_get(l, "snapshotId"));
+		enum core_status st = store_get(s, id, STORE_METADATA_ONLY, &row, e);
+		json_t *reason = json_object_get(row, "finishReason");
+		if (st == CORE_ENOTFOUND)       /* deleted since: listed as it was */
+			continue;
+		if (st)
+			return st;
+		if (json_is_string(reason) && json_string_length(reason) &&
+		    json_object_set(l, "finishReason", reason))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+		json_decref(row);
+		row = NULL;
+		if (st)
+			return st;
+	}
+	return CORE_OK;
 }
 
 static enum core_status run_sessions(void *ctx, int argc, char **argv)
@@ -336,10 +378,16 @@ static enum core_status run_sessions(void *ctx, int argc, char **argv)
 	size_t i;
 	enum core_status st = store_recent_sessions(s, &f, &list, &e);
 	static const char head[] = "SESSION                               UPDATED (UTC)        "
-	                           "STATUS     ROWS  AGENT         TITLE\n";
-	if (!st && o->text && json_array_size(list))
+	                           "STATUS       ROWS  AGENT         TITLE\n";
+	if (!st)
+		st = add_finish_reasons(s, list, &e);
+	if (!st && o->json)             /* one document: the array */
+		st = cli_write_json(list, &e);
+	else if (!st && o->text && json_array_size(list))
 		st = cli_write(head, sizeof head - 1, &e);
 	json_array_foreach(list, i, l) {
+		if (o->json)
+			break;
 		if (st)
 			break;
 		st = o->text ? session_text(l, &e) : cli_write_json(l, &e);
@@ -401,6 +449,109 @@ static enum core_status message_text(const json_t *m, struct core_err *e)
 	return st;
 }
 
+/* Whether the row ended as a usable turn: completed, finish reason stop
+ * (or other, unknown, none); show then says no more than the messages. */
+static int show_done(const json_t *row)
+{
+	const char *status = json_string_value(json_object_get(row, "status"));
+	const char *reason = json_string_value(json_object_get(row, "finishReason"));
+	return status && !strcmp(status, "completed") && core_finish_status(reason) == CORE_OK;
+}
+
+/* What else show knows of a row that did not end well, as text: the
+ * input of the turn that did not commit, then "-- STATUS, finish reason
+ * R: MESSAGE (NAME)" and, where there is one, the next step. */
+static enum core_status show_end_text(const json_t *row, const char *input, int blank,
+                                      struct core_err *e)
+{
+	const char *status = json_string_value(json_object_get(row, "status"));
+	const char *reason = json_string_value(json_object_get(row, "finishReason"));
+	const char *sid = json_string_value(json_object_get(row, "sessionId"));
+	const char *id = json_string_value(json_object_get(row, "snapshotId"));
+	const json_t *err = json_object_get(row, "error");
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	const char *name = json_string_value(json_object_get(err, "status"));
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (input)
+		core_buf_addf(&b, "%suser (not kept: the turn did not commit): %s\n",
+		              blank ? "\n" : "", input);
+	core_buf_addf(&b, "%s-- %s", blank || input ? "\n" : "", status ? status : "?");
+	if (reason && *reason)
+		core_buf_addf(&b, ", finish reason %s", reason);
+	if (msg)
+		core_buf_addf(&b, ": %s%s%s%s", msg, name ? " (" : "", name ? name : "",
+		              name ? ")" : "");
+	core_buf_add(&b, "\n", 1);
+	if (status && !strcmp(status, "expired"))
+		core_buf_addf(&b, "-- its worker stopped beating; what it did: agent-snap "
+		              "worker-log %s\n", id);
+	else if (status && (!strcmp(status, "pending") || !strcmp(status, "aborting")))
+		core_buf_addf(&b, "-- still running: agent-wait %s\n", id);
+	else if (reason && !strcmp(reason, "interrupted"))
+		core_buf_addf(&b, "-- waits for a resume: agent-run --session %s with a "
+		              "{\"resume\": ...} input\n", sid);
+	enum core_status st = b.p ? cli_write(b.p, b.len, e)
+	                          : core_fail(e, CORE_ENOMEM, "out of memory");
+	core_buf_release(&b);
+	return st;
+}
+
+/* show's end as one JSON value: {snapshotId, status, finishReason?,
+ * error?, input?} (new; NULL without memory). */
+static json_t *show_end(const json_t *row, const char *input)
+{
+	json_t *end = json_pack("{s:O,s:O}", "snapshotId", json_object_get(row, "snapshotId"),
+	                        "status", json_object_get(row, "status"));
+	static const char *const keep[] = { "finishReason", "error" };
+	for (size_t i = 0; end && i < 2; i++)
+		if (json_object_get(row, keep[i]))
+			json_object_set(end, keep[i], json_object_get(row, keep[i]));
+	if (end && input)
+		json_object_set_new(end, "input", json_string(input));
+	return end;
+}
+
+/* --format json: the whole view as one object, its messages in it. */
+static enum core_status show_json(const json_t *row, const char *input, struct core_err *e)
+{
+	json_t *v = show_end(row, input);
+	const json_t *msgs = json_object_get(json_object_get(row, "state"), "messages");
+	enum core_status st = CORE_ENOMEM;
+	if (v && !json_object_set(v, "sessionId", json_object_get(row, "sessionId")) &&
+	    !json_object_set_new(v, "messages", msgs ? json_deep_copy(msgs) : json_array()))
+		st = cli_write_json(v, e);
+	else
+		core_fail(e, st, "out of memory");
+	json_decref(v);
+	return st;
+}
+
+/* The conversation, text or NDJSON, and then what else is known. */
+static enum core_status show_lines(const json_t *row, const char *input, int text,
+                                   struct core_err *e)
+{
+	const json_t *m;
+	size_t i, n = 0;
+	enum core_status st = CORE_OK;
+	json_array_foreach(json_object_get(json_object_get(row, "state"), "messages"), i, m) {
+		if (text && i)          /* a blank line between messages */
+			st = cli_write("\n", 1, e);
+		if (!st)
+			st = text ? message_text(m, e) : cli_write_json(m, e);
+		if (st)
+			return st;
+		n++;
+	}
+	if (show_done(row))
+		return CORE_OK;
+	if (text)
+		return show_end_text(row, input, n > 0, e);
+	json_t *end = show_end(row, input);
+	st = end ? cli_write_json(end, e) : core_fail(e, CORE_ENOMEM, "out of memory");
+	json_decref(end);
+	return st;
+}
+
 static enum core_status run_show(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
@@ -408,21 +559,25 @@ static enum core_status run_show(void *ctx, int argc, char **argv)
 	const struct opts *o = &c->o;
 	const char *id = argv[0];
 	struct core_err e = { 0 };
-	json_t *row = NULL, *m;
-	size_t i;
+	json_t *row = NULL;
+	char *input = NULL;
 	enum core_status st = store_latest(s, id, 0, &row, &e);
 	if (st == CORE_ENOTFOUND && (st = store_get(s, id, 0, &row, &e)) == CORE_ENOTFOUND)
 		core_fail(&e, CORE_ENOTFOUND, "no session or snapshot '%s'", id);
+	if (st == CORE_OK) {
+		/* The runtime's note of an input that never committed, before
+		 * shaping drops the notes (and reads an old pending row expired). */
+		const char *in = json_string_value(json_object_get(json_object_get(row,
+		                                   STORE_INFO_KEY), "input"));
+		if (in && !(input = strdup(in)))
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		store_shape(row, core_now_ns(), o->hb_timeout_ms);
+	}
 	if (st == CORE_OK)
 		st = agent_ext_snap_row(o->x, row, &e);
-	json_array_foreach(json_object_get(json_object_get(row, "state"), "messages"), i, m) {
-		if (st)
-			break;
-		if (o->text && i)       /* a blank line between messages */
-			st = cli_write("\n", 1, &e);
-		if (!st)
-			st = o->text ? message_text(m, &e) : cli_write_json(m, &e);
-	}
+	if (st == CORE_OK)
+		st = o->json ? show_json(row, input, &e) : show_lines(row, input, o->text, &e);
+	free(input);
 	json_decref(row);
 	return st == CORE_OK ? st : cli_report(&e);
 }
@@ -961,9 +1116,11 @@ int main(int argc, char **argv)
 		case OPT_DRY_RUN: o.dry_run = 1; break;
 		}
 	}
-	if (format && strcmp(format, "text") && strcmp(format, "ndjson"))
-		return cli_finish(cli_usage("--format must be text or ndjson, not '%s'", format));
+	if (format && strcmp(format, "text") && strcmp(format, "ndjson") && strcmp(format, "json"))
+		return cli_finish(cli_usage("--format must be text, ndjson or json, not '%s'",
+		                            format));
 	o.text = format ? !strcmp(format, "text") : isatty(1);
+	o.json = format && !strcmp(format, "json");
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
 	snap.o = o;

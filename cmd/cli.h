@@ -153,6 +153,17 @@ void cli_protect_secrets(void);
 int cli_next(int argc, char **argv, const char **arg);
 
 /*
+ * The command line args[0..n) (a copy of argv made before cli_next()
+ * reordered it; args[0] the program) onto b as a shell reads it, each
+ * word quoted where it must be, less the options whose keys are in drop
+ * (ended by 0) and their values: the same command again, for a message
+ * that names the next step.  A password cli_next() wiped reads as it now
+ * does ("***").  Errors: CORE_ENOMEM.
+ */
+enum core_status cli_command_line(char *const *args, int n, const int *drop,
+                                  struct core_buf *b);
+
+/*
  * The subcommand named by the first of the *argc operands at *argv: *sub,
  * with the word dropped from *argc and *argv; *sub NULL when the first
  * operand is none of the words (or there is none).  A first operand one

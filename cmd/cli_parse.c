@@ -232,6 +232,95 @@ static const char *checked_value(const struct cli_opt *o, const char *v)
 	cli_exit(CORE_EUSAGE);
 }
 
+/* The option of the table named by the long name s[0..n) (getopt_long's
+ * rule: exact, else the one it abbreviates), or NULL. */
+static const struct cli_opt *long_opt(const char *s, size_t n)
+{
+	const struct cli_opt *found = NULL;
+	int many = 0;
+	for (const struct cli_opt *o = cli_cur->opts; o && o->name; o++) {
+		if (strlen(o->name) == n && !strncmp(o->name, s, n))
+			return o;
+		if (!strncmp(o->name, s, n)) {
+			many += found != NULL;
+			found = o;
+		}
+	}
+	return many ? NULL : found;
+}
+
+static const struct cli_opt *short_opt(char c)
+{
+	for (const struct cli_opt *o = cli_cur->opts; o && o->name; o++)
+		if (o->key == (unsigned char)c && cli_is_short(o->key))
+			return o;
+	return NULL;
+}
+
+static int dropped(const struct cli_opt *o, const int *drop)
+{
+	for (; o && *drop; drop++)
+		if (o->key == *drop)
+			return 1;
+	return 0;
+}
+
+/* One word, in single quotes unless it needs none. */
+static enum core_status add_word(struct core_buf *b, const char *w)
+{
+	enum core_status st = b->len ? core_buf_addc(b, ' ') : CORE_OK;
+	if (*w && !w[strspn(w, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+	                       "0123456789_./:=@%+,-")])
+		return st ? st : core_buf_adds(b, w);
+	st = st ? st : core_buf_addc(b, '\'');
+	for (; !st && *w; w++)
+		st = *w == '\'' ? core_buf_adds(b, "'\\''") : core_buf_addc(b, *w);
+	return st ? st : core_buf_addc(b, '\'');
+}
+
+enum core_status cli_command_line(char *const *args, int n, const int *drop,
+                                  struct core_buf *b)
+{
+	enum core_status st = n > 0 ? add_word(b, args[0]) : CORE_OK;
+	int operands = 0;
+	for (int i = 1; !st && i < n; i++) {
+		const char *a = args[i];
+		const struct cli_opt *o = NULL;
+		int takes_next = 0;
+		if (operands || a[0] != '-' || !a[1]) {
+			st = add_word(b, a);
+			continue;
+		}
+		if (!strcmp(a, "--")) {
+			operands = 1;
+		} else if (a[1] == '-') {
+			o = long_opt(a + 2, strcspn(a + 2, "="));
+			takes_next = o && o->arg && !strchr(a, '=');
+		} else {
+			/* A cluster of flags ends at the first that takes a value:
+			 * the rest of the word, or the next one, is that value. */
+			for (const char *c = a + 1; *c; c++) {
+				const struct cli_opt *x = short_opt(*c);
+				if (x && dropped(x, drop))
+					o = x;
+				if (x && x->arg) {
+					takes_next = !c[1];
+					o = o ? o : x;
+					break;
+				}
+			}
+		}
+		if (!dropped(o, drop)) {
+			st = add_word(b, a);
+			if (!st && takes_next && i + 1 < n)
+				st = add_word(b, args[++i]);
+		} else if (takes_next) {
+			i++;
+		}
+	}
+	return st;
+}
+
 int cli_next(int argc, char **argv, const char **arg)
 {
 	int c, idx = -1;
@@ -261,11 +350,13 @@ int cli_next(int argc, char **argv, const char **arg)
 	case '?':
 		if (optopt && optopt < CLI_LONG)
 			cli_usage("unknown option '-%c'", optopt);
-		else if (near_option(argv[optind - 1]))
-			cli_usage("unknown option '%s' (did you mean '--%s'?)", argv[optind - 1],
+		else if (near_option(argv[optind - 1]))   /* the name, not its "=value" */
+			cli_usage("unknown option '%.*s' (did you mean '--%s'?)",
+			          (int)strcspn(argv[optind - 1], "="), argv[optind - 1],
 			          near_option(argv[optind - 1]));
 		else
-			cli_usage("unknown option '%s'", argv[optind - 1]);
+			cli_usage("unknown option '%.*s'", (int)strcspn(argv[optind - 1], "="),
+			          argv[optind - 1]);
 		cli_exit(CORE_EUSAGE);
 	case ':':
 		if (optopt && optopt < CLI_LONG)

@@ -39,6 +39,7 @@ static const struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
 	{ 1, "a 'test' operation failed" },
+	{ 4, "an input file does not exist" },
 	{ 100, "usage error" },
 	{ 101, "malformed input: invalid JSON, a malformed patch, or (strict) "
 	       "a patch that does not apply" },

@@ -45,6 +45,7 @@ static const struct cli_exitcode exits[] = {
 	{ 0, "success (with --exit-code: the documents are equal)" },
 	{ 1, "with --exit-code: the documents differ" },
 	{ 100, "usage error" },
+	{ 4, "an input file does not exist" },
 	{ 101, "malformed input (invalid JSON, a record too large)" },
 	{ 111, "system failure (cannot read input, cannot write output)" },
 	{ -1, NULL }

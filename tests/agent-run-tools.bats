@@ -303,3 +303,22 @@ tool readFile ok \"read a.txt as utf-8\"" ]
 	run -0 --separate-stderr agent-run --no-store --model $M --tool note -m hi
 	[ "$(last | jq -c .output.state.custom)" = '{"notes":[]}' ]
 }
+
+@test "text mode ends an interrupted turn with the command that resumes it, and that command resumes it" {
+	run -6 --separate-stderr agent-run --format text --model "script/$SCRIPTS/ask.ndjson" \
+		--tool "$TOOLS/ask.json" -m 'paint it' --tool "$TOOLS/greet.json"
+	sid=$(agent-snap sessions | jq -r .sessionId)
+	assert_equal "$(tail -n 3 <<<"$stderr" | sed 's/snapshot [0-9a-f-]*$/snapshot S/')" "agent-run: interrupted, session $sid, snapshot S
+agent-run: interrupted: ask (ref q1) waits for an answer; resume it with (ANSWER: the tool's output, any JSON value):
+  echo '{\"resume\":{\"respond\":[{\"toolResponse\":{\"name\":\"ask\",\"ref\":\"q1\",\"output\":\"ANSWER\"}}]}}' | agent-run --format text --model script/$SCRIPTS/ask.ndjson --tool $TOOLS/ask.json --tool $TOOLS/greet.json --session $sid"
+	cmd=$(tail -n 1 <<<"$stderr" | sed 's/^  //; s/"ANSWER"/"blue"/')
+	run -0 --separate-stderr bash -c "$cmd"
+	assert_output "Thanks for answering."
+	# Not in NDJSON, where the output line has the interrupt; not without a store.
+	run -6 --separate-stderr agent-run --model "script/$SCRIPTS/ask.ndjson" --tool "$TOOLS/ask.json" \
+		--tool "$TOOLS/greet.json" -m paint
+	assert_equal "$stderr" ""
+	run -6 --separate-stderr agent-run --no-store --format text --model "script/$SCRIPTS/ask.ndjson" \
+		--tool "$TOOLS/ask.json" --tool "$TOOLS/greet.json" -m paint
+	[[ $stderr != *"resume it with"* ]] || fail "$stderr"
+}

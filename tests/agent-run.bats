@@ -197,7 +197,7 @@ agent-run: --state FILE is for client-managed runs: add --no-store (or resume fr
 	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '"'"'nosuch'"'"' not found (searched: agents, '"$XDG_CONFIG_HOME"'/agentkit/agents)"}}' ]
 	run -100 --separate-stderr agent-run -m hi
 	[ -z "$output" ]
-	[ "$stderr" = "agent-run: no agent: give an agent name, a .prompt file, or --model
+	[ "$stderr" = "agent-run: no agent: give an agent name, a .prompt file, or --model (or set AGENTKIT_MODEL: agent-run --list-models)
 try 'agent-run --help'" ]
 }
 

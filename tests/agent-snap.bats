@@ -65,10 +65,14 @@ setup() {
 
 @test "sessions lists every session, newest first, with its latest row and row count" {
 	run -0 --separate-stderr agent-snap sessions
-	assert_line --index 0 '{"sessionId":"s-c","snapshotId":"interrupted-1","status":"completed","updatedAt":"2026-01-03T00:01:00Z","snapshots":2}'
+	assert_line --index 0 '{"sessionId":"s-c","snapshotId":"interrupted-1","status":"completed","updatedAt":"2026-01-03T00:01:00Z","snapshots":2,"finishReason":"interrupted"}'
 	assert_line --index 2 '{"sessionId":"s-a","snapshotId":"empty-status","status":"completed","updatedAt":"2026-01-01T00:01:00Z","snapshots":2}'
 	assert_line --index 3 '{"sessionId":"s-d","snapshotId":"no-beat","status":"pending","updatedAt":"2020-01-01T00:00:02Z","snapshots":3}'
 	assert_equal "${#lines[@]}" 4
+	# The table names a paused session's status so a person sees what to answer.
+	run -0 --separate-stderr agent-snap sessions --format text
+	assert_line --index 1 --regexp '^s-c +2026-01-03 00:01:00  interrupted     2  - +$'
+	assert_line --index 3 --regexp '^s-a +2026-01-01 00:01:00  completed       2  - +$'
 }
 
 @test "log lists a session oldest first with parents and marks forks" {

@@ -419,3 +419,34 @@ worker_log_has() { wait_for 20 has_line "$1" "$2"; }
 	run -4 --separate-stderr agent-snap worker-log ../x
 	assert_equal "$stderr" "agent-snap: no worker log for snapshot '../x' (only detached runs have one)"
 }
+
+@test "agent-snap show of a failed and an aborted run: the input that did not commit, the error, the finish reason; exit 0" {
+	run -0 "${AR[@]}" --session sf --detach -m fail
+	id=$(id_of "$output")
+	run -1 timeout 20 agent-wait "$id"
+	run -0 --separate-stderr agent-snap show -f text sf
+	assert_output "user (not kept: the turn did not commit): fail
+
+-- failed, finish reason failed: generate: model melted (UNAVAILABLE)"
+	assert_equal "$stderr" ""
+	run -0 --separate-stderr agent-snap show sf
+	assert_output "{\"snapshotId\":\"$id\",\"status\":\"failed\",\"finishReason\":\"failed\",\"error\":{\"status\":\"UNAVAILABLE\",\"message\":\"generate: model melted\"},\"input\":\"fail\"}"
+	run -0 --separate-stderr agent-snap show --format json sf
+	assert_output "{\"snapshotId\":\"$id\",\"status\":\"failed\",\"finishReason\":\"failed\",\"error\":{\"status\":\"UNAVAILABLE\",\"message\":\"generate: model melted\"},\"input\":\"fail\",\"sessionId\":\"sf\",\"messages\":[]}"
+	# After a turn that committed: its messages, then the turn that did not.
+	run -0 "${AR[@]}" --session sa -m one
+	run -0 "${AR[@]}" --session sa --detach -m slow
+	id=$(id_of "$output")
+	wait_for 10 beating "$id"
+	run -0 agent-abort --wait "$id"
+	run -0 --separate-stderr agent-snap show -f text sa
+	assert_output "user: one
+
+model: ok 0
+
+user (not kept: the turn did not commit): slow
+
+-- aborted, finish reason aborted"
+	run -0 --separate-stderr agent-snap show sa
+	assert_equal "${lines[2]}" "{\"snapshotId\":\"$id\",\"status\":\"aborted\",\"finishReason\":\"aborted\",\"input\":\"slow\"}"
+}

@@ -270,7 +270,7 @@ send() {
 	assert_equal "$rc" 2
 	assert_equal "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status, .output.snapshotId == "'"$first"'"]')" \
 		'["aborted","CANCELLED",true]'
-	assert_equal "$(cat err)" "agent-run: interrupted by SIGTERM"
+	assert_equal "$(cat err)" "agent-run: stopped by SIGTERM"
 }
 
 @test "all of stdin there at once: a detach line anywhere detaches before the first turn" {

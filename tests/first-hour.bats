@@ -144,7 +144,7 @@ agent-run: models are echo, script/PATH or PROVIDER/NAME; providers: openai, ope
 	assert_equal "$stderr" "agent-run: unknown option '--sesion' (did you mean '--session'?)
 try 'agent-run --help'"
 	run -100 --separate-stderr agent-snap --stroe=x sessions
-	assert_equal "$stderr" "agent-snap: unknown option '--stroe=x' (did you mean '--store'?)
+	assert_equal "$stderr" "agent-snap: unknown option '--stroe' (did you mean '--store'?)
 try 'agent-snap --help'"
 	run -100 --separate-stderr agent-wait --timout 1s x
 	assert_equal "${stderr%%$'\n'*}" "agent-wait: unknown option '--timout' (did you mean '--timeout'?)"
@@ -202,15 +202,15 @@ try 'agent-snap --help'"
 {"provider":"anthropic","keyVariables":["ANTHROPIC_API_KEY","ANTHROPIC_AUTH_TOKEN"],"keyFrom":null,"baseUrl":"https://api.anthropic.com","baseUrlVariables":["ANTHROPIC_BASE_URL"]}
 {"provider":"ollama","keyVariables":["OLLAMA_API_KEY"],"keyFrom":null,"baseUrl":"http://127.0.0.1:11434","baseUrlVariables":["OLLAMA_HOST"],"keyOptional":true}'
 	AGENTKIT_MODEL=echo run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$output" "echo      offline, no key
+	assert_equal "$output" "echo             offline, no key
   echo
-script    offline, no key
+script           offline, no key
   script/PATH
-openai    OPENAI_API_KEY: not set, http://127.0.0.1:9/v1
+openai           OPENAI_API_KEY: not set, http://127.0.0.1:9/v1
 openai-responses OPENAI_API_KEY: not set, http://127.0.0.1:9/v1
-googleai  GOOGLE_API_KEY or GEMINI_API_KEY: not set, https://generativelanguage.googleapis.com
-anthropic ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: not set, https://api.anthropic.com
-ollama    no key needed, http://127.0.0.1:11434
+googleai         GOOGLE_API_KEY or GEMINI_API_KEY: not set, https://generativelanguage.googleapis.com
+anthropic        ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN: not set, https://api.anthropic.com
+ollama           no key needed, http://127.0.0.1:11434
 default model (AGENTKIT_MODEL): echo"
 }
 
@@ -330,4 +330,67 @@ agent-run: generate: tool "fail" failed: exited with status 3: boom: the disk is
 	# The last bytes agent-wait wrote to the terminal erase the status line.
 	run python3 -c 'import sys; d = open("typescript", "rb").read().split(b"\nScript done")[0]; print(repr(d[-4:]))'
 	assert_equal "$output" "b'\\r\\x1b[K'"
+}
+
+# ---- the smaller inconsistencies (docs/agent-run.md "Messages and next steps") ----
+
+@test "--frmat=json: the did-you-mean names the option, not its value" {
+	run -100 --separate-stderr agent-run --frmat=json -m hi
+	assert_equal "$stderr" "agent-run: unknown option '--frmat' (did you mean '--format'?)
+try 'agent-run --help'"
+	run -100 --separate-stderr agent-run --nosuch=secret-value -m hi
+	assert_equal "${stderr%%$'\n'*}" "agent-run: unknown option '--nosuch'"
+}
+
+@test "--max-turns abc is not a number; 0 is out of range" {
+	run -100 --separate-stderr agent-run --model echo --max-turns abc -m hi
+	assert_equal "${stderr%%$'\n'*}" "agent-run: --max-turns: 'abc' is not a number (give a count of rounds, 1 or more)"
+	run -100 --separate-stderr agent-run --model echo --max-turns 0 -m hi
+	assert_equal "${stderr%%$'\n'*}" "agent-run: --max-turns must be from 1 to 1000000, got '0'"
+}
+
+@test "an unknown agent: did you mean the closest agent on the path; a missing tool names each folder once" {
+	mkdir agents
+	printf -- '---\nmodel: echo\ndescription: Runs at night.\n---\nhi\n' >agents/nightly.prompt
+	printf -- '---\nmodel: echo\ntools: [nope]\n---\nhi\n' >agents/tooled.prompt
+	run -4 --separate-stderr agent-run nightli -m hi
+	assert_output "{\"error\":{\"status\":\"NOT_FOUND\",\"message\":\"agent 'nightli' not found (searched: agents, $XDG_CONFIG_HOME/agentkit/agents): did you mean 'nightly'?\"}}"
+	assert_equal "$stderr" "agent-run: agent 'nightli' not found (searched: agents, $XDG_CONFIG_HOME/agentkit/agents): did you mean 'nightly'?
+agent-run: agent-run --list lists the agents; to send text use -m TEXT"
+	run -4 --separate-stderr agent-run --no-store tooled -m hi
+	assert_equal "$stderr" "agent-run: tool 'nope' not found (searched: agents/tools, $XDG_CONFIG_HOME/agentkit/agents/tools, tools)"
+}
+
+@test "agent-run --list --format text is a table; NDJSON otherwise" {
+	mkdir agents
+	printf -- '---\nmodel: echo\ndescription: Runs at night.\n---\nhi\n' >agents/nightly.prompt
+	printf -- '---\nmodel: echo\n---\nhi\n' >agents/x.prompt
+	printf -- '---\nmodel: [\n---\n' >agents/broken-one.prompt
+	run -0 --separate-stderr agent-run --list --format text
+	assert_equal "$output" "broken-one  error: agents/broken-one.prompt:3: invalid front matter: while parsing a flow node did not find expected node content
+nightly     Runs at night.
+x           agents/x.prompt"
+	run -0 --separate-stderr agent-run --list
+	assert_equal "$(jq -r .name <<<"$output" | paste -sd,)" broken-one,nightly,x
+}
+
+@test "a file the command line names that is not there is not found (4), as a missing models file is" {
+	run -4 --separate-stderr agent-run --no-store --model echo --output-schema nosuch.json -m hi
+	assert_output '{"error":{"status":"NOT_FOUND","message":"--output-schema: cannot open '"'nosuch.json'"': No such file or directory"}}'
+	assert_equal "$stderr" "agent-run: --output-schema: cannot open 'nosuch.json': No such file or directory"
+	run -4 --separate-stderr agent-run --no-store --model echo --state nosuch.json -m hi
+	assert_equal "$stderr" "agent-run: cannot open 'nosuch.json': No such file or directory"
+	echo '{}' >a.json
+	run -4 --separate-stderr jpatch-diff a.json nosuch.json
+	assert_equal "$stderr" "jpatch-diff: cannot open 'nosuch.json': No such file or directory"
+	run -4 --separate-stderr jpatch-apply nosuch.json a.json
+	assert_equal "$stderr" "jpatch-apply: cannot open 'nosuch.json': No such file or directory"
+}
+
+@test "agent-abort --wait -m ID: -m is taken, as agent-wait and agent-snap take it" {
+	run -0 --separate-stderr agent-run --model echo -m hi
+	id=$(last | jq -r .output.snapshotId)
+	run -0 --separate-stderr agent-abort --wait -m "$id"
+	assert_output "{\"snapshotId\":\"$id\",\"previousStatus\":\"completed\",\"status\":\"completed\"}"
+	assert_equal "$stderr" ""
 }

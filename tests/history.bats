@@ -173,4 +173,31 @@ texts() {
 	# a branch from the first row keeps that row's history
 	run -0 --separate-stderr agent-run --model echo --snapshot "$first" -m branch
 	assert_equal "$(texts "$(jq -r .output.snapshotId <<<"$(last)")")" "user:one model:one user:branch model:branch "
+
+@test "show of an interrupted and an expired session says so and names the next step; --format json is one object" {
+	T="$FIXTURES/tools"
+	run -6 --separate-stderr agent-run --model "script/$FIXTURES/scripts/ask.ndjson" --tool "$T/ask.json" \
+		--tool "$T/greet.json" --session i1 -m paint
+	run -0 --separate-stderr agent-snap sessions -f text
+	assert_line --index 1 --regexp '^i1 +[0-9-]{10} [0-9:]{8}  interrupted     1  inline +paint$'
+	run -0 --separate-stderr agent-snap show -f text i1
+	assert_equal "$(tail -n 3 <<<"$output")" '
+-- completed, finish reason interrupted
+-- waits for a resume: agent-run --session i1 with a {"resume": ...} input'
+	# A worker that died: its row reads expired, and its log is named.
+	echo '{"snapshotId":"e1-row","sessionId":"e1","status":"pending","createdAt":"2020-01-01T00:00:00Z","heartbeatAt":"2020-01-01T00:00:00Z"}' |
+		agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap show -f text e1
+	assert_output '-- expired
+-- its worker stopped beating; what it did: agent-snap worker-log e1-row'
+	run -0 --separate-stderr agent-snap show e1
+	assert_output '{"snapshotId":"e1-row","status":"expired"}'
+	# A session that ended well: the messages alone, or one object.
+	run -0 agent-run parrot --session c1 -m 'hi'
+	run -0 --separate-stderr agent-snap show -f json c1
+	assert_equal "$(jq -c 'del(.snapshotId)' <<<"$output")" '{"status":"completed","finishReason":"stop","sessionId":"c1","messages":[{"content":[{"text":"hi"}],"role":"user"},{"content":[{"text":"hi"}],"role":"model"}]}'
+	run -0 --separate-stderr agent-snap sessions -f json
+	assert_equal "$(jq -c 'map(.sessionId)' <<<"$output")" '["c1","i1","e1"]'
+	run -100 --separate-stderr agent-snap show -f yaml c1
+	assert_equal "${stderr%%$'\n'*}" "agent-snap: --format must be text, ndjson or json, not 'yaml'"
 }

@@ -128,13 +128,13 @@ try 'jpatch-diff --help'"
 	[[ "$stderr" == *"<stdin>:1"* ]] || fail "$stderr"
 }
 
-@test "bad input: malformed JSON (101, file and position), missing file (111), duplicate keys" {
+@test "bad input: malformed JSON (101, file and position), missing file (4), duplicate keys" {
 	printf '{"a":1,}' >bad.json
 	printf '{}' >ok.json
 	run -101 --separate-stderr jpatch-diff bad.json ok.json
 	[ -z "$output" ]
 	[[ "$stderr" == "jpatch-diff: invalid JSON: "*"(at bad.json:1:"*")" ]] || fail "$stderr"
-	run -111 --separate-stderr jpatch-diff nope.json ok.json
+	run -4 --separate-stderr jpatch-diff nope.json ok.json
 	[[ "$stderr" == "jpatch-diff: cannot open 'nope.json': No such file or directory" ]] || fail "$stderr"
 	printf '{"a":1,"a":2}' >dup.json
 	run -101 --separate-stderr jpatch-diff dup.json ok.json

@@ -391,7 +391,7 @@ reference_servers() {
 	wait "$pid" || rc=$?
 	[ "$rc" -eq 2 ]
 	[ "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
-	[ "$(cat err)" = "agent-run: interrupted" ]
+	[ "$(cat err)" = "agent-run: stopped" ]
 	! kill -0 "$(cat server.pid)" 2>/dev/null
 }
 
@@ -663,7 +663,7 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 	wait "$pid" || rc=$?
 	[ "$rc" -eq 2 ]
 	[ "$(tail -n 1 out | jq -c '[.output.finishReason, .output.error.status]')" = '["aborted","CANCELLED"]' ]
-	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	[ "$(cat err)" = "agent-run: stopped by SIGTERM" ]
 	wait_for 10 eval '! kill -0 "$(cat server.pid)" 2>/dev/null'
 }
 
@@ -731,7 +731,7 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 		[ "$rc" -eq 2 ]
 		[ "$(wc -l <out)" -eq 1 ]
 		[ "$(jq -c '.output | [.finishReason, .error, has("snapshotId")]' out)" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false]' ]
-		[ "$(cat err)" = "agent-run: interrupted$([ "$sig" = INT ] || echo " by SIGTERM")" ]
+		[ "$(cat err)" = "agent-run: stopped$([ "$sig" = INT ] || echo " by SIGTERM")" ]
 		! kill -0 "$(cat server.pid)" 2>/dev/null
 		wait_for 10 eval '! kill -0 "$(cat ok.pid)" 2>/dev/null'
 		[ ! -e later.pid ]

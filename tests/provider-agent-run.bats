@@ -106,6 +106,64 @@ tool_loop() {
 	assert_equal "$(jq -s '[.[].peer] | unique | length' "$MOCK_LOG")" 1
 }
 
+# The message of a provider without its key.
+nokey() { echo "$1: no API key: set $2, or name a file holding it with --key-file FILE or AGENTKIT_KEY_FILE"; }
+
+@test "a missing key is found before the first turn and before --detach returns: exit 5, UNAUTHENTICATED, nothing sent" {
+	printf '%s\n' '{"text":"unused"}' >turns.ndjson
+	mock_start openai turns.ndjson sk-file-5678
+	unset AGENTKIT_KEY_FILE OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY
+	local m
+	m=$(nokey openai OPENAI_API_KEY)
+	for how in "" --detach "--format json" "--format text"; do
+		# shellcheck disable=SC2086
+		run -5 --separate-stderr agent-run --model openai/gpt-4o-mini $how -m hi
+		assert_equal "$stderr" "agent-run: $m"
+		if [ "$how" = "--format text" ]; then
+			assert_output ""
+		else
+			assert_output "{\"error\":{\"status\":\"UNAUTHENTICATED\",\"message\":\"$m\"}}"
+		fi
+	done
+	# The NDJSON input path too, and for every provider that needs a key.
+	run -5 --separate-stderr agent-run --no-store --model anthropic/claude-sonnet-4-5 <<<'{"message":{"role":"user","content":[{"text":"hi"}]}}'
+	assert_equal "$stderr" "agent-run: $(nokey anthropic 'ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN')"
+	run -5 --separate-stderr agent-run --no-store --model googleai/gemini-2.5-flash -m hi
+	assert_equal "$stderr" "agent-run: $(nokey googleai 'GOOGLE_API_KEY or GEMINI_API_KEY')"
+	run -5 --separate-stderr agent-run --no-store --model openai-responses/gpt-5 -m hi
+	assert_equal "$stderr" "agent-run: $(nokey openai-responses OPENAI_API_KEY)"
+	# A key file that holds nothing is no key either.
+	: >empty.key
+	AGENTKIT_KEY_FILE=empty.key run -5 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
+	assert_equal "$stderr" "agent-run: openai: key file 'empty.key' is empty"
+	# Nothing ran: no request, no session, no worker.
+	assert_equal "$(wc -l <"$MOCK_LOG")" 0
+	# (no store was made: exit 4; on PostgreSQL the store is there, empty)
+	run --separate-stderr agent-snap sessions
+	assert_output ""
+	# With the key the same command runs.
+	printf 'sk-file-5678\n' >key.txt
+	AGENTKIT_KEY_FILE=key.txt run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o-mini -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" unused
+}
+
+@test "what needs no key runs without one: echo, script, an Ollama server, a custom agent's handler" {
+	printf '%s\n' '{"text":"local"}' >turns.ndjson
+	mock_start ollama turns.ndjson
+	unset AGENTKIT_KEY_FILE OLLAMA_API_KEY
+	run -0 --separate-stderr agent-run --no-store --model echo -m hi
+	script '{"text":"scripted"}'
+	run -0 --separate-stderr agent-run --no-store --model "script/$BATS_TEST_TMPDIR/model.ndjson" -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" scripted
+	run -0 --separate-stderr agent-run --no-store --model ollama/llama3.2 -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" local
+	# A handler picks its models, and this one calls none.
+	run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o \
+		--exec "$TOP/examples/handlers/echo-upper.sh" -m hi
+	assert_equal "$(last | jq -r .output.message.content[0].text)" HI
+	assert_equal "$stderr" ""
+}
+
 @test "openai: a tool loop's model calls share one kept-alive connection" {
 	tool_loop openai
 }

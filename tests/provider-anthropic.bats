@@ -69,6 +69,6 @@ start() {
 	unset ANTHROPIC_API_KEY
 	req_simple anthropic/claude-sonnet-4-5 >req.json
 	run -1 --separate-stderr "$MODEL_CALL" <req.json
-	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"anthropic: no API key: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN or give a key file"}}'
+	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"anthropic: no API key: set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN, or name a file holding it with --key-file FILE or AGENTKIT_KEY_FILE"}}'
 	assert_equal "$(mock_requests)" 0
 }

@@ -94,7 +94,7 @@ tool_saw() { grep -q "^$1=" "$BATS_TEST_TMPDIR/tool.env"; }
 	! tool_saw OLLAMA_API_KEY || fail "the tool saw OLLAMA_API_KEY"
 	unset OPENAI_API_KEY GEMINI_API_KEY ANTHROPIC_API_KEY
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep '^ollama' <<<"$output")" "ollama    key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
+	assert_equal "$(grep '^ollama' <<<"$output")" "ollama           key from OLLAMA_API_KEY, http://127.0.0.1:$MOCK_PORT"
 	unset OLLAMA_API_KEY
 	turns ollama ol-test-1234 '{"text":"done"}'
 	# A key file (another provider's key) never goes to Ollama.
@@ -168,7 +168,7 @@ JSON
 {\"provider\":\"claude\",\"dialect\":\"anthropic\",\"keyVariables\":[\"CLAUDE_KEY\"],\"keyFrom\":\"CLAUDE_KEY\",\"baseUrl\":\"http://127.0.0.1:$CLAUDE_PORT/\",\"headers\":[\"anthropic-beta\"],\"query\":[],\"models\":[],\"modelsFile\":\"$XDG_CONFIG_HOME/agentkit/models.json\"}"
 	assert_equal "$(wc -l <local.ndjson)$(wc -l <claude.ndjson)" 11
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep -A1 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+	assert_equal "$(grep -A1 '^local' <<<"$output")" "local            key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
   local/fast"
 }
 
@@ -221,7 +221,7 @@ JSON
 	run -0 --separate-stderr agent-run --list-models
 	assert_equal "$(jq -r 'select(.provider == "gw") | .keyFrom' <<<"$output")" "credential command"
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep '^gw' <<<"$output")" "gw        key from credential command, http://127.0.0.1:$GW_PORT/v1"
+	assert_equal "$(grep '^gw' <<<"$output")" "gw               key from credential command, http://127.0.0.1:$GW_PORT/v1"
 	# Listing never runs the command.
 	assert_equal "$(wc -l <cred.count)" 2
 }
@@ -303,23 +303,32 @@ JSON
 	assert_equal "$stderr" ""
 }
 
-@test "an endpoint's unset variable fails the call naming the variable; an unknown endpoint is not found" {
+@test "an endpoint's unset variable fails before the first turn naming the variable; an unknown endpoint is not found" {
 	models_file <<'JSON'
 {"endpoints": {"azure": {"dialect": "openai", "baseUrl": "http://127.0.0.1:9/v1",
   "headers": {"api-key": "$AZURE_OPENAI_KEY"}}}}
 JSON
-	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
-	assert_equal "$(last | jq -c .output.error)" \
-		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: header 'api-key' names AZURE_OPENAI_KEY, which is not set (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
-	echo '{"endpoints": {"azure": {"dialect": "openai", "keyVariable": "AZURE_OPENAI_API_KEY"}}}' \
-		>"$XDG_CONFIG_HOME/agentkit/models.json"
-	run -1 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
-	assert_equal "$(last | jq -c .output.error)" \
-		"{\"status\":\"UNAUTHENTICATED\",\"message\":\"generate: azure: no API key: set AZURE_OPENAI_API_KEY (models file $XDG_CONFIG_HOME/agentkit/models.json)\"}"
+	local mf=$XDG_CONFIG_HOME/agentkit/models.json
+	run -5 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
+	assert_output "{\"error\":{\"status\":\"UNAUTHENTICATED\",\"message\":\"azure: header 'api-key' names AZURE_OPENAI_KEY, which is not set (models file $mf)\"}}"
+	assert_equal "$stderr" "agent-run: azure: header 'api-key' names AZURE_OPENAI_KEY, which is not set (models file $mf)"
+	echo '{"endpoints": {"azure": {"dialect": "openai", "keyVariable": "AZURE_OPENAI_API_KEY"}}}' >"$mf"
+	run -5 --separate-stderr agent-run --no-store --model azure/gpt-4o -m hi
+	assert_output "{\"error\":{\"status\":\"UNAUTHENTICATED\",\"message\":\"azure: no API key: set AZURE_OPENAI_API_KEY (models file $mf)\"}}"
+	assert_equal "$stderr" "agent-run: azure: no API key: set AZURE_OPENAI_API_KEY (models file $mf)"
 	run -4 --separate-stderr agent-run --no-store --model azure/ -m hi
 	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azure/' names no model: use azure/NAME"
 	run -4 --separate-stderr agent-run --no-store --model azur/gpt-4o -m hi
 	assert_equal "${stderr%%$'\n'*}" "agent-run: model 'azur/gpt-4o' not found (unknown provider 'azur'): did you mean 'azure/gpt-4o'?"
+	# A credential command that is not there, found before it would run;
+	# an endpoint's key file that holds nothing.
+	echo '{"endpoints": {"gw": {"dialect": "openai", "credentialCommand": ["no-such-helper", "x"]}}}' >"$mf"
+	run -5 --separate-stderr agent-run --no-store --model gw/m --detach -m hi
+	assert_output "{\"error\":{\"status\":\"UNAUTHENTICATED\",\"message\":\"gw: the credential command 'no-such-helper' is not found (models file $mf)\"}}"
+	: >empty.key
+	echo "{\"endpoints\": {\"gw\": {\"dialect\": \"openai\", \"keyFile\": \"$PWD/empty.key\"}}}" >"$mf"
+	run -5 --separate-stderr agent-run --no-store --model gw/m -m hi
+	assert_equal "$stderr" "agent-run: gw: key file '$PWD/empty.key' is empty"
 }
 
 @test "the models file's variables are wiped from agent-run's environment block too" {
@@ -414,7 +423,7 @@ JSON
 		'["local",["local/qwen2.5-coder:7b","local/llama-3.1-8b"]]
 ["lab",["lab/fast"]]'
 	run -0 --separate-stderr agent-run --list-models --format text
-	assert_equal "$(grep -A2 '^local' <<<"$output")" "local     key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
+	assert_equal "$(grep -A2 '^local' <<<"$output")" "local            key from LOCAL_KEY, http://127.0.0.1:$LOCAL_PORT/v1
   local/qwen2.5-coder:7b
   local/llama-3.1-8b"
 	# Completion: the endpoints and their models, asking none of them.
@@ -512,9 +521,10 @@ JSON
 	OPENAI_API_KEY=$'sk-0123456789\r\nX-Evil: yes' run -1 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
 	assert_equal "$(last | jq -r .output.error.message)" \
 		"generate: openai: OPENAI_API_KEY holds a line break (CR or LF), which would end its header: nothing was sent"
+	# (a key file is read before the first turn: refused then, exit 5)
 	printf 'sk-0123456789\0X-Evil: yes\n' >key.txt
-	run -1 --separate-stderr agent-run --no-store --model openai/gpt-4o --key-file key.txt -m hi
-	assert_equal "$(last | jq -r .output.error.message)" "generate: openai: key file 'key.txt' holds a NUL byte"
+	run -5 --separate-stderr agent-run --no-store --model openai/gpt-4o --key-file key.txt -m hi
+	assert_equal "$(last | jq -r .error.message)" "openai: key file 'key.txt' holds a NUL byte"
 	# A trailing line end is the shell's, not the key's: it still works.
 	OPENAI_API_KEY=$'sk-0123456789\n' run -0 --separate-stderr agent-run --no-store --model openai/gpt-4o -m hi
 	assert_equal "$(jq -s -c 'map(.auth)' "$MOCK_LOG")" '["ok"]'

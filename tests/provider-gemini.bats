@@ -86,5 +86,5 @@ start() {
 	unset GEMINI_API_KEY
 	req_simple googleai/gemini-2.5-flash >req.json
 	run -1 --separate-stderr "$MODEL_CALL" <req.json
-	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"googleai: no API key: set GOOGLE_API_KEY or GEMINI_API_KEY or give a key file"}}'
+	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"googleai: no API key: set GOOGLE_API_KEY or GEMINI_API_KEY, or name a file holding it with --key-file FILE or AGENTKIT_KEY_FILE"}}'
 }

@@ -72,7 +72,7 @@ start() {
 	unset OPENAI_API_KEY
 	req_simple openai/gpt-4o >req.json
 	run -1 --separate-stderr "$MODEL_CALL" <req.json
-	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"openai: no API key: set OPENAI_API_KEY or give a key file"}}'
+	assert_output '{"error":{"status":"UNAUTHENTICATED","message":"openai: no API key: set OPENAI_API_KEY, or name a file holding it with --key-file FILE or AGENTKIT_KEY_FILE"}}'
 	assert_equal "$(mock_requests)" 0
 }
 

@@ -29,7 +29,7 @@ start() {
 	assert_equal "$(tail -n 2 out | head -n 1)" '{"turnEnd":{"finishReason":"aborted"}}'
 	assert_equal "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("snapshotId")]')" \
 		'["aborted",{"status":"CANCELLED","message":"context canceled"},false]'
-	assert_equal "$(cat err)" "agent-run: interrupted"
+	assert_equal "$(cat err)" "agent-run: stopped"
 	run -0 agent-snap sessions
 	assert_output ""
 }

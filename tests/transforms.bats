@@ -195,7 +195,7 @@ SILENT='echo $$ >silent.pid; exec sleep 100'
 	[ "$rc" -eq 2 ]
 	[ "$(wc -l <out)" -eq 1 ]
 	[ "$(jq -c '.output | [.finishReason, .error, .state.custom]' out)" = '["aborted",{"status":"CANCELLED","message":"context canceled"},{"shaped":true}]' ]
-	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	[ "$(cat err)" = "agent-run: stopped by SIGTERM" ]
 	! kill -0 "$(cat silent.pid)" 2>/dev/null
 }
 
@@ -206,7 +206,7 @@ SILENT='echo $$ >silent.pid; exec sleep 100'
 	stop INT silent.pid
 	[ "$rc" -eq 2 ]
 	[ "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("state"), has("message")]')" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false,false]' ]
-	[ "$(cat err)" = "agent-run: interrupted" ]
+	[ "$(cat err)" = "agent-run: stopped" ]
 	! kill -0 "$(cat silent.pid)" 2>/dev/null
 }
 
@@ -216,7 +216,7 @@ SILENT='echo $$ >silent.pid; exec sleep 100'
 	stop TERM silent.pid
 	[ "$rc" -eq 2 ]
 	[ "$(tail -n 1 out | jq -c '.output | [.finishReason, .error, has("snapshotId")]')" = '["aborted",{"status":"CANCELLED","message":"context canceled"},false]' ]
-	[ "$(cat err)" = "agent-run: interrupted by SIGTERM" ]
+	[ "$(cat err)" = "agent-run: stopped by SIGTERM" ]
 	! kill -0 "$(cat silent.pid)" 2>/dev/null
 	run -0 agent-snap sessions
 	[ -z "$output" ]

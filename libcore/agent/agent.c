@@ -1,6 +1,7 @@
 /* agent.c - agent definitions from prompt files or flags, and lookup by name. */
 #include "agent.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -10,14 +11,20 @@
 
 #include "../base/buf.h"
 #include "../base/json.h"
+#include "../base/suggest.h"
 #include "../base/util.h"
 #include "prompt.h"
 #include "structured.h"
 
 /* ---- small string lists ---- */
 
+/* Add s to the list, unless it is there: a folder searched twice would
+ * be named twice in "searched: ...". */
 static enum core_status list_add(char ***list, size_t *n, const char *s)
 {
+	for (size_t i = 0; i < *n; i++)
+		if (!strcmp((*list)[i], s))
+			return CORE_OK;
 	char **l = realloc(*list, (*n + 2) * sizeof *l);
 	if (!l)
 		return CORE_ENOMEM;
@@ -86,6 +93,32 @@ static int is_file(const char *p)
 	return stat(p, &sb) == 0 && S_ISREG(sb.st_mode);
 }
 
+/* The agent on the search path whose name is closest to name (suggest.h)
+ * into near (NAME_MAX + 1 bytes; "" for none); near itself, or NULL. */
+static const char *closest_agent(const char *name, char **dirs, char *near)
+{
+	*near = 0;
+	for (char **d = dirs; *d; d++) {
+		DIR *dh = opendir(*d);
+		struct dirent *de;
+		while (dh && (de = readdir(dh))) {
+			size_t n = strlen(de->d_name);
+			char stem[NAME_MAX + 1];
+			if (n <= 7 || strcmp(de->d_name + n - 7, ".prompt"))
+				continue;
+			snprintf(stem, sizeof stem, "%.*s", (int)(n - 7), de->d_name);
+			/* The earlier of two as close wins, as in core_closest(). */
+			const char *cands[] = { *near ? near : stem, stem, NULL };
+			const char *best = core_closest(name, strlen(name), cands);
+			if (best == stem)
+				memcpy(near, stem, strlen(stem) + 1);
+		}
+		if (dh)
+			closedir(dh);
+	}
+	return *near ? near : NULL;
+}
+
 /*
  * Find NAME.prompt on the search path, or take name as a path.  *found is a
  * new string.
@@ -116,8 +149,13 @@ static enum core_status find_prompt(const char *name, char **dirs, char **found,
 		}
 		core_buf_addf(&tried, "%s%s", tried.len ? ", " : "", *d);
 	}
-	core_fail(e, CORE_ENOTFOUND, "agent '%s' not found (searched: %s)", name,
-	          tried.len ? tried.p : "");
+	char near[NAME_MAX + 1];
+	if (closest_agent(name, dirs, near))
+		core_fail(e, CORE_ENOTFOUND, "agent '%s' not found (searched: %s): did you mean "
+		          "'%s'?", name, tried.len ? tried.p : "", near);
+	else
+		core_fail(e, CORE_ENOTFOUND, "agent '%s' not found (searched: %s)", name,
+		          tried.len ? tried.p : "");
 	core_buf_release(&p);
 	core_buf_release(&tried);
 	return CORE_ENOTFOUND;
@@ -359,8 +397,10 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 	if (!a->model && !spec->model_optional
 	    && !(a->prompt && json_object_get(prompt_meta(a->prompt), "exec"))) {
 		st = a->path
-		   ? core_fail(e, CORE_EINVAL, "%s: no model (set 'model' in the front matter or use --model)", a->path)
-		   : core_fail(e, CORE_EUSAGE, "no agent: give an agent name, a .prompt file, or --model");
+		   ? core_fail(e, CORE_EINVAL, "%s: no model (set 'model' in the front matter, use "
+		               "--model, or set AGENTKIT_MODEL)", a->path)
+		   : core_fail(e, CORE_EUSAGE, "no agent: give an agent name, a .prompt file, or "
+		               "--model (or set AGENTKIT_MODEL: agent-run --list-models)");
 		goto fail;
 	}
 	core_strv_free(dirs);

@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <poll.h>
+#include <string.h>
 #include <sys/stat.h>
 
 /* The text view's sink (render.h) over the caller's: its write error is
@@ -50,11 +51,29 @@ enum core_status output_line(struct output *o, const json_t *v)
 	return st;
 }
 
-enum core_status output_lines(struct output *o, const json_t *array)
+enum core_status output_agents(struct output *o, const json_t *agents)
 {
 	enum core_status st = CORE_OK;
-	for (size_t i = 0; !st && i < json_array_size(array); i++)
-		st = output_line(o, json_array_get(array, i));
+	int width = 0;
+	size_t i;
+	const json_t *a;
+	json_array_foreach(agents, i, a) {
+		size_t n = strlen(json_string_value(json_object_get(a, "name")));
+		if ((int)n + 2 > width && n < 80)
+			width = (int)n + 2;
+	}
+	json_array_foreach(agents, i, a) {
+		if (st)
+			break;
+		if (o->format != OUTPUT_TEXT) {
+			st = output_line(o, a);
+			continue;
+		}
+		core_buf_reset(&o->line);
+		if (render_agent_row(a, width, &o->line) || core_buf_add(&o->line, "\n", 1))
+			return core_fail(&o->err, CORE_ENOMEM, "out of memory");
+		st = o->sink.write(o->sink.ctx, o->line.p, o->line.len, &o->err);
+	}
 	return st;
 }
 
@@ -67,12 +86,13 @@ enum core_status output_row(void *ctx, const json_t *row, struct core_err *e)
 	return st;
 }
 
-enum core_status output_model(struct output *o, const json_t *row, const char *dflt)
+enum core_status output_model(struct output *o, const json_t *row, int width,
+                              const char *dflt)
 {
 	if (o->format != OUTPUT_TEXT)
 		return row ? output_line(o, row) : CORE_OK;
 	core_buf_reset(&o->line);
-	enum core_status st = row ? render_model_row(row, &o->line)
+	enum core_status st = row ? render_model_row(row, width, &o->line)
 	                    : core_buf_addf(&o->line, "default model (AGENTKIT_MODEL): %s",
 	                                    dflt && *dflt ? dflt : "not set");
 	if (st || core_buf_add(&o->line, "\n", 1))

@@ -15,7 +15,7 @@
  *   output_init()     the format and the sink; output_release() is safe after
  *   output_line()     one JSON value as one line (--list, --describe, rows)
  *   output_chunk()    one AgentStreamChunk as the format shows it
- *   output_lines()    each value of an array as one line (--list)
+ *   output_agents()   the agents of --list: NDJSON lines, or a table (text)
  *   output_row()      output_line() as a row callback (mcp_run_list())
  *   output_model()    one row of --list-models, or its last line (text)
  *   output_error()    the {"error": ...} line of an invocation that never started
@@ -71,19 +71,22 @@ void output_release(struct output *o);
  */
 enum core_status output_line(struct output *o, const json_t *v);
 
-/* output_line() for each value of array, up to the first failure. */
-enum core_status output_lines(struct output *o, const json_t *array);
+/* agent-run --list's agents (agent_ext_list()): output_line() for each,
+ * or with text a table, render_agent_row() in a column as wide as the
+ * widest name; up to the first failure, its status as output_line()'s. */
+enum core_status output_agents(struct output *o, const json_t *agents);
 
 /* output_line() for ctx, a struct output: its message copied to e. */
 enum core_status output_row(void *ctx, const json_t *row, struct core_err *e);
 
 /*
- * One row of model_list() (registry.h): a table line (text) or an NDJSON
- * line; with row NULL, text only, the last line: "default model
- * (AGENTKIT_MODEL): NAME" (dflt, or "not set").  Its status as
- * output_line()'s.
+ * One row of model_list() (registry.h): a table line (text; the name in
+ * a column width wide, render_model_row()) or an NDJSON line; with row
+ * NULL, text only, the last line: "default model (AGENTKIT_MODEL): NAME"
+ * (dflt, or "not set").  Its status as output_line()'s.
  */
-enum core_status output_model(struct output *o, const json_t *row, const char *dflt);
+enum core_status output_model(struct output *o, const json_t *row, int width,
+                              const char *dflt);
 
 /*
  * One chunk: an NDJSON line, the text view, or nothing (json).  After a

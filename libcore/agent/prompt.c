@@ -5,7 +5,6 @@
  */
 #include "prompt.h"
 
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -280,7 +279,7 @@ enum core_status prompt_load(const char *path, struct prompt **out,
 
 	*out = NULL;
 	st = core_buf_read_file(&b, path, e);
-	if (st == CORE_ESYS && e && e->sys == ENOENT)
+	if (st == CORE_ENOTFOUND)
 		st = core_fail(e, CORE_ENOTFOUND, "prompt file '%s' not found", path);
 	if (st == CORE_OK)
 		st = prompt_parse(b.p ? b.p : "", b.len, path, out, e);

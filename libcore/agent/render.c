@@ -167,14 +167,28 @@ enum core_status render_summary(const char *prog, const json_t *output, const ch
 	                     trace ? ", trace " : "", trace ? trace : "", color ? "\033[0m" : "");
 }
 
-enum core_status render_model_row(const json_t *row, struct core_buf *b)
+enum core_status render_agent_row(const json_t *agent, int width, struct core_buf *b)
+{
+	const char *desc = json_string_value(json_object_get(agent, "description"));
+	const char *err = json_string_value(json_object_get(agent, "error"));
+	enum core_status st = core_buf_addf(b, "%-*s ", width > 1 ? width - 1 : 0,
+	                                    json_string_value(json_object_get(agent, "name")));
+	if (!st && err)
+		st = core_buf_addf(b, "error: %s", err);
+	else if (!st)
+		st = core_buf_adds(b, desc ? desc
+		                           : json_string_value(json_object_get(agent, "path")));
+	return st ? CORE_ENOMEM : CORE_OK;
+}
+
+enum core_status render_model_row(const json_t *row, int width, struct core_buf *b)
 {
 	const json_t *keys = json_object_get(row, "keyVariables"), *v;
 	const char *from = json_string_value(json_object_get(row, "keyFrom"));
 	const char *base = json_string_value(json_object_get(row, "baseUrl"));
-	/* A column of 10, and a space after a longer name. */
-	enum core_status st = core_buf_addf(b, "%-9s ", json_string_value(json_object_get(row,
-	                                                                  "provider")));
+	/* The column, and a space after a longer name. */
+	enum core_status st = core_buf_addf(b, "%-*s ", width > 1 ? width - 1 : 0,
+	                                    json_string_value(json_object_get(row, "provider")));
 	size_t i;
 	if (!base)
 		st = st ? st : core_buf_adds(b, "offline, no key");

@@ -63,10 +63,20 @@ enum core_status render_summary(const char *prog, const json_t *output, const ch
 
 /*
  * One provider row of model_list() (model.h) on b, as the --list-models
- * table shows it: the name in a column of 10, where its key comes from (or
- * that it is not set) and its base URL, then its models indented, one a
- * line, and why they could not be listed.  Errors: CORE_ENOMEM.
+ * table shows it: the name in a column width wide (a name as wide or
+ * wider gets one space after it; the caller gives the widest name plus
+ * one), where its key comes from (or that it is not set) and its base
+ * URL, then its models indented, one a line, and why they could not be
+ * listed.  Errors: CORE_ENOMEM.
  */
-enum core_status render_model_row(const json_t *row, struct core_buf *b);
+enum core_status render_model_row(const json_t *row, int width, struct core_buf *b);
+
+/*
+ * One agent of agent-run --list (agent_ext_list()) on b: its name in a
+ * column width wide (a space after a wider one), then its description,
+ * or "error: MESSAGE" for a file that does not load, or its path when it
+ * has neither.  Errors: CORE_ENOMEM.
+ */
+enum core_status render_agent_row(const json_t *agent, int width, struct core_buf *b);
 
 #endif

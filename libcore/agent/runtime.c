@@ -82,6 +82,7 @@ void rt_free(struct runtime *rt)
 	json_decref(rt->usage);
 	json_decref(rt->turn_usage);
 	json_decref(rt->resumed_title);
+	free(rt->turn_text);
 	free(rt);
 }
 
@@ -127,7 +128,37 @@ json_t *rt_row_info(struct runtime *rt)
 	const json_t *usage = rt->detached ? rt->usage : rt->turn_usage;
 	if (json_object_size(usage))
 		json_object_set_new(info, "usage", json_deep_copy(usage));
+	/* The invocation ended in a turn that never committed: what it was
+	 * asked, which the row's state (the last good one) does not hold. */
+	if (rt->ended && rt->turn_text)
+		json_object_set_new(info, "input", json_string(rt->turn_text));
 	return info;
+}
+
+/* The text parts of a user message joined, cut to RT_INPUT_MAX bytes at a
+ * character's boundary (" [...]" then), or NULL for none (or no memory). */
+static char *turn_text(const json_t *msg)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const json_t *part;
+	size_t i;
+	json_array_foreach(json_object_get(msg, "content"), i, part) {
+		const char *t = json_string_value(json_object_get(part, "text"));
+		if (t && core_buf_addf(&b, "%s%s", b.len ? "\n" : "", t))
+			break;
+	}
+	if (b.len > RT_INPUT_MAX) {
+		size_t n = RT_INPUT_MAX;
+		while (n && ((unsigned char)b.p[n] & 0xC0) == 0x80)
+			n--;
+		b.len = n;
+		core_buf_adds(&b, " [...]");
+	}
+	if (!b.len) {
+		core_buf_release(&b);
+		return NULL;
+	}
+	return core_buf_detach(&b, NULL);
 }
 
 int64_t rt_next_created_ns(struct runtime *rt)
@@ -268,6 +299,8 @@ static enum core_status turn_begin(struct runtime *rt, const json_t *input)
 		if (!role || (jv_is_string(role) && !json_string_length(role)))
 			json_object_set_new(copy, "role", json_string("user"));
 		session_add_message(rt->s, copy);
+		free(rt->turn_text);
+		rt->turn_text = turn_text(copy);
 		json_decref(copy);
 	}
 	return CORE_OK;
@@ -329,6 +362,10 @@ enum core_status rt_turn(struct runtime *rt, const json_t *input)
 	if (end_turn(rt, &r, &ce)) {
 		commit_failed(rt, &r, &ce);
 		return CORE_FAILED;
+	}
+	if (!r.err.st) {        /* committed: its message is in the state */
+		free(rt->turn_text);
+		rt->turn_text = NULL;
 	}
 	if (rt->ended)
 		return CORE_FAILED;     /* ended while it ran (rt_fail: a detach that failed) */

@@ -60,7 +60,12 @@ struct runtime {
 	json_t *turn_usage;     /* the turn in flight's share of usage */
 	json_t *resumed_title;  /* the resumed row's title, while its history
 	                           is deferred (session_defer_history()) */
+	char *turn_text;        /* the user text of the turn in flight, cut to
+	                           RT_INPUT_MAX, until it commits; NULL for none */
 };
+
+/* How much of an uncommitted turn's user text a row records (rt_row_info). */
+#define RT_INPUT_MAX 4096
 
 /* How a turn ended: err.st is CORE_OK or the failure's status, err.msg
  * its message. */

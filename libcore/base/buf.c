@@ -127,6 +127,14 @@ enum core_status core_buf_read_file(struct core_buf *b, const char *path,
 	int fd = stdin_ ? 0 : open(path, O_RDONLY | O_CLOEXEC);
 	enum core_status st = CORE_OK;
 	struct stat sb;
+	if (fd < 0 && errno == ENOENT) {
+		/* A file the caller named that is not there: not found (exit 4,
+		 * DESIGN §8), errno kept for callers that tell it apart. */
+		core_fail_sys(e, "cannot open '%s'", path);
+		if (e)
+			e->st = CORE_ENOTFOUND;
+		return CORE_ENOTFOUND;
+	}
 	if (fd < 0)
 		return core_fail_sys(e, "cannot open '%s'", path);
 	/* a regular file in one read: room for all of it and the read that

@@ -52,7 +52,8 @@ enum core_status core_buf_fix_text(struct core_buf *b);
 
 /*
  * Read a whole file ("-" is stdin) into b, appending.  Fails with
- * CORE_ETOOBIG past b->max, CORE_ESYS (message names the file).
+ * CORE_ETOOBIG past b->max, CORE_ENOTFOUND when there is no such file
+ * (e->sys ENOENT), CORE_ESYS (message names the file).
  */
 enum core_status core_buf_read_file(struct core_buf *b, const char *path,
                                     struct core_err *e);

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -29,6 +30,35 @@ int spawn_env_listed(const char *const *names, const char *entry)
 		if (strlen(*names) == len && !strncmp(*names, entry, len))
 			return 1;
 	return 0;
+}
+
+/* An executable regular file at path. */
+static int executable(const char *path)
+{
+	struct stat sb;
+	return !stat(path, &sb) && S_ISREG(sb.st_mode) && !access(path, X_OK);
+}
+
+int spawn_program_found(const char *argv0)
+{
+	const char *path = getenv("PATH");
+	char buf[4096];
+	if (!argv0 || !*argv0)
+		return 0;
+	if (strchr(argv0, '/'))
+		return executable(argv0);
+	if (!path)
+		path = "/bin:/usr/bin";
+	for (const char *p = path;; p++) {
+		size_t n = strcspn(p, ":");
+		/* An empty entry is the current directory, as for execvpe(). */
+		int len = snprintf(buf, sizeof buf, "%.*s%s%s", (int)n, p, n ? "/" : "", argv0);
+		if (len > 0 && (size_t)len < sizeof buf && executable(buf))
+			return 1;
+		p += n;
+		if (!*p)
+			return 0;
+	}
 }
 
 enum core_status spawn_protect_keys(spawn_key_fn *is_key, struct core_err *e)

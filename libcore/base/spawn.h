@@ -57,6 +57,14 @@ enum core_status spawn_protect_keys(spawn_key_fn *is_key, struct core_err *e);
 /* Is the environment entry "NAME=..." one of names (a NULL-terminated list)? */
 int spawn_env_listed(const char *const *names, const char *entry);
 
+/*
+ * Would spawn_start() find the program argv0: with a '/', an executable
+ * file there; otherwise one in a directory of PATH (unset: /bin:/usr/bin,
+ * as execvpe() has it).  Checked before a run that needs it, so a missing
+ * one is told before anything starts; exec may still fail later.
+ */
+int spawn_program_found(const char *argv0);
+
 /* Close *fd if open and mark it closed (-1). */
 void spawn_close_fd(int *fd);
 

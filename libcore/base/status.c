@@ -43,6 +43,10 @@ static const struct {
 	/* Likewise a provider's FAILED_PRECONDITION: exit 5 is for agentkit's
 	 * own preconditions (state mode, a pending row, detach's store). */
 	[CORE_EUNMET]        = { "a provider's precondition failed", "FAILED_PRECONDITION", 1 },
+	/* A key or credential found missing before the first call: nothing
+	 * ran, a precondition of the run (5), as Genkit names it.  A key the
+	 * provider refuses (HTTP 401) is CORE_EUNAUTH, a model failure. */
+	[CORE_ENOKEY]        = { "no credentials", "UNAUTHENTICATED", 5 },
 };
 
 static int valid(enum core_status st)
@@ -186,7 +190,7 @@ enum core_status core_outcome_exit(enum core_status st, const char *reason)
 		 * INVALID_ARGUMENT says, malformed input */
 		return CORE_EINVAL;
 	case CORE_EINVAL: case CORE_ETOOBIG: case CORE_ENOTFOUND:
-	case CORE_EPRECONDITION: case CORE_ESYS: case CORE_ENOMEM:
+	case CORE_EPRECONDITION: case CORE_ENOKEY: case CORE_ESYS: case CORE_ENOMEM:
 		return st;
 	default:
 		return CORE_FAILED;

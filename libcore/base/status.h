@@ -43,6 +43,8 @@ enum core_status {
 	                       agentkit built (HTTP 400); a model failure, exit 1 */
 	CORE_EUNMET,        /* FAILED_PRECONDITION from a provider (Gemini's "location
 	                       not supported"): its condition, not agentkit's; exit 1 */
+	CORE_ENOKEY,        /* UNAUTHENTICATED found before any call: the model's key
+	                       or credential is not there (exit 5, a precondition) */
 	CORE_STATUS_MAX
 };
 
@@ -90,8 +92,9 @@ enum core_status core_finish_status(const char *reason);
  * core_outcome_exit(): the status whose exit code the command exits
  * with: core_finish_status(reason) without a failure; CORE_ABORTED for
  * the reason aborted; the failure's own status when it is the caller's
- * or the system's (malformed input, not found, a precondition, a system
- * failure or no memory: the invocation could not go on; a usage error
+ * or the system's (malformed input, not found, a precondition, missing
+ * credentials, a system failure or no memory: the invocation could not go
+ * on; a usage error
  * met once the work began is malformed input);
  * CORE_FAILED for every other failure (a tool, a model, a provider's
  * rejection, a handler: the work failed).

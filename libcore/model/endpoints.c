@@ -16,6 +16,7 @@
 #include "../base/json.h"
 #include "provider_common.h"
 #include "../base/run.h"
+#include "../base/spawn.h"
 #include "../base/utf8.h"
 #include "../base/util.h"
 
@@ -382,15 +383,13 @@ static enum core_status load_file(void)
 			return CORE_OK;
 	}
 	if (core_buf_read_file(&b, tab.path, &tab.err)) {
-		int absent = tab.err.st == CORE_ESYS && tab.err.sys == ENOENT;
+		int absent = tab.err.st == CORE_ENOTFOUND;
 		core_buf_release(&b);
 		if (absent && !(named && *named)) {
 			memset(&tab.err, 0, sizeof tab.err);
 			return CORE_OK;
 		}
-		if (absent)
-			tab.err.st = CORE_ENOTFOUND;
-		else if (tab.err.st == CORE_ETOOBIG)
+		if (tab.err.st == CORE_ETOOBIG)
 			return core_fail(&tab.err, CORE_EINVAL, "models file: over %zu bytes (at %s)",
 			                 FILE_MAX, tab.path);
 		core_err_prefix(&tab.err, "models file (AGENTKIT_MODELS_FILE)");
@@ -726,6 +725,52 @@ static enum core_status endpoint_key(struct endpoint *ep, const struct model_req
 	else
 		snprintf(fmt, fmtlen, "%s", dflt);
 	return st;
+}
+
+/* Each variable a value of the endpoint names (baseUrl, headers, query)
+ * set, as a call expands them (expand_vars()). */
+static enum core_status check_vars(const struct endpoint *ep, struct core_err *e)
+{
+	struct core_buf val = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
+	const char *k;
+	json_t *x;
+	char spot[300];
+	if (ep->base)
+		st = expand_vars(ep, "\"baseUrl\"", ep->base, &val, e);
+	json_object_foreach((json_t *)ep->headers, k, x) {
+		snprintf(spot, sizeof spot, "header '%s'", k);
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
+			break;
+	}
+	json_object_foreach((json_t *)ep->query, k, x) {
+		snprintf(spot, sizeof spot, "query parameter '%s'", k);
+		if (st || (st = expand_vars(ep, spot, json_string_value(x), &val, e)))
+			break;
+	}
+	if (val.p)
+		explicit_bzero(val.p, val.len);
+	core_buf_release(&val);
+	return st;
+}
+
+enum core_status endpoints_check_credentials(const struct endpoint *cep, struct core_err *e)
+{
+	struct endpoint *ep = (struct endpoint *)cep;
+	const char *argv0 = json_string_value(json_array_get(ep->cred_cmd, 0)), *from;
+	char *key = NULL, fmt[320];
+	enum core_status st = CORE_OK;
+	/* The command itself runs at the first call: it may be slow, or ask
+	 * a person; here only that it is there. */
+	if (ep->cred_cmd && !spawn_program_found(argv0))
+		st = core_fail(e, CORE_ENOKEY, "%s: the credential command '%s' is not found "
+		               "(models file %s)", ep->name, argv0, tab.path);
+	else if (!ep->cred_cmd)
+		st = endpoint_key(ep, NULL, &key, fmt, sizeof fmt, &from, e);
+	if (!st)
+		st = check_vars(ep, e);
+	prov_secret_free(key);
+	return prov_key_missing(st, e);
 }
 
 enum core_status endpoints_generate(const struct endpoint *cep, const char *model,

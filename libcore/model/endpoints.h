@@ -90,6 +90,16 @@ enum core_status endpoints_generate(const struct endpoint *ep, const char *model
                                     struct model_response *resp, struct core_err *e);
 
 /*
+ * Are ep's credentials there, before any call: its keyVariable set, its
+ * keyFile readable and not empty, its credentialCommand's program found
+ * (spawn_program_found(); it is not run), and every variable its baseUrl,
+ * headers and query name set.  Errors: CORE_ENOKEY naming what is
+ * missing and the models file; a key file that cannot be read:
+ * CORE_ENOTFOUND, CORE_ESYS; CORE_ENOMEM.
+ */
+enum core_status endpoints_check_credentials(const struct endpoint *ep, struct core_err *e);
+
+/*
  * Append one --list-models row per endpoint to rows, in the file's order:
  *   {"provider": NAME, "dialect", "keyVariables": [VAR]|[], "keyFrom":
  *    VAR|"key file"|"credential command"|null, "baseUrl" (as written,

@@ -47,7 +47,6 @@
  */
 #include "model.h"
 
-#include <errno.h>
 #include <regex.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -240,8 +239,7 @@ static enum core_status pick_reply(const char *path, const json_t *messages, siz
 	*reply = NULL;
 	if ((st = core_buf_read_file(&file, path, &fe))) {
 		core_buf_release(&file);
-		return core_fail(e, st == CORE_ESYS && fe.sys == ENOENT ? CORE_ENOTFOUND : st,
-		                 "script model: %s", fe.msg);
+		return core_fail(e, st, "script model: %s", fe.msg);
 	}
 	if ((st = model_last_user_text(messages, &user)))
 		goto nomem;

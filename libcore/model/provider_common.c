@@ -185,10 +185,19 @@ enum core_status prov_key_from(const char *what, const char *const *envs,
 	core_buf_adds(&b, envs[0]);
 	for (const char *const *v = envs + 1; *v; v++)
 		core_buf_addf(&b, "%s%s", v[1] ? ", " : " or ", *v);
-	core_fail(e, CORE_EUNAUTH, "%s: no API key: set %s or give a key file", what,
-	          b.p ? b.p : "");
+	core_fail(e, CORE_EUNAUTH, "%s: no API key: set %s, or name a file holding it with "
+	          "--key-file FILE or AGENTKIT_KEY_FILE", what, b.p ? b.p : "");
 	core_buf_release(&b);
 	return CORE_EUNAUTH;
+}
+
+enum core_status prov_key_missing(enum core_status st, struct core_err *e)
+{
+	if (st != CORE_EUNAUTH)
+		return st;
+	if (e)
+		e->st = CORE_ENOKEY;
+	return CORE_ENOKEY;
 }
 
 char *prov_env_url(const char *const *envs, const char *dflt)

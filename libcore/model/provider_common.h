@@ -250,6 +250,22 @@ struct prov_dialect {
 	const char *terminator;         /* what ends a complete stream, for messages */
 };
 
+/* A credential found missing before any call (CORE_EUNAUTH) as the
+ * precondition it is then: CORE_ENOKEY, the message kept (e may be NULL);
+ * any other status as it is. */
+enum core_status prov_key_missing(enum core_status st, struct core_err *e);
+
+/*
+ * Is d's key there, before any call: the key file (read, then wiped) or
+ * one of p's variables, as prov_generate() would take it; CORE_OK for a
+ * dialect without a key or with an optional one.  Errors: CORE_ENOKEY
+ * naming the variables, --key-file and AGENTKIT_KEY_FILE (an empty key
+ * file or one with a NUL byte too); a key file that cannot be read:
+ * CORE_ENOTFOUND, CORE_ESYS; CORE_ENOMEM.
+ */
+enum core_status prov_check_key(const struct prov_dialect *d, const char *key_file,
+                                struct core_err *e);
+
 /* One generate call of d's provider, the one whose dialect is d (model.h;
  * registry.c runs it): the key from p's variables or the key file, the
  * base URL from p's variables, the headers of p's env_headers that are

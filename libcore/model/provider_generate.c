@@ -55,6 +55,20 @@ static enum core_status provider_key(const struct model_provider *p, const char 
 	return CORE_OK;
 }
 
+enum core_status prov_check_key(const struct prov_dialect *d, const char *key_file,
+                                struct core_err *e)
+{
+	const char *fmt, *from;
+	char *key = NULL;
+	enum core_status st;
+	if (!d->auth_fmt && !d->auth_fmts)
+		return CORE_OK;
+	st = provider_key(d->p, key_file, d->auth_fmts, d->auth_fmt, d->key_optional, &key, &fmt,
+	                  &from, e);
+	prov_secret_free(key);
+	return prov_key_missing(st, e);
+}
+
 enum core_status prov_generate(const struct prov_dialect *d, const char *name,
                                const struct model_request *req,
                                const struct model_stream *stream,

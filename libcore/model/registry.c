@@ -238,6 +238,22 @@ enum core_status model_list(const char *key_file, json_t **rows, int *failed,
 	return fst;
 }
 
+enum core_status model_check_credentials(const char *name, const char *key_file,
+                                         struct core_err *e)
+{
+	const struct model_provider *p = find_provider(name);
+	const char *slash = strchr(name, '/');
+	const struct endpoint *ep;
+	enum core_status st;
+	if ((st = load_endpoints(e)))
+		return st;
+	if (p)          /* echo and script have their own generate, and no key */
+		return p->dialect ? prov_check_key(p->dialect, key_file, e) : CORE_OK;
+	if (slash && (ep = endpoints_find(name, (size_t)(slash - name))))
+		return endpoints_check_credentials(ep, e);
+	return model_check(name, e);
+}
+
 enum core_status model_generate(const char *name, const struct model_request *req,
                                 const struct model_stream *stream,
                                 struct model_response *resp, struct core_err *e)

@@ -38,6 +38,20 @@ enum core_status model_generate(const char *name, const struct model_request *re
  */
 enum core_status model_check(const char *name, struct core_err *e);
 
+/*
+ * Are the credentials of the model called name there, before any call
+ * (agent-run asks before the first turn and before --detach returns): a
+ * provider's key in key_file (--key-file, $AGENTKIT_KEY_FILE; NULL: none)
+ * or its variables (none needed by echo, script, or a provider whose key
+ * is optional), an endpoint's as endpoints_check_credentials() says.
+ * Nothing is sent and no credential command is run.  Errors: CORE_ENOKEY
+ * (UNAUTHENTICATED, exit 5) naming the variables, --key-file and
+ * AGENTKIT_KEY_FILE; a key file that cannot be read (CORE_ENOTFOUND,
+ * CORE_ESYS); model_check()'s for a name that is no model; CORE_ENOMEM.
+ */
+enum core_status model_check_credentials(const char *name, const char *key_file,
+                                         struct core_err *e);
+
 /* The i-th provider's prefix ("echo", "script", "openai", ...; static),
  * NULL past the last. */
 const char *model_provider_name(size_t i);

@@ -115,15 +115,20 @@ static void test_summary(void)
 	core_buf_release(&b);
 }
 
-static void row(const char *name, const char *json, const char *want)
+static void row_in(const char *name, const char *json, int width, const char *want)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *r = pj(json);
-	render_model_row(r, &b);
+	render_model_row(r, width, &b);
 	core_buf_addc(&b, 0);
 	check(name, b.p, want);
 	json_decref(r);
 	core_buf_release(&b);
+}
+
+static void row(const char *name, const char *json, const char *want)
+{
+	row_in(name, json, 10, want);
 }
 
 static void test_model_rows(void)
@@ -143,6 +148,7 @@ static void test_model_rows(void)
 	    "ollama    no key needed, http://localhost:11434");
 	row("a long name keeps a space", "{\"provider\":\"anthropic1\"}",
 	    "anthropic1 offline, no key");
+	row_in("a wider column", "{\"provider\":\"echo\"}", 17, "echo             offline, no key");
 }
 
 int main(void)
