@@ -79,6 +79,7 @@
  *            reaped); a server whose stream is cut, or one the client
  *            stops waiting for, is not asked to end.  Later sends and
  *            receives fail as after an exit.
+ *   session  Optional: the server's session ID, for traces.
  *   close    End the server and free the transport.  stdio: close the
  *            server's stdin, wait up to grace_ms for it to exit, SIGTERM
  *            its process group, grace_ms more, SIGKILL; always reaped;
@@ -121,6 +122,7 @@ struct mcp_transport {
 
 struct mcp_transport_ops {
 	const char *type;       /* the entry's "type": "stdio" */
+	const char *network;    /* OpenTelemetry's network.transport: "pipe", "tcp" */
 	enum core_status (*open)(const struct mcp_server_config *c,
 	                         void (*sink)(void *sink_ctx, const char *server,
 	                                      const char *line),
@@ -135,6 +137,10 @@ struct mcp_transport_ops {
 	void (*tail)(struct mcp_transport *t, const char *msg, struct core_buf *b);
 	void (*kill)(struct mcp_transport *t);
 	void (*close)(struct mcp_transport *t, int64_t grace_ms);
+	/* The session the server gave (Streamable HTTP's Mcp-Session-Id),
+	 * borrowed until the next operation, or NULL; the member may be
+	 * NULL (no sessions). */
+	const char *(*session)(struct mcp_transport *t);
 };
 
 /* The transport that takes type (mcp_transport.c's transports[]), or

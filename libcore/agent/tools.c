@@ -521,16 +521,20 @@ static void tool_done(struct run_child *rc)
 	agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 }
 
-/* The in-process tools (an MCP server's) of a round, one at a time, before
- * the executables start: each waits on its server with its own timeout.
+/* The in-process tools (an MCP server's) of a round, before the
+ * executables start: every call started (sent to its server), then each
+ * finished, so that they run at the same time, each with its own timeout.
  * Only CORE_ENOMEM fails the round. */
 static enum core_status run_in_process(struct tool_call *calls, size_t n,
                                        const struct tool_context *ctx,
                                        const struct tool_events *ev, struct core_err *e)
 {
+	void **pending = calloc(n + 1, sizeof *pending);
+	if (!pending)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
 	for (size_t i = 0; i < n; i++) {
 		struct tool_call *c = &calls[i];
-		if (!c->tool->call)
+		if (!c->tool->start)
 			continue;
 		memset(&c->run, 0, sizeof c->run);
 		c->run.done = 1;
@@ -540,7 +544,7 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		core_buf_init(&c->err_buf, 0);
 		memset(&c->err, 0, sizeof c->err);
 		if (!(c->parts = json_array()))
-			return core_fail(e, CORE_ENOMEM, "out of memory");
+			break;
 		/* The call's span, and its traceparent for the server (without
 		 * the "TRACEPARENT=" of the environment form). */
 		struct tool_context cc = *ctx;
@@ -548,10 +552,23 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		c->span = agent_trace_tool_begin(c->tool->name, c->input);
 		agent_trace_tool_attrs(c->span, c->tool->span_attrs);
 		cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
-		c->st = c->tool->call(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
-		                      ev ? ev->ctx : NULL, &c->output, c->parts, &c->err);
+		c->st = c->tool->start(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
+		                       ev ? ev->ctx : NULL, &pending[i], &c->err);
+		if (c->st)
+			agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, NULL);
+	}
+	/* Every started call is finished, even after a failure here. */
+	for (size_t i = 0; i < n; i++) {
+		struct tool_call *c = &calls[i];
+		if (!pending[i])
+			continue;
+		c->st = c->tool->finish(c->tool, pending[i], &c->output, c->parts, &c->err);
 		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
 	}
+	free(pending);
+	for (size_t i = 0; i < n; i++)
+		if (calls[i].tool->start && !calls[i].parts)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;
 }
 
@@ -635,7 +652,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		goto out;
 	for (size_t i = 0; i < n && !st; i++) {
 		struct tool_call *c = &calls[i];
-		if (c->tool->call)
+		if (c->tool->start)
 			continue;
 		c->ev = ev;
 		c->poll_err = &pe;

@@ -155,8 +155,11 @@ static enum core_status call_tool(const char *name, json_t **output, struct core
 	json_t *input = pj("{\"x\": 1}"), *parts = json_array();
 	enum core_status st = tool_load(name, NULL, &t, e);
 	*output = NULL;
+	void *pending = NULL;
 	if (!st)
-		st = t->call(t, input, &ctx, NULL, NULL, output, parts, e);
+		st = t->start(t, input, &ctx, NULL, NULL, &pending, e);
+	if (!st)
+		st = t->finish(t, pending, output, parts, e);
 	tool_free(t);
 	json_decref(input);
 	json_decref(parts);
