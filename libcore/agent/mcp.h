@@ -236,7 +236,11 @@ json_t *mcp_set_row(const struct mcp_set *s, size_t i);
  * Images, audio and blobs are media parts.  isError: {"error": text}, and
  * the call succeeds (the model reads it); so does an answer longer than
  * maxResultBytes ({"error": "... answered with more than N bytes ..."},
- * the server broken).  In a process forked after the
+ * the server broken).  The calls of a round overlap (tools.h's
+ * start/finish): each is sent with its own id, and the answers are taken
+ * in any order, each call with its own timeout, stop and maxResultBytes;
+ * a server that breaks fails every call waiting on it.  In a process
+ * forked after the
  * servers started (a detached worker) the servers are the parent's: the
  * first call there starts that process's own (initialize again; the tools
  * stay those listed first), ended by its mcp_set_free().
