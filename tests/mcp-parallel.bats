@@ -117,7 +117,7 @@ attrs() { spans "$1" | jq -r --arg n "$2" --arg k "$3" 'select(.name == $n) | [.
 	! spans t.ndjson | jq -e 'select(.name == "mcp.initialize") | .attributes[] | select(.key == "genkit:isFailureSource")'
 }
 
-@test "four 500 ms calls to one Streamable HTTP server take about 500 ms (concurrent POSTs)" {
+@test "four 500 ms calls to one Streamable HTTP server take about 500 ms (concurrent POSTs); with a stdio server too" {
 	command -v node >/dev/null || skip "node is not installed"
 	[ -f "$MODS/@modelcontextprotocol/sdk/package.json" ] || skip "the MCP packages are not installed (run scripts/mcp-servers)"
 	rm -f port
@@ -132,6 +132,13 @@ attrs() { spans "$1" | jq -r --arg n "$2" --arg k "$3" 'select(.name == $n) | [.
 	naps fx_nap 600:slow 20:quick
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config h.json -m go
 	[ "$(responses)" = '[["1","slow after 600ms"],["2","quick after 20ms"]]' ]
+	# calls to a stdio server and an HTTP one overlap too
+	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["naps"]}, "fx": {"type": "http", "url": "http://127.0.0.1:%s/mcp"}}}\n' "$SERVER" "$(cat port)" >both.json
+	script '{"toolRequests":[{"name":"fake_nap","ref":"1","input":{"ms":800,"text":"pipe"}},{"name":"fx_nap","ref":"2","input":{"ms":800,"text":"tcp"}}]}' '{"text":"done"}'
+	timed run -0 --separate-stderr agent-run --no-store --model $M --mcp-config both.json -m go
+	[ "$(responses)" = '[["1","pipe after 800ms"],["2","tcp after 800ms"]]' ]
+	# one after another: 1.6 s
+	[ "$ms" -lt 1500 ]
 	# the session the server gave, on the start-up's span and the calls'
 	sid=$(attrs t.ndjson mcp.initialize mcp.session.id)
 	[[ $sid =~ ^[0-9a-f-]{36}$ ]]

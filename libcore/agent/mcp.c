@@ -26,6 +26,8 @@
 /* How long past its deadline a request may still take an answer the
  * server wrote in time, while the client waited on another server. */
 #define LATE_MS 100
+/* The slice of a wait on one server while others have requests waiting. */
+#define SHARE_MS 20
 
 static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
 
@@ -422,11 +424,12 @@ static void dispatch(struct mcp_server *s, struct pending *p, json_t *msg)
 }
 
 /*
- * Read one message of the server's while p (on s->waiting) waits, or
- * expire what is due.  The deadlines and the stop hold however fast the
- * server writes: messages already read ahead do not wait.
+ * Read one message of the server's while p (on s->waiting) waits, at
+ * most cap_ms, or expire what is due.  The deadlines and the stop hold
+ * however fast the server writes: messages already read ahead do not
+ * wait.
  */
-static void pump(struct mcp_server *s, struct pending *p)
+static void pump(struct mcp_server *s, struct pending *p, int64_t cap_ms)
 {
 	struct core_err re = { 0 }, pe = { 0 };
 	const char *line;
@@ -436,7 +439,11 @@ static void pump(struct mcp_server *s, struct pending *p)
 	expire_due(s, &wait, &overdue);
 	if (p->done)
 		return;
+	if (wait > cap_ms)
+		wait = cap_ms;
 	enum core_status st = s->t->ops->receive(s->t, wait, &p->cancel, &line, &len, &re);
+	if (st == CORE_EDEADLINE && wait == cap_ms && !overdue)
+		return;         /* only the cap: nothing was due */
 	if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
 		int64_t now = core_now_mono_ms();
 		for (struct pending *q = s->waiting, *next; q && !s->broken; q = next) {
@@ -500,14 +507,33 @@ static enum core_status rpc_begin(struct mcp_server *s, const char *method, json
 	return CORE_OK;
 }
 
+/* The other servers of s's set with requests waiting, each given a look
+ * (what it wrote is taken, its transfers move): 1 if there is one. */
+static int pump_others(struct mcp_server *s)
+{
+	int others = 0;
+	for (size_t k = 0; k < s->set->nservers; k++) {
+		struct mcp_server *o = s->set->servers[k];
+		if (o == s || !o->waiting || !o->t || inherited(o->t))
+			continue;
+		others = 1;
+		pump(o, o->waiting, 1);
+	}
+	return others;
+}
+
 /* Wait for p's answer (rpc_begin() sent it), answering the server's own
  * requests meanwhile and taking the answers of the others waiting as they
- * come; *result is the result (new reference). */
+ * come; *result is the result (new reference).  While other servers have
+ * requests waiting too (a round's calls, start-ups), the wait on s is cut
+ * in slices of SHARE_MS, each other server looked at between them: their
+ * answers are taken, their deadlines held, and an HTTP server's
+ * transfers move, as they would if the client waited on it alone. */
 static enum core_status rpc_end(struct mcp_server *s, struct pending *p, json_t **result,
                                 struct core_err *e)
 {
 	while (!p->done)
-		pump(s, p);
+		pump(s, p, pump_others(s) ? SHARE_MS : INT64_MAX);
 	*result = p->result;
 	p->result = NULL;
 	if (p->st)
