@@ -66,6 +66,15 @@ attrs() { spans "$1" | jq -r --arg n "$2" --arg k "$3" 'select(.name == $n) | [.
 	[ "$ms" -lt 1500 ]
 }
 
+@test "the server's own requests during parallel calls are answered; the calls go on" {
+	script '{"toolRequests":[{"name":"fake_nap","ref":"1","input":{"ms":400,"text":"a"}},{"name":"fake_ping","ref":"2","input":{}},{"name":"fake_roots","ref":"3","input":{}},{"name":"fake_nap","ref":"4","input":{"ms":300,"text":"b"}}]}' '{"text":"done"}'
+	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	[ "$(responses | jq -c '.[0], .[1], .[3]')" = '["1","a after 400ms"]
+["2",{"pong":{"jsonrpc":"2.0","id":"s1","result":{}},"refused":{"jsonrpc":"2.0","id":"s2","error":{"code":-32601,"message":"Method not found"}}}]
+["4","b after 300ms"]' ]
+	[ "$(responses | jq -r '.[2][1].result.roots[0].name')" = "$(basename "$PWD")" ]
+}
+
 @test "one call that outlives its timeout fails alone; the others answered" {
 	naps fake_nap 600:a 3000:late 600:c
 	timed run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json --trace-file t.ndjson -m go
