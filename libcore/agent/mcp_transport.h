@@ -21,7 +21,11 @@
  * server_entry() into struct mcp_server_config.
  *
  * One message is one JSON-RPC object; the transport carries it whole
- * (stdio: one line) and knows nothing of what it says.  Every operation
+ * (stdio: one line) and knows nothing of what it says.  Several requests
+ * may wait on one server at once (a round's calls are all sent before
+ * any answer is read: mcp.c matches the answers to them by id), so send
+ * never waits for an answer, and receive gives the messages in the order
+ * the server sent them, whichever request they belong to.  Every operation
  * that can fail returns an enum core_status and fills e with a message
  * naming the server ("mcp server 'NAME' ..."), never printing and never
  * exiting.  A cancel may be NULL, or have a NULL fn; fn(ctx) is polled at
