@@ -94,7 +94,8 @@ cmds=("$run script/stdio.ndjson --mcp-config stdio.json"
       "$run script/plain.ndjson")
 [ -z "$http" ] || cmds+=("$run script/http.ndjson --mcp-config http.json"
                          "$run script/plain.ndjson --mcp-config http.json")
-mapfile -t t < <(times "${cmds[@]}")
+medians=$(times "${cmds[@]}")
+mapfile -t t <<<"$medians"
 [ "${#t[@]}" -eq "${#cmds[@]}" ] || { echo "mcp-parallel.sh: a run failed" >&2; exit 1; }
 
 ms() { awk -v us="$1" 'BEGIN { printf "%.0f", us / 1000 }'; }
