@@ -17,7 +17,9 @@
 #   idle_stdio        the same server configured, no call: its start-up
 #   par4_stdio_round  par4_stdio - idle_stdio: the round (goal <= 600 ms;
 #                     one call after another: 2000 ms)
-#   par4_http, idle_http, par4_http_round   the same over Streamable HTTP
+#   par1_stdio_round  the same round with one 500 ms call: the floor
+#   par4_http, idle_http, par4_http_round, par1_http_round   the same
+#                     over Streamable HTTP
 #   plain             a turn without a server
 #   start1            one server that answers initialize after 300 ms
 #   start6            six such servers
@@ -39,10 +41,11 @@ trap '[ -n "$server" ] && kill "$server" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
 fake=$top/tests/fixtures/mcp/fake-server
 
-# naps FILE TOOL: a script model asking TOOL for four 500 ms naps at once.
+# naps FILE TOOL [N]: a script model asking TOOL for N (4) 500 ms naps at
+# once.
 naps() {
 	local reqs='' i
-	for i in 1 2 3 4; do
+	for i in $(seq "${3:-4}"); do
 		reqs+="{\"name\": \"$2\", \"ref\": \"$i\", \"input\": {\"ms\": 500, \"text\": \"n$i\"}},"
 	done
 	printf '%s\n' "{\"toolRequests\": [${reqs%,}]}" '{"text": "ok"}' >"$1"
@@ -69,6 +72,7 @@ printf '{"mcpServers": {%s}}\n' "${servers%,}" >six.json
 printf '{"mcpServers": {"s1": {"command": "%s", "args": ["%s"], "env": {"FAKE_INIT_DELAY": "0.3"}}}}\n' \
 	"$py" "$fake" >one.json
 naps stdio.ndjson fake_nap
+naps stdio1.ndjson fake_nap 1
 echo '{"text": "ok"}' >plain.ndjson
 run="$bin/agent-run --no-store -m hi --model"
 check stdio $run script/stdio.ndjson --mcp-config stdio.json
@@ -81,6 +85,7 @@ if command -v node >/dev/null && [ -f "$mods/@modelcontextprotocol/sdk/package.j
 	[ -s port ] || { echo "mcp-parallel.sh: the HTTP fixture did not start" >&2; exit 1; }
 	printf '{"mcpServers": {"fx": {"type": "http", "url": "http://127.0.0.1:%s/mcp"}}}\n' "$(cat port)" >http.json
 	naps http.ndjson fx_nap
+	naps http1.ndjson fx_nap 1
 	check http $run script/http.ndjson --mcp-config http.json
 	http=1
 else
@@ -91,9 +96,11 @@ cmds=("$run script/stdio.ndjson --mcp-config stdio.json"
       "$run script/plain.ndjson --mcp-config stdio.json"
       "$run script/plain.ndjson --mcp-config one.json"
       "$run script/plain.ndjson --mcp-config six.json"
-      "$run script/plain.ndjson")
+      "$run script/plain.ndjson"
+      "$run script/stdio1.ndjson --mcp-config stdio.json")
 [ -z "$http" ] || cmds+=("$run script/http.ndjson --mcp-config http.json"
-                         "$run script/plain.ndjson --mcp-config http.json")
+                         "$run script/plain.ndjson --mcp-config http.json"
+                         "$run script/http1.ndjson --mcp-config http.json")
 medians=$(times "${cmds[@]}")
 mapfile -t t <<<"$medians"
 [ "${#t[@]}" -eq "${#cmds[@]}" ] || { echo "mcp-parallel.sh: a run failed" >&2; exit 1; }
@@ -102,10 +109,12 @@ ms() { awk -v us="$1" 'BEGIN { printf "%.0f", us / 1000 }'; }
 echo "par4_stdio $(ms "${t[0]}") ms"
 echo "idle_stdio $(ms "${t[1]}") ms"
 echo "par4_stdio_round $(ms $(( t[0] - t[1] ))) ms (goal <= 600)"
+echo "par1_stdio_round $(ms $(( t[5] - t[1] ))) ms"
 if [ -n "$http" ]; then
-	echo "par4_http $(ms "${t[5]}") ms"
-	echo "idle_http $(ms "${t[6]}") ms"
-	echo "par4_http_round $(ms $(( t[5] - t[6] ))) ms (goal <= 600)"
+	echo "par4_http $(ms "${t[6]}") ms"
+	echo "idle_http $(ms "${t[7]}") ms"
+	echo "par4_http_round $(ms $(( t[6] - t[7] ))) ms (goal <= 600)"
+	echo "par1_http_round $(ms $(( t[8] - t[7] ))) ms"
 fi
 echo "plain $(ms "${t[4]}") ms"
 echo "start1 $(ms "${t[2]}") ms"
