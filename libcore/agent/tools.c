@@ -521,44 +521,48 @@ static void tool_done(struct run_child *rc)
 	agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 }
 
+/* Start in-process call c (its span begun): *pending for its finish, or
+ * NULL when it failed at once (ended then).  CORE_ENOMEM: not started. */
+static enum core_status start_in_process(struct tool_call *c, const struct tool_context *ctx,
+                                         const struct tool_events *ev, void **pending)
+{
+	memset(&c->run, 0, sizeof c->run);
+	c->run.done = 1;
+	c->output = c->interrupt = NULL;
+	core_buf_init(&c->stdin_buf, 0);
+	core_buf_init(&c->out_buf, 0);
+	core_buf_init(&c->err_buf, 0);
+	memset(&c->err, 0, sizeof c->err);
+	if (!(c->parts = json_array()))
+		return CORE_ENOMEM;
+	/* The call's span, and its traceparent for the server (without the
+	 * "TRACEPARENT=" of the environment form). */
+	struct tool_context cc = *ctx;
+	char tp[AGENT_TRACE_ENV_MAX];
+	c->span = agent_trace_tool_begin(c->tool->name, c->input);
+	agent_trace_tool_attrs(c->span, c->tool->span_attrs);
+	cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
+	c->st = c->tool->start(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
+	                       ev ? ev->ctx : NULL, pending, &c->err);
+	if (c->st)
+		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, NULL);
+	return CORE_OK;
+}
+
 /* The in-process tools (an MCP server's) of a round, before the
  * executables start: every call started (sent to its server), then each
  * finished, so that they run at the same time, each with its own timeout.
- * Only CORE_ENOMEM fails the round. */
+ * Only CORE_ENOMEM fails the round (the calls started are finished). */
 static enum core_status run_in_process(struct tool_call *calls, size_t n,
                                        const struct tool_context *ctx,
                                        const struct tool_events *ev, struct core_err *e)
 {
 	void **pending = calloc(n + 1, sizeof *pending);
-	if (!pending)
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	for (size_t i = 0; i < n; i++) {
-		struct tool_call *c = &calls[i];
-		if (!c->tool->start)
-			continue;
-		memset(&c->run, 0, sizeof c->run);
-		c->run.done = 1;
-		c->output = c->interrupt = NULL;
-		core_buf_init(&c->stdin_buf, 0);
-		core_buf_init(&c->out_buf, 0);
-		core_buf_init(&c->err_buf, 0);
-		memset(&c->err, 0, sizeof c->err);
-		if (!(c->parts = json_array()))
-			break;
-		/* The call's span, and its traceparent for the server (without
-		 * the "TRACEPARENT=" of the environment form). */
-		struct tool_context cc = *ctx;
-		char tp[AGENT_TRACE_ENV_MAX];
-		c->span = agent_trace_tool_begin(c->tool->name, c->input);
-		agent_trace_tool_attrs(c->span, c->tool->span_attrs);
-		cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
-		c->st = c->tool->start(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
-		                       ev ? ev->ctx : NULL, &pending[i], &c->err);
-		if (c->st)
-			agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, NULL);
-	}
-	/* Every started call is finished, even after a failure here. */
-	for (size_t i = 0; i < n; i++) {
+	enum core_status st = pending ? CORE_OK : CORE_ENOMEM;
+	for (size_t i = 0; i < n && !st; i++)
+		if (calls[i].tool->start)
+			st = start_in_process(&calls[i], ctx, ev, &pending[i]);
+	for (size_t i = 0; pending && i < n; i++) {
 		struct tool_call *c = &calls[i];
 		if (!pending[i])
 			continue;
@@ -566,10 +570,7 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
 	}
 	free(pending);
-	for (size_t i = 0; i < n; i++)
-		if (calls[i].tool->start && !calls[i].parts)
-			return core_fail(e, CORE_ENOMEM, "out of memory");
-	return CORE_OK;
+	return st ? core_fail(e, st, "out of memory") : CORE_OK;
 }
 
 /* An executable call's state before its start: its buffers, and its stdin
