@@ -120,7 +120,9 @@ static struct trace_span *open_under(const struct open_span *parent, const char 
 	return s;
 }
 
-static void close_span(struct trace_span *s, enum core_status st, const char *msg)
+/* End s at end_ns (0: now). */
+static void close_span_at(struct trace_span *s, enum core_status st, const char *msg,
+                          int64_t end_ns)
 {
 	if (!s)
 		return;
@@ -138,7 +140,12 @@ static void close_span(struct trace_span *s, enum core_status st, const char *ms
 		trace_attr_str(s, "error.type", core_status_name(st));
 		trace_event(s, "exception", ev);
 	}
-	trace_end(s, st ? TRACE_STATUS_ERROR : TRACE_UNSET, why);
+	trace_end_at(s, st ? TRACE_STATUS_ERROR : TRACE_UNSET, why, end_ns);
+}
+
+static void close_span(struct trace_span *s, enum core_status st, const char *msg)
+{
+	close_span_at(s, st, msg, 0);
 }
 
 /*
@@ -523,6 +530,23 @@ void agent_trace_tool_rejected(const char *tool, const json_t *input, const char
 	/* Not the turn's failure: the model is told and goes on. */
 	A.failure_marked = 1;
 	agent_trace_tool_end(s, CORE_EINVAL, msg, NULL, NULL);
+	A.failure_marked = marked;
+}
+
+void agent_trace_mcp_start(const char *server, int64_t start_ns, int64_t end_ns,
+                           enum core_status st, const char *msg, const json_t *attrs)
+{
+	char path[PATH_MAX_LEN];
+	if (!A.root.s || !start_ns)
+		return;
+	struct trace_span *s = open_under(&A.root, "mcp.initialize", TRACE_CLIENT, "util", NULL,
+	                                  path, start_ns);
+	int marked = A.failure_marked;
+	trace_attr_str(s, "agentkit.mcp.server", server);
+	agent_trace_tool_attrs(s, attrs);
+	/* An optional server's failure is not the run's: never its source. */
+	A.failure_marked = 1;
+	close_span_at(s, st, msg, end_ns);
 	A.failure_marked = marked;
 }
 

@@ -124,6 +124,15 @@ struct trace_span *agent_trace_tool_begin(const char *tool, const json_t *input)
 void agent_trace_tool_attrs(struct trace_span *s, const json_t *attrs);
 void agent_trace_tool_end(struct trace_span *s, enum core_status st, const char *msg,
                           const json_t *interrupt, const json_t *output);
+/* An MCP server's start-up (spawn or connect, initialize, tools/list),
+ * recorded after the fact since it comes before tracing begins: an
+ * "mcp.initialize" span (kind CLIENT) under the root span from start_ns
+ * to end_ns (core_now_ns() times), agentkit.mcp.server, the attrs (strings:
+ * mcp.method.name, mcp.protocol.version, mcp.session.id,
+ * network.transport), and its outcome st/msg (a failure never marked as
+ * the run's failure source: an optional server's is a warning). */
+void agent_trace_mcp_start(const char *server, int64_t start_ns, int64_t end_ns,
+                           enum core_status st, const char *msg, const json_t *attrs);
 /* A tool call not made, its input failing the tool's schema: a tool span
  * ended at once with INVALID_ARGUMENT and msg (the error the model is
  * given), never marked as the turn's failure source. */

@@ -184,6 +184,9 @@ void invocation_trace(struct invocation *inv, const struct invocation_trace *t)
 		inv->sink.warn(inv->sink.ctx, "tracing off: out of memory");
 	agent_trace_options(t->content, t->semconv);
 	agent_trace_begin(inv->agent->name, inv->agent->model, inv->t0);
+	/* The servers started before tracing began: their spans now. */
+	if (inv->mcp_set)
+		mcp_set_trace(inv->mcp_set);
 }
 
 /* §7.2: the stream transform on every forwarded chunk; null drops it, a

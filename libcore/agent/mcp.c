@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent_trace.h"
 #include "mcp_transport.h"
 #include "../base/buf.h"
 #include "../base/json.h"
@@ -22,6 +23,11 @@
  * (post()), so the note adds at most this to a call that timed out or a
  * stop. */
 #define NOTE_TIMEOUT_MS 100
+/* How long past its deadline a request may still take an answer the
+ * server wrote in time, while the client waited on another server. */
+#define LATE_MS 100
+/* The slice of a wait on one server while others have requests waiting. */
+#define SHARE_MS 20
 
 static const char *const accepted[] = { "2025-11-25", "2025-06-18", "2025-03-26", NULL };
 
@@ -38,10 +44,31 @@ static const char *or_empty(const char *s)
 
 /* ---- one server ---- */
 
+/* A request sent, waiting for its answer (rpc_begin(), rpc_end()): on its
+ * server's list until it is done.  Several wait at once, each with its
+ * own deadline and stop; the answers come in any order. */
+struct pending {
+	struct pending *next;
+	const char *method;     /* static */
+	json_int_t id;
+	int64_t deadline, bound_ms;
+	struct mcp_cancel cancel;
+	int done;
+	enum core_status st;
+	struct core_err err;
+	json_t *result;         /* the answer's, until rpc_end() */
+};
+
 struct mcp_server {
 	const struct mcp_server_config *cfg;
 	struct mcp_transport *t;        /* NULL: not started (in this process) */
 	json_int_t next_id;
+	struct pending *waiting;        /* the requests sent and not answered */
+	struct pending one, init;       /* rpc()'s; initialize's (handshake_begin()) */
+	int64_t hs_deadline;            /* the handshake's */
+	char version[32];               /* the protocol version it answered */
+	int64_t start_ns, ready_ns;     /* its start-up, for its span (mcp_set_trace()) */
+	int begun;                      /* mcp_set_begin() started it */
 	int broken;             /* exited or broke the protocol: why */
 	struct core_err why;
 	int list_changed;       /* notifications/tools/list_changed since the last list */
@@ -233,53 +260,94 @@ static void cancel_request(struct mcp_server *s, const char *method, json_int_t 
 	     method, NOTE_TIMEOUT_MS, 0, NULL, &ignore);
 }
 
-/*
- * The server's next JSON-RPC message (*msg, a new reference) while
- * request id (method, bounded by bound_ms) waits until deadline.  The
- * deadline and the stop hold however fast the server writes: messages
- * already read ahead do not wait.  A timeout or a stop cancels the
- * request; a message that is not JSON-RPC breaks the server.
- */
-static enum core_status next_message(struct mcp_server *s, const char *method, json_int_t id,
-                                     int64_t deadline, int64_t bound_ms,
-                                     const struct mcp_cancel *cancel, json_t **msg,
-                                     struct core_err *e)
+/* p's outcome: off its server's list of requests waiting. */
+static void settle(struct mcp_server *s, struct pending *p, enum core_status st,
+                   const struct core_err *e)
 {
-	struct core_err re = { 0 }, pe = { 0 };
+	for (struct pending **q = &s->waiting; *q; q = &(*q)->next)
+		if (*q == p) {
+			*q = p->next;
+			break;
+		}
+	p->done = 1;
+	p->st = st;
+	if (st)
+		p->err = *e;
+}
+
+/* The server broke (exited, a line too long or not JSON-RPC, a send cut):
+ * every request still waiting fails, each named as it would alone:
+ * "MSG (during METHOD)" when during, else MSG. */
+static void fail_waiting(struct mcp_server *s, enum core_status st, const char *msg, int during)
+{
 	char msgbuf[1400];
-	enum core_status st;
-	const char *line;
-	size_t len;
-	int64_t left = deadline - core_now_mono_ms();
-	if (left <= 0)
-		st = CORE_EDEADLINE;
-	else if (cancel && cancel->fn && cancel->fn(cancel->ctx))
-		st = CORE_ECANCELLED;
-	else
-		st = s->t->ops->receive(s->t, left, cancel, &line, &len, &re);
-	if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
-		cancel_request(s, method, id, st == CORE_EDEADLINE ? "timeout" : "cancelled");
-		if (st == CORE_ECANCELLED)
-			return core_fail(e, st, "mcp server '%s': %s cancelled", s->cfg->name, method);
+	while (s->waiting) {
+		struct pending *p = s->waiting;
+		struct core_err e = { 0 };
+		if (during)
+			snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", msg, p->method);
+		server_fail(s, 1, st, during ? msgbuf : msg, &e);
+		settle(s, p, st, &e);
+	}
+}
+
+/* p's time is up (CORE_EDEADLINE) or its caller stopped (CORE_ECANCELLED):
+ * the server is told, the request fails. */
+static void expire(struct mcp_server *s, struct pending *p, enum core_status st)
+{
+	struct core_err e = { 0 };
+	char msgbuf[1400];
+	settle(s, p, CORE_OK, NULL);
+	cancel_request(s, p->method, p->id, st == CORE_EDEADLINE ? "timeout" : "cancelled");
+	if (st == CORE_ECANCELLED) {
+		core_fail(&e, st, "mcp server '%s': %s cancelled", s->cfg->name, p->method);
+	} else {
 		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' did not answer %s within %lld ms",
-		         s->cfg->name, method, (long long)bound_ms);
-		return server_fail(s, 0, st, msgbuf, e);
+		         s->cfg->name, p->method, (long long)p->bound_ms);
+		server_fail(s, 0, st, msgbuf, &e);
 	}
-	if (st == CORE_ENOMEM)
-		return core_fail(e, st, "out of memory");
-	if (st) {
-		/* Exited, a line too long: nothing more can be read. */
-		if (st == CORE_ETOOBIG && !s->broken)
-			s->too_long = 1;
-		snprintf(msgbuf, sizeof msgbuf, "%s (during %s)", re.msg, method);
-		return server_fail(s, 1, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL,
-		                   msgbuf, e);
+	p->st = st;
+	p->err = e;
+	if (s->broken)          /* the note could not be written: killed */
+		fail_waiting(s, s->why.st, s->why.msg, 0);
+}
+
+static int stopped(const struct pending *p)
+{
+	return p->cancel.fn && p->cancel.fn(p->cancel.ctx);
+}
+
+/*
+ * Expire what waits past its deadline or is stopped.  A request past its
+ * deadline gets one more look at what the server wrote meanwhile (its
+ * answer may have come while the client waited on another server), up to
+ * LATE_MS: *wait is 1 ms then, else the time to the nearest deadline.
+ */
+static void expire_due(struct mcp_server *s, int64_t *wait, int *overdue)
+{
+	int64_t now = core_now_mono_ms();
+	*wait = INT64_MAX;
+	*overdue = 0;
+	for (struct pending *p = s->waiting, *next; p; p = next) {
+		next = p->next;
+		if (stopped(p))
+			expire(s, p, CORE_ECANCELLED);
+		else if (p->deadline + LATE_MS <= now)
+			expire(s, p, CORE_EDEADLINE);
+		else if (p->deadline <= now)
+			*overdue = 1;
+		else if (p->deadline - now < *wait)
+			*wait = p->deadline - now;
+		if (s->broken)
+			return;         /* everything failed: next was settled too */
 	}
-	*msg = jv_parse(line, len, "stdout", 0, &pe);
-	if (json_is_object(*msg) && !strcmp(str_or(json_object_get(*msg, "jsonrpc"), ""), "2.0"))
-		return CORE_OK;
-	json_decref(*msg);
-	*msg = NULL;
+	if (*overdue)
+		*wait = 1;
+}
+
+/* A message that is not JSON-RPC: the server is broken. */
+static void not_jsonrpc(struct mcp_server *s, const char *line, size_t len)
+{
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	/* stdio's words for stdio; an HTTP server's message is one body or event */
 	int lines = s->cfg->transport == &mcp_transport_stdio;
@@ -289,72 +357,200 @@ static enum core_status next_message(struct mcp_server *s, const char *method, j
 	line_head(line, len, &b);
 	core_buf_adds(&b, lines ? "' (an MCP server may write only JSON-RPC there; logs go "
 	              "to stderr)" : "'");
-	st = server_fail(s, 1, CORE_EINTERNAL, b.p ? b.p : "", e);
+	fail_waiting(s, CORE_EINTERNAL, b.p ? b.p : "", 0);
 	core_buf_release(&b);
-	return st;
 }
 
-/* The answer msg (consumed) to request method: its result object into
- * *result, or its JSON-RPC error. */
-static enum core_status take_answer(struct mcp_server *s, const char *method, json_t *msg,
-                                    json_t **result, struct core_err *e)
+/* Nothing more can be received (st: exited, a line too long, ...). */
+static void receive_failed(struct mcp_server *s, enum core_status st, const char *msg)
+{
+	if (st == CORE_ETOOBIG && !s->broken)
+		s->too_long = 1;
+	fail_waiting(s, st == CORE_ETOOBIG ? CORE_ETOOBIG : CORE_EINTERNAL, msg, 1);
+}
+
+/* The answer msg (consumed) to the request p: its result object, or its
+ * JSON-RPC error. */
+static void take_answer(struct mcp_server *s, struct pending *p, json_t *msg)
 {
 	const json_t *err = json_object_get(msg, "error");
+	struct core_err e = { 0 };
 	char msgbuf[1400];
 	if (err) {
 		const char *m = json_string_value(json_object_get(err, "message"));
 		snprintf(msgbuf, sizeof msgbuf, "mcp server '%s': %s failed: %s (code %lld)",
-		         s->cfg->name, method, m ? m : "no message",
+		         s->cfg->name, p->method, m ? m : "no message",
 		         (long long)json_integer_value(json_object_get(err, "code")));
 		json_decref(msg);
-		return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+		settle(s, p, server_fail(s, 0, CORE_EINTERNAL, msgbuf, &e), &e);
+		return;
 	}
-	*result = json_incref(json_object_get(msg, "result"));
+	p->result = json_incref(json_object_get(msg, "result"));
 	json_decref(msg);
-	if (json_is_object(*result))
-		return CORE_OK;
-	json_decref(*result);
-	*result = NULL;
+	if (json_is_object(p->result)) {
+		settle(s, p, CORE_OK, NULL);
+		return;
+	}
+	json_decref(p->result);
+	p->result = NULL;
 	snprintf(msgbuf, sizeof msgbuf, "mcp server '%s' answered %s without a result object",
-	         s->cfg->name, method);
-	return server_fail(s, 0, CORE_EINTERNAL, msgbuf, e);
+	         s->cfg->name, p->method);
+	settle(s, p, server_fail(s, 0, CORE_EINTERNAL, msgbuf, &e), &e);
+}
+
+/* The message msg (consumed) while p waits: the server's own request or
+ * notification, an answer to one of the requests waiting (in any order),
+ * or a late answer to one that ended (dropped). */
+static void dispatch(struct mcp_server *s, struct pending *p, json_t *msg)
+{
+	const json_t *rid = json_object_get(msg, "id");
+	struct core_err e = { 0 };
+	if (json_object_get(msg, "method")) {
+		if (from_server(s, msg, p->method, left_ms(p->deadline), p->bound_ms, &p->cancel, &e)) {
+			/* p's words; the others fail as the server broke */
+			settle(s, p, e.st, &e);
+			if (s->broken)
+				fail_waiting(s, s->why.st, s->why.msg, 0);
+		}
+		json_decref(msg);
+		return;
+	}
+	for (struct pending *q = s->waiting; json_is_integer(rid) && q; q = q->next)
+		if (json_integer_value(rid) == q->id) {
+			take_answer(s, q, msg);
+			return;
+		}
+	json_decref(msg);
 }
 
 /*
- * One request: send it, read until its answer, answering the server's own
- * requests meanwhile.  *result is the result (new reference).
+ * Read one message of the server's while p (on s->waiting) waits, at
+ * most cap_ms, or expire what is due.  The deadlines and the stop hold
+ * however fast the server writes: messages already read ahead do not
+ * wait.
  */
+static void pump(struct mcp_server *s, struct pending *p, int64_t cap_ms)
+{
+	struct core_err re = { 0 }, pe = { 0 };
+	const char *line;
+	size_t len;
+	int64_t wait;
+	int overdue;
+	expire_due(s, &wait, &overdue);
+	if (p->done)
+		return;
+	if (wait > cap_ms)
+		wait = cap_ms;
+	enum core_status st = s->t->ops->receive(s->t, wait, &p->cancel, &line, &len, &re);
+	if (st == CORE_EDEADLINE && wait == cap_ms && !overdue)
+		return;         /* only the cap: nothing was due */
+	if (st == CORE_EDEADLINE || st == CORE_ECANCELLED) {
+		int64_t now = core_now_mono_ms();
+		for (struct pending *q = s->waiting, *next; q && !s->broken; q = next) {
+			next = q->next;
+			if (st == CORE_ECANCELLED ? stopped(q) : q->deadline <= now)
+				expire(s, q, st);
+		}
+		return;
+	}
+	if (st == CORE_ENOMEM) {
+		settle(s, p, core_fail(&re, st, "out of memory"), &re);
+		return;
+	}
+	if (st) {
+		receive_failed(s, st, re.msg);
+		return;
+	}
+	json_t *msg = jv_parse(line, len, "stdout", 0, &pe);
+	if (json_is_object(msg) && !strcmp(str_or(json_object_get(msg, "jsonrpc"), ""), "2.0")) {
+		dispatch(s, p, msg);
+		return;
+	}
+	json_decref(msg);
+	not_jsonrpc(s, line, len);
+}
+
+/*
+ * Send a request without waiting for its answer: p (the caller's, zeroed
+ * here) waits on the server's list until rpc_end().  A request that
+ * cannot be sent fails at once (p done).
+ */
+static enum core_status rpc_begin(struct mcp_server *s, const char *method, json_t *params,
+                                  int64_t timeout_ms, const struct mcp_cancel *cancel,
+                                  struct pending *p, struct core_err *e)
+{
+	enum core_status st;
+	memset(p, 0, sizeof *p);
+	p->method = method;
+	p->id = ++s->next_id;
+	p->deadline = core_now_mono_ms() + timeout_ms;
+	p->bound_ms = timeout_ms;
+	if (cancel)
+		p->cancel = *cancel;
+	p->done = 1;
+	if (s->broken) {
+		json_decref(params);
+		*e = s->why;
+		return p->st = e->st;
+	}
+	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", p->id, "method",
+	                        method, "params", params ? params : json_object());
+	if ((st = post(s, req, method, timeout_ms, timeout_ms, cancel, e))) {
+		if (s->broken)
+			fail_waiting(s, s->why.st, s->why.msg, 0);
+		p->err = *e;
+		return p->st = st;
+	}
+	p->done = 0;
+	p->next = s->waiting;
+	s->waiting = p;
+	return CORE_OK;
+}
+
+/* The other servers of s's set with requests waiting, each given a look
+ * (what it wrote is taken, its transfers move): 1 if there is one. */
+static int pump_others(struct mcp_server *s)
+{
+	int others = 0;
+	for (size_t k = 0; k < s->set->nservers; k++) {
+		struct mcp_server *o = s->set->servers[k];
+		if (o == s || !o->waiting || !o->t || inherited(o->t))
+			continue;
+		others = 1;
+		pump(o, o->waiting, 1);
+	}
+	return others;
+}
+
+/* Wait for p's answer (rpc_begin() sent it), answering the server's own
+ * requests meanwhile and taking the answers of the others waiting as they
+ * come; *result is the result (new reference).  While other servers have
+ * requests waiting too (a round's calls, start-ups), the wait on s is cut
+ * in slices of SHARE_MS, each other server looked at between them: their
+ * answers are taken, their deadlines held, and an HTTP server's
+ * transfers move, as they would if the client waited on it alone. */
+static enum core_status rpc_end(struct mcp_server *s, struct pending *p, json_t **result,
+                                struct core_err *e)
+{
+	while (!p->done)
+		pump(s, p, pump_others(s) ? SHARE_MS : INT64_MAX);
+	*result = p->result;
+	p->result = NULL;
+	if (p->st)
+		*e = p->err;
+	return p->st;
+}
+
+/* One request (one at a time: the server's own pending): send it, read
+ * until its answer. */
 static enum core_status rpc(struct mcp_server *s, const char *method, json_t *params,
                             int64_t timeout_ms, const struct mcp_cancel *cancel,
                             json_t **result, struct core_err *e)
 {
-	enum core_status st;
-	json_int_t id = ++s->next_id;
-	int64_t deadline = core_now_mono_ms() + timeout_ms;
-	json_t *msg;
 	*result = NULL;
-	if (s->broken) {
-		json_decref(params);
-		*e = s->why;
-		return e->st;
-	}
-	json_t *req = json_pack("{s:s, s:I, s:s, s:o}", "jsonrpc", "2.0", "id", id, "method",
-	                        method, "params", params ? params : json_object());
-	if ((st = post(s, req, method, timeout_ms, timeout_ms, cancel, e)))
-		return st;
-	for (;;) {
-		if ((st = next_message(s, method, id, deadline, timeout_ms, cancel, &msg, e)))
-			return st;
-		const json_t *rid = json_object_get(msg, "id");
-		if (json_object_get(msg, "method"))
-			st = from_server(s, msg, method, left_ms(deadline), timeout_ms, cancel, e);
-		else if (json_is_integer(rid) && json_integer_value(rid) == id)
-			return take_answer(s, method, msg, result, e);
-		/* else a late answer to a cancelled request: dropped */
-		json_decref(msg);
-		if (st)
-			return st;
-	}
+	if (rpc_begin(s, method, params, timeout_ms, cancel, &s->one, e))
+		return s->one.st;
+	return rpc_end(s, &s->one, result, e);
 }
 
 static int listed(char *const *names, const char *name)
@@ -386,21 +582,32 @@ static enum core_status list_tools(struct mcp_server *s, int64_t deadline,
                                    const struct mcp_cancel *cancel, json_t *tools,
                                    struct core_err *e);
 
-/* initialize, initialized, tools/list: the tool objects into *tools;
- * cancel (may be NULL) stops it, CORE_ECANCELLED. */
-static enum core_status handshake(struct mcp_server *s, const struct mcp_cancel *cancel,
-                                  json_t *tools, struct core_err *e)
+/* Start a handshake: initialize sent (s->init), within startupTimeout
+ * from now.  Errors as unavailable(). */
+static enum core_status handshake_begin(struct mcp_server *s, const struct mcp_cancel *cancel,
+                                        struct core_err *e)
 {
 	const struct mcp_server_config *c = s->cfg;
-	int64_t deadline = core_now_mono_ms() + c->startup_timeout_ms;
-	char msgbuf[1400];
-	json_t *res;
-	enum core_status st;
-
+	s->hs_deadline = core_now_mono_ms() + c->startup_timeout_ms;
 	json_t *params = json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
 	                           MCP_PROTOCOL_VERSION, "capabilities", "roots", "clientInfo",
 	                           "name", "agentkit", "version", AGENTKIT_VERSION);
-	if ((st = rpc(s, "initialize", params, left_ms(deadline), cancel, &res, e)))
+	if (rpc_begin(s, "initialize", params, c->startup_timeout_ms, cancel, &s->init, e))
+		return unavailable(s, e);
+	return CORE_OK;
+}
+
+/* The rest of it: initialize's answer, initialized, tools/list: the tool
+ * objects into *tools; cancel (may be NULL) stops it, CORE_ECANCELLED. */
+static enum core_status handshake_end(struct mcp_server *s, const struct mcp_cancel *cancel,
+                                      json_t *tools, struct core_err *e)
+{
+	const struct mcp_server_config *c = s->cfg;
+	int64_t deadline = s->hs_deadline;
+	char msgbuf[1400];
+	json_t *res;
+
+	if (rpc_end(s, &s->init, &res, e))
 		return unavailable(s, e);
 	const char *v = json_string_value(json_object_get(res, "protocolVersion"));
 	int ok = 0;
@@ -413,12 +620,20 @@ static enum core_status handshake(struct mcp_server *s, const struct mcp_cancel 
 		json_decref(res);
 		return server_fail(s, 1, CORE_EUNAVAILABLE, msgbuf, e);
 	}
+	snprintf(s->version, sizeof s->version, "%s", v);
 	json_decref(res);
-	if ((st = post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
-	                            "notifications/initialized"), "initialize", left_ms(deadline),
-	                   c->startup_timeout_ms, cancel, e)))
+	if (post(s, json_pack("{s:s, s:s}", "jsonrpc", "2.0", "method",
+	                      "notifications/initialized"), "initialize", left_ms(deadline),
+	         c->startup_timeout_ms, cancel, e))
 		return unavailable(s, e);
 	return list_tools(s, deadline, cancel, tools, e);
+}
+
+static enum core_status handshake(struct mcp_server *s, const struct mcp_cancel *cancel,
+                                  json_t *tools, struct core_err *e)
+{
+	enum core_status st = handshake_begin(s, cancel, e);
+	return st ? st : handshake_end(s, cancel, tools, e);
 }
 
 /* tools/list, every page, the tools kept (include, exclude, tasks) into
@@ -505,6 +720,8 @@ static enum core_status spawn_server(struct mcp_server *srv, struct core_err *e)
 	                                 &srv->t, e);
 }
 
+static void trace_start_up(struct mcp_server *s);
+
 /*
  * In a process forked after the server started (a detached worker) the
  * server is the parent's, and its pipes were closed with every other
@@ -523,12 +740,21 @@ static enum core_status own_server(struct mcp_server *s, const struct mcp_cancel
 	s->broken = 0;
 	s->list_changed = 0;
 	s->too_long = 0;
-	if ((st = spawn_server(s, e)))
-		return st;
-	if (!(tools = json_array()))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
-	st = handshake(s, cancel, tools, e);
-	json_decref(tools);
+	s->version[0] = 0;
+	s->start_ns = core_now_ns();
+	s->ready_ns = 0;
+	if (!(st = spawn_server(s, e))) {
+		if (!(tools = json_array()))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		st = handshake(s, cancel, tools, e);
+		json_decref(tools);
+	}
+	s->ready_ns = core_now_ns();
+	if (st && !s->broken) {
+		s->broken = 1;
+		s->why = *e;
+	}
+	trace_start_up(s);
 	return st;
 }
 
@@ -569,29 +795,27 @@ static enum core_status add_tools(struct mcp_set *s, struct mcp_server *srv,
 	return CORE_OK;
 }
 
-enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
+enum core_status mcp_set_begin(struct mcp_set *s, const struct mcp_server_config *c,
                                struct core_err *e)
 {
 	struct mcp_server *srv = calloc(1, sizeof *srv);
 	struct mcp_server **grown = realloc(s->servers, (s->nservers + 1) * sizeof *s->servers);
 	enum core_status st;
-	json_t *tools = json_array();
 	if (grown)
 		s->servers = grown;
-	if (!srv || !grown || !tools) {
+	if (!srv || !grown) {
 		free(srv);
-		json_decref(tools);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	srv->cfg = c;
 	srv->set = s;
 	srv->offer = OFFER_ALL;
+	srv->start_ns = core_now_ns();
 	/* A server that cannot be started stays in the set too, broken: an
 	 * optional one's selections are not errors (mcp_set_select()). */
 	s->servers[s->nservers++] = srv;
 	if (s->cancel.fn && s->cancel.fn(s->cancel.ctx)) {
 		/* Stopped before its turn came: not started at all. */
-		json_decref(tools);
 		core_fail(e, CORE_ECANCELLED, "mcp server '%s': start-up cancelled", c->name);
 		srv->broken = 1;
 		srv->why = *e;
@@ -600,13 +824,43 @@ enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config
 	if ((st = spawn_server(srv, e))) {
 		srv->broken = 1;
 		srv->why = *e;
-		json_decref(tools);
 		return st;
 	}
-	if (!(st = handshake(srv, &s->cancel, tools, e)))
+	srv->begun = 1;
+	return handshake_begin(srv, &s->cancel, e);
+}
+
+enum core_status mcp_set_finish(struct mcp_set *s, const struct mcp_server_config *c,
+                                struct core_err *e)
+{
+	struct mcp_server *srv = NULL;
+	enum core_status st;
+	json_t *tools;
+	for (size_t i = s->nservers; !srv && i-- > 0;)
+		if (s->servers[i]->cfg == c)
+			srv = s->servers[i];
+	if (!srv)
+		return core_fail(e, CORE_ENOMEM, "out of memory");     /* its begin had none */
+	if (!srv->begun || srv->broken) {
+		srv->ready_ns = srv->ready_ns ? srv->ready_ns : core_now_ns();
+		*e = srv->why;
+		return e->st;
+	}
+	srv->begun = 0;
+	if (!(tools = json_array()))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	if (!(st = handshake_end(srv, &s->cancel, tools, e)))
 		st = add_tools(s, srv, tools, e);
 	json_decref(tools);
+	srv->ready_ns = core_now_ns();
 	return st;
+}
+
+enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
+                               struct core_err *e)
+{
+	enum core_status st = mcp_set_begin(s, c, e);
+	return st == CORE_ENOMEM || st == CORE_ECANCELLED ? st : mcp_set_finish(s, c, e);
 }
 
 size_t mcp_set_count(const struct mcp_set *s)
@@ -706,15 +960,21 @@ nomem:
 	return CORE_ENOMEM;
 }
 
-static enum core_status call(const struct tool *t, const json_t *input,
-                             const struct tool_context *ctx, int (*cancelled)(void *),
-                             void *cctx, json_t **output, json_t *parts, struct core_err *e)
+/* A call started (call_start()), for call_finish(). */
+struct mcp_call {
+	struct pending p;
+	struct mcp_server *srv;
+};
+
+static enum core_status call_start(const struct tool *t, const json_t *input,
+                                   const struct tool_context *ctx, int (*cancelled)(void *),
+                                   void *cctx, void **pending, struct core_err *e)
 {
 	struct mcp_set *set = t->impl;
 	struct mcp_tool *mt = NULL;
-	json_t *res = NULL;
+	struct mcp_call *mc;
 	enum core_status st;
-	*output = NULL;
+	*pending = NULL;
 	for (size_t i = 0; !mt && i < set->ntools; i++)
 		if (!strcmp(set->tools[i].name, t->name))
 			mt = &set->tools[i];
@@ -744,9 +1004,27 @@ static enum core_status call(const struct tool *t, const json_t *input,
 	                           "arguments", json_is_object(input) ?
 	                           json_incref((json_t *)input) : json_object(),
 	                           "_meta", meta);
-	if (!params)
+	if (!params || !(mc = calloc(1, sizeof *mc))) {
+		json_decref(params);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	st = rpc(s, "tools/call", params, s->cfg->call_timeout_ms, &cancel, &res, e);
+	}
+	mc->srv = s;
+	/* A call that cannot be sent is finished with its failure. */
+	rpc_begin(s, "tools/call", params, s->cfg->call_timeout_ms, &cancel, &mc->p, e);
+	*pending = mc;
+	return CORE_OK;
+}
+
+static enum core_status call_finish(const struct tool *t, void *pending, json_t **output,
+                                    json_t *parts, struct core_err *e)
+{
+	struct mcp_call *mc = pending;
+	struct mcp_server *s = mc->srv;
+	json_t *res = NULL;
+	enum core_status st = rpc_end(s, &mc->p, &res, e);
+	free(mc);
+	*output = NULL;
+	(void)t;
 	if (st == CORE_ETOOBIG && s->too_long) {
 		/* One rule for size: a result up to maxResultBytes goes to the
 		 * model whole, a longer one is a tool error the model sees (the
@@ -764,6 +1042,37 @@ static enum core_status call(const struct tool *t, const json_t *input,
 	st = map_result(res, output, parts);
 	json_decref(res);
 	return st ? core_fail(e, st, "out of memory") : CORE_OK;
+}
+
+/* OpenTelemetry's MCP attributes for a span of s's request method (of
+ * tool, a JSON string, or NULL): a new object of strings, or NULL. */
+static json_t *span_attrs(struct mcp_server *s, const char *method, const json_t *tool)
+{
+	const struct mcp_transport_ops *ops = s->cfg->transport;
+	const char *session = s->t && ops->session ? ops->session(s->t) : NULL;
+	json_t *a = json_pack("{s:s, s:O?}", "mcp.method.name", method, "gen_ai.tool.name", tool);
+	if (a && ops->network)
+		json_object_set_new(a, "network.transport", json_string(ops->network));
+	if (a && s->version[0])
+		json_object_set_new(a, "mcp.protocol.version", json_string(s->version));
+	if (a && session)
+		json_object_set_new(a, "mcp.session.id", json_string(session));
+	return a;
+}
+
+/* s's start-up as a span, once tracing is on. */
+static void trace_start_up(struct mcp_server *s)
+{
+	json_t *a = span_attrs(s, "initialize", NULL);
+	agent_trace_mcp_start(s->cfg->name, s->start_ns, s->ready_ns ? s->ready_ns : s->start_ns,
+	                      s->broken ? s->why.st : CORE_OK, s->broken ? s->why.msg : NULL, a);
+	json_decref(a);
+}
+
+void mcp_set_trace(const struct mcp_set *s)
+{
+	for (size_t i = 0; i < s->nservers; i++)
+		trace_start_up(s->servers[i]);
 }
 
 static enum core_status source_load(void *ctx, const char *name, struct tool **out,
@@ -788,12 +1097,12 @@ static enum core_status source_load(void *ctx, const char *name, struct tool **o
 		}
 		t->input_schema = json_object_get(t->definition, "inputSchema");
 		t->timeout_ms = mt->srv->cfg->call_timeout_ms;
-		t->call = call;
+		t->start = call_start;
+		t->finish = call_finish;
 		t->impl = s;
 		/* OpenTelemetry's MCP conventions, on the tool's span (the
 		 * conventions say not to make a second one). */
-		t->span_attrs = json_pack("{s:s, s:O?}", "mcp.method.name", "tools/call",
-		                          "gen_ai.tool.name", json_object_get(mt->def, "name"));
+		t->span_attrs = span_attrs(mt->srv, "tools/call", json_object_get(mt->def, "name"));
 		*out = t;
 		return CORE_OK;
 	}

@@ -190,6 +190,29 @@ void mcp_set_cancel(struct mcp_set *s, int (*cancelled)(void *ctx), void *ctx);
  */
 enum core_status mcp_set_start(struct mcp_set *s, const struct mcp_server_config *c,
                                struct core_err *e);
+/*
+ * The same in two halves, so that servers start at the same time:
+ * mcp_set_begin() adds the server, spawns it (or opens its connection)
+ * and sends initialize without waiting; mcp_set_finish() waits for its
+ * answer, finishes the handshake and adds the tools.  Call begin for
+ * every server, then finish for each (c the same pointer).  A failure of
+ * begin is given again by finish (which every begun server needs, to be
+ * either started or broken); begin's own return is only for a caller
+ * that looks (CORE_ENOMEM: nothing added, finish says so too).
+ */
+enum core_status mcp_set_begin(struct mcp_set *s, const struct mcp_server_config *c,
+                               struct core_err *e);
+enum core_status mcp_set_finish(struct mcp_set *s, const struct mcp_server_config *c,
+                                struct core_err *e);
+
+/*
+ * Once tracing is on (it begins after the servers started): each
+ * server's start-up as an "mcp.initialize" span under the invocation's
+ * root span, from its spawn to its tools listed (agent_trace.h), with
+ * OpenTelemetry's MCP attributes.  A no-op while tracing is off.
+ */
+void mcp_set_trace(const struct mcp_set *s);
+
 
 /* Number of tools, and the i-th's name as the model sees it (borrowed). */
 size_t mcp_set_count(const struct mcp_set *s);
@@ -213,7 +236,11 @@ json_t *mcp_set_row(const struct mcp_set *s, size_t i);
  * Images, audio and blobs are media parts.  isError: {"error": text}, and
  * the call succeeds (the model reads it); so does an answer longer than
  * maxResultBytes ({"error": "... answered with more than N bytes ..."},
- * the server broken).  In a process forked after the
+ * the server broken).  The calls of a round overlap (tools.h's
+ * start/finish): each is sent with its own id, and the answers are taken
+ * in any order, each call with its own timeout, stop and maxResultBytes;
+ * a server that breaks fails every call waiting on it.  In a process
+ * forked after the
  * servers started (a detached worker) the servers are the parent's: the
  * first call there starts that process's own (initialize again; the tools
  * stay those listed first), ended by its mcp_set_free().

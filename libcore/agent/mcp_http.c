@@ -836,6 +836,11 @@ static enum core_status http_receive(struct mcp_transport *tr, int64_t timeout_m
 	return st;
 }
 
+static const char *http_session(struct mcp_transport *tr)
+{
+	return ((struct hx *)tr)->session;
+}
+
 static void http_tail(struct mcp_transport *t, const char *msg, struct core_buf *b)
 {
 	/* nothing is said beside the messages */
@@ -911,6 +916,8 @@ static void http_close(struct mcp_transport *tr, int64_t grace_ms)
 
 const struct mcp_transport_ops mcp_transport_http = {
 	.type = "http",
+	.network = "tcp",
+	.session = http_session,
 	.open = streamable_open,
 	.send = http_send,
 	.receive = http_receive,
@@ -921,6 +928,8 @@ const struct mcp_transport_ops mcp_transport_http = {
 
 const struct mcp_transport_ops mcp_transport_sse = {
 	.type = "sse",
+	.network = "tcp",
+	.session = http_session,
 	.open = sse_open,
 	.send = http_send,
 	.receive = http_receive,
@@ -931,6 +940,8 @@ const struct mcp_transport_ops mcp_transport_sse = {
 
 const struct mcp_transport_ops mcp_transport_url = {
 	.type = "url",
+	.network = "tcp",
+	.session = http_session,
 	.open = url_open,
 	.send = http_send,
 	.receive = http_receive,

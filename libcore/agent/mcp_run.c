@@ -51,11 +51,17 @@ enum core_status mcp_run_start(struct mcp_set *s, const struct mcp_config *cfg,
                                mcp_failed_fn *skipped, void *ctx, struct core_err *e)
 {
 	enum core_status stopped = CORE_OK;
+	/* Every server is spawned and asked to initialize first: they start
+	 * up at the same time.  Their outcomes are taken in order. */
 	for (size_t i = 0; i < cfg->n; i++) {
 		struct core_err later = { 0 };
-		/* After a stop each server is only added, broken, unstarted
-		 * (mcp_set_start()): the agent's selections of it stay valid. */
-		enum core_status st = mcp_set_start(s, &cfg->servers[i], stopped ? &later : e);
+		mcp_set_begin(s, &cfg->servers[i], &later);
+	}
+	for (size_t i = 0; i < cfg->n; i++) {
+		struct core_err later = { 0 };
+		/* After a stop each server's start-up ends cancelled, broken
+		 * (mcp_set_finish()): the agent's selections of it stay valid. */
+		enum core_status st = mcp_set_finish(s, &cfg->servers[i], stopped ? &later : e);
 		if (st == CORE_ECANCELLED) {
 			stopped = st;
 			continue;
@@ -86,11 +92,16 @@ enum core_status mcp_run_list(struct mcp_set *s, const struct mcp_config *cfg, c
 	enum core_status result = CORE_OK, st;
 	int found = 0;
 	for (size_t i = 0; i < cfg->n; i++) {
+		struct core_err later = { 0 };
+		if (!only || !strcmp(only, cfg->servers[i].name))
+			mcp_set_begin(s, &cfg->servers[i], &later);
+	}
+	for (size_t i = 0; i < cfg->n; i++) {
 		if (only && strcmp(only, cfg->servers[i].name))
 			continue;
 		found = 1;
 		size_t first = mcp_set_count(s);
-		st = mcp_set_start(s, &cfg->servers[i], e);
+		st = mcp_set_finish(s, &cfg->servers[i], e);
 		if ((st == CORE_EUSAGE && !cfg->servers[i].unusable) || st == CORE_ECANCELLED)
 			return st;
 		if (st) {

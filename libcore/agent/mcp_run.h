@@ -18,8 +18,10 @@
  *
  * The order of the servers is cfg's: the configuration files' in the
  * order given, then the prompt's mcpServers, then the manifests on the
- * tool path.  They start one after another, each within its own
- * startupTimeout.
+ * tool path.  They start at the same time (each spawned or connected to
+ * and sent initialize, then each one's handshake finished in that
+ * order), each within its own startupTimeout: the start-up of all takes
+ * about as long as the slowest one's; their outcomes are taken in order.
  */
 #ifndef CORE_MCP_RUN_H
 #define CORE_MCP_RUN_H
@@ -59,15 +61,15 @@ enum core_status mcp_run_add_agent(struct mcp_config *cfg, const struct agent *a
 typedef void mcp_failed_fn(void *ctx, const struct core_err *e);
 
 /*
- * Start every server of cfg (borrowed: it must outlive s) into s, in
- * order, before the first model call.  An optional server ("optional":
- * true) that fails goes to skipped(ctx, e) (the caller warns: the run goes
- * on without its tools) and the next one starts; any other failure stops
- * with it: CORE_EUSAGE (two tools with one name, naming both servers),
+ * Start every server of cfg (borrowed: it must outlive s) into s, all at
+ * once (mcp_set_begin() each, then mcp_set_finish() each in order), before
+ * the first model call.  An optional server ("optional": true) that fails
+ * goes to skipped(ctx, e) (the caller warns: the run goes on without its
+ * tools) and the next one's outcome is taken; any other failure stops
+ * with it (the servers after it end with the set): CORE_EUSAGE (two tools with one name, naming both servers),
  * else the server's (mcp_set_start(): CORE_EUNAVAILABLE, CORE_EDEADLINE,
- * ...).  A stop (mcp_set_cancel()) ends the start-up in flight at once,
- * an optional server's too, and the servers after it are added to s
- * unstarted, broken (mcp_run_tools() then gives no MCP tool and finds
+ * ...).  A stop (mcp_set_cancel()) ends the start-ups in flight at once,
+ * an optional server's too, every server's then broken (mcp_run_tools() then gives no MCP tool and finds
  * every selection valid): CORE_ECANCELLED.  The servers started stay in
  * s either way.
  */
@@ -92,7 +94,7 @@ typedef enum core_status mcp_row_fn(void *ctx, const json_t *row, struct core_er
 
 /*
  * agent-run --mcp-list [only]: start the servers of cfg (borrowed, as
- * above) into s one after another, only the one named only when it is not
+ * above) into s at the same time (above), only the one named only when it is not
  * NULL, and give each one's tools to row(ctx, row, e), in the servers'
  * order, as soon as it has listed them.  A server that fails to start
  * goes to failed(ctx, e) and the next one starts.  Returns CORE_OK when

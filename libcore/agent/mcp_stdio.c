@@ -169,6 +169,7 @@ static void stdio_close(struct mcp_transport *t, int64_t grace_ms)
 
 const struct mcp_transport_ops mcp_transport_stdio = {
 	.type = "stdio",
+	.network = "pipe",
 	.open = stdio_open,
 	.send = stdio_send,
 	.receive = stdio_receive,

@@ -21,7 +21,11 @@
  * server_entry() into struct mcp_server_config.
  *
  * One message is one JSON-RPC object; the transport carries it whole
- * (stdio: one line) and knows nothing of what it says.  Every operation
+ * (stdio: one line) and knows nothing of what it says.  Several requests
+ * may wait on one server at once (a round's calls are all sent before
+ * any answer is read: mcp.c matches the answers to them by id), so send
+ * never waits for an answer, and receive gives the messages in the order
+ * the server sent them, whichever request they belong to.  Every operation
  * that can fail returns an enum core_status and fills e with a message
  * naming the server ("mcp server 'NAME' ..."), never printing and never
  * exiting.  A cancel may be NULL, or have a NULL fn; fn(ctx) is polled at
@@ -79,6 +83,7 @@
  *            reaped); a server whose stream is cut, or one the client
  *            stops waiting for, is not asked to end.  Later sends and
  *            receives fail as after an exit.
+ *   session  Optional: the server's session ID, for traces.
  *   close    End the server and free the transport.  stdio: close the
  *            server's stdin, wait up to grace_ms for it to exit, SIGTERM
  *            its process group, grace_ms more, SIGKILL; always reaped;
@@ -121,6 +126,7 @@ struct mcp_transport {
 
 struct mcp_transport_ops {
 	const char *type;       /* the entry's "type": "stdio" */
+	const char *network;    /* OpenTelemetry's network.transport: "pipe", "tcp" */
 	enum core_status (*open)(const struct mcp_server_config *c,
 	                         void (*sink)(void *sink_ctx, const char *server,
 	                                      const char *line),
@@ -135,6 +141,10 @@ struct mcp_transport_ops {
 	void (*tail)(struct mcp_transport *t, const char *msg, struct core_buf *b);
 	void (*kill)(struct mcp_transport *t);
 	void (*close)(struct mcp_transport *t, int64_t grace_ms);
+	/* The session the server gave (Streamable HTTP's Mcp-Session-Id),
+	 * borrowed until the next operation, or NULL; the member may be
+	 * NULL (no sessions). */
+	const char *(*session)(struct mcp_transport *t);
 };
 
 /* The transport that takes type (mcp_transport.c's transports[]), or

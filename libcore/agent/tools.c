@@ -521,38 +521,56 @@ static void tool_done(struct run_child *rc)
 	agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 }
 
-/* The in-process tools (an MCP server's) of a round, one at a time, before
- * the executables start: each waits on its server with its own timeout.
- * Only CORE_ENOMEM fails the round. */
+/* Start in-process call c (its span begun): *pending for its finish, or
+ * NULL when it failed at once (ended then).  CORE_ENOMEM: not started. */
+static enum core_status start_in_process(struct tool_call *c, const struct tool_context *ctx,
+                                         const struct tool_events *ev, void **pending)
+{
+	memset(&c->run, 0, sizeof c->run);
+	c->run.done = 1;
+	c->output = c->interrupt = NULL;
+	core_buf_init(&c->stdin_buf, 0);
+	core_buf_init(&c->out_buf, 0);
+	core_buf_init(&c->err_buf, 0);
+	memset(&c->err, 0, sizeof c->err);
+	if (!(c->parts = json_array()))
+		return CORE_ENOMEM;
+	/* The call's span, and its traceparent for the server (without the
+	 * "TRACEPARENT=" of the environment form). */
+	struct tool_context cc = *ctx;
+	char tp[AGENT_TRACE_ENV_MAX];
+	c->span = agent_trace_tool_begin(c->tool->name, c->input);
+	agent_trace_tool_attrs(c->span, c->tool->span_attrs);
+	cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
+	c->st = c->tool->start(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
+	                       ev ? ev->ctx : NULL, pending, &c->err);
+	if (c->st)
+		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, NULL);
+	return CORE_OK;
+}
+
+/* The in-process tools (an MCP server's) of a round, before the
+ * executables start: every call started (sent to its server), then each
+ * finished, so that they run at the same time, each with its own timeout.
+ * Only CORE_ENOMEM fails the round (the calls started are finished). */
 static enum core_status run_in_process(struct tool_call *calls, size_t n,
                                        const struct tool_context *ctx,
                                        const struct tool_events *ev, struct core_err *e)
 {
-	for (size_t i = 0; i < n; i++) {
+	void **pending = calloc(n + 1, sizeof *pending);
+	enum core_status st = pending ? CORE_OK : CORE_ENOMEM;
+	for (size_t i = 0; i < n && !st; i++)
+		if (calls[i].tool->start)
+			st = start_in_process(&calls[i], ctx, ev, &pending[i]);
+	for (size_t i = 0; pending && i < n; i++) {
 		struct tool_call *c = &calls[i];
-		if (!c->tool->call)
+		if (!pending[i])
 			continue;
-		memset(&c->run, 0, sizeof c->run);
-		c->run.done = 1;
-		c->output = c->interrupt = NULL;
-		core_buf_init(&c->stdin_buf, 0);
-		core_buf_init(&c->out_buf, 0);
-		core_buf_init(&c->err_buf, 0);
-		memset(&c->err, 0, sizeof c->err);
-		if (!(c->parts = json_array()))
-			return core_fail(e, CORE_ENOMEM, "out of memory");
-		/* The call's span, and its traceparent for the server (without
-		 * the "TRACEPARENT=" of the environment form). */
-		struct tool_context cc = *ctx;
-		char tp[AGENT_TRACE_ENV_MAX];
-		c->span = agent_trace_tool_begin(c->tool->name, c->input);
-		agent_trace_tool_attrs(c->span, c->tool->span_attrs);
-		cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
-		c->st = c->tool->call(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
-		                      ev ? ev->ctx : NULL, &c->output, c->parts, &c->err);
+		c->st = c->tool->finish(c->tool, pending[i], &c->output, c->parts, &c->err);
 		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
 	}
-	return CORE_OK;
+	free(pending);
+	return st ? core_fail(e, st, "out of memory") : CORE_OK;
 }
 
 /* An executable call's state before its start: its buffers, and its stdin
@@ -635,7 +653,7 @@ enum core_status tools_run(struct tool_call *calls, size_t n, const json_t *cust
 		goto out;
 	for (size_t i = 0; i < n && !st; i++) {
 		struct tool_call *c = &calls[i];
-		if (c->tool->call)
+		if (c->tool->start)
 			continue;
 		c->ev = ev;
 		c->poll_err = &pe;

@@ -63,15 +63,23 @@ struct tool_context;
 
 /*
  * A tool served in this process instead of by an executable (an MCP
- * server's tool, mcp.h): run one call with input (borrowed; NULL: none),
- * set *output (a new reference) and append media parts to parts, or fail
- * with e (the message names who failed, the call fails with it).
- * cancelled(cctx), polled while it waits, stops it with CORE_ECANCELLED.
+ * server's tool, mcp.h), in two halves so that a round's calls overlap:
+ * start sends one call with input (borrowed; NULL: none) and sets
+ * *pending (the tool's, for finish) without waiting for its outcome, or
+ * fails with e (then nothing is pending: the call failed so).
+ * cancelled(cctx), polled while a call waits, stops it with
+ * CORE_ECANCELLED.  finish waits for a started call, sets *output (a new
+ * reference) and appends media parts to parts, or fails with e (the
+ * message names who failed, the call fails with it), and frees pending;
+ * every started call is finished, in any order (the outcomes of the
+ * others that come meanwhile are kept for their own finish).
  */
-typedef enum core_status tool_call_fn(const struct tool *t, const json_t *input,
-                                      const struct tool_context *ctx,
-                                      int (*cancelled)(void *), void *cctx,
-                                      json_t **output, json_t *parts, struct core_err *e);
+typedef enum core_status tool_start_fn(const struct tool *t, const json_t *input,
+                                       const struct tool_context *ctx,
+                                       int (*cancelled)(void *), void *cctx, void **pending,
+                                       struct core_err *e);
+typedef enum core_status tool_finish_fn(const struct tool *t, void *pending, json_t **output,
+                                        json_t *parts, struct core_err *e);
 
 struct tool {
 	char *name;
@@ -84,7 +92,8 @@ struct tool {
 	char **env_allow;      /* NULL-terminated provider variables to keep */
 	int64_t timeout_ms;
 	size_t max_output_bytes, max_output_lines;   /* caps on one call's stdout */
-	tool_call_fn *call;    /* set: served in-process (argv NULL) ... */
+	tool_start_fn *start;  /* set: served in-process (argv NULL) ... */
+	tool_finish_fn *finish;
 	void *impl;            /* ... with this (borrowed: its source's) */
 	json_t *span_attrs;    /* string attributes for each call's span (an
 	                          MCP tool's mcp.*), owned; or NULL */
@@ -176,9 +185,10 @@ struct tool_call {
 };
 
 /*
- * Run calls[0..n) at the same time and wait for all of them (calls of
- * in-process tools, tool->call, run one after another first, then the
- * executables in parallel).  custom is the
+ * Run calls[0..n) at the same time and wait for all of them (the calls of
+ * in-process tools first: every one started, then each finished, so
+ * that the calls to one MCP server overlap; then the executables in
+ * parallel).  custom is the
  * session's custom state each tool gets on stdin.  Per-call outcomes are in
  * calls[i].st; the return value is non-OK only when tools could not be run
  * at all (CORE_ESYS, CORE_ENOMEM).  Release results with tool_call_release().

@@ -506,10 +506,15 @@ void trace_event(struct trace_span *s, const char *name, const char *const *attr
 
 void trace_end(struct trace_span *s, enum trace_code code, const char *msg)
 {
+	trace_end_at(s, code, msg, 0);
+}
+
+void trace_end_at(struct trace_span *s, enum trace_code code, const char *msg, int64_t end_ns)
+{
 	if (!s)
 		return;
 	pthread_mutex_lock(&mu);
-	s->end_ns = core_now_ns();
+	s->end_ns = end_ns ? end_ns : core_now_ns();
 	s->code = code;
 	if (msg && code == TRACE_STATUS_ERROR)
 		s->msg = utf8_dup(msg, strlen(msg));

@@ -178,6 +178,9 @@ void trace_attr_strs(struct trace_span *s, const char *key, const json_t *arr);
 void trace_event(struct trace_span *s, const char *name, const char *const *attrs);
 /* End the span now with this status (msg may be NULL; kept for ERROR). */
 void trace_end(struct trace_span *s, enum trace_code code, const char *msg);
+/* The same at end_ns (CLOCK_REALTIME ns, as start_ns; 0: now): a span
+ * recorded after the fact (an MCP server's start-up, before tracing). */
+void trace_end_at(struct trace_span *s, enum trace_code code, const char *msg, int64_t end_ns);
 
 /* "00-<trace>-<span>-FLAGS" of s (01 sampled, 00 not) (NULL: the inbound parent) into out; 0 when
  * there is one, -1 when tracing is off or there is none. */

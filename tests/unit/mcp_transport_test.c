@@ -4,11 +4,13 @@
  * speaks its protocol over it unchanged: an entry of its "type" starts,
  * initializes and lists its tools, a call goes out and its result comes
  * back mapped, the server's ping is answered, a JSON-RPC error carries the
- * transport's tail, and the set's end closes it.  A type that no row
+ * transport's tail, two calls started at once get their own answers when
+ * the server answers the second first, and the set's end closes it.  A type that no row
  * takes is an unusable entry: a usage error when it is started.
  *
  * The transport exists only here: a server in memory, answering each
- * request as it is sent.  The test builds the table with its row
+ * request as it is sent (or, holding, a call's answer kept until the
+ * client waits, the last held given first).  The test builds the table with its row
  * (MCP_TRANSPORT_TEST_ROW), as HACKING.md's recipe adds one.
  */
 #include <string.h>
@@ -34,9 +36,10 @@ struct memory {
 	char *queue[QUEUE];     /* lines the server has written, oldest first */
 	size_t n;
 	char *taken;            /* the line receive handed out last */
+	json_t *held;           /* holding: the calls' answers not yet given */
 };
 
-static int opened, closed, pongs;
+static int opened, closed, pongs, holding;
 static char sent_call[256];
 
 static void push(struct memory *m, json_t *msg)
@@ -55,6 +58,7 @@ static enum core_status memory_open(const struct mcp_server_config *c,
 	if (!m)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	m->head = (struct mcp_transport){ &mcp_transport_memory, getpid() };
+	m->held = json_array();
 	opened++;
 	*out = &m->head;
 	return CORE_OK;
@@ -94,9 +98,17 @@ static enum core_status memory_send(struct mcp_transport *t, const json_t *msg,
 		if (tool && !strcmp(tool, "fail"))
 			push(m, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id,
 			                  "error", "code", -32000, "message", "nope"));
-		else
-			push(m, json_pack("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id", id,
-			                  "result", "content", "type", "text", "text", "{\"ok\": 1}"));
+		else {
+			char text[64];
+			snprintf(text, sizeof text, "{\"ok\": %d}", (int)json_integer_value(
+			         json_object_get(json_object_get(p, "arguments"), "x")));
+			json_t *a = json_pack("{s:s, s:O, s:{s:[{s:s, s:s}]}}", "jsonrpc", "2.0", "id",
+			                      id, "result", "content", "type", "text", "text", text);
+			if (holding)
+				json_array_append_new(m->held, a);
+			else
+				push(m, a);
+		}
 	}
 	return CORE_OK;
 }
@@ -108,6 +120,11 @@ static enum core_status memory_receive(struct mcp_transport *t, int64_t timeout_
 	struct memory *m = (struct memory *)t;
 	free(m->taken);
 	m->taken = NULL;
+	if (!m->n && json_array_size(m->held)) {
+		size_t last = json_array_size(m->held) - 1;
+		push(m, json_incref(json_array_get(m->held, last)));
+		json_array_remove(m->held, last);
+	}
 	if (!m->n)
 		return core_fail(e, CORE_EDEADLINE, "silent");
 	m->taken = m->queue[0];
@@ -131,6 +148,7 @@ static void memory_close(struct mcp_transport *t, int64_t grace_ms)
 	struct memory *m = (struct memory *)t;
 	while (m->n)
 		free(m->queue[--m->n]);
+	json_decref(m->held);
 	free(m->taken);
 	free(m);
 	closed++;
@@ -155,8 +173,11 @@ static enum core_status call_tool(const char *name, json_t **output, struct core
 	json_t *input = pj("{\"x\": 1}"), *parts = json_array();
 	enum core_status st = tool_load(name, NULL, &t, e);
 	*output = NULL;
+	void *pending = NULL;
 	if (!st)
-		st = t->call(t, input, &ctx, NULL, NULL, output, parts, e);
+		st = t->start(t, input, &ctx, NULL, NULL, &pending, e);
+	if (!st)
+		st = t->finish(t, pending, output, parts, e);
 	tool_free(t);
 	json_decref(input);
 	json_decref(parts);
@@ -194,6 +215,31 @@ int main(void)
 	       !strcmp(e.msg, "mcp server 'mem': tools/call failed: nope (code -32000) "
 	                      "(memory: the tail)"),
 	       "a JSON-RPC error carries the transport's tail", e.msg);
+
+	/* Two calls at once, the second answered first. */
+	struct tool *t = NULL;
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL };
+	json_t *in1 = pj("{\"x\": 1}"), *in2 = pj("{\"x\": 2}"), *parts = json_array();
+	json_t *out1 = NULL, *out2 = NULL;
+	void *p1 = NULL, *p2 = NULL;
+	holding = 1;
+	st = tool_load("mem_echo", NULL, &t, &e);
+	if (!st && !(st = t->start(t, in1, &ctx, NULL, NULL, &p1, &e)) &&
+	    !(st = t->start(t, in2, &ctx, NULL, NULL, &p2, &e)) &&
+	    !(st = t->finish(t, p1, &out1, parts, &e)))
+		st = t->finish(t, p2, &out2, parts, &e);
+	report(!st && json_integer_value(json_object_get(out1, "ok")) == 1 &&
+	       json_integer_value(json_object_get(out2, "ok")) == 2,
+	       "two calls at once: each gets its own answer, the second answered first",
+	       st ? e.msg : NULL);
+	check_int("both calls' pings were answered", pongs, 4);
+	holding = 0;
+	json_decref(out1);
+	json_decref(out2);
+	json_decref(in1);
+	json_decref(in2);
+	json_decref(parts);
+	tool_free(t);
 	tool_set_source(NULL);
 
 	mcp_set_free(set);
