@@ -19,6 +19,9 @@
 #                                   not in $(...), so that it sets them
 #   bench_row MEASURE OURS PEER UNIT GOAL PEER_VERSION [RATIO]
 #                                   one row of the table (see below)
+#   bench_pick FILE NAME [FIELD]    from a program's "name value unit"
+#                                   lines in FILE, line NAME's FIELD (default
+#                                   2); fails the script when it is missing
 #   bench_done                      last: prints the table when the script
 #                                   runs alone (bench/run prints one for all)
 #   bench_fail MESSAGE              say what failed and exit 1
@@ -77,6 +80,13 @@ bench_pairs() {
 		bench_r+=("$r")
 		bench_m+=("$m")
 	done <<<"$out"
+}
+
+bench_pick() {
+	local v
+	v=$(awk -v n="$2" -v f="${3:-2}" '$1 == n { v = $f } END { print v }' "$1")
+	[ -n "$v" ] || bench_fail "no $2 in what the benchmark printed"
+	echo "$v"
 }
 
 bench_version() {
