@@ -321,7 +321,9 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 {
 	enum core_status st;
 	size_t i = 0, run;
-	if ((st = core_buf_grow(out, n + 2)))
+	/* room for the quotes and the NUL; the call only when short of it */
+	if ((out->cap - out->len < n + 3 || out->len + n + 2 > out->max)
+	    && (st = core_buf_grow(out, n + 2)))
 		return st;
 	out->p[out->len++] = '"';
 	for (;;) {
@@ -369,12 +371,23 @@ enum core_status jv_dump_int(int64_t i, struct core_buf *out)
 	char tmp[24], *q = tmp + sizeof tmp;
 	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
 	                             : (unsigned long long)i;
+	size_t n;
+	if (u < 10 && i >= 0)
+		return core_buf_addc(out, (char)('0' + u));
 	do
 		*--q = (char)('0' + u % 10);
 	while (u /= 10);
 	if (i < 0)
 		*--q = '-';
-	return core_buf_add(out, q, (size_t)(tmp + sizeof tmp - q));
+	n = (size_t)(tmp + sizeof tmp - q);
+	if (out->cap - out->len <= n || out->len + n > out->max)
+		return core_buf_add(out, q, n);
+	/* a loop of at most 20 bytes, not a call */
+	for (size_t k = 0; k < n; k++)
+		out->p[out->len + k] = q[k];
+	out->len += n;
+	out->p[out->len] = 0;
+	return CORE_OK;
 }
 
 static enum core_status dump(const json_t *v, struct core_buf *out, int depth)

@@ -6,6 +6,7 @@
  * buffers that already hold text and on ones whose room runs out (the
  * sanitizer build checks the writes stay inside the buffer).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -135,6 +136,30 @@ int main(void)
 		      && b.len == 12 && !strcmp(b.p, "0123456789ab");
 		core_buf_release(&b);
 		report(ok, "a buffer's max holds with room left in it", NULL);
+	}
+	{
+		/* Integers: the one-digit path, the digit loop, the extremes;
+		 * and a bounded buffer that runs out of room mid-number. */
+		static const struct { int64_t i; const char *s; } ints[] = {
+			{ 0, "0" }, { 9, "9" }, { 10, "10" }, { -1, "-1" }, { -10, "-10" },
+			{ INT64_MAX, "9223372036854775807" },
+			{ INT64_MIN, "-9223372036854775808" },
+		};
+		int ok = 1;
+		for (size_t k = 0; k < sizeof ints / sizeof *ints; k++) {
+			struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+			ok &= !core_buf_adds(&b, "[") && !jv_dump_int(ints[k].i, &b)
+			      && !strcmp(b.p + 1, ints[k].s);
+			core_buf_release(&b);
+			for (size_t max = 0; max < 24; max++) {
+				struct core_buf c = CORE_BUF_INIT(max);
+				enum core_status st = jv_dump_int(ints[k].i, &c);
+				ok &= strlen(ints[k].s) <= max ? !st && !strcmp(c.p, ints[k].s)
+				                               : st == CORE_ETOOBIG && c.len == 0;
+				core_buf_release(&c);
+			}
+		}
+		report(ok, "integers as decimal digits, within a buffer's max", NULL);
 	}
 	return tap_end();
 }
