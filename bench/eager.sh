@@ -21,7 +21,7 @@ top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/lib.sh"
 bench_init eager
 build=${1:-build}
-runs=${3:-200}
+runs=${3:-${N:-200}}
 bins=("$top/$build/bin/agent-run")
 [ -z "${2:-}" ] || bins+=("$2")
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
