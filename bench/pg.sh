@@ -42,7 +42,7 @@ o=$(mktemp "${TMPDIR:-/tmp}/agentkit-pgbench-out.XXXXXX")
 trap '[ -z "$dir" ] || scripts/pg-test-server stop "$dir"; rm -f "$o"' EXIT
 # run ARGS...: bench-pg ARGS, its lines shown and kept in $o
 run() { "$b" "$@" >"$o" || bench_fail "bench-pg $1 failed"; cat "$o"; }
-pg_v=$(psql -V)
+pg_v="PostgreSQL $(psql -V | awk '{ print $3 }')"
 turns() { # N WRITERS
 	local w=$2
 	run turns "$(fresh "t$w")" "$1" "$w"
