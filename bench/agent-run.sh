@@ -3,31 +3,38 @@
 # the store (numbers for issue 4).
 #
 #   bench/agent-run.sh [BUILD]      (default build; well under a minute)
+#   N=50 bench/agent-run.sh         fewer rounds (default 300)
 #
-# Prints "name value unit" lines:
+# Times are medians of N rounds in which the commands take turns
+# (bench/abtime), ratios the medians of the rounds' ratios; every run's exit
+# status is checked, and each command's output once.  Prints "name value
+# unit" lines, and rows of the results table (bench/lib.sh):
 #   true, nostore_turn, durable_turn
 #                     whole-process cost on tmpfs (/dev/shm) of /bin/true,
-#                     an echo turn with --no-store and a durable one, mean of
-#                     300 each, and the ratios (issue 13's goal: durable at
-#                     most 2x /bin/true)
+#                     an echo turn with --no-store and a durable one, and
+#                     the ratios (issue 13's goal: durable at most 2x
+#                     /bin/true)
 #   libs_*            the same for a program that does nothing, linked with
 #                     agentkit's libraries with and without libpq: what
 #                     loading them costs every process (needs cc)
 #   *_instructions, *_syscalls, *_page_faults
 #                     the figures that stay put on a loaded machine:
-#                     instructions (valgrind --tool=callgrind; its count of
-#                     the durable turn includes ~6.5M of a calloc() LMDB
-#                     makes that valgrind clears by hand and Linux does not),
+#                     instructions (valgrind --tool=callgrind, with a 1 GiB
+#                     map: valgrind cannot reserve the default 64 GiB, and
+#                     the run would fail),
 #                     system calls (strace -c) and page faults (perf stat),
 #                     each when the tool is installed
-#   turn_1            one turn of a fresh session (mean of 50 processes)
-#   turn_100          one turn of a growing session, 100 turns as 100 processes
+#   turn_1, turn_100  one turn of a fresh session, and of a growing one (100
+#                     turns before, one more each round), in turn
 #   rss_10k           peak RSS of one turn on a 10,000-message session
 #   store_growth_*    bytes the store file grows per turn, early in a
 #                     session and on the 10,000-message session
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init agent-run
 build=${1:-build}
+n=${N:-300}
 case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
@@ -37,20 +44,6 @@ cd "$work"
 now_ns() { date +%s%N; }
 size() { stat -c %s "$AGENTKIT_STORE/data.mdb"; }
 
-# mean_us N CMD...: the mean wall time of one run of CMD, in microseconds:
-# hyperfine's (no shell, warmed up) when it is installed, else a loop's.
-mean_us() {
-	local n=$1 t0 t1
-	shift
-	if command -v hyperfine >/dev/null; then
-		hyperfine -N -w 20 -r "$n" --export-json "$work/hf.json" "$*" >/dev/null 2>&1 &&
-			jq '.results[0].mean * 1e6 | floor' "$work/hf.json" && return
-	fi
-	t0=$(now_ns)
-	for _ in $(seq "$n"); do "$@" >/dev/null; done
-	t1=$(now_ns)
-	echo $(( (t1 - t0) / n / 1000 ))
-}
 shm=$work
 [ -d /dev/shm ] && [ -w /dev/shm ] && shm=$(mktemp -d /dev/shm/agentkit-bench.XXXXXX) &&
 	trap 'rm -rf "$work" "$shm"' EXIT
@@ -67,34 +60,48 @@ if [ -n "$libs_pq" ] && echo 'int main(void) { return 0; }' >"$work/nop.c" &&
 	cc -o "$work/nop_nopq" "$work/nop.c" -Wl,--no-as-needed $libs_nopq 2>/dev/null; then
 	have_cc=1
 fi
-t_true=$(mean_us 300 /bin/true)
-t_nostore=$(mean_us 300 "$bin/agent-run" --no-store --model echo -m hi)
-t_durable=$(mean_us 300 "$bin/agent-run" --store "$shm/store" --model echo -m hi)
+bench_expect '"finishReason":"stop"' "$bin/agent-run" --no-store --model echo -m hi
+bench_expect '"finishReason":"stop"' "$bin/agent-run" --store "$shm/store" --model echo -m hi
+bench_pairs "$n" /bin/true "$bin/agent-run --no-store --model echo -m hi" \
+	"$bin/agent-run --store $shm/store --model echo -m hi"
+t_true=${bench_t[0]} t_nostore=${bench_t[1]} t_durable=${bench_t[2]}
 echo "true $t_true us"
 echo "nostore_turn $t_nostore us ($(ratio "$t_nostore" "$t_true")x /bin/true)"
 echo "durable_turn $t_durable us ($(ratio "$t_durable" "$t_true")x /bin/true, $(ratio "$t_durable" "$t_nostore")x --no-store; issue 13's target: at most 2x /bin/true)"
+inv() { awk -v r="$1" 'BEGIN { printf "%.3f", 1 / r }'; }
+bench_row "echo turn, --no-store, vs /bin/true" "$t_nostore" "$t_true" us - "/bin/true" "$(inv "${bench_r[1]}")"
+bench_row "durable echo turn (tmpfs) vs /bin/true" "$t_durable" "$t_true" us '<=2' "/bin/true" "$(inv "${bench_r[2]}")"
 if [ -n "$have_cc" ]; then
-	t_pq=$(mean_us 300 "$work/nop_pq")
-	t_nopq=$(mean_us 300 "$work/nop_nopq")
+	bench_pairs "$n" /bin/true "$work/nop_pq" "$work/nop_nopq"
+	t_pq=${bench_t[1]} t_nopq=${bench_t[2]}
 	echo "libs_with_libpq $t_pq us ($(ratio "$t_pq" "$t_true")x /bin/true: $(ldd "$work/nop_pq" | wc -l) objects)"
 	echo "libs_without_libpq $t_nopq us ($(ratio "$t_nopq" "$t_true")x /bin/true: $(ldd "$work/nop_nopq" | wc -l) objects)"
+	bench_row "load agentkit's libraries with libpq" "$t_pq" "${bench_t[0]}" us - "/bin/true" "$(inv "${bench_r[1]}")"
+	bench_row "load agentkit's libraries without libpq" "$t_nopq" "${bench_t[0]}" us - "/bin/true" "$(inv "${bench_r[2]}")"
 fi
 # figure NAME CMD...: instructions, system calls and page faults of CMD
 figure() {
-	local name=$1 n
+	local name=$1
 	shift
+	local n rc
 	if command -v valgrind >/dev/null; then
-		n=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-			sed -n 's/.*Collected : *//p')
-		[ -z "$n" ] || echo "${name}_instructions $n"
+		rc=0
+		AGENTKIT_STORE_MAPSIZE=1073741824 valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+			"$@" 2>"$work/vg.txt" >/dev/null || rc=$?
+		[ "$rc" = 0 ] || bench_fail "$name under valgrind: exit status $rc: $(tail -n 3 "$work/vg.txt")"
+		n=$(sed -n 's/.*Collected : *//p' "$work/vg.txt")
+		[ -n "$n" ] || bench_fail "$name: no instruction count from valgrind"
+		echo "${name}_instructions $n"
+		printf -v "insn_$name" %s "$n"
 	fi
 	if command -v strace >/dev/null; then
-		n=$(strace -f -c -o "$work/strace.txt" "$@" >/dev/null 2>&1 &&
-			awk '$NF == "total" { print $4 }' "$work/strace.txt")
+		strace -f -c -o "$work/strace.txt" "$@" >/dev/null 2>&1 || bench_fail "$name under strace failed"
+		n=$(awk '$NF == "total" { print $4 }' "$work/strace.txt")
 		[ -z "$n" ] || echo "${name}_syscalls $n"
 	fi
-	if command -v perf >/dev/null; then
-		n=$(perf stat -x, -e page-faults -r 20 "$@" 2>&1 >/dev/null | awk -F, '/page-faults/ { print $1 }')
+	if command -v perf >/dev/null && perf stat -e page-faults true >/dev/null 2>&1; then
+		perf stat -x, -e page-faults -r 20 "$@" 2>"$work/perf.txt" >/dev/null || bench_fail "$name under perf failed"
+		n=$(awk -F, '/page-faults/ { print $1 }' "$work/perf.txt")
 		[ -z "$n" ] || echo "${name}_page_faults $n"
 	fi
 }
@@ -105,17 +112,19 @@ if [ -n "$have_cc" ]; then
 	figure libs_with_libpq "$work/nop_pq"
 	figure libs_without_libpq "$work/nop_nopq"
 fi
+if [ -n "${insn_true:-}" ]; then
+	bench_row "echo turn, --no-store: instructions" "$insn_nostore_turn" "$insn_true" instructions - /bin/true
+	bench_row "durable echo turn: instructions" "$insn_durable_turn" "$insn_true" instructions - /bin/true
+fi
 
-t0=$(now_ns)
-for i in $(seq 50); do "$bin/agent-run" --model echo -m "hello $i" >/dev/null; done
-t1=$(now_ns)
-echo "turn_1 $(( (t1 - t0) / 50 / 1000 )) us/turn"
-
-t0=$(now_ns)
 "$bin/agent-run" --model echo --session grow -m "turn 0" >/dev/null
 for i in $(seq 99); do "$bin/agent-run" --model echo --session grow -m "turn $i" >/dev/null; done
-t1=$(now_ns)
-echo "turn_100 $(( (t1 - t0) / 100 / 1000 )) us/turn"
+bench_pairs "$(( n / 6 + 1 ))" "$bin/agent-run --model echo -m hello" \
+	"$bin/agent-run --model echo --session grow -m again"
+echo "turn_1 ${bench_t[0]} us/turn"
+echo "turn_100 ${bench_t[1]} us/turn"
+bench_row "turn of a 100-turn session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us - "turn 1" \
+	"$(inv "${bench_r[1]}")"
 
 # Store growth per turn early in a session (turns 101-150 of "grow").
 s0=$(size)
@@ -129,15 +138,21 @@ jq -cn --arg now "$now" '{snapshotId: "big0", sessionId: "big", status: "complet
 	createdAt: $now, updatedAt: $now, finishReason: "stop",
 	state: {sessionId: "big", messages: [range(5000) | ({role: "user", content: [{text: "question number \(.) about something"}]}, {role: "model", content: [{text: "answer number \(.) with a few more words in it"}]})]}}' \
 	| "$bin/agent-snap" import >/dev/null
-rss=$( { /usr/bin/time -f '%M' "$bin/agent-run" --model echo --session big -m "one more" >/dev/null; } 2>&1 | tail -n 1)
+peak() { # CMD...: the peak RSS of CMD in KiB; fails the script when CMD does
+	/usr/bin/time -o "$work/time.txt" -f '%M' "$@" >/dev/null || bench_fail "$*: exit status $?"
+	tail -n 1 "$work/time.txt"
+}
+rss=$(peak "$bin/agent-run" --model echo --session big -m "one more")
 echo "rss_10k $rss KiB"
-rss_small=$( { /usr/bin/time -f '%M' "$bin/agent-run" --model echo --no-store -m "tiny" >/dev/null; } 2>&1 | tail -n 1)
+rss_small=$(peak "$bin/agent-run" --model echo --no-store -m "tiny")
 echo "rss_small $rss_small KiB (one turn, no history, no store)"
 
 s0=$(size)
-t0=$(now_ns)
 for i in $(seq 20); do "$bin/agent-run" --model echo --session big -m "big $i" >/dev/null; done
-t1=$(now_ns)
 s1=$(size)
-echo "turn_10k $(( (t1 - t0) / 20 / 1000 )) us/turn (session of 10,000+ messages)"
 echo "store_growth_10k $(( (s1 - s0) / 20 )) bytes/turn (session of 10,000+ messages)"
+bench_pairs 20 "$bin/agent-run --model echo -m hello" "$bin/agent-run --model echo --session big -m big"
+echo "turn_10k ${bench_t[1]} us/turn (session of 10,000+ messages)"
+bench_row "turn of a 10,000-message session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us - "turn 1" \
+	"$(inv "${bench_r[1]}")"
+bench_done

@@ -17,6 +17,8 @@
 #                                  scaled to one minute
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init detach
 build=${1:-build}
 n=${N:-30}
 cpu_seconds=${CPU_SECONDS:-60}
@@ -41,39 +43,51 @@ ns_of() { date -d "$1" +%s%N; }
 now_ns() { local t=$EPOCHREALTIME; echo "${t/./}000"; }
 launch() { agent-run --model script/slow.ndjson --heartbeat-interval "${2:-30s}" --detach -m "$1" | jq -r .output.snapshotId; }
 beating() { [ "$(agent-snap -m "$1" | jq -r '.heartbeatAt != .createdAt')" = true ]; }
-stats() {   # name unit < values (ns) -> p50, p90, max in ms
+stats() {   # name what < values (ns) -> p50, p90, max in ms, and a row
 	sort -n | awk -v name="$1" '{ v[NR] = $1 } END {
 		p50 = v[int((NR + 1) * 0.5)]; p90 = v[int(NR * 0.9 + 0.5)]; max = v[NR]
-		printf "%s_p50 %.2f ms\n%s_p90 %.2f ms\n%s_max %.2f ms\n", name, p50 / 1e6, name, p90 / 1e6, name, max / 1e6 }'
+		printf "%s_p50 %.2f ms\n%s_p90 %.2f ms\n%s_max %.2f ms\n", name, p50 / 1e6, name, p90 / 1e6, name, max / 1e6 }' \
+		>"$work/stats"
+	cat "$work/stats"
+	bench_row "$2, p50" "$(awk -v n="$1_p50" '$1 == n { print $2 }' "$work/stats")" - ms - -
 }
 
 echo "## abort -> aborted, model stream in flight ($n runs)"
 for i in $(seq "$n"); do
 	id=$(launch stream 50ms)
-	until beating "$id"; do sleep 0.02; done
+	k=0
+	until beating "$id"; do
+		k=$((k + 1)); [ "$k" -lt 500 ] || bench_fail "run $i: no heartbeat in 10 s"
+		sleep 0.02
+	done
 	sleep 0.1
 	agent-abort "$id" >/dev/null
 	t=$(now_ns)
 	row=$(agent-wait "$id" || true)
 	[ "$(jq -r .status <<<"$row")" = aborted ] || { echo "run $i: not aborted: $row" >&2; exit 1; }
-	echo $(( $(ns_of "$(jq -r .updatedAt <<<"$row")") - t ))
-done | stats abort_to_aborted
+	echo $(( $(ns_of "$(jq -r .updatedAt <<<"$row")") - t )) >>"$work/abort.ns"
+done
+stats abort_to_aborted "agent-abort -> row aborted, stream in flight" <"$work/abort.ns"
 
 echo "## final commit -> agent-wait returns ($n runs)"
 for i in $(seq "$n"); do
 	id=$(launch short)
 	agent-wait "$id" >row.json &
 	pid=$!
-	wait "$pid" || true
+	wait "$pid" || bench_fail "run $i: agent-wait failed: $(cat row.json)"
 	t=$(now_ns)
+	[ "$(jq -r .status row.json)" = completed ] || bench_fail "run $i: not completed: $(cat row.json)"
 	# The commit is durable when store_save returns; the worker logs that
 	# moment ("finalized ...") right after.
 	# (agent-wait may return before that line is written: wait for it).
+	k=0
 	until fin=$(sed -n 's/^\([^ ]*\) .*finalized .*/\1/p' "$AGENTKIT_STORE/logs/$id.log") && [ -n "$fin" ]; do
+		k=$((k + 1)); [ "$k" -lt 1000 ] || bench_fail "run $i: no 'finalized' line in 10 s"
 		sleep 0.01
 	done
-	echo $(( t - $(ns_of "$fin") ))
-done | stats commit_to_wait
+	echo $(( t - $(ns_of "$fin") )) >>"$work/commit.ns"
+done
+stats commit_to_wait "final commit -> a waiting agent-wait exits" <"$work/commit.ns"
 
 echo "## CPU over ${cpu_seconds}s, scaled to a minute"
 tck=$(getconf CLK_TCK)
@@ -104,3 +118,4 @@ done
 agent-abort "$idle30" "$idle1" >/dev/null
 wait "$waiter" || true
 agent-wait "$idle1" >/dev/null || true
+bench_done

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # bench/jpatch.sh BUILD_DIR - jpatch-apply and jpatch-diff against their peers.
 #
-# Whole-process wall time, median of BENCH_RUNS (default 7) runs after a
-# warm-up, on deterministic inputs generated into bench/out/jpatch/:
+#   bench/jpatch.sh [BUILD]        BENCH_RUNS rounds (default 9)
+#
+# Whole-process wall time: the median of BENCH_RUNS rounds in which agentkit
+# and its peers take turns (bench/abtime), and the ratio the median of the
+# rounds' ratios; on deterministic inputs generated into bench/out/jpatch/:
 #   apply   a ~1,200-operation patch to a ~10 MB document
 #   diff    two ~10 MB documents (~1,200 scattered changes)
 #   stream  2,000 agent-run customPatch chunks, the live document after each
@@ -10,121 +13,109 @@
 # Peers: fast-json-patch under Node (bench/jpatch/fjp.js; installed into
 # bench/out/node, which git ignores, when node and npm exist) and jq
 # (start-up, and the floor of any jq solution on 10 MB: parse and print).
-# Ratio = best peer / ours.  Then peak memory (max RSS of the process) of
-# apply and diff against their input, and the time of each as a fraction
-# of the fast-json-patch Node CLI's, with the targets agentkit keeps:
-# apply <= 0.35x, diff <= 0.25x, memory <= 6x the input.
-set -u
-build=$(cd "${1:-build}" && pwd) || exit 111
+# Then peak memory (max RSS) of apply and diff against the larger document.
+# Goals agentkit keeps: apply <= 0.35x fast-json-patch, diff <= 0.25x,
+# stream <= 0.05x, peak memory <= 6x the larger document.  Every tool's
+# output is checked before its time counts.
+set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init jpatch
+build=$(cd "${1:-build}" 2>/dev/null && pwd) || bench_fail "no build directory ${1:-build}"
 here=$top/bench/jpatch
 out=$top/bench/out/jpatch
 bin=$build/bin
-runs=${BENCH_RUNS:-7}
-t() { python3 "$here/timeit.py" --runs "$runs" "$@"; }
+runs=${BENCH_RUNS:-9}
 
 if [ ! -s "$out/stream.ndjson" ] || [ "$here/gen.py" -nt "$out/stream.ndjson" ]; then
 	echo "generating inputs in $out ..." >&2
-	python3 "$here/gen.py" "$out" || exit 111
+	python3 "$here/gen.py" "$out" || bench_fail "cannot generate the inputs"
 fi
 node_ok=
 if command -v node >/dev/null 2>&1; then
 	if [ ! -d "$top/bench/out/node/node_modules/fast-json-patch" ] && command -v npm >/dev/null 2>&1; then
-		npm install --silent --prefix "$top/bench/out/node" fast-json-patch >/dev/null 2>&1
+		npm install --silent --prefix "$top/bench/out/node" fast-json-patch >/dev/null 2>&1 || true
 	fi
 	[ -d "$top/bench/out/node/node_modules/fast-json-patch" ] && node_ok=1
 fi
+[ -n "$node_ok" ] || echo "jpatch.sh: no node or fast-json-patch: the Node peer is skipped" >&2
 jq_ok=
 command -v jq >/dev/null 2>&1 && jq_ok=1
-fjp="$here/fjp.js"
-
-# Correctness first: every tool must agree before its time counts.
-"$bin/jpatch-apply" "$out/big.json" "$out/patch.json" >"$out/apply.ours" || exit 1
-"$bin/jpatch-diff" "$out/big.json" "$out/big2.json" >"$out/diff.ours" || exit 1
-"$bin/jpatch-apply" "$out/big.json" "$out/diff.ours" | python3 -c '
-import json, sys
-a = json.load(sys.stdin); b = json.load(open(sys.argv[1]))
-sys.exit(0 if a == b else "bench: our diff does not reproduce big2.json")' "$out/big2.json" || exit 1
-if [ -n "$node_ok" ]; then
-	node "$fjp" apply "$out/big.json" "$out/patch.json" >"$out/apply.node" || exit 1
+fjp="node $here/fjp.js"
+fjp_v=-
+[ -z "$node_ok" ] || fjp_v="fast-json-patch $(node -p "require('$top/bench/out/node/node_modules/fast-json-patch/package.json').version") (node $(node --version))"
+jq_v=-
+[ -z "$jq_ok" ] || jq_v=$(jq --version)
+same_json() { # A B: the two files hold equal JSON documents (one per line)
 	python3 -c '
 import json, sys
-sys.exit(0 if json.load(open(sys.argv[1])) == json.load(open(sys.argv[2])) else "bench: apply results differ")' \
-		"$out/apply.ours" "$out/apply.node" || exit 1
-fi
-
-row() { # name ours peer...
-	local name=$1 ours=$2 best= p
-	shift 2
-	for p in "$@"; do
-		[ "$p" = "-" ] && continue
-		if [ -z "$best" ] || awk "BEGIN{exit !($p < $best)}"; then best=$p; fi
-	done
-	local ratio=-
-	[ -n "$best" ] && ratio=$(awk "BEGIN{printf \"%.2fx\", $best / $ours}")
-	printf '%-34s %10s' "$name" "$(awk "BEGIN{printf \"%.1f\", $ours * 1000}")"
-	for p in "$@"; do
-		if [ "$p" = "-" ]; then printf ' %14s' "-"; else printf ' %14s' "$(awk "BEGIN{printf \"%.1f\", $p * 1000}")"; fi
-	done
-	printf ' %8s\n' "$ratio"
+a = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+b = [json.loads(l) for l in open(sys.argv[2]) if l.strip()]
+sys.exit(0 if a == b else "%s and %s differ" % tuple(sys.argv[1:3]))' "$1" "$2" || bench_fail "outputs differ"
 }
 
-echo "jpatch: median of $runs runs, milliseconds (ratio = fastest peer / agentkit)"
-printf '%-34s %10s %14s %14s %8s\n' workload agentkit fast-json-patch jq ratio
-set -- $(t --rss -- "$bin/jpatch-apply" "$out/big.json" "$out/patch.json")
-apply_t=$1 apply_rss=$2
-node=- jq=- apply_node=- apply_node_rss=-
+# Correctness first: every tool must agree before its time counts.
+"$bin/jpatch-apply" "$out/big.json" "$out/patch.json" >"$out/apply.ours" || bench_fail "jpatch-apply failed"
+rc=0
+"$bin/jpatch-diff" "$out/big.json" "$out/big2.json" >"$out/diff.ours" || rc=$?
+[ "$rc" = 0 ] || bench_fail "jpatch-diff failed ($rc)"
+"$bin/jpatch-apply" "$out/big.json" "$out/diff.ours" >"$out/diff.applied" || bench_fail "applying our diff failed"
+same_json "$out/diff.applied" "$out/big2.json"
+"$bin/jpatch-diff" --minimal "$out/big.json" "$out/big2.json" >"$out/diffm.ours" || bench_fail "jpatch-diff --minimal failed"
+"$bin/jpatch-apply" "$out/big.json" "$out/diffm.ours" >"$out/diff.applied" || bench_fail "applying our minimal diff failed"
+same_json "$out/diff.applied" "$out/big2.json"
+"$bin/jpatch-apply" --stream "$out/init.json" <"$out/stream.ndjson" >"$out/stream.ours" ||
+	bench_fail "jpatch-apply --stream failed"
+[ "$(wc -l <"$out/stream.ours")" -ge 2000 ] || bench_fail "jpatch-apply --stream printed too few documents"
+bench_expect '"a":2' "$bin/jpatch-apply" "$out/tiny.json" "$out/tinypatch.json"
 if [ -n "$node_ok" ]; then
-	set -- $(t --rss -- node "$fjp" apply "$out/big.json" "$out/patch.json")
-	node=$1 apply_node=$1 apply_node_rss=$2
+	$fjp apply "$out/big.json" "$out/patch.json" >"$out/apply.node" || bench_fail "fast-json-patch apply failed"
+	same_json "$out/apply.ours" "$out/apply.node"
+	$fjp stream "$out/init.json" <"$out/stream.ndjson" >"$out/stream.node" || bench_fail "the Node stream failed"
+	same_json "$out/stream.ours" "$out/stream.node"
+	$fjp diff "$out/big.json" "$out/big2.json" >"$out/diff.node" || bench_fail "fast-json-patch compare failed"
+	"$bin/jpatch-apply" "$out/big.json" "$out/diff.node" >"$out/diff.applied" || bench_fail "applying Node's diff failed"
+	same_json "$out/diff.applied" "$out/big2.json"
 fi
-[ -n "$jq_ok" ] && jq=$(t -- jq -c . "$out/big.json")
-row "apply 1,200 ops to 10 MB" "$apply_t" "$node" "$jq"
-set -- $(t --rss -- "$bin/jpatch-diff" "$out/big.json" "$out/big2.json")
-diff_t=$1 diff_rss=$2
-node=- diff_node=- diff_node_rss=-
-if [ -n "$node_ok" ]; then
-	set -- $(t --rss -- node "$fjp" diff "$out/big.json" "$out/big2.json")
-	node=$1 diff_node=$1 diff_node_rss=$2
-fi
-row "diff two 10 MB documents" "$diff_t" "$node" -
-ours=$(t -- "$bin/jpatch-diff" --minimal "$out/big.json" "$out/big2.json")
-row "diff --minimal two 10 MB documents" "$ours" "$node" -
-ours=$(t --stdin "$out/stream.ndjson" -- "$bin/jpatch-apply" --stream "$out/init.json")
-node=-
-[ -n "$node_ok" ] && node=$(t --stdin "$out/stream.ndjson" -- node "$fjp" stream "$out/init.json")
-row "stream 2,000 patches (live doc)" "$ours" "$node" -
-ours=$(t --repeat 20 -- "$bin/jpatch-apply" "$out/tiny.json" "$out/tinypatch.json")
-node=- jq=-
-[ -n "$node_ok" ] && node=$(t --repeat 5 -- node "$fjp" apply "$out/tiny.json" "$out/tinypatch.json")
-[ -n "$jq_ok" ] && jq=$(t --repeat 20 -- jq -c '.a = 2' "$out/tiny.json")
-row "start-up (tiny apply)" "$ours" "$node" "$jq"
-ours=$(t --repeat 20 -- "$bin/jpatch-diff" "$out/tiny.json" "$out/tiny2.json")
-node=-
-[ -n "$node_ok" ] && node=$(t --repeat 5 -- node "$fjp" diff "$out/tiny.json" "$out/tiny2.json")
-row "start-up (tiny diff)" "$ours" "$node" -
 
+ms() { awk -v u="$1" 'BEGIN { printf "%.2f", u / 1000 }'; }
+mib() { awk -v k="$1" 'BEGIN { printf "%.1f", k / 1024 }'; }
+# pair NAME GOAL OURS_CMD: OURS_CMD against the Node peer's NODE_CMD (or
+# alone without node); sets ours_kb to agentkit's median peak RSS
+pair() {
+	local name=$1 goal=$2 ours=$3 node=$4
+	if [ -n "$node_ok" ]; then
+		bench_pairs "$runs" "$ours" "$node"
+		bench_row "$name" "$(ms "${bench_t[0]}")" "$(ms "${bench_t[1]}")" ms "$goal" "$fjp_v" "${bench_r[1]}"
+	else
+		bench_pairs "$runs" "$ours"
+		bench_row "$name" "$(ms "${bench_t[0]}")" - ms - -
+	fi
+	ours_kb=${bench_m[0]}
+}
+big=$out/big.json big2=$out/big2.json
+pair "apply 1,200 ops to 10 MB" '<=0.35' "$bin/jpatch-apply $big $out/patch.json" \
+	"$fjp apply $big $out/patch.json"
+apply_kb=$ours_kb
+pair "diff two 10 MB documents" '<=0.25' "$bin/jpatch-diff $big $big2" "$fjp diff $big $big2"
+diff_kb=$ours_kb
+pair "diff --minimal two 10 MB documents" - "$bin/jpatch-diff --minimal $big $big2" "$fjp diff $big $big2"
+pair "stream 2,000 patches (live doc)" '<=0.05' "$bin/jpatch-apply --stream $out/init.json <$out/stream.ndjson" \
+	"$fjp stream $out/init.json <$out/stream.ndjson"
+pair "start-up (tiny apply)" - "$bin/jpatch-apply $out/tiny.json $out/tinypatch.json" \
+	"$fjp apply $out/tiny.json $out/tinypatch.json"
+if [ -n "$jq_ok" ]; then
+	bench_pairs "$runs" "$bin/jpatch-apply $out/tiny.json $out/tinypatch.json" "jq -c '.a = 2' $out/tiny.json"
+	bench_row "start-up (tiny apply) vs jq" "$(ms "${bench_t[0]}")" "$(ms "${bench_t[1]}")" ms - "$jq_v" "${bench_r[1]}"
+	bench_pairs "$runs" "$bin/jpatch-apply $big $out/patch.json" "jq -c . $big"
+	bench_row "apply 10 MB vs jq's parse-and-print" "$(ms "${bench_t[0]}")" "$(ms "${bench_t[1]}")" ms - "$jq_v" "${bench_r[1]}"
+fi
+
+# Peak memory against the larger document (the input's size, in MiB).
 size() { wc -c <"$1" | tr -d ' '; }
-apply_in=$(( $(size "$out/big.json") + $(size "$out/patch.json") ))
-diff_in=$(( $(size "$out/big.json") + $(size "$out/big2.json") ))
-mem() { # name input-bytes rss-kb peer-rss-kb
-	local peer=-
-	[ "$4" != "-" ] && peer=$(awk "BEGIN{printf \"%.1f\", $4 / 1024}")
-	printf '%-34s %10s %10s %8s %14s\n' "$1" "$(awk "BEGIN{printf \"%.1f\", $2 / 1048576}")" \
-		"$(awk "BEGIN{printf \"%.1f\", $3 / 1024}")" \
-		"$(awk "BEGIN{printf \"%.1fx\", $3 * 1024 / $2}")" "$peer"
-}
-echo
-echo "peak memory: max RSS in MB (x input = agentkit's RSS / input size; target <= 6x)"
-printf '%-34s %10s %10s %8s %14s\n' workload input agentkit "x input" fast-json-patch
-mem "apply 1,200 ops to 10 MB" "$apply_in" "$apply_rss" "$apply_node_rss"
-mem "diff two 10 MB documents" "$diff_in" "$diff_rss" "$diff_node_rss"
-if [ -n "$node_ok" ]; then
-	echo
-	echo "whole-process time as a fraction of the fast-json-patch Node CLI's"
-	printf '%-34s %10s %8s\n' workload "agentkit/fjp" target
-	printf '%-34s %10s %8s\n' "apply 1,200 ops to 10 MB" \
-		"$(awk "BEGIN{printf \"%.2fx\", $apply_t / $apply_node}")" "0.35x"
-	printf '%-34s %10s %8s\n' "diff two 10 MB documents" \
-		"$(awk "BEGIN{printf \"%.2fx\", $diff_t / $diff_node}")" "0.25x"
-fi
+larger=$(size "$big")
+[ "$(size "$big2")" -le "$larger" ] || larger=$(size "$big2")
+doc_mib=$(awk -v b="$larger" 'BEGIN { printf "%.1f", b / 1048576 }')
+bench_row "apply peak RSS / the document" "$(mib "$apply_kb")" "$doc_mib" MiB '<=6' -
+bench_row "diff peak RSS / the larger document" "$(mib "$diff_kb")" "$doc_mib" MiB '<=6' -
+bench_done

@@ -6,8 +6,9 @@
 #
 #   bench/mcp-http.sh [BUILD]
 #
-# Prints "name value unit" lines, each the mean wall time of a whole
-# process (hyperfine when installed):
+# Prints "name value unit" lines, each the median wall time of a whole
+# process over N rounds (default 30) in which the three take turns
+# (bench/abtime), the ratios the medians of the rounds' ratios:
 #   remote_agentrun  agent-run: connect, initialize, tools/list, one
 #                    tools/call (echo) between two script-model turns,
 #                    DELETE of the session
@@ -19,6 +20,8 @@
 #                    client's work without node's start-up
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init mcp-http
 build=${1:-build}
 case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 mods=$top/bench/out/mcp/node_modules
@@ -34,32 +37,21 @@ server=$!
 for _ in $(seq 100); do [ -s port ] && break; sleep 0.1; done
 url="http://127.0.0.1:$(cat port)/mcp"
 
-mean_us() {
-	local n=$1 t0 t1
-	shift
-	if command -v hyperfine >/dev/null; then
-		hyperfine -N -w 3 -r "$n" --export-json "$work/hf.json" "$*" >/dev/null 2>&1 &&
-			jq '.results[0].mean * 1e6 | floor' "$work/hf.json" && return
-	fi
-	t0=$(date +%s%N)
-	for _ in $(seq "$n"); do "$@" >/dev/null; done
-	t1=$(date +%s%N)
-	echo $(( (t1 - t0) / n / 1000 ))
-}
-
 printf '{"mcpServers": {"fx": {"type": "http", "url": "%s", "headers": {"Authorization": "Bearer bench"}}}}\n' "$url" >mcp.json
 printf '%s\n' '{"toolRequests": [{"name": "fx_echo", "ref": "1", "input": {"text": "x"}}]}' \
 	'{"text": "ok"}' >round.ndjson
-"$bin/agent-run" --no-store -m hi --model script/round.ndjson --mcp-config mcp.json | grep -q '"echo: x"' ||
-	{ echo "mcp-http.sh: agent-run's call failed" >&2; exit 1; }
-MCP_MODULES=$mods node "$top/bench/mcp-http-client.cjs" "$url" bench ||
-	{ echo "mcp-http.sh: the SDK client's call failed" >&2; exit 1; }
-t_ar=$(mean_us 30 "$bin/agent-run" --no-store -m hi --model script/round.ndjson --mcp-config mcp.json)
+[ -s port ] || bench_fail "the MCP server did not start"
+bench_expect '"echo: x"' "$bin/agent-run" --no-store -m hi --model script/round.ndjson --mcp-config mcp.json
 export MCP_MODULES=$mods
-t_sdk=$(mean_us 30 node "$top/bench/mcp-http-client.cjs" "$url" bench)
-t_node=$(mean_us 30 node -e '')
+bench_expect '' node "$top/bench/mcp-http-client.cjs" "$url" bench
+bench_pairs "${N:-30}" "$bin/agent-run --no-store -m hi --model script/round.ndjson --mcp-config mcp.json" \
+	"node $top/bench/mcp-http-client.cjs $url bench" "node -e ''"
+t_ar=${bench_t[0]} t_sdk=${bench_t[1]} t_node=${bench_t[2]}
+sdk_v="@modelcontextprotocol/sdk $(node -p "require('$mods/@modelcontextprotocol/sdk/package.json').version") (node $(node --version))"
+bench_row "remote MCP call (Streamable HTTP) vs the TypeScript SDK client" "$t_ar" "$t_sdk" us '<=1' "$sdk_v" "${bench_r[1]}"
 echo "remote_agentrun $t_ar us"
 echo "remote_sdk $t_sdk us"
 echo "node_start $t_node us"
 echo "ratio $(awk -v a="$t_ar" -v b="$t_sdk" 'BEGIN { printf "%.2f", a / b }')"
 echo "ratio_net $(awk -v a="$t_ar" -v b="$t_sdk" -v n="$t_node" 'BEGIN { printf "%.2f", a / (b - n) }')"
+bench_done

@@ -5,8 +5,9 @@
 #   bench/mcp.sh [BUILD]            (default build; well under a minute;
 #                                   PYTHON names the python3 to run)
 #
-# Prints "name value unit" lines, each the mean wall time of a whole
-# agent-run process with the script model (hyperfine when installed):
+# Prints "name value unit" lines, each the median wall time of a whole
+# agent-run process with the script model, N rounds (default 50) in which
+# the five take turns (bench/abtime); each command's output is checked once:
 #   turn_plain        one turn, no tool, no MCP server
 #   turn_mcp_idle     the same with one MCP server configured: its start-up
 #                     (exec, initialize, tools/list) before the first model
@@ -19,6 +20,8 @@
 #                     round_exec - turn_plain
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init mcp
 build=${1:-build}
 case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 py=${PYTHON:-$(command -v python3)} || { echo "mcp.sh: no python3; skipped" >&2; exit 0; }
@@ -26,19 +29,6 @@ py=$("$py" -c 'import sys; print(sys.executable)')
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 cd "$work"
-
-mean_us() {
-	local n=$1 t0 t1
-	shift
-	if command -v hyperfine >/dev/null; then
-		hyperfine -N -w 5 -r "$n" --export-json "$work/hf.json" "$*" >/dev/null 2>&1 &&
-			jq '.results[0].mean * 1e6 | floor' "$work/hf.json" && return
-	fi
-	t0=$(date +%s%N)
-	for _ in $(seq "$n"); do "$@" >/dev/null; done
-	t1=$(date +%s%N)
-	echo $(( (t1 - t0) / n / 1000 ))
-}
 
 printf '{"mcpServers": {"fake": {"command": "%s", "args": ["%s", "normal"]}}}\n' \
 	"$py" "$top/tests/fixtures/mcp/fake-server" >mcp.json
@@ -55,11 +45,14 @@ printf '%s\n' '{"toolRequests": [{"name": "fake_echo", "ref": "1", "input": {"te
 	'{"text": "ok"}' >round.ndjson
 
 run="$bin/agent-run --no-store -m hi --model"
-t_plain=$(mean_us 50 $run script/plain.ndjson)
-t_idle=$(mean_us 50 $run script/plain.ndjson --mcp-config mcp.json)
-t_py=$(mean_us 50 "$py" -c pass)
-t_mcp=$(mean_us 50 $run script/round.ndjson --mcp-config mcp.json)
-t_exec=$(mean_us 50 $run script/round.ndjson --tool ./fake_echo.json)
+bench_expect '"hi"' $run script/plain.ndjson
+bench_expect '"hi"' $run script/plain.ndjson --mcp-config mcp.json
+bench_expect '"echo: x"' $run script/round.ndjson --mcp-config mcp.json
+bench_expect '"echo: x"' $run script/round.ndjson --tool ./fake_echo.json
+bench_pairs "${N:-50}" "$run script/plain.ndjson" "$run script/plain.ndjson --mcp-config mcp.json" \
+	"$py -c pass" "$run script/round.ndjson --mcp-config mcp.json" \
+	"$run script/round.ndjson --tool ./fake_echo.json"
+t_plain=${bench_t[0]} t_idle=${bench_t[1]} t_py=${bench_t[2]} t_mcp=${bench_t[3]} t_exec=${bench_t[4]}
 echo "turn_plain $t_plain us"
 echo "turn_mcp_idle $t_idle us (+$(( t_idle - t_plain )) us for one server)"
 echo "python_start $t_py us"
@@ -67,3 +60,7 @@ echo "round_mcp $t_mcp us"
 echo "round_exec $t_exec us"
 echo "mcp_call_overhead $(( t_mcp - t_idle )) us"
 echo "exec_call_overhead $(( t_exec - t_plain )) us"
+py_v=$("$py" --version)
+bench_row "MCP tool call round vs an executable tool's" "$t_mcp" "$t_exec" us - "$py_v (both servers)"
+bench_row "one idle MCP server's start and stop" "$((t_idle - t_plain))" "$t_py" us - "$py_v start-up"
+bench_done

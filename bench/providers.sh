@@ -8,20 +8,32 @@
 #    libcurl + SSE parser + chunk mapping) minus curl -N reading the same
 #    OpenAI-dialect stream from scripts/mock-model.  Median of 30 runs each.
 #    Target: <= 2 ms.
+#    The whole turn, process start to exit, against curl's: target <= 1.05x.
 # 2. Chunk throughput: a 20000-delta stream, chunks per second through
-#    model-call versus curl.
+#    model-call versus curl, the median of 5 runs each, in turn.
+#
+#   N=10 bench/providers.sh          fewer runs (default 30)
+#
+# Every run's exit status is checked, and that it printed the reply.
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init providers
 build=${1:-build}
 helper="$top/$build/tests/helpers/model-call"
-[ -x "$helper" ] || { echo "providers.sh: build first ($helper missing)" >&2; exit 111; }
+[ -x "$helper" ] || bench_fail "build first ($helper missing)"
 unset http_proxy https_proxy HTTP_PROXY HTTPS_PROXY ALL_PROXY all_proxy
-exec python3 - "$top" "$helper" <<'PY'
-import json, os, statistics, subprocess, sys, tempfile, time
-top, helper = sys.argv[1], sys.argv[2]
+figures=$(mktemp "${TMPDIR:-/tmp}/agentkit-bench-providers.XXXXXX")
+trap 'rm -f "$figures"' EXIT
+RUNS=${N:-30} python3 - "$top" "$helper" "$figures" <<'PY' || bench_fail "a run failed"
+import atexit, json, os, statistics, subprocess, sys, tempfile, time
+top, helper, figures = sys.argv[1], sys.argv[2], sys.argv[3]
 tmp = tempfile.mkdtemp(prefix="bench-providers.")
-RUNS = 30
+RUNS = int(os.environ["RUNS"])
 N = 20000
+
+mocks = []
+atexit.register(lambda: [m.terminate() for m in mocks])
 
 def start_mock(turns):
     script = os.path.join(tmp, "script.json")
@@ -33,8 +45,13 @@ def start_mock(turns):
     p = subprocess.Popen([os.path.join(top, "scripts/mock-model"), "--dialect", "openai",
                           "--script", script, "--log", os.path.join(tmp, "log"),
                           "--port-file", pf], stdout=subprocess.DEVNULL)
-    while not os.path.exists(pf):
+    mocks.append(p)
+    for _ in range(1000):
+        if os.path.exists(pf):
+            break
         time.sleep(0.01)
+    else:
+        sys.exit("providers.sh: the mock model did not start in 10 s")
     return p, int(open(pf).read())
 
 req = {"model": "openai/gpt-bench", "messages": [{"role": "user", "content": [{"text": "hi"}]}]}
@@ -45,11 +62,15 @@ def first_text(cmd, stdin, marker):
     t0 = time.perf_counter()
     p = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
     p.stdin.write(stdin.encode()); p.stdin.close()
-    t = None
+    t, last = None, b""
     for line in p.stdout:
         if t is None and marker in line:
             t = time.perf_counter() - t0
-    p.wait()
+        last = line if line.strip() else last
+    rc = p.wait()
+    if rc or t is None:
+        sys.exit("providers.sh: %s: %s (last line %r)"
+                 % (cmd[0], "exit status %d" % rc if rc else "no %r" % marker, last[:200]))
     return t, time.perf_counter() - t0
 
 def curl_cmd(port):
@@ -65,21 +86,39 @@ for _ in range(2):  # warm-up
     first_text([helper], json.dumps(req), b"Hello")
 c, m = [], []
 for _ in range(RUNS):
-    c.append(first_text(curl_cmd(port), wire, b"Hello")[0])
-    m.append(first_text([helper], json.dumps(req), b"Hello")[0])
+    c.append(first_text(curl_cmd(port), wire, b"Hello"))
+    m.append(first_text([helper], json.dumps(req), b"Hello"))
 mock.terminate(); mock.wait()
-cm, mm = statistics.median(c) * 1000, statistics.median(m) * 1000
+cm, mm = statistics.median(x[0] for x in c) * 1000, statistics.median(x[0] for x in m) * 1000
 print("first chunk: curl %.2f ms, model-call %.2f ms, added %.2f ms (median of %d; target <= 2 ms)"
       % (cm, mm, mm - cm, RUNS))
+ct, mt = statistics.median(x[1] for x in c) * 1000, statistics.median(x[1] for x in m) * 1000
+turn_ratio = statistics.median(b[1] / a[1] for a, b in zip(c, m))
+print("whole turn: curl %.2f ms, model-call %.2f ms, %.3fx (median of pairs; target <= 1.05x)"
+      % (ct, mt, turn_ratio))
+out = open(figures, "w")
+out.write("first_added %.3f\nfirst_curl %.3f\nfirst_ours %.3f\n" % (mm - cm, cm, mm))
+out.write("turn_curl %.3f\nturn_ours %.3f\nturn_ratio %.4f\n" % (ct, mt, turn_ratio))
 
 # Throughput.
-mock, port = start_mock([{"chunks": ["tok%d " % i for i in range(N)], "repeat": 6}])
+mock, port = start_mock([{"chunks": ["tok%d " % i for i in range(N)], "repeat": 10}])
 env.update(OPENAI_BASE_URL="http://127.0.0.1:%d/v1" % port)
 ct, mt = [], []
-for _ in range(3):
-    ct.append(first_text(curl_cmd(port), wire, b"\x00")[1])
-    mt.append(first_text([helper], json.dumps(req), b"\x00")[1])
+for _ in range(5):
+    ct.append(first_text(curl_cmd(port), wire, b"tok%d " % (N - 1))[1])
+    mt.append(first_text([helper], json.dumps(req), b"tok%d " % (N - 1))[1])
 mock.terminate(); mock.wait()
-print("throughput (%d deltas): curl %.0f chunks/s, model-call %.0f chunks/s (best of 3)"
-      % (N, N / min(ct), N / min(mt)))
+print("throughput (%d deltas): curl %.0f chunks/s, model-call %.0f chunks/s (median of 5 in turn)"
+      % (N, N / statistics.median(ct), N / statistics.median(mt)))
+out.write("tput_curl %.0f\ntput_ours %.0f\ntput_ratio %.4f\n" % (N / statistics.median(ct),
+          N / statistics.median(mt), statistics.median(a / b for a, b in zip(ct, mt))))
+out.close()
 PY
+curl_v=$(curl --version | head -n 1 | cut -d ' ' -f 1-2)
+f() { bench_pick "$figures" "$1"; }
+bench_row "provider turn, first chunk: added over curl -N" "$(f first_added)" - ms '<=2' "$curl_v"
+bench_row "provider turn (whole process) vs curl -N" "$(f turn_ours)" "$(f turn_curl)" ms '<=1.05' \
+	"$curl_v" "$(f turn_ratio)"
+bench_row "20,000-delta stream, chunks/s vs curl -N" "$(f tput_ours)" "$(f tput_curl)" 1/s - \
+	"$curl_v" "$(f tput_ratio)"
+bench_done

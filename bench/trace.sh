@@ -32,8 +32,11 @@
 #   *_instructions    with valgrind: instructions of one echo run untraced
 #                     and console (callgrind), figures a busy machine does
 #                     not move
+#   N=100 bench/trace.sh        fewer rounds (default 500)
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
+. "$top/bench/lib.sh"
+bench_init trace
 build=${1:-build}
 case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 base=${TMPDIR:-/tmp}
@@ -69,27 +72,29 @@ int main(void)
 C
 ${CC:-cc} -O2 -o "$work/curl_load" "$work/curl_load.c" -ldl
 
-n=500
+n=${N:-500}
 ar="$bin/agent-run --no-store --model echo --system hi -m hello"
 pv="$bin/agent-run --no-store --model openai/gpt-4o --system hi -m hello"
 export OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$port"
 export OPENAI_BASE_URL="http://127.0.0.1:$mport/v1" OPENAI_API_KEY=sk-bench
+bench_expect '"finishReason":"stop"' $ar
+bench_expect '"finishReason":"stop"' $ar --trace
+bench_expect '"finishReason":"stop"' $pv
+bench_expect '"finishReason":"stop"' $pv --trace
+bench_expect '"finishReason":"stop"' $ar --trace-file "$work/t.ndjson"
+[ -s "$work/t.ndjson" ] || bench_fail "--trace-file wrote nothing"
 # The refused port's run says so on stderr (abtime sends it to /dev/null).
-{
-	read -r plain
-	read -r console
-	read -r otlp
-	read -r refused
-} < <("$top/bench/abtime" "$n" "$ar" "$ar --trace-file $work/t.ndjson" "$ar --trace" \
-	"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 $ar --trace")
-{
-	read -r truebin
-	read -r curl
-} < <("$top/bench/abtime" "$n" /bin/true "$work/curl_load")
-{
-	read -r provider
-	read -r provider_otlp
-} < <("$top/bench/abtime" $((n / 2)) "$pv" "$pv --trace")
+bench_pairs "$n" "$ar" "$ar --trace-file $work/t.ndjson" "$ar --trace" \
+	"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1 $ar --trace"
+plain=${bench_t[0]} console=${bench_t[1]} otlp=${bench_t[2]} refused=${bench_t[3]}
+inv() { awk -v r="$1" 'BEGIN { printf "%.3f", 1 / r }'; }
+bench_row "echo turn --trace-file vs untraced" "$console" "$plain" us '<=1.10' "untraced" "$(inv "${bench_r[1]}")"
+bench_row "echo turn --trace (OTLP) vs untraced" "$otlp" "$plain" us '<=1.10' "untraced" "$(inv "${bench_r[2]}")"
+bench_pairs "$n" /bin/true "$work/curl_load"
+truebin=${bench_t[0]} curl=${bench_t[1]}
+bench_pairs $((n / 2)) "$pv" "$pv --trace"
+provider=${bench_t[0]} provider_otlp=${bench_t[1]}
+bench_row "provider turn --trace vs untraced" "$provider_otlp" "$provider" us '<=1.05' "untraced" "$(inv "${bench_r[1]}")"
 
 # A collector that answers after 8 s: once each, not 500 rounds.
 "$top/scripts/otlp-receiver" --port-file "$work/sport" --log /dev/null --delay 8 --idle 60 &
@@ -99,7 +104,8 @@ sport=$(cat "$work/sport")
 wall() {
 	local t0
 	t0=$(date +%s%N)
-	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sport" "$@" >/dev/null 2>&1 || true
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$sport" "$@" >/dev/null 2>&1 ||
+		bench_fail "$* against a slow collector: exit status $?"
 	echo $((($(date +%s%N) - t0) / 1000000))
 }
 slow3=$(wall $ar -m two -m three --trace)
@@ -123,8 +129,9 @@ echo "provider_otlp $provider_otlp us"
 echo "provider_otlp_overhead $(pct "$provider_otlp" "$provider") %"
 if command -v valgrind >/dev/null; then
 	refs() {
-		valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>&1 >/dev/null |
-			awk '/refs:/ { gsub(",", "", $NF); print $NF }'
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>"$work/vg.txt" >/dev/null ||
+			bench_fail "$* under valgrind: exit status $?"
+		awk '/refs:/ { gsub(",", "", $NF); print $NF }' "$work/vg.txt"
 	}
 	i_plain=$(refs $ar)
 	i_console=$(refs $ar --trace-file "$work/t.ndjson")
@@ -132,3 +139,4 @@ if command -v valgrind >/dev/null; then
 	echo "console_instructions $i_console instructions"
 	echo "console_instructions_overhead $(pct "$i_console" "$i_plain") %"
 fi
+bench_done

@@ -134,6 +134,11 @@ enum core_status cli_flush(struct core_err *e)
 	return CORE_OK;
 }
 
+enum core_status cli_flush_idle(struct core_lines *r, struct core_err *e)
+{
+	return core_lines_ready(r) ? CORE_OK : cli_flush(e);
+}
+
 int cli_finish(enum core_status st)
 {
 	struct core_err e = { 0 };

@@ -27,6 +27,7 @@
 
 #include "../libcore/base/buf.h"
 #include "../libcore/base/json.h"
+#include "../libcore/base/lines.h"
 #include "../libcore/base/status.h"
 
 /*
@@ -200,6 +201,10 @@ enum core_status cli_write_line(const struct core_buf *b, struct core_err *e);
 /* Write v as one line of compact JSON (jv_dump) and a newline. */
 enum core_status cli_write_json(const json_t *v, struct core_err *e);
 enum core_status cli_flush(struct core_err *e);
+/* A stream filter's flush, before reading its next record: only when that
+ * read would wait (core_lines_ready() is 0), so records that arrived
+ * together cost one write and nothing printed waits for more input. */
+enum core_status cli_flush_idle(struct core_lines *r, struct core_err *e);
 
 /*
  * The single exit path of every main(): flush and close stdout (a failure

@@ -67,8 +67,8 @@ static const struct cli_prog prog = {
 	"With --stream, stdin is NDJSON: each line is a patch (an array) or an "
 	"agent-run chunk; a chunk with \"customPatch\" is applied, any other "
 	"chunk (modelChunk, turnEnd, output...) is skipped.  The document after "
-	"each applied patch is printed and flushed at once (with --final only "
-	"the last one, at the end).  A bad line stops the stream with an error "
+	"each applied patch is printed, and flushed before jpatch-apply waits for "
+	"more input (with --final only the last one, at the end).  A bad line stops the stream with an error "
 	"naming it; with --lenient it is skipped with a warning and the last "
 	"good document stays, as Genkit's AgentConnection does.",
 	.opts = opts,
@@ -177,7 +177,8 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 	core_lines_init(&r, 0, "<stdin>", o->max_record);
 	if (initial)
 		st = jn_load_file(initial, o->max_doc, &doc, e);
-	while (!st && !(st = core_lines_next(&r, &line, &len, e)) && line) {
+	while (!st && !(st = cli_flush_idle(&r, e))
+	       && !(st = core_lines_next(&r, &line, &len, e)) && line) {
 		const struct jn *patch = NULL;
 		struct core_err pe = { 0 };
 		enum core_status ps;
@@ -204,8 +205,8 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 			st = ps;
 			break;
 		}
-		if (patch && !o->final && !(st = write_doc(&doc.root, &out, e)))
-			st = cli_flush(e);
+		if (patch && !o->final)
+			st = write_doc(&doc.root, &out, e);
 	}
 	if (!st && o->final)
 		st = write_doc(&doc.root, &out, e);

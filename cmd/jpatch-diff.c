@@ -72,8 +72,8 @@ static const struct cli_prog prog = {
 	"jpatch-apply, strict or lenient.\n\n"
 	"With --stream the input is NDJSON, one document per line; for each "
 	"document the patch from the previous one (the first against null, or "
-	"against --from FILE) is printed and flushed at once, so a live state "
-	"stream becomes a patch stream.",
+	"against --from FILE) is printed, and flushed before jpatch-diff waits for "
+	"more input, so a live state stream becomes a patch stream.",
 	.opts = opts,
 	.examples =
 	"$ jpatch-diff old.json new.json\n"
@@ -181,12 +181,12 @@ static enum core_status run_stream(const struct opts *o, const char *path,
 	core_lines_init(&r, fd, display(path ? path : "-"), o->max_record);
 	if (o->from)
 		st = jn_load_file(o->from, o->max_doc, &prev, e);
-	while (!st && !(st = core_lines_next(&r, &line, &len, e)) && line) {
+	while (!st && !(st = cli_flush_idle(&r, e))
+	       && !(st = core_lines_next(&r, &line, &len, e)) && line) {
 		/* a copy of the line: the record is the next one's "from" */
 		if ((st = jn_load_copy(line, len, r.name, r.lineno, &cur, e)))
 			break;
-		if (!(st = diff_one(o, &prev.root, &cur.root, &out, differ, e)))
-			st = cli_flush(e);
+		st = diff_one(o, &prev.root, &cur.root, &out, differ, e);
 		if (st == CORE_EINVAL)
 			core_err_prefix(e, "record at %s:%zu", r.name, r.lineno);
 		jn_doc_release(&prev);

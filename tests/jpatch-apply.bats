@@ -274,6 +274,20 @@ EOF2
 	wait
 }
 
+@test "--stream --lenient: patches that arrive together are out before it waits, a skipped one too" {
+	mkfifo in
+	jpatch-apply --stream --lenient <in >out 2>err &
+	exec 7>in
+	printf '%s\n' '[{"op":"add","path":"","value":{"x":1}}]' '[{"op":"add","path":"/y","value":2}]' \
+		'not json' >&7
+	for _ in $(seq 100); do [ "$(wc -l <out)" -ge 2 ] && [ -s err ] && break; sleep 0.05; done
+	run cat out
+	assert_output '{"x":1}
+{"x":1,"y":2}'
+	exec 7>&-
+	wait
+}
+
 @test "--stream: agent-run chunks: customPatch applied, other chunks skipped; --final" {
 	cat >chunks.ndjson <<'EOF2'
 {"customPatch":[{"op":"replace","path":"","value":{"status":"start","n":0}}]}

@@ -65,7 +65,7 @@ enum core_status core_buf_grow(struct core_buf *b, size_t n)
 	return CORE_OK;
 }
 
-enum core_status core_buf_add(struct core_buf *b, const void *p, size_t n)
+enum core_status core_buf_add_grow(struct core_buf *b, const void *p, size_t n)
 {
 	enum core_status st = core_buf_grow(b, n);
 	if (st)
@@ -80,16 +80,6 @@ enum core_status core_buf_add(struct core_buf *b, const void *p, size_t n)
 enum core_status core_buf_adds(struct core_buf *b, const char *s)
 {
 	return core_buf_add(b, s, strlen(s));
-}
-
-enum core_status core_buf_addc(struct core_buf *b, char c)
-{
-	if (b->len + 1 < b->cap) {
-		b->p[b->len++] = c;
-		b->p[b->len] = 0;
-		return CORE_OK;
-	}
-	return core_buf_add(b, &c, 1);
 }
 
 enum core_status core_buf_vaddf(struct core_buf *b, const char *fmt, va_list ap)

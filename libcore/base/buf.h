@@ -16,6 +16,7 @@
 
 #include <stdarg.h>
 #include <stddef.h>
+#include <string.h>
 
 #include "status.h"
 
@@ -35,9 +36,35 @@ char *core_buf_detach(struct core_buf *b, size_t *len);
 
 /* Make room for n more bytes.  CORE_ETOOBIG past max, CORE_ENOMEM. */
 enum core_status core_buf_grow(struct core_buf *b, size_t n);
-enum core_status core_buf_add(struct core_buf *b, const void *p, size_t n);
+/* The out-of-line paths of core_buf_add() and core_buf_addc(): grow, then
+ * append. */
+enum core_status core_buf_add_grow(struct core_buf *b, const void *p, size_t n);
+
+/* Append n bytes (a byte).  Inline: the JSON writers append a token at a
+ * time, and a call per token was most of writing a document. */
+static inline enum core_status core_buf_add(struct core_buf *b, const void *p,
+                                            size_t n)
+{
+	if (n < b->cap - b->len && b->len + n <= b->max) {
+		memcpy(b->p + b->len, p, n);
+		b->len += n;
+		b->p[b->len] = 0;
+		return CORE_OK;
+	}
+	return core_buf_add_grow(b, p, n);
+}
+
+static inline enum core_status core_buf_addc(struct core_buf *b, char c)
+{
+	if (b->len + 1 < b->cap && b->len < b->max) {
+		b->p[b->len++] = c;
+		b->p[b->len] = 0;
+		return CORE_OK;
+	}
+	return core_buf_add_grow(b, &c, 1);
+}
+
 enum core_status core_buf_adds(struct core_buf *b, const char *s);
-enum core_status core_buf_addc(struct core_buf *b, char c);
 enum core_status core_buf_addf(struct core_buf *b, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 enum core_status core_buf_vaddf(struct core_buf *b, const char *fmt, va_list ap);

@@ -254,61 +254,98 @@ json_t *jv_error_new(enum core_status st, const char *msg)
 
 static const char hexdig[] = "0123456789abcdef";
 
+/*
+ * Copy the run from s[i] of bytes that need no escape to q; the run's end.
+ * Eight bytes at a time (SWAR: a byte below 0x20, '"' or '\\' sets its high
+ * bit in m), each word stored whole - the caller has room for all of
+ * s[i..n), and what follows the run overwrites the bytes past it - then the
+ * tail byte by byte.
+ */
+static size_t plain_run(const char *s, size_t i, size_t n, char *q)
+{
+	while (n - i >= 8) {
+		uint64_t x, e, b, m;
+		memcpy(&x, s + i, 8);
+		memcpy(q, &x, 8);
+		e = x ^ 0x2222222222222222u;
+		b = x ^ 0x5c5c5c5c5c5c5c5cu;
+		m = ((x - 0x2020202020202020u) | (e - 0x0101010101010101u) |
+		     (b - 0x0101010101010101u)) & ~x & 0x8080808080808080u;
+		if (m)
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			/* the lowest marked byte is a true one (a borrow
+			 * only marks bytes above it) */
+			return i + (size_t)(__builtin_ctzll(m) >> 3);
+#else
+			break;
+#endif
+		i += 8;
+		q += 8;
+	}
+	while (i < n) {
+		unsigned char c = (unsigned char)s[i];
+		if (c < 0x20 || c == '"' || c == '\\')
+			break;
+		*q++ = (char)c;
+		i++;
+	}
+	return i;
+}
+
+/* The escape of byte c (one that needs one) at q; its length. */
+static size_t escape_byte(unsigned char c, char *q)
+{
+	q[0] = '\\';
+	switch (c) {
+	case '"': q[1] = '"'; return 2;
+	case '\\': q[1] = '\\'; return 2;
+	case '\n': q[1] = 'n'; return 2;
+	case '\t': q[1] = 't'; return 2;
+	case '\r': q[1] = 'r'; return 2;
+	case '\b': q[1] = 'b'; return 2;
+	case '\f': q[1] = 'f'; return 2;
+	}
+	q[1] = 'u'; q[2] = '0'; q[3] = '0';
+	q[4] = hexdig[c >> 4]; q[5] = hexdig[c & 15];
+	return 6;
+}
+
+/*
+ * By runs: room for the quoted string without escapes is made once, and
+ * each run of plain bytes is copied into it as it is scanned; an escape
+ * makes room for itself, the rest of s and the closing quote only when the
+ * buffer has not got it (never more than the whole string needs, so a
+ * bounded buffer holds what fits).
+ */
 enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 {
 	enum core_status st;
 	size_t i = 0, run;
-	/* Worst case 6 bytes per input byte; reserve for the common case and
-	 * grow as needed. */
-	if ((st = core_buf_grow(out, n + 2)))
+	/* room for the quotes and the NUL; the call only when short of it */
+	if ((out->cap - out->len < n + 3 || out->len + n + 2 > out->max)
+	    && (st = core_buf_grow(out, n + 2)))
 		return st;
 	out->p[out->len++] = '"';
-	while (i < n) {
-		run = i;
-		/* eight bytes at a time while none needs escaping (SWAR: a
-		 * byte below 0x20, '"' or '\\' sets its high bit in m) */
-		while (n - run >= 8) {
-			uint64_t x, q, b, m;
-			memcpy(&x, s + run, 8);
-			q = x ^ 0x2222222222222222u;
-			b = x ^ 0x5c5c5c5c5c5c5c5cu;
-			m = ((x - 0x2020202020202020u) | (q - 0x0101010101010101u) |
-			     (b - 0x0101010101010101u)) & ~x & 0x8080808080808080u;
-			if (m)
-				break;
-			run += 8;
-		}
-		while (run < n) {
-			unsigned char c = (unsigned char)s[run];
-			if (c < 0x20 || c == '"' || c == '\\')
-				break;
-			run++;
-		}
-		if (run > i && (st = core_buf_add(out, s + i, run - i)))
-			return st;
+	for (;;) {
+		run = plain_run(s, i, n, out->p + out->len);
+		out->len += run - i;
 		if (run == n)
 			break;
-		unsigned char c = (unsigned char)s[run];
-		char esc[7] = { '\\', 0 };
-		size_t k = 2;
-		switch (c) {
-		case '"': esc[1] = '"'; break;
-		case '\\': esc[1] = '\\'; break;
-		case '\n': esc[1] = 'n'; break;
-		case '\t': esc[1] = 't'; break;
-		case '\r': esc[1] = 'r'; break;
-		case '\b': esc[1] = 'b'; break;
-		case '\f': esc[1] = 'f'; break;
-		default:
-			esc[1] = 'u'; esc[2] = '0'; esc[3] = '0';
-			esc[4] = hexdig[c >> 4]; esc[5] = hexdig[c & 15];
-			k = 6;
-		}
-		if ((st = core_buf_add(out, esc, k)))
+		char esc[6];
+		size_t k = escape_byte((unsigned char)s[run], esc);
+		/* room for the escape, the rest of s, the quote and the NUL */
+		if (out->cap - out->len < k + (n - run) + 1
+		    && (st = core_buf_grow(out, k + (n - run)))) {
+			out->p[out->len] = 0;
 			return st;
+		}
+		memcpy(out->p + out->len, esc, k);
+		out->len += k;
 		i = run + 1;
 	}
-	return core_buf_addc(out, '"');
+	out->p[out->len++] = '"';
+	out->p[out->len] = 0;
+	return CORE_OK;
 }
 
 enum core_status jv_dump_real(double d, struct core_buf *out)
@@ -334,12 +371,23 @@ enum core_status jv_dump_int(int64_t i, struct core_buf *out)
 	char tmp[24], *q = tmp + sizeof tmp;
 	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
 	                             : (unsigned long long)i;
+	size_t n;
+	if (u < 10 && i >= 0)
+		return core_buf_addc(out, (char)('0' + u));
 	do
 		*--q = (char)('0' + u % 10);
 	while (u /= 10);
 	if (i < 0)
 		*--q = '-';
-	return core_buf_add(out, q, (size_t)(tmp + sizeof tmp - q));
+	n = (size_t)(tmp + sizeof tmp - q);
+	if (out->cap - out->len <= n || out->len + n > out->max)
+		return core_buf_add(out, q, n);
+	/* a loop of at most 20 bytes, not a call */
+	for (size_t k = 0; k < n; k++)
+		out->p[out->len + k] = q[k];
+	out->len += n;
+	out->p[out->len] = 0;
+	return CORE_OK;
 }
 
 static enum core_status dump(const json_t *v, struct core_buf *out, int depth)

@@ -88,6 +88,20 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
 	}
 }
 
+int core_lines_ready(struct core_lines *r)
+{
+	size_t avail = r->buf.len - r->start;
+	char *nl;
+	if (r->eof)
+		return 1;
+	if (avail <= r->scanned)
+		return 0;
+	nl = memchr(r->buf.p + r->start + r->scanned, '\n', avail - r->scanned);
+	/* what was searched holds no newline: the next call starts past it */
+	r->scanned = nl ? (size_t)(nl - (r->buf.p + r->start)) : avail;
+	return nl != NULL;
+}
+
 size_t core_json_values(const char *p, size_t n)
 {
 	size_t count = 1;

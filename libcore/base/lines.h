@@ -41,6 +41,15 @@ enum core_status core_lines_next(struct core_lines *r, char **line, size_t *len,
                                  struct core_err *e);
 
 /*
+ * 1 when the next core_lines_next() returns without reading: a whole
+ * record is already read ahead, or the input has ended.  A stream filter
+ * flushes its output only when this is 0, before it would wait for input:
+ * what it printed is out as soon as it is idle, in one write for all the
+ * records that arrived together.
+ */
+int core_lines_ready(struct core_lines *r);
+
+/*
  * An upper bound on the JSON values in the text p[0..n): its opening
  * brackets and commas outside strings, plus one.  Parsed, a value costs
  * jansson 30 to 200 bytes whatever its text (`{}` is two bytes), so a
