@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_ask.h"
 #include "../libcore/agent/invocation.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
@@ -836,8 +837,12 @@ static void key_file_help(void)
 int main(int argc, char **argv)
 {
 	struct run r = { 0 };
-	struct invocation_sink sink = { on_warn, worker_log, mcp_stderr_line, print_detached,
-	                                &r };
+	/* an MCP server's questions go to a person at the terminal, if any */
+	struct invocation_sink sink = {
+		.warn = on_warn, .log = worker_log, .mcp_line = mcp_stderr_line,
+		.elicit = ask_available() ? ask_elicit : NULL, .detached = print_detached,
+		.ctx = &r,
+	};
 	struct output_sink out = { out_write, out_flush, out_note, NULL };
 	enum core_status st;
 

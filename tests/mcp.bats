@@ -139,7 +139,7 @@ try 'agent-run --help'" ]
 
 @test "MCP tools through a scripted model: text, structured output, JSON text, media, links" {
 	script '{"toolRequests":[{"name":"fake_echo","ref":"1","input":{"text":"hi"}},{"name":"fake_sum","ref":"2","input":{"a":2,"b":3}},{"name":"fake_json","ref":"3","input":{}},{"name":"fake_image","ref":"4","input":{}},{"name":"fake_link","ref":"5","input":{}}]}' '{"text":"done"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(last | jq -c '[.output.state.messages[2].content[].toolResponse | [.name, .ref, .output, .content]]')" = '[["fake_echo","1","echo: hi",null],["fake_sum","2",{"sum":5},null],["fake_json","3",{"a":[1,2]},null],["fake_image","4","a dot",[{"media":{"contentType":"image/png","url":"data:image/png;base64,iVBORw0K"}}]],["fake_link","5","Resource Link: a.txt at file:///tmp/a.txt",null]]' ]
 	[ "$(last | jq -r .output.message.content[0].text)" = done ]
 	[ -z "$stderr" ]
@@ -170,13 +170,13 @@ try 'agent-run --help'" ]
 
 @test "the server's ping is answered, its other requests refused with -32601" {
 	call fake_ping
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '{"pong":{"jsonrpc":"2.0","id":"s1","result":{}},"refused":{"jsonrpc":"2.0","id":"s2","error":{"code":-32601,"message":"Method not found"}}}' ]
 }
 
 @test "isError is an {\"error\"} output and the turn goes on" {
 	call fake_oops
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '{"error":"no such row"}' ]
 	[ "$(last | jq -r .output.message.content[0].text)" = done ]
 	# text mode shows it as the tool's error
@@ -203,7 +203,7 @@ try 'agent-run --help'" ]
 	config schemas '"includeTools": ["nullable"]'
 	script '{"toolRequests":[{"name":"fake_nullable","ref":"1","input":{"kind":"todo"}},{"name":"fake_nullable","ref":"2","input":{"note":"x","extra":1}}]}' \
 		'{"toolRequests":[{"name":"fake_nullable","ref":"3","input":{"note":null,"kind":"memo"}}]}' '{"text":"done"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | [.modelChunk.content[].toolResponse.output]')" = '[{"error":"invalid arguments for tool '"'"'fake_nullable'"'"': /kind: must be \"memo\""},{"error":"invalid arguments for tool '"'"'fake_nullable'"'"': unexpected property \"extra\""}]
 [{"kind":"memo","note":null}]' ]
 	[ "$(last | jq -r .output.message.content[0].text)" = done ]
@@ -236,20 +236,20 @@ try 'agent-run --help'" ]
 
 @test "a server that crashes mid-call fails the call with its exit and stderr" {
 	call fake_crash
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$stderr" = "agent-run: generate: tool \"fake_crash\" failed: mcp server 'fake' exited with status 3: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: crashing on purpose (during tools/call)" ]
 }
 
 @test "garbage on stdout mid-call is an error naming the server, not a hang" {
 	call fake_garbage
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[[ $stderr == "agent-run: generate: tool \"fake_garbage\" failed: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'debug: this is not JSON' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting"* ]]
 }
 
 @test "a call that outlives the server's timeout fails DEADLINE_EXCEEDED; the server is ended" {
 	call fake_sleep
 	start=$(date +%s)
-	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[[ $stderr == "agent-run: generate: tool \"fake_sleep\" failed: mcp server 'fake' did not answer tools/call within 1500 ms (stderr: "* ]]
 	# 1.5 s of call, then stdin closed, 2 s, SIGTERM: well under the server's 30 s sleep
 	[ $(( $(date +%s) - start )) -lt 15 ]
@@ -292,7 +292,7 @@ try 'agent-run --help'" ]
 	mkdir -p srvdir
 	config normal '"cwd": "srvdir"'
 	call fake_crash
-	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	OPENAI_API_KEY=sk-test run -1 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[[ $stderr == *"(cwd srvdir, FAKE_ENV=unset)"* ]]
 	# a shell would expand this; the server gets it as is
 	printf '{"mcpServers": {"fake": {"command": "%s", "args": ["$$HOME;x"]}}}\n' "$SERVER" >lit.json
@@ -437,7 +437,7 @@ try 'agent-run --help'" ]
 	[ "$(printf '%s' "$span" | jq -r .traceId)" = 0af7651916cd43dd8448eb211c80319c ]
 	[ "$tp" = "00-0af7651916cd43dd8448eb211c80319c-$(printf '%s' "$span" | jq -r .spanId)-01" ]
 	# untraced, no traceparent at all
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c '.output | has("traceparent")')" = false ]
 }
 
@@ -528,7 +528,7 @@ try 'agent-run --help'" ]
 
 @test "--verbose shows the server's stderr prefixed; a detached worker's log keeps it" {
 	call fake_echo '{"text":"hi"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ -z "$stderr" ]
 	run -0 --separate-stderr agent-run --verbose --no-store --model $M --mcp-config mcp.json -m go
 	[ "$stderr" = "agent-run: mcp fake: fake-server: starting in normal mode (cwd $(basename "$PWD"), FAKE_ENV=unset)" ]
@@ -569,20 +569,20 @@ try 'agent-run --help'" ]
 	big=$(head -c 6000 /dev/zero | tr '\0' x)
 	script "{\"toolRequests\":[{\"name\":\"fake_echo\",\"ref\":\"1\",\"input\":{\"text\":\"$big\"}}]}" \
 		'{"toolRequests":[{"name":"fake_echo","ref":"2","input":{"text":"again"}}]}' '{"text":"done"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(last | jq -r .output.message.content[0].text)" = done ] || fail "$output $stderr"
 	[ "$(printf '%s\n' "$output" | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.content[0].toolResponse.output')" = '{"error":"mcp server '"'fake'"' answered with more than 4096 bytes (its maxResultBytes); it cannot be called again in this run"}
 {"error":"mcp server '"'fake'"' answered with more than 4096 bytes (its maxResultBytes); it cannot be called again in this run"}' ]
 	# just under the limit: whole
 	call fake_big
 	export FAKE_BIG=4000
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -r '.output | length')" = 4000 ]
 }
 
 @test "a resource link is a line of its own between text blocks" {
 	call fake_linktext
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '"see\nResource Link: a.txt at file:///tmp/a.txt\nand more"' ]
 }
 
@@ -592,11 +592,11 @@ try 'agent-run --help'" ]
 	cp ../mcp.json .
 	call fake_caps
 	cp ../model.ndjson .
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '{"roots":{}}' ] || fail "$output $stderr"
 	call fake_roots
 	cp ../model.ndjson .
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	uri="file://$(python3 -c 'import os, urllib.parse; print(urllib.parse.quote(os.getcwd()))')"
 	[[ $uri == *dir%20with%20space%25 ]]
 	[ "$(response | jq -c .output)" = '{"jsonrpc":"2.0","id":"r1","result":{"roots":[{"uri":"'"$uri"'","name":"dir with space%"}]}}' ]
@@ -606,6 +606,40 @@ try 'agent-run --help'" ]
 	call fake_elicit
 	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go </dev/null
 	[ "$(response | jq -c .output)" = '{"jsonrpc":"2.0","id":"e1","result":{"action":"decline"}}' ] || fail "$output $stderr"
+}
+
+# at_tty INPUT CMD...: CMD on a terminal of its own (script(1)'s, not the
+# helpers' script), INPUT typed at it; the terminal's text in tty.out.
+at_tty() {
+	local input=$1
+	shift
+	printf "%s" "$input" | command script -qec "$(printf "%q " "$@")" tty.out >/dev/null 2>&1
+}
+
+@test "elicitation/create on a terminal asks the person: answered, declined, cancelled" {
+	requires script
+	schema='{"type":"object","properties":{"branch":{"type":"string","title":"Branch","description":"to deploy"},"count":{"type":"integer"},"force":{"type":"boolean","default":false},"env":{"type":"string","enum":["dev","prod"]},"tags":{"type":"array","items":{"enum":["a","b","c"]}}},"required":["branch","env"]}'
+	call fake_elicit "{\"message\":\"Deploy \u001b[31mwhere\u001b[0m?\",\"schema\":$schema}"
+	# an answer per field: a refused one is asked again; a server's escape bytes are shown as ?
+	at_tty $'y\nmain\nthree\n3\n\n2\na, c\n' agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
+	grep -q "mcp server 'fake' asks: Deploy ?\[31mwhere?\[0m?" tty.out
+	grep -q "  Branch: to deploy (branch, text, required): " tty.out
+	grep -q "  not a whole number" tty.out
+	grep -q "  env (env, one of: 1 dev, 2 prod, required): " tty.out
+	output=$(sed -n 's/\r$//; /^{/p' tty.out)
+	[ "$(response | jq -c .output.result)" = '{"action":"accept","content":{"branch":"main","count":3,"force":false,"env":"prod","tags":["a","c"]}}' ] || fail "$(cat tty.out)"
+	# the capability is advertised only where a person can answer
+	call fake_caps
+	at_tty '' agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
+	output=$(sed -n 's/\r$//; /^{/p' tty.out)
+	[ "$(response | jq -c .output)" = '{"roots":{},"elicitation":{"form":{}}}' ] || fail "$(cat tty.out)"
+	call fake_elicit
+	at_tty $'n\n' agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
+	output=$(sed -n 's/\r$//; /^{/p' tty.out)
+	[ "$(response | jq -c .output.result)" = '{"action":"decline"}' ]
+	at_tty $'c\n' agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
+	output=$(sed -n 's/\r$//; /^{/p' tty.out)
+	[ "$(response | jq -c .output.result)" = '{"action":"cancel"}' ]
 }
 
 @test "a session resumed by a second agent-run calls the MCP tools again, its history kept" {
@@ -638,13 +672,13 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 @test "a server that pings without reading its stdin: the call's timeout fails it, naming the server; it is killed" {
 	call fake_echo '{"text":"hi"}'
 	config pingflood
-	FAKE_PINGS=5000 FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --model $M --mcp-config mcp.json -m go
+	FAKE_PINGS=5000 FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$stderr" = "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' did not answer tools/call within 1500 ms: it stopped reading its input (stderr: $(flooding))" ]
 	[ "$(last | jq -c '[.output.finishReason, .output.error.status]')" = '["failed","INTERNAL"]' ]
 	! kill -0 "$(cat server.pid)" 2>/dev/null
 	# pings without end: its read-ahead reaches maxResultBytes first
 	config pingflood '"maxResultBytes": 65536'
-	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --model $M --mcp-config mcp.json -m go
+	FAKE_PIDFILE=$PWD/server.pid run -1 --separate-stderr timeout 30 agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$stderr" = "agent-run: generate: tool \"fake_echo\" failed: mcp server 'fake' wrote more than 65536 bytes without reading its input (during tools/call) (stderr: $(flooding))" ]
 	! kill -0 "$(cat server.pid)" 2>/dev/null
 }
@@ -701,10 +735,10 @@ flooding() { echo "fake-server: starting in pingflood mode (cwd $(basename "$PWD
 	# mid-call: a result's text, a stray line and stderr
 	config badcall
 	call fake_echo '{"text":"hi"}'
-	run -0 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -0 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	[ "$(response | jq -c .output)" = '"caf� �� ��"' ]
 	call fake_garbage
-	run -1 --separate-stderr agent-run --no-store --model $M --mcp-config mcp.json -m go
+	run -1 --separate-stderr agent-run --no-store --format ndjson --model $M --mcp-config mcp.json -m go
 	msg="generate: tool \"fake_garbage\" failed: mcp server 'fake' wrote a line that is not a JSON-RPC message on stdout: 'debug: caf� �� ��' (an MCP server may write only JSON-RPC there; logs go to stderr) (stderr: fake-server: starting in badcall mode (cwd $(basename "$PWD"), FAKE_ENV=unset) fake-server: failing caf� �� ��)"
 	[ "$stderr" = "agent-run: $msg" ]
 	[ "$(last | jq -c .output.error)" = "$(jq -nc --arg m "$msg" '{status: "INTERNAL", message: $m}')" ]

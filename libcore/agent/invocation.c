@@ -150,6 +150,8 @@ enum core_status invocation_mcp_set(struct invocation *inv, struct core_err *e)
 	if (!(inv->mcp_set = mcp_set_new()))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	mcp_set_stderr(inv->mcp_set, mcp_line, inv);
+	if (inv->sink.elicit)
+		mcp_set_elicit(inv->mcp_set, inv->sink.elicit, inv->sink.ctx);
 	/* A stop ends a server's start-up at once (stop_signal is set only
 	 * once invocation_catch_stops() ran: --describe and --mcp-list keep
 	 * SIGTERM's default). */

@@ -59,6 +59,10 @@ struct invocation_sink {
 	void (*log)(void *ctx, const char *line);
 	/* One line an MCP server wrote on its stderr. */
 	void (*mcp_line)(void *ctx, const char *server, const char *line);
+	/* A person to ask an MCP server's questions (mcp_set_elicit()), or
+	 * NULL: nobody is there, and servers are told the client does not
+	 * elicit. */
+	mcp_elicit_fn *elicit;
 	/* The back of a split run detached in place: the caller's detached
 	 * output now (invocation_detached()), its status the back's. */
 	enum core_status (*detached)(void *ctx);

@@ -96,6 +96,8 @@ struct mcp_set {
 	struct tool_source source;
 	mcp_stderr_fn *sink;
 	void *sink_ctx;
+	mcp_elicit_fn *elicit;          /* mcp_set_elicit(), or NULL */
+	void *elicit_ctx;
 	struct mcp_cancel cancel;       /* mcp_set_cancel(): start-up, re-lists */
 };
 
@@ -201,8 +203,9 @@ static enum core_status cwd_root(char **uri, char **name)
  * A message of the server's own, read while request method waits: a
  * request is answered within the
  * call's time left (the server's request is part of the call): ping with
- * {}, roots/list with the working directory, elicitation/create with a
- * decline (agentkit does not advertise elicitation), anything else -32601;
+ * {}, roots/list with the working directory, elicitation/create with the
+ * person's answer (mcp_set_elicit()), or a decline when there is nobody
+ * to ask, anything else -32601;
  * notifications/tools/list_changed is noted, other notifications dropped.
  */
 static enum core_status from_server(struct mcp_server *s, const json_t *msg,
@@ -229,9 +232,17 @@ static enum core_status from_server(struct mcp_server *s, const json_t *msg,
 		return post(s, json_pack("{s:s, s:O, s:{s:o}}", "jsonrpc", "2.0", "id", id, "result",
 		                         "roots", roots), method, left_ms, bound_ms, cancel, e);
 	}
-	if (!strcmp(asked, "elicitation/create"))
-		return post(s, json_pack("{s:s, s:O, s:{s:s}}", "jsonrpc", "2.0", "id", id, "result",
-		                         "action", "decline"), method, left_ms, bound_ms, cancel, e);
+	if (!strcmp(asked, "elicitation/create")) {
+		json_t *answer = NULL;
+		if (!s->set->elicit ||
+		    s->set->elicit(s->set->elicit_ctx, s->cfg->name, json_object_get(msg, "params"),
+		                   core_now_mono_ms() + left_ms, &answer) || !answer) {
+			json_decref(answer);
+			answer = json_pack("{s:s}", "action", "decline");
+		}
+		return post(s, json_pack("{s:s, s:O, s:o}", "jsonrpc", "2.0", "id", id, "result",
+		                         answer), method, left_ms, bound_ms, cancel, e);
+	}
 	return post(s, json_pack("{s:s, s:O, s:{s:i, s:s}}", "jsonrpc", "2.0", "id", id, "error",
 	                         "code", -32601, "message", "Method not found"),
 	            method, left_ms, bound_ms, cancel, e);
@@ -592,6 +603,10 @@ static enum core_status handshake_begin(struct mcp_server *s, const struct mcp_c
 	json_t *params = json_pack("{s:s, s:{s:{}}, s:{s:s, s:s}}", "protocolVersion",
 	                           MCP_PROTOCOL_VERSION, "capabilities", "roots", "clientInfo",
 	                           "name", "agentkit", "version", AGENTKIT_VERSION);
+	/* form elicitation, when a person can be asked */
+	if (params && s->set->elicit)
+		json_object_set_new(json_object_get(params, "capabilities"), "elicitation",
+		                    json_pack("{s:{}}", "form"));
 	if (rpc_begin(s, "initialize", params, c->startup_timeout_ms, cancel, &s->init, e))
 		return unavailable(s, e);
 	return CORE_OK;
@@ -706,6 +721,12 @@ void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx)
 {
 	s->sink = fn;
 	s->sink_ctx = ctx;
+}
+
+void mcp_set_elicit(struct mcp_set *s, mcp_elicit_fn *fn, void *ctx)
+{
+	s->elicit = fn;
+	s->elicit_ctx = ctx;
 }
 
 void mcp_set_cancel(struct mcp_set *s, int (*cancelled)(void *ctx), void *ctx)

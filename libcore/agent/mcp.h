@@ -163,6 +163,19 @@ typedef void mcp_stderr_fn(void *ctx, const char *server, const char *line);
 void mcp_set_stderr(struct mcp_set *s, mcp_stderr_fn *fn, void *ctx);
 
 /*
+ * A person to ask: a server's elicitation/create goes to fn(ctx, server
+ * name, the request's params, deadline, &result), which sets result to
+ * the ElicitResult to send ({"action": "accept", "content": {...}},
+ * "decline" or "cancel"; a new reference) by deadline (the call's end,
+ * core_now_mono_ms()'s clock).  Set before the servers start: they are
+ * then told the client elicits (capabilities.elicitation).  Without it no
+ * server is told so, and every request is declined.
+ */
+typedef enum core_status mcp_elicit_fn(void *ctx, const char *server, const json_t *params,
+                                       int64_t deadline_ms, json_t **result);
+void mcp_set_elicit(struct mcp_set *s, mcp_elicit_fn *fn, void *ctx);
+
+/*
  * The caller's stop: cancelled(ctx), polled at least every 50 ms, ends a
  * server's start-up (initialize, tools/list) and a later re-list of its
  * tools (notifications/tools/list_changed) at once with CORE_ECANCELLED
