@@ -173,6 +173,7 @@ texts() {
 	# a branch from the first row keeps that row's history
 	run -0 --separate-stderr agent-run --model echo --snapshot "$first" -m branch
 	assert_equal "$(texts "$(jq -r .output.snapshotId <<<"$(last)")")" "user:one model:one user:branch model:branch "
+}
 
 @test "show of an interrupted and an expired session says so and names the next step; --format json is one object" {
 	T="$FIXTURES/tools"
