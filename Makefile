@@ -39,6 +39,11 @@ else
 LDLIBS    := $(DEP_LIBS) -lpthread -ldl -lm
 endif
 
+# GNU libmicrohttpd: agent-serve's HTTP server (libcore/agent/serve*.c),
+# linked into agent-serve alone (docs/serve.md).
+MHD_CFLAGS := $(shell pkg-config --cflags libmicrohttpd 2>/dev/null)
+MHD_LIBS  := $(shell pkg-config --libs libmicrohttpd 2>/dev/null || echo -lmicrohttpd)
+
 ifeq ($(SANITIZE),1)
 BUILD     ?= build-san
 OPT       := -O1 -g -fno-omit-frame-pointer
@@ -120,6 +125,9 @@ $(LIBCORE): $(CORE_OBJ) $(PB_OBJ) $(STORE_OBJ)
 $(BUILD)/bin/%: $(BUILD)/cmd/%.o $(CLI_OBJ) $(LIBCORE)
 	@mkdir -p $(dir $@)
 	$(CC) $(ALL_CFLAGS) $(LDFLAGS) -o $@ $< $(CLI_OBJ) $(LIBS) $(LDLIBS)
+
+$(BUILD)/bin/agent-serve: LDLIBS += $(MHD_LIBS)
+$(BUILD)/libcore/agent/serve%.o: OBJ_CFLAGS = $(MHD_CFLAGS)
 
 $(BUILD)/tests/%: $(BUILD)/tests/%.o $(LIBCORE)
 	@mkdir -p $(dir $@)

@@ -1,0 +1,66 @@
+/*
+ * serve_int.h - what serve.c (HTTP, routes, auth) and serve_run.c (the
+ * children a request runs) share.  Private to them.
+ */
+#ifndef CORE_SERVE_INT_H
+#define CORE_SERVE_INT_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <jansson.h>
+#include <microhttpd.h>
+
+#include "serve.h"
+#include "../base/buf.h"
+
+#define SERVE_NAME_MAX 200
+/* A child told to stop (SIGTERM) has this long before its group is killed:
+ * time for agent-run to write its row aborted. */
+#define SERVE_KILL_GRACE_MS 5000
+
+struct serve {
+	struct serve_config cfg;
+	struct MHD_Daemon *d;
+	atomic_int active;      /* requests in flight */
+	atomic_int turns;       /* turns holding a slot */
+	atomic_int stopping;    /* the drain is over: cancel what runs */
+};
+
+enum serve_route { SERVE_LIST, SERVE_TURN, SERVE_SNAPSHOT, SERVE_WAIT, SERVE_ABORT };
+
+struct serve_turn;
+
+/* One request; freed when both the connection and a streamed response
+ * are done with it (refs). */
+struct serve_req {
+	struct serve *s;
+	struct MHD_Connection *conn;
+	atomic_int refs;
+	int64_t t0;
+	char method[16];
+	char *path;
+	char agent[SERVE_NAME_MAX + 1];
+	enum serve_route route;
+	struct core_buf body;
+	int answered, code, turn_slot, cancelled;
+	char session[128], snapshot[128];     /* for the access log */
+};
+
+void serve_log(struct serve *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+enum MHD_Result serve_answer(struct serve_req *r, int code, const char *type,
+                             const char *body, size_t len);
+enum MHD_Result serve_error_code(struct serve_req *r, int code, const char *status,
+                                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+#define serve_error(r, ...) serve_error_code((r), 0, __VA_ARGS__)
+enum MHD_Result serve_result(struct serve_req *r, json_t *v);
+void serve_note_ids(struct serve_req *r, const json_t *v);
+void serve_req_release(struct serve_req *r);
+
+/* serve_run.c: the routes that run a child. */
+enum MHD_Result serve_turn(struct serve_req *r, const json_t *data, const json_t *init);
+enum MHD_Result serve_get_snapshot(struct serve_req *r, const json_t *data);
+enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data);
+enum MHD_Result serve_abort(struct serve_req *r, const json_t *data);
+enum MHD_Result serve_list(struct serve_req *r);
+
+#endif

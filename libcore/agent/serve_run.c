@@ -1,0 +1,655 @@
+/* serve_run.c - the children an agent-serve request runs: a turn is
+ * agent-run (a co-process read line by line, streamed as SSE), the
+ * companions are agent-snap, agent-wait and agent-abort run to completion
+ * (serve_int.h). */
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent_ext.h"
+#include "serve_int.h"
+#include "../base/coproc.h"
+#include "../base/json.h"
+#include "../base/run.h"
+#include "../base/spawn.h"
+#include "../base/util.h"
+
+#define ARGV_MAX 24
+/* What a companion may print, and say on stderr. */
+#define TOOL_OUT_MAX ((size_t)64 << 20)
+#define TOOL_ERR_MAX 4096
+/* A companion (agent-snap, agent-abort) is done well within this. */
+#define TOOL_TIMEOUT_MS 30000
+
+struct argv {
+	char *v[ARGV_MAX + 1];
+	size_t n;
+	char bin[4096];
+};
+
+static void argv_init(struct argv *a, const struct serve *s, const char *prog)
+{
+	snprintf(a->bin, sizeof a->bin, "%s/%s", s->cfg.bin_dir, prog);
+	a->v[0] = a->bin;
+	a->n = 1;
+	a->v[1] = NULL;
+}
+
+static void argv_add(struct argv *a, const char *arg)
+{
+	if (a->n < ARGV_MAX) {
+		a->v[a->n++] = (char *)arg;
+		a->v[a->n] = NULL;
+	}
+}
+
+/* The options every child shares: the agent path and the store. */
+static void argv_common(struct argv *a, const struct serve *s, int store)
+{
+	if (s->cfg.agents_dir) {
+		argv_add(a, "--agents");
+		argv_add(a, s->cfg.agents_dir);
+	}
+	if (store && s->cfg.store) {
+		argv_add(a, "--store");
+		argv_add(a, s->cfg.store);
+	}
+}
+
+/* Has the client closed its end?  (A turn then stops as on SIGTERM.) */
+static int client_gone(struct serve_req *r)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+	struct pollfd p;
+	if (!ci)
+		return 0;
+	p.fd = ci->connect_fd;
+	p.events = POLLRDHUP;
+	p.revents = 0;
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+static int req_cancelled(void *ctx)
+{
+	struct serve_req *r = ctx;
+	if (atomic_load(&r->s->stopping) || client_gone(r))
+		r->cancelled = 1;
+	return r->cancelled;
+}
+
+/* ---- a turn ---- */
+
+struct serve_turn {
+	struct serve_req *r;
+	struct coproc *cp;
+	int64_t deadline;
+	char state_file[64];    /* init.state given to agent-run --state, or "" */
+	struct core_buf frame;  /* the SSE bytes not yet handed to the client */
+	size_t pos;
+	int done;
+};
+
+static int turn_cancelled(void *ctx)
+{
+	struct serve_turn *t = ctx;
+	if (core_now_mono_ms() >= t->deadline)
+		t->r->cancelled = 1;
+	return req_cancelled(t->r);
+}
+
+/* End the child: at once SIGTERM when the turn is cancelled (agent-run
+ * then writes its row aborted), then the grace, then its group killed. */
+static void turn_stop(struct serve_turn *t)
+{
+	if (t->cp) {
+		if (t->r->cancelled && !coproc_exited(t->cp))
+			spawn_signal(t->cp->pid, SIGTERM);
+		coproc_close(t->cp, SERVE_KILL_GRACE_MS);
+		coproc_free(t->cp);
+		t->cp = NULL;
+	}
+	if (*t->state_file) {
+		unlink(t->state_file);
+		*t->state_file = '\0';
+	}
+}
+
+static void turn_free(struct serve_turn *t)
+{
+	turn_stop(t);
+	core_buf_release(&t->frame);
+	serve_req_release(t->r);
+	free(t);
+}
+
+/* A client-managed init's state goes to agent-run in a private file (it
+ * can outgrow an argument). */
+static enum core_status write_state(struct serve_turn *t, const json_t *state,
+                                    struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const char *tmp = getenv("TMPDIR");
+	enum core_status st;
+	int fd;
+	snprintf(t->state_file, sizeof t->state_file, "%s/agent-serve-XXXXXX",
+	         tmp && *tmp && strlen(tmp) < 40 ? tmp : "/tmp");
+	if ((fd = mkstemp(t->state_file)) < 0) {
+		*t->state_file = '\0';
+		return core_fail_sys(e, "cannot create the state file");
+	}
+	if ((st = jv_dump(state, &b)) == CORE_OK && write(fd, b.p, b.len) != (ssize_t)b.len)
+		st = core_fail_sys(e, "cannot write the state file");
+	close(fd);
+	core_buf_release(&b);
+	return st;
+}
+
+static enum core_status turn_start(struct serve_turn *t, const json_t *data, const json_t *init,
+                                   struct core_err *e)
+{
+	struct serve *s = t->r->s;
+	struct coproc_cancel cancel = { turn_cancelled, t };
+	struct core_buf in = CORE_BUF_INIT(CORE_BUF_UNLIMITED), ib = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *rest = NULL;
+	struct argv a;
+	enum core_status st;
+	argv_init(&a, s, "agent-run");
+	argv_add(&a, t->r->agent);
+	argv_common(&a, s, !s->cfg.no_store);
+	if (s->cfg.no_store)
+		argv_add(&a, "--no-store");
+	argv_add(&a, "--input-format");
+	argv_add(&a, "ndjson");
+	argv_add(&a, "--format");
+	argv_add(&a, "ndjson");
+	if (init && json_object_size(init)) {
+		const json_t *state = json_object_get(init, "state");
+		if (!(rest = json_deep_copy(init)))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		if (state && s->cfg.no_store) {
+			if ((st = write_state(t, state, e)) != CORE_OK)
+				goto out;
+			json_object_del(rest, "state");
+			argv_add(&a, "--state");
+			argv_add(&a, t->state_file);
+		}
+		if (json_object_size(rest)) {
+			if ((st = jv_dump(rest, &ib)) != CORE_OK ||
+			    (st = core_buf_addc(&ib, '\0')) != CORE_OK)
+				goto out;
+			argv_add(&a, "--init");
+			argv_add(&a, ib.p);
+		}
+	}
+	if ((st = jv_dump(data, &in)) != CORE_OK)
+		goto out;
+	if ((st = coproc_start_argv(a.v, NULL, "agent-run", NULL, NULL, &t->cp, e)) != CORE_OK)
+		goto out;
+	st = coproc_write_line(t->cp, in.p, in.len, 10000, &cancel, e);
+	spawn_close_fd(&t->cp->in_fd);
+out:
+	json_decref(rest);
+	core_buf_release(&in);
+	core_buf_release(&ib);
+	return st;
+}
+
+static int line_is(const char *line, const char *key)
+{
+	size_t n = strlen(key);
+	return !strncmp(line, "{\"", 2) && !strncmp(line + 2, key, n) &&
+	       !strncmp(line + 2 + n, "\":", 2);
+}
+
+/* The next line of agent-run: a chunk (*final NULL), or the final line
+ * parsed (*final set: {"output": ...} or {"error": ...}).  A child that
+ * ends without one is an INTERNAL error line, made here. */
+static enum core_status turn_next(struct serve_turn *t, char **line, size_t *len, json_t **final,
+                                  struct core_err *e)
+{
+	struct coproc_cancel cancel = { turn_cancelled, t };
+	enum core_status st;
+	*final = NULL;
+	st = coproc_read_line(t->cp, -1, &cancel, line, len, e);
+	if (st == CORE_ECANCELLED)
+		return st;
+	if (st != CORE_OK) {
+		*final = json_pack("{s:o}", "error", jv_error_new(CORE_EINTERNAL, e->msg));
+		return *final ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	if (line_is(*line, "output") || line_is(*line, "error")) {
+		if (!(*final = jv_parse(*line, *len, "agent-run's output", 1, e)))
+			*final = json_pack("{s:o}", "error", jv_error_new(CORE_EINTERNAL, e->msg));
+	}
+	return CORE_OK;
+}
+
+/* The final line as the answer of a plain (not streamed) request. */
+static enum MHD_Result answer_final(struct serve_req *r, json_t *final)
+{
+	json_t *out = json_object_get(final, "output"), *err = json_object_get(final, "error");
+	const char *status = json_string_value(json_object_get(err, "status"));
+	const char *msg = json_string_value(json_object_get(err, "message"));
+	if (out) {
+		serve_note_ids(r, out);
+		return serve_result(r, json_incref(out));
+	}
+	return serve_error(r, status ? status : "INTERNAL", "%s", msg ? msg : "the turn failed");
+}
+
+/* One SSE frame for a line: {"message": chunk}, {"result": output} or
+ * {"error": {status, message}}, as Genkit's streaming handler writes them. */
+static enum core_status frame(struct serve_turn *t, const char *line, size_t len,
+                              json_t *final, struct core_err *e)
+{
+	struct core_buf *b = &t->frame;
+	enum core_status st = CORE_OK;
+	if (!final) {
+		if ((st = core_buf_adds(b, "data: {\"message\":")) == CORE_OK &&
+		    (st = core_buf_add(b, line, len)) == CORE_OK)
+			st = core_buf_adds(b, "}\n\n");
+		return st ? core_fail(e, st, "out of memory") : CORE_OK;
+	}
+	if (json_object_get(final, "output")) {
+		json_t *res = json_pack("{s:O}", "result", json_object_get(final, "output"));
+		serve_note_ids(t->r, json_object_get(final, "output"));
+		if (!res)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		json_decref(final);
+		final = res;
+	}
+	if ((st = core_buf_adds(b, "data: ")) == CORE_OK && (st = jv_dump(final, b)) == CORE_OK)
+		st = core_buf_adds(b, "\n\n");
+	json_decref(final);
+	return st ? core_fail(e, st, "cannot write the result") : CORE_OK;
+}
+
+static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct serve_turn *t = cls;
+	struct core_err e = { 0 };
+	size_t n;
+	(void)pos;
+	while (t->pos >= t->frame.len) {
+		char *line;
+		size_t len;
+		json_t *final;
+		t->frame.len = 0;
+		t->pos = 0;
+		if (t->done) {
+			turn_stop(t);
+			return MHD_CONTENT_READER_END_OF_STREAM;
+		}
+		if (turn_next(t, &line, &len, &final, &e) != CORE_OK) {
+			turn_stop(t);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+		t->done = final != NULL;
+		if (frame(t, line, len, final, &e) != CORE_OK) {
+			turn_stop(t);
+			return MHD_CONTENT_READER_END_WITH_ERROR;
+		}
+	}
+	n = t->frame.len - t->pos < max ? t->frame.len - t->pos : max;
+	memcpy(buf, t->frame.p + t->pos, n);
+	t->pos += n;
+	return (ssize_t)n;
+}
+
+static void sse_free(void *cls)
+{
+	turn_free(cls);
+}
+
+static int wants_stream(struct serve_req *r)
+{
+	const char *acc = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Accept");
+	const char *q = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "stream");
+	return (acc && strstr(acc, "text/event-stream")) || (q && !strcmp(q, "true"));
+}
+
+static enum MHD_Result turn_plain(struct serve_turn *t)
+{
+	struct core_err e = { 0 };
+	enum MHD_Result ret;
+	for (;;) {
+		char *line;
+		size_t len;
+		json_t *final;
+		if (turn_next(t, &line, &len, &final, &e) != CORE_OK) {
+			turn_stop(t);
+			ret = serve_error(t->r, "CANCELLED", "the turn was cancelled");
+			break;
+		}
+		if (final) {
+			turn_stop(t);
+			ret = answer_final(t->r, final);
+			json_decref(final);
+			break;
+		}
+	}
+	turn_free(t);
+	return ret;
+}
+
+enum MHD_Result serve_turn(struct serve_req *r, const json_t *data, const json_t *init)
+{
+	struct core_err e = { 0 };
+	struct serve_turn *t;
+	struct MHD_Response *resp;
+	enum MHD_Result ret;
+	if (!json_is_object(data))
+		return serve_error(r, "INVALID_ARGUMENT", "the body must be {\"data\": AgentInput, "
+		                   "\"init\"?: AgentInit}: data is %s",
+		                   data ? jv_type_name(data) : "missing");
+	if (init && !json_is_null(init) && !json_is_object(init))
+		return serve_error(r, "INVALID_ARGUMENT", "init must be an AgentInit object, "
+		                   "not %s", jv_type_name(init));
+	if (!(t = calloc(1, sizeof *t)))
+		return MHD_NO;
+	t->r = r;
+	atomic_fetch_add(&r->refs, 1);
+	t->deadline = core_now_mono_ms() + r->s->cfg.turn_timeout_ms;
+	core_buf_init(&t->frame, CORE_BUF_UNLIMITED);
+	if (turn_start(t, data, json_is_object(init) ? init : NULL, &e) != CORE_OK) {
+		turn_free(t);
+		return serve_error(r, "INTERNAL", "cannot start the turn: %s", e.msg);
+	}
+	if (!wants_stream(r))
+		return turn_plain(t);
+	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, t,
+	                                         sse_free);
+	if (!resp) {
+		turn_free(t);
+		return MHD_NO;
+	}
+	MHD_add_response_header(resp, "Content-Type", "text/event-stream");
+	MHD_add_response_header(resp, "Cache-Control", "no-cache");
+	ret = MHD_queue_response(r->conn, 200, resp);
+	MHD_destroy_response(resp);
+	r->code = 200;
+	r->answered = 1;
+	return ret;
+}
+
+/* ---- the companions ---- */
+
+struct tool {
+	struct core_buf out, err;
+	int code;
+};
+
+static enum core_status run_tool(struct serve_req *r, char *const *argv, int64_t timeout_ms,
+                                 struct tool *tl, struct core_err *e)
+{
+	struct run_child c;
+	char **env = run_env(NULL, NULL);
+	enum core_status st;
+	core_buf_init(&tl->out, CORE_BUF_UNLIMITED);
+	core_buf_init(&tl->err, CORE_BUF_UNLIMITED);
+	if (!env)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	memset(&c, 0, sizeof c);
+	c.argv = argv;
+	c.env = env;
+	c.what = argv[0];
+	c.timeout_ms = timeout_ms;
+	c.cancel_grace_ms = 1000;
+	c.out = &tl->out;
+	c.err = &tl->err;
+	c.out_keep = TOOL_OUT_MAX;
+	c.err_keep = TOOL_ERR_MAX;
+	st = run_child(&c, req_cancelled, r, e);
+	run_child_release(&c);
+	free(env);
+	tl->code = c.exited ? c.code : -1;
+	if (st == CORE_OK && !c.exited)
+		st = core_fail(e, c.cancelled ? CORE_ECANCELLED : CORE_EDEADLINE,
+		               "%s did not finish", argv[0]);
+	return st;
+}
+
+static void tool_release(struct tool *tl)
+{
+	core_buf_release(&tl->out);
+	core_buf_release(&tl->err);
+}
+
+/* What the child said on stderr, its "agent-snap: " and newline left out. */
+static const char *tool_said(struct tool *tl)
+{
+	char *p, *colon;
+	if (core_buf_addc(&tl->err, '\0') != CORE_OK || !tl->err.p)
+		return "";
+	p = tl->err.p;
+	if ((colon = strstr(p, ": ")) && !strncmp(p, "agent-", 6) && colon - p < 16)
+		p = colon + 2;
+	p[strcspn(p, "\n")] = '\0';
+	return p;
+}
+
+/* A companion's failure by its exit status: 4 not found, 100/101 the
+ * request's fault, 5 a precondition, the rest the server's. */
+static enum MHD_Result tool_error(struct serve_req *r, struct tool *tl, const char *op,
+                                  const char *notfound)
+{
+	const char *said = tool_said(tl);
+	switch (tl->code) {
+	case 4:
+		return serve_error(r, "NOT_FOUND", "%s: %s", op, notfound);
+	case 100:
+	case 101:
+		return serve_error(r, "INVALID_ARGUMENT", "%s: %s", op, said);
+	case 5:
+		return serve_error(r, "FAILED_PRECONDITION", "%s: %s", op, said);
+	default:
+		return serve_error(r, "INTERNAL", "%s: %s", op, *said ? said : "failed");
+	}
+}
+
+/* The first line of a companion's stdout, parsed. */
+static json_t *tool_json(struct tool *tl)
+{
+	struct core_err e = { 0 };
+	size_t n = tl->out.len;
+	if (!n)
+		return NULL;
+	if (memchr(tl->out.p, '\n', n))
+		n = (size_t)((char *)memchr(tl->out.p, '\n', n) - tl->out.p);
+	return jv_parse(tl->out.p, n, "the answer", 1, &e);
+}
+
+/* A string member of the request (NULL when absent); *bad set when it is
+ * there but not a non-empty string. */
+static const char *member(const json_t *data, const char *key, int *bad)
+{
+	const json_t *v = json_object_get(data, key);
+	if (!v || json_is_null(v))
+		return NULL;
+	if (!json_is_string(v) || !*json_string_value(v)) {
+		*bad = 1;
+		return NULL;
+	}
+	return json_string_value(v);
+}
+
+static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const char *sid,
+                                     const char *session, int meta)
+{
+	struct core_err e = { 0 };
+	struct argv a;
+	struct tool tl;
+	char nf[512];
+	enum MHD_Result ret;
+	json_t *row;
+	argv_init(&a, r->s, "agent-snap");
+	argv_common(&a, r->s, 1);
+	argv_add(&a, "--agent");
+	argv_add(&a, r->agent);
+	if (meta)
+		argv_add(&a, "--metadata-only");
+	if (session) {
+		argv_add(&a, "--session");
+		argv_add(&a, session);
+	}
+	if (sid) {
+		argv_add(&a, "get");
+		argv_add(&a, sid);
+	}
+	if (sid)
+		snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	else
+		snprintf(nf, sizeof nf, "no snapshot found for session \"%s\"", session);
+	if (run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK)
+		ret = serve_error(r, "INTERNAL", "%s: %s", op, e.msg);
+	else if (tl.code || !(row = tool_json(&tl)))
+		ret = tool_error(r, &tl, op, nf);
+	else {
+		serve_note_ids(r, row);
+		ret = serve_result(r, row);
+	}
+	tool_release(&tl);
+	return ret;
+}
+
+enum MHD_Result serve_get_snapshot(struct serve_req *r, const json_t *data)
+{
+	int bad = 0;
+	const char *sid = member(data, "snapshotId", &bad);
+	const char *session = member(data, "sessionId", &bad);
+	if (!json_is_object(data) || bad || (!sid && !session))
+		return serve_error(r, "INVALID_ARGUMENT", "getSnapshot: the body must be "
+		                   "{\"data\": {\"snapshotId\" or \"sessionId\"}}");
+	return snapshot_read(r, "getSnapshot", sid, session,
+	                     json_is_true(json_object_get(data, "metadataOnly")));
+}
+
+enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data)
+{
+	struct core_err e = { 0 };
+	struct argv a;
+	struct tool tl;
+	char cap[32], nf[512];
+	enum MHD_Result ret;
+	json_t *row;
+	int bad = 0, meta;
+	const char *sid = member(data, "snapshotId", &bad);
+	const char *session = member(data, "sessionId", &bad);
+	if (!json_is_object(data) || bad || !sid)
+		return serve_error(r, "INVALID_ARGUMENT", "waitForSnapshot: snapshotId is required");
+	meta = json_is_true(json_object_get(data, "metadataOnly"));
+	snprintf(cap, sizeof cap, "%lldms", (long long)r->s->cfg.wait_cap_ms);
+	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	argv_init(&a, r->s, "agent-wait");
+	if (r->s->cfg.store) {
+		argv_add(&a, "--store");
+		argv_add(&a, r->s->cfg.store);
+	}
+	argv_add(&a, "--timeout");
+	argv_add(&a, cap);
+	if (meta)
+		argv_add(&a, "--metadata-only");
+	argv_add(&a, sid);
+	if (run_tool(r, a.v, r->s->cfg.wait_cap_ms + TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK) {
+		tool_release(&tl);
+		return serve_error(r, "INTERNAL", "waitForSnapshot: %s", e.msg);
+	}
+	/* Past the cap, the row as it stands (Genkit's WithMaxSnapshotWait). */
+	if (tl.code == 124) {
+		tool_release(&tl);
+		return snapshot_read(r, "waitForSnapshot", sid, session, meta);
+	}
+	if (tl.code == 4 || tl.code >= 100 || tl.code < 0 || !(row = tool_json(&tl)))
+		ret = tool_error(r, &tl, "waitForSnapshot", nf);
+	else if (session && strcmp(session, json_string_value(json_object_get(row, "sessionId"))
+	                                    ? json_string_value(json_object_get(row, "sessionId"))
+	                                    : "")) {
+		ret = serve_error(r, "INVALID_ARGUMENT", "waitForSnapshot: snapshot \"%s\" does "
+		                  "not belong to session \"%s\"", sid, session);
+		json_decref(row);
+	} else {
+		serve_note_ids(r, row);
+		ret = serve_result(r, row);
+	}
+	tool_release(&tl);
+	return ret;
+}
+
+enum MHD_Result serve_abort(struct serve_req *r, const json_t *data)
+{
+	struct core_err e = { 0 };
+	struct argv a;
+	struct tool tl;
+	char nf[512];
+	enum MHD_Result ret;
+	json_t *line;
+	int bad = 0;
+	const char *sid = member(data, "snapshotId", &bad);
+	if (!json_is_object(data) || bad || !sid)
+		return serve_error(r, "INVALID_ARGUMENT", "abort: snapshotId is required");
+	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	argv_init(&a, r->s, "agent-abort");
+	if (r->s->cfg.store) {
+		argv_add(&a, "--store");
+		argv_add(&a, r->s->cfg.store);
+	}
+	argv_add(&a, sid);
+	if (run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK)
+		ret = serve_error(r, "INTERNAL", "abort: %s", e.msg);
+	else if (tl.code || !(line = tool_json(&tl)))
+		ret = tool_error(r, &tl, "abort", nf);
+	else {
+		/* AgentAbortResponse: {snapshotId, status} */
+		json_object_del(line, "previousStatus");
+		serve_note_ids(r, line);
+		ret = serve_result(r, line);
+	}
+	tool_release(&tl);
+	return ret;
+}
+
+/* GET /: {"agents": [the descriptor of each agent (agent-run --describe)]} */
+enum MHD_Result serve_list(struct serve_req *r)
+{
+	struct core_err e = { 0 };
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *list = NULL, *agents = json_array(), *entry;
+	enum MHD_Result ret;
+	size_t i;
+	if (!agents || agent_ext_list(r->s->cfg.agents_dir, &list, &e) != CORE_OK) {
+		json_decref(agents);
+		return serve_error(r, "INTERNAL", "cannot list the agents: %s", e.msg);
+	}
+	json_array_foreach(list, i, entry) {
+		const char *name = json_string_value(json_object_get(entry, "name"));
+		struct argv a;
+		struct tool tl;
+		json_t *d = NULL;
+		if (!name || json_object_get(entry, "error"))
+			continue;
+		argv_init(&a, r->s, "agent-run");
+		argv_add(&a, name);
+		argv_common(&a, r->s, !r->s->cfg.no_store);
+		if (r->s->cfg.no_store)
+			argv_add(&a, "--no-store");
+		argv_add(&a, "--describe");
+		if (run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e) == CORE_OK && !tl.code)
+			d = tool_json(&tl);
+		json_array_append_new(agents, d ? d : json_pack("{s:s,s:s}", "name", name,
+		                                                "error", tool_said(&tl)));
+		tool_release(&tl);
+	}
+	json_decref(list);
+	list = json_pack("{s:o}", "agents", agents);
+	if (list && jv_dump(list, &b) == CORE_OK)
+		ret = serve_answer(r, 200, "application/json", b.p, b.len);
+	else
+		ret = MHD_NO;
+	json_decref(list);
+	core_buf_release(&b);
+	return ret;
+}

@@ -1,0 +1,200 @@
+#!/usr/bin/env bats
+# agent-serve (docs/serve.md): the agent path over HTTP with Genkit's wire,
+# driven by Genkit JS 1.42's own remoteAgent client (genkit/beta/client,
+# tests/fixtures/serve/client.cjs; the pinned package of
+# scripts/genkit-client) and by curl for the HTTP edges: auth, limits,
+# disconnects, the drain.
+
+load test_helper
+
+MODS="$TOP/bench/out/genkit/node_modules"
+AGENTS="$FIXTURES/serve/agents"
+SPID=
+
+setup() {
+	common_setup
+}
+
+teardown() {
+	[ -z "$SPID" ] || kill "$SPID" 2>/dev/null || true
+	[ -z "$SPID" ] || wait "$SPID" 2>/dev/null || true
+}
+
+need_client() {
+	command -v node >/dev/null || skip "node is not installed"
+	[ -f "$MODS/genkit/package.json" ] ||
+		skip "genkit@1.42.0 is not installed (run scripts/genkit-client)"
+}
+
+need_curl() {
+	command -v curl >/dev/null || skip "curl is not installed"
+}
+
+# serve [OPTION]...: start agent-serve on a free loopback port; $URL, $SPID.
+serve() {
+	agent-serve --listen 127.0.0.1:0 --agents "$AGENTS" "$@" 2>serve.log &
+	SPID=$!
+	for _ in $(seq 100); do grep -q 'listening on' serve.log && break; sleep 0.05; done
+	URL=$(sed -n 's/^agent-serve: listening on //p' serve.log)
+	[ -n "$URL" ]
+}
+
+client() {
+	run node "$FIXTURES/serve/client.cjs" "$MODS" "$@"
+}
+
+say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
+
+@test "serve: a multi-turn server-managed chat through Genkit's remoteAgent" {
+	need_client
+	serve
+	client chat "$URL/chat"
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = '{"text":"you said: hello","finishReason":"stop","hasSnapshot":true}' ]
+	[ "${lines[1]}" = '{"chunks":["you said: ","again"],"text":"you said: again","messages":4,"sameSession":true,"newSnapshot":true}' ]
+	[ "${lines[2]}" = '{"status":"completed","messages":4,"parent":true}' ]
+	[ "${#lines[@]}" -eq 3 ]
+	# one access-log line per request, with the IDs
+	[ "$(grep -c '^agent-serve: POST /chat 200 [0-9]*ms session=[0-9a-f-]* snapshot=[0-9a-f-]*$' serve.log)" -eq 2 ]
+	grep -q '^agent-serve: POST /chat/getSnapshot 200 [0-9]*ms session=' serve.log
+}
+
+@test "serve: client-managed state travels in init and output.state (--no-store)" {
+	need_client
+	serve --no-store
+	client client "$URL/chat"
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"text":"you said: two","snapshotId":null,"messages":4,"stateMessages":4}' ]
+	[ ! -e "$AGENTKIT_STORE" ]
+	need_curl
+	run curl -s -w ' %{http_code}' "$URL/chat/getSnapshot" -d '{"data":{"snapshotId":"x"}}'
+	[ "$output" = '{"status":"NOT_FOUND","message":"agent '\''chat'\'' has no getSnapshot route: it is client-managed (agent-serve --no-store)"} 404' ]
+}
+
+@test "serve: detach, then getSnapshot, then abort: the worker finalizes aborted" {
+	need_client
+	serve
+	client detach "$URL/chat"
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"status":"pending"}
+{"abort":"aborting"}
+{"final":"aborted"}' ]
+}
+
+@test "serve: an unknown agent, a bad AgentInput and an unknown snapshot, as the client sees them" {
+	need_client
+	serve
+	client fail "$URL/nope"
+	[ "$output" = '{"error":"AgentError","status":"UNKNOWN","message":"Server returned: 404: {\"status\":\"NOT_FOUND\",\"message\":\"agent '\''nope'\'' not found\"}"}' ]
+	client badinput "$URL/chat"
+	[ "$output" = '{"error":"AgentError","status":"INVALID_ARGUMENT","message":"invalid AgentInput: '\''message'\'' must be a message object (at <stdin>:1)"}' ]
+	client missing "$URL/chat"
+	[ "$output" = '{"error":"Server returned: 404: {\"status\":\"NOT_FOUND\",\"message\":\"getSnapshot: snapshot \\\"no-such-snapshot\\\" not found\"}"}' ]
+}
+
+@test "serve: bearer tokens: 401 without one or with a wrong one, the turn with the right one" {
+	need_curl
+	printf '# the team\nsecret-one\n\n  secret-two  \n' >tokens
+	serve --auth-token-file tokens
+	run curl -s -D headers -w ' %{http_code}' "$URL/chat" -d "$say_body"
+	[ "$output" = '{"status":"UNAUTHENTICATED","message":"a bearer token is required (Authorization: Bearer TOKEN)"} 401' ]
+	grep -qi '^WWW-Authenticate: Bearer' headers
+	run curl -s -w ' %{http_code}' -H 'Authorization: Bearer secret-on' "$URL/chat" -d "$say_body"
+	[ "${output##* }" = 401 ]
+	run curl -s -H 'Authorization: Bearer secret-two' "$URL/chat" -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	! grep -q secret serve.log
+	if command -v node >/dev/null && [ -f "$MODS/genkit/package.json" ]; then
+		client fail "$URL/chat" wrong
+		[ "$output" = '{"error":"AgentError","status":"UNKNOWN","message":"Server returned: 401: {\"status\":\"UNAUTHENTICATED\",\"message\":\"a bearer token is required (Authorization: Bearer TOKEN)\"}"}' ]
+		client fail "$URL/chat" secret-one
+		[ "$output" = '{"ok":true}' ]
+	fi
+}
+
+@test "serve: a non-loopback address needs auth or --insecure-no-auth" {
+	run agent-serve --listen 0.0.0.0:0
+	[ "$status" -eq 100 ]
+	[ "${lines[0]}" = "agent-serve: --listen 0.0.0.0:0 is not a loopback address: give --auth-token-file, or --insecure-no-auth to serve anyone who reaches it" ]
+	run agent-serve --listen 127.0.0.1
+	[ "$status" -eq 100 ]
+	[ "${lines[0]}" = "agent-serve: --listen: '127.0.0.1' is not ADDR:PORT" ]
+	run agent-serve --listen 127.0.0.1:0 --auth-token-file nothere
+	[ "$status" -eq 4 ]
+}
+
+@test "serve: a body over --max-body is 413" {
+	need_curl
+	serve --max-body 1K
+	head -c 2000 /dev/zero | tr '\0' 'x' >big
+	run curl -s -w ' %{http_code}' "$URL/chat" --data-binary @big
+	[ "$output" = '{"status":"RESOURCE_EXHAUSTED","message":"the body has 2000 bytes, more than the limit of 1024 (agent-serve --max-body)"} 413' ]
+}
+
+@test "serve: past --max-concurrent a turn is 503 with Retry-After" {
+	need_curl
+	serve --max-concurrent 1
+	curl -sN -H 'Accept: text/event-stream' "$URL/chat" \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow one"}]}}}' >slow.out &
+	local cpid=$!
+	wait_for 5 grep -q modelChunk slow.out
+	run curl -s -D headers -w ' %{http_code}' "$URL/chat" -d "$say_body"
+	[ "$output" = '{"status":"UNAVAILABLE","message":"1 turns are running, the limit (agent-serve --max-concurrent); retry later"} 503' ]
+	grep -qi '^Retry-After: 1' headers
+	wait "$cpid"
+	tail -n 2 slow.out | head -n 1 | grep -q '^data: {"result":{"finishReason":"stop"'
+	# the slot is free again
+	run curl -s -w ' %{http_code}' "$URL/chat" -d "$say_body"
+	[ "${output##* }" = 200 ]
+}
+
+@test "serve: plain JSON turns, waitForSnapshot at its cap, the listing" {
+	need_curl
+	serve --max-snapshot-wait 300ms
+	run curl -s "$URL/chat" -d '{"data":{"message":{"role":"user","content":[{"text":"plain"}]}},"init":{"sessionId":"s1"}}'
+	[ "$(jq -c '[.result.message.content[0].text, .result.sessionId]' <<<"$output")" = '["you said: plain","s1"]' ]
+	id=$(jq -r .result.snapshotId <<<"$output")
+	run curl -s "$URL/chat/waitForSnapshot" -d "{\"data\":{\"snapshotId\":\"$id\",\"metadataOnly\":true}}"
+	[ "$(jq -c '[.result.status, .result.snapshotId == "'"$id"'", has("state")]' <<<"$output")" = '["completed",true,false]' ]
+	# a pending row: answered at the cap with the row as it stands
+	run curl -s "$URL/chat" -d '{"data":{"detach":true,"message":{"role":"user","content":[{"text":"slow"}]}}}'
+	pid_row=$(jq -r .result.snapshotId <<<"$output")
+	[ "$(jq -r .result.finishReason <<<"$output")" = detached ]
+	run curl -s "$URL/chat/waitForSnapshot" -d "{\"data\":{\"snapshotId\":\"$pid_row\"}}"
+	[ "$(jq -r .result.status <<<"$output")" = pending ]
+	run curl -s "$URL/chat/abort" -d "{\"data\":{\"snapshotId\":\"$pid_row\"}}"
+	[ "$output" = "{\"result\":{\"snapshotId\":\"$pid_row\",\"status\":\"aborting\"}}" ]
+	run curl -s -w ' %{http_code}' "$URL/chat/abort" -d '{"data":{"snapshotId":"nope"}}'
+	[ "$output" = '{"status":"NOT_FOUND","message":"abort: snapshot \"nope\" not found"} 404' ]
+	run curl -s -w ' %{http_code}' "$URL/chat/waitForSnapshot" -d '{"data":{}}'
+	[ "$output" = '{"status":"INVALID_ARGUMENT","message":"waitForSnapshot: snapshotId is required"} 400' ]
+	run curl -s -w ' %{http_code}' "$URL/chat" -d '{"data":'
+	[ "${output##* }" = 400 ]
+	[ "$(jq -r .status <<<"${output% *}")" = INVALID_ARGUMENT ]
+	run curl -s "$URL/"
+	[ "$(jq -c '[.agents[] | [.name, .metadata.agent.stateManagement]]' <<<"$output")" = '[["chat","server"]]' ]
+	agent-wait --timeout 10s "$pid_row" >/dev/null || [ $? -eq 2 ]
+}
+
+@test "serve: a client that disconnects mid-turn cancels it; SIGTERM drains" {
+	need_curl
+	serve
+	run curl -sN --max-time 1.2 -H 'Accept: text/event-stream' "$URL/chat" \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
+	[ "$status" -eq 28 ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
+	[ -z "$(pgrep -P "$SPID")" ]
+	# a turn in flight when SIGTERM comes is let finish
+	curl -sN -H 'Accept: text/event-stream' "$URL/chat" \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow two"}]}}}' >slow.out &
+	local cpid=$!
+	wait_for 5 grep -q modelChunk slow.out
+	kill -TERM "$SPID"
+	local st=0
+	wait "$SPID" || st=$?
+	SPID=
+	[ "$st" -eq 0 ]
+	wait "$cpid"
+	grep -q '^data: {"result":{"finishReason":"stop"' slow.out
+	grep -q '^agent-serve: Terminated: draining$' serve.log
+}
