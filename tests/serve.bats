@@ -269,3 +269,25 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
 	kill -0 "$SPID"
 }
+
+@test "serve: --turn-timeout and the end of the drain stop a turn: the client gets it aborted" {
+	need_curl
+	serve --turn-timeout 700ms
+	run curl -s "$URL/chat" -d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}},"init":{"sessionId":"t1"}}'
+	[ "$(jq -c '[.result.finishReason, .result.sessionId]' <<<"$output")" = '["aborted","t1"]' ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms session=t1 cancelled$' serve.log
+	kill "$SPID"
+	wait "$SPID" || true
+	serve --drain-timeout 300ms
+	curl -sN -H 'Accept: text/event-stream' "$URL/chat" \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}' >slow.out &
+	local cpid=$! st=0
+	wait_for 5 grep -q modelChunk slow.out
+	kill -TERM "$SPID"
+	wait "$SPID" || st=$?
+	SPID=
+	[ "$st" -eq 2 ]
+	wait "$cpid"
+	[ "$(tail -n 2 slow.out | head -n 1 | sed 's/^data: //' | jq -c '[.result.finishReason, .result.error.status]')" = '["aborted","CANCELLED"]' ]
+	grep -q '^agent-serve: cancelled 1 request still running after the drain$' serve.log
+}

@@ -170,6 +170,8 @@ static enum MHD_Result begin(struct serve_req *r, const char *url)
 {
 	enum MHD_Result ret = MHD_YES;
 	const char *cl;
+	if (atomic_load(&r->s->draining))
+		return serve_error(r, "UNAVAILABLE", "agent-serve is shutting down");
 	if (!authorized(r))
 		return serve_error(r, "UNAUTHENTICATED", "a bearer token is required "
 		                   "(Authorization: Bearer TOKEN)");
@@ -273,8 +275,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 		snprintf(ids + strlen(ids), sizeof ids - strlen(ids), " snapshot=%s", r->snapshot);
 	serve_log(s, "%s %s %d %lldms%s%s", r->method, r->path, r->code ? r->code : 500,
 	          (long long)(core_now_mono_ms() - r->t0), ids,
-	          why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" :
-	          r->cancelled ? " cancelled" : " closed");
+	          r->cancelled ? " cancelled" :
+	          why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " closed");
 	serve_req_release(r);
 }
 
@@ -320,6 +322,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	atomic_init(&s->active, 0);
 	atomic_init(&s->turns, 0);
 	atomic_init(&s->stopping, 0);
+	atomic_init(&s->draining, 0);
 	errno = 0;
 	s->d = MHD_start_daemon(flags | (v6 ? MHD_USE_IPv6 : 0), (uint16_t)cfg->port, NULL, NULL,
 	                        on_request, s,
@@ -351,6 +354,8 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	int64_t end = core_now_mono_ms() + drain_ms;
 	unsigned left;
 	int fd = MHD_quiesce_daemon(s->d);
+	/* Connections kept alive may still send requests: refused from now. */
+	atomic_store(&s->draining, 1);
 	while (atomic_load(&s->active) > 0 && core_now_mono_ms() < end)
 		usleep(20 * 1000);
 	left = (unsigned)atomic_load(&s->active);

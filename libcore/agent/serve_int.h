@@ -23,6 +23,7 @@ struct serve {
 	struct MHD_Daemon *d;
 	atomic_int active;      /* requests in flight */
 	atomic_int turns;       /* turns holding a slot */
+	atomic_int draining;    /* SIGTERM came: no new requests */
 	atomic_int stopping;    /* the drain is over: cancel what runs */
 };
 

@@ -87,27 +87,42 @@ struct serve_turn {
 	struct serve_req *r;
 	struct coproc *cp;
 	int64_t deadline;
+	int64_t stop_at;        /* when the child was sent SIGTERM (0: not yet) */
 	char state_file[64];    /* init.state given to agent-run --state, or "" */
 	struct core_buf frame;  /* the SSE bytes not yet handed to the client */
 	size_t pos;
 	int done;
 };
 
+/*
+ * A client gone ends the read at once (nobody is left to answer).  The
+ * turn timeout and the end of the drain stop the turn instead: SIGTERM
+ * once, and agent-run's final line (the turn aborted, its resume point)
+ * is still read and sent, for at most the grace.
+ */
 static int turn_cancelled(void *ctx)
 {
 	struct serve_turn *t = ctx;
-	if (core_now_mono_ms() >= t->deadline)
+	int64_t now = core_now_mono_ms();
+	if (client_gone(t->r))
+		return t->r->cancelled = 1;
+	if (!t->stop_at && (now >= t->deadline || atomic_load(&t->r->s->stopping))) {
+		t->stop_at = now;
 		t->r->cancelled = 1;
-	return req_cancelled(t->r);
+		spawn_signal(t->cp->pid, SIGTERM);
+	}
+	return t->stop_at && now - t->stop_at > SERVE_KILL_GRACE_MS;
 }
 
-/* End the child: at once SIGTERM when the turn is cancelled (agent-run
- * then writes its row aborted), then the grace, then its group killed. */
+/* End the child: SIGTERM when the turn is cancelled and was not told yet
+ * (agent-run then writes its row aborted; a second signal would end it at
+ * once), then the grace, then its group killed. */
 static void turn_stop(struct serve_turn *t)
 {
 	if (t->cp) {
-		if (t->r->cancelled && !coproc_exited(t->cp))
+		if (t->r->cancelled && !t->stop_at && !coproc_exited(t->cp))
 			spawn_signal(t->cp->pid, SIGTERM);
+		t->stop_at = t->stop_at ? t->stop_at : core_now_mono_ms();
 		coproc_close(t->cp, SERVE_KILL_GRACE_MS);
 		coproc_free(t->cp);
 		t->cp = NULL;
