@@ -6,6 +6,7 @@
  * MCP servers, tracing, the store and the runtime, the inputs, the end),
  * the messages each phase may give, and the exit status.  What stdout
  * carries in each --format is output.h's. */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -16,6 +17,7 @@
 #include "cli.h"
 #include "cli_ask.h"
 #include "../libcore/agent/invocation.h"
+#include "../libcore/agent/remote.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
@@ -35,6 +37,7 @@ enum {
 	OPT_OUTPUT_SCHEMA = CLI_LONG + 500, OPT_JSON,
 	OPT_TRACE = CLI_LONG + 600, OPT_TRACE_FILE, OPT_TRACE_CONTENT, OPT_TRACE_NAMES,
 	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
+	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -105,6 +108,10 @@ static struct cli_opt opts[] = {
 	  "given), print one NDJSON line per tool and exit: 1 names a server that failed" },
 	{ OPT_VERBOSE, "verbose", NULL, "show what the MCP servers write on stderr, each line as "
 	  "'agent-run: mcp NAME: LINE' (a detached worker's log always has them)" },
+	{ OPT_URL, "url", "URL", "run the turns on the agent a server serves at URL with Genkit's wire "
+	  "(agent-serve, a Genkit app; docs/serve.md), not on a local one" },
+	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable), e.g. "
+	  "'Authorization: Bearer TOKEN'" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
 	  "list the model providers and the models file's endpoints, the key each needs and "
 	  "whether it is set, the base URL, and (with a key) the provider's models; a table on "
@@ -220,6 +227,9 @@ struct run_opts {
 	const char *stdin_wait;         /* --stdin-timeout as given, else the variable's, else "3s" */
 	const char **messages, **tools;         /* NULL-terminated, or NULL */
 	size_t nmsg, ntools;
+	const char *url;                /* --url: a remote agent (remote.h) */
+	const char **headers;           /* --header, NULL-terminated, or NULL */
+	size_t nheaders;
 	enum output_format format;      /* --format (default: text when stdout is a terminal) */
 	int describe, detach, list, list_models;
 	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
@@ -355,6 +365,11 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	switch (key) {
 	case OPT_MESSAGE: return cli_push_arg(&op->messages, &op->nmsg, arg);
 	case OPT_TOOL: return cli_push_arg(&op->tools, &op->ntools, arg);
+	case OPT_HEADER:
+		if (!strchr(arg, ':'))
+			return cli_usage("--header must be 'NAME: VALUE'");
+		return cli_push_arg(&op->headers, &op->nheaders, arg);
+	case OPT_URL: op->url = arg; break;
 	case OPT_SESSION: op->session = arg; break;
 	case OPT_SNAPSHOT: op->snapshot = arg; break;
 	case OPT_CONTINUE: op->open.cont = 1; break;
@@ -792,6 +807,135 @@ static enum core_status print_output(struct run *r)
 	return st;
 }
 
+/* ---- --url: the turns on a server (remote.h) ---- */
+
+static enum core_status remote_chunk(void *ctx, const json_t *chunk, struct core_err *e)
+{
+	struct run *r = ctx;
+	enum core_status st = output_chunk(&r->inv.out, chunk);
+	if (st)
+		*e = r->inv.out.err;
+	return st;
+}
+
+static int remote_cancelled(void *ctx)
+{
+	return invocation_stop_signal() != 0;
+}
+
+/* Without -m: stdin is AgentInput lines, or one message of text. */
+static enum core_status remote_inputs(struct run *r, json_t **inputs)
+{
+	struct core_buf b = CORE_BUF_INIT(r->opts.in.max_record);
+	struct core_err e = { 0 };
+	char chunk[65536], *p, *end;
+	ssize_t n;
+	size_t lineno = 0;
+	if (isatty(0))
+		return cli_usage("no input: give -m TEXT, or AgentInput lines on stdin");
+	while ((n = read(0, chunk, sizeof chunk)) != 0) {
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 || core_buf_add(&b, chunk, (size_t)n)) {
+			core_buf_release(&b);
+			return cli_report(&(struct core_err){ n < 0 ? CORE_ESYS : CORE_ETOOBIG, 0,
+			                  "cannot read stdin (or it is over --max-record)" });
+		}
+	}
+	if (!(*inputs = json_array()) || core_buf_addc(&b, '\0')) {
+		core_buf_release(&b);
+		return report_oom();
+	}
+	p = b.p + strspn(b.p, " \t\r\n");
+	if (*p && *p != '{') {
+		json_array_append_new(*inputs, json_pack("{s:{s:s,s:[{s:s}]}}", "message", "role",
+		                                         "user", "content", "text", p));
+		core_buf_release(&b);
+		return CORE_OK;
+	}
+	for (p = b.p; *p; p = *end ? end + 1 : end) {
+		json_t *v;
+		end = p + strcspn(p, "\n");
+		lineno++;
+		if (p[strspn(p, " \t\r")] == '\n' || !p[strspn(p, " \t\r")])
+			continue;
+		if (!(v = jv_parse(p, (size_t)(end - p), "<stdin>", lineno, &e)) || !json_is_object(v)) {
+			json_decref(v);
+			if (!e.st)
+				core_fail(&e, CORE_EINVAL, "an AgentInput must be an object (at <stdin>:%zu)",
+				          lineno);
+			core_buf_release(&b);
+			return init_failed(&r->inv.out, &e);
+		}
+		json_array_append_new(*inputs, v);
+	}
+	core_buf_release(&b);
+	if (!json_array_size(*inputs))
+		return cli_usage("no input: stdin is empty and no -m was given; nothing ran");
+	return CORE_OK;
+}
+
+/* The final line of the remote turns, and the exit status it means. */
+static enum core_status remote_final(struct run *r, const json_t *final)
+{
+	struct output *o = &r->inv.out;
+	const json_t *out = json_object_get(final, "output");
+	const json_t *err = json_object_get(out ? out : final, "error");
+	const char *status = json_string_value(json_object_get(err, "status"));
+	const char *msg = json_string_value(json_object_get(err, "message")), *reason;
+	enum core_status st = status ? core_status_from_name(status) : CORE_OK;
+	if (!out) {
+		struct core_err e = { 0 };
+		core_fail(&e, st ? st : CORE_EINTERNAL, "%s", msg ? msg : "the server failed");
+		return init_failed(o, &e);
+	}
+	if (msg)
+		cli_warn("%s", msg);
+	if (o->format == OUTPUT_TEXT)
+		output_summary(o, cli_progname, out,
+		               json_string_value(json_object_get(out, "sessionId")), NULL, NULL);
+	else if (!o->st)
+		o->st = output_final(o, out);
+	if (o->st && o->st != CORE_EPIPE)
+		return cli_report(&o->err);
+	reason = json_string_value(json_object_get(out, "finishReason"));
+	/* detached: the server took the turn, as a local --detach's 0 */
+	return reason && !strcmp(reason, "detached") ? CORE_OK : core_outcome_exit(st, reason);
+}
+
+static enum core_status run_remote(struct run *r)
+{
+	struct remote_invocation ri = { r->opts.url, r->opts.headers, r->opts.messages,
+	                                r->opts.nmsg, NULL, r->inv.init, r->opts.detach,
+	                                remote_chunk, remote_cancelled, r };
+	struct core_err e = { 0 };
+	json_t *inputs = NULL, *final = NULL;
+	enum core_status st;
+	if (r->opts.spec.name)
+		return cli_usage("--url names the agent: drop the operand '%s'", r->opts.spec.name);
+	if (!r->opts.nmsg && (st = remote_inputs(r, &inputs)))
+		goto out;
+	ri.inputs = inputs;
+	invocation_catch_stops(&r->inv);
+	st = remote_invoke(&ri, &final, &e);
+	if (st == CORE_ECANCELLED && invocation_stop_signal()) {
+		/* A caller stop, as a local turn's: the connection closed, the
+		 * server cancels the turn. */
+		json_decref(final);
+		final = json_pack("{s:{s:s,s:{s:s,s:s}}}", "output", "finishReason", "aborted",
+		                  "error", "status", "CANCELLED", "message", "context canceled");
+		st = CORE_OK;
+	}
+	if (st)
+		st = r->inv.out.st ? cli_report(&r->inv.out.err) : init_failed(&r->inv.out, &e);
+	else
+		st = final ? remote_final(r, final) : report_oom();
+out:
+	json_decref(inputs);
+	json_decref(final);
+	return st;
+}
+
 static void on_warn(void *ctx, const char *msg)
 {
 	struct run *r = ctx;
@@ -882,6 +1026,10 @@ int main(int argc, char **argv)
 		st = list_agents(&r.inv.out, r.opts.spec.agents_dir);
 		goto out;
 	}
+	if (r.opts.url) {
+		st = run_remote(&r);
+		goto out;
+	}
 	if ((st = load_agent(&r)))
 		goto out;
 	if (r.opts.describe) {
@@ -906,6 +1054,7 @@ out:
 	free(r.opts.messages);
 	free(r.opts.tools);
 	free(r.args);
+	free(r.opts.headers);
 	free(r.opts.mcp_configs);
 	/* The front of a split run exits as its back did. */
 	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);

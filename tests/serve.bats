@@ -291,3 +291,62 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$(tail -n 2 slow.out | head -n 1 | sed 's/^data: //' | jq -c '[.result.finishReason, .result.error.status]')" = '["aborted","CANCELLED"]' ]
 	grep -q '^agent-serve: cancelled 1 request still running after the drain$' serve.log
 }
+
+@test "serve: agent-run --url runs turns on agent-serve with local agent-run's output and exits" {
+	need_curl
+	ln -s "$FIXTURES/tools" tools
+	printf 'tok\n' >tokens
+	serve --auth-token-file tokens
+	local H='Authorization: Bearer tok'
+	run agent-run --url "$URL/chat" --header "$H" -m hello -m again
+	[ "$status" -eq 0 ]
+	[ "${#lines[@]}" -eq 7 ]
+	[ "${lines[0]}" = '{"modelChunk":{"content":[{"text":"you said: "}],"index":0,"role":"model"}}' ]
+	[ "$(jq -c '[.output.message.content[0].text, .output.finishReason]' <<<"${lines[6]}")" = '["you said: again","stop"]' ]
+	# the second turn went on from the first's snapshot: one session of 4 messages
+	id=$(jq -r .output.snapshotId <<<"${lines[6]}")
+	[ "$(agent-snap get "$id" | jq -c '[(.state.messages | length), (.parentId | length > 0)]')" = '[4,true]' ]
+	# NDJSON inputs and --session; --format json
+	run agent-run --url "$URL/chat" --header "$H" --session s9 --format json \
+		<<<'{"message":{"role":"user","content":[{"text":"yo"}]}}'
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.message.content[0].text, .sessionId]' <<<"$output")" = '["you said: yo","s9"]' ]
+	# an interrupt exits 6, a detach 0 with the pending row
+	run agent-run --url "$URL/keeper" --header "$H" -m 'ask me' --format json
+	[ "$status" -eq 6 ]
+	[ "$(jq -r .finishReason <<<"$output")" = interrupted ]
+	run agent-run --url "$URL/chat" --header "$H" --detach -m slow
+	[ "$status" -eq 0 ]
+	row=$(jq -r .output.snapshotId <<<"$output")
+	[ "$(jq -r .output.finishReason <<<"$output")" = detached ]
+	[ "$(agent-snap get "$row" | jq -r .status)" = pending ]
+	agent-abort "$row" >/dev/null
+	# errors: the server's, as the final {"error"} line and its exit code
+	run --separate-stderr agent-run --url "$URL/nope" --header "$H" -m hi
+	[ "$status" -eq 4 ]
+	[ "$output" = '{"error":{"status":"NOT_FOUND","message":"agent '\''nope'\'' not found"}}' ]
+	[ "$stderr" = "agent-run: agent 'nope' not found" ]
+	run --separate-stderr agent-run --url "$URL/chat" -m hi
+	[ "$status" -eq 1 ]
+	[ "$output" = '{"error":{"status":"UNAUTHENTICATED","message":"a bearer token is required (Authorization: Bearer TOKEN)"}}' ]
+	! grep -q tok <<<"$stderr"
+	run agent-run --url "$URL/chat" --header 'no colon' -m hi
+	[ "$status" -eq 100 ]
+	run agent-run chat --url "$URL/chat" -m hi
+	[ "$status" -eq 100 ]
+	[ "${lines[0]}" = "agent-run: --url names the agent: drop the operand 'chat'" ]
+}
+
+@test "serve: SIGTERM on agent-run --url closes the connection: the server cancels the turn" {
+	need_curl
+	serve
+	agent-run --url "$URL/chat" -m slow >out.ndjson 2>err &
+	local apid=$! st=0
+	wait_for 5 grep -q modelChunk out.ndjson
+	kill -TERM "$apid"
+	wait "$apid" || st=$?
+	[ "$st" -eq 2 ]
+	[ "$(tail -n 1 out.ndjson)" = '{"output":{"finishReason":"aborted","error":{"status":"CANCELLED","message":"context canceled"}}}' ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
+	wait_for 5 sh -c '[ -z "$(pgrep -P '"$SPID"')" ]'
+}

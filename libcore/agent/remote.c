@@ -1,0 +1,233 @@
+/* remote.c - one turn against Genkit's wire over HTTP (remote.h). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "remote.h"
+#include "../base/buf.h"
+#include "../base/http.h"
+#include "../base/json.h"
+#include "../base/sse.h"
+
+#define REMOTE_MAX_EVENT ((size_t)64 << 20)
+#define REMOTE_MAX_HEADERS 64
+
+struct turn {
+	const struct remote_turn *t;
+	struct sse_parser sse;
+	json_t *final;
+	struct core_err *e;
+	int emitted;
+};
+
+static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+{
+	struct turn *tr = ctx;
+	struct core_err pe = { 0 };
+	json_t *v, *m;
+	enum core_status st = CORE_OK;
+	(void)type;
+	if (tr->final)          /* nothing counts after the result */
+		return CORE_OK;
+	if (!(v = jv_parse(data, n, "the server's event", 1, &pe)) || !json_is_object(v)) {
+		json_decref(v);
+		return core_fail(tr->e, CORE_EINTERNAL, "%s: an event that is not Genkit's: %s",
+		                 tr->t->url, pe.msg[0] ? pe.msg : "not an object");
+	}
+	tr->emitted = 1;
+	if ((m = json_object_get(v, "message")))
+		st = tr->t->on_chunk ? tr->t->on_chunk(tr->t->ctx, m, tr->e) : CORE_OK;
+	else if ((m = json_object_get(v, "result")))
+		tr->final = json_pack("{s:O}", "output", m);
+	else if ((m = json_object_get(v, "error")))
+		tr->final = json_pack("{s:O}", "error", m);
+	else
+		st = core_fail(tr->e, CORE_EINTERNAL, "%s: an event with neither message, "
+		               "result nor error", tr->t->url);
+	json_decref(v);
+	return st;
+}
+
+static enum core_status on_body(void *ctx, const char *p, size_t n, struct core_err *e)
+{
+	struct turn *tr = ctx;
+	tr->e = e;
+	return sse_feed(&tr->sse, p, n, e);
+}
+
+static enum core_status on_end(void *ctx, struct core_err *e)
+{
+	struct turn *tr = ctx;
+	enum core_status st;
+	tr->e = e;
+	if ((st = sse_finish(&tr->sse, e)) != CORE_OK)
+		return st;
+	return tr->final ? CORE_OK : core_fail(e, CORE_EUNAVAILABLE, "%s: the stream ended "
+	                                       "before its result", tr->t->url);
+}
+
+/* The status an HTTP code stands for, where the body names none. */
+static const char *code_status(long code)
+{
+	static const struct { long code; const char *name; } map[] = {
+		{ 400, "INVALID_ARGUMENT" }, { 401, "UNAUTHENTICATED" }, { 403, "PERMISSION_DENIED" },
+		{ 404, "NOT_FOUND" }, { 409, "ABORTED" }, { 413, "RESOURCE_EXHAUSTED" },
+		{ 429, "RESOURCE_EXHAUSTED" }, { 499, "CANCELLED" }, { 501, "UNIMPLEMENTED" },
+		{ 503, "UNAVAILABLE" }, { 504, "DEADLINE_EXCEEDED" },
+	};
+	for (size_t i = 0; i < sizeof map / sizeof *map; i++)
+		if (map[i].code == code)
+			return map[i].name;
+	return "INTERNAL";
+}
+
+/* A non-2xx answer as the final {"error": {...}} line. */
+static enum core_status on_error(void *ctx, struct http_error *err, struct core_err *e)
+{
+	struct turn *tr = ctx;
+	struct core_err pe = { 0 };
+	json_t *body = err->body_len ? jv_parse(err->body, err->body_len, "the error", 0, &pe) : NULL;
+	json_t *obj = json_is_object(json_object_get(body, "error")) ? json_object_get(body, "error")
+	                                                             : body;
+	const char *status = json_string_value(json_object_get(obj, "status"));
+	const char *msg = json_string_value(json_object_get(obj, "message"));
+	char text[512];
+	err->retryable = 0;
+	if (!err->status) {
+		json_decref(body);
+		return core_fail(e, CORE_EUNAVAILABLE, "%s: no answer", tr->t->url);
+	}
+	if (!msg) {
+		snprintf(text, sizeof text, "%s: HTTP %ld%s%.*s", tr->t->url, err->status,
+		         err->body_len ? ": " : "", (int)strcspn(err->body, "\n"), err->body);
+		msg = text;
+	}
+	/* Genkit's status names are [A-Z_]; express's own 400 says
+	 * "INVALID ARGUMENT". */
+	if (!status || !*status || status[strspn(status, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_")])
+		status = code_status(err->status);
+	tr->final = json_pack("{s:{s:s,s:s}}", "error", "status", status, "message", msg);
+	json_decref(body);
+	return tr->final ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+}
+
+static int emitted(void *ctx)
+{
+	(void)ctx;
+	return 1;               /* a turn is never sent twice */
+}
+
+enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
+                                 struct core_err *e)
+{
+	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	const char *headers[REMOTE_MAX_HEADERS + 3];
+	struct http_call c;
+	struct turn tr;
+	json_t *env;
+	size_t n = 0;
+	enum core_status st;
+	*final = NULL;
+	memset(&tr, 0, sizeof tr);
+	tr.t = t;
+	tr.e = e;
+	headers[n++] = "Accept: text/event-stream";
+	for (const char *const *h = t->headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
+		headers[n++] = *h;
+	headers[n] = NULL;
+	env = t->init ? json_pack("{s:O,s:O}", "data", t->input, "init", t->init)
+	              : json_pack("{s:O,s:{}}", "data", t->input, "init");
+	if (!env || jv_dump(env, &body) != CORE_OK) {
+		json_decref(env);
+		core_buf_release(&body);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	json_decref(env);
+	sse_init(&tr.sse, SSE_MODE_SSE, REMOTE_MAX_EVENT, on_event, &tr);
+	memset(&c, 0, sizeof c);
+	c.url = t->url;
+	c.headers = headers;
+	c.body = body.p;
+	c.body_len = body.len;
+	c.stream_type = "text/event-stream";
+	c.what = "the agent server";
+	c.limits.connect_ms = 10000;
+	c.limits.idle_ms = 0;
+	c.on_body = on_body;
+	c.on_error = on_error;
+	c.on_end = on_end;
+	c.emitted = emitted;
+	c.cancelled = t->cancelled;
+	c.ctx = &tr;
+	c.retry_status_only = 1;
+	st = http_post(&c, NULL, e);
+	if (!st && !tr.final)
+		st = core_fail(e, CORE_EUNAVAILABLE, "%s: no result", t->url);
+	if (tr.final && (st == CORE_OK || st == CORE_EUNAVAILABLE)) {
+		*final = tr.final;
+		st = CORE_OK;
+	} else {
+		json_decref(tr.final);
+	}
+	sse_release(&tr.sse);
+	core_buf_release(&body);
+	return st;
+}
+
+/* ---- an invocation: the turns of agent-run --url ---- */
+
+static json_t *text_input(const char *text)
+{
+	return json_pack("{s:{s:s,s:[{s:s}]}}", "message", "role", "user", "content", "text", text);
+}
+
+/* The init of the turn after out: its snapshot (server-managed), else its
+ * state (client-managed). */
+static json_t *next_init(const json_t *out)
+{
+	const json_t *id = json_object_get(out, "snapshotId"), *state = json_object_get(out, "state");
+	if (json_is_string(id) && *json_string_value(id))
+		return json_pack("{s:O}", "snapshotId", id);
+	if (state)
+		return json_pack("{s:O}", "state", state);
+	return NULL;
+}
+
+enum core_status remote_invoke(const struct remote_invocation *ri, json_t **final,
+                               struct core_err *e)
+{
+	size_t n = ri->inputs ? json_array_size(ri->inputs) : ri->nmsg;
+	json_t *init = ri->init ? json_incref((json_t *)ri->init) : NULL;
+	enum core_status st = CORE_OK;
+	*final = NULL;
+	for (size_t i = 0; i < n && st == CORE_OK; i++) {
+		struct remote_turn t = { ri->url, ri->headers, NULL, init, ri->on_chunk,
+		                         ri->cancelled, ri->ctx };
+		json_t *in = ri->inputs ? json_incref(json_array_get(ri->inputs, i))
+		                        : text_input(ri->messages[i]);
+		const json_t *out;
+		const char *reason;
+		if (in && ri->detach && !ri->inputs)
+			json_object_set_new(in, "detach", json_true());
+		if (!(t.input = in)) {
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+			break;
+		}
+		json_decref(*final);
+		*final = NULL;
+		st = remote_run_turn(&t, final, e);
+		json_decref(in);
+		if (st || !(out = json_object_get(*final, "output")))
+			break;
+		reason = json_string_value(json_object_get(out, "finishReason"));
+		/* A failed, aborted or interrupted turn ends the invocation, as
+		 * a local one does. */
+		if (reason && (!strcmp(reason, "failed") || !strcmp(reason, "aborted") ||
+		               !strcmp(reason, "interrupted") || !strcmp(reason, "detached")))
+			break;
+		json_decref(init);
+		init = next_init(out);
+	}
+	json_decref(init);
+	return st;
+}

@@ -1,0 +1,70 @@
+/*
+ * remote.h - one turn of an agent served with Genkit's wire (agent-serve,
+ * or a Genkit JS, Go or Python app): the client side of serve.h, as
+ * Genkit's remoteAgent transport runs it (docs/serve.md "The wire").
+ *
+ * POST URL {"data": AgentInput, "init": AgentInit} with Accept:
+ * text/event-stream; each event {"message": chunk} goes to on_chunk, the
+ * last is {"result": AgentOutput} or {"error": {status, message}}.  A
+ * non-2xx answer is an error too: its body {"status", "message"} (Genkit
+ * JS express, agent-serve), {"error": ...} or plain text (Genkit Go), its
+ * status by the HTTP code where the body names none.  A turn is never
+ * replayed: a transport failure is final.
+ *
+ * Nothing here prints.  Headers are the caller's ("Name: value"); they
+ * never appear in a message.
+ */
+#ifndef CORE_REMOTE_H
+#define CORE_REMOTE_H
+
+#include <jansson.h>
+
+#include "../base/status.h"
+
+struct remote_turn {
+	const char *url;
+	const char *const *headers;     /* NULL-terminated, or NULL */
+	const json_t *input;            /* AgentInput */
+	const json_t *init;             /* AgentInit, or NULL: {} */
+	/* Each chunk as it arrives; non-OK stops the turn with that status. */
+	enum core_status (*on_chunk)(void *ctx, const json_t *chunk, struct core_err *e);
+	int (*cancelled)(void *ctx);    /* polled; non-zero closes the connection */
+	void *ctx;
+};
+
+/*
+ * Run one turn.  CORE_OK with *final a new {"output": AgentOutput} or
+ * {"error": {"status", "message"}} (the server's answer).  Otherwise no
+ * answer came: CORE_EUNAVAILABLE (cannot connect, the stream ended
+ * without a result: "... ended before its result"), CORE_ECANCELLED,
+ * CORE_EINTERNAL (an event that is not Genkit's), CORE_ENOMEM, or
+ * on_chunk's status.
+ */
+enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
+                                 struct core_err *e);
+
+/* The turns of agent-run --url: each input in order, each turn's init the
+ * last one's snapshotId (server-managed) or state (client-managed). */
+struct remote_invocation {
+	const char *url;
+	const char *const *headers;
+	const char *const *messages;    /* -m texts ... */
+	size_t nmsg;
+	const json_t *inputs;           /* ... or an array of AgentInputs (wins) */
+	const json_t *init;             /* the first turn's AgentInit, or NULL */
+	int detach;                     /* -m turns are sent with "detach": true */
+	enum core_status (*on_chunk)(void *ctx, const json_t *chunk, struct core_err *e);
+	int (*cancelled)(void *ctx);
+	void *ctx;
+};
+
+/*
+ * Run the turns up to the first that does not complete (failed, aborted,
+ * interrupted, detached) or the first error; *final is the last turn's
+ * {"output": ...} or {"error": ...} (new), or NULL with the status of
+ * remote_run_turn() when no answer came.
+ */
+enum core_status remote_invoke(const struct remote_invocation *ri, json_t **final,
+                               struct core_err *e);
+
+#endif
