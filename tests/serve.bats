@@ -350,3 +350,21 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
 	wait_for 5 sh -c '[ -z "$(pgrep -P '"$SPID"')" ]'
 }
+
+@test "serve: a request's traceparent makes the turn's spans children of the caller's" {
+	need_curl
+	LOG="$BATS_TEST_TMPDIR/otlp.ndjson"
+	: >"$LOG"
+	"$TOP/scripts/otlp-receiver" --port-file "$BATS_TEST_TMPDIR/port" --log "$LOG" --idle 20 3>&- &
+	local rpid=$!
+	wait_for 5 test -s "$BATS_TEST_TMPDIR/port"
+	AGENTKIT_TRACE=1 OTEL_EXPORTER_OTLP_PROTOCOL=http/json \
+		OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat "$BATS_TEST_TMPDIR/port")" serve
+	run curl -s -H 'traceparent: 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01' \
+		"$URL/chat" -d "$say_body"
+	[ "$(jq -r .result.finishReason <<<"$output")" = stop ]
+	wait_for 10 grep -q resourceSpans "$LOG"
+	run jq -c '(.body // .) | .resourceSpans[].scopeSpans[].spans[] | select(.parentSpanId == "00f067aa0ba902b7") | .traceId' "$LOG"
+	kill "$rpid"
+	[ "$output" = '"0af7651916cd43dd8448eb211c80319c"' ]
+}

@@ -121,7 +121,8 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
                                  struct core_err *e)
 {
 	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const char *headers[REMOTE_MAX_HEADERS + 3];
+	const char *headers[REMOTE_MAX_HEADERS + 3], *tp;
+	char tph[256];
 	struct http_call c;
 	struct turn tr;
 	json_t *env;
@@ -132,6 +133,10 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	tr.t = t;
 	tr.e = e;
 	headers[n++] = "Accept: text/event-stream";
+	/* The caller's trace context goes on to the server (W3C). */
+	if ((tp = getenv("TRACEPARENT")) && *tp && strlen(tp) < 200 &&
+	    snprintf(tph, sizeof tph, "traceparent: %s", tp) > 0)
+		headers[n++] = tph;
 	for (const char *const *h = t->headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
 		headers[n++] = *h;
 	headers[n] = NULL;

@@ -163,6 +163,26 @@ static enum core_status write_state(struct serve_turn *t, const json_t *state,
 	return st;
 }
 
+/* The request's W3C trace context as agent-run's TRACEPARENT and
+ * TRACESTATE (which it validates): the turn's spans become children of
+ * the caller's.  Only visible ASCII is passed on. */
+static void trace_env(struct serve_req *r, char *env[3])
+{
+	static const char *const names[] = { "traceparent", "tracestate" };
+	static const char *const vars[] = { "TRACEPARENT", "TRACESTATE" };
+	size_t k = 0;
+	for (size_t i = 0; i < 2; i++) {
+		const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, names[i]);
+		int ok = v && *v && strlen(v) <= 512;
+		for (const char *p = v; ok && *p; p++)
+			ok = *p > ' ' && *p < 0x7f;
+		if (ok && asprintf(&env[k], "%s=%s", vars[i], v) > 0)
+			k++;
+		else if (ok)
+			env[k] = NULL;
+	}
+}
+
 static enum core_status turn_start(struct serve_turn *t, const json_t *data, const json_t *init,
                                    struct core_err *e)
 {
@@ -171,6 +191,7 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	struct core_buf in = CORE_BUF_INIT(CORE_BUF_UNLIMITED), ib = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *rest = NULL;
 	struct argv a;
+	char *env[3] = { NULL, NULL, NULL };
 	enum core_status st;
 	argv_init(&a, s, "agent-run");
 	argv_add(&a, t->r->agent);
@@ -202,11 +223,15 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	}
 	if ((st = jv_dump(data, &in)) != CORE_OK)
 		goto out;
-	if ((st = coproc_start_argv(a.v, NULL, "agent-run", NULL, NULL, &t->cp, e)) != CORE_OK)
+	trace_env(t->r, env);
+	if ((st = coproc_start_argv(a.v, NULL, "agent-run", (const char *const *)env, NULL, &t->cp,
+	                            e)) != CORE_OK)
 		goto out;
 	st = coproc_write_line(t->cp, in.p, in.len, 10000, &cancel, e);
 	spawn_close_fd(&t->cp->in_fd);
 out:
+	free(env[0]);
+	free(env[1]);
 	json_decref(rest);
 	core_buf_release(&in);
 	core_buf_release(&ib);
