@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../libcore/agent/remote.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
@@ -17,6 +18,8 @@ enum {
 	OPT_TIMEOUT = 't',
 	OPT_METADATA = 'm',
 	OPT_HB_TIMEOUT = CLI_LONG + 1,
+	OPT_URL,
+	OPT_HEADER,
 };
 
 static const struct cli_opt opts[] = {
@@ -32,6 +35,10 @@ static const struct cli_opt opts[] = {
 	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
 	  "with --wait: a row whose heartbeat is older reads \"expired\" "
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
+	{ OPT_URL, "url", "URL",
+	  "abort through the abort route of the agent a server serves at URL (agent-serve, "
+	  "a Genkit app; docs/serve.md); the lines are {\"snapshotId\", \"status\"}" },
+	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
 	{ 0 }
 };
 
@@ -124,7 +131,54 @@ struct opts {
 	const char *store;
 	int wait;
 	int64_t timeout_ms, hb_timeout_ms;
+	const char *url;
+	const char **headers;
+	size_t nheaders;
 };
+
+/* --url: POST URL/abort {"snapshotId"} for each, then (--wait) the
+ * companions' wait (remote.h). */
+static enum core_status abort_remote(const struct opts *o, int argc, char **argv)
+{
+	char url[4096];
+	enum core_status st = CORE_OK, worst = CORE_OK;
+	int64_t deadline = o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms : -1;
+	snprintf(url, sizeof url, "%s/abort", o->url);
+	for (int i = 0; i < argc && !st; i++) {
+		struct core_err e = { 0 };
+		json_t *data = json_pack("{s:s}", "snapshotId", argv[i]), *res = NULL, *row = NULL;
+		enum core_status one = data ? remote_call(url, o->headers, data, NULL, NULL, &res,
+		                                          NULL, &e)
+		                            : core_fail(&e, CORE_ENOMEM, "out of memory");
+		if (!one && o->wait) {
+			struct remote_wait_req w = { o->url, o->headers, argv[i], 1, deadline, NULL,
+			                             NULL, NULL };
+			if (!(one = remote_wait(&w, &row, &e)))
+				json_object_set(res, "status", json_object_get(row, "status"));
+		}
+		if (!one) {
+			json_t *line = json_pack("{s:s,s:O}", "snapshotId", argv[i], "status",
+			                         json_object_get(res, "status"));
+			st = line ? cli_write_json(line, &e) : core_fail(&e, CORE_ENOMEM, "out of memory");
+			json_decref(line);
+			if (st)
+				cli_report(&e);
+		} else if (one == CORE_ENOTFOUND || one == CORE_ETIMEOUT) {
+			if (one == CORE_ENOTFOUND)
+				cli_warn("snapshot '%s' not found", argv[i]);
+			else
+				cli_report(&e);
+			if (core_exit_code(one) > core_exit_code(worst))
+				worst = one;
+		} else {
+			st = cli_report(&e);
+		}
+		json_decref(data);
+		json_decref(res);
+		json_decref(row);
+	}
+	return st ? st : worst;
+}
 
 static enum core_status run(const struct opts *o, int argc, char **argv)
 {
@@ -141,6 +195,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
+	if (o->url)
+		return abort_remote(o, argc, argv);
 	if ((st = store_open_default(o->store, STORE_OPEN_EXISTING, &s, &e)) != CORE_OK) {
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
 	}
@@ -216,7 +272,7 @@ out:
 
 int main(int argc, char **argv)
 {
-	struct opts o = { NULL, 0, -1, 0 };
+	struct opts o = { NULL, 0, -1, 0, NULL, NULL, 0 };
 	struct core_err e = { 0 };
 	const char *arg, *hb = NULL;
 	int c;
@@ -234,6 +290,13 @@ int main(int argc, char **argv)
 			break;
 		case OPT_HB_TIMEOUT: hb = arg; break;
 		case OPT_METADATA: break;       /* its lines hold no state (above) */
+		case OPT_URL: o.url = arg; break;
+		case OPT_HEADER:
+			if (!strchr(arg, ':'))
+				return cli_finish(cli_usage("--header must be 'NAME: VALUE'"));
+			if (cli_push_arg(&o.headers, &o.nheaders, arg) != CORE_OK)
+				return cli_finish(CORE_ENOMEM);
+			break;
 		}
 	}
 	if (o.timeout_ms >= 0 && !o.wait)

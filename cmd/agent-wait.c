@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../libcore/agent/remote.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
@@ -19,6 +20,9 @@ enum {
 	OPT_TIMEOUT = 't',
 	OPT_HB_TIMEOUT = CLI_LONG + 1,
 	OPT_POLL,
+	OPT_URL,
+	OPT_HEADER,
+	OPT_VERBOSE,
 };
 
 static const struct cli_opt opts[] = {
@@ -33,6 +37,13 @@ static const struct cli_opt opts[] = {
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
 	{ OPT_POLL, "poll", "DURATION",
 	  "re-read at least this often even without a wake-up (default 2s)" },
+	{ OPT_URL, "url", "URL",
+	  "wait through the companion routes of the agent a server serves at URL "
+	  "(agent-serve, a Genkit app; docs/serve.md), not in a store" },
+	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
+	{ OPT_VERBOSE, "verbose", NULL,
+	  "with --url: say so on stderr when the server has no waitForSnapshot and "
+	  "getSnapshot is polled instead" },
 	{ 0 }
 };
 
@@ -134,7 +145,93 @@ struct opts {
 	const char *store, *session;
 	unsigned flags;
 	int64_t timeout_ms, hb_timeout_ms, poll_ms;
+	const char *url;
+	const char **headers;
+	size_t nheaders;
+	int verbose;
 };
+
+/* ---- --url: the server's companions (remote.h) ---- */
+
+static volatile sig_atomic_t stopped;
+
+static void on_stop(int sig)
+{
+	stopped = sig;
+}
+
+static int remote_cancelled(void *ctx)
+{
+	return stopped != 0;
+}
+
+static void on_fallback(void *ctx)
+{
+	const struct opts *o = ctx;
+	if (o->verbose)
+		cli_warn("%s has no waitForSnapshot route: polling getSnapshot (every 0.5s "
+		         "to 5s)", o->url);
+}
+
+/* The session's latest row's ID, through getSnapshot. */
+static enum core_status remote_latest(const struct opts *o, json_t **row, struct core_err *e)
+{
+	char url[4096];
+	json_t *data = json_pack("{s:s,s:b}", "sessionId", o->session, "metadataOnly", 1);
+	enum core_status st;
+	snprintf(url, sizeof url, "%s/getSnapshot", o->url);
+	st = data ? remote_call(url, o->headers, data, remote_cancelled, NULL, row, NULL, e)
+	          : core_fail(e, CORE_ENOMEM, "out of memory");
+	json_decref(data);
+	return st;
+}
+
+static enum core_status run_remote(const struct opts *o, int argc, char **argv)
+{
+	struct core_err e = { 0 };
+	json_t *latest = NULL;
+	enum core_status st = CORE_OK, worst = CORE_OK;
+	int64_t deadline = o->timeout_ms >= 0 ? core_now_mono_ms() + o->timeout_ms : -1;
+	signal(SIGINT, on_stop);
+	signal(SIGTERM, on_stop);
+	if (o->session) {
+		if ((st = remote_latest(o, &latest, &e)) != CORE_OK)
+			return cli_report(&e);
+		argc = 1;
+	}
+	for (int i = 0; i < argc; i++) {
+		struct remote_wait_req w = { o->url, o->headers, latest ? json_string_value(
+		                             json_object_get(latest, "snapshotId")) : argv[i],
+		                             !!(o->flags & STORE_METADATA_ONLY), deadline,
+		                             remote_cancelled, on_fallback, (void *)o };
+		json_t *row = NULL;
+		struct core_err pe = { 0 };
+		enum core_status one;
+		if (!w.id) {
+			st = cli_report(&(struct core_err){ CORE_EINTERNAL, 0, "the server's row has "
+			                "no snapshotId" });
+			break;
+		}
+		if ((one = remote_wait(&w, &row, &e)) == CORE_OK) {
+			one = store_outcome(row);
+			st = cli_write_json(row, &pe);
+			json_decref(row);
+			if (st) {
+				cli_report(&pe);
+				break;
+			}
+		} else if (one == CORE_ENOTFOUND || one == CORE_ETIMEOUT) {
+			cli_report(&e);
+		} else {
+			st = cli_report(&e);
+			break;
+		}
+		if (core_exit_code(one) > core_exit_code(worst))
+			worst = one;
+	}
+	json_decref(latest);
+	return st ? st : worst;
+}
 
 static enum core_status run(const struct opts *o, int argc, char **argv)
 {
@@ -150,6 +247,8 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 		return cli_usage("give IDs or --session, not both");
 	if (!o->session && !argc)
 		return cli_usage("expected snapshot IDs or --session SID");
+	if (o->url)
+		return run_remote(o, argc, argv);
 	for (i = 0; i < n; i++)
 		if (store_check_id(argv[i], "snapshot ID", &e) != CORE_OK)
 			return cli_usage("%s", e.msg);
@@ -227,7 +326,7 @@ out_quiet:
 
 int main(int argc, char **argv)
 {
-	struct opts o = { NULL, NULL, 0, -1, 0, 2000 };
+	struct opts o = { NULL, NULL, 0, -1, 0, 2000, NULL, NULL, 0, 0 };
 	struct core_err e = { 0 };
 	const char *arg, *hb = NULL;
 	int c;
@@ -249,6 +348,14 @@ int main(int argc, char **argv)
 				return cli_finish(cli_usage("--poll: invalid duration '%s'", arg));
 			break;
 		case OPT_HB_TIMEOUT: hb = arg; break;
+		case OPT_URL: o.url = arg; break;
+		case OPT_VERBOSE: o.verbose = 1; break;
+		case OPT_HEADER:
+			if (!strchr(arg, ':'))
+				return cli_finish(cli_usage("--header must be 'NAME: VALUE'"));
+			if (cli_push_arg(&o.headers, &o.nheaders, arg) != CORE_OK)
+				return cli_finish(CORE_ENOMEM);
+			break;
 		}
 	}
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)

@@ -368,3 +368,39 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	kill "$rpid"
 	[ "$output" = '"0af7651916cd43dd8448eb211c80319c"' ]
 }
+
+@test "serve: agent-wait --url and agent-abort --url go through the companion routes" {
+	need_curl
+	serve --max-snapshot-wait 300ms
+	row=$(agent-run --url "$URL/chat" --detach -m slow | jq -r .output.snapshotId)
+	run --separate-stderr agent-wait --url "$URL/chat" --metadata-only --timeout 1s "$row"
+	[ "$status" -eq 124 ]
+	[ "$stderr" = "agent-wait: snapshot '$row' is still pending" ]
+	run agent-abort --url "$URL/chat" --wait "$row"
+	[ "$status" -eq 0 ]
+	[ "$output" = "{\"snapshotId\":\"$row\",\"status\":\"aborted\"}" ]
+	run agent-wait --url "$URL/chat" --metadata-only "$row"
+	[ "$status" -eq 2 ]
+	[ "$(jq -c '[.snapshotId == "'"$row"'", .status, has("state")]' <<<"$output")" = '[true,"aborted",false]' ]
+	run --separate-stderr agent-abort --url "$URL/chat" nope
+	[ "$status" -eq 4 ]
+	[ "$stderr" = "agent-abort: snapshot 'nope' not found" ]
+	run --separate-stderr agent-wait --url "$URL/chat" nope
+	[ "$status" -eq 4 ]
+	[ "$stderr" = 'agent-wait: waitForSnapshot: snapshot "nope" not found' ]
+	sid=$(agent-run --url "$URL/chat" -m hi --format json | jq -r .sessionId)
+	run agent-wait --url "$URL/chat" --session "$sid" -m
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .sessionId <<<"$output")" = "$sid" ]
+}
+
+@test "serve: agent-wait --url polls getSnapshot where a server has no waitForSnapshot" {
+	python3 "$FIXTURES/serve/no-wait-server.py" port &
+	local ppid=$!
+	wait_for 5 test -s port
+	run --separate-stderr agent-wait --verbose --url "http://127.0.0.1:$(cat port)/agent" slow-row
+	kill "$ppid"
+	[ "$status" -eq 0 ]
+	[ "$output" = '{"snapshotId":"slow-row","status":"completed"}' ]
+	[ "$stderr" = "agent-wait: http://127.0.0.1:$(cat port)/agent has no waitForSnapshot route: polling getSnapshot (every 0.5s to 5s)" ]
+}

@@ -2,12 +2,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "remote.h"
 #include "../base/buf.h"
 #include "../base/http.h"
 #include "../base/json.h"
 #include "../base/sse.h"
+#include "../base/util.h"
 
 #define REMOTE_MAX_EVENT ((size_t)64 << 20)
 #define REMOTE_MAX_HEADERS 64
@@ -234,5 +236,169 @@ enum core_status remote_invoke(const struct remote_invocation *ri, json_t **fina
 		init = next_init(out);
 	}
 	json_decref(init);
+	return st;
+}
+
+/* ---- the companions: one plain request each ---- */
+
+struct call {
+	const char *url;
+	struct core_buf body;
+	int route_missing;
+};
+
+static enum core_status call_body(void *ctx, const char *p, size_t n, struct core_err *e)
+{
+	struct call *c = ctx;
+	return core_buf_add(&c->body, p, n) ? core_fail(e, CORE_ETOOBIG, "%s: the answer is too "
+	                                                "large", c->url) : CORE_OK;
+}
+
+/* The server's error as e: its JSON {"status", "message"} (or {"error":
+ * ...}), else the HTTP code's status; a 404 without one is a route the
+ * server does not have. */
+static enum core_status call_error(void *ctx, struct http_error *err, struct core_err *e)
+{
+	struct call *c = ctx;
+	struct core_err pe = { 0 };
+	json_t *body = err->body_len ? jv_parse(err->body, err->body_len, "the error", 0, &pe) : NULL;
+	json_t *obj = json_is_object(json_object_get(body, "error")) ? json_object_get(body, "error")
+	                                                             : body;
+	const char *status = json_string_value(json_object_get(obj, "status"));
+	const char *msg = json_string_value(json_object_get(obj, "message"));
+	enum core_status st;
+	err->retryable = 0;
+	if (!err->status) {
+		json_decref(body);
+		return core_fail(e, CORE_EUNAVAILABLE, "%s: no answer", c->url);
+	}
+	if (!status || !*status || status[strspn(status, "ABCDEFGHIJKLMNOPQRSTUVWXYZ_")])
+		status = code_status(err->status);
+	c->route_missing = err->status == 404 && !msg;
+	st = core_status_from_name(status);
+	if (msg)
+		core_fail(e, st, "%s", msg);
+	else
+		core_fail(e, st, "%s: HTTP %ld", c->url, err->status);
+	json_decref(body);
+	return st;
+}
+
+enum core_status remote_call(const char *url, const char *const *headers, const json_t *data,
+                             int (*cancelled)(void *ctx), void *ctx, json_t **result,
+                             int *route_missing, struct core_err *e)
+{
+	struct core_buf req = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct call c = { url, CORE_BUF_INIT((size_t)64 << 20), 0 };
+	const char *hv[REMOTE_MAX_HEADERS + 2];
+	struct http_call hc;
+	json_t *env = json_pack("{s:O}", "data", data), *v = NULL;
+	size_t n = 0;
+	enum core_status st;
+	*result = NULL;
+	hv[n++] = "Accept: application/json";
+	for (const char *const *h = headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
+		hv[n++] = *h;
+	hv[n] = NULL;
+	if (!env || jv_dump(env, &req) != CORE_OK) {
+		json_decref(env);
+		core_buf_release(&req);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	json_decref(env);
+	memset(&hc, 0, sizeof hc);
+	hc.url = url;
+	hc.headers = hv;
+	hc.body = req.p;
+	hc.body_len = req.len;
+	hc.what = "the agent server";
+	hc.limits.connect_ms = 10000;
+	hc.on_body = call_body;
+	hc.on_error = call_error;
+	hc.emitted = emitted;
+	hc.cancelled = cancelled;
+	hc.ctx = &c;
+	hc.retry_status_only = 1;
+	st = http_post(&hc, NULL, e);
+	if (!st && !(v = jv_parse(c.body.p ? c.body.p : "", c.body.len, url, 0, e)))
+		st = core_fail(e, CORE_EINTERNAL, "%s: the answer is not JSON", url);
+	if (!st) {
+		const char *m = json_string_value(json_object_get(json_object_get(v, "error"),
+		                                                  "message"));
+		if (json_object_get(v, "error"))
+			st = core_fail(e, CORE_EINTERNAL, "%s: %s", url, m ? m : "the server failed");
+		else
+			*result = json_incref(json_object_get(v, "result"));
+	}
+	if (route_missing)
+		*route_missing = c.route_missing;
+	json_decref(v);
+	core_buf_release(&req);
+	core_buf_release(&c.body);
+	return st;
+}
+
+static int row_terminal(const json_t *row)
+{
+	const char *s = json_string_value(json_object_get(row, "status"));
+	return !s || !*s || !strcmp(s, "completed") || !strcmp(s, "failed") ||
+	       !strcmp(s, "aborted") || !strcmp(s, "expired");
+}
+
+/* Sleep ms, waking early for a cancel. */
+static int nap(int64_t ms, int (*cancelled)(void *ctx), void *ctx)
+{
+	for (; ms > 0; ms -= 20) {
+		if (cancelled && cancelled(ctx))
+			return 1;
+		usleep(20 * 1000);
+	}
+	return cancelled && cancelled(ctx);
+}
+
+enum core_status remote_wait(const struct remote_wait_req *w, json_t **row, struct core_err *e)
+{
+	char url[4096];
+	json_t *data = json_pack("{s:s,s:b}", "snapshotId", w->id, "metadataOnly", w->metadata_only);
+	int64_t backoff = 500;
+	int polling = 0;
+	enum core_status st = CORE_OK;
+	*row = NULL;
+	if (!data)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	for (;;) {
+		int missing = 0;
+		snprintf(url, sizeof url, "%s/%s", w->url, polling ? "getSnapshot" : "waitForSnapshot");
+		json_decref(*row);
+		*row = NULL;
+		st = remote_call(url, w->headers, data, w->cancelled, w->ctx, row, &missing, e);
+		if (st == CORE_ENOTFOUND && missing && !polling) {
+			/* Genkit JS serves no waitForSnapshot: poll getSnapshot. */
+			polling = 1;
+			if (w->on_fallback)
+				w->on_fallback(w->ctx);
+			continue;
+		}
+		if (st || row_terminal(*row))
+			break;
+		if (w->deadline_ms >= 0 && core_now_mono_ms() >= w->deadline_ms) {
+			st = core_fail(e, CORE_ETIMEOUT, "snapshot '%s' is still %s", w->id,
+			               json_string_value(json_object_get(*row, "status")));
+			break;
+		}
+		/* Past the server's cap the row came as it stands: ask again, at
+		 * most once a second (as Genkit's handle); polling backs off to 5s. */
+		if (nap(polling ? backoff : 1000, w->cancelled, w->ctx)) {
+			st = core_fail(e, CORE_ECANCELLED, "the wait was cancelled");
+			break;
+		}
+		if (polling && (backoff *= 2) > 5000)
+			backoff = 5000;
+	}
+	if (st) {
+		json_decref(*row);
+		*row = NULL;
+	}
+	json_decref(data);
 	return st;
 }

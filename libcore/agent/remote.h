@@ -67,4 +67,35 @@ struct remote_invocation {
 enum core_status remote_invoke(const struct remote_invocation *ri, json_t **final,
                                struct core_err *e);
 
+/*
+ * POST url {"data": data} and take {"result": ...}: *result new.  The
+ * server's error is e with its status (CORE_ENOTFOUND for NOT_FOUND, ...)
+ * and message; *route_missing (may be NULL) is set for a 404 that names no
+ * status (the server has no such route).  CORE_EUNAVAILABLE: no answer.
+ */
+enum core_status remote_call(const char *url, const char *const *headers, const json_t *data,
+                             int (*cancelled)(void *ctx), void *ctx, json_t **result,
+                             int *route_missing, struct core_err *e);
+
+/* A wait on a row through a server's companions. */
+struct remote_wait_req {
+	const char *url;                /* the agent's turn route */
+	const char *const *headers;
+	const char *id;
+	int metadata_only;
+	int64_t deadline_ms;            /* monotonic; < 0: none */
+	int (*cancelled)(void *ctx);
+	void (*on_fallback)(void *ctx); /* told once when polling begins; may be NULL */
+	void *ctx;
+};
+
+/*
+ * Until the row reads terminal (completed, failed, aborted, expired):
+ * waitForSnapshot again and again (at most once a second past the
+ * server's cap), or, where the server has no such route (Genkit JS),
+ * getSnapshot polled with a backoff from 500 ms to 5 s.  *row new.
+ * CORE_ETIMEOUT past the deadline, CORE_ECANCELLED, or remote_call()'s.
+ */
+enum core_status remote_wait(const struct remote_wait_req *w, json_t **row, struct core_err *e);
+
 #endif

@@ -227,7 +227,10 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	if ((st = coproc_start_argv(a.v, NULL, "agent-run", (const char *const *)env, NULL, &t->cp,
 	                            e)) != CORE_OK)
 		goto out;
-	st = coproc_write_line(t->cp, in.p, in.len, 10000, &cancel, e);
+	/* An agent-run that exits before it reads (a prompt file that does
+	 * not load) has written its final {"error"} line: that is the answer. */
+	if ((st = coproc_write_line(t->cp, in.p, in.len, 10000, &cancel, e)) == CORE_EINTERNAL)
+		st = CORE_OK;
 	spawn_close_fd(&t->cp->in_fd);
 out:
 	free(env[0]);
