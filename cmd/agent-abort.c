@@ -157,7 +157,7 @@ static enum core_status abort_remote(const struct opts *o, int argc, char **argv
 				json_object_set(res, "status", json_object_get(row, "status"));
 		}
 		if (!one) {
-			json_t *line = json_pack("{s:s,s:O}", "snapshotId", argv[i], "status",
+			json_t *line = json_pack("{s:s,s:O?}", "snapshotId", argv[i], "status",
 			                         json_object_get(res, "status"));
 			st = line ? cli_write_json(line, &e) : core_fail(&e, CORE_ENOMEM, "out of memory");
 			json_decref(line);

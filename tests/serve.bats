@@ -404,3 +404,34 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$output" = '{"snapshotId":"slow-row","status":"completed"}' ]
 	[ "$stderr" = "agent-wait: http://127.0.0.1:$(cat port)/agent has no waitForSnapshot route: polling getSnapshot (every 0.5s to 5s)" ]
 }
+
+@test "serve: agent-run, agent-wait and agent-abort --url against Genkit JS 1.42's express server" {
+	need_client
+	[ -f "$MODS/@genkit-ai/express/package.json" ] ||
+		skip "@genkit-ai/express is not installed (run scripts/genkit-client)"
+	node "$FIXTURES/serve/genkit-server.cjs" "$MODS" port 2>genkit.log &
+	local gpid=$!
+	wait_for 20 test -s port
+	local U="http://127.0.0.1:$(cat port)/echo"
+	run agent-run --url "$U" -m hello -m again
+	[ "$status" -eq 0 ]
+	[ "${lines[0]}" = '{"modelChunk":{"role":"model","index":0,"content":[{"text":"echo: "}]}}' ]
+	[ "$(jq -c '[.output.message.content[0].text, .output.finishReason]' <<<"${lines[6]}")" = '["echo: again","stop"]' ]
+	id=$(jq -r .output.snapshotId <<<"${lines[6]}")
+	# no waitForSnapshot in Genkit JS: getSnapshot is polled
+	run --separate-stderr agent-wait --verbose --url "$U" "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.status, (.state.messages | length)]' <<<"$output")" = '["completed",4]' ]
+	[ "$stderr" = "agent-wait: $U has no waitForSnapshot route: polling getSnapshot (every 0.5s to 5s)" ]
+	run agent-abort --url "$U" "$id"
+	[ "$output" = "{\"snapshotId\":\"$id\",\"status\":\"completed\"}" ]
+	# its errors: a schema failure in the stream (express's "error:" frame), a 404 page
+	run --separate-stderr agent-run --url "$U" <<<'{"message":"bad"}'
+	[ "$status" -eq 101 ]
+	[ "$(jq -r .error.status <<<"$output")" = INVALID_ARGUMENT ]
+	[[ $stderr == "agent-run: Schema validation failed. Parse Errors:"* ]]
+	run --separate-stderr agent-run --url "${U%/echo}/nope" -m hi
+	[ "$status" -eq 4 ]
+	[ "$output" = "{\"error\":{\"status\":\"NOT_FOUND\",\"message\":\"${U%/echo}/nope: HTTP 404: <!DOCTYPE html>\"}}" ]
+	kill "$gpid"
+}

@@ -8,7 +8,6 @@
 #include "../base/buf.h"
 #include "../base/http.h"
 #include "../base/json.h"
-#include "../base/sse.h"
 #include "../base/util.h"
 
 #define REMOTE_MAX_EVENT ((size_t)64 << 20)
@@ -16,19 +15,17 @@
 
 struct turn {
 	const struct remote_turn *t;
-	struct sse_parser sse;
+	struct core_buf pending;        /* bytes of the frame not yet ended */
 	json_t *final;
 	struct core_err *e;
 	int emitted;
 };
 
-static enum core_status on_event(void *ctx, const char *type, const char *data, size_t n)
+static enum core_status on_event(struct turn *tr, const char *data, size_t n)
 {
-	struct turn *tr = ctx;
 	struct core_err pe = { 0 };
 	json_t *v, *m;
 	enum core_status st = CORE_OK;
-	(void)type;
 	if (tr->final)          /* nothing counts after the result */
 		return CORE_OK;
 	if (!(v = jv_parse(data, n, "the server's event", 1, &pe)) || !json_is_object(v)) {
@@ -50,11 +47,53 @@ static enum core_status on_event(void *ctx, const char *type, const char *data, 
 	return st;
 }
 
+/*
+ * The stream framed as Genkit's own client reads it (streamFlow): frames
+ * end with a blank line, each is "data: JSON", or "error: JSON" as
+ * Genkit JS express writes a failure (not an SSE field: a generic SSE
+ * parser would drop it).
+ */
+static enum core_status frames(struct turn *tr, int at_end, struct core_err *e)
+{
+	struct core_buf *b = &tr->pending;
+	size_t start = 0;
+	enum core_status st = CORE_OK;
+	for (;;) {
+		char *end = b->len > start ? memmem(b->p + start, b->len - start, "\n\n", 2) : NULL;
+		size_t n = end ? (size_t)(end - (b->p + start)) : at_end ? b->len - start : 0;
+		const char *f = b->p + start;
+		if (!n && !end)
+			break;
+		while (n && (*f == '\n' || *f == '\r')) {
+			f++;
+			n--;
+		}
+		if (n > 5 && !strncmp(f, "data:", 5))
+			st = on_event(tr, f + 5, n - 5);
+		else if (n > 6 && !strncmp(f, "error:", 6))
+			st = on_event(tr, f + 6, n - 6);
+		else if (n && *f == '{')        /* a server that answered without streaming */
+			st = on_event(tr, f, n);
+		else if (n)
+			st = core_fail(e, CORE_EINTERNAL, "%s: a frame that is not Genkit's: %.60s",
+			               tr->t->url, f);
+		start = end ? (size_t)(end - b->p) + 2 : b->len;
+		if (st || !end)
+			break;
+	}
+	memmove(b->p, b->p + start, b->len - start);
+	b->len -= start;
+	return st;
+}
+
 static enum core_status on_body(void *ctx, const char *p, size_t n, struct core_err *e)
 {
 	struct turn *tr = ctx;
 	tr->e = e;
-	return sse_feed(&tr->sse, p, n, e);
+	if (core_buf_add(&tr->pending, p, n))
+		return core_fail(e, CORE_ETOOBIG, "%s: an event over %zu bytes", tr->t->url,
+		                 REMOTE_MAX_EVENT);
+	return frames(tr, 0, e);
 }
 
 static enum core_status on_end(void *ctx, struct core_err *e)
@@ -62,7 +101,7 @@ static enum core_status on_end(void *ctx, struct core_err *e)
 	struct turn *tr = ctx;
 	enum core_status st;
 	tr->e = e;
-	if ((st = sse_finish(&tr->sse, e)) != CORE_OK)
+	if ((st = frames(tr, 1, e)) != CORE_OK)
 		return st;
 	return tr->final ? CORE_OK : core_fail(e, CORE_EUNAVAILABLE, "%s: the stream ended "
 	                                       "before its result", tr->t->url);
@@ -123,7 +162,7 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
                                  struct core_err *e)
 {
 	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const char *headers[REMOTE_MAX_HEADERS + 3], *tp;
+	const char *headers[REMOTE_MAX_HEADERS + 4], *tp;
 	char tph[256];
 	struct http_call c;
 	struct turn tr;
@@ -135,6 +174,7 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	tr.t = t;
 	tr.e = e;
 	headers[n++] = "Accept: text/event-stream";
+	headers[n++] = "Content-Type: application/json";
 	/* The caller's trace context goes on to the server (W3C). */
 	if ((tp = getenv("TRACEPARENT")) && *tp && strlen(tp) < 200 &&
 	    snprintf(tph, sizeof tph, "traceparent: %s", tp) > 0)
@@ -150,13 +190,15 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	json_decref(env);
-	sse_init(&tr.sse, SSE_MODE_SSE, REMOTE_MAX_EVENT, on_event, &tr);
+	core_buf_init(&tr.pending, REMOTE_MAX_EVENT);
 	memset(&c, 0, sizeof c);
 	c.url = t->url;
 	c.headers = headers;
 	c.body = body.p;
 	c.body_len = body.len;
-	c.stream_type = "text/event-stream";
+	/* Genkit JS express streams as text/plain, and its client checks no
+	 * type: neither does this. */
+	c.stream_type = NULL;
 	c.what = "the agent server";
 	c.limits.connect_ms = 10000;
 	c.limits.idle_ms = 0;
@@ -176,7 +218,7 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	} else {
 		json_decref(tr.final);
 	}
-	sse_release(&tr.sse);
+	core_buf_release(&tr.pending);
 	core_buf_release(&body);
 	return st;
 }
@@ -290,13 +332,14 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
 {
 	struct core_buf req = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct call c = { url, CORE_BUF_INIT((size_t)64 << 20), 0 };
-	const char *hv[REMOTE_MAX_HEADERS + 2];
+	const char *hv[REMOTE_MAX_HEADERS + 3];
 	struct http_call hc;
 	json_t *env = json_pack("{s:O}", "data", data), *v = NULL;
 	size_t n = 0;
 	enum core_status st;
 	*result = NULL;
 	hv[n++] = "Accept: application/json";
+	hv[n++] = "Content-Type: application/json";
 	for (const char *const *h = headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
 		hv[n++] = *h;
 	hv[n] = NULL;
