@@ -521,7 +521,8 @@ static enum core_status load_agent(struct run *r)
 		st = agent_ext_load(inv->agent, &r->opts.xspec, &inv->ext, &e);
 	if (st)
 		return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&inv->out, &e);
-	if (!inv->agent->model || r->opts.describe)
+	/* A remote agent's model (url:) is its server's. */
+	if (!inv->agent->model || inv->agent->url || r->opts.describe)
 		return CORE_OK;
 	if ((st = model_check(inv->agent->model, &e))) {
 		init_failed(&inv->out, &e);
@@ -903,15 +904,15 @@ static enum core_status remote_final(struct run *r, const json_t *final)
 	return reason && !strcmp(reason, "detached") ? CORE_OK : core_outcome_exit(st, reason);
 }
 
-static enum core_status run_remote(struct run *r)
+static enum core_status run_remote(struct run *r, const char *url)
 {
-	struct remote_invocation ri = { r->opts.url, r->opts.headers, r->opts.messages,
+	struct remote_invocation ri = { url, r->opts.headers, r->opts.messages,
 	                                r->opts.nmsg, NULL, r->inv.init, r->opts.detach,
 	                                remote_chunk, remote_cancelled, r };
 	struct core_err e = { 0 };
 	json_t *inputs = NULL, *final = NULL;
 	enum core_status st;
-	if (r->opts.spec.name)
+	if (r->opts.url && r->opts.spec.name)
 		return cli_usage("--url names the agent: drop the operand '%s'", r->opts.spec.name);
 	if (!r->opts.nmsg && (st = remote_inputs(r, &inputs)))
 		goto out;
@@ -1027,11 +1028,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (r.opts.url) {
-		st = run_remote(&r);
+		st = run_remote(&r, r.opts.url);
 		goto out;
 	}
 	if ((st = load_agent(&r)))
 		goto out;
+	if (r.inv.agent->url && !r.opts.describe) {
+		/* url: in the prompt file: a remote agent, resolved by name */
+		st = run_remote(&r, r.inv.agent->url);
+		goto out;
+	}
 	if (r.opts.describe) {
 		if (!(st = start_mcp(&r)))
 			st = describe_agent(&r);

@@ -435,3 +435,22 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$output" = "{\"error\":{\"status\":\"NOT_FOUND\",\"message\":\"${U%/echo}/nope: HTTP 404: <!DOCTYPE html>\"}}" ]
 	kill "$gpid"
 }
+
+@test "serve: a prompt file with url: is a remote agent, run by name" {
+	need_curl
+	serve
+	mkdir -p mine
+	printf -- '---\ndescription: the chat agent, on its server\nurl: %s/chat\n---\n' "$URL" >mine/far.prompt
+	run --separate-stderr agent-run far --agents mine -m 'from afar' --format json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .message.content[0].text <<<"$output")" = "you said: from afar" ]
+	grep -q '^agent-serve: POST /chat 200 ' serve.log
+	printf -- '---\nurl: ftp://x\n---\n' >mine/bad.prompt
+	run --separate-stderr agent-run bad --agents mine -m hi
+	[ "$status" -eq 101 ]
+	[ "$stderr" = "agent-run: mine/bad.prompt: url must be an http:// or https:// URL" ]
+	printf -- '---\nurl: http://x\nmodel: echo\n---\n' >mine/both.prompt
+	run --separate-stderr agent-run both --agents mine -m hi
+	[ "$status" -eq 101 ]
+	[[ $stderr == *"both.prompt: url and model exclude each other: a remote agent's model is its server's" ]]
+}

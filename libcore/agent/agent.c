@@ -249,6 +249,18 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 	if ((v = json_object_get(meta, "description")) && jv_is_string(v)
 	    && set_str(&a->description, json_string_value(v), e))
 		return CORE_ENOMEM;
+	if ((v = json_object_get(meta, "url"))) {
+		/* A remote agent: its turns run where it is served. */
+		const char *u = jv_is_string(v) ? json_string_value(v) : "";
+		if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
+			return core_fail(e, CORE_EINVAL, "%s: url must be an http:// or https:// URL",
+			                 a->path);
+		if (a->model)
+			return core_fail(e, CORE_EINVAL, "%s: url and model exclude each other: a "
+			                 "remote agent's model is its server's", a->path);
+		if (set_str(&a->url, u, e))
+			return CORE_ENOMEM;
+	}
 	if ((v = json_object_get(meta, "config")) && json_is_object(v))
 		a->config = json_deep_copy(v);
 	if ((v = json_object_get(meta, "maxTurns"))) {
@@ -394,7 +406,7 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 	if ((st = apply_spec(a, spec, e)))
 		goto fail;
 	/* A custom agent (--exec, or exec: in the front matter) needs no model. */
-	if (!a->model && !spec->model_optional
+	if (!a->model && !a->url && !spec->model_optional
 	    && !(a->prompt && json_object_get(prompt_meta(a->prompt), "exec"))) {
 		st = a->path
 		   ? core_fail(e, CORE_EINVAL, "%s: no model (set 'model' in the front matter, use "
@@ -422,6 +434,7 @@ void agent_free(struct agent *a)
 	free(a->path);
 	free(a->description);
 	free(a->model);
+	free(a->url);
 	free(a->system);
 	free(a->key_file);
 	json_decref(a->config);

@@ -35,6 +35,8 @@ struct agent {
 	char *path;             /* the prompt file, or NULL for an inline agent */
 	char *description;      /* or NULL */
 	char *model;            /* "echo", "script/PATH", "openai/gpt-4o", ... */
+	char *url;              /* front matter url: the agent is served there
+	                           (remote.h; docs/serve.md), or NULL */
 	char *system;           /* inline system text, or NULL */
 	json_t *config;         /* object or NULL */
 	json_t *tools;          /* array of tool names (strings) */
