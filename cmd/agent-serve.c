@@ -19,6 +19,7 @@ enum {
 	OPT_AGENTS = CLI_LONG + 1,
 	OPT_NO_STORE,
 	OPT_TOKENS,
+	OPT_AUTH_COMMAND,
 	OPT_INSECURE,
 	OPT_MAX_BODY,
 	OPT_MAX_TURNS,
@@ -42,8 +43,12 @@ static const struct cli_opt opts[] = {
 	{ OPT_TOKENS, "auth-token-file", "FILE",
 	  "require 'Authorization: Bearer TOKEN' with one of the tokens of FILE (one a "
 	  "line; blank lines and lines starting with # are skipped)" },
+	{ OPT_AUTH_COMMAND, "auth-command", "CMD",
+	  "run CMD (/bin/sh -c) for every request with {method, path, headers} on stdin: "
+	  "exit 0 with a JSON object admits it (the turn's tools see it as $AGENTKIT_CONTEXT), "
+	  "else 401 (403 when it prints {\"status\": \"PERMISSION_DENIED\"})" },
 	{ OPT_INSECURE, "insecure-no-auth", NULL,
-	  "listen on a non-loopback address without --auth-token-file" },
+	  "listen on a non-loopback address without --auth-token-file or --auth-command" },
 	{ OPT_MAX_BODY, "max-body", "SIZE", "refuse request bodies over SIZE (default 4M)" },
 	{ OPT_MAX_TURNS, "max-concurrent", "N",
 	  "run at most N turns at once; past that 503 with Retry-After (default 16)" },
@@ -266,6 +271,7 @@ static enum core_status option(struct opts *o, int c, const char *arg)
 	case OPT_STORE: o->cfg.store = arg; return CORE_OK;
 	case OPT_NO_STORE: o->cfg.no_store = 1; return CORE_OK;
 	case OPT_TOKENS: o->token_file = arg; return CORE_OK;
+	case OPT_AUTH_COMMAND: o->cfg.auth_command = arg; return CORE_OK;
 	case OPT_INSECURE: o->insecure = 1; return CORE_OK;
 	case OPT_MAX_BODY: return cli_size("--max-body", arg, &o->cfg.max_body);
 	case OPT_MAX_TURNS: return parse_count("--max-concurrent", arg, &o->cfg.max_turns);
@@ -292,7 +298,7 @@ static enum core_status run(struct opts *o)
 		return cli_usage("--store and --no-store exclude each other");
 	if (o->token_file && (st = read_tokens(o)) != CORE_OK)
 		return st;
-	if (!o->token_file && !o->insecure && !serve_is_loopback(o->host))
+	if (!o->token_file && !o->cfg.auth_command && !o->insecure && !serve_is_loopback(o->host))
 		return cli_usage("--listen %s is not a loopback address: give --auth-token-file, "
 		                 "or --insecure-no-auth to serve anyone who reaches it", o->listen);
 	if ((st = find_bin_dir(o)) != CORE_OK)

@@ -39,6 +39,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_TRANSFORM_MAX_LINE", "the longest answer a state or stream transform may give (default 64M)" },
 	{ "AGENTKIT_TRANSFORM_TIMEOUT", "the longest a state or stream transform, or a docs command, may take to answer (default 30s)" },
 	{ "AGENTKIT_STDIN_TIMEOUT", "with -m, the longest agent-run waits for stdin's first byte before it goes on without stdin, as --stdin-timeout (default 3s; 0: stdin is not read)" },
+	{ "AGENTKIT_CONTEXT", "set by agent-serve --auth-command for a turn's agent-run: the JSON context the command printed, which the agent's tools and handlers inherit" },
 	{ "AGENTKIT_MCP_CONFIG", "colon-separated MCP configuration files ({\"mcpServers\": ...}) whose servers' tools agent-run gives the agent, when no --mcp-config is given" },
 	{ "AGENTKIT_HTTP_CONNECT_TIMEOUT", "model requests: connection timeout (default 30s)" },
 	{ "AGENTKIT_HTTP_IDLE_TIMEOUT", "model requests: the longest silence in a response (default 10m)" },

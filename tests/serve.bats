@@ -193,10 +193,10 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$(jq -r .status <<<"${output% *}")" = INVALID_ARGUMENT ]
 	run curl -s "$URL/"
 	# keeper's tools are not on this agent path: its entry says why
-	[ "$(jq -c '[.agents[] | [.name, .metadata.agent.stateManagement // (.error | startswith("tool '\''addTask'\'' not found (searched: "))]]' <<<"$output")" = '[["chat","server"],["keeper",true]]' ]
+	[ "$(jq -c '[.agents[] | [.name, .metadata.agent.stateManagement // (.error | startswith("tool '\''addTask'\'' not found (searched: "))]]' <<<"$output")" = '[["chat","server"],["guard","server"],["keeper",true]]' ]
 	ln -s "$FIXTURES/tools" tools
 	run curl -s "$URL/"
-	[ "$(jq -c '[.agents[] | [.name, .metadata.agent.stateManagement, (.tools | length)]]' <<<"$output")" = '[["chat","server",0],["keeper","server",2]]' ]
+	[ "$(jq -c '[.agents[] | [.name, .metadata.agent.stateManagement, (.tools | length)]]' <<<"$output")" = '[["chat","server",0],["guard","server",1],["keeper","server",2]]' ]
 	agent-wait --timeout 10s "$pid_row" >/dev/null || [ $? -eq 2 ]
 }
 
@@ -453,4 +453,19 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	run --separate-stderr agent-run both --agents mine -m hi
 	[ "$status" -eq 101 ]
 	[[ $stderr == *"both.prompt: url and model exclude each other: a remote agent's model is its server's" ]]
+}
+
+@test "serve: --auth-command admits, refuses (401) or forbids (403); its context reaches the tools" {
+	need_curl
+	serve --auth-command "$FIXTURES/serve/auth-command"
+	run curl -s -w ' %{http_code}' "$URL/chat" -d "$say_body"
+	[ "$output" = '{"status":"UNAUTHENTICATED","message":"the auth command refused the request"} 401' ]
+	run curl -s -w ' %{http_code}' -H 'Authorization: Bearer banned' "$URL/chat" -d "$say_body"
+	[ "$output" = '{"status":"PERMISSION_DENIED","message":"ann'\''s sister may not"} 403' ]
+	run curl -s -H 'Authorization: Bearer good' "$URL/guard" -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "I know who you are." ]
+	id=$(jq -r .result.snapshotId <<<"$output")
+	run curl -s -H 'Authorization: Bearer good' "$URL/guard/getSnapshot" -d "{\"data\":{\"snapshotId\":\"$id\"}}"
+	[ "$(jq -c '[.result.state.messages[] | .content[] | .toolResponse.output // empty]' <<<"$output")" = '[{"user":"ann","path":"/guard"}]' ]
+	! grep -q 'Bearer' serve.log
 }

@@ -175,6 +175,12 @@ static enum MHD_Result begin(struct serve_req *r, const char *url)
 	if (!authorized(r))
 		return serve_error(r, "UNAUTHENTICATED", "a bearer token is required "
 		                   "(Authorization: Bearer TOKEN)");
+	if (r->s->cfg.auth_command) {
+		int admitted = 0;
+		ret = serve_auth_command(r, &admitted);
+		if (!admitted)
+			return ret;
+	}
 	if (route(r, url, &ret))
 		return ret;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");

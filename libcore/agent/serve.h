@@ -31,7 +31,12 @@
  * Auth: with tokens, every request needs "Authorization: Bearer TOKEN"
  * with one of them (compared in constant time for a given length); else
  * 401 with WWW-Authenticate.  Tokens are never logged nor given to
- * children.
+ * children.  With auth_command (after the tokens, if both), every request
+ * runs it with {"method", "path", "headers": {lowercased: value}} on
+ * stdin: exit 0 with a JSON object on stdout admits it, that object the
+ * context a turn's agent-run gets as $AGENTKIT_CONTEXT (its tools and
+ * handlers inherit it); any other end refuses it, 401, or 403 when its
+ * stdout says {"status": "PERMISSION_DENIED"}.
  *
  * Nothing here prints: the access log (one line per request: client,
  * method, path, status, milliseconds, session and snapshot IDs) and
@@ -63,6 +68,7 @@ struct serve_config {
 	int64_t turn_timeout_ms;        /* a turn running longer is cancelled */
 	int64_t wait_cap_ms;            /* waitForSnapshot answers by then */
 	const char *const *tokens;      /* NULL-terminated bearer tokens, or NULL: no auth */
+	const char *auth_command;       /* Genkit's context provider as a command, or NULL */
 	void (*log)(void *ctx, const char *line);   /* one line, no newline */
 	void *log_ctx;
 };

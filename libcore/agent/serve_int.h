@@ -45,6 +45,7 @@ struct serve_req {
 	struct core_buf body;
 	int answered, code, turn_slot, cancelled;
 	char session[128], snapshot[128];     /* for the access log */
+	char *context;          /* the auth command's context (JSON), or NULL */
 };
 
 void serve_log(struct serve *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -57,7 +58,8 @@ enum MHD_Result serve_result(struct serve_req *r, json_t *v);
 void serve_note_ids(struct serve_req *r, const json_t *v);
 void serve_req_release(struct serve_req *r);
 
-/* serve_run.c: the routes that run a child. */
+/* serve_run.c: the routes that run a child, and the auth command. */
+enum MHD_Result serve_auth_command(struct serve_req *r, int *admitted);
 enum MHD_Result serve_turn(struct serve_req *r, const json_t *data, const json_t *init);
 enum MHD_Result serve_get_snapshot(struct serve_req *r, const json_t *data);
 enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data);

@@ -166,7 +166,7 @@ static enum core_status write_state(struct serve_turn *t, const json_t *state,
 /* The request's W3C trace context as agent-run's TRACEPARENT and
  * TRACESTATE (which it validates): the turn's spans become children of
  * the caller's.  Only visible ASCII is passed on. */
-static void trace_env(struct serve_req *r, char *env[3])
+static size_t trace_env(struct serve_req *r, char *env[3])
 {
 	static const char *const names[] = { "traceparent", "tracestate" };
 	static const char *const vars[] = { "TRACEPARENT", "TRACESTATE" };
@@ -181,6 +181,7 @@ static void trace_env(struct serve_req *r, char *env[3])
 		else if (ok)
 			env[k] = NULL;
 	}
+	return k;
 }
 
 static enum core_status turn_start(struct serve_turn *t, const json_t *data, const json_t *init,
@@ -191,7 +192,8 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	struct core_buf in = CORE_BUF_INIT(CORE_BUF_UNLIMITED), ib = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *rest = NULL;
 	struct argv a;
-	char *env[3] = { NULL, NULL, NULL };
+	char *env[4] = { NULL, NULL, NULL, NULL };
+	size_t k;
 	enum core_status st;
 	argv_init(&a, s, "agent-run");
 	argv_add(&a, t->r->agent);
@@ -223,7 +225,10 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	}
 	if ((st = jv_dump(data, &in)) != CORE_OK)
 		goto out;
-	trace_env(t->r, env);
+	k = trace_env(t->r, env);
+	/* the auth command's context, for the tools and handlers to read */
+	if (t->r->context && asprintf(&env[k], "AGENTKIT_CONTEXT=%s", t->r->context) < 0)
+		env[k] = NULL;
 	if ((st = coproc_start_argv(a.v, NULL, "agent-run", (const char *const *)env, NULL, &t->cp,
 	                            e)) != CORE_OK)
 		goto out;
@@ -235,6 +240,7 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 out:
 	free(env[0]);
 	free(env[1]);
+	free(env[2]);
 	json_decref(rest);
 	core_buf_release(&in);
 	core_buf_release(&ib);
@@ -694,5 +700,87 @@ enum MHD_Result serve_list(struct serve_req *r)
 		ret = MHD_NO;
 	json_decref(list);
 	core_buf_release(&b);
+	return ret;
+}
+
+/* ---- the auth command (Genkit's context provider) ---- */
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind, const char *key,
+                                  const char *value)
+{
+	json_t *headers = cls;
+	char name[256];
+	size_t i;
+	(void)kind;
+	for (i = 0; key[i] && i < sizeof name - 1; i++)
+		name[i] = (char)(key[i] >= 'A' && key[i] <= 'Z' ? key[i] + 32 : key[i]);
+	name[i] = '\0';
+	json_object_set_new(headers, name, json_string(value ? value : ""));
+	return MHD_YES;
+}
+
+#define AUTH_TIMEOUT_MS 10000
+
+enum MHD_Result serve_auth_command(struct serve_req *r, int *admitted)
+{
+	struct core_err e = { 0 };
+	struct core_buf in = CORE_BUF_INIT(CORE_BUF_UNLIMITED), ctx = CORE_BUF_INIT(1 << 20);
+	json_t *headers = json_object(), *req = NULL, *out = NULL;
+	char *script = spawn_exec_script(r->s->cfg.auth_command);
+	char *argv[] = { "/bin/sh", "-c", script ? script : (char *)r->s->cfg.auth_command, NULL };
+	struct run_child c;
+	char **env = run_env(NULL, NULL);
+	const char *status;
+	enum MHD_Result ret;
+	*admitted = 0;
+	if (headers)
+		MHD_get_connection_values(r->conn, MHD_HEADER_KIND, add_header, headers);
+	req = json_pack("{s:s,s:s,s:O}", "method", r->method, "path", r->path, "headers", headers);
+	if (!env || !req || jv_dump(req, &in) != CORE_OK) {
+		ret = serve_error(r, "INTERNAL", "the auth command: out of memory");
+		goto out;
+	}
+	memset(&c, 0, sizeof c);
+	c.argv = argv;
+	c.env = env;
+	c.what = "the auth command";
+	c.in = in.p;
+	c.in_len = in.len;
+	c.timeout_ms = AUTH_TIMEOUT_MS;
+	c.out = &ctx;
+	c.out_keep = 1 << 20;
+	c.cancel_grace_ms = 500;
+	if (run_child(&c, req_cancelled, r, &e) != CORE_OK || (!c.exited_ok && c.code < 0)) {
+		ret = serve_error(r, "UNAVAILABLE", "the auth command did not answer: %s",
+		                  e.msg[0] ? e.msg : "it was stopped");
+		run_child_release(&c);
+		goto out;
+	}
+	run_child_release(&c);
+	out = ctx.len ? jv_parse(ctx.p, ctx.len, "the auth command's output", 0, &e) : NULL;
+	status = json_string_value(json_object_get(out, "status"));
+	if (!c.exited_ok) {
+		const char *msg = json_string_value(json_object_get(out, "message"));
+		ret = serve_error(r, status && !strcmp(status, "PERMISSION_DENIED")
+		                  ? "PERMISSION_DENIED" : "UNAUTHENTICATED", "%s",
+		                  msg ? msg : "the auth command refused the request");
+	} else if (!json_is_object(out)) {
+		ret = serve_error(r, "INTERNAL", "the auth command admitted the request but printed "
+		                  "no JSON object (its context)");
+	} else {
+		core_buf_reset(&in);
+		if (jv_dump(out, &in) == CORE_OK && core_buf_addc(&in, '\0') == CORE_OK)
+			r->context = core_buf_detach(&in, NULL);
+		*admitted = r->context != NULL;
+		ret = *admitted ? MHD_YES : serve_error(r, "INTERNAL", "out of memory");
+	}
+out:
+	free(script);
+	free(env);
+	json_decref(headers);
+	json_decref(req);
+	json_decref(out);
+	core_buf_release(&in);
+	core_buf_release(&ctx);
 	return ret;
 }

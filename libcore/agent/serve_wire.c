@@ -114,6 +114,7 @@ void serve_req_release(struct serve_req *r)
 		atomic_fetch_sub(&r->s->turns, 1);
 	core_buf_release(&r->body);
 	free(r->path);
+	free(r->context);
 	atomic_fetch_sub(&r->s->active, 1);
 	free(r);
 }
