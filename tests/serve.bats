@@ -469,3 +469,12 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$(jq -c '[.result.state.messages[] | .content[] | .toolResponse.output // empty]' <<<"$output")" = '[{"user":"ann","path":"/guard"}]' ]
 	! grep -q 'Bearer' serve.log
 }
+
+@test "serve: agent-run --url gives up on a silent server (AGENTKIT_HTTP_IDLE_TIMEOUT), which cancels" {
+	need_curl
+	serve
+	run --separate-stderr env AGENTKIT_HTTP_IDLE_TIMEOUT=300ms agent-run --url "$URL/chat" -m 'hold on'
+	[ "$status" -eq 1 ]
+	[ "$output" = "{\"error\":{\"status\":\"UNAVAILABLE\",\"message\":\"the agent server: no data from $URL/chat for 300 ms (inactivity timeout)\"}}" ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
+}

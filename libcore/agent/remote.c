@@ -200,8 +200,14 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	 * type: neither does this. */
 	c.stream_type = NULL;
 	c.what = "the agent server";
-	c.limits.connect_ms = 10000;
-	c.limits.idle_ms = 0;
+	/* AGENTKIT_HTTP_CONNECT_TIMEOUT and _IDLE_TIMEOUT bound it (a server
+	 * silent that long ends the turn); no retry. */
+	if ((st = http_limits_from_env(&c.limits, e)) != CORE_OK) {
+		core_buf_release(&tr.pending);
+		core_buf_release(&body);
+		return st;
+	}
+	c.limits.retries = 0;
 	c.on_body = on_body;
 	c.on_error = on_error;
 	c.on_end = on_end;
@@ -355,7 +361,11 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
 	hc.body = req.p;
 	hc.body_len = req.len;
 	hc.what = "the agent server";
-	hc.limits.connect_ms = 10000;
+	if ((st = http_limits_from_env(&hc.limits, e)) != CORE_OK) {
+		core_buf_release(&req);
+		return st;
+	}
+	hc.limits.retries = 0;
 	hc.on_body = call_body;
 	hc.on_error = call_error;
 	hc.emitted = emitted;
