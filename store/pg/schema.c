@@ -208,6 +208,13 @@ static const char step2[] =
  * reads them and a deletion takes them with its rows.  line_id orders a
  * row's lines (one worker appends them, each committed before the next);
  * an identity needs no grant beyond INSERT on the table.
+ *
+ * And a deletion never waits for a node a writer holds: agentkit_release()
+ * skips a locked node (a writer's base, held FOR KEY SHARE until it
+ * commits), leaving it and its ancestors, which the writer is about to
+ * use.  Waiting there deadlocked with the writer, which was itself
+ * waiting on a node the deletion had taken, and each deadlock cost its
+ * victim deadlock_timeout (1 s) before a try again.
  */
 static const char step3[] =
 	"CREATE TABLE agentkit_worker_log ("
@@ -215,7 +222,16 @@ static const char step3[] =
 	" line_id bigint GENERATED ALWAYS AS IDENTITY,"
 	" at_ns bigint NOT NULL,"
 	" body text NOT NULL,"
-	" PRIMARY KEY (snapshot_id, line_id));";
+	" PRIMARY KEY (snapshot_id, line_id));"
+	"CREATE OR REPLACE FUNCTION agentkit_release(t bytea) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE p bytea; BEGIN"
+	"  WHILE t IS NOT NULL LOOP"
+	"   SELECT prev INTO p FROM agentkit_nodes WHERE hash = t FOR UPDATE SKIP LOCKED;"
+	"   IF NOT FOUND OR EXISTS (SELECT 1 FROM agentkit_nodes WHERE prev = t)"
+	"    OR EXISTS (SELECT 1 FROM agentkit_states WHERE tail = t) THEN RETURN; END IF;"
+	"   DELETE FROM agentkit_nodes WHERE hash = t;"
+	"   t := p;"
+	"  END LOOP; END $$;";
 
 static const char *const steps[] = { step1, step2, step3 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
