@@ -291,12 +291,12 @@ int main(int argc, char **argv)
 		case OPT_HB_TIMEOUT: hb = arg; break;
 		case OPT_METADATA: break;       /* its lines hold no state (above) */
 		case OPT_URL: o.url = arg; break;
-		case OPT_HEADER:
-			if (!strchr(arg, ':'))
-				return cli_finish(cli_usage("--header must be 'NAME: VALUE'"));
-			if (cli_push_arg(&o.headers, &o.nheaders, arg) != CORE_OK)
-				return cli_finish(CORE_ENOMEM);
+		case OPT_HEADER: {
+			enum core_status hs = cli_push_header(&o.headers, &o.nheaders, arg);
+			if (hs != CORE_OK)
+				return cli_finish(hs);
 			break;
+		}
 		}
 	}
 	if (o.timeout_ms >= 0 && !o.wait)

@@ -365,10 +365,7 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	switch (key) {
 	case OPT_MESSAGE: return cli_push_arg(&op->messages, &op->nmsg, arg);
 	case OPT_TOOL: return cli_push_arg(&op->tools, &op->ntools, arg);
-	case OPT_HEADER:
-		if (!strchr(arg, ':'))
-			return cli_usage("--header must be 'NAME: VALUE'");
-		return cli_push_arg(&op->headers, &op->nheaders, arg);
+	case OPT_HEADER: return cli_push_header(&op->headers, &op->nheaders, arg);
 	case OPT_URL: op->url = arg; break;
 	case OPT_SESSION: op->session = arg; break;
 	case OPT_SNAPSHOT: op->snapshot = arg; break;

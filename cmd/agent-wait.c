@@ -350,12 +350,12 @@ int main(int argc, char **argv)
 		case OPT_HB_TIMEOUT: hb = arg; break;
 		case OPT_URL: o.url = arg; break;
 		case OPT_VERBOSE: o.verbose = 1; break;
-		case OPT_HEADER:
-			if (!strchr(arg, ':'))
-				return cli_finish(cli_usage("--header must be 'NAME: VALUE'"));
-			if (cli_push_arg(&o.headers, &o.nheaders, arg) != CORE_OK)
-				return cli_finish(CORE_ENOMEM);
+		case OPT_HEADER: {
+			enum core_status hs = cli_push_header(&o.headers, &o.nheaders, arg);
+			if (hs != CORE_OK)
+				return cli_finish(hs);
 			break;
+		}
 		}
 	}
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)

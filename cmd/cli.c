@@ -69,6 +69,13 @@ enum core_status cli_push_arg(const char ***v, size_t *n, const char *arg)
 	return CORE_OK;
 }
 
+enum core_status cli_push_header(const char ***v, size_t *n, const char *arg)
+{
+	if (!strchr(arg, ':'))
+		return cli_usage("--header must be 'NAME: VALUE'");
+	return cli_push_arg(v, n, arg);
+}
+
 enum core_status cli_usage(const char *fmt, ...)
 {
 	va_list ap;

@@ -189,6 +189,9 @@ enum core_status cli_usage(const char *fmt, ...) __attribute__((format(printf, 1
 /* Append arg (borrowed) to the NULL-terminated vector *v of *n entries
  * (grown with realloc(); free() it).  Out of memory: printed, CORE_ENOMEM. */
 enum core_status cli_push_arg(const char ***v, size_t *n, const char *arg);
+/* A --header value ("NAME: VALUE") appended as cli_push_arg() does; one
+ * without a colon is cli_usage(). */
+enum core_status cli_push_header(const char ***v, size_t *n, const char *arg);
 /* A size flag's value ("64M"), at least 1 and at most SIZE_MAX / 2:
  * CORE_OK with *out, else cli_usage() naming the flag. */
 enum core_status cli_size(const char *flag, const char *arg, size_t *out);
