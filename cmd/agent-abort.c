@@ -86,6 +86,7 @@ struct abort_ctx {
 	const struct store *s;  /* whose clock times the flip */
 	char previous[64];
 	int found;
+	int settled;            /* a queued run nobody claimed: aborted at once */
 };
 
 static const char *status_of(const json_t *row)
@@ -111,8 +112,19 @@ static enum core_status flip(const json_t *existing, json_t **next, void *ctx,
 	if (!(*next = json_deep_copy(existing)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	core_time_format(store_now_ns(c->s), now);
-	json_object_set_new(*next, "status", json_string("aborting"));
 	json_object_set_new(*next, "updatedAt", json_string(now));
+	const json_t *q = store_queue_of(existing);
+	if (q && json_integer_value(json_object_get(q, "attempt")) == 0) {
+		/* no worker holds it: nobody else would finalize it (docs/queue.md) */
+		json_t *info = json_object_get(*next, STORE_INFO_KEY);
+		json_object_del(info, "queue");
+		json_object_del(info, "run");
+		json_object_set_new(*next, "finishReason", json_string("aborted"));
+		json_object_set_new(*next, "status", json_string("aborted"));
+		c->settled = 1;
+		return CORE_OK;
+	}
+	json_object_set_new(*next, "status", json_string("aborting"));
 	return CORE_OK;
 }
 
@@ -219,7 +231,7 @@ static enum core_status run(const struct opts *o, int argc, char **argv)
 		}
 		if (!o->wait) {
 			const char *now = strcmp(res[i].previous, "pending") ? res[i].previous
-			                                                    : "aborting";
+			                  : res[i].settled ? "aborted" : "aborting";
 			if ((st = print_result(argv[i], res[i].previous, now, &e)) != CORE_OK)
 				goto fail;
 		}

@@ -38,6 +38,8 @@ enum {
 	OPT_TRACE = CLI_LONG + 600, OPT_TRACE_FILE, OPT_TRACE_CONTENT, OPT_TRACE_NAMES,
 	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
+	OPT_QUEUE = CLI_LONG + 800, OPT_KEY, OPT_NOT_BEFORE, OPT_MAX_ATTEMPTS, OPT_CONCURRENCY,
+	OPT_CLAIMED, OPT_STORE_FD,
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -81,6 +83,21 @@ static struct cli_opt opts[] = {
 	  "$AGENTKIT_MODEL_TIMEOUT, else 10m; a models-file endpoint's \"timeout\" wins)" },
 	{ OPT_DETACH, "detach", NULL, "read every input first, then run them in a background worker and print "
 	  "the pending snapshot ID at once (docs/detach.md)" },
+	{ OPT_QUEUE, "queue", "NAME", "read every input first, then queue the run on NAME for any "
+	  "agent-worker of the store to take, and print its pending snapshot ID at once "
+	  "(docs/queue.md)" },
+	{ OPT_KEY, "key", "KEY", "with --queue: run once per KEY: a later launch with KEY, from any "
+	  "host, prints the first one's IDs and does nothing else while its row exists" },
+	{ OPT_NOT_BEFORE, "not-before", "TIME", "with --queue: no worker takes the run before TIME "
+	  "(RFC 3339, or a duration from now by the store's clock)" },
+	{ OPT_MAX_ATTEMPTS, "max-attempts", "N", "with --queue: give up (failed) after N claims "
+	  "whose worker was lost (default 3)" },
+	{ OPT_CONCURRENCY, "concurrency", "N", "with --queue: at most N runs of this agent at once "
+	  "across every worker and queue (default: the front matter's concurrency, else any)" },
+	{ OPT_CLAIMED, "claimed", "ID", "run the queued run ID that this process's agent-worker "
+	  "claimed (agent-worker starts agent-run so; docs/queue.md)" },
+	{ OPT_STORE_FD, "store-fd", "FD", "read the store's location from descriptor FD (how "
+	  "agent-worker passes it: never in argv)" },
 	{ OPT_HB_INTERVAL, "heartbeat-interval", "DURATION",
 	  "a detached worker beats its row this often (default $AGENTKIT_HEARTBEAT_INTERVAL, else 30s)" },
 	{ OPT_HB_TIMEOUT, "heartbeat-timeout", "DURATION",
@@ -235,12 +252,20 @@ struct run_opts {
 	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
 	size_t nmcp;
 	int mcp_list, verbose;
+	struct detach_enqueue enq;      /* --queue and its options (enq.queue NULL: none) */
+	const char *not_before;         /* --not-before as given */
+	int concurrency_set;
+	json_t *run_args;               /* the options a queued run's worker is given */
+	const char *claimed;            /* --claimed ID */
+	const char *store_fd;           /* --store-fd FD */
 };
 
 /* What main() holds; released at its out: label. */
 struct run {
 	struct run_opts opts;
 	struct invocation inv;          /* the run itself (invocation.h) */
+	struct core_buf store_loc;      /* --store-fd: the location read */
+	json_t *claimed;                /* --claimed: the queued run's row */
 	char **args;                    /* argv as given, before options were read */
 	int nargs;
 };
@@ -268,8 +293,12 @@ static enum core_status report_oom(void)
 }
 
 /* The final {"error": ...} line of an invocation that never started. */
+/* The last init failure, for a claimed run's row (claimed_failed()). */
+static struct core_err init_failure;
+
 static enum core_status init_failed(struct output *o, const struct core_err *e)
 {
+	init_failure = *e;
 	cli_report(e);
 	output_error(o, e);
 	return e->st;
@@ -355,6 +384,49 @@ static enum core_status check_habits(const struct run_opts *op)
 	return CORE_OK;
 }
 
+/* The options that travel with a queued run to its worker: what defines
+ * the agent and how it runs (docs/queue.md); not the inputs, the session,
+ * the store or the output. */
+static int travels(int key)
+{
+	static const int keys[] = {
+		OPT_AGENTS, OPT_PROMPT, OPT_INPUT, OPT_MODEL, OPT_SYSTEM, OPT_TOOL, OPT_MAX_TURNS,
+		OPT_CONFIG, OPT_JSON, OPT_OUTPUT_SCHEMA, OPT_KEY_FILE, OPT_MODEL_TIMEOUT, OPT_EXEC,
+		OPT_DOCS, OPT_STATE_TRANSFORM, OPT_STREAM_TRANSFORM, OPT_TRACE, OPT_TRACE_FILE,
+		OPT_TRACE_CONTENT, OPT_TRACE_NAMES, OPT_MCP_CONFIG, OPT_VERBOSE, OPT_HB_INTERVAL,
+		OPT_HB_TIMEOUT, 0,
+	};
+	for (const int *k = keys; *k; k++)
+		if (*k == key)
+			return 1;
+	return 0;
+}
+
+static enum core_status add_travel(struct run_opts *op, int key, const char *arg)
+{
+	const struct cli_opt *o = opts;
+	char flag[64];
+	while (o->key && o->key != key)
+		o++;
+	snprintf(flag, sizeof flag, "--%s", o->name);
+	if ((!op->run_args && !(op->run_args = json_array())) ||
+	    json_array_append_new(op->run_args, json_string(flag)) ||
+	    (o->arg && json_array_append_new(op->run_args, json_string(arg))))
+		return report_oom();
+	return CORE_OK;
+}
+
+/* A count flag of 1 to max into *out. */
+static enum core_status count_flag(const char *flag, const char *arg, long max, int64_t *out)
+{
+	char *end;
+	long n = strtol(arg, &end, 10);
+	if (!*arg || *end || n < 1 || n > max)
+		return cli_usage("%s must be a number from 1 to %ld, got '%s'", flag, max, arg);
+	*out = n;
+	return CORE_OK;
+}
+
 /* One option into op (--format's value into *format, checked once all are read). */
 static enum core_status take_option(struct run_opts *op, int key, const char *arg,
                                     const char **format)
@@ -362,7 +434,22 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	struct agent_spec *spec = &op->spec;
 	struct agent_ext_spec *xspec = &op->xspec;
 	struct core_err e = { 0 };
+	if (travels(key) && add_travel(op, key, arg))
+		return CORE_ENOMEM;
 	switch (key) {
+	case OPT_QUEUE:
+		if (!*arg || strlen(arg) > STORE_QUEUE_NAME_MAX)
+			return cli_usage("--queue: a queue's name is 1 to %d bytes", STORE_QUEUE_NAME_MAX);
+		op->enq.queue = arg;
+		break;
+	case OPT_KEY: op->enq.key = arg; break;
+	case OPT_NOT_BEFORE: op->not_before = arg; break;
+	case OPT_MAX_ATTEMPTS: return count_flag("--max-attempts", arg, 1000, &op->enq.max_attempts);
+	case OPT_CONCURRENCY:
+		op->concurrency_set = 1;
+		return count_flag("--concurrency", arg, 100000, &op->enq.concurrency);
+	case OPT_CLAIMED: op->claimed = arg; break;
+	case OPT_STORE_FD: op->store_fd = arg; break;
 	case OPT_MESSAGE: return cli_push_arg(&op->messages, &op->nmsg, arg);
 	case OPT_TOOL: return cli_push_arg(&op->tools, &op->ntools, arg);
 	case OPT_HEADER: return cli_push_header(&op->headers, &op->nheaders, arg);
@@ -433,6 +520,49 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	return CORE_OK;
 }
 
+/* --queue and --claimed: what goes with them (docs/queue.md). */
+static enum core_status queue_options(struct run_opts *op)
+{
+	struct core_err e = { 0 };
+	if (!op->enq.queue && (op->enq.key || op->not_before || op->enq.max_attempts ||
+	                       op->concurrency_set))
+		return cli_usage("--key, --not-before, --max-attempts and --concurrency go with "
+		                 "--queue");
+	if (op->enq.queue && (op->open.no_store || op->url || op->state_file))
+		return cli_usage("--queue needs the store: drop --no-store, --state and --url");
+	if (op->enq.key && (!*op->enq.key || strlen(op->enq.key) > STORE_ID_MAX))
+		return cli_usage("--key: a key is 1 to %d bytes", STORE_ID_MAX);
+	if (op->not_before) {
+		int64_t ns, ms;
+		if (core_time_parse(op->not_before, &ns) == CORE_OK)
+			op->enq.not_before_ns = ns;
+		else if (core_parse_duration(op->not_before, &ms, &e) == CORE_OK)
+			op->enq.delay_ms = ms;
+		else
+			return cli_usage("--not-before: '%s' is neither an RFC 3339 time nor a duration",
+			                 op->not_before);
+	}
+	if (op->enq.queue) {
+		op->detach = 1;         /* every input first, as --detach reads them */
+		/* the agent by name, resolved on the worker's agent path */
+		if (op->spec.name && ((!op->run_args && !(op->run_args = json_array())) ||
+		                      json_array_append_new(op->run_args, json_string(op->spec.name))))
+			return report_oom();
+		if (!op->run_args && !(op->run_args = json_array()))
+			return report_oom();
+		op->enq.args = op->run_args;
+	}
+	if (op->store_fd && op->open.store_path)
+		return cli_usage("--store and --store-fd exclude each other");
+	if (op->claimed && (op->nmsg || op->session || op->snapshot || op->open.cont ||
+	                    op->init_json || op->state_file || op->open.no_store ||
+	                    op->enq.queue || op->detach || op->url))
+		return cli_usage("--claimed runs a queued run's own inputs on its own session: drop "
+		                 "-m, --session, --snapshot, --continue, --init, --state, --no-store, "
+		                 "--queue, --detach and --url");
+	return CORE_OK;
+}
+
 static enum core_status parse_options(int argc, char **argv, struct run_opts *op)
 {
 	const char *arg, *format = NULL;
@@ -466,6 +596,8 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	                      op->open.no_store))
 		return cli_usage("--continue picks the session: drop --session, --snapshot, "
 		                 "--state, --init and --no-store");
+	if ((st = queue_options(op)))
+		return st;
 	op->spec.tools = op->tools;
 	op->spec.default_model = getenv("AGENTKIT_MODEL");
 	return CORE_OK;
@@ -679,6 +811,7 @@ static enum core_status open_runtime(struct run *r)
 	struct core_err e = { 0 };
 	struct invocation_open o = op->open;
 	enum core_status st;
+	o.claimed_id = op->claimed;
 	invocation_trace(&r->inv, &op->trace);
 	if (invocation_settings(&op->flags, &o, &e))
 		return cli_usage("%s", e.msg);
@@ -690,6 +823,77 @@ static enum core_status open_runtime(struct run *r)
 	return st;
 }
 
+/* --store-fd FD: the store's location, read whole from FD (then closed). */
+static enum core_status store_from_fd(struct run *r)
+{
+	struct core_err e = { 0 };
+	char *end;
+	long fd = strtol(r->opts.store_fd, &end, 10);
+	if (!*r->opts.store_fd || *end || fd < 0 || fd > 1024)
+		return cli_usage("--store-fd: '%s' is not a descriptor", r->opts.store_fd);
+	char path[32];
+	snprintf(path, sizeof path, "/dev/fd/%ld", fd);
+	core_buf_init(&r->store_loc, 65536);
+	if (core_buf_read_file(&r->store_loc, path, &e)) {
+		cli_warn("cannot read the store's location from descriptor %ld: %s", fd, e.msg);
+		return CORE_ESYS;
+	}
+	close((int)fd);
+	while (r->store_loc.len && r->store_loc.p[r->store_loc.len - 1] == '\n')
+		r->store_loc.p[--r->store_loc.len] = 0;
+	if (!r->store_loc.len || core_buf_addc(&r->store_loc, 0) || !r->store_loc.p[0]) {
+		cli_warn("descriptor %ld gave no store location", fd);
+		return CORE_ESYS;
+	}
+	r->opts.open.store_path = r->store_loc.p;
+	return CORE_OK;
+}
+
+/* --claimed ID: the queued run's row, whose session and parent the run
+ * resumes (the inputs come with it: invocation_run_claimed()). */
+static enum core_status read_claimed(struct run *r)
+{
+	struct run_opts *op = &r->opts;
+	struct core_buf dir = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_err e = { 0 };
+	struct store *s = NULL;
+	enum core_status st = store_default_path(op->open.store_path, &dir, &e);
+	if (!st)
+		st = store_open_flags(dir.p, STORE_OPEN_EXISTING, &s, &e);
+	if (!st)
+		st = store_get(s, op->claimed, STORE_METADATA_ONLY, &r->claimed, &e);
+	store_close(s);
+	core_buf_release(&dir);
+	if (!st && !store_queue_of(r->claimed))
+		st = core_fail(&e, CORE_EPRECONDITION, "snapshot '%s' is not a queued run",
+		               op->claimed);
+	if (st) {
+		cli_warn("%s", e.msg);
+		return st;
+	}
+	op->session = json_string_value(json_object_get(r->claimed, "sessionId"));
+	op->snapshot = json_string_value(json_object_get(r->claimed, "parentId"));
+	return CORE_OK;
+}
+
+/* A claimed run that cannot start here (its agent, model or key): its row
+ * settles failed, so no worker takes it again for the same reason. */
+static void claimed_failed(struct run *r, enum core_status st)
+{
+	struct core_buf dir = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_err e = { 0 }, why = { 0 };
+	struct store *s = NULL;
+	core_fail(&why, st, "the run could not start on this worker: %s",
+	          init_failure.st ? init_failure.msg : core_strerror(st));
+	if (!store_default_path(r->opts.open.store_path, &dir, &e) &&
+	    !store_open_flags(dir.p, STORE_OPEN_EXISTING, &s, &e))
+		detach_settle_failed(s, r->claimed, &why, &e);
+	if (e.st)
+		cli_warn("%s", e.msg);
+	store_close(s);
+	core_buf_release(&dir);
+}
+
 /* §2.2 step 6: the caller's detached output, at once (also the feed's
  * detached(), in the back of a split run). */
 static enum core_status print_detached(void *ctx)
@@ -699,6 +903,12 @@ static enum core_status print_detached(void *ctx)
 	enum core_status st;
 	if (invocation_detached(inv))
 		return CORE_ENOMEM;
+	if (inv->out.format == OUTPUT_TEXT && inv->det.enq) {
+		fprintf(stderr, "%s: %s, session %s, snapshot %s (agent-wait %s)\n", cli_progname,
+		        inv->det.existed ? "already queued under this key" : "queued",
+		        inv->det.session, inv->det.id, inv->det.id);
+		return CORE_OK;
+	}
 	if (inv->out.format == OUTPUT_TEXT) {
 		if (inv->det.log.len)
 			fprintf(stderr, "%s: detached, session %s, snapshot %s (log: %s)\n",
@@ -976,6 +1186,24 @@ static void key_file_help(void)
 			o->help = b.p;
 }
 
+/* agent-run --claimed: the queued run, as its detached worker; a run
+ * that cannot start here settles failed. */
+static enum core_status run_claimed(struct run *r)
+{
+	struct core_err e = { 0 };
+	enum core_status st;
+	if ((st = start_mcp(r)) || (st = open_runtime(r))) {
+		claimed_failed(r, st);
+		return st;
+	}
+	if ((st = invocation_run_claimed(&r->inv, r->claimed, &e))) {
+		init_failure = e;
+		claimed_failed(r, st);
+		return cli_report(&e);
+	}
+	return r->inv.det.worker_st;
+}
+
 int main(int argc, char **argv)
 {
 	struct run r = { 0 };
@@ -1001,6 +1229,10 @@ int main(int argc, char **argv)
 	/* Before any child or thread: no core dump, keys out of /proc/PID/environ. */
 	cli_protect_secrets();
 	if ((st = parse_options(argc, argv, &r.opts)))
+		goto out;
+	if (r.opts.store_fd && (st = store_from_fd(&r)))
+		goto out;
+	if (r.opts.claimed && (st = read_claimed(&r)))
 		goto out;
 	int color = r.opts.format == OUTPUT_TEXT && isatty(2)
 	            && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
@@ -1028,8 +1260,11 @@ int main(int argc, char **argv)
 		st = run_remote(&r, r.opts.url);
 		goto out;
 	}
-	if ((st = load_agent(&r)))
+	if ((st = load_agent(&r))) {
+		if (r.opts.claimed)
+			claimed_failed(&r, st);
 		goto out;
+	}
 	if (r.inv.agent->url && !r.opts.describe) {
 		/* url: in the prompt file: a remote agent, resolved by name */
 		st = run_remote(&r, r.inv.agent->url);
@@ -1041,11 +1276,22 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	invocation_catch_stops(&r.inv);
+	if (r.opts.claimed) {
+		st = run_claimed(&r);
+		goto out;
+	}
 	if ((st = read_stdin(&r)))
 		goto out;
 	if ((st = start_intake(&r)) || r.inv.front_exit >= 0 || (st = start_mcp(&r)) ||
 	    (st = open_runtime(&r)))
 		goto out;
+	if (r.opts.enq.queue) {
+		/* the limit is the agent's: its name, the flag, else its front matter */
+		r.opts.enq.agent = r.inv.agent->name ? r.inv.agent->name : "";
+		if (!r.opts.concurrency_set)
+			r.opts.enq.concurrency = r.inv.agent->concurrency;
+		r.inv.det.enq = &r.opts.enq;
+	}
 	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);
 	switch (r.inv.det.role) {
 	case DETACH_WORKER: st = r.inv.det.worker_st; break;
@@ -1054,6 +1300,9 @@ int main(int argc, char **argv)
 	}
 out:
 	invocation_close(&r.inv, st);
+	json_decref(r.claimed);
+	json_decref(r.opts.run_args);
+	core_buf_release(&r.store_loc);
 	free(r.opts.messages);
 	free(r.opts.tools);
 	free(r.args);

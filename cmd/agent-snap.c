@@ -34,6 +34,8 @@ enum {
 	OPT_SINCE = CLI_LONG + 3,
 	OPT_FORMAT = 'f',
 	OPT_DRY_RUN = 'n',
+	OPT_QUEUE = 'q',
+	OPT_STATUS = CLI_LONG + 4,
 };
 
 static const struct cli_opt opts[] = {
@@ -59,6 +61,9 @@ static const struct cli_opt opts[] = {
 	  "a pending row whose heartbeat is older reads \"expired\" "
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
 	{ OPT_DRY_RUN, "dry-run", NULL, "migrate: show the pending steps, change nothing" },
+	{ OPT_QUEUE, "queue", "NAME", "runs: only the runs queued on NAME" },
+	{ OPT_STATUS, "status", "STATUS", "runs: only the runs in STATUS (queued, running, "
+	  "aborting, expired)" },
 	{ 0 }
 };
 
@@ -93,6 +98,7 @@ static enum core_status run_export(void *ctx, int argc, char **argv);
 static enum core_status run_import(void *ctx, int argc, char **argv);
 static enum core_status run_worker_log(void *ctx, int argc, char **argv);
 static enum core_status run_migrate(void *ctx, int argc, char **argv);
+static enum core_status run_runs(void *ctx, int argc, char **argv);
 
 /*
  * A new subcommand is one row here and its handler.  A row: the word, its
@@ -161,6 +167,16 @@ static const struct cli_sub subs[] = {
 	  "first copied to an unnamed file in the store directory), and a status "
 	  "change wakes agent-wait like any other write.  It prints "
 	  "{\"imported\": N}.", run_import },
+	{ "runs", "[--queue NAME] [--status STATUS]", 0, 0, "", CLI_TEXT,
+	  "queue status", 0,
+	  "Prints the queued runs that have not settled (agent-run --queue, "
+	  "agent-worker; docs/queue.md), by queue and then the time each is due: "
+	  "{\"snapshotId\", \"sessionId\", \"queue\", \"agent\", \"status\" "
+	  "(queued: no worker holds it; running: a worker's lease is live; aborting; "
+	  "expired: its worker was lost and it waits to be claimed again), \"attempt\", "
+	  "\"maxAttempts\", \"worker\" {\"host\", \"pid\"} (the last claim's), "
+	  "\"leaseExpiresAt\", \"notBefore\", \"createdAt\", \"age\" (seconds since it "
+	  "was queued)}; on a terminal, a table.", run_runs },
 	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT,
 	  NULL, 0,
 	  "Prints the log a detached run's worker kept in the store for snapshot "
@@ -240,6 +256,7 @@ struct opts {
 	int text;                         /* sessions, show, migrate: -f text */
 	int json;                         /* -f json: one JSON document */
 	int dry_run;                      /* migrate -n */
+	const char *queue, *status;       /* runs --queue, --status */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
 };
@@ -393,6 +410,96 @@ static enum core_status run_sessions(void *ctx, int argc, char **argv)
 		st = o->text ? session_text(l, &e) : cli_write_json(l, &e);
 	}
 	json_decref(list);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* ---- runs: the queued runs ---- */
+
+struct runs_ctx {
+	const struct opts *o;
+	int64_t now_ns;
+	size_t n;
+	struct core_err *e;
+};
+
+static json_t *time_or_null(int64_t ns)
+{
+	char t[CORE_TIME_MAX];
+	if (ns <= 0)
+		return json_null();
+	core_time_format(ns, t);
+	return json_string(t);
+}
+
+static enum core_status one_run(const json_t *row, void *ctx)
+{
+	struct runs_ctx *c = ctx;
+	const json_t *info = json_object_get(row, STORE_INFO_KEY), *q = store_queue_of(row);
+	const char *queue = json_string_value(json_object_get(q, "name"));
+	const char *status = json_string_value(json_object_get(row, "status"));
+	json_int_t attempt = json_integer_value(json_object_get(q, "attempt"));
+	json_int_t lease = json_integer_value(json_object_get(q, "lease"));
+	const json_t *worker = json_object_get(info, "worker");
+	int64_t created = 0;
+	enum core_status st;
+	const char *run;
+	json_t *line;
+	if (!q || (c->o->queue && strcmp(c->o->queue, queue ? queue : "")))
+		return CORE_OK;
+	if (status && !strcmp(status, "aborting"))
+		run = "aborting";
+	else if (!attempt)
+		run = "queued";
+	else
+		run = lease > c->now_ns ? "running" : "expired";
+	if (c->o->status && strcmp(c->o->status, run))
+		return CORE_OK;
+	core_time_parse(json_string_value(json_object_get(row, "createdAt")), &created);
+	line = json_pack("{s:O, s:O, s:s, s:O, s:s, s:I, s:O, s:O, s:o, s:o, s:O, s:I}",
+	                 "snapshotId", json_object_get(row, "snapshotId"),
+	                 "sessionId", json_object_get(row, "sessionId"), "queue", queue ? queue : "",
+	                 "agent", json_object_get(q, "agent") ? json_object_get(q, "agent")
+	                                                       : json_null(),
+	                 "status", run, "attempt", attempt,
+	                 "maxAttempts", json_object_get(q, "maxAttempts"),
+	                 "worker", attempt && worker ? worker : json_null(),
+	                 "leaseExpiresAt", time_or_null(attempt ? lease : 0),
+	                 "notBefore", time_or_null(json_integer_value(json_object_get(q, "notBefore"))),
+	                 "createdAt", json_object_get(row, "createdAt"),
+	                 "age", (json_int_t)(created ? (c->now_ns - created) / 1000000000 : 0));
+	if (!line)
+		return core_fail(c->e, CORE_ENOMEM, "runs: out of memory");
+	if (c->o->text) {
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		char w[300] = "-";
+		if (attempt && worker)
+			snprintf(w, sizeof w, "%.200s:%lld", json_string_value(json_object_get(worker, "host")),
+			         (long long)json_integer_value(json_object_get(worker, "pid")));
+		if (!c->n++)
+			core_buf_adds(&b, "SNAPSHOT                              QUEUE        AGENT        "
+			              "STATUS    TRY  WORKER                AGE\n");
+		core_buf_addf(&b, "%-37s %-12.12s %-12.12s %-9s %lld/%lld  %-21.21s %llds\n",
+		              json_string_value(json_object_get(row, "snapshotId")), queue ? queue : "",
+		              json_string_value(json_object_get(q, "agent")) ?
+		              json_string_value(json_object_get(q, "agent")) : "-", run,
+		              (long long)attempt,
+		              (long long)json_integer_value(json_object_get(q, "maxAttempts")), w,
+		              (long long)json_integer_value(json_object_get(line, "age")));
+		st = b.p ? cli_write(b.p, b.len, c->e) : core_fail(c->e, CORE_ENOMEM, "out of memory");
+		core_buf_release(&b);
+	} else {
+		st = cli_write_json(line, c->e);
+	}
+	json_decref(line);
+	return st;
+}
+
+static enum core_status run_runs(void *ctx, int argc, char **argv)
+{
+	struct snap *c = ctx;
+	struct core_err e = { 0 };
+	struct runs_ctx r = { &c->o, store_now_ns(c->s), 0, &e };
+	enum core_status st = store_queued(c->s, one_run, &r, &e);
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
@@ -1114,6 +1221,14 @@ int main(int argc, char **argv)
 		case OPT_AGENT: o.agent = arg; break;
 		case OPT_AGENTS: o.agents_dir = arg; break;
 		case OPT_DRY_RUN: o.dry_run = 1; break;
+		case OPT_QUEUE: o.queue = arg; break;
+		case OPT_STATUS:
+			if (strcmp(arg, "queued") && strcmp(arg, "running") && strcmp(arg, "aborting") &&
+			    strcmp(arg, "expired"))
+				return cli_finish(cli_usage("--status must be queued, running, aborting "
+				                            "or expired, not '%s'", arg));
+			o.status = arg;
+			break;
 		}
 	}
 	if (format && strcmp(format, "text") && strcmp(format, "ndjson") && strcmp(format, "json"))

@@ -112,6 +112,19 @@
  *                 (0: at once): CORE_ETIMEOUT.
  *   session_unlock  Release it (errors ignored: a lock whose connection is
  *                 gone is released already).
+ *   claim         (optional: NULL, no queued runs) One write transaction
+ *                 that picks the queued row store_claim() says (the index
+ *                 of the queues, ready by now_ns, the agent's concurrency
+ *                 counted over the whole index against live leases,
+ *                 skipping rows another transaction holds) and applies fn
+ *                 to it as save does; *persisted receives the row written
+ *                 (NULL: fn declined).  No row ready: CORE_ENOTFOUND, with
+ *                 *next_ns the next ready time of those queues (0: none).
+ *                 The index is a projection of the rows every write keeps
+ *                 (store_queue_project() has set "ready" and "lease"):
+ *                 pending and aborting rows with a "queue" are in it.
+ *   queued        (with claim) Each indexed row, metadata only, unshaped,
+ *                 by queue then ready time; stop at fn's first non-OK.
  *   park          (optional) Close the connection to the server now; the
  *                 next operation opens a new one at once, with no
  *                 reconnect window (store_park() in store.h).  Session
@@ -190,6 +203,11 @@ struct store_backend {
 	                                 int64_t timeout_ms, struct core_err *e);
 	void (*session_unlock)(struct store *s, const char *session_id);
 	void (*park)(struct store *s);
+	enum core_status (*claim)(struct store *s, const char *const *queues, int64_t now_ns,
+	                          store_mutate_fn fn, void *ctx, json_t **persisted,
+	                          int64_t *next_ns, struct core_err *e);
+	enum core_status (*queued)(struct store *s, store_row_fn fn, void *ctx,
+	                           struct core_err *e);
 	int append;                     /* honours STORE_LAST_MESSAGE and
 	                                   STORE_APPEND (store.h) */
 	long format_version;            /* without migrate: the format's version */

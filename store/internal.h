@@ -26,6 +26,8 @@ int st_owner_ok(const struct stat *st);
 
 /* The string member key of row, or NULL when absent or not a string. */
 const char *st_str(const json_t *row, const char *key);
+/* The integer member key of row, or 0 when absent or not an integer. */
+int64_t st_int(const json_t *row, const char *key);
 
 /* Set key of row's STORE_INFO_KEY object (made when absent) to v, which
  * it consumes.  Non-zero when out of memory. */

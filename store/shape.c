@@ -167,6 +167,53 @@ enum core_status store_check_row(const json_t *row, struct core_err *e)
 	return CORE_OK;
 }
 
+/* ---- queued runs (store.h "Queued runs"): the index's projection ---- */
+
+const json_t *store_queue_of(const json_t *row)
+{
+	const json_t *q = json_object_get(json_object_get(row, STORE_INFO_KEY), "queue");
+	return json_is_object(q) ? q : NULL;
+}
+
+int64_t st_int(const json_t *q, const char *key)
+{
+	const json_t *v = json_object_get(q, key);
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+static int64_t backoff_ms(int64_t attempt)
+{
+	int64_t ms = STORE_QUEUE_BACKOFF_MS;
+	for (int64_t i = 1; i < attempt && ms < STORE_QUEUE_BACKOFF_MAX_MS; i++)
+		ms *= 2;
+	return ms < STORE_QUEUE_BACKOFF_MAX_MS ? ms : STORE_QUEUE_BACKOFF_MAX_MS;
+}
+
+int store_queue_project(json_t *row)
+{
+	json_t *info = json_object_get(row, STORE_INFO_KEY), *q;
+	const char *hb = st_str(row, "heartbeatAt"), *status = st_str(row, "status");
+	int64_t attempt, max, ready, lease = 0, hb_ns;
+	if (!store_queue_of(row))
+		return 0;
+	/* the objects may be shared with the caller's row: change copies */
+	if (!(info = json_copy(info)) || json_object_set_new(row, STORE_INFO_KEY, info) ||
+	    !(q = json_copy(json_object_get(info, "queue"))) ||
+	    json_object_set_new(info, "queue", q))
+		return -1;
+	attempt = st_int(q, "attempt");
+	max = st_int(q, "maxAttempts");
+	ready = st_int(q, "notBefore");
+	if (attempt > 0 && hb && st_time_ns(hb, &hb_ns) && hb_ns != INT64_MIN) {
+		lease = hb_ns + store_row_hb_timeout(row, 0) * 1000000;
+		ready = lease;
+		if ((!status || strcmp(status, "aborting")) && (max <= 0 || attempt < max))
+			ready += backoff_ms(attempt) * 1000000;
+	}
+	return json_object_set_new(q, "ready", json_integer(ready)) ||
+	       json_object_set_new(q, "lease", json_integer(lease));
+}
+
 /* ---- the steps every backend takes (backend.h) ---- */
 
 enum core_status st_mutate(const char *id, const json_t *existing, store_mutate_fn fn,
@@ -212,6 +259,10 @@ enum core_status st_mutate(const char *id, const json_t *existing, store_mutate_
 	status = st_str(n, "status");
 	if (!status || !*status)
 		json_object_set_new(n, "status", json_string("completed"));
+	if (store_queue_project(n)) {
+		json_decref(n);
+		return core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
+	}
 	*next = n;
 	return CORE_OK;
 }

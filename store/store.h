@@ -476,6 +476,73 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
  */
 #define STORE_INFO_KEY "agentkit"
 
+/*
+ * Queued runs (agent-run --queue, agent-worker; docs/queue.md).  A queued
+ * run is a pending row whose STORE_INFO_KEY object carries
+ *   "queue": {"name", "agent", "concurrency", "attempt", "maxAttempts",
+ *             "notBefore", "ready", "lease"}   (times: ns, the store's clock)
+ *   "run":   {"args": [agent-run's options], "inputs": [AgentInput, ...]}
+ * and, once a worker claimed it, "epoch" and "worker" as a detached run's
+ * row does.  attempt counts the claims; an unclaimed row (attempt 0) has
+ * no heartbeatAt, so it never reads expired while it waits.
+ *
+ * "ready" (when a worker may next claim it) and "lease" (until when its
+ * claim holds; 0 unclaimed) follow from the rest of the row, and every
+ * save recomputes them (store_queue_project()): unclaimed, ready is
+ * notBefore; claimed, lease is heartbeatAt plus the row's heartbeat
+ * timeout and ready is the lease plus a backoff that doubles with each
+ * attempt from STORE_QUEUE_BACKOFF_MS (capped at STORE_QUEUE_BACKOFF_MAX_MS;
+ * none for an aborting row or one past its attempts, which only need
+ * settling).  Each backend indexes the pending and aborting rows that
+ * have "queue" by those numbers, so a claim never scans other rows.
+ */
+#define STORE_QUEUE_BACKOFF_MS 500
+#define STORE_QUEUE_BACKOFF_MAX_MS (5 * 60 * 1000)
+#define STORE_QUEUE_MAX_ATTEMPTS 3
+#define STORE_QUEUE_NAME_MAX 128
+
+/* Recompute row's queue "ready" and "lease" in place (a row without
+ * "queue" is left alone).  Non-zero when out of memory. */
+int store_queue_project(json_t *row);
+
+/* The queue row's "queue" object, or NULL when row is not a queued run. */
+const json_t *store_queue_of(const json_t *row);
+
+/*
+ * Claim one run of the queues (NULL-terminated names) for this process:
+ * among the indexed rows of those queues whose ready time has come by
+ * the store's clock, the one ready first (ties by snapshot ID) whose
+ * agent is under its concurrency limit counted over every queue (claims
+ * whose lease is live), in one transaction that no other claimer (any
+ * host: SKIP LOCKED on PostgreSQL) interleaves.  What the claim writes:
+ *   - a live claim (its lease not yet over) is left alone;
+ *   - an aborting row nobody holds any more settles "aborted";
+ *   - a row whose attempts are spent settles "failed", its error
+ *     UNAVAILABLE "gave up after N attempts: worker lost (...)";
+ *   - any other is claimed: attempt and epoch + 1, worker {host, pid}
+ *     (worker: this process's, or the one given), heartbeatAt now.
+ * Settling rows is part of claiming: it goes on to the next candidate
+ * (at most STORE_CLAIM_SETTLE_MAX per call).  CORE_OK with *row the
+ * claimed row (new reference, unshaped, with its info), or NULL when the
+ * call settled that many and claimed none (claim again); CORE_ENOTFOUND
+ * when nothing is ready, *next_ns (optional) then the store-clock time
+ * the next indexed row of those queues becomes ready (0: none).  Errors:
+ * the storage's.
+ */
+#define STORE_CLAIM_SETTLE_MAX 64
+enum core_status store_claim(struct store *s, const char *const *queues,
+                             const json_t *worker, json_t **row, int64_t *next_ns,
+                             struct core_err *e);
+
+/*
+ * Every queued run the index holds (pending and aborting rows with
+ * "queue"), metadata only and unshaped (the info is kept for the
+ * listing), in queue then ready order; stop at fn's first non-OK status.
+ */
+enum core_status store_queued(struct store *s,
+                              enum core_status (*fn)(const json_t *row, void *),
+                              void *ctx, struct core_err *e);
+
 /* Which sessions store_recent_sessions() lists. */
 struct store_session_filter {
 	const char *agent;       /* only sessions whose latest row names this agent, or NULL */

@@ -73,7 +73,10 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 			if (st != CORE_OK)
 				goto out;
 			int64_t row_hb_ms = store_row_hb_timeout(row, hb_timeout_ms);
-			store_shape(row, now_ns, hb_timeout_ms);
+			/* a queued run that expired waits for a worker to take it
+			 * again (or to give up on it): only its status settles it */
+			int queued = store_queue_of(row) != NULL;
+			store_shape(row, now_ns, queued ? INT64_MAX / 2000000 : hb_timeout_ms);
 			if (store_status_terminal(st_str(row, "status"))) {
 				/* one full read fetches the row returned */
 				if (!(flags & STORE_METADATA_ONLY)) {
@@ -96,7 +99,7 @@ enum core_status store_wait_terminal(struct store *s, const char *const *ids,
 				continue;
 			}
 			{
-				int64_t x = until_expiry(row, now_ns, row_hb_ms);
+				int64_t x = queued ? -1 : until_expiry(row, now_ns, row_hb_ms);
 				if (x >= 0 && x < sleep_ms)
 					sleep_ms = x;
 			}

@@ -61,15 +61,16 @@ on() {
 	wait
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
 2
-3"
+3
+4"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_snapshots')" 4
 }
 
 @test "a store whose schema is newer than this agentkit is refused" {
 	"$SW" save row1 '{"sessionId":"s"}' >/dev/null
-	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (4)'
+	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (5)'
 	run -5 --separate-stderr agent-snap row1
-	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 4, newer than this agentkit's 3: upgrade agentkit"
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 5, newer than this agentkit's 4: upgrade agentkit"
 }
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
@@ -88,7 +89,8 @@ on() {
 	assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]},"snapshotId":"row1","status":"completed"}'
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
 2
-3"
+3
+4"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_worker_log')" 0
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
 	# deleting still collects the state and the messages the cascade used to

@@ -270,6 +270,13 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 		if (json_integer_value(v) > 0)
 			a->max_turns = (int)json_integer_value(v);
 	}
+	if ((v = json_object_get(meta, "concurrency"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 100000)
+			return core_fail(e, CORE_EINVAL, "%s: concurrency must be a number from 1 to "
+			                 "100000 (queued runs of the agent at once), got %s", a->path,
+			                 json_is_integer(v) ? "another number" : jv_type_name(v));
+		a->concurrency = (int)json_integer_value(v);
+	}
 	if ((v = json_object_get(meta, "tools"))) {
 		size_t i;
 		json_t *t;

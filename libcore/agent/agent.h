@@ -41,6 +41,8 @@ struct agent {
 	json_t *config;         /* object or NULL */
 	json_t *tools;          /* array of tool names (strings) */
 	int max_turns;          /* > 0 */
+	int concurrency;        /* front matter concurrency: its queued runs at
+	                           once, fleet-wide (docs/queue.md); 0: any */
 	json_t *input;          /* the prompt's input (--input or its default), or NULL */
 	json_t *state_schema;   /* front matter state schema, or NULL */
 	json_t *mcp_servers;    /* front matter mcpServers (docs/mcp.md), or NULL */

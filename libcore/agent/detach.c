@@ -677,7 +677,7 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
 	if (!(state = json_object_get(prow, "state")))
 		state = empty = json_object();
 	output = json_pack("{s:s, s:o}", "finishReason", "failed", "error",
-	                   jv_error_new(CORE_ESYS, why->msg));
+	                   jv_error_new(why->st ? why->st : CORE_ESYS, why->msg));
 	if (output && state) {
 		struct detach_result r = { 0, output, state, NULL };
 		struct fin_ctx f = { s, pending, &r };
@@ -690,6 +690,12 @@ static enum core_status finalize_lost(struct store *s, const json_t *pending,
 	json_decref(empty);
 	json_decref(prow);
 	return st;
+}
+
+enum core_status detach_settle_failed(struct store *s, const json_t *pending,
+                                      const struct core_err *why, struct core_err *e)
+{
+	return finalize_lost(s, pending, why, NULL, e);
 }
 
 enum core_status detach_finalize(struct store *s, const json_t *pending,
@@ -1044,11 +1050,117 @@ enum core_status detach_daemonize(struct detach_run *d)
 	return CORE_OK;
 }
 
+/* ---- a queued run (docs/queue.md) ---- */
+
+struct enq_ctx {
+	json_t *row;            /* the row to write */
+	json_t *found;          /* the key's run already there */
+};
+
+/* Create the row unless its ID (a key's) has one: then keep that. */
+static enum core_status fn_enqueue(const json_t *existing, json_t **next, void *ctx,
+                                   struct core_err *e)
+{
+	struct enq_ctx *c = ctx;
+	if (existing) {
+		c->found = json_incref((json_t *)existing);
+		*next = NULL;
+		return CORE_OK;
+	}
+	*next = json_incref(c->row);
+	return CORE_OK;
+}
+
+static json_t *queue_info(const struct detach_run *d)
+{
+	const struct detach_enqueue *q = d->enq;
+	json_t *inputs = json_array();
+	for (size_t i = 0; inputs && i < d->queue.n; i++)
+		if (json_array_append(inputs, d->queue.in[i]))
+			json_decref(inputs), inputs = NULL;
+	if (!inputs)
+		return NULL;
+	return json_pack("{s:I, s:i, s:s, s:{s:s, s:s, s:I, s:i, s:I, s:I}, s:{s:O, s:o}}",
+	                 "heartbeatTimeout",
+	                 (json_int_t)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS),
+	                 "epoch", 0, "agent", d->agent ? d->agent : "",
+	                 "queue", "name", q->queue, "agent", q->agent ? q->agent : "",
+	                 "concurrency", (json_int_t)q->concurrency, "attempt", 0,
+	                 "maxAttempts", (json_int_t)(q->max_attempts > 0 ? q->max_attempts
+	                                                               : STORE_QUEUE_MAX_ATTEMPTS),
+	                 "notBefore", (json_int_t)(q->delay_ms > 0
+	                                           ? store_now_ns(*d->store) + q->delay_ms * 1000000
+	                                           : q->not_before_ns),
+	                 "run", "args", q->args, "inputs", inputs);
+}
+
+static enum core_status enqueue(struct detach_run *d)
+{
+	struct core_err e = { 0 };
+	char msg[sizeof e.msg + 200], id[DETACH_ID_MAX + 1], now[CORE_TIME_MAX],
+	     created[CORE_TIME_MAX];
+	struct enq_ctx c = { NULL, NULL };
+	enum core_status st;
+	json_t *info;
+	if (!*d->store) {
+		snprintf(msg, sizeof msg, "agent \"%s\": --queue requires a session store", d->agent);
+		rt_fail(d->rt, CORE_EPRECONDITION, msg);
+		return CORE_EPRECONDITION;
+	}
+	if (d->enq->key) {
+		struct core_buf name = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		if (core_buf_addf(&name, "agentkit run key\n%s", d->enq->key)) {
+			rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+			return CORE_ENOMEM;
+		}
+		core_uuid_named(id, name.p);
+		core_buf_release(&name);
+	} else {
+		core_uuid(id);
+	}
+	now_str(*d->store, now);
+	core_time_format(rt_next_created_ns(d->rt), created);
+	if (!(info = queue_info(d))) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		return CORE_ENOMEM;
+	}
+	struct session_row sr = {
+		.created_at = created, .updated_at = now, .parent_id = rt_last_snapshot_id(d->rt),
+		.session_id = rt_session_id(d->rt), .snapshot_id = id, .status = "pending",
+		.info = info,
+	};
+	c.row = session_row(&sr);
+	json_decref(info);
+	if (!c.row) {
+		rt_fail(d->rt, CORE_ENOMEM, "out of memory");
+		return CORE_ENOMEM;
+	}
+	st = store_save(*d->store, id, 0, fn_enqueue, &c, &d->pending, &e);
+	json_decref(c.row);
+	if (st) {
+		json_decref(c.found);
+		snprintf(msg, sizeof msg, "agent \"%s\": queue the run: %s", d->agent, e.msg);
+		rt_fail(d->rt, st, msg);
+		return st;
+	}
+	const json_t *row = c.found ? c.found : d->pending;
+	snprintf(d->id, sizeof d->id, "%s", id);
+	snprintf(d->session, sizeof d->session, "%s",
+	         json_string_value(json_object_get(row, "sessionId")));
+	d->existed = c.found != NULL;
+	json_decref(c.found);
+	rt_unlock_session(d->rt);
+	d->role = DETACH_CALLER;
+	return CORE_OK;
+}
+
 enum core_status detach_start(struct detach_run *d)
 {
 	struct core_err e = { 0 };
 	enum core_status st;
 	d->role = DETACH_NONE;
+	if (d->enq)
+		return enqueue(d);
 	if ((st = write_pending(d)))
 		return st;
 	stderr_file(d);

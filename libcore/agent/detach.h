@@ -42,6 +42,7 @@
 
 #include "../base/buf.h"
 #include "../base/status.h"
+#include "../../store/store.h"
 
 struct runtime;
 struct store;
@@ -260,6 +261,22 @@ enum detach_role {
 #define DETACH_ID_MAX 36        /* pending rows are named by a UUID */
 
 /*
+ * A queued run (agent-run --queue, docs/queue.md; store.h "Queued runs"):
+ * what detach_start() writes instead of starting a worker.  Borrowed.
+ */
+struct detach_enqueue {
+	const char *queue;              /* its name */
+	const char *agent;              /* the agent's name, for the limit ("": none) */
+	int64_t concurrency;            /* claims of this agent at once, fleet-wide (0: any) */
+	int64_t max_attempts;           /* 0: STORE_QUEUE_MAX_ATTEMPTS */
+	int64_t not_before_ns;          /* no claim before (the store's clock; 0: at once) */
+	int64_t delay_ms;               /* ... or before this long after the enqueue */
+	const json_t *args;             /* agent-run's options for the worker (an array) */
+	const char *key;                /* --key: the run's ID is core_uuid_named() of it,
+	                                   and a second launch finds the first (NULL: none) */
+};
+
+/*
  * One detached run.  Zero it, then the command sets the first group; the
  * pointers are borrowed and outlive the run.  The rest belongs to the run
  * and goes with detach_run_release().  rt's cancelled() (rt_config) must return
@@ -278,6 +295,9 @@ struct detach_run {
 	                                   DETACH_LEASE_MS), see detach_watch_start() */
 	struct detach_sink sink;
 
+	const struct detach_enqueue *enq; /* a queued run: detach_start() writes it and
+	                                   starts no worker (NULL: a detached run) */
+
 	struct detach_queue queue;      /* the inputs, queued before detach_start() */
 	struct core_err tail;           /* a malformed input after the queued ones
 	                                   (st CORE_OK: none): the worker fails the
@@ -292,6 +312,10 @@ struct detach_run {
 	pthread_t thread;               /* the worker's thread, the one that uses
 	                                   *store (detach_log_store()) */
 	json_t *pending;                /* the pending row as written */
+	char session[STORE_ID_MAX + 1]; /* a queued run's session: a key's earlier
+	                                   run may be in another than rt's */
+	int existed;                    /* the key named a run already there:
+	                                   nothing was written */
 };
 
 /*
@@ -309,6 +333,12 @@ struct detach_run {
  * before the fork.
  */
 enum core_status detach_start(struct detach_run *d);
+/* With d->enq set, detach_start() instead writes the queued run: the
+ * pending row (no heartbeat: it waits for a worker; parentId rt's last
+ * committed row) whose info holds the queue, the inputs and d->enq's
+ * args, under a fresh UUID or the key's.  A key whose run exists writes
+ * nothing: d->existed, and d->id and d->session are that run's.  Then
+ * the role is DETACH_CALLER, as after a detach, with no worker. */
 
 /*
  * The worker's part of detach_start(), callable in any process (the unit
@@ -360,6 +390,14 @@ enum core_status detach_daemonize(struct detach_run *d);
  * detach_run_worker()).
  */
 enum core_status detach_finish(struct detach_run *d);
+
+/*
+ * Settle the pending row failed with why (its status and message), as a
+ * worker that cannot run it does (agent-run --claimed when the agent does
+ * not load on this host): detach_finalize()'s row, the state the parent's.
+ */
+enum core_status detach_settle_failed(struct store *s, const json_t *pending,
+                                      const struct core_err *why, struct core_err *e);
 
 /* Non-zero once the worker saw the abort flip; 0 outside a running worker.
  * For rt's cancelled(), on the thread that runs the worker. */

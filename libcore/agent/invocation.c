@@ -268,6 +268,7 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 		.cancelled = cancelled, .cancel_ctx = inv,
 		.ext = inv->ext,
 		.on_busy = o->on_busy, .busy_timeout_ms = o->busy_timeout_ms,
+		.claimed_id = o->claimed_id,
 	};
 	if ((st = rt_open(&cfg, &inv->rt, e)))
 		return st;
@@ -294,11 +295,27 @@ void invocation_run(struct invocation *inv, const char *const *messages, size_t 
 		feed_messages(&inv->feed, messages, n, text, detach);
 }
 
+enum core_status invocation_run_claimed(struct invocation *inv, const json_t *row,
+                                        struct core_err *e)
+{
+	const json_t *run = json_object_get(json_object_get(row, STORE_INFO_KEY), "run"), *in;
+	enum core_status st;
+	size_t i;
+	json_array_foreach(json_object_get(run, "inputs"), i, in)
+		if ((st = detach_queue_add(&inv->det.queue, in, e)))
+			return st;
+	rt_unlock_session(inv->rt);     /* a worker runs without it, as a detached one */
+	inv->det.worker_st = detach_run_worker(&inv->det, row, NULL);
+	return CORE_OK;
+}
+
 enum core_status invocation_detached(struct invocation *inv)
 {
 	json_decref(inv->output);
 	inv->output = json_pack("{s:s, s:s, s:s}", "finishReason", "detached",
-	                        "sessionId", rt_session_id(inv->rt), "snapshotId", inv->det.id);
+	                        "sessionId", inv->det.session[0] ? inv->det.session
+	                                                         : rt_session_id(inv->rt),
+	                        "snapshotId", inv->det.id);
 	return inv->output ? CORE_OK : CORE_ENOMEM;
 }
 

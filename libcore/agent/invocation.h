@@ -194,6 +194,7 @@ struct invocation_open {
 	int64_t hb_timeout_ms;          /* a pending row older is presumed dead */
 	enum rt_busy on_busy;           /* a session's other writer: wait, fail, fork */
 	int64_t busy_timeout_ms;        /* ... waited for this long at most */
+	const char *claimed_id;         /* agent-run --claimed: the queued run's row */
 };
 
 /* The default --busy-timeout: longer than a turn's model call may take. */
@@ -236,6 +237,16 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
  */
 void invocation_run(struct invocation *inv, const char *const *messages, size_t n,
                     int detach, size_t max_record);
+
+/*
+ * agent-run --claimed: run the queued run row (the claimed pending row,
+ * metadata only: its info's run.inputs) as its detached worker would
+ * (detach_run_worker() on the row, after invocation_open() with
+ * claimed_id), in this process.  inv->det.worker_st is how the row ended.
+ * Errors (nothing ran): CORE_ENOMEM, CORE_ETOOBIG from the inputs.
+ */
+enum core_status invocation_run_claimed(struct invocation *inv, const json_t *row,
+                                        struct core_err *e);
 
 /*
  * The detached output (§2.2 step 6) in inv->output: {"finishReason":

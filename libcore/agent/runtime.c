@@ -52,6 +52,7 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->ext = cfg->ext;
 	rt->on_busy = cfg->on_busy;
 	rt->busy_timeout_ms = cfg->busy_timeout_ms;
+	rt->claimed_id = cfg->claimed_id;
 	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
 	    !(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");

@@ -72,6 +72,10 @@ struct rt_config {
 	 * the latest it read).  A wait that runs out is CORE_ETIMEOUT. */
 	enum rt_busy { RT_BUSY_WAIT, RT_BUSY_FAIL, RT_BUSY_FORK } on_busy;
 	int64_t busy_timeout_ms;
+	/* A queued run's own pending row (agent-worker claimed it; NULL:
+	 * none): a session's latest that is this row is no row to resume,
+	 * so a run queued on a new session starts it afresh.  Borrowed. */
+	const char *claimed_id;
 };
 
 struct runtime;

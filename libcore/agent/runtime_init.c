@@ -249,6 +249,12 @@ static enum core_status find_row(struct runtime *rt, const char *sid, const char
 		st = store_latest(rt->store, sid, read_flags(rt), row, &se);
 		if (st && st != CORE_ENOTFOUND)
 			return core_fail(e, st, "failed to resolve latest snapshot for session \"%s\": %s", sid, se.msg);
+		if (*row && rt->claimed_id && !strcmp(rt->claimed_id, json_string_value(
+		            json_object_get(*row, "snapshotId")) ? json_string_value(
+		            json_object_get(*row, "snapshotId")) : "")) {
+			json_decref(*row);      /* the queued run itself: a new session */
+			*row = NULL;
+		}
 		if (*row && (st = await_detached(rt, sid, row, e)))
 			return st;
 		const char *owner = json_string_value(json_object_get(*row, "sessionId"));

@@ -33,6 +33,7 @@ struct runtime {
 	int64_t hb_timeout_ms;
 	enum rt_busy on_busy;
 	int64_t busy_timeout_ms;
+	const char *claimed_id;         /* rt_config's */
 	char *locked_session;   /* the session whose writer lock this holds */
 	int64_t last_created_ns; /* createdAt of the row the next one follows */
 	int detached;           /* rt_detach(): no rows, no chunks, last_good kept */

@@ -178,6 +178,17 @@ void core_uuid(char *buf)
 	uuid_unparse_lower(u, buf);
 }
 
+void core_uuid_named(char *buf, const char *name)
+{
+	/* agentkit's namespace: a UUID drawn once, never to change (it would
+	 * change every key's run ID) */
+	static const uuid_t ns = { 0x4e, 0x6b, 0x1f, 0x3a, 0x2c, 0x55, 0x5d, 0x0e,
+	                           0x9a, 0x61, 0x57, 0x0c, 0x8d, 0x2b, 0x19, 0xa4 };
+	uuid_t u;
+	uuid_generate_sha1(u, ns, name, strlen(name));
+	uuid_unparse_lower(u, buf);
+}
+
 int core_dl_load(const char *soname, const char *const *names, void **const *slots,
                  size_t n, char *why, size_t whylen)
 {

@@ -58,6 +58,9 @@ enum core_status core_time_parse(const char *s, int64_t *ns);
 
 /* A random (version 4) UUID, lower case; buf must hold 37 bytes. */
 void core_uuid(char *buf);
+/* The name-based (version 5, SHA-1) UUID of name in agentkit's own
+ * namespace: the same name gives the same UUID on every host. */
+void core_uuid_named(char *buf, const char *name);
 
 /* Free a NULL-terminated vector of malloc'd strings and the vector
  * itself; NULL is a no-op. */

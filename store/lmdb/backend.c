@@ -25,6 +25,8 @@ const struct store_backend store_lmdb_backend = {
 	.append = 1,
 	.log_append = lm_log_append,
 	.log_lines = lm_log_lines,
+	.claim = lm_claim,
+	.queued = lm_queued,
 	/* every meta and state record begins with its format's version
 	 * byte (lm.h), 1 in all of them: no store-wide steps to apply */
 	.format_version = 1,

@@ -19,7 +19,7 @@
 #include "../../libcore/base/util.h"
 
 static const char *const db_names[DB_N] = {
-	"meta", "state", "msg", "node", "bysess", "sess", "wlog",
+	"meta", "state", "msg", "node", "bysess", "sess", "wlog", "queue",
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -246,13 +246,16 @@ static enum core_status open_dbis(struct env *v, struct core_err *e)
 		rc = lm_txn_begin(v, write, &t, &old);
 		if (rc)
 			return lm_begin_fail(v, e, rc, "open the store");
-		v->has_wlog = 1;
+		v->has_wlog = v->has_queue = 1;
 		for (i = 0; i < DB_N && rc == 0; i++) {
 			rc = mdb_dbi_open(t, db_names[i], write ? MDB_CREATE : 0, &v->dbi[i]);
-			/* a store older than the worker logs: a read-only open
-			 * goes on without them, a read-write one adds them */
+			/* a store older than the worker logs or the queue: a
+			 * read-only open goes on without them, a read-write
+			 * one adds them */
 			if (rc == MDB_NOTFOUND && i == DB_WLOG && v->rdonly)
 				rc = 0, v->has_wlog = 0;
+			if (rc == MDB_NOTFOUND && i == DB_QUEUE && v->rdonly)
+				rc = 0, v->has_queue = 0;
 		}
 		if (rc == MDB_NOTFOUND && !write) {
 			lm_txn_abort(v, t, 0, &old);

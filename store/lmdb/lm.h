@@ -80,6 +80,10 @@
  *            0 in append order; deleted with their row.  A store made
  *            before it gets it at its next read-write open (a read-only
  *            one reads as having no lines): no format version changes
+ *   queue  u8 len | queue name | snapshotId -> the row's "queue" object
+ *            (store.h "Queued runs"): one entry per pending or aborting
+ *            queued row, kept by every row write and delete (queue.c);
+ *            added to older stores as wlog is
  *
  * Heartbeats and metadata reads touch only meta; a turn writes its new
  * messages, one state row and one meta row.  Status changes bump a futex
@@ -112,7 +116,7 @@
 #define MSG_HDR 40              /* prev seq | prev hash */
 #define BATCH 256
 
-enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_N };
+enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_QUEUE, DB_N };
 
 /* One LMDB environment per store per process (LMDB forbids two). */
 struct env {
@@ -130,6 +134,7 @@ struct env {
 	char *path;
 	int has_wlog;           /* the wlog DBI is open (a read-only open of an
 	                           older store: not there) */
+	int has_queue;          /* the same for the queue DBI */
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
 	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
@@ -335,6 +340,11 @@ typedef int (*write_op)(struct env *v, MDB_txn *t, void *ctx, int *changed,
 enum core_status lm_run_write(struct lmdb_store *s, const char *what, write_op op,
                               void *ctx, struct core_err *e);
 
+/* The queue index's key of row id in queue q into k (LM_QUEUE_KEY_MAX
+ * bytes): its length. */
+#define LM_QUEUE_KEY_MAX (1 + STORE_QUEUE_NAME_MAX + STORE_ID_MAX)
+size_t lm_queue_key(unsigned char *k, const char *q, const char *id);
+
 /* ---- the operations (backend.c's table; see backend.h) ---- */
 
 enum core_status lm_open(const char *path, unsigned flags, struct store **out,
@@ -343,6 +353,11 @@ void lm_close(struct store *s);                                         /* env.c
 uint32_t lm_change_seq(struct store *s);                                /* wake.c */
 enum core_status lm_wait_change(struct store *s, uint32_t seq, int64_t timeout_ms,
                                 struct core_err *e);                    /* wake.c */
+enum core_status lm_claim(struct store *h, const char *const *queues, int64_t now_ns,
+                          store_mutate_fn fn, void *ctx, json_t **persisted, int64_t *next_ns,
+                          struct core_err *e);                          /* ops.c */
+enum core_status lm_queued(struct store *h, store_row_fn fn, void *ctx,
+                           struct core_err *e);                         /* ops.c */
 enum core_status lm_get(struct store *s, const char *snapshot_id, unsigned flags,
                         json_t **row, struct core_err *e);
 enum core_status lm_latest(struct store *s, const char *session_id, unsigned flags,

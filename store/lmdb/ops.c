@@ -293,6 +293,214 @@ enum core_status lm_save(struct store *h, const char *id, unsigned flags,
 	return st;
 }
 
+/* ---- queued runs (store.h "Queued runs") ---- */
+
+/* One entry of the queue index, as the claim weighs it. */
+struct qent {
+	char id[STORE_ID_MAX + 1];
+	char agent[STORE_ID_MAX + 1];
+	int64_t ready, lease, conc;
+};
+
+static int64_t qe_int(const json_t *q, const char *key)
+{
+	const json_t *v = json_object_get(q, key);
+	return json_is_integer(v) ? (int64_t)json_integer_value(v) : 0;
+}
+
+/* Decode index entry k/d (NULL: not one this agentkit wrote). */
+static json_t *qent_of(const MDB_val *k, const MDB_val *d, struct qent *q, size_t *qlen)
+{
+	const unsigned char *p = k->mv_data;
+	size_t n;
+	json_t *v;
+	const char *a;
+	if (k->mv_size < 2 || (n = p[0]) + 1 >= k->mv_size || k->mv_size - 1 - n > STORE_ID_MAX ||
+	    !(v = json_loadb(d->mv_data, d->mv_size, 0, NULL)))
+		return NULL;
+	memcpy(q->id, p + 1 + n, k->mv_size - 1 - n);
+	q->id[k->mv_size - 1 - n] = 0;
+	a = json_string_value(json_object_get(v, "agent"));
+	snprintf(q->agent, sizeof q->agent, "%s", a ? a : "");
+	q->ready = qe_int(v, "ready");
+	q->lease = qe_int(v, "lease");
+	q->conc = qe_int(v, "concurrency");
+	*qlen = n;
+	return v;
+}
+
+static int in_queues(const unsigned char *k, size_t n, const char *const *queues)
+{
+	for (; *queues; queues++)
+		if (strlen(*queues) == n && !memcmp(*queues, k + 1, n))
+			return 1;
+	return 0;
+}
+
+struct claim_op {
+	const char *const *queues;
+	int64_t now;
+	struct save_ctx save;
+	char id[STORE_ID_MAX + 1];
+	int64_t next;
+	int found;
+};
+
+/* Live claims of agent in the whole index (every queue). */
+static int live_of(struct env *v, MDB_txn *t, const char *agent, int64_t now, int64_t *count)
+{
+	MDB_cursor *c;
+	MDB_val k, d;
+	int rc;
+	*count = 0;
+	if ((rc = mdb_cursor_open(t, v->dbi[DB_QUEUE], &c)))
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); !rc; rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		struct qent q;
+		size_t n;
+		json_t *x = qent_of(&k, &d, &q, &n);
+		if (x && q.lease > now && !strcmp(q.agent, agent))
+			(*count)++;
+		json_decref(x);
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
+/* The claim's pick: the ready entry of the queues ready first (then by
+ * ID) whose agent is under its limit; none: c->found 0, c->next the next
+ * ready time.  One transaction (LMDB has one writer) holds it all. */
+static int claim_op(struct env *v, MDB_txn *t, void *ctx, int *changed, struct wctx *w)
+{
+	struct claim_op *c = ctx;
+	struct qent best = { .ready = 0 }, q;
+	char skip[8][STORE_ID_MAX + 1];
+	int nskip = 0;
+	MDB_cursor *cur;
+	MDB_val k, d;
+	int rc;
+	c->found = 0;
+	c->next = 0;
+	if (!v->has_queue)
+		return 0;
+	for (;;) {
+		int have = 0;
+		if ((rc = mdb_cursor_open(t, v->dbi[DB_QUEUE], &cur)))
+			return rc;
+		for (rc = mdb_cursor_get(cur, &k, &d, MDB_FIRST); !rc;
+		     rc = mdb_cursor_get(cur, &k, &d, MDB_NEXT)) {
+			size_t n;
+			json_t *x = qent_of(&k, &d, &q, &n);
+			int skipped = 0;
+			if (!x || !in_queues(k.mv_data, n, c->queues)) {
+				json_decref(x);
+				continue;
+			}
+			json_decref(x);
+			for (int i = 0; i < nskip; i++)
+				skipped |= !strcmp(skip[i], q.agent);
+			if (q.ready > c->now) {
+				if (!c->next || q.ready < c->next)
+					c->next = q.ready;
+			} else if (!skipped && (!have || q.ready < best.ready ||
+			                        (q.ready == best.ready && strcmp(q.id, best.id) < 0))) {
+				best = q;
+				have = 1;
+			}
+		}
+		mdb_cursor_close(cur);
+		if (rc != MDB_NOTFOUND)
+			return rc;
+		if (!have)
+			return 0;
+		if (best.conc > 0) {
+			int64_t live;
+			if ((rc = live_of(v, t, best.agent, c->now, &live)))
+				return rc;
+			if (live >= best.conc) {
+				/* the agent is at its limit: its other rows wait too */
+				if (nskip == 8)
+					return 0;
+				snprintf(skip[nskip++], sizeof skip[0], "%s", best.agent);
+				continue;
+			}
+		}
+		break;
+	}
+	snprintf(c->id, sizeof c->id, "%s", best.id);
+	c->save.id = c->id;
+	c->found = 1;
+	return save_op(v, t, &c->save, changed, w);
+}
+
+enum core_status lm_claim(struct store *h, const char *const *queues, int64_t now_ns,
+                          store_mutate_fn fn, void *ctx, json_t **persisted, int64_t *next_ns,
+                          struct core_err *e)
+{
+	struct claim_op c = { queues, now_ns, { NULL, STORE_METADATA_ONLY, NULL, fn, ctx, 0, NULL,
+	                                        NULL }, "", 0, 0 };
+	enum core_status st = lm_run_write(lm_store(h), "claim a queued run", claim_op, &c, e);
+	*persisted = NULL;
+	*next_ns = c.next;
+	if (st == CORE_OK && !c.found)
+		st = CORE_ENOTFOUND;
+	if (st == CORE_OK && c.save.next)
+		*persisted = json_incref(c.save.next);
+	json_decref(c.save.seen);
+	json_decref(c.save.next);
+	return st;
+}
+
+enum core_status lm_queued(struct store *h, store_row_fn fn, void *ctx, struct core_err *e)
+{
+	struct lmdb_store *s = lm_store(h);
+	struct env *v = s->e;
+	json_t *rows = json_array(), *row;
+	enum core_status st = CORE_OK;
+	MDB_cursor *c;
+	MDB_txn *t;
+	MDB_val k, d;
+	size_t i;
+	int rc;
+	if (!rows)
+		return core_fail(e, CORE_ENOMEM, "list queued runs: out of memory");
+	if (!v->has_queue)
+		goto out;
+	if ((rc = lm_txn_begin(v, 0, &t, NULL))) {
+		st = lm_fail(e, rc, "list queued runs");
+		goto out;
+	}
+	if ((rc = mdb_cursor_open(t, v->dbi[DB_QUEUE], &c))) {
+		lm_txn_abort(v, t, 0, NULL);
+		st = lm_fail(e, rc, "list queued runs");
+		goto out;
+	}
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); !rc && !st;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		struct qent q;
+		size_t n;
+		json_t *x = qent_of(&k, &d, &q, &n);
+		json_decref(x);
+		if (!x)
+			continue;
+		if ((st = lm_read_row(v, t, q.id, STORE_METADATA_ONLY, &row, NULL, e)) == CORE_OK)
+			st = json_array_append_new(rows, row) ? CORE_ENOMEM : CORE_OK;
+		else if (st == CORE_ENOTFOUND)
+			st = CORE_OK;
+	}
+	mdb_cursor_close(c);
+	lm_txn_abort(v, t, 0, NULL);
+	if (st == CORE_ENOMEM)
+		core_fail(e, st, "list queued runs: out of memory");
+	/* by queue (the key order), then ready time */
+	json_array_foreach(rows, i, row)
+		if (!st)
+			st = fn(row, ctx);
+out:
+	json_decref(rows);
+	return st;
+}
+
 /* ---- put (import) ---- */
 
 struct put_ctx {

@@ -126,7 +126,55 @@ struct oldrow {
 	char sid[STORE_ID_MAX + 1];
 	char status[32];
 	int status_set;
+	char queue[STORE_QUEUE_NAME_MAX + 1];   /* its queue index entry's, or "" */
 };
+
+/* The queue whose index holds row, or NULL (store.h "Queued runs"). */
+static const char *queue_name(const json_t *row)
+{
+	const char *q = st_str(store_queue_of(row), "name");
+	if (!q || !*q || strlen(q) > STORE_QUEUE_NAME_MAX ||
+	    store_status_terminal(st_str(row, "status")))
+		return NULL;
+	return q;
+}
+
+size_t lm_queue_key(unsigned char *k, const char *q, const char *id)
+{
+	size_t n = strlen(q), m = strlen(id);
+	k[0] = (unsigned char)n;
+	memcpy(k + 1, q, n);
+	memcpy(k + 1 + n, id, m);
+	return 1 + n + m;
+}
+
+/* The queue index entry of row id: old's removed, row's (NULL: none) put. */
+static int index_queue(struct env *v, MDB_txn *t, const struct oldrow *o, const char *id,
+                       const json_t *row, struct wctx *w)
+{
+	unsigned char key[LM_QUEUE_KEY_MAX];
+	const char *q = row ? queue_name(row) : NULL;
+	MDB_val k, d;
+	int rc;
+	if (!v->has_queue)
+		return 0;
+	if (o->queue[0] && (!q || strcmp(q, o->queue))) {
+		k.mv_size = lm_queue_key(key, o->queue, id);
+		k.mv_data = key;
+		if ((rc = mdb_del(t, v->dbi[DB_QUEUE], &k, NULL)) && rc != MDB_NOTFOUND)
+			return rc;
+	}
+	if (!q)
+		return 0;
+	core_buf_reset(&w->tmp);
+	if (jv_dump(store_queue_of(row), &w->tmp) != CORE_OK)
+		return ENOMEM;
+	k.mv_size = lm_queue_key(key, q, id);
+	k.mv_data = key;
+	d.mv_size = w->tmp.len;
+	d.mv_data = w->tmp.p;
+	return mdb_put(t, v->dbi[DB_QUEUE], &k, &d, 0);
+}
 
 static int old_row(struct env *v, MDB_txn *t, const char *id, struct oldrow *o,
                    struct core_err *e)
@@ -151,6 +199,8 @@ static int old_row(struct env *v, MDB_txn *t, const char *id, struct oldrow *o,
 		snprintf(o->status, sizeof o->status, "%s", x);
 		o->status_set = 1;
 	}
+	if ((x = queue_name(meta)))
+		snprintf(o->queue, sizeof o->queue, "%s", x);
 	json_decref(meta);
 	return 0;
 }
@@ -261,7 +311,8 @@ int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
 	*changed = !o.exists || o.status_set != !!status ||
 	           (status && strcmp(o.status, status));
 	if ((rc = row_state(v, t, row, id, flags, o.exists, &has_state, &pos, w)) ||
-	    (rc = put_meta(v, t, row, id, has_state, pos, tkey, w)))
+	    (rc = put_meta(v, t, row, id, has_state, pos, tkey, w)) ||
+	    (rc = index_queue(v, t, &o, id, row, w)))
 		return rc;
 	return index_row(v, t, &o, id, sid, tkey);
 }
@@ -316,6 +367,12 @@ int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e)
 	if ((rc = lm_delete_state(v, t, id)) || (rc = mdb_del(t, v->dbi[DB_META], &k, NULL)) ||
 	    (rc = wlog_delete(v, t, id)))
 		return rc;
+	if (o.queue[0] && v->has_queue) {
+		unsigned char qk[LM_QUEUE_KEY_MAX];
+		MDB_val q = { lm_queue_key(qk, o.queue, id), qk };
+		if ((rc = mdb_del(t, v->dbi[DB_QUEUE], &q, NULL)) && rc != MDB_NOTFOUND)
+			return rc;
+	}
 	k.mv_size = bysess_key(ik, o.sid, o.tkey, id);
 	k.mv_data = ik;
 	if ((rc = mdb_del(t, v->dbi[DB_BYSESS], &k, NULL)) && rc != MDB_NOTFOUND)

@@ -32,4 +32,6 @@ const struct store_backend store_pg_backend = {
 	.park = pg_park,
 	.log_append = pg_log_append,
 	.log_lines = pg_log_lines,
+	.claim = pg_claim,
+	.queued = pg_queued,
 };

@@ -791,3 +791,191 @@ enum core_status pg_prune_session(struct store *h, const char *session_id,
 	                     .prune = 1 };
 	return delete_rows(pg_store(h), "prune", &c, deleted, fn, ctx, e);
 }
+
+/* ---- queued runs (store.h "Queued runs"; the index: schema step 4) ---- */
+
+/* Append s and its NUL to the NUL-separated list b. */
+static int list_add(struct core_buf *b, const char *v)
+{
+	return core_buf_add(b, v, strlen(v) + 1) != CORE_OK;
+}
+
+struct claim_pick {
+	char id[STORE_ID_MAX + 1];
+	char agent[STORE_ID_MAX + 1];
+	long conc;
+};
+
+/*
+ * The pick, in the transaction begun: the first ready entry of the queues
+ * (ready time, then ID) that no other transaction holds (SKIP LOCKED), is
+ * not excluded, and whose row this transaction can lock at once (a
+ * writer of the row, its worker's beat, holds the row's advisory lock and
+ * next the entry the trigger updates: waiting for it would deadlock).
+ * CORE_ENOTFOUND: none (*next_ns the next ready time); *busy set: the
+ * pick could not be locked or its agent is at its limit (the caller
+ * excludes it and tries again).
+ */
+static enum core_status pick(struct pg_store *s, const char *queues, const char *now,
+                             const char *agents, const char *ids, struct claim_pick *p,
+                             int *busy, int64_t *next_ns, struct core_err *e)
+{
+	static const char sel[] =
+		"SELECT snapshot_id, agent, concurrency FROM agentkit_queue"
+		" WHERE queue = ANY($1::text[]) AND ready_ns <= $2::bigint"
+		" AND agent <> ALL($3::text[]) AND snapshot_id <> ALL($4::text[])"
+		" ORDER BY ready_ns, snapshot_id LIMIT 1 FOR UPDATE SKIP LOCKED";
+	static const char next[] =
+		"SELECT min(ready_ns) FROM agentkit_queue WHERE queue = ANY($1::text[])"
+		" AND ready_ns > $2::bigint";
+	static const char try_lock[] = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
+	static const char agent_lock[] =
+		"SELECT pg_advisory_xact_lock(hashtextextended('agentkit queue agent ' || $1, 0))";
+	static const char live[] =
+		"SELECT count(*) FROM agentkit_queue WHERE agent = $1 AND lease_ns > $2::bigint";
+	const char *pa[4] = { queues, now, agents, ids };
+	enum core_status st;
+	PGresult *r;
+	*busy = 0;
+	if ((st = pg_exec(s, sel, 4, pa, &r, "claim a queued run", e)))
+		return st;
+	if (!PQntuples(r)) {
+		PQclear(r);
+		if ((st = pg_exec(s, next, 2, pa, &r, "claim a queued run", e)))
+			return st;
+		*next_ns = PQgetisnull(r, 0, 0) ? 0 : strtoll(PQgetvalue(r, 0, 0), NULL, 10);
+		PQclear(r);
+		return CORE_ENOTFOUND;
+	}
+	snprintf(p->id, sizeof p->id, "%s", PQgetvalue(r, 0, 0));
+	snprintf(p->agent, sizeof p->agent, "%s", PQgetvalue(r, 0, 1));
+	p->conc = strtol(PQgetvalue(r, 0, 2), NULL, 10);
+	PQclear(r);
+	const char *pi[1] = { p->id };
+	if ((st = pg_exec(s, try_lock, 1, pi, &r, "claim a queued run", e)))
+		return st;
+	*busy = strcmp(PQgetvalue(r, 0, 0), "t") != 0;
+	PQclear(r);
+	if (*busy || p->conc <= 0)
+		return CORE_OK;
+	/* the limit holds fleet-wide: claims of one agent serialize on its
+	 * lock, and each counts the others' committed claims after it */
+	const char *pl[2] = { p->agent, now };
+	if ((st = pg_exec(s, agent_lock, 1, pl, &r, "claim a queued run", e)))
+		return st;
+	PQclear(r);
+	if ((st = pg_exec(s, live, 2, pl, &r, "claim a queued run", e)))
+		return st;
+	*busy = strtol(PQgetvalue(r, 0, 0), NULL, 10) >= p->conc ? 2 : 0;
+	PQclear(r);
+	return CORE_OK;
+}
+
+enum core_status pg_claim(struct store *h, const char *const *queues, int64_t now_ns,
+                          store_mutate_fn fn, void *ctx, json_t **persisted, int64_t *next_ns,
+                          struct core_err *e)
+{
+	struct pg_store *s = pg_store(h);
+	struct core_buf ql = CORE_BUF_INIT(CORE_BUF_UNLIMITED), qa = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf al = CORE_BUF_INIT(CORE_BUF_UNLIMITED), aa = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf il = CORE_BUF_INIT(CORE_BUF_UNLIMITED), ia = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
+	char now[24];
+	json_t *next = NULL;
+	int tries = 0, excluded = 0;
+	*persisted = NULL;
+	*next_ns = 0;
+	snprintf(now, sizeof now, "%lld", (long long)now_ns);
+	for (const char *const *q = queues; *q; q++)
+		if (list_add(&ql, *q))
+			st = CORE_ENOMEM;
+	if (st || id_array(&ql, &qa))
+		goto oom;
+	for (;;) {
+		struct claim_pick p;
+		int busy, changed, stale;
+		json_t *existing = NULL;
+		struct old o;
+		PGresult *r;
+		char sql[1024];
+		core_buf_reset(&aa);
+		core_buf_reset(&ia);
+		if (id_array(&al, &aa) || id_array(&il, &ia))
+			goto oom;
+		s->last_state[0] = 0;
+		if ((st = pg_cmd(s, "BEGIN", "claim a queued run", e)))
+			break;
+		st = pick(s, qa.p, now, aa.p, ia.p, &p, &busy, next_ns, e);
+		if (st == CORE_OK && busy) {
+			pg_rollback(s);
+			/* a held row, or an agent at its limit, is passed over */
+			if (excluded++ > 1000 || list_add(busy == 2 ? &al : &il, busy == 2 ? p.agent : p.id))
+				goto oom;
+			continue;
+		}
+		if (st == CORE_OK) {
+			const char *pi[1] = { p.id };
+			snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s",
+			         SEL(STORE_METADATA_ONLY));
+			if ((st = pg_exec(s, sql, 1, pi, &r, "claim a queued run", e)) == CORE_OK) {
+				if (PQntuples(r))
+					st = row_at(r, 0, &existing, e);
+				old_of(r, existing, &o);
+				PQclear(r);
+			}
+			json_decref(next);
+			next = NULL;
+			if (st == CORE_OK)
+				st = st_mutate(p.id, existing, fn, ctx, &next, e);
+			json_decref(existing);
+			if (st == CORE_OK && next)
+				st = write_row(s, next, STORE_METADATA_ONLY, &o, NULL, &changed, &stale, e);
+			else if (st == CORE_OK)
+				st = pg_cmd(s, "COMMIT", "claim a queued run", e);
+			if (st == CORE_OK)
+				break;
+		} else if (st == CORE_ENOTFOUND) {
+			enum core_status c = pg_cmd(s, "COMMIT", "claim a queued run", e);
+			st = c ? c : CORE_ENOTFOUND;
+			break;
+		}
+		if (!try_again(s, tries++, e))
+			break;
+	}
+	if (st == CORE_OK && next)
+		*persisted = json_incref(next);
+	goto out;
+oom:
+	if (s->in_txn)
+		pg_rollback(s);
+	st = core_fail(e, CORE_ENOMEM, "claim a queued run: out of memory");
+out:
+	json_decref(next);
+	core_buf_release(&ql);
+	core_buf_release(&qa);
+	core_buf_release(&al);
+	core_buf_release(&aa);
+	core_buf_release(&il);
+	core_buf_release(&ia);
+	return st;
+}
+
+enum core_status pg_queued(struct store *h, store_row_fn fn, void *ctx, struct core_err *e)
+{
+	struct pg_store *s = pg_store(h);
+	char sql[1024];
+	enum core_status st;
+	PGresult *r;
+	snprintf(sql, sizeof sql, "%sJOIN agentkit_queue q ON q.snapshot_id = s.snapshot_id"
+	         " ORDER BY q.queue, q.ready_ns, q.snapshot_id", SEL(STORE_METADATA_ONLY));
+	if ((st = pg_exec(s, sql, 0, NULL, &r, "list queued runs", e)))
+		return st;
+	for (int i = 0; i < PQntuples(r) && !st; i++) {
+		json_t *row = NULL;
+		if ((st = row_at(r, i, &row, e)) == CORE_OK)
+			st = fn(row, ctx);
+		json_decref(row);
+	}
+	PQclear(r);
+	return st;
+}

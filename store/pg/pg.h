@@ -54,7 +54,7 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 3, tables in the connection's current schema;
+ * Layout (schema version 4, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
@@ -77,6 +77,10 @@
  *                       order), at_ns, body: a detached worker's log lines
  *                       (wlog.c), keyed (snapshot_id, line_id); deleted
  *                       with their row, in its transaction (step 3)
+ *   agentkit_queue      snapshot_id, queue, agent, concurrency, ready_ns,
+ *                       lease_ns: the queued runs (store.h "Queued
+ *                       runs"), kept from each row's metadata by a
+ *                       trigger; claims pick from it (step 4)
  *   agentkit_schema_version  the versions applied
  *
  * A status change of a stored row, or its deletion, sends NOTIFY on
@@ -95,7 +99,7 @@
 #define PG_CHANNEL "agentkit_status"
 /* The server's clock in µs since the epoch, as text (pg_clock()). */
 #define PG_CLOCK_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8"
-#define PG_SCHEMA_VERSION 3
+#define PG_SCHEMA_VERSION 4
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
@@ -360,6 +364,10 @@ enum core_status pg_prune_session(struct store *s, const char *session_id,
                                   store_deleted_fn fn, void *ctx, struct core_err *e);
 enum core_status pg_log_append(struct store *s, const char *snapshot_id, int64_t at_ns,
                                const char *text, struct core_err *e);      /* wlog.c */
+enum core_status pg_claim(struct store *h, const char *const *queues, int64_t now_ns,
+                          store_mutate_fn fn, void *ctx, json_t **persisted, int64_t *next_ns,
+                          struct core_err *e);
+enum core_status pg_queued(struct store *h, store_row_fn fn, void *ctx, struct core_err *e);
 enum core_status pg_log_lines(struct store *s, const char *snapshot_id, store_log_fn fn,
                               void *ctx, struct core_err *e);            /* wlog.c */
 

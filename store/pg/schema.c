@@ -233,7 +233,48 @@ static const char step3[] =
 	"   t := p;"
 	"  END LOOP; END $$;";
 
-static const char *const steps[] = { step1, step2, step3 };
+/*
+ * Step 4: the queue index (store.h "Queued runs"), one row per pending or
+ * aborting queued run, kept by a trigger from the row's metadata: the
+ * "ready" and "lease" times every save computes (store_queue_project()),
+ * the agent and its concurrency limit.  A claim picks from it with FOR
+ * UPDATE SKIP LOCKED (pg_claim()); deleting a snapshot deletes its entry.
+ * The trigger parses the metadata only when it names a queue.
+ */
+static const char step4[] =
+	"CREATE TABLE agentkit_queue ("
+	" snapshot_id text COLLATE \"C\" PRIMARY KEY"
+	"  REFERENCES agentkit_snapshots (snapshot_id) ON DELETE CASCADE,"
+	" queue text COLLATE \"C\" NOT NULL,"
+	" agent text COLLATE \"C\" NOT NULL,"
+	" concurrency integer NOT NULL,"
+	" ready_ns bigint NOT NULL,"
+	" lease_ns bigint NOT NULL);"
+	"CREATE INDEX agentkit_queue_ready ON agentkit_queue (queue, ready_ns, snapshot_id);"
+	"CREATE INDEX agentkit_queue_agent ON agentkit_queue (agent, lease_ns);"
+	"CREATE FUNCTION agentkit_queue_sync() RETURNS trigger"
+	" LANGUAGE plpgsql AS $$ DECLARE q json; BEGIN"
+	"  IF NEW.status IN ('pending', 'aborting') AND position('\"queue\"' IN NEW.meta) > 0 THEN"
+	"   q := NEW.meta::json -> 'agentkit' -> 'queue';"
+	"  END IF;"
+	"  IF q IS NULL OR json_typeof(q) <> 'object' OR q ->> 'name' IS NULL THEN"
+	"   IF TG_OP = 'UPDATE' AND position('\"queue\"' IN OLD.meta) > 0 THEN"
+	"    DELETE FROM agentkit_queue WHERE snapshot_id = NEW.snapshot_id;"
+	"   END IF;"
+	"   RETURN NULL;"
+	"  END IF;"
+	"  INSERT INTO agentkit_queue VALUES (NEW.snapshot_id, q ->> 'name',"
+	"   coalesce(q ->> 'agent', ''), coalesce((q ->> 'concurrency')::integer, 0),"
+	"   coalesce((q ->> 'ready')::bigint, 0), coalesce((q ->> 'lease')::bigint, 0))"
+	"  ON CONFLICT (snapshot_id) DO UPDATE SET queue = EXCLUDED.queue,"
+	"   agent = EXCLUDED.agent, concurrency = EXCLUDED.concurrency,"
+	"   ready_ns = EXCLUDED.ready_ns, lease_ns = EXCLUDED.lease_ns;"
+	"  RETURN NULL;"
+	" END $$;"
+	"CREATE TRIGGER agentkit_queue_sync AFTER INSERT OR UPDATE ON agentkit_snapshots"
+	" FOR EACH ROW EXECUTE FUNCTION agentkit_queue_sync();";
+
+static const char *const steps[] = { step1, step2, step3, step4 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*
