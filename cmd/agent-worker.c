@@ -203,8 +203,9 @@ static int cancelled(void *ctx)
 static void *slot_main(void *arg)
 {
 	struct slot *sl = arg;
+	struct run_child *c = &sl->c;
 	struct core_err e = { 0 };
-	if (run_child(&sl->c, cancelled, sl, &e))
+	if (run_wait_all(&c, 1, cancelled, sl, &e))
 		cli_warn("%s: %s", sl->id, e.msg);
 	atomic_store(&sl->done, 1);
 	poke();

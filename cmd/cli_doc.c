@@ -100,14 +100,16 @@ static const struct {
 	{ "tracing", "agentkit-tracing(7)" },
 	{ "mcp", "agentkit-mcp(7)" },
 	{ "serve", "agentkit-serve(7)" },
+	{ "queue", "agentkit-queue(7)" },
 };
 static const char see_also[] =
 	"agent-run(1), agent-snap(1), agent-wait(1), agent-abort(1), agent-serve(1), "
+	"agent-worker(1), "
 	"jpatch-diff(1), jpatch-apply(1), agentkit-prompts(5), "
 	"agentkit-tools(5), agentkit-script-model(5), agentkit-agent-run(7), "
 	"agentkit-custom-agents(7), agentkit-providers(7), agentkit-detach(7), "
 	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7), agentkit-tracing(7),"
-	" agentkit-mcp(7), agentkit-serve(7)";
+	" agentkit-mcp(7), agentkit-serve(7), agentkit-queue(7)";
 
 /* ---- help ---- */
 

@@ -80,7 +80,7 @@ requires() {
 
 # The binaries the suite knows about (those built so far).
 agentkit_bins() {
-	for b in agent-run agent-snap agent-wait agent-abort agent-serve jpatch-diff jpatch-apply; do
+	for b in agent-run agent-snap agent-wait agent-abort agent-serve agent-worker jpatch-diff jpatch-apply; do
 		[ -x "$AGENTKIT_BIN/$b" ] && echo "$b"
 	done
 }
