@@ -172,3 +172,49 @@ cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
 	assert_equal "$(jq -r 'select(.role == "user") | .content[0].text' <<<"$output" | sort -V | tr '\n' ' ')" \
 		"h1-w1 h1-w2 h1-w3 h1-w4 h2-w1 h2-w2 h2-w3 h2-w4 h3-w1 h3-w2 h3-w3 h3-w4 start "
 }
+
+@test "a fleet's queue: three hosts launch ten keyed tasks at once, workers on two hosts run each once" {
+	host 2
+	host 3
+	for h in 1 2 3; do
+		for t in $(seq 10); do
+			on_host "$h" agent-run --model echo --queue q --key "task-$t" -m "task $t" >>"launch.$h.$t" 2>>err &
+		done
+	done
+	wait
+	run cat err
+	assert_output ""
+	assert_equal "$(cat launch.* | jq -r .output.snapshotId | sort -u | wc -l)" 10
+	assert_equal "$(agent-snap runs | wc -l)" 10
+	# the store's password reaches each worker's children on their stdin
+	on_host 2 agent-worker --queue q --once --concurrency 3 2>w2 &
+	on_host 3 agent-worker --queue q --once --concurrency 3 2>w3 &
+	wait
+	assert_equal "$(agent-snap sessions | jq -r .status | sort | uniq -c | tr -s ' ')" " 10 completed"
+	assert_equal "$(cat w2 w3 | grep -c ': claimed (queue q, agent inline, attempt 1)')" 10
+	assert_equal "$(cat w2 w3 | sed -n 's/^agent-worker: \([^:]*\): claimed.*/\1/p' | sort -u | wc -l)" 10
+	assert_equal "$(agent-snap runs | wc -l)" 0
+}
+
+@test "a worker whose host is cut off loses its run; a worker on another host takes it and finishes it" {
+	host 2
+	host 3
+	printf '%s\n' '{"fallback": true, "chunks": ["a ", "b ", "c"], "delay": "1s"}' >slow.ndjson
+	export AGENTKIT_HEARTBEAT_INTERVAL=300ms AGENTKIT_HEARTBEAT_TIMEOUT=3s
+	run -0 agent-run --model script/slow.ndjson --queue q -m work
+	id=$(id_of "$output")
+	on_host 2 agent-worker --queue q 2>w2 &
+	for _ in $(seq 100); do
+		[ "$(agent-snap runs | jq -r .status)" = running ] && break
+		sleep 0.1
+	done
+	assert_equal "$(agent-snap runs | jq -r .worker.host)" "$(hostname)"
+	# host 2 goes silent: its lease runs out, host 3's worker claims the run
+	ip netns exec "$NS-2" ip link set "${NS}n2" down
+	on_host 3 agent-worker --queue q --idle-exit 15s 2>w3 &
+	run -0 --separate-stderr timeout 60 agent-wait "$id"
+	assert_equal "$(jq -c '[.status, (.state.messages | map(.content | map(.text) | join("")))]' <<<"$output")" \
+		'["completed",["work","a b c"]]'
+	grep -q "$id: claimed (queue q, agent inline, attempt 2)" w3
+	pkill -f "agent-worker --queue q" || true
+}

@@ -493,6 +493,149 @@ static void insert1(const char *url)
 	json_decref(m);
 }
 
+/* ---- claims: the work queue's claim vs a raw SKIP LOCKED loop ---- */
+
+static enum core_status fn_queued(const json_t *existing, json_t **next, void *ctx,
+                                  struct core_err *e)
+{
+	char now[CORE_TIME_MAX];
+	core_time_format(core_now_ns(), now);
+	*next = json_pack("{s:s, s:s, s:s, s:s, s:{s:i, s:i, s:{s:s, s:s, s:i, s:i, s:i, s:i},"
+	                  " s:{s:[], s:[{s:{s:s, s:[{s:s}]}}]}}}",
+	                  "createdAt", now, "sessionId", (const char *)ctx, "status", "pending",
+	                  "updatedAt", now, "agentkit", "heartbeatTimeout", 60000, "epoch", 0,
+	                  "queue", "name", "bench", "agent", "echo", "concurrency", 0, "attempt", 0,
+	                  "maxAttempts", 3, "notBefore", 0, "run", "args", "inputs", "message",
+	                  "role", "user", "content", "text", "hi");
+	return *next ? CORE_OK : CORE_ENOMEM;
+}
+
+/* What a worker's run ends with: the row settled (a finalize's write). */
+static enum core_status fn_done(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e)
+{
+	char now[CORE_TIME_MAX];
+	core_time_format(core_now_ns(), now);
+	*next = json_pack("{s:O, s:O, s:s, s:s, s:s}", "createdAt",
+	                  json_object_get(existing, "createdAt"), "sessionId",
+	                  json_object_get(existing, "sessionId"), "status", "completed",
+	                  "finishReason", "stop", "updatedAt", now);
+	return *next ? CORE_OK : CORE_ENOMEM;
+}
+
+static void enqueue(const char *url, int n, int round)
+{
+	struct store *s = open_store(url);
+	struct core_err e = { 0 };
+	char id[64], sid[64];
+	for (int i = 0; i < n; i++) {
+		snprintf(id, sizeof id, "q%d-%d", round, i);
+		snprintf(sid, sizeof sid, "s%d-%d", round, i);
+		if (store_save(s, id, 0, fn_queued, sid, NULL, &e) != CORE_OK)
+			die("enqueue", e.msg);
+	}
+	store_close(s);
+}
+
+static void par_claim(int k, void *ctx)
+{
+	static const char *const queues[] = { "bench", NULL };
+	struct store *s = open_store(((struct par *)ctx)->url);
+	struct core_err e = { 0 };
+	for (;;) {
+		json_t *row = NULL;
+		enum core_status st = store_claim(s, queues, NULL, &row, NULL, &e);
+		if (st == CORE_ENOTFOUND)
+			break;
+		if (st)
+			die("claim", e.msg);
+		if (!row)
+			continue;
+		if (store_save(s, json_string_value(json_object_get(row, "snapshotId")),
+		               STORE_METADATA_ONLY, fn_done, NULL, NULL, &e))
+			die("finish", e.msg);
+		json_decref(row);
+	}
+	store_close(s);
+}
+
+/* The peer: the same table shape (a queue index beside the rows), claimed
+ * with FOR UPDATE SKIP LOCKED and settled as a job queue does it. */
+static void par_raw_claim(int k, void *ctx)
+{
+	PGconn *c = raw_conn(((struct par *)ctx)->url);
+	for (;;) {
+		PGresult *r;
+		raw_exec(c, "BEGIN");
+		r = PQexec(c, "SELECT snapshot_id FROM bench_rawq WHERE queue = 'bench' AND "
+		           "ready_ns <= 0 ORDER BY ready_ns, snapshot_id LIMIT 1 FOR UPDATE SKIP LOCKED");
+		if (PQresultStatus(r) != PGRES_TUPLES_OK)
+			die("raw claim", PQerrorMessage(c));
+		if (!PQntuples(r)) {
+			PQclear(r);
+			raw_exec(c, "COMMIT");
+			break;
+		}
+		const char *p[1] = { PQgetvalue(r, 0, 0) };
+		char id[64];
+		snprintf(id, sizeof id, "%s", p[0]);
+		PQclear(r);
+		p[0] = id;
+		r = PQexecParams(c, "UPDATE bench_rawq SET ready_ns = 9e18, lease_ns = 1 WHERE "
+		                 "snapshot_id = $1", 1, NULL, p, NULL, NULL, 0);
+		PQclear(r);
+		r = PQexecParams(c, "UPDATE bench_raws SET meta = meta || ' claimed' WHERE "
+		                 "snapshot_id = $1", 1, NULL, p, NULL, NULL, 0);
+		PQclear(r);
+		raw_exec(c, "COMMIT");
+		r = PQexecParams(c, "WITH d AS (DELETE FROM bench_rawq WHERE snapshot_id = $1) "
+		                 "UPDATE bench_raws SET status = 'completed' WHERE snapshot_id = $1",
+		                 1, NULL, p, NULL, NULL, 0);
+		if (PQresultStatus(r) != PGRES_COMMAND_OK)
+			die("raw finish", PQerrorMessage(c));
+		PQclear(r);
+	}
+	PQfinish(c);
+}
+
+/*
+ * n queued runs claimed and settled by w processes, in rounds that
+ * alternate agentkit's claim (store_claim() and the finalize's write)
+ * with the peer's loop on tables of the same shape; claims per second
+ * over all rounds, the ratio the median of the rounds'.
+ */
+static void bench_claims(const char *url, int n, int w)
+{
+	PGconn *c = raw_conn(url);
+	double ours = 0, raw = 0, ratios[ROUNDS / 2];
+	raw_exec(c, "CREATE TABLE IF NOT EXISTS bench_raws (snapshot_id text PRIMARY KEY, "
+	         "status text, meta text)");
+	raw_exec(c, "CREATE TABLE IF NOT EXISTS bench_rawq (snapshot_id text PRIMARY KEY, "
+	         "queue text, agent text, concurrency integer, ready_ns bigint, lease_ns bigint)");
+	raw_exec(c, "CREATE INDEX IF NOT EXISTS bench_rawq_ready ON bench_rawq (queue, ready_ns, "
+	         "snapshot_id)");
+	for (int round = 0; round < ROUNDS / 2; round++) {
+		struct par p = { url, n, NULL, round };
+		char sql[512];
+		enqueue(url, n, round);
+		double a = parallel(w, par_claim, &p);
+		raw_exec(c, "TRUNCATE bench_raws, bench_rawq");
+		snprintf(sql, sizeof sql, "INSERT INTO bench_raws SELECT 'q' || i, 'pending', "
+		         "repeat('x', 300) FROM generate_series(1, %d) i; INSERT INTO bench_rawq "
+		         "SELECT 'q' || i, 'bench', 'echo', 0, 0, 0 FROM generate_series(1, %d) i", n, n);
+		raw_exec(c, sql);
+		double b = parallel(w, par_raw_claim, &p);
+		ours += a;
+		raw += b;
+		ratios[round] = b / a;
+	}
+	qsort(ratios, ROUNDS / 2, sizeof *ratios, cmp_double);
+	printf("claims_per_s_%dw %.0f 1/s\n", w, n * (ROUNDS / 2) / ours);
+	printf("raw_claims_per_s_%dw %.0f 1/s\n", w, n * (ROUNDS / 2) / raw);
+	printf("claims_vs_raw_%dw %.0f %%\n", w, ratios[ROUNDS / 4] * 100);
+	PQfinish(c);
+}
+
 int main(int argc, char **argv)
 {
 	fill();
@@ -506,10 +649,12 @@ int main(int argc, char **argv)
 		bench_latest(argv[2], (int)strtol(argv[3], NULL, 10));
 	else if (argc >= 4 && !strcmp(argv[1], "growth"))
 		bench_growth(argv[2], (int)strtol(argv[3], NULL, 10));
+	else if (argc >= 5 && !strcmp(argv[1], "claims"))
+		bench_claims(argv[2], (int)strtol(argv[3], NULL, 10), (int)strtol(argv[4], NULL, 10));
 	else if (argc >= 5 && !strcmp(argv[1], "wake"))
 		bench_wake(argv[2], (int)strtol(argv[3], NULL, 10), argv[4]);
 	else {
-		fprintf(stderr, "usage: bench-pg turns|latest|growth|insert1|wake URL ...\n");
+		fprintf(stderr, "usage: bench-pg turns|latest|growth|insert1|claims|wake URL ...\n");
 		return 100;
 	}
 	return 0;

@@ -807,14 +807,11 @@ struct claim_pick {
 };
 
 /*
- * The pick, in the transaction begun: the first ready entry of the queues
- * (ready time, then ID) that no other transaction holds (SKIP LOCKED), is
- * not excluded, and whose row this transaction can lock at once (a
- * writer of the row, its worker's beat, holds the row's advisory lock and
- * next the entry the trigger updates: waiting for it would deadlock).
- * CORE_ENOTFOUND: none (*next_ns the next ready time); *busy set: the
- * pick could not be locked or its agent is at its limit (the caller
- * excludes it and tries again).
+ * Begin the transaction and pick, in one round trip: the first ready
+ * entry of the queues (ready time, then ID) that no other transaction
+ * holds (SKIP LOCKED) and that is not excluded.  CORE_ENOTFOUND: none
+ * (*next_ns the next ready time).  *busy set: the pick's agent is at its
+ * limit (2; the caller excludes the agent and tries again).
  */
 static enum core_status pick(struct pg_store *s, const char *queues, const char *now,
                              const char *agents, const char *ids, struct claim_pick *p,
@@ -828,17 +825,19 @@ static enum core_status pick(struct pg_store *s, const char *queues, const char 
 	static const char next[] =
 		"SELECT min(ready_ns) FROM agentkit_queue WHERE queue = ANY($1::text[])"
 		" AND ready_ns > $2::bigint";
-	static const char try_lock[] = "SELECT pg_try_advisory_xact_lock(hashtextextended($1, 0))";
 	static const char agent_lock[] =
 		"SELECT pg_advisory_xact_lock(hashtextextended('agentkit queue agent ' || $1, 0))";
 	static const char live[] =
 		"SELECT count(*) FROM agentkit_queue WHERE agent = $1 AND lease_ns > $2::bigint";
 	const char *pa[4] = { queues, now, agents, ids };
+	struct pg_stmt q[2] = { { "BEGIN", 0, NULL, NULL }, { sel, 4, pa, NULL } };
 	enum core_status st;
 	PGresult *r;
 	*busy = 0;
-	if ((st = pg_exec(s, sel, 4, pa, &r, "claim a queued run", e)))
+	if ((st = pg_pipeline(s, q, 2, "claim a queued run", e)))
 		return st;
+	PQclear(q[0].res);
+	r = q[1].res;
 	if (!PQntuples(r)) {
 		PQclear(r);
 		if ((st = pg_exec(s, next, 2, pa, &r, "claim a queued run", e)))
@@ -851,12 +850,7 @@ static enum core_status pick(struct pg_store *s, const char *queues, const char 
 	snprintf(p->agent, sizeof p->agent, "%s", PQgetvalue(r, 0, 1));
 	p->conc = strtol(PQgetvalue(r, 0, 2), NULL, 10);
 	PQclear(r);
-	const char *pi[1] = { p->id };
-	if ((st = pg_exec(s, try_lock, 1, pi, &r, "claim a queued run", e)))
-		return st;
-	*busy = strcmp(PQgetvalue(r, 0, 0), "t") != 0;
-	PQclear(r);
-	if (*busy || p->conc <= 0)
+	if (p->conc <= 0)
 		return CORE_OK;
 	/* the limit holds fleet-wide: claims of one agent serialize on its
 	 * lock, and each counts the others' committed claims after it */
@@ -903,9 +897,23 @@ enum core_status pg_claim(struct store *h, const char *const *queues, int64_t no
 		if (id_array(&al, &aa) || id_array(&il, &ia))
 			goto oom;
 		s->last_state[0] = 0;
-		if ((st = pg_cmd(s, "BEGIN", "claim a queued run", e)))
-			break;
 		st = pick(s, qa.p, now, aa.p, ia.p, &p, &busy, next_ns, e);
+		if (st == CORE_OK && !busy) {
+			/* the row, locked, if no writer of it holds its ID's lock (every
+			 * writer takes that first; its beat, say, then updates the
+			 * entry this transaction holds: waiting would deadlock) */
+			const char *pi[1] = { p.id };
+			snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 AND "
+			         "pg_try_advisory_xact_lock(hashtextextended($1, 0)) FOR UPDATE OF s",
+			         SEL(STORE_METADATA_ONLY));
+			if ((st = pg_exec(s, sql, 1, pi, &r, "claim a queued run", e)) == CORE_OK) {
+				if (!PQntuples(r))
+					busy = 1;
+				else if ((st = row_at(r, 0, &existing, e)) == CORE_OK)
+					old_of(r, existing, &o);
+				PQclear(r);
+			}
+		}
 		if (st == CORE_OK && busy) {
 			pg_rollback(s);
 			/* a held row, or an agent at its limit, is passed over */
@@ -914,19 +922,9 @@ enum core_status pg_claim(struct store *h, const char *const *queues, int64_t no
 			continue;
 		}
 		if (st == CORE_OK) {
-			const char *pi[1] = { p.id };
-			snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s",
-			         SEL(STORE_METADATA_ONLY));
-			if ((st = pg_exec(s, sql, 1, pi, &r, "claim a queued run", e)) == CORE_OK) {
-				if (PQntuples(r))
-					st = row_at(r, 0, &existing, e);
-				old_of(r, existing, &o);
-				PQclear(r);
-			}
 			json_decref(next);
 			next = NULL;
-			if (st == CORE_OK)
-				st = st_mutate(p.id, existing, fn, ctx, &next, e);
+			st = st_mutate(p.id, existing, fn, ctx, &next, e);
 			json_decref(existing);
 			if (st == CORE_OK && next)
 				st = write_row(s, next, STORE_METADATA_ONLY, &o, NULL, &changed, &stale, e);
