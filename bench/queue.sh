@@ -81,6 +81,28 @@ done
 pick=$(sort -n pickups | sed -n 3p)
 echo "pickup_after_kill_p50 $pick ms"
 bench_row "pickup after kill -9 (lease 2000 ms + 1 s)" "$pick" 3000 ms '<=1' "the lease timeout + 1 s"
+
+echo "## agent-abort of a claimed run -> the row aborted (LMDB)"
+: >aborts
+agent-worker --queue p 2>/dev/null &
+a=$!
+for r in 1 2 3 4 5 6 7; do
+	id=$(agent-run --model script/slow.ndjson --queue p -m slow | jq -r .output.snapshotId)
+	for _ in $(seq 200); do
+		[ "$(agent-snap runs | jq -r --arg id "$id" 'select(.snapshotId == $id) | .status')" = running ] && break
+		sleep 0.02
+	done
+	t0=$EPOCHREALTIME
+	agent-abort --wait --timeout 10s "$id" >abort.out || bench_fail "abort $r did not settle"
+	t1=$EPOCHREALTIME
+	[ "$(jq -r .status abort.out)" = aborted ] || bench_fail "abort $r: $(cat abort.out)"
+	awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f\n", (b - a) * 1000 }' >>aborts
+done
+kill "$a"
+wait "$a" 2>/dev/null || true
+ab=$(sort -n aborts | sed -n 4p)
+echo "abort_claimed_p50 $ab ms"
+bench_row "abort of a claimed run, p50 (agent-abort --wait)" "$ab" 100 ms '<=1' "the goal, 100 ms"
 unset AGENTKIT_HEARTBEAT_INTERVAL AGENTKIT_HEARTBEAT_TIMEOUT
 
 echo "## claims/s, 8 workers, vs a raw FOR UPDATE SKIP LOCKED loop (PostgreSQL)"
@@ -92,7 +114,7 @@ if [ -z "$url" ] && ! "$top/scripts/pg-test-server" have; then
 fi
 if [ -z "$url" ]; then
 	pgdir=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-pgbench.XXXXXX")
-	url=$("$top/scripts/pg-test-server" start "$pgdir" --durable)
+	url=$(cd / && "$top/scripts/pg-test-server" start "$pgdir" --durable)
 fi
 schema="bench_q_$$"
 (cd / && psql "$url" -qAtX -c "CREATE SCHEMA $schema") >/dev/null
