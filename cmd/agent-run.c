@@ -91,7 +91,7 @@ static struct cli_opt opts[] = {
 	{ OPT_NOT_BEFORE, "not-before", "TIME", "with --queue: no worker takes the run before TIME "
 	  "(RFC 3339, or a duration from now by the store's clock)" },
 	{ OPT_MAX_ATTEMPTS, "max-attempts", "N", "with --queue: give up (failed) after N claims "
-	  "whose worker was lost (default 3)" },
+	  "whose worker was lost (default: the front matter's maxAttempts, else 3)" },
 	{ OPT_CONCURRENCY, "concurrency", "N", "with --queue: at most N runs of this agent at once "
 	  "across every worker and queue (default: the front matter's concurrency, else any)" },
 	{ OPT_CLAIMED, "claimed", "ID", "run the queued run ID that this process's agent-worker "
@@ -1290,6 +1290,8 @@ int main(int argc, char **argv)
 		r.opts.enq.agent = r.inv.agent->name ? r.inv.agent->name : "";
 		if (!r.opts.concurrency_set)
 			r.opts.enq.concurrency = r.inv.agent->concurrency;
+		if (!r.opts.enq.max_attempts)
+			r.opts.enq.max_attempts = r.inv.agent->max_attempts;
 		r.inv.det.enq = &r.opts.enq;
 	}
 	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);

@@ -166,10 +166,11 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 @test "an agent's concurrency of 2 holds across 4 workers on 20 runs" {
 	# the limit from the front matter, for the agent by name
 	mkdir -p agents
-	printf -- '---\nmodel: script/../slow.ndjson\nconcurrency: 2\n---\n{{history}}\n' >agents/ticker.prompt
+	printf -- '---\nmodel: script/../slow.ndjson\nconcurrency: 2\nmaxAttempts: 5\n---\n{{history}}\n' >agents/ticker.prompt
 	for i in $(seq 20); do
 		agent-run ticker --queue default -m "tick $i" >/dev/null
 	done
+	assert_equal "$(agent-snap runs | jq -r '.agent + " " + (.maxAttempts | tostring)' | sort -u)" "ticker 5"
 	for i in 1 2 3 4; do
 		worker --queue default --concurrency 3 --idle-exit 2s
 	done

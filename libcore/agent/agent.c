@@ -277,6 +277,13 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 			                 json_is_integer(v) ? "another number" : jv_type_name(v));
 		a->concurrency = (int)json_integer_value(v);
 	}
+	if ((v = json_object_get(meta, "maxAttempts"))) {
+		if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > 1000)
+			return core_fail(e, CORE_EINVAL, "%s: maxAttempts must be a number from 1 to "
+			                 "1000 (claims of a queued run whose worker was lost), got %s",
+			                 a->path, json_is_integer(v) ? "another number" : jv_type_name(v));
+		a->max_attempts = (int)json_integer_value(v);
+	}
 	if ((v = json_object_get(meta, "tools"))) {
 		size_t i;
 		json_t *t;

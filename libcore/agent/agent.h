@@ -43,6 +43,8 @@ struct agent {
 	int max_turns;          /* > 0 */
 	int concurrency;        /* front matter concurrency: its queued runs at
 	                           once, fleet-wide (docs/queue.md); 0: any */
+	int max_attempts;       /* front matter maxAttempts: a queued run's
+	                           claims (docs/queue.md); 0: the default */
 	json_t *input;          /* the prompt's input (--input or its default), or NULL */
 	json_t *state_schema;   /* front matter state schema, or NULL */
 	json_t *mcp_servers;    /* front matter mcpServers (docs/mcp.md), or NULL */
