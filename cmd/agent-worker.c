@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "../libcore/agent/detach.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/run.h"
 #include "../libcore/base/spawn.h"
@@ -98,7 +99,7 @@ struct slot {
 	int used;
 	pthread_t thread;
 	struct run_child c;
-	char *argv[64 + 8];
+	char **argv;            /* child_argv()'s */
 	char id[STORE_ID_MAX + 1];
 	json_int_t epoch;
 	int64_t t0;
@@ -312,6 +313,17 @@ static void hand_back(struct worker *w, struct slot *sl, int counted)
 		         counted ? " (the attempt counts)" : "");
 }
 
+/* What a slot holds besides its child. */
+static void slot_release(struct slot *sl)
+{
+	core_buf_release(&sl->err);
+	json_decref(sl->row);
+	free(sl->argv);
+	sl->row = NULL;
+	sl->argv = NULL;
+	sl->used = 0;
+}
+
 /* Join the slots whose child has ended and say how. */
 static void reap(struct worker *w)
 {
@@ -329,47 +341,64 @@ static void reap(struct worker *w)
 		/* a child that did not settle its row is a lost worker; one
 		 * stopped by a drain is handed back uncounted */
 		hand_back(w, sl, !atomic_load(&sl->kill));
-		json_decref(sl->row);
 		if ((sl->c.code || sl->c.signal) && sl->err.len)
 			fprintf(stderr, "%.*s%s", (int)sl->err.len, sl->err.p,
 			        sl->err.p[sl->err.len - 1] == '\n' ? "" : "\n");
 		run_child_release(&sl->c);
-		core_buf_release(&sl->err);
-		sl->used = 0;
+		slot_release(sl);
 		w->running--;
 		w->ended++;
 	}
 }
 
-/* Start the claimed run row in a free slot. */
+/* The slot's child's words: agent-run --claimed ID --store-fd 0, then
+ * the run's own options (strings of sl->row).  NULL: the row's options
+ * are not a list of words (a row no agent-run wrote), or no memory. */
+static char **child_argv(const struct worker *w, struct slot *sl, const json_t *args)
+{
+	size_t i, n = 0;
+	const json_t *a;
+	char **v = calloc(json_array_size(args) + 6, sizeof *v);
+	if (!v)
+		return NULL;
+	v[n++] = (char *)w->agent_run;
+	v[n++] = "--claimed";
+	v[n++] = sl->id;
+	v[n++] = "--store-fd";
+	v[n++] = "0";
+	json_array_foreach(args, i, a) {
+		if (!json_is_string(a)) {
+			free(v);
+			return NULL;
+		}
+		v[n++] = (char *)json_string_value(a);
+	}
+	return v;
+}
+
+/* Start the claimed run row in a free slot.  A row whose options are not
+ * agent-run's settles failed (no worker could run it); a child that
+ * cannot be started is handed back, and the worker stops (CORE_ESYS). */
 static enum core_status start(struct worker *w, const json_t *row, struct core_err *e)
 {
-	const json_t *info = json_object_get(row, STORE_INFO_KEY), *args, *a;
-	const json_t *run = json_object_get(info, "run");
+	const json_t *info = json_object_get(row, STORE_INFO_KEY);
+	const json_t *q = json_object_get(info, "queue");
 	struct slot *sl = NULL;
-	size_t i, n = 0;
-	for (i = 0; i < w->concurrency && !sl; i++)
+	for (size_t i = 0; i < w->concurrency && !sl; i++)
 		if (!w->slots[i].used)
 			sl = &w->slots[i];
 	memset(sl, 0, sizeof *sl);
 	snprintf(sl->id, sizeof sl->id, "%s", json_string_value(json_object_get(row, "snapshotId")));
-	sl->row = json_incref((json_t *)row);
 	sl->epoch = json_integer_value(json_object_get(info, "epoch"));
-	sl->argv[n++] = (char *)w->agent_run;
-	sl->argv[n++] = "--claimed";
-	sl->argv[n++] = sl->id;
-	sl->argv[n++] = "--store-fd";
-	sl->argv[n++] = "0";
-	args = json_object_get(run, "args");
-	json_array_foreach(args, i, a) {
-		if (n >= 64 + 6 || !json_is_string(a)) {
-			json_decref(sl->row);
-			return core_fail(e, CORE_EINVAL, "%s: the run's options are not agent-run's",
-			                 sl->id);
-		}
-		sl->argv[n++] = (char *)json_string_value(a);
+	if (!(sl->argv = child_argv(w, sl, json_object_get(json_object_get(info, "run"), "args")))) {
+		struct core_err why = { 0 };
+		core_fail(&why, CORE_EINVAL, "the run's options are not agent-run's");
+		cli_warn("%s: %s: settled failed", sl->id, why.msg);
+		if (detach_settle_failed(w->s, row, &why, e))
+			return cli_report(e);
+		return CORE_OK;
 	}
-	sl->argv[n] = NULL;
+	sl->row = json_incref((json_t *)row);
 	sl->c = (struct run_child){
 		.argv = sl->argv, .env = w->env, .what = "agent-run", .in = w->location.p,
 		.in_len = w->location.len, .cancel_grace_ms = 0,
@@ -378,21 +407,19 @@ static enum core_status start(struct worker *w, const json_t *row, struct core_e
 	core_buf_init(&sl->err, CORE_BUF_UNLIMITED);
 	sl->t0 = core_now_mono_ms();
 	cli_warn("%s: claimed (queue %s, agent %s, attempt %lld)", sl->id,
-	         json_string_value(json_object_get(json_object_get(info, "queue"), "name")),
-	         json_string_value(json_object_get(json_object_get(info, "queue"), "agent")),
-	         (long long)json_integer_value(json_object_get(json_object_get(info, "queue"),
-	                                                       "attempt")));
-	if (run_start(&sl->c, e)) {
-		core_buf_release(&sl->err);
-		json_decref(sl->row);
-		return CORE_ESYS;
-	}
-	if (pthread_create(&sl->thread, NULL, slot_main, sl)) {
+	         json_string_value(json_object_get(q, "name")),
+	         json_string_value(json_object_get(q, "agent")),
+	         (long long)json_integer_value(json_object_get(q, "attempt")));
+	enum core_status st = run_start(&sl->c, e);
+	if (!st && pthread_create(&sl->thread, NULL, slot_main, sl)) {
 		run_kill(&sl->c);
+		st = core_fail(e, CORE_ESYS, "cannot start a thread");
+	}
+	if (st) {
 		run_child_release(&sl->c);
-		core_buf_release(&sl->err);
-		json_decref(sl->row);
-		return core_fail(e, CORE_ESYS, "cannot start a thread");
+		hand_back(w, sl, 0);
+		slot_release(sl);
+		return CORE_ESYS;
 	}
 	sl->used = 1;
 	w->running++;

@@ -259,7 +259,7 @@ try 'agent-snap --help'"
 
 @test "every subcommand the completions offer has a synopsis line and a Subcommands entry" {
 	words=$(agent-snap --completion zsh | sed -n "s/^  '1:command:(\(.*\))' \\\\$/\1/p")
-	assert_equal "$words" "get sessions show log rm prune export import worker-log migrate"
+	assert_equal "$words" "get sessions show log rm prune export import runs worker-log migrate"
 	help=$(agent-snap --help)
 	subs=$(sed -n '/^Subcommands:$/,/^Options:$/p' <<<"$help")
 	man=$(agent-snap --man | sed -n '/^\.SH SUBCOMMANDS$/,/^\.SH OPTIONS$/p')

@@ -242,6 +242,10 @@ try 'agent-run --help'"
 	wait_for 10 run_is "$id" running
 	run -0 agent-abort --wait --timeout 10s "$id"
 	assert_equal "$(jq -r .status <<<"$output")" aborted
+	# deleting a queued run's session takes it out of the queue
+	run -0 "${AR[@]}" --queue default -m gone
+	agent-snap rm "$(jq -r .output.sessionId <<<"$output")" >/dev/null
+	assert_equal "$(agent-snap runs | wc -l)" 0
 }
 
 @test "a run whose agent does not load on the worker settles failed, once" {

@@ -75,9 +75,11 @@ on() {
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
 	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
-	# back to version 1: step 1's foreign keys, steps 2 and 3 not applied
+	# back to version 1: step 1's foreign keys, steps 2, 3 and 4 not applied
 	pg_sql "DELETE FROM agentkit_schema_version WHERE version >= 2;
 		DROP TABLE agentkit_worker_log;
+		DROP TABLE agentkit_queue;
+		DROP FUNCTION agentkit_queue_sync() CASCADE;
 		ALTER TABLE agentkit_nodes ADD CONSTRAINT agentkit_nodes_prev_fkey
 		 FOREIGN KEY (prev) REFERENCES agentkit_nodes (hash);
 		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_tail_fkey

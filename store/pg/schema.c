@@ -238,13 +238,13 @@ static const char step3[] =
  * aborting queued run, kept by a trigger from the row's metadata: the
  * "ready" and "lease" times every save computes (store_queue_project()),
  * the agent and its concurrency limit.  A claim picks from it with FOR
- * UPDATE SKIP LOCKED (pg_claim()); deleting a snapshot deletes its entry.
- * The trigger parses the metadata only when it names a queue.
+ * UPDATE SKIP LOCKED (pg_claim()); deleting a snapshot deletes its entry
+ * (the trigger again: no foreign key, as step 2 has it).  The trigger
+ * parses the metadata only when it names a queue.
  */
 static const char step4[] =
 	"CREATE TABLE agentkit_queue ("
-	" snapshot_id text COLLATE \"C\" PRIMARY KEY"
-	"  REFERENCES agentkit_snapshots (snapshot_id) ON DELETE CASCADE,"
+	" snapshot_id text COLLATE \"C\" PRIMARY KEY,"
 	" queue text COLLATE \"C\" NOT NULL,"
 	" agent text COLLATE \"C\" NOT NULL,"
 	" concurrency integer NOT NULL,"
@@ -254,6 +254,12 @@ static const char step4[] =
 	"CREATE INDEX agentkit_queue_agent ON agentkit_queue (agent, lease_ns);"
 	"CREATE FUNCTION agentkit_queue_sync() RETURNS trigger"
 	" LANGUAGE plpgsql AS $$ DECLARE q json; BEGIN"
+	"  IF TG_OP = 'DELETE' THEN"
+	"   IF position('\"queue\"' IN OLD.meta) > 0 THEN"
+	"    DELETE FROM agentkit_queue WHERE snapshot_id = OLD.snapshot_id;"
+	"   END IF;"
+	"   RETURN NULL;"
+	"  END IF;"
 	"  IF NEW.status IN ('pending', 'aborting') AND position('\"queue\"' IN NEW.meta) > 0 THEN"
 	"   q := NEW.meta::json -> 'agentkit' -> 'queue';"
 	"  END IF;"
@@ -271,7 +277,7 @@ static const char step4[] =
 	"   ready_ns = EXCLUDED.ready_ns, lease_ns = EXCLUDED.lease_ns;"
 	"  RETURN NULL;"
 	" END $$;"
-	"CREATE TRIGGER agentkit_queue_sync AFTER INSERT OR UPDATE ON agentkit_snapshots"
+	"CREATE TRIGGER agentkit_queue_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
 	" FOR EACH ROW EXECUTE FUNCTION agentkit_queue_sync();";
 
 static const char *const steps[] = { step1, step2, step3, step4 };
