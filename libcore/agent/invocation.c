@@ -264,6 +264,7 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	struct rt_sink sink = { on_chunk, on_warn, inv };       /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = inv->agent, .store = inv->store, .init = inv->init, .sink = &sink,
+		.store_location = inv->store ? inv->store_dir.p : NULL,
 		.heartbeat_timeout_ms = o->hb_timeout_ms,
 		.cancelled = cancelled, .cancel_ctx = inv,
 		.ext = inv->ext,

@@ -13,6 +13,7 @@
 
 #include "../../store/store.h"
 #include "agent_ext.h"
+#include "delegate.h"
 #include "../base/json.h"
 #include "structured.h"
 #include "tools.h"
@@ -52,7 +53,12 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->ext = cfg->ext;
 	rt->on_busy = cfg->on_busy;
 	rt->busy_timeout_ms = cfg->busy_timeout_ms;
-	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
+	(void)delegate_parent_link();   /* taken from the environment before any tool runs */
+	if (cfg->agent->delegation &&
+	    !(rt->delegate = delegate_run_new(cfg->agent->delegation, &rt->store,
+	                                      cfg->store_location, cfg->agent->key_file)))
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	else if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
 	    !(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	else if (!(st = open_session(rt, cfg, e)) && !(st = rt_init_check(cfg->init, e)) &&
@@ -77,6 +83,7 @@ void rt_free(struct runtime *rt)
 		tool_free(rt->tools[i]);
 	free(rt->tools);
 	json_decref(rt->tool_defs);
+	delegate_run_free(rt->delegate);
 	json_decref(rt->minted_refs);
 	json_decref(rt->error);
 	json_decref(rt->usage);
@@ -132,6 +139,9 @@ json_t *rt_row_info(struct runtime *rt)
 	 * asked, which the row's state (the last good one) does not hold. */
 	if (rt->ended && rt->turn_text)
 		json_object_set_new(info, "input", json_string(rt->turn_text));
+	/* A sub-agent's session names the delegation that started it. */
+	if (delegate_parent_link())
+		json_object_set(info, "delegation", (json_t *)delegate_parent_link());
 	return info;
 }
 

@@ -566,7 +566,7 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		struct tool_call *c = &calls[i];
 		if (!pending[i])
 			continue;
-		c->st = c->tool->finish(c->tool, pending[i], &c->output, c->parts, &c->err);
+		c->st = c->tool->finish(c->tool, pending[i], &c->output, c->parts, ev, &c->err);
 		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
 	}
 	free(pending);

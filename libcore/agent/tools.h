@@ -72,14 +72,18 @@ struct tool_context;
  * reference) and appends media parts to parts, or fails with e (the
  * message names who failed, the call fails with it), and frees pending;
  * every started call is finished, in any order (the outcomes of the
- * others that come meanwhile are kept for their own finish).
+ * others that come meanwhile are kept for their own finish).  ev (may be
+ * NULL) takes what the call gives the session meanwhile (a delegation's
+ * artifacts, delegate.h).
  */
 typedef enum core_status tool_start_fn(const struct tool *t, const json_t *input,
                                        const struct tool_context *ctx,
                                        int (*cancelled)(void *), void *cctx, void **pending,
                                        struct core_err *e);
+struct tool_events;
 typedef enum core_status tool_finish_fn(const struct tool *t, void *pending, json_t **output,
-                                        json_t *parts, struct core_err *e);
+                                        json_t *parts, const struct tool_events *ev,
+                                        struct core_err *e);
 
 struct tool {
 	char *name;

@@ -177,7 +177,7 @@ static enum core_status call_tool(const char *name, json_t **output, struct core
 	if (!st)
 		st = t->start(t, input, &ctx, NULL, NULL, &pending, e);
 	if (!st)
-		st = t->finish(t, pending, output, parts, e);
+		st = t->finish(t, pending, output, parts, NULL, e);
 	tool_free(t);
 	json_decref(input);
 	json_decref(parts);
@@ -226,8 +226,8 @@ int main(void)
 	st = tool_load("mem_echo", NULL, &t, &e);
 	if (!st && !(st = t->start(t, in1, &ctx, NULL, NULL, &p1, &e)) &&
 	    !(st = t->start(t, in2, &ctx, NULL, NULL, &p2, &e)) &&
-	    !(st = t->finish(t, p1, &out1, parts, &e)))
-		st = t->finish(t, p2, &out2, parts, &e);
+	    !(st = t->finish(t, p1, &out1, parts, NULL, &e)))
+		st = t->finish(t, p2, &out2, parts, NULL, &e);
 	report(!st && json_integer_value(json_object_get(out1, "ok")) == 1 &&
 	       json_integer_value(json_object_get(out2, "ok")) == 2,
 	       "two calls at once: each gets its own answer, the second answered first",
