@@ -421,6 +421,21 @@ enum core_status delegate_describe(const struct delegate_config *c, json_t *tool
 	return CORE_OK;
 }
 
+json_t *delegate_names(const struct delegate_config *c)
+{
+	json_t *o = json_object();
+	for (size_t i = 0; o && i < c->nrefs; i++) {
+		char *tn = tool_name(c, c->refs[i].name);
+		if (!tn || json_object_set_new(o, tn, json_string(c->refs[i].name))) {
+			free(tn);
+			json_decref(o);
+			return NULL;
+		}
+		free(tn);
+	}
+	return o;
+}
+
 /* ---- one runtime's delegations ---- */
 
 struct delegate_tool {

@@ -84,6 +84,9 @@ void delegate_config_free(struct delegate_config *c);  /* NULL ok */
 enum core_status delegate_describe(const struct delegate_config *c, json_t *tools, json_t *d,
                                    struct core_err *e);
 
+/* {TOOL: AGENT} for every delegation tool (render.h); NULL without memory. */
+json_t *delegate_names(const struct delegate_config *c);
+
 /*
  * The delegations of one runtime.  store points at the runtime's store
  * handle (it may change: a detached worker's, reopened), NULL for a

@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "agent_trace.h"
+#include "delegate.h"
+#include "render.h"
 #include "../base/trace.h"
 #include "../base/util.h"
 
@@ -272,6 +274,8 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	};
 	if ((st = rt_open(&cfg, &inv->rt, e)))
 		return st;
+	if (inv->agent->delegation)
+		render_delegates(&inv->out.view, delegate_names(inv->agent->delegation));
 	agent_trace_session(rt_session_id(inv->rt));
 	inv->det.rt = inv->rt;
 	inv->det.agent = inv->agent->name;
