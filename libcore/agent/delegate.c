@@ -1036,17 +1036,19 @@ static enum core_status call_finish(const struct tool *t, void *pending, json_t 
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 		goto end;
 	}
-	/* The link from the parent: the sub-session and its last row. */
+	/* The link from the parent: the sub-session and its last row, when
+	 * it has one (a first turn that failed committed none; a client-managed
+	 * sub-agent keeps no rows). */
 	const char *sid = json_string_value(json_object_get(o, "sessionId"));
 	const char *snap = json_string_value(json_object_get(o, "snapshotId"));
-	if (!sid && *k->seed)
+	if (!snap && *k->seed) {
 		sid = k->sub_session;
-	if (!snap && *k->seed)
 		snap = k->seed;
-	if (sid)
+	}
+	if (sid && snap) {
 		json_object_set_new(out, "sessionId", json_string(sid));
-	if (snap)
 		json_object_set_new(out, "snapshotId", json_string(snap));
+	}
 	*output = out;
 	out = NULL;
 end:
