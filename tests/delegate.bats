@@ -70,7 +70,7 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 	[ "$(jq -c '.tools[0].inputSchema' <<<"$output")" = '{"type":"object","properties":{"task":{"type":"string","description":"A clear, self-contained description of the task to delegate."}},"required":["task"],"additionalProperties":false}' ]
 	[ "$(jq -c '.tools[0].outputSchema.properties.artifacts.items.properties | keys' <<<"$output")" = '["name"]' ]
 	[ "$(jq -c '[.agents[] | [.name, .tool, .path, .description]]' <<<"$output")" = '[["researcher","ask_researcher","agents/researcher.prompt","Finds facts."],["reviewer","ask_reviewer","agents/reviewer.prompt","Reviews drafts."]]' ]
-	[ "$(jq -c .delegation <<<"$output")" = '{"toolPrefix":"ask","maxDelegations":2,"historyLength":4,"artifactStrategy":"session","maxDepth":3,"maxTotalDelegations":0,"timeout":"30s"}' ]
+	[ "$(jq -c .delegation <<<"$output")" = '{"toolPrefix":"ask","maxDelegations":2,"historyLength":4,"artifactStrategy":"session","maxDepth":3,"maxTotalDelegations":0,"timeout":"30s","async":false}' ]
 }
 
 @test "the model's request holds the <sub-agents> block in its system message" {
@@ -331,4 +331,92 @@ delegate researcher ok "find facts"' ]
 	[ "$(tail -n 1 out.ndjson | jq -r .output.finishReason)" = aborted ]
 	# the sub-agent got the stop (SIGTERM) and is gone
 	run -1 pgrep -f "agents/researcher.prompt"
+}
+
+# Background delegation (Go's Agents.Async): the lead launches in turn
+# "go", then its later turns use the task tools on the ID it was given.
+bg_setup() {
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
+	agent researcher 'model: script/sub.ndjson'
+	printf '%s\n' '{"when": {"user": "go", "round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "slow task", "background": true}}]}' \
+		'{"when": {"user": "go", "round": 1}, "text": "started"}' >agents/lead.ndjson
+	echo "{\"chunks\": [\"fa\", \"cts\"], \"delay\": \"$1\"}" >agents/sub.ndjson
+	run -0 --separate-stderr agent-run lead -m go
+	task=$(tool_out | jq -r .taskId)
+	sid=$(last | jq -r .output.sessionId)
+}
+
+# then_call TEXT TOOL INPUT: the lead's reply to TEXT calls TOOL once.
+then_call() {
+	printf '%s\n' "{\"when\": {\"user\": \"$1\", \"round\": 0}, \"toolRequests\": [{\"name\": \"$2\", \"input\": $3}]}" \
+		"{\"when\": {\"user\": \"$1\", \"round\": 1}, \"text\": \"ok\"}" >>agents/lead.ndjson
+}
+
+@test "background: the launch answers a task ID at once, the wait gets the result" {
+	bg_setup 300ms
+	snap=${task#researcher:}
+	[ "$(tool_out | jq -r .response)" = "Background task $task started for agent \"researcher\". Collect the result with check_background_tasks or wait_for_background_tasks." ]
+	[ "$(tool_out | jq -c '[.status, .snapshotId == "'"$snap"'", (.sessionId | length)]')" = '["pending",true,36]' ]
+	sub=$(tool_out | jq -r .sessionId)
+	# it runs detached, on its own row
+	run -0 agent-snap get "$snap"
+	[ "$(jq -r .status <<<"$output")" = pending ]
+	then_call wait wait_for_background_tasks "{\"taskIds\": [\"$task\"], \"timeoutSeconds\": 30}"
+	run -0 --separate-stderr agent-run lead --session "$sid" -m wait
+	[ "$(tool_out | jq -c .)" = "{\"tasks\":[{\"taskId\":\"$task\",\"agent\":\"researcher\",\"status\":\"completed\",\"response\":\"facts\"}]}" ]
+	# the finalized row names the parent
+	run -0 agent-snap export "$sub"
+	[ "$(jq -r .agentkit.delegation.parentSessionId <<<"$output")" = "$sid" ]
+	then_call check check_background_tasks "{\"taskIds\": [\"$task\", \"nobody:x\", \"researcher:nosuch\"]}"
+	run -0 --separate-stderr agent-run lead --session "$sid" -m check
+	[ "$(tool_out | jq -c '[.tasks[] | [.status, .response // .error]]')" = '[["completed","facts"],["unknown","task ID \"nobody:x\" does not match any configured agent (expected \"<agent>:<snapshotId>\")"],["unknown","No record of this task exists (snapshot '"'nosuch'"' not found). Delegate the task again if the result is still needed."]]' ]
+	[ "$(agent-run lead --describe | jq -c '[.tools[].name]')" = '["delegate_to_researcher","check_background_tasks","wait_for_background_tasks","abort_background_tasks"]' ]
+}
+
+@test "background: a bounded wait times out with the task pending, then the abort stops it" {
+	bg_setup 3s
+	then_call wait wait_for_background_tasks "{\"taskIds\": [\"$task\"], \"timeoutSeconds\": 1}"
+	SECONDS=0
+	run -0 --separate-stderr agent-run lead --session "$sid" -m wait
+	[ "$SECONDS" -lt 3 ]
+	[ "$(tool_out | jq -c .)" = "{\"tasks\":[{\"taskId\":\"$task\",\"agent\":\"researcher\",\"status\":\"pending\"}],\"timedOut\":true,\"note\":\"Stopped waiting; the pending tasks are still running. Check them again later.\"}" ]
+	then_call stop abort_background_tasks "{\"taskIds\": [\"$task\"]}"
+	run -0 --separate-stderr agent-run lead --session "$sid" -m stop
+	[ "$(tool_out | jq -c '.tasks[0] | [.previousStatus, .status]')" = '["pending","aborting"]' ]
+	run -2 agent-wait --timeout 10s "${task#researcher:}"
+	then_call check check_background_tasks "{\"taskIds\": [\"$task\"]}"
+	run -0 --separate-stderr agent-run lead --session "$sid" -m check
+	[ "$(tool_out | jq -c '.tasks[0] | [.status, .error]')" = '["aborted","The task was aborted before it finished."]' ]
+}
+
+@test "background: an aborted parent aborts the tasks it started" {
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
+	agent researcher 'model: script/sub.ndjson'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "t", "background": true}}]}' \
+		'{"when": {"round": 1}, "chunks": ["thinking ", "on"], "delay": "3s"}' >agents/lead.ndjson
+	echo '{"chunks": ["a", "b", "c"], "delay": "2s"}' >agents/sub.ndjson
+	agent-run lead -m hi >out.ndjson 2>err.txt &
+	pid=$!
+	for _ in $(seq 100); do
+		grep -q toolResponse out.ndjson && break
+		sleep 0.05
+	done
+	task=$(grep toolResponse out.ndjson | jq -r '.modelChunk.content[0].toolResponse.output.taskId')
+	[ "${task%%:*}" = researcher ]
+	kill -TERM "$pid"
+	rc=0
+	wait "$pid" || rc=$?
+	[ "$rc" -eq 2 ]
+	run -2 agent-wait --timeout 10s "${task#researcher:}"
+	[ "$(jq -r .status <<<"$output")" = aborted ]
+}
+
+@test "background without a store is Go's refusal, and the task tools say why" {
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
+	agent researcher 'model: echo'
+	lead_script delegate_to_researcher '{"task": "t", "background": true}'
+	run -0 --separate-stderr agent-run --no-store lead -m hi
+	[ "$(tool_out | jq -r .response)" = 'Error calling agent "researcher": this agent lacks a session store that supports background work, so it cannot run tasks in the background. Delegate to it without "background" instead.' ]
 }

@@ -38,6 +38,8 @@ struct delegate_config {
 	int session_strategy;   /* artifactStrategy session (else inline) */
 	long max_depth;
 	int64_t timeout_ms;
+	int async;              /* background delegation and the task tools */
+	int prefix_given;       /* toolPrefix was written (it names the task tools) */
 	char *search;           /* the agent search path, ':'-joined, for the children */
 };
 
@@ -110,7 +112,7 @@ static enum core_status parse(const json_t *v, const char *path, struct delegate
 	const json_t *list = v, *o;
 	static const char *const known[] = {
 		"agents", "toolPrefix", "maxDelegations", "historyLength", "artifactStrategy",
-		"maxDepth", "maxTotalDelegations", "timeout", NULL
+		"maxDepth", "maxTotalDelegations", "timeout", "async", NULL
 	};
 	c->max_depth = DELEGATE_DEFAULT_MAX_DEPTH;
 	c->timeout_ms = DELEGATE_DEFAULT_TIMEOUT_MS;
@@ -124,14 +126,18 @@ static enum core_status parse(const json_t *v, const char *path, struct delegate
 			if (!known[i])
 				return core_fail(e, CORE_EINVAL, "%s: agents: unknown option '%s' (options: "
 				                 "agents, toolPrefix, maxDelegations, historyLength, "
-				                 "artifactStrategy, maxDepth, maxTotalDelegations, "
-				                 "timeout)", path, k);
+				                 "artifactStrategy, async, maxDepth, "
+				                 "maxTotalDelegations, timeout)", path, k);
 		}
 		list = json_object_get(v, "agents");
 		if ((o = json_object_get(v, "toolPrefix")) && !jv_is_string(o))
 			return core_fail(e, CORE_EINVAL, "%s: agents: toolPrefix must be a string", path);
 		if (o && !(c->prefix = strdup(json_string_value(o))))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
+		c->prefix_given = o != NULL;
+		if ((o = json_object_get(v, "async")) && !json_is_boolean(o))
+			return core_fail(e, CORE_EINVAL, "%s: agents: async must be true or false", path);
+		c->async = json_is_true(o);
 		struct { const char *key; long *dst; long min; } ints[] = {
 			{ "maxDelegations", &c->max_delegations, 0 },
 			{ "historyLength", &c->history_length, 0 },
@@ -387,6 +393,64 @@ static json_t *definition(const struct delegate_config *c, const struct delegate
 	                      "required", "response");
 	free(name);
 	free(desc);
+	if (d && c->async) {
+		json_t *in = json_object_get(d, "inputSchema");
+		json_object_set_new(json_object_get(in, "properties"), "background",
+		                    json_pack("{s:s, s:s}", "type", "boolean", "description",
+		                              "Run the delegation in the background. The tool "
+		                              "returns immediately with a taskId; collect the result "
+		                              "later with check_background_tasks or "
+		                              "wait_for_background_tasks."));
+		json_t *op = json_object_get(json_object_get(d, "outputSchema"), "properties");
+		json_object_set_new(op, "taskId", json_pack("{s:s}", "type", "string"));
+		json_object_set_new(op, "status", json_pack("{s:s}", "type", "string"));
+	}
+	return d;
+}
+
+/* ---- the background-task tools (Go's Agents.Async) ---- */
+
+enum task_tool { TASK_CHECK, TASK_WAIT, TASK_ABORT, TASK_TOOLS };
+
+static const char *const task_base[TASK_TOOLS] = {
+	"check_background_tasks", "wait_for_background_tasks", "abort_background_tasks",
+};
+
+/* Go's rule: the bare names unless toolPrefix was written. */
+static char *task_tool_name(const struct delegate_config *c, enum task_tool k)
+{
+	char *s = NULL;
+	if (!c->prefix_given || !*c->prefix)
+		return strdup(task_base[k]);
+	return asprintf(&s, "%s_%s", c->prefix, task_base[k]) < 0 ? NULL : s;
+}
+
+static json_t *task_definition(const struct delegate_config *c, enum task_tool k)
+{
+	static const char *const desc[TASK_TOOLS] = {
+		"Returns the current status of background sub-agent tasks without waiting, "
+		"including results for tasks that finished.",
+		"Waits until the given background sub-agent tasks finish and returns their "
+		"results. Set timeoutSeconds to bound the wait; on timeout the current statuses "
+		"are returned.",
+		"Aborts background sub-agent tasks that are still running and returns their "
+		"statuses.",
+	};
+	char *name = task_tool_name(c, k);
+	json_t *d = name ? json_pack("{s:s, s:s, s:{s:s, s:{s:{s:s, s:{s:s}, s:s}}, s:[s]}}",
+	                             "name", name, "description", desc[k], "inputSchema",
+	                             "type", "object", "properties", "taskIds", "type", "array",
+	                             "items", "type", "string", "description",
+	                             "Task IDs returned by background delegations (form "
+	                             "\"<agent>:<snapshotId>\").", "required", "taskIds") : NULL;
+	free(name);
+	if (d && k == TASK_WAIT)
+		json_object_set_new(json_object_get(json_object_get(d, "inputSchema"), "properties"),
+		                    "timeoutSeconds", json_pack("{s:s, s:s}", "type", "integer",
+		                    "description", "Maximum seconds to wait before returning the "
+		                    "current statuses. 0 or omitted waits until every task settles "
+		                    "(at most the delegation timeout); a negative value returns the "
+		                    "current statuses immediately."));
 	return d;
 }
 
@@ -409,6 +473,11 @@ enum core_status delegate_describe(const struct delegate_config *c, json_t *tool
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 		}
 	}
+	for (int k = 0; c->async && k < TASK_TOOLS; k++)
+		if (json_array_append_new(tools, task_definition(c, (enum task_tool)k))) {
+			json_decref(list);
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		}
 	char dur[CORE_DURATION_MAX];
 	json_object_set_new(d, "agents", list);
 	json_object_set_new(d, "delegation", json_pack("{s:s, s:I, s:I, s:s, s:I, s:I, s:s}",
@@ -418,6 +487,7 @@ enum core_status delegate_describe(const struct delegate_config *c, json_t *tool
 	                    "maxDepth", (json_int_t)c->max_depth,
 	                    "maxTotalDelegations", (json_int_t)c->max_total,
 	                    "timeout", core_duration_text(c->timeout_ms, dur)));
+	json_object_set_new(json_object_get(d, "delegation"), "async", json_boolean(c->async));
 	return CORE_OK;
 }
 
@@ -440,7 +510,8 @@ json_t *delegate_names(const struct delegate_config *c)
 
 struct delegate_tool {
 	struct delegate_run *run;
-	const struct delegate_ref *ref;
+	const struct delegate_ref *ref;     /* a delegation's, or NULL ... */
+	int task;                           /* ... a task tool (enum task_tool) */
 };
 
 struct delegate_run {
@@ -449,6 +520,7 @@ struct delegate_run {
 	char *store_location, *key_file, *agent_run;
 	struct delegate_tool *tools;
 	json_t *conversation;   /* the last request's messages */
+	json_t *launched;       /* snapshot IDs of the background tasks started */
 	long turn;              /* the turn the count is of */
 	long in_turn, total;    /* delegations this turn, this run */
 };
@@ -478,14 +550,17 @@ struct delegate_run *delegate_run_new(const struct delegate_config *c, struct st
 	} else {
 		r->agent_run = strdup("agent-run");
 	}
-	if (!r->agent_run || !(r->tools = calloc(c->nrefs + 1, sizeof *r->tools)) ||
+	if (!r->agent_run || !(r->tools = calloc(c->nrefs + TASK_TOOLS, sizeof *r->tools)) ||
+	    !(r->launched = json_array()) ||
 	    (store_location && !(r->store_location = strdup(store_location))) ||
 	    (key_file && !(r->key_file = strdup(key_file)))) {
 		delegate_run_free(r);
 		return NULL;
 	}
 	for (size_t i = 0; i < c->nrefs; i++)
-		r->tools[i] = (struct delegate_tool){ r, &c->refs[i] };
+		r->tools[i] = (struct delegate_tool){ r, &c->refs[i], -1 };
+	for (int k = 0; k < TASK_TOOLS; k++)
+		r->tools[c->nrefs + k] = (struct delegate_tool){ r, NULL, k };
 	return r;
 }
 
@@ -498,12 +573,13 @@ void delegate_run_free(struct delegate_run *r)
 	free(r->agent_run);
 	free(r->tools);
 	json_decref(r->conversation);
+	json_decref(r->launched);
 	free(r);
 }
 
 size_t delegate_tool_count(const struct delegate_run *r)
 {
-	return r ? r->c->nrefs : 0;
+	return r ? r->c->nrefs + (r->c->async ? TASK_TOOLS : 0) : 0;
 }
 
 static tool_start_fn call_start;
@@ -513,10 +589,11 @@ enum core_status delegate_tool(struct delegate_run *r, size_t i, struct tool **o
                                struct core_err *e)
 {
 	struct tool *t = calloc(1, sizeof *t);
-	const struct delegate_ref *ref = &r->c->refs[i];
-	if (!t || !(t->definition = definition(r->c, ref)) ||
+	const struct delegate_ref *ref = i < r->c->nrefs ? &r->c->refs[i] : NULL;
+	if (!t || !(t->definition = ref ? definition(r->c, ref)
+	                                : task_definition(r->c, (enum task_tool)(i - r->c->nrefs))) ||
 	    !(t->name = strdup(json_string_value(json_object_get(t->definition, "name")))) ||
-	    asprintf(&t->manifest, "agent '%s'", ref->name) < 0) {
+	    asprintf(&t->manifest, "agent '%s'", ref ? ref->name : "background tasks") < 0) {
 		if (t)
 			t->manifest = NULL;
 		tool_free(t);
@@ -527,8 +604,9 @@ enum core_status delegate_tool(struct delegate_run *r, size_t i, struct tool **o
 	t->start = call_start;
 	t->finish = call_finish;
 	t->impl = &r->tools[i];
-	t->span_attrs = json_pack("{s:s, s:s}", "agentkit.delegate.agent", ref->name,
-	                          "agentkit.delegate.path", ref->path);
+	if (ref)
+		t->span_attrs = json_pack("{s:s, s:s}", "agentkit.delegate.agent", ref->name,
+		                          "agentkit.delegate.path", ref->path);
 	*out = t;
 	return CORE_OK;
 }
@@ -620,6 +698,9 @@ struct call {
 	char **env, **argv, **add;
 	char sub_session[40], seed[40];
 	long number;            /* this delegation's number in its turn */
+	int background;         /* started detached: the answer is a task ID */
+	const char *inv_suffix; /* the artifacts' NAME_SUFFIX, else NAME_number */
+	json_t *input;          /* a task tool's input */
 	int (*cancelled)(void *);
 	void *cctx;
 };
@@ -741,6 +822,7 @@ static void call_free(struct call *k)
 	if (!k)
 		return;
 	json_decref(k->done);
+	json_decref(k->input);
 	core_buf_release(&k->out);
 	core_buf_release(&k->err);
 	core_buf_release(&k->in);
@@ -788,6 +870,22 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 	core_buf_init(&k->out, DELEGATE_MAX_OUTPUT + 1);
 	core_buf_init(&k->err, DELEGATE_STDERR_KEEP + 1);
 	core_buf_init(&k->in, CORE_BUF_UNLIMITED);
+	if (!dt->ref) {
+		/* a task tool: it runs in its finish */
+		k->input = json_incref((json_t *)input);
+		*pending = k;
+		return CORE_OK;
+	}
+	k->background = r->c->async && json_is_true(json_object_get(input, "background"));
+	if (k->background && !(r->store && *r->store)) {
+		/* Go's words for an agent that cannot detach */
+		k->done = text_response("Error calling agent \"%s\": this agent lacks a session "
+		                        "store that supports background work, so it cannot run "
+		                        "tasks in the background. Delegate to it without "
+		                        "\"background\" instead.", dt->ref->name);
+		*pending = k;
+		return k->done ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	}
 	if ((k->done = over_limit(r, ctx->turn_index))) {
 		*pending = k;
 		return CORE_OK;
@@ -800,7 +898,8 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 	                       ctx->session_id ? ctx->session_id : "", "parentSnapshotId",
 	                       ctx->snapshot_id ? ctx->snapshot_id : "", "agent", r->c->owner,
 	                       "tool", t->name)) ||
-	    !(history = r->c->history_length > 0 ? recent_history(r->conversation,
+	    !(history = r->c->history_length > 0 && !k->background
+	                ? recent_history(r->conversation,
 	                                                          r->c->history_length)
 	                                         : json_array()))
 		goto nomem;
@@ -808,7 +907,12 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 	    add_arg(&k->argv, &nargv, "--format") || add_arg(&k->argv, &nargv, "ndjson") ||
 	    add_arg(&k->argv, &nargv, "--input-format") || add_arg(&k->argv, &nargv, "ndjson"))
 		goto nomem;
-	if (stored && json_array_size(history)) {
+	if (k->background) {
+		/* detached (docs/detach.md): the final line names the pending row */
+		if (add_arg(&k->argv, &nargv, "--detach") || add_arg(&k->argv, &nargv, "--session") ||
+		    add_arg(&k->argv, &nargv, k->sub_session))
+			goto nomem;
+	} else if (stored && json_array_size(history)) {
 		core_uuid(k->seed);
 		if ((st = write_seed(k, history, link, e)))
 			goto fail;
@@ -927,7 +1031,10 @@ static enum core_status take_artifacts(struct call *k, const struct tool *t, con
 	char inv[128];
 	json_t *list = json_array(), *a;
 	size_t i;
-	snprintf(inv, sizeof inv, "%s_%ld", agent, k->number);
+	if (k->inv_suffix)
+		snprintf(inv, sizeof inv, "%s_%s", agent, k->inv_suffix);
+	else
+		snprintf(inv, sizeof inv, "%s_%ld", agent, k->number);
 	json_array_foreach(arts, i, a) {
 		const char *name = json_string_value(json_object_get(a, "name"));
 		if (!name || !*name)
@@ -980,18 +1087,317 @@ static void child_end(struct call *k, struct core_buf *b)
 	run_describe_said(b, k->err.p ? k->err.p : "", k->err.len, "", "");
 }
 
+/* ---- the background tasks: check, wait, abort ---- */
+
+static const char no_task_ids[] =
+	"No task IDs given. Pass the taskId values returned by background delegations.";
+
+/* The sub-agent whose name (the longest) prefixes "NAME:" to id; the
+ * snapshot ID after it in *snap. */
+static const struct delegate_ref *task_ref(const struct delegate_config *c, const char *id,
+                                           const char **snap)
+{
+	const struct delegate_ref *best = NULL;
+	size_t best_len = 0;
+	for (size_t i = 0; i < c->nrefs; i++) {
+		size_t n = strlen(c->refs[i].name);
+		if (strlen(id) > n + 1 && !strncmp(id, c->refs[i].name, n) && id[n] == ':' &&
+		    n + 1 > best_len) {
+			best = &c->refs[i];
+			best_len = n + 1;
+		}
+	}
+	*snap = id + best_len;
+	return best;
+}
+
+static int64_t task_hb_timeout(void)
+{
+	int64_t ms = STORE_HEARTBEAT_TIMEOUT_MS;
+	struct core_err e = { 0 };
+	if (store_heartbeat_timeout(NULL, &ms, &e))
+		ms = STORE_HEARTBEAT_TIMEOUT_MS;
+	return ms;
+}
+
+/* One task's report (Go's backgroundTaskReport) from its row, read now
+ * (or the settled row given). */
+static json_t *task_report(struct call *k, const struct tool *t, const char *id,
+                           json_t *settled, struct core_err *e)
+{
+	struct delegate_run *r = k->dt->run;
+	const char *snap;
+	const struct delegate_ref *ref = task_ref(r->c, id, &snap);
+	json_t *rep = json_pack("{s:s}", "taskId", id), *row = json_incref(settled);
+	struct core_err re = { 0 };
+	char msg[sizeof re.msg + 200];
+	if (!rep)
+		return NULL;
+	if (!ref) {
+		snprintf(msg, sizeof msg, "task ID \"%s\" does not match any configured agent "
+		         "(expected \"<agent>:<snapshotId>\")", id);
+		json_object_set_new(rep, "status", json_string("unknown"));
+		json_object_set_new(rep, "error", json_string(msg));
+		return rep;
+	}
+	json_object_set_new(rep, "agent", json_string(ref->name));
+	if (!row) {
+		enum core_status st = store_get(*r->store, snap, 0, &row, &re);
+		if (st) {
+			if (st == CORE_ENOTFOUND)
+				snprintf(msg, sizeof msg, "No record of this task exists (%s). Delegate the "
+				         "task again if the result is still needed.", re.msg);
+			else
+				snprintf(msg, sizeof msg, "Could not read the task's status: %s. Check "
+				         "again later.", re.msg);
+			json_object_set_new(rep, "status", json_string("unknown"));
+			json_object_set_new(rep, "error", json_string(msg));
+			return rep;
+		}
+		store_shape(row, store_now_ns(*r->store), store_row_hb_timeout(row, task_hb_timeout()));
+	}
+	const char *status = json_string_value(json_object_get(row, "status"));
+	const char *fr = json_string_value(json_object_get(row, "finishReason"));
+	const json_t *state = json_object_get(row, "state");
+	status = status && *status ? status : "completed";
+	json_object_set_new(rep, "status", json_string(status));
+	if (!strcmp(status, "completed") && fr && !strcmp(fr, "interrupted")) {
+		snprintf(msg, sizeof msg, "Sub-agent \"%s\" interrupted for additional input and "
+		         "could not complete the task. Interactive sub-agent interrupts are not "
+		         "currently supported; try delegating a more self-contained task.", ref->name);
+		json_object_set_new(rep, "error", json_string(msg));
+	} else if (!strcmp(status, "completed")) {
+		const json_t *msgs = json_object_get(state, "messages");
+		const json_t *tip = json_array_get(msgs, json_array_size(msgs) - 1);
+		char *text = parts_text(json_object_get(tip, "content"));
+		json_object_set_new(rep, "response", json_string(text && *text ? text : "(no response)"));
+		free(text);
+		/* the artifacts, named NAME_SNAPSHOT/ARTIFACT (Go's first 8) */
+		struct call kk = *k;
+		char num[16];
+		kk.dt = &r->tools[ref - r->c->refs];     /* the delegation's own */
+		snprintf(num, sizeof num, "%.8s", snap);
+		kk.number = 0;
+		kk.inv_suffix = num;
+		if (take_artifacts(&kk, t, json_object_get(state, "artifacts"), rep, e)) {
+			json_decref(row);
+			json_decref(rep);
+			return NULL;
+		}
+	} else if (!strcmp(status, "failed")) {
+		const char *m = json_string_value(json_object_get(json_object_get(row, "error"),
+		                                                  "message"));
+		json_object_set_new(rep, "error", json_string(m && *m ? m : "Unknown sub-agent failure."));
+	} else if (!strcmp(status, "aborted")) {
+		json_object_set_new(rep, "error", json_string("The task was aborted before it finished."));
+	} else if (!strcmp(status, "expired")) {
+		json_object_set_new(rep, "error", json_string("The background worker stopped reporting "
+		                    "progress and is presumed dead. Delegate the task again if the "
+		                    "result is still needed."));
+	}
+	json_decref(row);
+	return rep;
+}
+
+/* pending -> aborting (agent-abort's flip); the status before in ctx. */
+struct flip_ctx {
+	struct store *s;
+	char previous[32];
+};
+
+static enum core_status flip_fn(const json_t *existing, json_t **next, void *ctx,
+                                struct core_err *e)
+{
+	struct flip_ctx *c = ctx;
+	const char *st = json_string_value(json_object_get(existing, "status"));
+	char now[CORE_TIME_MAX];
+	*next = NULL;
+	if (!existing)
+		return CORE_OK;
+	snprintf(c->previous, sizeof c->previous, "%s", st && *st ? st : "completed");
+	if (strcmp(c->previous, "pending"))
+		return CORE_OK;
+	if (!(*next = json_deep_copy(existing)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	core_time_format(store_now_ns(c->s), now);
+	json_object_set_new(*next, "status", json_string("aborting"));
+	json_object_set_new(*next, "updatedAt", json_string(now));
+	return CORE_OK;
+}
+
+static enum core_status abort_row(struct store *s, const char *snap, char previous[32],
+                                  struct core_err *e)
+{
+	struct flip_ctx fc = { s, "" };
+	enum core_status st = store_save(s, snap, STORE_METADATA_ONLY, flip_fn, &fc, NULL, e);
+	snprintf(previous, 32, "%s", fc.previous);
+	return st;
+}
+
+void delegate_abort_children(struct delegate_run *r)
+{
+	size_t i;
+	json_t *id;
+	if (!r || !r->store || !*r->store)
+		return;
+	json_array_foreach(r->launched, i, id) {
+		struct core_err e = { 0 };
+		char previous[32];
+		(void)abort_row(*r->store, json_string_value(id), previous, &e);
+	}
+}
+
+static enum core_status task_finish(struct call *k, const struct tool *t, json_t **output,
+                                    struct core_err *e)
+{
+	struct delegate_run *r = k->dt->run;
+	const json_t *ids = json_object_get(k->input, "taskIds");
+	json_t *out = json_object(), *tasks = json_array(), *id;
+	size_t i, n = json_array_size(ids);
+	enum core_status st = CORE_OK;
+	if (!out || !tasks)
+		goto nomem;
+	if (!n) {
+		json_decref(tasks);
+		json_object_set_new(out, "note", json_string(no_task_ids));
+		*output = out;
+		return CORE_OK;
+	}
+	if (!r->store || !*r->store) {
+		json_object_set_new(out, "note", json_string("There are no background tasks: this "
+		                    "agent runs without a store."));
+		json_decref(tasks);
+		*output = out;
+		return CORE_OK;
+	}
+	json_t **rows = calloc(n + 1, sizeof *rows);
+	const char **snaps = calloc(n + 1, sizeof *snaps);
+	if (!rows || !snaps) {
+		free(rows);
+		free(snaps);
+		goto nomem;
+	}
+	json_array_foreach(ids, i, id) {
+		const char *s = json_string_value(id);
+		if (!task_ref(r->c, s ? s : "", &snaps[i]))
+			snaps[i] = NULL;
+	}
+	if (k->dt->task == TASK_ABORT) {
+		json_array_foreach(ids, i, id) {
+			char previous[32] = "";
+			struct core_err ae = { 0 };
+			if (snaps[i])
+				(void)abort_row(*r->store, snaps[i], previous, &ae);
+			json_t *rep = task_report(k, t, json_string_value(id), NULL, e);
+			if (!rep)
+				goto fail;
+			if (*previous)
+				json_object_set_new(rep, "previousStatus", json_string(previous));
+			json_array_append_new(tasks, rep);
+		}
+	} else {
+		json_int_t secs = json_integer_value(json_object_get(k->input, "timeoutSeconds"));
+		int timed_out = 0;
+		if (k->dt->task == TASK_WAIT && secs >= 0) {
+			/* the wait agent-wait does (store_wait_terminal), in slices so that
+			 * the caller's stop is seen; 0 waits at most the delegation timeout */
+			int64_t bound = secs > 0 && secs < r->c->timeout_ms / 1000 ? secs * 1000
+			              : r->c->timeout_ms;
+			int64_t deadline = core_now_mono_ms() + bound;
+			size_t m = 0;
+			for (i = 0; i < n; i++)
+				if (snaps[i])
+					snaps[m++] = snaps[i];
+			for (;;) {
+				int64_t now = core_now_mono_ms(), until = now + 200;
+				struct core_err we = { 0 };
+				if (k->cancelled && k->cancelled(k->cctx)) {
+					st = core_fail(e, CORE_ECANCELLED, "the wait for background tasks "
+					               "was stopped with its caller");
+					goto fail;
+				}
+				for (i = 0; i < m; i++) {
+					json_decref(rows[i]);
+					rows[i] = NULL;
+				}
+				st = store_wait_terminal(*r->store, snaps, m, STORE_METADATA_ONLY,
+				                         task_hb_timeout(), until < deadline ? until : deadline,
+				                         50, rows, NULL, NULL, &we);
+				if (st == CORE_OK)
+					break;
+				if (st != CORE_ETIMEOUT) {
+					*e = we;
+					goto fail;
+				}
+				if (core_now_mono_ms() >= deadline) {
+					timed_out = 1;
+					break;
+				}
+			}
+			st = CORE_OK;
+		}
+		json_array_foreach(ids, i, id) {
+			json_t *rep = task_report(k, t, json_string_value(id) ? json_string_value(id) : "",
+			                          NULL, e);
+			if (!rep)
+				goto fail;
+			if (!strcmp(json_string_value(json_object_get(rep, "status")), "pending") &&
+			    k->dt->task == TASK_WAIT)
+				timed_out = 1;
+			json_array_append_new(tasks, rep);
+		}
+		if (timed_out) {
+			json_object_set_new(out, "timedOut", json_true());
+			json_object_set_new(out, "note", json_string("Stopped waiting; the pending tasks "
+			                    "are still running. Check them again later."));
+		}
+	}
+	for (i = 0; i < n; i++)
+		json_decref(rows[i]);
+	free(rows);
+	free(snaps);
+	json_object_set_new(out, "tasks", tasks);
+	/* tasks first, as Go's result has it */
+	json_t *ordered = json_pack("{s:O}", "tasks", tasks);
+	const char *key;
+	json_t *v;
+	json_object_foreach(out, key, v)
+		if (strcmp(key, "tasks"))
+			json_object_set(ordered, key, v);
+	json_decref(out);
+	*output = ordered;
+	return CORE_OK;
+fail:
+	for (i = 0; i < n; i++)
+		json_decref(rows[i]);
+	free(rows);
+	free(snaps);
+	json_decref(tasks);
+	json_decref(out);
+	return st ? st : e->st ? e->st : CORE_ENOMEM;
+nomem:
+	json_decref(tasks);
+	json_decref(out);
+	return core_fail(e, CORE_ENOMEM, "out of memory");
+}
+
 static enum core_status call_finish(const struct tool *t, void *pending, json_t **output,
                                     json_t *parts, const struct tool_events *ev,
                                     struct core_err *e)
 {
 	struct call *k = pending;
-	const char *agent = k->dt->ref->name;
+	const char *agent = k->dt->ref ? k->dt->ref->name : "";
 	enum core_status st = CORE_OK;
 	struct core_buf why = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	json_t *fin = NULL, *out = NULL;
 	(void)parts;
 	*output = NULL;
 	k->ev = ev;
+	if (!k->dt->ref) {
+		st = task_finish(k, t, output, e);
+		call_free(k);
+		return st;
+	}
 	if (k->done) {
 		*output = json_incref(k->done);
 		call_free(k);
@@ -1020,6 +1426,25 @@ static enum core_status call_finish(const struct tool *t, void *pending, json_t 
 	}
 	if (why.len || !o) {
 		out = text_response("Error calling agent \"%s\": %s", agent, why.p ? why.p : "");
+	} else if (k->background && fr && !strcmp(fr, "detached") &&
+	           json_is_string(json_object_get(o, "snapshotId"))) {
+		const char *snap = json_string_value(json_object_get(o, "snapshotId"));
+		char *check = task_tool_name(k->dt->run->c, TASK_CHECK);
+		char *wait = task_tool_name(k->dt->run->c, TASK_WAIT);
+		char *task = NULL;
+		if (asprintf(&task, "%s:%s", agent, snap) < 0)
+			task = NULL;
+		out = check && wait && task
+		    ? text_response("Background task %s started for agent \"%s\". Collect the "
+		                    "result with %s or %s.", task, agent, check, wait) : NULL;
+		if (out) {
+			json_object_set_new(out, "taskId", json_string(task));
+			json_object_set_new(out, "status", json_string("pending"));
+			json_array_append_new(k->dt->run->launched, json_string(snap));
+		}
+		free(check);
+		free(wait);
+		free(task);
 	} else if (fr && !strcmp(fr, "interrupted")) {
 		out = text_response("Sub-agent \"%s\" interrupted for additional input and could "
 		                    "not complete the task. Interactive sub-agent interrupts are not "

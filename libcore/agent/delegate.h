@@ -113,6 +113,11 @@ enum core_status delegate_tool(struct delegate_run *r, size_t i, struct tool **o
  */
 void delegate_augment(struct delegate_run *r, json_t *messages);
 
+/* The parent's run ended aborted: every background task it started that
+ * is still pending is flipped to aborting (as agent-abort does), so its
+ * worker stops.  No-op with a NULL r or without a store. */
+void delegate_abort_children(struct delegate_run *r);
+
 /*
  * The link of this process's session to the delegation that started it
  * ($AGENTKIT_DELEGATION, read and removed from the environment at the

@@ -396,6 +396,9 @@ void rt_end(struct runtime *rt, const char *reason, enum core_status st, const c
 {
 	rt->ended = 1;
 	snprintf(rt->end_reason, sizeof rt->end_reason, "%s", reason);
+	/* an aborted parent takes its background sub-agents with it */
+	if (!strcmp(reason, "aborted"))
+		delegate_abort_children(rt->delegate);
 	json_decref(rt->error);
 	rt->error = jv_error_new(st, msg);
 	rt->end_st = st;
