@@ -13,6 +13,7 @@
  *       maxDelegations: 0           (per turn; 0: no limit)
  *       historyLength: 0            (recent user/model text messages sent)
  *       artifactStrategy: inline    (or session)
+ *       async: false                (background delegation, task tools)
  *       maxDepth: 3                 (agentkit: levels of sub-agents below)
  *       maxTotalDelegations: 0      (agentkit: per agent-run; 0: no limit)
  *       timeout: 10m                (agentkit: one delegation's bound)
@@ -33,6 +34,10 @@
  * a sub-agent that fails, is aborted, interrupted, or times out answers
  * {"response": "Error calling agent \"NAME\": REASON", ...}, which the
  * model reads as Genkit's middleware gives it: the parent's turn goes on.
+ * With async, {"background": true} starts the sub-agent with --detach and
+ * answers a task ID "NAME:SNAPSHOT"; check_background_tasks,
+ * wait_for_background_tasks and abort_background_tasks read, wait for and
+ * abort those rows through the store.
  * docs/agents.md is the user's account.
  *
  * Ownership: a struct delegate_config belongs to its struct agent; a
