@@ -420,3 +420,28 @@ then_call() {
 	run -0 --separate-stderr agent-run --no-store lead -m hi
 	[ "$(tool_out | jq -r .response)" = 'Error calling agent "researcher": this agent lacks a session store that supports background work, so it cannot run tasks in the background. Delegate to it without "background" instead.' ]
 }
+
+@test "background: agent-abort of a detached parent aborts the tasks its worker started" {
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
+	agent researcher 'model: script/sub.ndjson'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "t", "background": true}}]}' \
+		'{"when": {"round": 1}, "chunks": ["thinking ", "on"], "delay": "3s"}' >agents/lead.ndjson
+	echo '{"chunks": ["a", "b", "c"], "delay": "2s"}' >agents/sub.ndjson
+	run -0 --separate-stderr agent-run lead --detach -m hi
+	parent=$(last | jq -r .output.snapshotId)
+	# the task's session appears once its worker wrote its pending row
+	# (a pending row names no agent yet: it is the session that is not the parent's)
+	for _ in $(seq 100); do
+		child=$(agent-snap sessions 2>/dev/null | jq -r "select(.snapshotId != \"$parent\") | .snapshotId")
+		[ -n "$child" ] && break
+		sleep 0.05
+	done
+	[ -n "$child" ]
+	run -0 agent-snap get "$child"
+	[ "$(jq -r .status <<<"$output")" = pending ]
+	run -0 agent-abort "$parent"
+	run -2 agent-wait --timeout 10s "$parent"
+	run -2 agent-wait --timeout 10s "$child"
+	[ "$(jq -r .status <<<"$output")" = aborted ]
+}
