@@ -354,7 +354,7 @@ then_call() {
 }
 
 @test "background: the launch answers a task ID at once, the wait gets the result" {
-	bg_setup 300ms
+	bg_setup 1s
 	snap=${task#researcher:}
 	[ "$(tool_out | jq -r .response)" = "Background task $task started for agent \"researcher\". Collect the result with check_background_tasks or wait_for_background_tasks." ]
 	[ "$(tool_out | jq -c '[.status, .snapshotId == "'"$snap"'", (.sessionId | length)]')" = '["pending",true,36]' ]
