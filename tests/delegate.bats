@@ -196,7 +196,51 @@ artifact_agent() {
 	[ "$SECONDS" -lt 5 ]
 }
 
-@test "an interrupt inside a sub-agent comes back as Genkit's text, its session kept" {
+@test "an interrupt inside a sub-agent is the parent's interrupt, and resumes through it" {
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/sub.ndjson' 'tools: [ask]'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "ask", "ref": "q1", "input": {"q": "which?"}}]}' \
+		'{"when": {"round": 1}, "text": "answered"}' >agents/sub.ndjson
+	printf '#!/bin/sh\ncat >/dev/null\necho %s\n' "'{\"interrupt\": {\"question\": \"which?\"}}'" >agents/tools/ask
+	chmod +x agents/tools/ask
+	echo '{}' >agents/tools/ask.json
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "ref": "d1", "input": {"task": "t"}}]}' \
+		'{"when": {"round": 1}, "text": "lead done"}' >agents/lead.ndjson
+	run -6 --separate-stderr agent-run lead -m hi
+	sid=$(last | jq -r .output.sessionId)
+	meta=$(last | jq -c '.output.message.content[0].metadata.interrupt')
+	sub=$(jq -r .sessionId <<<"$meta")
+	[ "$(jq -c '[.agent, .interrupts]' <<<"$meta")" = '["researcher",[{"toolRequest":{"name":"ask","ref":"q1","input":{"q":"which?"}},"metadata":{"interrupt":{"question":"which?"}}}]]' ]
+	# the sub-session is interrupted at the row the metadata names
+	run -0 agent-snap --session "$sub"
+	[ "$(jq -r '[.snapshotId, .finishReason] | join(" ")' <<<"$output")" = "$(jq -r .snapshotId <<<"$meta") interrupted" ]
+	# the parent's restart carries the sub-agent's resume input
+	jq -c '{resume: {restart: [{toolRequest: {name: "delegate_to_researcher", ref: "d1", input: {task: "t"}},
+		metadata: {resumed: {snapshotId: .snapshotId, resume: {respond: [{toolResponse: {name: "ask", ref: "q1", output: "blue"}}]}}}}]}}' \
+		<<<"$meta" >resume.ndjson
+	run -0 --separate-stderr agent-run lead --session "$sid" <resume.ndjson
+	[ "$(last | jq -r .output.message.content[0].text)" = "lead done" ]
+	[ "$(tool_out | jq -c '[.response, .sessionId]')" = "[\"answered\",\"$sub\"]" ]
+	run -0 agent-snap --session "$sub"
+	[ "$(jq -c '[.state.messages[] | .content[0] | .text // .toolRequest.name // .toolResponse.output]' <<<"$output")" = '["t","ask","blue","answered"]' ]
+}
+
+@test "a restart of a delegation without the sub-agent's resume input is an error for the model" {
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/sub.ndjson' 'tools: [ask]'
+	echo '{"when": {"round": 0}, "toolRequests": [{"name": "ask", "ref": "q1", "input": {}}]}' >agents/sub.ndjson
+	printf '#!/bin/sh\ncat >/dev/null\necho %s\n' "'{\"interrupt\": true}'" >agents/tools/ask
+	chmod +x agents/tools/ask
+	echo '{}' >agents/tools/ask.json
+	lead_script delegate_to_researcher '{"task": "t"}'
+	run -6 --separate-stderr agent-run lead -m hi
+	sid=$(last | jq -r .output.sessionId)
+	echo '{"resume": {"restart": [{"toolRequest": {"name": "delegate_to_researcher", "ref": "r1", "input": {"task": "t"}}, "metadata": {"resumed": {"x": 1}}}]}}' >resume.ndjson
+	run -0 --separate-stderr agent-run lead --session "$sid" <resume.ndjson
+	[ "$(tool_out | jq -r .response)" = 'Error calling agent "researcher": a restarted delegation needs metadata.resumed {"snapshotId": the interrupt'"'"'s, "resume": {"respond" or "restart": [...]}} (the sub-agent'"'"'s resume input)' ]
+}
+
+@test "client-managed: an interrupt inside a sub-agent comes back as Genkit's text" {
 	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
 	agent researcher 'model: script/sub.ndjson' 'tools: [ask]'
 	echo '{"toolRequests": [{"name": "ask", "input": {}}]}' >agents/sub.ndjson
@@ -204,11 +248,8 @@ artifact_agent() {
 	chmod +x agents/tools/ask
 	echo '{}' >agents/tools/ask.json
 	lead_script delegate_to_researcher '{"task": "t"}'
-	run -0 --separate-stderr agent-run lead -m hi
+	run -0 --separate-stderr agent-run --no-store lead -m hi
 	[ "$(tool_out | jq -r .response)" = 'Sub-agent "researcher" interrupted for additional input and could not complete the task. Interactive sub-agent interrupts are not currently supported; try delegating a more self-contained task.' ]
-	# the interrupted sub-session can be resumed by hand
-	run -0 agent-snap --session "$(tool_out | jq -r .sessionId)"
-	[ "$(jq -r .finishReason <<<"$output")" = interrupted ]
 }
 
 @test "maxDelegations: the call past the limit answers Genkit's words, nothing runs" {

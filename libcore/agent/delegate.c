@@ -876,7 +876,19 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		*pending = k;
 		return CORE_OK;
 	}
-	k->background = r->c->async && json_is_true(json_object_get(input, "background"));
+	const json_t *resumed = ctx->resumed;
+	const char *resume_snap = json_string_value(json_object_get(resumed, "snapshotId"));
+	if (json_is_object(resumed) && (!resume_snap ||
+	                                !json_is_object(json_object_get(resumed, "resume")))) {
+		k->done = text_response("Error calling agent \"%s\": a restarted delegation needs "
+		                        "metadata.resumed {\"snapshotId\": the interrupt's, "
+		                        "\"resume\": {\"respond\" or \"restart\": [...]}} (the "
+		                        "sub-agent's resume input)", dt->ref->name);
+		*pending = k;
+		return k->done ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	k->background = !resume_snap && r->c->async &&
+	                json_is_true(json_object_get(input, "background"));
 	if (k->background && !(r->store && *r->store)) {
 		/* Go's words for an agent that cannot detach */
 		k->done = text_response("Error calling agent \"%s\": this agent lacks a session "
@@ -886,7 +898,8 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		*pending = k;
 		return k->done ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
 	}
-	if ((k->done = over_limit(r, ctx->turn_index))) {
+	/* a resumed delegation goes on; it is not another one */
+	if (!resume_snap && (k->done = over_limit(r, ctx->turn_index))) {
 		*pending = k;
 		return CORE_OK;
 	}
@@ -907,7 +920,11 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 	    add_arg(&k->argv, &nargv, "--format") || add_arg(&k->argv, &nargv, "ndjson") ||
 	    add_arg(&k->argv, &nargv, "--input-format") || add_arg(&k->argv, &nargv, "ndjson"))
 		goto nomem;
-	if (k->background) {
+	if (resume_snap && stored) {
+		/* the sub-session's interrupted row, resumed with the input given */
+		if (add_arg(&k->argv, &nargv, "--snapshot") || add_arg(&k->argv, &nargv, resume_snap))
+			goto nomem;
+	} else if (k->background) {
 		/* detached (docs/detach.md): the final line names the pending row */
 		if (add_arg(&k->argv, &nargv, "--detach") || add_arg(&k->argv, &nargv, "--session") ||
 		    add_arg(&k->argv, &nargv, k->sub_session))
@@ -936,8 +953,9 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		}
 		core_buf_release(&ib);
 	}
-	if (!(msg = json_pack("{s:{s:s, s:[{s:s}]}}", "message", "role", "user", "content",
-	                      "text", task ? task : "")) ||
+	if (!(msg = resume_snap ? json_pack("{s:O}", "resume", json_object_get(resumed, "resume"))
+	                        : json_pack("{s:{s:s, s:[{s:s}]}}", "message", "role", "user",
+	                                    "content", "text", task ? task : "")) ||
 	    jv_dump(msg, &k->in) || core_buf_addc(&k->in, '\n'))
 		goto nomem;
 	/* The child's environment: ours without the keys, then what it needs
@@ -1382,8 +1400,8 @@ nomem:
 }
 
 static enum core_status call_finish(const struct tool *t, void *pending, json_t **output,
-                                    json_t *parts, const struct tool_events *ev,
-                                    struct core_err *e)
+                                    json_t **interrupt, json_t *parts,
+                                    const struct tool_events *ev, struct core_err *e)
 {
 	struct call *k = pending;
 	const char *agent = k->dt->ref ? k->dt->ref->name : "";
@@ -1445,6 +1463,23 @@ static enum core_status call_finish(const struct tool *t, void *pending, json_t 
 		free(check);
 		free(wait);
 		free(task);
+	} else if (fr && !strcmp(fr, "interrupted") && interrupt &&
+	           json_is_string(json_object_get(o, "snapshotId"))) {
+		/* The sub-agent's interrupt is the parent's: its metadata names
+		 * the sub-session's row and holds the sub-agent's own interrupted
+		 * requests; a restart with {"resume": ...} resumes it there. */
+		json_t *ints = json_array();
+		size_t i;
+		json_t *p;
+		json_array_foreach(json_object_get(json_object_get(o, "message"), "content"), i, p)
+			if (json_object_get(json_object_get(p, "metadata"), "interrupt"))
+				json_array_append(ints, p);
+		*interrupt = json_pack("{s:s, s:O, s:O, s:o}", "agent", agent, "sessionId",
+		                       json_object_get(o, "sessionId"), "snapshotId",
+		                       json_object_get(o, "snapshotId"), "interrupts", ints);
+		if (!*interrupt)
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+		goto end;
 	} else if (fr && !strcmp(fr, "interrupted")) {
 		out = text_response("Sub-agent \"%s\" interrupted for additional input and could "
 		                    "not complete the task. Interactive sub-agent interrupts are not "

@@ -31,9 +31,13 @@
  * starts from a row (written first, by this process) holding the last
  * historyLength user/model text messages of the request that asked.  The
  * call's output: {"response", "artifacts"?, "sessionId", "snapshotId"};
- * a sub-agent that fails, is aborted, interrupted, or times out answers
+ * a sub-agent that fails, is aborted or times out answers
  * {"response": "Error calling agent \"NAME\": REASON", ...}, which the
  * model reads as Genkit's middleware gives it: the parent's turn goes on.
+ * A sub-agent that interrupts interrupts the call, with the metadata
+ * {"agent", "sessionId", "snapshotId", "interrupts"}; a restart whose
+ * resumed is {"snapshotId", "resume": INPUT} resumes that row with INPUT
+ * (without a store: Genkit's text answer).
  * With async, {"background": true} starts the sub-agent with --detach and
  * answers a task ID "NAME:SNAPSHOT"; check_background_tasks,
  * wait_for_background_tasks and abort_background_tasks read, wait for and

@@ -154,6 +154,7 @@ static void tool_ctx(struct runtime *rt, struct tool_context *tc)
 	tc->parent_snapshot_id = parent ? parent : "";
 	tc->turn_index = session_turn_index(rt->s);
 	tc->traceparent = NULL;         /* tools_run() sets each call's */
+	tc->resumed = NULL;             /* ... and an in-process call its own */
 }
 
 json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)
