@@ -486,3 +486,26 @@ then_call() {
 	run -2 agent-wait --timeout 10s "$child"
 	[ "$(jq -r .status <<<"$output")" = aborted ]
 }
+
+@test "traces: the sub-agent's spans nest under the delegation's tool span" {
+	unset OTEL_EXPORTER_OTLP_TRACES_ENDPOINT OTEL_SDK_DISABLED OTEL_TRACES_EXPORTER TRACEPARENT
+	export OTEL_EXPORTER_OTLP_PROTOCOL=http/json AGENTKIT_TRACE=1
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: echo'
+	lead_script delegate_to_researcher '{"task": "find facts"}'
+	log=$BATS_TEST_TMPDIR/otlp.ndjson
+	"$TOP/scripts/otlp-receiver" --port-file port --log "$log" --idle 20 3>&- &
+	recv=$!
+	for _ in $(seq 1 200); do
+		[ -s port ] && break
+		sleep 0.025
+	done
+	OTEL_EXPORTER_OTLP_ENDPOINT="http://127.0.0.1:$(cat port)" run -0 --separate-stderr agent-run lead -m hi
+	kill "$recv"
+	spans=$(jq -c '.body.resourceSpans[].scopeSpans[].spans[]' "$log")
+	tool=$(jq -c 'select(.name == "delegate_to_researcher")' <<<"$spans")
+	sub=$(jq -c 'select(.name == "researcher")' <<<"$spans")
+	[ "$(jq -r .parentSpanId <<<"$sub")" = "$(jq -r .spanId <<<"$tool")" ]
+	[ "$(jq -r .traceId <<<"$sub")" = "$(jq -r .traceId <<<"$tool")" ]
+	[ "$(jq -r '[.attributes[] | select(.key == "agentkit.delegate.agent") | .value.stringValue][0]' <<<"$tool")" = researcher ]
+}
