@@ -13,6 +13,7 @@
 #include "../base/json.h"
 #include "../base/suggest.h"
 #include "../base/util.h"
+#include "delegate.h"
 #include "prompt.h"
 #include "structured.h"
 
@@ -412,6 +413,9 @@ enum core_status agent_load(const struct agent_spec *spec, struct agent **out,
 			goto nomem;
 		if ((st = from_front_matter(a, e)))
 			goto fail;
+		if ((st = delegate_config_load(prompt_meta(a->prompt), a->path, a->name, dirs,
+		                               &a->delegation, e)))
+			goto fail;
 	} else if (!(a->name = strdup("inline"))) {
 		goto nomem;
 	}
@@ -458,6 +462,7 @@ void agent_free(struct agent *a)
 	json_decref(a->state_schema);
 	json_decref(a->mcp_servers);
 	prompt_free(a->prompt);
+	delegate_config_free(a->delegation);
 	core_strv_free(a->tool_dirs);
 	free(a);
 }

@@ -29,6 +29,7 @@
 #define AGENT_DEFAULT_MAX_TURNS 5
 
 struct prompt;
+struct delegate_config;
 
 struct agent {
 	char *name;             /* the agent's name ("inline" without a file) */
@@ -51,6 +52,8 @@ struct agent {
 	json_t *output;         /* structured output spec (structured.h), or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */
+	struct delegate_config *delegation; /* front matter agents: its
+	                           sub-agents (delegate.h), or NULL */
 	char *key_file;         /* the provider key's file (--key-file,
 	                           $AGENTKIT_KEY_FILE), or NULL: the provider's
 	                           own environment variable */

@@ -13,6 +13,7 @@
 
 #include "agent.h"
 #include "agent_trace.h"
+#include "delegate.h"
 #include "../base/buf.h"
 #include "../base/json.h"
 #include "../base/lines.h"
@@ -617,6 +618,7 @@ enum core_status agent_ext_describe(const struct agent *a, const struct agent_ex
                                     int server_managed, json_t **out, struct core_err *e)
 {
 	json_t *d = json_object(), *tools = json_array(), *meta = json_object(), *am = json_object();
+	enum core_status st0;
 	size_t i;
 	json_t *name;
 	if (!d || !tools || !meta || !am) {
@@ -646,6 +648,12 @@ enum core_status agent_ext_describe(const struct agent *a, const struct agent_ex
 		json_object_set_new(d, "model", json_string(a->model));
 	json_object_set_new(d, "tools", tools);
 	json_object_set_new(d, "maxTurns", json_integer(a->max_turns));
+	if (a->delegation && (st0 = delegate_describe(a->delegation, tools, d, e))) {
+		json_decref(d);
+		json_decref(meta);
+		json_decref(am);
+		return st0;
+	}
 	if (agent_ext_is_custom(x))
 		json_object_set_new(d, "custom", json_true());
 	json_object_set_new(am, "stateManagement", json_string(server_managed ? "server" : "client"));

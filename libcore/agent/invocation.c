@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 #include "agent_trace.h"
+#include "delegate.h"
+#include "render.h"
 #include "../base/trace.h"
 #include "../base/util.h"
 
@@ -264,6 +266,7 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	struct rt_sink sink = { on_chunk, on_warn, inv };       /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = inv->agent, .store = inv->store, .init = inv->init, .sink = &sink,
+		.store_location = inv->store ? inv->store_dir.p : NULL,
 		.heartbeat_timeout_ms = o->hb_timeout_ms,
 		.cancelled = cancelled, .cancel_ctx = inv,
 		.ext = inv->ext,
@@ -272,6 +275,8 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	};
 	if ((st = rt_open(&cfg, &inv->rt, e)))
 		return st;
+	if (inv->agent->delegation)
+		render_delegates(&inv->out.view, delegate_names(inv->agent->delegation));
 	agent_trace_session(rt_session_id(inv->rt));
 	inv->det.rt = inv->rt;
 	inv->det.agent = inv->agent->name;

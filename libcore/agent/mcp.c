@@ -1037,7 +1037,8 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 }
 
 static enum core_status call_finish(const struct tool *t, void *pending, json_t **output,
-                                    json_t *parts, struct core_err *e)
+                                    json_t **interrupt, json_t *parts,
+                                    const struct tool_events *ev, struct core_err *e)
 {
 	struct mcp_call *mc = pending;
 	struct mcp_server *s = mc->srv;
@@ -1046,6 +1047,8 @@ static enum core_status call_finish(const struct tool *t, void *pending, json_t 
 	free(mc);
 	*output = NULL;
 	(void)t;
+	(void)ev;
+	(void)interrupt;
 	if (st == CORE_ETOOBIG && s->too_long) {
 		/* One rule for size: a result up to maxResultBytes goes to the
 		 * model whole, a longer one is a tool error the model sees (the

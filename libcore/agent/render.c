@@ -14,6 +14,14 @@ void render_release(struct render *r)
 {
 	json_decref(r->tools_open);
 	r->tools_open = NULL;
+	json_decref(r->delegates);
+	r->delegates = NULL;
+}
+
+void render_delegates(struct render *r, json_t *names)
+{
+	json_decref(r->delegates);
+	r->delegates = names;
 }
 
 /* End the text line (before a tool line, a new message, the turn's end). */
@@ -63,7 +71,9 @@ static void tool_line(const struct render *r, const char *name, const json_t *v,
 		}
 	}
 	const char *dim = r->color ? "\033[2m" : "", *off = r->color ? "\033[0m" : "";
-	enum core_status st = core_buf_addf(&line, "%stool %s%s", dim, name ? name : "?", off);
+	const char *sub = name ? json_string_value(json_object_get(r->delegates, name)) : NULL;
+	enum core_status st = core_buf_addf(&line, "%s%s %s%s", dim, sub ? "delegate" : "tool",
+	                                    sub ? sub : name ? name : "?", off);
 	if (!st && what)
 		st = core_buf_addf(&line, " %s%s%s", r->color ? color : "", what, off);
 	if (!st && n)
@@ -94,6 +104,15 @@ static void tool_part(struct render *r, const json_t *req, const json_t *res,
 	else if (res && is_error_output(json_object_get(res, "output")))
 		tool_line(r, name, json_object_get(json_object_get(res, "output"), "error"), "error",
 		          "\033[31m");
+	else if (res && name && json_object_get(r->delegates, name)) {
+		/* a delegation's answer: the sub-agent's response */
+		const json_t *v = json_object_get(json_object_get(res, "output"), "response");
+		const char *t = json_string_value(v);
+		if (t && !strncmp(t, "Error calling agent ", 20))
+			tool_line(r, name, v, "error", "\033[31m");
+		else
+			tool_line(r, name, v, "ok", "\033[32m");
+	}
 	else if (res)
 		tool_line(r, name, json_object_get(res, "output"), "ok", "\033[32m");
 	else

@@ -41,11 +41,17 @@ struct render {
 	int midline;            /* text sent without a newline yet */
 	json_int_t msg_index;   /* the model message last shown, or -1 */
 	json_t *tools_open;     /* names of tool requests not answered yet */
+	json_t *delegates;      /* tool name -> sub-agent name (delegate.h), or NULL */
 };
 
 /* Errors: CORE_ENOMEM.  render_release() is safe after a failure. */
 enum core_status render_init(struct render *r, int color, struct render_sink sink);
 void render_release(struct render *r);
+
+/* The delegation tools (an object: tool name -> sub-agent name;
+ * consumed): their lines read "delegate AGENT ..." instead of "tool NAME
+ * ...", and an answer that is a failed delegation reads as an error. */
+void render_delegates(struct render *r, json_t *names);
 
 /* One chunk; the sink's first error is returned. */
 enum core_status render_chunk(struct render *r, const json_t *chunk);

@@ -13,6 +13,7 @@
 
 #include "../../store/store.h"
 #include "agent_ext.h"
+#include "delegate.h"
 #include "../base/json.h"
 #include "structured.h"
 #include "tools.h"
@@ -53,7 +54,12 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->on_busy = cfg->on_busy;
 	rt->busy_timeout_ms = cfg->busy_timeout_ms;
 	rt->claimed_id = cfg->claimed_id;
-	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
+	(void)delegate_parent_link();   /* taken from the environment before any tool runs */
+	if (cfg->agent->delegation &&
+	    !(rt->delegate = delegate_run_new(cfg->agent->delegation, &rt->store,
+	                                      cfg->store_location, cfg->agent->key_file)))
+		st = core_fail(e, CORE_ENOMEM, "out of memory");
+	else if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
 	    !(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	else if (!(st = open_session(rt, cfg, e)) && !(st = rt_init_check(cfg->init, e)) &&
@@ -78,6 +84,7 @@ void rt_free(struct runtime *rt)
 		tool_free(rt->tools[i]);
 	free(rt->tools);
 	json_decref(rt->tool_defs);
+	delegate_run_free(rt->delegate);
 	json_decref(rt->minted_refs);
 	json_decref(rt->error);
 	json_decref(rt->usage);
@@ -133,6 +140,9 @@ json_t *rt_row_info(struct runtime *rt)
 	 * asked, which the row's state (the last good one) does not hold. */
 	if (rt->ended && rt->turn_text)
 		json_object_set_new(info, "input", json_string(rt->turn_text));
+	/* A sub-agent's session names the delegation that started it. */
+	if (delegate_parent_link())
+		json_object_set(info, "delegation", (json_t *)delegate_parent_link());
 	return info;
 }
 
@@ -387,6 +397,9 @@ void rt_end(struct runtime *rt, const char *reason, enum core_status st, const c
 {
 	rt->ended = 1;
 	snprintf(rt->end_reason, sizeof rt->end_reason, "%s", reason);
+	/* an aborted parent takes its background sub-agents with it */
+	if (!strcmp(reason, "aborted"))
+		delegate_abort_children(rt->delegate);
 	json_decref(rt->error);
 	rt->error = jv_error_new(st, msg);
 	rt->end_st = st;

@@ -50,6 +50,7 @@ struct rt_sink {
 struct rt_config {
 	const struct agent *agent;
 	struct store *store;        /* NULL: client-managed state */
+	const char *store_location; /* where store is, for sub-agents (delegate.h) */
 	const json_t *init;         /* AgentInit {sessionId?, snapshotId?, state?} or NULL */
 	const struct rt_sink *sink;
 	int64_t heartbeat_timeout_ms; /* staleness threshold for pending rows (0: 60 s) */

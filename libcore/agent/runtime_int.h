@@ -26,6 +26,7 @@
 
 struct tool;
 struct tool_call;
+struct delegate_run;
 
 struct runtime {
 	const struct agent *agent;
@@ -45,6 +46,7 @@ struct runtime {
 	struct tool **tools;    /* the agent's tools */
 	size_t ntools;
 	json_t *tool_defs;      /* their definitions, for the model */
+	struct delegate_run *delegate; /* the sub-agents' (delegate.h), or NULL */
 
 	/* The generate call in flight. */
 	long msg_index;         /* ModelResponseChunk index within the generate call */

@@ -11,6 +11,7 @@
 
 #include "agent_ext.h"
 #include "agent_trace.h"
+#include "delegate.h"
 #include "../base/json.h"
 #include "../model/registry.h"
 #include "prompt.h"
@@ -221,6 +222,7 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 		return st;
 	json_t *reqmsgs = request_messages(g->msgs);
 	agent_ext_augment(rt->ext, reqmsgs);
+	delegate_augment(rt->delegate, reqmsgs);
 	req.messages = reqmsgs;
 	req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
 	req.config = a->config;

@@ -15,6 +15,7 @@
 #include "../base/json.h"
 #include "../base/schema.h"
 #include "agent_trace.h"
+#include "delegate.h"
 #include "tools.h"
 
 /* ---- the agent's tools ---- */
@@ -30,6 +31,28 @@ enum core_status rt_load_tools(struct runtime *rt, struct core_err *e)
 		struct tool *t;
 		if ((st = tool_load(json_string_value(name), rt->agent->tool_dirs, &t, e)))
 			return st;
+		rt->tools[rt->ntools++] = t;
+		json_array_append(rt->tool_defs, t->definition);
+	}
+	/* Then one tool per sub-agent (delegate.h). */
+	size_t nd = delegate_tool_count(rt->delegate);
+	if (nd) {
+		struct tool **more = realloc(rt->tools, (rt->ntools + nd) * sizeof *more);
+		if (!more)
+			return core_fail(e, CORE_ENOMEM, "out of memory");
+		rt->tools = more;
+	}
+	for (i = 0; i < nd; i++) {
+		struct tool *t;
+		if ((st = delegate_tool(rt->delegate, i, &t, e)))
+			return st;
+		for (size_t j = 0; j < rt->ntools; j++)
+			if (!strcmp(rt->tools[j]->name, t->name)) {
+				st = core_fail(e, CORE_EINVAL, "%s: the delegation tool '%s' has the "
+				               "name of one of its tools", rt->agent->path, t->name);
+				tool_free(t);
+				return st;
+			}
 		rt->tools[rt->ntools++] = t;
 		json_array_append(rt->tool_defs, t->definition);
 	}
@@ -131,6 +154,7 @@ static void tool_ctx(struct runtime *rt, struct tool_context *tc)
 	tc->parent_snapshot_id = parent ? parent : "";
 	tc->turn_index = session_turn_index(rt->s);
 	tc->traceparent = NULL;         /* tools_run() sets each call's */
+	tc->resumed = NULL;             /* ... and an in-process call its own */
 }
 
 json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)

@@ -542,6 +542,7 @@ static enum core_status start_in_process(struct tool_call *c, const struct tool_
 	c->span = agent_trace_tool_begin(c->tool->name, c->input);
 	agent_trace_tool_attrs(c->span, c->tool->span_attrs);
 	cc.traceparent = agent_trace_env(c->span, tp) ? NULL : strchr(tp, '=') + 1;
+	cc.resumed = c->resumed;
 	c->st = c->tool->start(c->tool, c->input, &cc, ev ? ev->cancelled : NULL,
 	                       ev ? ev->ctx : NULL, pending, &c->err);
 	if (c->st)
@@ -566,8 +567,9 @@ static enum core_status run_in_process(struct tool_call *calls, size_t n,
 		struct tool_call *c = &calls[i];
 		if (!pending[i])
 			continue;
-		c->st = c->tool->finish(c->tool, pending[i], &c->output, c->parts, &c->err);
-		agent_trace_tool_end(c->span, c->st, c->err.msg, NULL, c->output);
+		c->st = c->tool->finish(c->tool, pending[i], &c->output, &c->interrupt, c->parts, ev,
+		                        &c->err);
+		agent_trace_tool_end(c->span, c->st, c->err.msg, c->interrupt, c->output);
 	}
 	free(pending);
 	return st ? core_fail(e, st, "out of memory") : CORE_OK;

@@ -72,14 +72,19 @@ struct tool_context;
  * reference) and appends media parts to parts, or fails with e (the
  * message names who failed, the call fails with it), and frees pending;
  * every started call is finished, in any order (the outcomes of the
- * others that come meanwhile are kept for their own finish).
+ * others that come meanwhile are kept for their own finish).  ev (may be
+ * NULL) takes what the call gives the session meanwhile (a delegation's
+ * artifacts, delegate.h).  A call that interrupts sets *interrupt (a new
+ * reference: its metadata) instead of *output.
  */
 typedef enum core_status tool_start_fn(const struct tool *t, const json_t *input,
                                        const struct tool_context *ctx,
                                        int (*cancelled)(void *), void *cctx, void **pending,
                                        struct core_err *e);
+struct tool_events;
 typedef enum core_status tool_finish_fn(const struct tool *t, void *pending, json_t **output,
-                                        json_t *parts, struct core_err *e);
+                                        json_t **interrupt, json_t *parts,
+                                        const struct tool_events *ev, struct core_err *e);
 
 struct tool {
 	char *name;
@@ -137,6 +142,9 @@ struct tool_context {
 	/* The W3C traceparent of the call's span when tracing (an in-process
 	 * tool's call gets it: MCP's _meta.traceparent), else NULL. */
 	const char *traceparent;
+	/* A restarted call's metadata.resumed (runtime-semantics §3.7), for an
+	 * in-process tool's start; NULL otherwise. */
+	const json_t *resumed;
 };
 
 /*

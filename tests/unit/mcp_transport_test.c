@@ -169,7 +169,7 @@ const struct mcp_transport_ops mcp_transport_memory = {
 static enum core_status call_tool(const char *name, json_t **output, struct core_err *e)
 {
 	struct tool *t = NULL;
-	struct tool_context ctx = { "s1", "snap1", "", 0, NULL };
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
 	json_t *input = pj("{\"x\": 1}"), *parts = json_array();
 	enum core_status st = tool_load(name, NULL, &t, e);
 	*output = NULL;
@@ -177,7 +177,7 @@ static enum core_status call_tool(const char *name, json_t **output, struct core
 	if (!st)
 		st = t->start(t, input, &ctx, NULL, NULL, &pending, e);
 	if (!st)
-		st = t->finish(t, pending, output, parts, e);
+		st = t->finish(t, pending, output, NULL, parts, NULL, e);
 	tool_free(t);
 	json_decref(input);
 	json_decref(parts);
@@ -218,7 +218,7 @@ int main(void)
 
 	/* Two calls at once, the second answered first. */
 	struct tool *t = NULL;
-	struct tool_context ctx = { "s1", "snap1", "", 0, NULL };
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
 	json_t *in1 = pj("{\"x\": 1}"), *in2 = pj("{\"x\": 2}"), *parts = json_array();
 	json_t *out1 = NULL, *out2 = NULL;
 	void *p1 = NULL, *p2 = NULL;
@@ -226,8 +226,8 @@ int main(void)
 	st = tool_load("mem_echo", NULL, &t, &e);
 	if (!st && !(st = t->start(t, in1, &ctx, NULL, NULL, &p1, &e)) &&
 	    !(st = t->start(t, in2, &ctx, NULL, NULL, &p2, &e)) &&
-	    !(st = t->finish(t, p1, &out1, parts, &e)))
-		st = t->finish(t, p2, &out2, parts, &e);
+	    !(st = t->finish(t, p1, &out1, NULL, parts, NULL, &e)))
+		st = t->finish(t, p2, &out2, NULL, parts, NULL, &e);
 	report(!st && json_integer_value(json_object_get(out1, "ok")) == 1 &&
 	       json_integer_value(json_object_get(out2, "ok")) == 2,
 	       "two calls at once: each gets its own answer, the second answered first",
