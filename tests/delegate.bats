@@ -509,3 +509,27 @@ then_call() {
 	[ "$(jq -r .traceId <<<"$sub")" = "$(jq -r .traceId <<<"$tool")" ]
 	[ "$(jq -r '[.attributes[] | select(.key == "agentkit.delegate.agent") | .value.stringValue][0]' <<<"$tool")" = researcher ]
 }
+
+@test "background with queue: the task is a queued run that any agent-worker takes" {
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true, queue: research}'
+	agent researcher 'model: script/sub.ndjson'
+	printf '%s\n' '{"when": {"user": "go", "round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "slow task", "background": true}}]}' \
+		'{"when": {"user": "go", "round": 1}, "text": "started"}' >agents/lead.ndjson
+	echo '{"chunks": ["fa", "cts"]}' >agents/sub.ndjson
+	run -0 --separate-stderr agent-run lead -m go
+	task=$(tool_out | jq -r .taskId)
+	sid=$(last | jq -r .output.sessionId)
+	# queued, not running: no worker yet
+	run -0 agent-snap runs
+	assert_equal "$(jq -r '.queue + " " + .agent + " " + .status + " " + .snapshotId' <<<"$output")" \
+		"research researcher queued ${task#researcher:}"
+	run -0 timeout 30 agent-worker --queue research --once
+	then_call wait wait_for_background_tasks "{\"taskIds\": [\"$task\"], \"timeoutSeconds\": 30}"
+	run -0 --separate-stderr agent-run lead --session "$sid" -m wait
+	[ "$(tool_out | jq -c .)" = "{\"tasks\":[{\"taskId\":\"$task\",\"agent\":\"researcher\",\"status\":\"completed\",\"response\":\"facts\"}]}" ]
+	# a bad queue name is refused when the lead loads
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true, queue: ""}'
+	run -101 --separate-stderr agent-run lead -m go
+	[[ "$stderr" == *"agents: queue must be a queue's name (1 to 128 bytes)"* ]]
+}

@@ -39,6 +39,8 @@ struct delegate_config {
 	long max_depth;
 	int64_t timeout_ms;
 	int async;              /* background delegation and the task tools */
+	char *queue;            /* background tasks go to this queue (agent-run
+	                           --queue, docs/queue.md), not to a local worker */
 	int prefix_given;       /* toolPrefix was written (it names the task tools) */
 	char *search;           /* the agent search path, ':'-joined, for the children */
 };
@@ -112,7 +114,7 @@ static enum core_status parse(const json_t *v, const char *path, struct delegate
 	const json_t *list = v, *o;
 	static const char *const known[] = {
 		"agents", "toolPrefix", "maxDelegations", "historyLength", "artifactStrategy",
-		"maxDepth", "maxTotalDelegations", "timeout", "async", NULL
+		"maxDepth", "maxTotalDelegations", "timeout", "async", "queue", NULL
 	};
 	c->max_depth = DELEGATE_DEFAULT_MAX_DEPTH;
 	c->timeout_ms = DELEGATE_DEFAULT_TIMEOUT_MS;
@@ -126,7 +128,7 @@ static enum core_status parse(const json_t *v, const char *path, struct delegate
 			if (!known[i])
 				return core_fail(e, CORE_EINVAL, "%s: agents: unknown option '%s' (options: "
 				                 "agents, toolPrefix, maxDelegations, historyLength, "
-				                 "artifactStrategy, async, maxDepth, "
+				                 "artifactStrategy, async, queue, maxDepth, "
 				                 "maxTotalDelegations, timeout)", path, k);
 		}
 		list = json_object_get(v, "agents");
@@ -138,6 +140,13 @@ static enum core_status parse(const json_t *v, const char *path, struct delegate
 		if ((o = json_object_get(v, "async")) && !json_is_boolean(o))
 			return core_fail(e, CORE_EINVAL, "%s: agents: async must be true or false", path);
 		c->async = json_is_true(o);
+		if ((o = json_object_get(v, "queue")) &&
+		    (!jv_is_string(o) || !*json_string_value(o) ||
+		     strlen(json_string_value(o)) > STORE_QUEUE_NAME_MAX))
+			return core_fail(e, CORE_EINVAL, "%s: agents: queue must be a queue's name (1 to "
+			                 "%d bytes)", path, STORE_QUEUE_NAME_MAX);
+		if (o && !(c->queue = strdup(json_string_value(o))))
+			return core_fail(e, CORE_ENOMEM, "out of memory");
 		struct { const char *key; long *dst; long min; } ints[] = {
 			{ "maxDelegations", &c->max_delegations, 0 },
 			{ "historyLength", &c->history_length, 0 },
@@ -350,6 +359,7 @@ void delegate_config_free(struct delegate_config *c)
 	free(c->refs);
 	free(c->owner);
 	free(c->prefix);
+	free(c->queue);
 	free(c->search);
 	free(c);
 }
@@ -925,9 +935,12 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		if (add_arg(&k->argv, &nargv, "--snapshot") || add_arg(&k->argv, &nargv, resume_snap))
 			goto nomem;
 	} else if (k->background) {
-		/* detached (docs/detach.md): the final line names the pending row */
-		if (add_arg(&k->argv, &nargv, "--detach") || add_arg(&k->argv, &nargv, "--session") ||
-		    add_arg(&k->argv, &nargv, k->sub_session))
+		/* detached (docs/detach.md), or queued for any host's worker
+		 * (docs/queue.md): the final line names the pending row */
+		if ((r->c->queue ? add_arg(&k->argv, &nargv, "--queue") ||
+		                   add_arg(&k->argv, &nargv, r->c->queue)
+		                 : add_arg(&k->argv, &nargv, "--detach")) ||
+		    add_arg(&k->argv, &nargv, "--session") || add_arg(&k->argv, &nargv, k->sub_session))
 			goto nomem;
 	} else if (stored && json_array_size(history)) {
 		core_uuid(k->seed);
