@@ -478,3 +478,66 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$output" = "{\"error\":{\"status\":\"UNAVAILABLE\",\"message\":\"the agent server: no data from $URL/chat for 300 ms (inactivity timeout)\"}}" ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
 }
+
+@test "serve: agent-snap --url reads rows through getSnapshot, with agent-snap's exits" {
+	serve --auth-token-file <(echo sesame)
+	local H='Authorization: Bearer sesame'
+	out=$(agent-run --url "$URL/chat" --header "$H" -m hello --format json)
+	id=$(jq -r .snapshotId <<<"$out")
+	sid=$(jq -r .sessionId <<<"$out")
+	run agent-snap --url "$URL/chat" --header "$H" "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .status, (.state.messages | length)]' <<<"$output")" = '[true,"completed",2]' ]
+	# the row is the one the store holds, shaped as agent-snap reads it
+	[ "$output" = "$(agent-snap "$id")" ]
+	run agent-snap --url "$URL/chat" --header "$H" --session "$sid" --metadata-only
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(agent-snap --session "$sid" --metadata-only)" ]
+	# unknown IDs are reported and the others still printed: exit 4
+	run --separate-stderr agent-snap --url "$URL/chat" --header "$H" -m nope "$id"
+	[ "$status" -eq 4 ]
+	[ "$stderr" = 'agent-snap: getSnapshot: snapshot "nope" not found' ]
+	[ "$(jq -r .snapshotId <<<"$output")" = "$id" ]
+	run --separate-stderr agent-snap --url "$URL/chat" --header "$H" get --session other "$id"
+	[ "$status" -eq 101 ]
+	[ "$output" = '' ]
+	[ "$stderr" = "agent-snap: snapshot '$id' does not belong to session 'other' (snapshot's session: '$sid')" ]
+	run --separate-stderr agent-snap --url "$URL/chat" "$id"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = 'agent-snap: a bearer token is required (Authorization: Bearer TOKEN)' ]
+	run --separate-stderr agent-snap --url "$URL/chat" log "$sid"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-snap: log reads the store: with --url only rows by ID or --session are read, through the server's getSnapshot" ]
+	run --separate-stderr agent-snap --url "$URL/chat" --store elsewhere "$id"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-snap: --url reads the server's rows, shaped by the server: not with --store" ]
+	kill "$SPID"
+	wait "$SPID" || true
+	run --separate-stderr agent-snap --url "$URL/chat" "$id"
+	[ "$status" -eq 1 ]
+	[[ $stderr == "agent-snap: the agent server: $URL/chat/getSnapshot: "*"onnect"* ]]
+}
+
+@test "serve: agent-snap --url against Genkit JS 1.42's express server" {
+	need_client
+	[ -f "$MODS/@genkit-ai/express/package.json" ] ||
+		skip "@genkit-ai/express is not installed (run scripts/genkit-client)"
+	node "$FIXTURES/serve/genkit-server.cjs" "$MODS" port 2>genkit.log &
+	local gpid=$!
+	wait_for 20 test -s port
+	local U="http://127.0.0.1:$(cat port)/echo"
+	out=$(agent-run --url "$U" -m hello -m again --format json)
+	id=$(jq -r .snapshotId <<<"$out")
+	sid=$(jq -r .sessionId <<<"$out")
+	run agent-snap --url "$U" "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .sessionId == "'"$sid"'", .status, .finishReason, [.state.messages[].content[0].text]]' <<<"$output")" = '[true,true,"completed","stop",["hello","echo: hello","again","echo: again"]]' ]
+	# Genkit JS has no metadataOnly: the state is left out here
+	run agent-snap --url "$U" --session "$sid" --metadata-only
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .status, has("state")]' <<<"$output")" = '[true,"completed",false]' ]
+	run --separate-stderr agent-snap --url "$U" nope
+	[ "$status" -eq 4 ]
+	[ "$stderr" = "agent-snap: Snapshot 'nope' not found for agent 'echo'." ]
+	kill "$gpid"
+}

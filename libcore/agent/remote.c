@@ -391,6 +391,40 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
 	return st;
 }
 
+enum core_status remote_get_snapshot(const char *url, const char *const *headers,
+                                     const char *snapshot_id, const char *session_id,
+                                     int metadata_only, int (*cancelled)(void *ctx),
+                                     void *ctx, json_t **row, struct core_err *e)
+{
+	char to[4096];
+	json_t *data = snapshot_id ? json_pack("{s:s}", "snapshotId", snapshot_id)
+	                           : json_pack("{s:s}", "sessionId", session_id);
+	enum core_status st;
+	*row = NULL;
+	if (!data || (metadata_only && json_object_set_new(data, "metadataOnly", json_true()))) {
+		json_decref(data);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	if ((size_t)snprintf(to, sizeof to, "%s/getSnapshot", url) >= sizeof to) {
+		json_decref(data);
+		return core_fail(e, CORE_EUSAGE, "the URL is too long");
+	}
+	st = remote_call(to, headers, data, cancelled, ctx, row, NULL, e);
+	json_decref(data);
+	if (st == CORE_OK && !json_is_object(*row)) {
+		json_decref(*row);
+		*row = NULL;
+		/* A row that is not there as a null result, not an error. */
+		return snapshot_id ? core_fail(e, CORE_ENOTFOUND, "snapshot '%s' not found",
+		                               snapshot_id)
+		                   : core_fail(e, CORE_ENOTFOUND, "no snapshot found for "
+		                               "session '%s'", session_id);
+	}
+	if (st == CORE_OK && metadata_only)
+		json_object_del(*row, "state");
+	return st;
+}
+
 static int row_terminal(const json_t *row)
 {
 	const char *s = json_string_value(json_object_get(row, "status"));

@@ -77,6 +77,20 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
                              int (*cancelled)(void *ctx), void *ctx, json_t **result,
                              int *route_missing, struct core_err *e);
 
+/*
+ * One row through the server's getSnapshot companion (URL is the agent's
+ * turn route; "/getSnapshot" is appended): by snapshot_id, else the
+ * latest of session_id.  metadata_only is asked for ("metadataOnly") and
+ * also applied here: a server that ignores it (Genkit JS) still gives no
+ * state.  *row new, as the server shaped it.  The server's errors are
+ * remote_call()'s, in its words (NOT_FOUND: CORE_ENOTFOUND); a null
+ * result is CORE_ENOTFOUND too, "snapshot 'ID' not found".
+ */
+enum core_status remote_get_snapshot(const char *url, const char *const *headers,
+                                     const char *snapshot_id, const char *session_id,
+                                     int metadata_only, int (*cancelled)(void *ctx),
+                                     void *ctx, json_t **row, struct core_err *e);
+
 /* A wait on a row through a server's companions. */
 struct remote_wait_req {
 	const char *url;                /* the agent's turn route */
