@@ -541,3 +541,28 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$stderr" = "agent-snap: Snapshot 'nope' not found for agent 'echo'." ]
 	kill "$gpid"
 }
+
+@test "serve: resume.metadata goes through the wire to the restarted tool and the tool message" {
+	ln -s "$FIXTURES/tools" tools
+	serve
+	run agent-run --url "$URL/keeper" -m 'ask me'
+	[ "$status" -eq 6 ]
+	snap=$(tail -n 1 <<<"$output" | jq -r .output.snapshotId)
+	# the interrupted request as it stands (its ref is the server's)
+	local req
+	req='{"toolRequest":'$(tail -n 1 <<<"$output" | jq -c .output.message.content[0].toolRequest)
+	run agent-run --url "$URL/keeper" --snapshot "$snap" \
+		<<<'{"resume":{"restart":['"$req"'}],"metadata":{"by":"ann"}}}'
+	[ "$status" -eq 0 ]
+	[ "$(head -n 1 <<<"$output" | jq -c .modelChunk.content[0].toolResponse.output)" = '{"answer":{"by":"ann"}}' ]
+	after=$(tail -n 1 <<<"$output" | jq -r .output.snapshotId)
+	[ "$(agent-snap "$after" | jq -c '.state.messages[2] | [.role, .metadata]')" = '["tool",{"resumed":{"by":"ann"}}]' ]
+	# an entry's own resumed metadata wins for its tool
+	run agent-run --url "$URL/keeper" --snapshot "$snap" \
+		<<<'{"resume":{"restart":['"$req"',"metadata":{"resumed":"mine"}}],"metadata":{"by":"ann"}}}'
+	[ "$status" -eq 0 ]
+	[ "$(head -n 1 <<<"$output" | jq -c .modelChunk.content[0].toolResponse.output)" = '{"answer":"mine"}' ]
+	run --separate-stderr agent-run --url "$URL/keeper" --snapshot "$snap" <<<'{"resume":{"restart":['"$req"'}],"metadata":5}}'
+	[ "$status" -eq 101 ]
+	[ "$(jq -c .output.error <<<"$output")" = '{"status":"INVALID_ARGUMENT","message":"invalid AgentInput: '\''resume.metadata'\'' must be an object (at <stdin>:1)"}' ]
+}
