@@ -566,3 +566,109 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$status" -eq 101 ]
 	[ "$(jq -c .output.error <<<"$output")" = '{"status":"INVALID_ARGUMENT","message":"invalid AgentInput: '\''resume.metadata'\'' must be an object (at <stdin>:1)"}' ]
 }
+
+@test "serve: --listen unix:PATH serves a Unix socket only its owner may use, and removes it" {
+	need_curl
+	agent-serve --listen "unix:$PWD/a.sock" --agents "$AGENTS" 2>serve.log &
+	SPID=$!
+	wait_for 5 grep -q 'listening on' serve.log
+	[ "$(cat serve.log)" = "agent-serve: listening on unix:$PWD/a.sock" ]
+	[ "$(stat -c %A a.sock)" = srw------- ]
+	run curl -s --unix-socket a.sock http://agents/chat -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	# a client gone mid-stream cancels the turn here too
+	run curl -sN --max-time 1.2 -H 'Accept: text/event-stream' --unix-socket a.sock http://agents/chat \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
+	[ "$status" -eq 28 ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
+	[ -z "$(pgrep -P "$SPID")" ]
+	# a second server is refused while this one listens
+	run --separate-stderr agent-serve --listen "unix:$PWD/a.sock"
+	[ "$status" -eq 111 ]
+	[ "$stderr" = "agent-serve: cannot listen on unix:$PWD/a.sock: another server listens there" ]
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	[ ! -e a.sock ]
+	# a socket file left behind by a server gone is taken over; another file is not
+	python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$PWD/stale.sock"
+	serve_at() {
+		agent-serve --listen "unix:$PWD/$1" --agents "$AGENTS" 2>serve.log &
+		SPID=$!
+		wait_for 5 grep -q 'listening on' serve.log
+	}
+	serve_at stale.sock
+	run curl -s --unix-socket stale.sock http://agents/
+	[ "$(jq -r '.agents | length > 0' <<<"$output")" = true ]
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	echo keep >plain
+	run --separate-stderr agent-serve --listen "unix:$PWD/plain"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-serve: --listen: cannot listen on unix:$PWD/plain: it exists and is not a socket" ]
+	[ "$(cat plain)" = keep ]
+	run --separate-stderr agent-serve --listen unix:
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-serve: --listen: 'unix:' names no socket path" ]
+}
+
+@test "serve: systemd socket activation: the socket passed (TCP or Unix) is served, under the auth rule" {
+	need_curl
+	command -v systemd-socket-activate >/dev/null || skip "systemd-socket-activate is not installed"
+	# the variables are the server's alone: the auth command (a child) shows what children see
+	systemd-socket-activate -l "$PWD/act.sock" agent-serve --agents "$AGENTS" \
+		--auth-command 'env >"$PWD/child.env"; echo "{}"' 2>serve.log &
+	SPID=$!
+	wait_for 5 test -S act.sock
+	# systemd-socket-activate starts the server at the first connection
+	run curl -s --unix-socket act.sock http://agents/chat -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	grep -q "^agent-serve: listening on unix:$PWD/act.sock$" serve.log
+	! grep -q '^LISTEN_' child.env
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	# TCP: a loopback socket goes without auth, another needs it
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	systemd-socket-activate -l "127.0.0.1:$port" agent-serve --agents "$AGENTS" 2>serve.log &
+	SPID=$!
+	wait_for 5 grep -q 'Listening on' serve.log
+	run curl -s "http://127.0.0.1:$port/chat" -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	grep -q "^agent-serve: listening on http://127.0.0.1:$port$" serve.log
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	run python3 - "$port" "$AGENTKIT_BIN/agent-serve" <<'PY'
+import os, socket, sys
+port, prog = int(sys.argv[1]), sys.argv[2]
+def activate(*socks, args=()):
+    pid = os.fork()
+    if pid == 0:
+        for i, s in enumerate(socks):
+            os.dup2(s.fileno(), 3 + i)
+        os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS=str(len(socks)))
+        os.execv(prog, [prog, *args])
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+s = socket.socket(); s.bind(("0.0.0.0", port)); s.listen()
+print(activate(s))
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen()
+print(activate(s, t))
+print(activate(t, args=("--listen", "127.0.0.1:0")))
+u = socket.socket(type=socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+print(activate(u))
+PY
+	[ "$output" = "agent-serve: the socket systemd passed (http://0.0.0.0:$port) is not a loopback address: give --auth-token-file, or --insecure-no-auth to serve anyone who reaches it
+try 'agent-serve --help'
+100
+agent-serve: systemd passed 2 sockets (LISTEN_FDS): agent-serve listens on one
+try 'agent-serve --help'
+100
+agent-serve: --listen and a socket passed by systemd (LISTEN_FDS) exclude each other
+try 'agent-serve --help'
+100
+agent-serve: the descriptor systemd passed (fd 3) is not a listening stream socket (Accept=no, ListenStream=)
+try 'agent-serve --help'
+100" ]
+}

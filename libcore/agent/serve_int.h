@@ -44,6 +44,7 @@ struct serve_req {
 	enum serve_route route;
 	struct core_buf body;
 	int answered, code, turn_slot, cancelled;
+	int streaming;          /* a streamed turn has not read its final line yet */
 	char session[128], snapshot[128];     /* for the access log */
 	char *context;          /* the auth command's context (JSON), or NULL */
 };
