@@ -1186,5 +1186,7 @@ int main(int argc, char **argv)
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
 	snap.o = o;
-	return cli_finish(run(&snap, argc - optind, argv + optind));
+	enum core_status st = run(&snap, argc - optind, argv + optind);
+	free(snap.o.headers);
+	return cli_finish(st);
 }

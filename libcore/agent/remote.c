@@ -8,6 +8,7 @@
 #include "../base/buf.h"
 #include "../base/http.h"
 #include "../base/json.h"
+#include "../base/utf8.h"
 #include "../base/util.h"
 
 #define REMOTE_MAX_EVENT ((size_t)64 << 20)
@@ -47,6 +48,17 @@ static enum core_status on_event(struct turn *tr, const char *data, size_t n)
 	return st;
 }
 
+/* A frame that is not Genkit's, its first 60 bytes (of the frame alone)
+ * in the message, made valid UTF-8. */
+static enum core_status not_genkit(struct turn *tr, const char *f, size_t n, struct core_err *e)
+{
+	char *shown = utf8_dup(f, n < 60 ? n : 60);
+	enum core_status st = core_fail(e, CORE_EINTERNAL, "%s: a frame that is not Genkit's: %s",
+	                                tr->t->url, shown ? shown : "");
+	free(shown);
+	return st;
+}
+
 /*
  * The stream framed as Genkit's own client reads it (streamFlow): frames
  * end with a blank line, each is "data: JSON", or "error: JSON" as
@@ -68,21 +80,24 @@ static enum core_status frames(struct turn *tr, int at_end, struct core_err *e)
 			f++;
 			n--;
 		}
-		if (n > 5 && !strncmp(f, "data:", 5))
+		if (tr->final)          /* nothing counts after the result */
+			;
+		else if (n > 5 && !strncmp(f, "data:", 5))
 			st = on_event(tr, f + 5, n - 5);
 		else if (n > 6 && !strncmp(f, "error:", 6))
 			st = on_event(tr, f + 6, n - 6);
 		else if (n && *f == '{')        /* a server that answered without streaming */
 			st = on_event(tr, f, n);
 		else if (n)
-			st = core_fail(e, CORE_EINTERNAL, "%s: a frame that is not Genkit's: %.60s",
-			               tr->t->url, f);
+			st = not_genkit(tr, f, n, e);
 		start = end ? (size_t)(end - b->p) + 2 : b->len;
 		if (st || !end)
 			break;
 	}
-	memmove(b->p, b->p + start, b->len - start);
-	b->len -= start;
+	if (start) {            /* (an empty body has no buffer at all) */
+		memmove(b->p, b->p + start, b->len - start);
+		b->len -= start;
+	}
 	return st;
 }
 
@@ -227,6 +242,65 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	core_buf_release(&tr.pending);
 	core_buf_release(&body);
 	return st;
+}
+
+/* ---- the reader alone ---- */
+
+struct remote_stream {
+	struct remote_turn t;
+	struct turn tr;
+	enum core_status failed;
+	struct core_err err;
+};
+
+struct remote_stream *remote_stream_new(const char *url,
+                                        enum core_status (*on_chunk)(void *ctx,
+                                                                     const json_t *chunk,
+                                                                     struct core_err *e),
+                                        void *ctx)
+{
+	struct remote_stream *rs = calloc(1, sizeof *rs);
+	if (!rs)
+		return NULL;
+	rs->t.url = url;
+	rs->t.on_chunk = on_chunk;
+	rs->t.ctx = ctx;
+	rs->tr.t = &rs->t;
+	rs->tr.e = &rs->err;
+	core_buf_init(&rs->tr.pending, REMOTE_MAX_EVENT);
+	return rs;
+}
+
+enum core_status remote_stream_feed(struct remote_stream *rs, const char *p, size_t n,
+                                    struct core_err *e)
+{
+	if (rs->failed)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	if ((rs->failed = on_body(&rs->tr, p, n, &rs->err)) != CORE_OK)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	return CORE_OK;
+}
+
+enum core_status remote_stream_end(struct remote_stream *rs, json_t **final,
+                                   struct core_err *e)
+{
+	*final = NULL;
+	if (!rs->failed)
+		rs->failed = on_end(&rs->tr, &rs->err);
+	if (rs->failed)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	*final = rs->tr.final;
+	rs->tr.final = NULL;
+	return CORE_OK;
+}
+
+void remote_stream_free(struct remote_stream *rs)
+{
+	if (!rs)
+		return;
+	json_decref(rs->tr.final);
+	core_buf_release(&rs->tr.pending);
+	free(rs);
 }
 
 /* ---- an invocation: the turns of agent-run --url ---- */
