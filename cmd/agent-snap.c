@@ -65,7 +65,7 @@ static const struct cli_opt opts[] = {
 	{ OPT_URL, "url", "URL",
 	  "read the rows (IDs, get, --session) through the getSnapshot route of the "
 	  "agent a server serves at URL (agent-serve, a Genkit app; docs/serve.md), "
-	  "not from a store" },
+	  "not from a store; NAME/AGENT: a genkit endpoint of the models file" },
 	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
 	{ 0 }
 };

@@ -448,7 +448,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	printf -- '---\nurl: ftp://x\n---\n' >mine/bad.prompt
 	run --separate-stderr agent-run bad --agents mine -m hi
 	[ "$status" -eq 101 ]
-	[ "$stderr" = "agent-run: mine/bad.prompt: url must be an http:// or https:// URL" ]
+	[ "$stderr" = "agent-run: mine/bad.prompt: url must be an http:// or https:// URL, or NAME/AGENT of a genkit endpoint of the models file" ]
 	printf -- '---\nurl: http://x\nmodel: echo\n---\n' >mine/both.prompt
 	run --separate-stderr agent-run both --agents mine -m hi
 	[ "$status" -eq 101 ]
@@ -671,4 +671,45 @@ try 'agent-serve --help'
 agent-serve: the descriptor systemd passed (fd 3) is not a listening stream socket (Accept=no, ListenStream=)
 try 'agent-serve --help'
 100" ]
+}
+
+@test "serve: a genkit endpoint of the models file: --url NAME/AGENT and url: send its key and headers" {
+	need_curl
+	echo sesame >tokens
+	serve --auth-token-file tokens --auth-command 'cat >>"$PWD/requests"; echo >>"$PWD/requests"; echo "{}"'
+	printf '{"endpoints": {"team": {"dialect": "genkit", "baseUrl": "%s/", "keyVariable": "TEAM_TOKEN", "headers": {"X-Team": "$TEAM_NAME"}}}}\n' "$URL" >models.json
+	export AGENTKIT_MODELS_FILE=$PWD/models.json TEAM_NAME=ops
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --url team/chat -m hi --format json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .message.content[0].text <<<"$output")" = "you said: hi" ]
+	id=$(jq -r .snapshotId <<<"$output")
+	[ "$(jq -c '[.path, .headers.authorization, .headers["x-team"]]' requests)" = '["/chat","Bearer sesame","ops"]' ]
+	# the companions resolve the same name
+	TEAM_TOKEN=sesame run agent-snap --url team/chat --metadata-only "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .status <<<"$output")" = completed ]
+	TEAM_TOKEN=sesame run agent-wait --url team/chat --metadata-only "$id"
+	[ "$status" -eq 0 ]
+	TEAM_TOKEN=sesame run agent-abort --url team/chat "$id"
+	[ "$output" = "{\"snapshotId\":\"$id\",\"status\":\"completed\"}" ]
+	[ "$(jq -r .path requests | sort | uniq -c | awk '{ print $1, $2 }' | paste -sd ' ')" = "1 /chat 1 /chat/abort 1 /chat/getSnapshot 1 /chat/waitForSnapshot" ]
+	# url: NAME/AGENT in a prompt file
+	mkdir -p mine
+	printf -- '---\nurl: team/chat\n---\n' >mine/far.prompt
+	TEAM_TOKEN=sesame run --separate-stderr agent-run far --agents mine -m 'from afar' --format json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .message.content[0].text <<<"$output")" = "you said: from afar" ]
+	# the key is the endpoint's: unset, nothing is sent (exit 5, as a model's)
+	run --separate-stderr agent-run --url team/chat -m hi
+	[ "$status" -eq 5 ]
+	[ "$stderr" = "agent-run: team: no API key: set TEAM_TOKEN (models file $PWD/models.json)" ]
+	run --separate-stderr agent-run --url other/chat -m hi
+	[ "$status" -eq 100 ]
+	[ "$stderr" = "agent-run: 'other/chat' is neither an http:// or https:// URL nor NAME/AGENT of a genkit endpoint of the models file ($PWD/models.json)" ]
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --model team/x -m hi
+	[ "$status" -eq 100 ]
+	[ "$stderr" = "agent-run: team: a genkit endpoint serves agents, not models: run them with --url team/AGENT or url: team/AGENT (models file $PWD/models.json)" ]
+	# the token never reaches a message or the log
+	! grep -q sesame serve.log
+	[ "$(jq -s length requests)" -eq 5 ]
 }
