@@ -126,6 +126,7 @@ static void turn_stop(struct serve_turn *t)
 		coproc_close(t->cp, SERVE_KILL_GRACE_MS);
 		coproc_free(t->cp);
 		t->cp = NULL;
+		serve_slot_free(t->r);
 	}
 	if (*t->state_file) {
 		unlink(t->state_file);
