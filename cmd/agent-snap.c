@@ -1132,7 +1132,7 @@ static enum core_status run(struct snap *c, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct snap snap = { .dir = CORE_BUF_INIT(4096) };
-	struct opts o = { 0 };
+	static struct opts o;   /* static: its --header vector stays reachable on every exit */
 	struct core_err e = { 0 };
 	const char *arg, *hb = NULL, *format = NULL;
 	int c;
