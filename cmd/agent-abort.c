@@ -37,7 +37,8 @@ static const struct cli_opt opts[] = {
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
 	{ OPT_URL, "url", "URL",
 	  "abort through the abort route of the agent a server serves at URL (agent-serve, "
-	  "a Genkit app; docs/serve.md); the lines are {\"snapshotId\", \"status\"}" },
+	  "a Genkit app; docs/serve.md; NAME/AGENT: a genkit endpoint of the models file); "
+	  "the lines are {\"snapshotId\", \"status\"}" },
 	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
 	{ 0 }
 };

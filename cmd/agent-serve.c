@@ -33,7 +33,9 @@ enum {
 static const struct cli_opt opts[] = {
 	{ OPT_LISTEN, "listen", "ADDR:PORT",
 	  "listen on this numeric address and port (default 127.0.0.1:8080; port 0: "
-	  "any free one; [::1]:PORT for IPv6)" },
+	  "any free one; [::1]:PORT for IPv6), or unix:PATH for a Unix socket (made 0600); "
+	  "a socket passed by systemd's socket activation (LISTEN_FDS) is used instead "
+	  "when --listen is not given" },
 	{ OPT_AGENTS, "agents", "DIR", "serve the agents of DIR first (then $AGENTKIT_PATH, ./agents)" },
 	{ OPT_STORE, "store", "PATH",
 	  "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
@@ -70,7 +72,8 @@ static const struct cli_exitcode exits[] = {
 	{ 0, "stopped by SIGTERM or SIGINT, every request finished" },
 	{ 2, "stopped by SIGTERM or SIGINT, requests still running past --drain-timeout were cancelled" },
 	{ 4, "the token file was not found" },
-	{ 100, "usage error (a non-loopback address without auth, a bad address)" },
+	{ 100, "usage error (a non-loopback address without auth, a bad address, more "
+	       "than one socket passed by systemd)" },
 	{ 111, "system failure (cannot listen)" },
 	{ -1, NULL }
 };
@@ -97,7 +100,10 @@ static const struct cli_prog prog = {
 	"so agent-serve listens only on a loopback address then, unless "
 	"--insecure-no-auth.  TLS is a reverse proxy's.  One line per request goes "
 	"to stderr: method, path, status, milliseconds, session and snapshot IDs.  "
-	"SIGTERM or SIGINT stops accepting, drains (--drain-timeout) and exits.",
+	"SIGTERM or SIGINT stops accepting, drains (--drain-timeout) and exits.\n\n"
+	"Started by systemd's socket activation (a .socket unit with ListenStream=, "
+	"Accept=no), agent-serve serves the one socket systemd passes (LISTEN_PID, "
+	"LISTEN_FDS), TCP or Unix, under the same auth rule.",
 	.opts = opts,
 	.examples =
 	"$ agent-serve --listen 127.0.0.1:8080 --agents agents\n"
@@ -105,13 +111,18 @@ static const struct cli_prog prog = {
 	"$ curl -s localhost:8080/tasks -d '{\"data\":{\"message\":{\"role\":\"user\",\"content\":[{\"text\":\"hi\"}]}}}'\n"
 	"  one turn, the AgentOutput in {\"result\": ...}\n"
 	"$ agent-serve --listen 0.0.0.0:8080 --auth-token-file /etc/agentkit/tokens\n"
-	"  on every interface, with bearer tokens",
+	"  on every interface, with bearer tokens\n"
+	"$ agent-serve --listen unix:$XDG_RUNTIME_DIR/agents.sock\n"
+	"  on a Unix socket only its owner may use; curl --unix-socket reaches it",
 	.exits = exits,
 };
 
 struct opts {
 	struct serve_config cfg;
 	const char *listen, *token_file;
+	const char *unix_path;          /* --listen unix:PATH: bound here, unlinked at exit */
+	int listen_given;
+	char where[PATH_MAX + 16];      /* what a given socket listens on, for the log */
 	int insecure;
 	int64_t drain_ms;
 	char host[64];
@@ -228,9 +239,12 @@ static enum core_status serve(struct opts *o)
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
 	if ((st = serve_start(&o->cfg, &s, &e)) != CORE_OK)
 		return st == CORE_EUSAGE ? cli_usage("--listen: %s", e.msg) : cli_report(&e);
-	fprintf(stderr, strchr(o->host, ':') ? "agent-serve: listening on http://[%s]:%u\n"
-	                                     : "agent-serve: listening on http://%s:%u\n",
-	        o->host, serve_port(s));
+	if (o->where[0])
+		fprintf(stderr, "agent-serve: listening on %s\n", o->where);
+	else
+		fprintf(stderr, strchr(o->host, ':') ? "agent-serve: listening on http://[%s]:%u\n"
+		                                     : "agent-serve: listening on http://%s:%u\n",
+		        o->host, serve_port(s));
 	while (sigwait(&set, &sig) == 0 && sig == SIGHUP)
 		;
 	fprintf(stderr, "agent-serve: %s: draining\n", strsignal(sig));
@@ -266,7 +280,7 @@ static enum core_status option(struct opts *o, int c, const char *arg)
 	int64_t idle;
 	enum core_status st;
 	switch (c) {
-	case OPT_LISTEN: o->listen = arg; return CORE_OK;
+	case OPT_LISTEN: o->listen = arg; o->listen_given = 1; return CORE_OK;
 	case OPT_AGENTS: o->cfg.agents_dir = arg; return CORE_OK;
 	case OPT_STORE: o->cfg.store = arg; return CORE_OK;
 	case OPT_NO_STORE: o->cfg.no_store = 1; return CORE_OK;
@@ -288,24 +302,69 @@ static enum core_status option(struct opts *o, int c, const char *arg)
 	return CORE_OK;
 }
 
+/*
+ * Where to listen: the socket systemd passed (when --listen is not
+ * given), a Unix socket (unix:PATH, bound later), or ADDR:PORT.  *local:
+ * a loopback address or a Unix socket, which may go without auth.
+ */
+static enum core_status choose_listen(struct opts *o, int *local)
+{
+	struct core_err e = { 0 };
+	int fd;
+	if (serve_listen_activated(&fd, &e) != CORE_OK)
+		return cli_usage("%s", e.msg);
+	if (fd >= 0) {
+		o->cfg.listen_fd = fd;
+		if (o->listen_given)
+			return cli_usage("--listen and a socket passed by systemd (LISTEN_FDS) "
+			                 "exclude each other");
+		if (serve_listen_describe(fd, o->where, sizeof o->where, local, &e) != CORE_OK)
+			return e.st == CORE_EUSAGE ? cli_usage("%s", e.msg) : cli_report(&e);
+		return CORE_OK;
+	}
+	if (!strncmp(o->listen, "unix:", 5)) {
+		o->unix_path = o->listen + 5;
+		if (!*o->unix_path)
+			return cli_usage("--listen: 'unix:' names no socket path");
+		*local = 1;
+		return CORE_OK;
+	}
+	if (parse_listen(o) != CORE_OK)
+		return CORE_EUSAGE;
+	*local = serve_is_loopback(o->host);
+	return CORE_OK;
+}
+
 static enum core_status run(struct opts *o)
 {
 	struct core_err e = { 0 };
 	enum core_status st;
-	if ((st = parse_listen(o)) != CORE_OK)
+	int local = 0;
+	if ((st = choose_listen(o, &local)) != CORE_OK)
 		return st;
 	if (o->cfg.no_store && o->cfg.store)
 		return cli_usage("--store and --no-store exclude each other");
 	if (o->token_file && (st = read_tokens(o)) != CORE_OK)
 		return st;
-	if (!o->token_file && !o->cfg.auth_command && !o->insecure && !serve_is_loopback(o->host))
-		return cli_usage("--listen %s is not a loopback address: give --auth-token-file, "
-		                 "or --insecure-no-auth to serve anyone who reaches it", o->listen);
+	if (!o->token_file && !o->cfg.auth_command && !o->insecure && !local)
+		return cli_usage("%s%s%s is not a loopback address: give --auth-token-file, "
+		                 "or --insecure-no-auth to serve anyone who reaches it",
+		                 o->where[0] ? "the socket systemd passed (" : "--listen ",
+		                 o->where[0] ? o->where : o->listen, o->where[0] ? ")" : "");
 	if ((st = find_bin_dir(o)) != CORE_OK)
 		return st;
 	if (spawn_protect_keys(no_secret, &e) != CORE_OK)
 		return cli_report(&e);
-	return serve(o);
+	if (o->unix_path) {
+		if (serve_listen_unix(o->unix_path, &o->cfg.listen_fd, &e) != CORE_OK)
+			return e.st == CORE_EUSAGE ? cli_usage("--listen: %s", e.msg) : cli_report(&e);
+		snprintf(o->where, sizeof o->where, "unix:%s", o->unix_path);
+	}
+	st = serve(o);
+	/* the socket file is ours alone: gone with the server */
+	if (o->unix_path && o->cfg.listen_fd >= 0)
+		unlink(o->unix_path);
+	return st;
 }
 
 int main(int argc, char **argv)
@@ -316,6 +375,7 @@ int main(int argc, char **argv)
 	enum core_status st = CORE_OK;
 	cli_start(&prog);
 	o.listen = "127.0.0.1:8080";
+	o.cfg.listen_fd = -1;
 	o.cfg.max_body = (size_t)4 << 20;
 	o.cfg.max_turns = 16;
 	o.cfg.max_connections = 256;

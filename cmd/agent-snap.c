@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "../libcore/agent/agent_ext.h"
 #include "../libcore/agent/detach.h"
+#include "../libcore/agent/remote.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
 #include "../libcore/base/util.h"
@@ -36,6 +37,8 @@ enum {
 	OPT_DRY_RUN = 'n',
 	OPT_QUEUE = 'q',
 	OPT_STATUS = CLI_LONG + 4,
+	OPT_URL = CLI_LONG + 20,
+	OPT_HEADER = CLI_LONG + 21,
 };
 
 static const struct cli_opt opts[] = {
@@ -64,11 +67,18 @@ static const struct cli_opt opts[] = {
 	{ OPT_QUEUE, "queue", "NAME", "runs: only the runs queued on NAME" },
 	{ OPT_STATUS, "status", "STATUS", "runs: only the runs in STATUS (queued, running, "
 	  "aborting, expired)" },
+	{ OPT_URL, "url", "URL",
+	  "read the rows (IDs, get, --session) through the getSnapshot route of the "
+	  "agent a server serves at URL (agent-serve, a Genkit app; docs/serve.md), "
+	  "not from a store; NAME/AGENT: a genkit endpoint of the models file" },
+	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
 	{ 0 }
 };
 
 static const struct cli_exitcode exits[] = {
 	{ 0, "success" },
+	{ 1, "with --url: the server could not be reached or refused the request "
+	     "(401, 403, 5xx)" },
 	{ 4, "a snapshot or session was not found (the others are still printed), "
 	     "there is no store at the path, or import's FILE does not exist" },
 	{ 5, "the store's format is newer than this agentkit knows (upgrade agentkit)" },
@@ -259,6 +269,9 @@ struct opts {
 	const char *queue, *status;       /* runs --queue, --status */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
+	const char *url;                  /* --url: rows through getSnapshot */
+	const char **headers;
+	size_t nheaders;
 };
 
 /* What one invocation holds; every handler's ctx. */
@@ -1155,6 +1168,46 @@ static enum core_status run_log(void *ctx, int argc, char **argv)
 	return session_rows(c->s, &c->o, argv[0], 1, STORE_METADATA_ONLY);
 }
 
+/*
+ * --url: the plain form and get through the server's getSnapshot
+ * (remote.h), printed as the server shaped them; the rest is the store's.
+ */
+static enum core_status run_remote(struct snap *c, const struct cli_sub *sub, int argc,
+                                   char **argv)
+{
+	const struct opts *o = &c->o;
+	const char *const *hv = (const char *const *)o->headers;
+	enum core_status rc = CORE_OK, st;
+	int meta = !!(o->flags & STORE_METADATA_ONLY);
+	if (sub && strcmp(sub->name, "get"))
+		return cli_usage("%s reads the store: with --url only rows by ID or --session "
+		                 "are read, through the server's getSnapshot", sub->name);
+	if (o->store || o->agent)
+		return cli_usage("--url reads the server's rows, shaped by the server: not with "
+		                 "--%s", o->store ? "store" : "agent");
+	for (int i = 0; i < (argc ? argc : 1); i++) {
+		struct core_err e = { 0 };
+		json_t *row = NULL;
+		const char *sid;
+		st = remote_get_snapshot(o->url, hv, argc ? argv[i] : NULL, o->session, meta, NULL,
+		                         NULL, &row, &e);
+		if (st == CORE_OK && argc && o->session && (sid = json_string_value(
+		        json_object_get(row, "sessionId"))) && strcmp(sid, o->session))
+			st = core_fail(&e, CORE_EINVAL, "snapshot '%s' does not belong to session '%s' "
+			               "(snapshot's session: '%s')", argv[i], o->session, sid);
+		if (st == CORE_OK)
+			st = cli_write_json(row, &e);
+		json_decref(row);
+		if (st != CORE_OK) {
+			cli_report(&e);
+			rc = worse(rc, st);
+			if (st != CORE_ENOTFOUND && st != CORE_EINVAL)
+				break;
+		}
+	}
+	return rc;
+}
+
 /* The subcommand named by the first operand, else the plain form. */
 static enum core_status run(struct snap *c, int argc, char **argv)
 {
@@ -1173,6 +1226,8 @@ static enum core_status run(struct snap *c, int argc, char **argv)
 	if (kind != CLI_FILE &&
 	    (st = check_ids(argv, argc, kind == CLI_SESSION ? "session ID" : "snapshot ID")))
 		return st;
+	if (c->o.url)
+		return run_remote(c, sub, argc, argv);
 	if ((st = snap_open(c, sub ? sub->flags : SNAP_AGENT)) == CORE_OK)
 		st = sub ? sub->run(c, argc, argv) : run_get(c, argc, argv);
 	store_close(c->s);
@@ -1184,7 +1239,7 @@ static enum core_status run(struct snap *c, int argc, char **argv)
 int main(int argc, char **argv)
 {
 	struct snap snap = { .dir = CORE_BUF_INIT(4096) };
-	struct opts o = { 0 };
+	static struct opts o;   /* static: its --header vector stays reachable on every exit */
 	struct core_err e = { 0 };
 	const char *arg, *hb = NULL, *format = NULL;
 	int c;
@@ -1229,6 +1284,13 @@ int main(int argc, char **argv)
 				                            "or expired, not '%s'", arg));
 			o.status = arg;
 			break;
+		case OPT_URL: o.url = arg; break;
+		case OPT_HEADER: {
+			enum core_status hs = cli_push_header(&o.headers, &o.nheaders, arg);
+			if (hs != CORE_OK)
+				return cli_finish(hs);
+			break;
+		}
 		}
 	}
 	if (format && strcmp(format, "text") && strcmp(format, "ndjson") && strcmp(format, "json"))
@@ -1239,5 +1301,7 @@ int main(int argc, char **argv)
 	if (store_heartbeat_timeout(hb, &o.hb_timeout_ms, &e) != CORE_OK)
 		return cli_finish(cli_usage("%s", e.msg));
 	snap.o = o;
-	return cli_finish(run(&snap, argc - optind, argv + optind));
+	enum core_status st = run(&snap, argc - optind, argv + optind);
+	free(snap.o.headers);
+	return cli_finish(st);
 }

@@ -39,7 +39,8 @@ static const struct cli_opt opts[] = {
 	  "re-read at least this often even without a wake-up (default 2s)" },
 	{ OPT_URL, "url", "URL",
 	  "wait through the companion routes of the agent a server serves at URL "
-	  "(agent-serve, a Genkit app; docs/serve.md), not in a store" },
+	  "(agent-serve, a Genkit app; docs/serve.md), not in a store; NAME/AGENT: a "
+	  "genkit endpoint of the models file" },
 	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable)" },
 	{ OPT_VERBOSE, "verbose", NULL,
 	  "with --url: say so on stderr when the server has no waitForSnapshot and "

@@ -37,6 +37,7 @@ fuzz_pass() {
 @test "fuzz: custom-agent handler output" { fuzz_pass handler 50; }
 @test "fuzz: MCP server answers: a message naming the server, valid UTF-8, or a result; no wait past its bound" { fuzz_pass mcp 100; }
 @test "fuzz: what a failing tool or handler writes on stderr reaches the output, valid UTF-8" { fuzz_pass failure_text 100; }
+@test "fuzz: Genkit's wire as agent-run --url reads it: the same however the bytes arrive, nothing after the result" { fuzz_pass wire 5000; }
 
 @test "fuzz: every target has a test here and a seed corpus" {
 	for src in "$TOP"/tests/fuzz/fuzz_*.c; do

@@ -280,7 +280,7 @@ JSON
 	assert_equal "$stderr" "agent-run: models file: invalid JSON: string or '}' expected near '}' (at $f:2:47)"
 	echo '{"endpoints": {"local": {"dialect": "opnai", "headers": {"api-key": "sk-literal-secret"}}}}' >"$f"
 	run -101 --separate-stderr agent-run --no-store --model local/x -m hi
-	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"dialect\": 'opnai' is none of openai, openai-responses, anthropic, googleai, ollama (at $f)"
+	assert_equal "$stderr" "agent-run: models file: endpoint 'local': \"dialect\": 'opnai' is none of openai, openai-responses, anthropic, googleai, ollama, genkit (at $f)"
 	echo '{"endpoints": {"openai": {"dialect": "openai"}}}' >"$f"
 	run -101 --separate-stderr agent-run --no-store --model echo -m hi
 	assert_equal "$stderr" "agent-run: models file: endpoint 'openai': the name of a built-in provider (at $f)"

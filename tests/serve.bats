@@ -448,7 +448,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	printf -- '---\nurl: ftp://x\n---\n' >mine/bad.prompt
 	run --separate-stderr agent-run bad --agents mine -m hi
 	[ "$status" -eq 101 ]
-	[ "$stderr" = "agent-run: mine/bad.prompt: url must be an http:// or https:// URL" ]
+	[ "$stderr" = "agent-run: mine/bad.prompt: url must be an http:// or https:// URL, or NAME/AGENT of a genkit endpoint of the models file" ]
 	printf -- '---\nurl: http://x\nmodel: echo\n---\n' >mine/both.prompt
 	run --separate-stderr agent-run both --agents mine -m hi
 	[ "$status" -eq 101 ]
@@ -477,4 +477,239 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$status" -eq 1 ]
 	[ "$output" = "{\"error\":{\"status\":\"UNAVAILABLE\",\"message\":\"the agent server: no data from $URL/chat for 300 ms (inactivity timeout)\"}}" ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
+}
+
+@test "serve: agent-snap --url reads rows through getSnapshot, with agent-snap's exits" {
+	serve --auth-token-file <(echo sesame)
+	local H='Authorization: Bearer sesame'
+	out=$(agent-run --url "$URL/chat" --header "$H" -m hello --format json)
+	id=$(jq -r .snapshotId <<<"$out")
+	sid=$(jq -r .sessionId <<<"$out")
+	run agent-snap --url "$URL/chat" --header "$H" "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .status, (.state.messages | length)]' <<<"$output")" = '[true,"completed",2]' ]
+	# the row is the one the store holds, shaped as agent-snap reads it
+	[ "$output" = "$(agent-snap "$id")" ]
+	run agent-snap --url "$URL/chat" --header "$H" --session "$sid" --metadata-only
+	[ "$status" -eq 0 ]
+	[ "$output" = "$(agent-snap --session "$sid" --metadata-only)" ]
+	# unknown IDs are reported and the others still printed: exit 4
+	run --separate-stderr agent-snap --url "$URL/chat" --header "$H" -m nope "$id"
+	[ "$status" -eq 4 ]
+	[ "$stderr" = 'agent-snap: getSnapshot: snapshot "nope" not found' ]
+	[ "$(jq -r .snapshotId <<<"$output")" = "$id" ]
+	run --separate-stderr agent-snap --url "$URL/chat" --header "$H" get --session other "$id"
+	[ "$status" -eq 101 ]
+	[ "$output" = '' ]
+	[ "$stderr" = "agent-snap: snapshot '$id' does not belong to session 'other' (snapshot's session: '$sid')" ]
+	run --separate-stderr agent-snap --url "$URL/chat" "$id"
+	[ "$status" -eq 1 ]
+	[ "$stderr" = 'agent-snap: a bearer token is required (Authorization: Bearer TOKEN)' ]
+	run --separate-stderr agent-snap --url "$URL/chat" log "$sid"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-snap: log reads the store: with --url only rows by ID or --session are read, through the server's getSnapshot" ]
+	run --separate-stderr agent-snap --url "$URL/chat" --store elsewhere "$id"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-snap: --url reads the server's rows, shaped by the server: not with --store" ]
+	kill "$SPID"
+	wait "$SPID" || true
+	run --separate-stderr agent-snap --url "$URL/chat" "$id"
+	[ "$status" -eq 1 ]
+	[[ $stderr == "agent-snap: the agent server: $URL/chat/getSnapshot: "*"onnect"* ]]
+}
+
+@test "serve: agent-snap --url against Genkit JS 1.42's express server" {
+	need_client
+	[ -f "$MODS/@genkit-ai/express/package.json" ] ||
+		skip "@genkit-ai/express is not installed (run scripts/genkit-client)"
+	node "$FIXTURES/serve/genkit-server.cjs" "$MODS" port 2>genkit.log &
+	local gpid=$!
+	wait_for 20 test -s port
+	local U="http://127.0.0.1:$(cat port)/echo"
+	out=$(agent-run --url "$U" -m hello -m again --format json)
+	id=$(jq -r .snapshotId <<<"$out")
+	sid=$(jq -r .sessionId <<<"$out")
+	run agent-snap --url "$U" "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .sessionId == "'"$sid"'", .status, .finishReason, [.state.messages[].content[0].text]]' <<<"$output")" = '[true,true,"completed","stop",["hello","echo: hello","again","echo: again"]]' ]
+	# Genkit JS has no metadataOnly: the state is left out here
+	run agent-snap --url "$U" --session "$sid" --metadata-only
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.snapshotId == "'"$id"'", .status, has("state")]' <<<"$output")" = '[true,"completed",false]' ]
+	run --separate-stderr agent-snap --url "$U" nope
+	[ "$status" -eq 4 ]
+	[ "$stderr" = "agent-snap: Snapshot 'nope' not found for agent 'echo'." ]
+	kill "$gpid"
+}
+
+@test "serve: resume.metadata goes through the wire to the restarted tool and the tool message" {
+	ln -s "$FIXTURES/tools" tools
+	serve
+	run agent-run --url "$URL/keeper" -m 'ask me'
+	[ "$status" -eq 6 ]
+	snap=$(tail -n 1 <<<"$output" | jq -r .output.snapshotId)
+	# the interrupted request as it stands (its ref is the server's)
+	local req
+	req='{"toolRequest":'$(tail -n 1 <<<"$output" | jq -c .output.message.content[0].toolRequest)
+	run agent-run --url "$URL/keeper" --snapshot "$snap" \
+		<<<'{"resume":{"restart":['"$req"'}],"metadata":{"by":"ann"}}}'
+	[ "$status" -eq 0 ]
+	[ "$(head -n 1 <<<"$output" | jq -c .modelChunk.content[0].toolResponse.output)" = '{"answer":{"by":"ann"}}' ]
+	after=$(tail -n 1 <<<"$output" | jq -r .output.snapshotId)
+	[ "$(agent-snap "$after" | jq -c '.state.messages[2] | [.role, .metadata]')" = '["tool",{"resumed":{"by":"ann"}}]' ]
+	# an entry's own resumed metadata wins for its tool
+	run agent-run --url "$URL/keeper" --snapshot "$snap" \
+		<<<'{"resume":{"restart":['"$req"',"metadata":{"resumed":"mine"}}],"metadata":{"by":"ann"}}}'
+	[ "$status" -eq 0 ]
+	[ "$(head -n 1 <<<"$output" | jq -c .modelChunk.content[0].toolResponse.output)" = '{"answer":"mine"}' ]
+	run --separate-stderr agent-run --url "$URL/keeper" --snapshot "$snap" <<<'{"resume":{"restart":['"$req"'}],"metadata":5}}'
+	[ "$status" -eq 101 ]
+	[ "$(jq -c .output.error <<<"$output")" = '{"status":"INVALID_ARGUMENT","message":"invalid AgentInput: '\''resume.metadata'\'' must be an object (at <stdin>:1)"}' ]
+}
+
+@test "serve: --listen unix:PATH serves a Unix socket only its owner may use, and removes it" {
+	need_curl
+	agent-serve --listen "unix:$PWD/a.sock" --agents "$AGENTS" 2>serve.log &
+	SPID=$!
+	wait_for 5 grep -q 'listening on' serve.log
+	[ "$(cat serve.log)" = "agent-serve: listening on unix:$PWD/a.sock" ]
+	[ "$(stat -c %A a.sock)" = srw------- ]
+	run curl -s --unix-socket a.sock http://agents/chat -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	# a client gone mid-stream cancels the turn here too
+	run curl -sN --max-time 1.2 -H 'Accept: text/event-stream' --unix-socket a.sock http://agents/chat \
+		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
+	[ "$status" -eq 28 ]
+	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
+	[ -z "$(pgrep -P "$SPID")" ]
+	# a second server is refused while this one listens
+	run --separate-stderr agent-serve --listen "unix:$PWD/a.sock"
+	[ "$status" -eq 111 ]
+	[ "$stderr" = "agent-serve: cannot listen on unix:$PWD/a.sock: another server listens there" ]
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	[ ! -e a.sock ]
+	# a socket file left behind by a server gone is taken over; another file is not
+	python3 -c 'import socket,sys; s=socket.socket(socket.AF_UNIX); s.bind(sys.argv[1])' "$PWD/stale.sock"
+	serve_at() {
+		agent-serve --listen "unix:$PWD/$1" --agents "$AGENTS" 2>serve.log &
+		SPID=$!
+		wait_for 5 grep -q 'listening on' serve.log
+	}
+	serve_at stale.sock
+	run curl -s --unix-socket stale.sock http://agents/
+	[ "$(jq -r '.agents | length > 0' <<<"$output")" = true ]
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	echo keep >plain
+	run --separate-stderr agent-serve --listen "unix:$PWD/plain"
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-serve: --listen: cannot listen on unix:$PWD/plain: it exists and is not a socket" ]
+	[ "$(cat plain)" = keep ]
+	run --separate-stderr agent-serve --listen unix:
+	[ "$status" -eq 100 ]
+	[ "${stderr%%$'\n'*}" = "agent-serve: --listen: 'unix:' names no socket path" ]
+}
+
+@test "serve: systemd socket activation: the socket passed (TCP or Unix) is served, under the auth rule" {
+	need_curl
+	command -v systemd-socket-activate >/dev/null || skip "systemd-socket-activate is not installed"
+	# the variables are the server's alone: the auth command (a child) shows what children see
+	systemd-socket-activate -l "$PWD/act.sock" agent-serve --agents "$AGENTS" \
+		--auth-command 'env >"$PWD/child.env"; echo "{}"' 2>serve.log &
+	SPID=$!
+	wait_for 5 test -S act.sock
+	# systemd-socket-activate starts the server at the first connection
+	run curl -s --unix-socket act.sock http://agents/chat -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	grep -q "^agent-serve: listening on unix:$PWD/act.sock$" serve.log
+	! grep -q '^LISTEN_' child.env
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	# TCP: a loopback socket goes without auth, another needs it
+	port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+	systemd-socket-activate -l "127.0.0.1:$port" agent-serve --agents "$AGENTS" 2>serve.log &
+	SPID=$!
+	wait_for 5 grep -q 'Listening on' serve.log
+	run curl -s "http://127.0.0.1:$port/chat" -d "$say_body"
+	[ "$(jq -r .result.message.content[0].text <<<"$output")" = "you said: hi" ]
+	grep -q "^agent-serve: listening on http://127.0.0.1:$port$" serve.log
+	kill -TERM "$SPID"
+	wait "$SPID"
+	SPID=
+	run python3 - "$port" "$AGENTKIT_BIN/agent-serve" <<'PY'
+import os, socket, sys
+port, prog = int(sys.argv[1]), sys.argv[2]
+def activate(*socks, args=()):
+    pid = os.fork()
+    if pid == 0:
+        for i, s in enumerate(socks):
+            os.dup2(s.fileno(), 3 + i)
+        os.environ.update(LISTEN_PID=str(os.getpid()), LISTEN_FDS=str(len(socks)))
+        os.execv(prog, [prog, *args])
+    return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+s = socket.socket(); s.bind(("0.0.0.0", port)); s.listen()
+print(activate(s))
+t = socket.socket(); t.bind(("127.0.0.1", 0)); t.listen()
+print(activate(s, t))
+print(activate(t, args=("--listen", "127.0.0.1:0")))
+u = socket.socket(type=socket.SOCK_DGRAM); u.bind(("127.0.0.1", 0))
+print(activate(u))
+PY
+	[ "$output" = "agent-serve: the socket systemd passed (http://0.0.0.0:$port) is not a loopback address: give --auth-token-file, or --insecure-no-auth to serve anyone who reaches it
+try 'agent-serve --help'
+100
+agent-serve: systemd passed 2 sockets (LISTEN_FDS): agent-serve listens on one
+try 'agent-serve --help'
+100
+agent-serve: --listen and a socket passed by systemd (LISTEN_FDS) exclude each other
+try 'agent-serve --help'
+100
+agent-serve: the descriptor systemd passed (fd 3) is not a listening stream socket (Accept=no, ListenStream=)
+try 'agent-serve --help'
+100" ]
+}
+
+@test "serve: a genkit endpoint of the models file: --url NAME/AGENT and url: send its key and headers" {
+	need_curl
+	echo sesame >tokens
+	serve --auth-token-file tokens --auth-command 'cat >>"$PWD/requests"; echo >>"$PWD/requests"; echo "{}"'
+	printf '{"endpoints": {"team": {"dialect": "genkit", "baseUrl": "%s/", "keyVariable": "TEAM_TOKEN", "headers": {"X-Team": "$TEAM_NAME"}}}}\n' "$URL" >models.json
+	export AGENTKIT_MODELS_FILE=$PWD/models.json TEAM_NAME=ops
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --url team/chat -m hi --format json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .message.content[0].text <<<"$output")" = "you said: hi" ]
+	id=$(jq -r .snapshotId <<<"$output")
+	[ "$(jq -c '[.path, .headers.authorization, .headers["x-team"]]' requests)" = '["/chat","Bearer sesame","ops"]' ]
+	# the companions resolve the same name
+	TEAM_TOKEN=sesame run agent-snap --url team/chat --metadata-only "$id"
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .status <<<"$output")" = completed ]
+	TEAM_TOKEN=sesame run agent-wait --url team/chat --metadata-only "$id"
+	[ "$status" -eq 0 ]
+	TEAM_TOKEN=sesame run agent-abort --url team/chat "$id"
+	[ "$output" = "{\"snapshotId\":\"$id\",\"status\":\"completed\"}" ]
+	[ "$(jq -r .path requests | sort | uniq -c | awk '{ print $1, $2 }' | paste -sd ' ')" = "1 /chat 1 /chat/abort 1 /chat/getSnapshot 1 /chat/waitForSnapshot" ]
+	# url: NAME/AGENT in a prompt file
+	mkdir -p mine
+	printf -- '---\nurl: team/chat\n---\n' >mine/far.prompt
+	TEAM_TOKEN=sesame run --separate-stderr agent-run far --agents mine -m 'from afar' --format json
+	[ "$status" -eq 0 ]
+	[ "$(jq -r .message.content[0].text <<<"$output")" = "you said: from afar" ]
+	# the key is the endpoint's: unset, nothing is sent (exit 5, as a model's)
+	run --separate-stderr agent-run --url team/chat -m hi
+	[ "$status" -eq 5 ]
+	[ "$stderr" = "agent-run: team: no API key: set TEAM_TOKEN (models file $PWD/models.json)" ]
+	run --separate-stderr agent-run --url other/chat -m hi
+	[ "$status" -eq 100 ]
+	[ "$stderr" = "agent-run: 'other/chat' is neither an http:// or https:// URL nor NAME/AGENT of a genkit endpoint of the models file ($PWD/models.json)" ]
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --model team/x -m hi
+	[ "$status" -eq 100 ]
+	[ "$stderr" = "agent-run: team: a genkit endpoint serves agents, not models: run them with --url team/AGENT or url: team/AGENT (models file $PWD/models.json)" ]
+	# the token never reaches a message or the log
+	! grep -q sesame serve.log
+	[ "$(jq -s length requests)" -eq 5 ]
 }

@@ -253,9 +253,13 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 	if ((v = json_object_get(meta, "url"))) {
 		/* A remote agent: its turns run where it is served. */
 		const char *u = jv_is_string(v) ? json_string_value(v) : "";
-		if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8))
-			return core_fail(e, CORE_EINVAL, "%s: url must be an http:// or https:// URL",
-			                 a->path);
+		size_t name = strcspn(u, "/:");
+		/* or NAME/AGENT: a genkit endpoint of the models file, resolved
+		 * when the turn is sent (endpoints.h) */
+		if (strncmp(u, "http://", 7) && strncmp(u, "https://", 8) &&
+		    !(name && u[name] == '/' && u[name + 1]))
+			return core_fail(e, CORE_EINVAL, "%s: url must be an http:// or https:// URL, "
+			                 "or NAME/AGENT of a genkit endpoint of the models file", a->path);
 		if (a->model)
 			return core_fail(e, CORE_EINVAL, "%s: url and model exclude each other: a "
 			                 "remote agent's model is its server's", a->path);

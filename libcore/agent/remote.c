@@ -8,10 +8,57 @@
 #include "../base/buf.h"
 #include "../base/http.h"
 #include "../base/json.h"
+#include "../base/utf8.h"
 #include "../base/util.h"
+#include "../model/endpoints.h"
+#include "../model/provider_common.h"
 
 #define REMOTE_MAX_EVENT ((size_t)64 << 20)
 #define REMOTE_MAX_HEADERS 64
+/* ours, the caller's, the models file's */
+#define REMOTE_HV_MAX (4 + REMOTE_MAX_HEADERS + PROV_HEADERS_MAX)
+
+/*
+ * Where a request goes: url as given (http://, https://), or NAME/AGENT...
+ * of a genkit endpoint of the models file, expanded, with that endpoint's
+ * key and headers (endpoints_agent_target()).  Messages keep naming the
+ * url as given.  A missing key is CORE_ENOKEY, as a model endpoint's.
+ */
+struct target {
+	const char *url;
+	char *owned;
+	struct prov_headers eh;
+};
+
+static enum core_status target_open(struct target *t, const char *url, struct core_err *e)
+{
+	enum core_status st;
+	memset(t, 0, sizeof *t);
+	t->url = url;
+	if (!strncmp(url, "http://", 7) || !strncmp(url, "https://", 8))
+		return CORE_OK;
+	if ((st = endpoints_agent_target(url, &t->owned, &t->eh, e)) != CORE_OK)
+		return prov_key_missing(st, e);
+	t->url = t->owned;
+	return CORE_OK;
+}
+
+/* hv[*n...]: the caller's headers, then the endpoint's; NULL-terminated. */
+static void target_headers(const struct target *t, const char *const *caller, const char **hv,
+                           size_t *n)
+{
+	for (const char *const *h = caller; h && *h && *n < 4 + REMOTE_MAX_HEADERS; h++)
+		hv[(*n)++] = *h;
+	for (size_t i = 0; i < t->eh.n && *n < REMOTE_HV_MAX; i++)
+		hv[(*n)++] = t->eh.v[i];
+	hv[*n] = NULL;
+}
+
+static void target_close(struct target *t)
+{
+	prov_headers_release(&t->eh);
+	free(t->owned);
+}
 
 struct turn {
 	const struct remote_turn *t;
@@ -47,6 +94,17 @@ static enum core_status on_event(struct turn *tr, const char *data, size_t n)
 	return st;
 }
 
+/* A frame that is not Genkit's, its first 60 bytes (of the frame alone)
+ * in the message, made valid UTF-8. */
+static enum core_status not_genkit(struct turn *tr, const char *f, size_t n, struct core_err *e)
+{
+	char *shown = utf8_dup(f, n < 60 ? n : 60);
+	enum core_status st = core_fail(e, CORE_EINTERNAL, "%s: a frame that is not Genkit's: %s",
+	                                tr->t->url, shown ? shown : "");
+	free(shown);
+	return st;
+}
+
 /*
  * The stream framed as Genkit's own client reads it (streamFlow): frames
  * end with a blank line, each is "data: JSON", or "error: JSON" as
@@ -68,21 +126,24 @@ static enum core_status frames(struct turn *tr, int at_end, struct core_err *e)
 			f++;
 			n--;
 		}
-		if (n > 5 && !strncmp(f, "data:", 5))
+		if (tr->final)          /* nothing counts after the result */
+			;
+		else if (n > 5 && !strncmp(f, "data:", 5))
 			st = on_event(tr, f + 5, n - 5);
 		else if (n > 6 && !strncmp(f, "error:", 6))
 			st = on_event(tr, f + 6, n - 6);
 		else if (n && *f == '{')        /* a server that answered without streaming */
 			st = on_event(tr, f, n);
 		else if (n)
-			st = core_fail(e, CORE_EINTERNAL, "%s: a frame that is not Genkit's: %.60s",
-			               tr->t->url, f);
+			st = not_genkit(tr, f, n, e);
 		start = end ? (size_t)(end - b->p) + 2 : b->len;
 		if (st || !end)
 			break;
 	}
-	memmove(b->p, b->p + start, b->len - start);
-	b->len -= start;
+	if (start) {            /* (an empty body has no buffer at all) */
+		memmove(b->p, b->p + start, b->len - start);
+		b->len -= start;
+	}
 	return st;
 }
 
@@ -162,10 +223,11 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
                                  struct core_err *e)
 {
 	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const char *headers[REMOTE_MAX_HEADERS + 4], *tp;
+	const char *headers[REMOTE_HV_MAX + 1], *tp;
 	char tph[256];
 	struct http_call c;
 	struct turn tr;
+	struct target to;
 	json_t *env;
 	size_t n = 0;
 	enum core_status st;
@@ -173,26 +235,27 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	memset(&tr, 0, sizeof tr);
 	tr.t = t;
 	tr.e = e;
+	if ((st = target_open(&to, t->url, e)) != CORE_OK)
+		return st;
 	headers[n++] = "Accept: text/event-stream";
 	headers[n++] = "Content-Type: application/json";
 	/* The caller's trace context goes on to the server (W3C). */
 	if ((tp = getenv("TRACEPARENT")) && *tp && strlen(tp) < 200 &&
 	    snprintf(tph, sizeof tph, "traceparent: %s", tp) > 0)
 		headers[n++] = tph;
-	for (const char *const *h = t->headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
-		headers[n++] = *h;
-	headers[n] = NULL;
+	target_headers(&to, t->headers, headers, &n);
 	env = t->init ? json_pack("{s:O,s:O}", "data", t->input, "init", t->init)
 	              : json_pack("{s:O,s:{}}", "data", t->input, "init");
 	if (!env || jv_dump(env, &body) != CORE_OK) {
 		json_decref(env);
 		core_buf_release(&body);
+		target_close(&to);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	json_decref(env);
 	core_buf_init(&tr.pending, REMOTE_MAX_EVENT);
 	memset(&c, 0, sizeof c);
-	c.url = t->url;
+	c.url = to.url;
 	c.headers = headers;
 	c.body = body.p;
 	c.body_len = body.len;
@@ -205,6 +268,7 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	if ((st = http_limits_from_env(&c.limits, e)) != CORE_OK) {
 		core_buf_release(&tr.pending);
 		core_buf_release(&body);
+		target_close(&to);
 		return st;
 	}
 	c.limits.retries = 0;
@@ -226,7 +290,67 @@ enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
 	}
 	core_buf_release(&tr.pending);
 	core_buf_release(&body);
+	target_close(&to);
 	return st;
+}
+
+/* ---- the reader alone ---- */
+
+struct remote_stream {
+	struct remote_turn t;
+	struct turn tr;
+	enum core_status failed;
+	struct core_err err;
+};
+
+struct remote_stream *remote_stream_new(const char *url,
+                                        enum core_status (*on_chunk)(void *ctx,
+                                                                     const json_t *chunk,
+                                                                     struct core_err *e),
+                                        void *ctx)
+{
+	struct remote_stream *rs = calloc(1, sizeof *rs);
+	if (!rs)
+		return NULL;
+	rs->t.url = url;
+	rs->t.on_chunk = on_chunk;
+	rs->t.ctx = ctx;
+	rs->tr.t = &rs->t;
+	rs->tr.e = &rs->err;
+	core_buf_init(&rs->tr.pending, REMOTE_MAX_EVENT);
+	return rs;
+}
+
+enum core_status remote_stream_feed(struct remote_stream *rs, const char *p, size_t n,
+                                    struct core_err *e)
+{
+	if (rs->failed)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	if ((rs->failed = on_body(&rs->tr, p, n, &rs->err)) != CORE_OK)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	return CORE_OK;
+}
+
+enum core_status remote_stream_end(struct remote_stream *rs, json_t **final,
+                                   struct core_err *e)
+{
+	*final = NULL;
+	if (!rs->failed)
+		rs->failed = on_end(&rs->tr, &rs->err);
+	if (rs->failed)
+		return core_fail(e, rs->failed, "%s", rs->err.msg);
+	*final = rs->tr.final;
+	rs->tr.final = NULL;
+	return CORE_OK;
+}
+
+void remote_stream_free(struct remote_stream *rs)
+{
+	if (!rs)
+		return;
+	json_decref(rs->tr.final);
+	core_buf_release(&rs->tr.pending);
+	free(rs);
 }
 
 /* ---- an invocation: the turns of agent-run --url ---- */
@@ -338,31 +462,37 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
 {
 	struct core_buf req = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct call c = { url, CORE_BUF_INIT((size_t)64 << 20), 0 };
-	const char *hv[REMOTE_MAX_HEADERS + 3];
+	const char *hv[REMOTE_HV_MAX + 1];
 	struct http_call hc;
-	json_t *env = json_pack("{s:O}", "data", data), *v = NULL;
+	struct target to;
+	json_t *env, *v = NULL;
 	size_t n = 0;
 	enum core_status st;
 	*result = NULL;
+	if (route_missing)
+		*route_missing = 0;
+	if ((st = target_open(&to, url, e)) != CORE_OK)
+		return st;
+	env = json_pack("{s:O}", "data", data);
 	hv[n++] = "Accept: application/json";
 	hv[n++] = "Content-Type: application/json";
-	for (const char *const *h = headers; h && *h && n < REMOTE_MAX_HEADERS; h++)
-		hv[n++] = *h;
-	hv[n] = NULL;
+	target_headers(&to, headers, hv, &n);
 	if (!env || jv_dump(env, &req) != CORE_OK) {
 		json_decref(env);
 		core_buf_release(&req);
+		target_close(&to);
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	json_decref(env);
 	memset(&hc, 0, sizeof hc);
-	hc.url = url;
+	hc.url = to.url;
 	hc.headers = hv;
 	hc.body = req.p;
 	hc.body_len = req.len;
 	hc.what = "the agent server";
 	if ((st = http_limits_from_env(&hc.limits, e)) != CORE_OK) {
 		core_buf_release(&req);
+		target_close(&to);
 		return st;
 	}
 	hc.limits.retries = 0;
@@ -388,6 +518,41 @@ enum core_status remote_call(const char *url, const char *const *headers, const 
 	json_decref(v);
 	core_buf_release(&req);
 	core_buf_release(&c.body);
+	target_close(&to);
+	return st;
+}
+
+enum core_status remote_get_snapshot(const char *url, const char *const *headers,
+                                     const char *snapshot_id, const char *session_id,
+                                     int metadata_only, int (*cancelled)(void *ctx),
+                                     void *ctx, json_t **row, struct core_err *e)
+{
+	char to[4096];
+	json_t *data = snapshot_id ? json_pack("{s:s}", "snapshotId", snapshot_id)
+	                           : json_pack("{s:s}", "sessionId", session_id);
+	enum core_status st;
+	*row = NULL;
+	if (!data || (metadata_only && json_object_set_new(data, "metadataOnly", json_true()))) {
+		json_decref(data);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
+	if ((size_t)snprintf(to, sizeof to, "%s/getSnapshot", url) >= sizeof to) {
+		json_decref(data);
+		return core_fail(e, CORE_EUSAGE, "the URL is too long");
+	}
+	st = remote_call(to, headers, data, cancelled, ctx, row, NULL, e);
+	json_decref(data);
+	if (st == CORE_OK && !json_is_object(*row)) {
+		json_decref(*row);
+		*row = NULL;
+		/* A row that is not there as a null result, not an error. */
+		return snapshot_id ? core_fail(e, CORE_ENOTFOUND, "snapshot '%s' not found",
+		                               snapshot_id)
+		                   : core_fail(e, CORE_ENOTFOUND, "no snapshot found for "
+		                               "session '%s'", session_id);
+	}
+	if (st == CORE_OK && metadata_only)
+		json_object_del(*row, "state");
 	return st;
 }
 

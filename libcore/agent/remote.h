@@ -43,6 +43,29 @@ struct remote_turn {
 enum core_status remote_run_turn(const struct remote_turn *t, json_t **final,
                                  struct core_err *e);
 
+/*
+ * The reader of remote_run_turn() on its own, for bytes that came some
+ * other way (and the fuzz target, tests/fuzz/fuzz_wire.c): feed a turn's
+ * answer as it arrives, then end it.  Chunks go to on_chunk (may be NULL)
+ * as they are framed; remote_stream_end() gives the final line as
+ * remote_run_turn() does (*final new) or the status: CORE_EINTERNAL for a
+ * frame or event that is not Genkit's, CORE_ETOOBIG for one over 64 MiB,
+ * CORE_EUNAVAILABLE for a stream that ends without its result, each
+ * message beginning with url; after a failed feed, end gives that status
+ * again.  NULL from remote_stream_new(): out of memory.
+ */
+struct remote_stream;
+struct remote_stream *remote_stream_new(const char *url,
+                                        enum core_status (*on_chunk)(void *ctx,
+                                                                     const json_t *chunk,
+                                                                     struct core_err *e),
+                                        void *ctx);
+enum core_status remote_stream_feed(struct remote_stream *rs, const char *p, size_t n,
+                                    struct core_err *e);
+enum core_status remote_stream_end(struct remote_stream *rs, json_t **final,
+                                   struct core_err *e);
+void remote_stream_free(struct remote_stream *rs);
+
 /* The turns of agent-run --url: each input in order, each turn's init the
  * last one's snapshotId (server-managed) or state (client-managed). */
 struct remote_invocation {
@@ -76,6 +99,20 @@ enum core_status remote_invoke(const struct remote_invocation *ri, json_t **fina
 enum core_status remote_call(const char *url, const char *const *headers, const json_t *data,
                              int (*cancelled)(void *ctx), void *ctx, json_t **result,
                              int *route_missing, struct core_err *e);
+
+/*
+ * One row through the server's getSnapshot companion (URL is the agent's
+ * turn route; "/getSnapshot" is appended): by snapshot_id, else the
+ * latest of session_id.  metadata_only is asked for ("metadataOnly") and
+ * also applied here: a server that ignores it (Genkit JS) still gives no
+ * state.  *row new, as the server shaped it.  The server's errors are
+ * remote_call()'s, in its words (NOT_FOUND: CORE_ENOTFOUND); a null
+ * result is CORE_ENOTFOUND too, "snapshot 'ID' not found".
+ */
+enum core_status remote_get_snapshot(const char *url, const char *const *headers,
+                                     const char *snapshot_id, const char *session_id,
+                                     int metadata_only, int (*cancelled)(void *ctx),
+                                     void *ctx, json_t **row, struct core_err *e);
 
 /* A wait on a row through a server's companions. */
 struct remote_wait_req {

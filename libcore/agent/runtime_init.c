@@ -381,6 +381,13 @@ enum core_status rt_input_check(const json_t *in, struct core_err *e)
 			if (!json_is_object(v))
 				return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'resume' must be an object");
 			json_object_foreach(v, k2, v2) {
+				/* metadata: what the resumed tools see (Genkit's
+				 * fix-agent-resume-metadata) */
+				if (!strcmp(k2, "metadata")) {
+					if (!json_is_object(v2) && !json_is_null(v2))
+						return core_fail(e, CORE_EINVAL, "invalid AgentInput: 'resume.metadata' must be an object");
+					continue;
+				}
 				if (strcmp(k2, "respond") && strcmp(k2, "restart"))
 					return core_fail(e, CORE_EINVAL, "invalid AgentInput: unknown field \"resume.%s\"", k2);
 				char what[32];

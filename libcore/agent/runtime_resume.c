@@ -120,6 +120,7 @@ struct resume_work {
 	json_t **resp;          /* [np]: the toolResponse part answering part i, or NULL */
 	size_t *ridx;           /* the parts whose request is restarted, in order */
 	const json_t **rmeta;   /* their "resumed" metadata */
+	const json_t *meta;     /* the input's resume.metadata (borrowed), or NULL */
 	struct tool_call *calls; /* their calls */
 	size_t nreq, nrestart;
 };
@@ -186,7 +187,8 @@ static int resolve_part(struct resume_work *w, const json_t *resume, size_t i,
 	}
 	if ((hit = resume_entry(resume, "restart", "toolRequest", name, ref))) {
 		const json_t *res = json_object_get(json_object_get(hit, "metadata"), "resumed");
-		w->rmeta[w->nrestart] = res ? res : json_true();
+		/* the entry's own resume data, else the input's resume.metadata */
+		w->rmeta[w->nrestart] = res ? res : w->meta ? w->meta : json_true();
 		w->ridx[w->nrestart++] = i;
 		resolve_interrupt(part, intr);
 		return 0;
@@ -275,8 +277,9 @@ static void append_answers(struct gen *g, struct resume_work *w)
 			json_array_append_new(tcontent, w->resp[i]);
 			w->resp[i] = NULL;
 		}
-	json_t *tmsg = json_pack("{s:O, s:{s:b}, s:s}", "content", tcontent, "metadata", "resumed", 1,
-	                         "role", "tool");
+	/* "resumed": the input's resume.metadata, else true (as Genkit's) */
+	json_t *tmsg = json_pack("{s:O, s:{s:O}, s:s}", "content", tcontent, "metadata", "resumed",
+	                         w->meta ? w->meta : json_true(), "role", "tool");
 	rt_emit_tool_message(g->rt, tcontent);
 	json_decref(tcontent);
 	json_array_append_new(g->msgs, tmsg);
@@ -299,6 +302,8 @@ int rt_apply_resume(struct gen *g, const json_t *resume, struct turn_result *r)
 	json_array_set_new(g->msgs, n - 1, m);
 	if (work_init(&w, json_object_get(m, "content"), r))
 		goto out;
+	if (json_is_object(json_object_get(resume, "metadata")))
+		w.meta = json_object_get(resume, "metadata");
 	for (size_t i = 0; i < w.np; i++) {
 		if (!json_object_get(json_array_get(w.content, i), "toolRequest"))
 			continue;

@@ -275,6 +275,11 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	if (!r)
 		return;
 	*con_cls = NULL;
+	/* libmicrohttpd saw the client go between two reads of the stream
+	 * (before client_gone() did): the turn is cancelled all the same, as
+	 * its response is freed (SIGTERM, the row written aborted). */
+	if (why != MHD_REQUEST_TERMINATED_COMPLETED_OK && r->streaming)
+		r->cancelled = 1;
 	if (*r->session)
 		snprintf(ids + strlen(ids), sizeof ids - strlen(ids), " session=%s", r->session);
 	if (*r->snapshot)
@@ -317,10 +322,10 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	struct serve *s;
 	unsigned flags = MHD_USE_THREAD_PER_CONNECTION | MHD_USE_POLL_INTERNAL_THREAD |
 	                 MHD_USE_ITC | MHD_USE_ERROR_LOG;
-	int v6;
+	int v6 = 0;
 	enum core_status st;
 	*out = NULL;
-	if ((st = parse_addr(cfg, &ss, &v6, e)) != CORE_OK)
+	if (cfg->listen_fd < 0 && (st = parse_addr(cfg, &ss, &v6, e)) != CORE_OK)
 		return st;
 	if (!(s = calloc(1, sizeof *s)))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
@@ -329,11 +334,18 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	atomic_init(&s->turns, 0);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->draining, 0);
+	/* The address, or the socket given (each option's own argument type). */
+	struct MHD_OptionItem where[] = {
+		cfg->listen_fd >= 0
+		? (struct MHD_OptionItem){ MHD_OPTION_LISTEN_SOCKET, cfg->listen_fd, NULL }
+		: (struct MHD_OptionItem){ MHD_OPTION_SOCK_ADDR, 0, &ss },
+		{ MHD_OPTION_END, 0, NULL },
+	};
 	errno = 0;
 	s->d = MHD_start_daemon(flags | (v6 ? MHD_USE_IPv6 : 0), (uint16_t)cfg->port, NULL, NULL,
 	                        on_request, s,
 	                        MHD_OPTION_EXTERNAL_LOGGER, mhd_logger, s,
-	                        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+	                        MHD_OPTION_ARRAY, where,
 	                        MHD_OPTION_CONNECTION_LIMIT, cfg->max_connections,
 	                        MHD_OPTION_CONNECTION_TIMEOUT, cfg->idle_timeout_s,
 	                        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)SERVE_CONN_MEMORY,
@@ -342,6 +354,11 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	if (!s->d) {
 		int err = errno;
 		free(s);
+		if (cfg->listen_fd >= 0) {
+			close(cfg->listen_fd);
+			return core_fail(e, CORE_ESYS, "cannot serve the listening socket: %s",
+			                 err ? strerror(err) : "libmicrohttpd refused to start");
+		}
 		return core_fail(e, CORE_ESYS, "cannot listen on %s:%u: %s", cfg->host, cfg->port,
 		                 err ? strerror(err) : "libmicrohttpd refused to start");
 	}

@@ -56,6 +56,10 @@
 struct serve_config {
 	const char *host;               /* numeric address to bind: 127.0.0.1, ::1, 0.0.0.0 */
 	unsigned port;                  /* 0: any free port (serve_port() says which) */
+	int listen_fd;                  /* >= 0: a listening socket to serve instead of
+	                                   host:port (serve_listen_unix(),
+	                                   serve_listen_activated()); the server owns it
+	                                   from serve_start() on, and closes it */
 	const char *bin_dir;            /* where agent-run, agent-snap, agent-wait and
 	                                   agent-abort are */
 	const char *agents_dir;         /* --agents DIR, or NULL */
@@ -89,6 +93,30 @@ unsigned serve_port(const struct serve *s);
  * every connection and free s.  Returns how many requests were cancelled.
  */
 unsigned serve_stop(struct serve *s, int64_t drain_ms);
+
+/*
+ * A Unix stream socket bound at path and listening, for listen_fd; its
+ * file is made 0600 (the owner alone may connect; chmod or the directory
+ * open it further).  A socket file there that no server answers on is
+ * replaced; one a server answers on is CORE_ESYS ("another server listens
+ * there"), any other file CORE_EUSAGE.  The caller unlinks path when done.
+ */
+enum core_status serve_listen_unix(const char *path, int *fd, struct core_err *e);
+
+/*
+ * The socket systemd's socket activation passed (LISTEN_PID is this
+ * process, LISTEN_FDS is 1: fd 3), made close-on-exec, and the variables
+ * unset so that no child sees them; *fd -1 when none was passed to this
+ * process.  More than one socket, or one that is not a listening stream
+ * socket: CORE_EUSAGE.
+ */
+enum core_status serve_listen_activated(int *fd, struct core_err *e);
+
+/* What fd listens on, for the log: "http://127.0.0.1:8080",
+ * "http://[::1]:8080" or "unix:PATH"; *local: a loopback address or a
+ * Unix socket.  CORE_ESYS, CORE_EUSAGE (neither TCP nor Unix). */
+enum core_status serve_listen_describe(int fd, char *buf, size_t n, int *local,
+                                       struct core_err *e);
 
 /* Is host a loopback address (127.0.0.0/8, ::1)?  Numeric only. */
 int serve_is_loopback(const char *host);

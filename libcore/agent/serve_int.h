@@ -44,6 +44,7 @@ struct serve_req {
 	enum serve_route route;
 	struct core_buf body;
 	int answered, code, turn_slot, cancelled;
+	int streaming;          /* a streamed turn has not read its final line yet */
 	char session[128], snapshot[128];     /* for the access log */
 	char *context;          /* the auth command's context (JSON), or NULL */
 };
@@ -57,6 +58,9 @@ enum MHD_Result serve_error_code(struct serve_req *r, int code, const char *stat
 enum MHD_Result serve_result(struct serve_req *r, json_t *v);
 void serve_note_ids(struct serve_req *r, const json_t *v);
 void serve_req_release(struct serve_req *r);
+/* The request's turn slot given back (when its child is gone, before the
+ * answer's last byte: a client's next turn must find it free); once. */
+void serve_slot_free(struct serve_req *r);
 
 /* serve_run.c: the routes that run a child, and the auth command. */
 enum MHD_Result serve_auth_command(struct serve_req *r, int *admitted);

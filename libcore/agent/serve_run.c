@@ -126,6 +126,7 @@ static void turn_stop(struct serve_turn *t)
 		coproc_close(t->cp, SERVE_KILL_GRACE_MS);
 		coproc_free(t->cp);
 		t->cp = NULL;
+		serve_slot_free(t->r);
 	}
 	if (*t->state_file) {
 		unlink(t->state_file);
@@ -338,6 +339,7 @@ static ssize_t sse_read(void *cls, uint64_t pos, char *buf, size_t max)
 			return MHD_CONTENT_READER_END_WITH_ERROR;
 		}
 		t->done = final != NULL;
+		t->r->streaming = !t->done;
 		if (frame(t, line, len, final, &e) != CORE_OK) {
 			turn_stop(t);
 			return MHD_CONTENT_READER_END_WITH_ERROR;
@@ -410,6 +412,7 @@ enum MHD_Result serve_turn(struct serve_req *r, const json_t *data, const json_t
 	}
 	if (!wants_stream(r))
 		return turn_plain(t);
+	r->streaming = 1;
 	resp = MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, 16 * 1024, sse_read, t,
 	                                         sse_free);
 	if (!resp) {

@@ -106,12 +106,18 @@ void serve_note_ids(struct serve_req *r, const json_t *v)
 		snprintf(r->snapshot, sizeof r->snapshot, "%s", json_string_value(id));
 }
 
+void serve_slot_free(struct serve_req *r)
+{
+	if (r->turn_slot)
+		atomic_fetch_sub(&r->s->turns, 1);
+	r->turn_slot = 0;
+}
+
 void serve_req_release(struct serve_req *r)
 {
 	if (atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
-	if (r->turn_slot)
-		atomic_fetch_sub(&r->s->turns, 1);
+	serve_slot_free(r);
 	core_buf_release(&r->body);
 	free(r->path);
 	free(r->context);

@@ -513,6 +513,7 @@ static int wait_exit(struct coproc *c, int64_t ms)
 {
 	int64_t deadline = core_now_mono_ms() + ms;
 	struct core_err ignore = { 0 };
+	long nap_us = 100;      /* a child that closed its pipes is about to exit */
 	while (!try_reap(c)) {
 		if (core_now_mono_ms() >= deadline)
 			return 0;
@@ -522,8 +523,9 @@ static int wait_exit(struct coproc *c, int64_t ms)
 			c->rstart = 0;
 		}
 		if (c->out_eof && c->err_eof) {
-			struct timespec ts = { 0, 5 * 1000000 };
+			struct timespec ts = { 0, nap_us * 1000 };
 			nanosleep(&ts, NULL);
+			nap_us = nap_us * 2 > 5000 ? 5000 : nap_us * 2;
 		} else if (wait_once(c, slice(deadline), 0, NULL, &ignore)) {
 			core_buf_reset(&c->rbuf);
 			c->rstart = 0;

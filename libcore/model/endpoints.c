@@ -28,8 +28,9 @@
 
 struct endpoint {
 	const char *name;                  /* borrowed from the document */
-	const struct prov_dialect *d;
+	const struct prov_dialect *d;      /* NULL for a genkit endpoint */
 	const char *dialect;
+	int agents;                        /* "genkit": agents on Genkit's wire */
 	const char *base;                  /* as written, or NULL: the dialect's */
 	const char *key_var, *key_file, *key_header;
 	const json_t *cred_cmd;            /* array of strings or NULL */
@@ -286,13 +287,21 @@ static enum core_status read_endpoint(struct endpoint *ep, const char *name, con
 		return st;
 	if (!(dialect = str_member(o, "dialect")))
 		return bad("endpoint '%s': no \"dialect\" (openai, openai-responses, anthropic, "
-		           "googleai or ollama)", name);
+		           "googleai, ollama or genkit)", name);
 	for (i = 0; i < sizeof dialects / sizeof dialects[0]; i++)
 		if (!strcmp(dialects[i].name, dialect))
 			ep->d = dialects[i].d;
-	if (!ep->d)
+	/* genkit: a server of agents on Genkit's wire (--url NAME/AGENT), no
+	 * model dialect */
+	ep->agents = !strcmp(dialect, "genkit");
+	if (!ep->d && !ep->agents)
 		return bad("endpoint '%s': \"dialect\": '%s' is none of openai, "
-		           "openai-responses, anthropic, googleai, ollama", name, dialect);
+		           "openai-responses, anthropic, googleai, ollama, genkit", name, dialect);
+	if (ep->agents && !str_member(o, "baseUrl"))
+		return bad("endpoint '%s': a genkit endpoint needs its \"baseUrl\" (the server's, "
+		           "which AGENT is appended to)", name);
+	if (ep->agents && json_object_get(o, "models"))
+		return bad("endpoint '%s': a genkit endpoint serves agents, not \"models\"", name);
 	ep->dialect = dialect;
 	ep->base = str_member(o, "baseUrl");
 	ep->key_var = str_member(o, "keyVariable");
@@ -701,7 +710,7 @@ static enum core_status endpoint_key(struct endpoint *ep, const struct model_req
                                      struct core_err *e)
 {
 	enum core_status st = CORE_OK;
-	const char *dflt = ep->d->auth_fmt ? ep->d->auth_fmt : "Authorization: Bearer %s";
+	const char *dflt = ep->d && ep->d->auth_fmt ? ep->d->auth_fmt : "Authorization: Bearer %s";
 	*key = NULL;
 	*from = ep->key_var ? ep->key_var : ep->cred_cmd ? "the credential command's token"
 	                                                 : "the key file's key";
@@ -754,12 +763,22 @@ static enum core_status check_vars(const struct endpoint *ep, struct core_err *e
 	return st;
 }
 
+/* A genkit endpoint named as a model. */
+static enum core_status not_models(const struct endpoint *ep, struct core_err *e)
+{
+	return core_fail(e, CORE_EUSAGE, "%s: a genkit endpoint serves agents, not models: run "
+	                 "them with --url %s/AGENT or url: %s/AGENT (models file %s)", ep->name,
+	                 ep->name, ep->name, tab.path);
+}
+
 enum core_status endpoints_check_credentials(const struct endpoint *cep, struct core_err *e)
 {
 	struct endpoint *ep = (struct endpoint *)cep;
 	const char *argv0 = json_string_value(json_array_get(ep->cred_cmd, 0)), *from;
 	char *key = NULL, fmt[320];
 	enum core_status st = CORE_OK;
+	if (ep->agents)
+		return not_models(ep, e);
 	/* The command itself runs at the first call: it may be slow, or ask
 	 * a person; here only that it is there. */
 	if (ep->cred_cmd && !spawn_program_found(argv0))
@@ -787,6 +806,8 @@ enum core_status endpoints_generate(const struct endpoint *cep, const char *mode
 	const char *from = NULL;
 	json_t *x;
 	enum core_status st;
+	if (ep->agents)
+		return not_models(ep, e);
 	if ((st = endpoint_key(ep, req, &key, fmt, sizeof fmt, &from, e)))
 		goto out;
 	if (ep->base) {
@@ -843,6 +864,97 @@ out:
 	return st;
 }
 
+/* ---- agents on Genkit's wire ---- */
+
+enum core_status endpoints_agent_target(const char *ref, char **url, struct prov_headers *h,
+                                        struct core_err *e)
+{
+	const char *slash = strchr(ref, '/'), *from, *k;
+	const struct endpoint *cep = slash ? endpoints_find(ref, (size_t)(slash - ref)) : NULL;
+	struct endpoint *ep = (struct endpoint *)cep;
+	struct core_buf base = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf val = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	char *key = NULL, fmt[320];
+	json_t *x;
+	size_t nq = 0;
+	enum core_status st;
+	*url = NULL;
+	if ((st = endpoints_load(e)))
+		return st;
+	if (!ep)
+		return core_fail(e, CORE_EUSAGE, "'%s' is neither an http:// or https:// URL nor "
+		                 "NAME/AGENT of a genkit endpoint of the models file (%s)", ref,
+		                 tab.path[0] ? tab.path : "none");
+	if (!ep->agents)
+		return core_fail(e, CORE_EUSAGE, "%.*s: a %s endpoint serves models, not agents: "
+		                 "an agent server is \"dialect\": \"genkit\" (models file %s)",
+		                 (int)(slash - ref), ref, ep->dialect, tab.path);
+	if ((st = endpoint_key(ep, NULL, &key, fmt, sizeof fmt, &from, e)) ||
+	    (st = expand_vars(ep, "\"baseUrl\"", ep->base, &base, e)))
+		goto out;
+	while (base.len && base.p[base.len - 1] == '/')
+		base.p[--base.len] = 0;
+	if (core_buf_addc(&base, '/') || core_buf_adds(&base, slash + 1)) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		goto out;
+	}
+	json_object_foreach((json_t *)ep->query, k, x) {
+		char spot[300];
+		snprintf(spot, sizeof spot, "query parameter '%s'", k);
+		if ((st = expand_vars(ep, spot, json_string_value(x), &val, e)))
+			goto out;
+		if (core_buf_addc(&base, nq++ ? '&' : '?') ||
+		    add_encoded(&base, k) || core_buf_addc(&base, '=') || add_encoded(&base, val.p)) {
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+			goto out;
+		}
+	}
+	if (key) {
+		char hdr[320];
+		const char *colon = strchr(fmt, ':');
+		snprintf(hdr, sizeof hdr, "%.*s", colon ? (int)(colon - fmt) : 0, fmt);
+		/* fmt is "Name: [prefix ]%s": the value is its part after ": " */
+		struct core_buf hv = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		const char *pct = strstr(fmt, "%s");
+		if (!colon || !pct || core_buf_add(&hv, colon + 2, (size_t)(pct - colon - 2)) ||
+		    core_buf_adds(&hv, key)) {
+			core_buf_release(&hv);
+			st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+			goto out;
+		}
+		st = prov_headers_add(h, hdr, hv.p, e);
+		explicit_bzero(hv.p, hv.len);
+		core_buf_release(&hv);
+		if (st) {
+			core_err_prefix(e, "%s", ep->name);
+			goto out;
+		}
+	}
+	json_object_foreach((json_t *)ep->headers, k, x) {
+		char spot[300];
+		snprintf(spot, sizeof spot, "header '%s'", k);
+		if ((st = expand_vars(ep, spot, json_string_value(x), &val, e)))
+			goto out;
+		if ((st = prov_headers_add(h, k, val.p, e))) {
+			core_err_prefix(e, "%s", ep->name);
+			goto out;
+		}
+	}
+	if (core_buf_addc(&base, '\0')) {
+		st = core_fail(e, CORE_ENOMEM, "%s: out of memory", ep->name);
+		goto out;
+	}
+	*url = base.p;
+	base.p = NULL;
+out:
+	prov_secret_free(key);
+	if (val.p)
+		explicit_bzero(val.p, val.len);
+	core_buf_release(&val);
+	core_buf_release(&base);
+	return st;
+}
+
 /* ---- --list-models ---- */
 
 static json_t *names_of(const json_t *obj)
@@ -881,6 +993,8 @@ json_t *endpoints_model_names(void)
 	if (!a || endpoints_load(NULL))
 		return a;
 	for (size_t i = 0; i < tab.n; i++) {
+		if (tab.eps[i].agents)  /* agents, not models */
+			continue;
 		char *pre = prov_strf("%s/", tab.eps[i].name);
 		json_array_append_new(a, pre ? json_string(pre) : NULL);
 		free(pre);
@@ -905,6 +1019,8 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 			from = "key file";
 		else if (ep->key_var && getenv(ep->key_var) && *getenv(ep->key_var))
 			from = ep->key_var;
+		if (ep->agents)         /* no models to list */
+			continue;
 		core_url_redact(ep->base ? ep->base : ep->d->p->default_url, pub, sizeof pub);
 		model_names(ep, models);
 		json_t *row = json_pack("{s:s, s:s, s:[], s:o, s:s, s:o, s:o, s:o, s:s}",

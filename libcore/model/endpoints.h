@@ -11,7 +11,8 @@
  *
  *   {"endpoints": {"NAME": {
  *       "dialect": "openai" | "openai-responses" | "anthropic" | "googleai" |
- *                  "ollama",
+ *                  "ollama" | "genkit" (agents on Genkit's wire: no models,
+ *                  a baseUrl; endpoints_agent_target()),
  *       "baseUrl": URL,                  (default: the dialect's own)
  *       "keyVariable": VAR | "keyFile": PATH | "credentialCommand": [ARGV],
  *       "keyHeader": HEADER-NAME,        (default: the dialect's key header;
@@ -118,5 +119,20 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e);
  * NULL only when out of memory.
  */
 json_t *endpoints_model_names(void);
+
+/*
+ * An agent of a server on Genkit's wire named in the models file: ref is
+ * "NAME/AGENT" (AGENT may hold more '/': NAME/AGENT/getSnapshot) and NAME
+ * an endpoint with "dialect": "genkit".  *url (malloc()ed) is its
+ * baseUrl expanded, without trailing '/', then "/AGENT" and its query
+ * parameters; h gets its key as its keyHeader (default "Authorization:
+ * Bearer KEY"; a credential command's token likewise), then its headers.
+ * Errors name the endpoint, never a value: CORE_EUSAGE (no such endpoint,
+ * or one of a model dialect), CORE_EUNAUTH (a key or variable not set, a
+ * credential command that failed), CORE_EINVAL, CORE_ENOMEM.
+ */
+struct prov_headers;
+enum core_status endpoints_agent_target(const char *ref, char **url, struct prov_headers *h,
+                                        struct core_err *e);
 
 #endif
