@@ -461,8 +461,8 @@ static enum core_status one_run(const json_t *row, void *ctx)
 		return CORE_OK;
 	if (status && !strcmp(status, "aborting"))
 		run = "aborting";
-	else if (!attempt)
-		run = "queued";
+	else if (!attempt || !json_object_get(row, "heartbeatAt"))
+		run = "queued";         /* never claimed, or handed back */
 	else
 		run = lease > c->now_ns ? "running" : "expired";
 	if (c->o->status && strcmp(c->o->status, run))

@@ -185,8 +185,12 @@ static void *watch_main(void *arg)
 	for (;;) {
 		struct core_err e = { 0 };
 		uint32_t now;
-		if (store_wait_change(s, last, 60000, &e) == CORE_ESYS)
-			nap(1000);      /* the server is away: the main loop's bound covers it */
+		if (store_wait_change(s, last, 60000, &e) == CORE_ESYS) {
+			/* the server is away: try again in a second (not nap(),
+			 * whose poke is the main thread's) */
+			struct timespec second = { 1, 0 };
+			nanosleep(&second, NULL);
+		}
 		if ((now = store_change_seq(s)) != last) {
 			last = now;
 			poke();

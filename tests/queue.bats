@@ -10,7 +10,9 @@ load test_helper
 
 setup() {
 	common_setup
-	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=1s
+	# a lease that a loaded machine (ASan, a busy CI host) keeps; the
+	# tests of a lost worker shorten it (short_lease)
+	export AGENTKIT_HEARTBEAT_INTERVAL=100ms AGENTKIT_HEARTBEAT_TIMEOUT=10s
 	# slow: four chunks a second apart; anything else answers at once
 	cat >slow.ndjson <<-'EOF'
 	{"when": {"user": "slow"}, "chunks": ["a ", "b ", "c ", "d"], "delay": "1s"}
@@ -34,6 +36,9 @@ teardown() {
 	fi
 }
 
+# short_lease: leases of 2 s, for the tests that wait for one to run out.
+short_lease() { export AGENTKIT_HEARTBEAT_TIMEOUT=2s; }
+
 # worker ARGS...: an agent-worker in the background, its stderr in
 # worker.log, its pid in $wpid (and killed by teardown).
 worker() {
@@ -54,6 +59,7 @@ run_is() { [ "$(run_status "$1")" = "$2" ]; }
 has_child() { [ -n "$(child_of "$1")" ]; }
 
 @test "--queue prints the detached line at once; a worker runs the inputs in order and settles the row" {
+	short_lease
 	run -0 --separate-stderr "${AR[@]}" --queue default -m one -m two
 	assert_equal "$stderr" ""
 	assert_equal "$(jq -r .output.finishReason <<<"$output")" detached
@@ -63,7 +69,7 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 	run -0 agent-snap runs
 	assert_equal "$(jq -c '[.snapshotId == "'"$id"'", .queue, .agent, .status, .attempt, .maxAttempts, .worker]' <<<"$output")" \
 		'[true,"default","inline","queued",0,3,null]'
-	sleep 1.2
+	sleep 2.5
 	assert_equal "$(agent-snap "$id" | jq -r .status)" pending
 	run -0 --separate-stderr timeout 20 agent-worker --once
 	assert_equal "$output" ""
@@ -126,6 +132,7 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 }
 
 @test "kill -9 of the worker mid-run: another worker takes the run again from its parent, each turn once" {
+	short_lease
 	run -0 "${AR[@]}" -s s1 -m first
 	run -0 "${AR[@]}" -s s1 --queue default -m slow
 	id=$(id_of "$output")
@@ -147,6 +154,7 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 }
 
 @test "--max-attempts 2 and a worker lost twice: the next claim settles the run failed, saying so" {
+	short_lease
 	run -0 "${AR[@]}" --queue default --max-attempts 2 -m slow
 	id=$(id_of "$output")
 	for n in 1 2; do
