@@ -149,7 +149,11 @@ static const struct cli_sub subs[] = {
 	  "snapshotId), metadata only, each with its parentId; a row whose parent "
 	  "already has an earlier child is a fork and carries \"fork\": true; a "
 	  "detached run's row names the worker that ran it, \"worker\": "
-	  "{\"host\", \"pid\"}.", run_log },
+	  "{\"host\", \"pid\"}.  Delegations follow as a tree (docs/agents.md): "
+	  "after a session's rows, the rows of each sub-session its agent delegated "
+	  "to, oldest first, each with \"depth\" (1 for the session's own "
+	  "sub-agents, 2 for theirs, ...) and \"delegation\": {\"parentSessionId\", "
+	  "\"parentSnapshotId\", \"agent\", \"tool\"}.", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs (in the same "
@@ -710,6 +714,7 @@ struct log_ctx {
 	struct core_err *e;
 	int shape;              /* log: shape and mark forks; export: raw */
 	json_t *parents;        /* parentId -> true, for fork marks */
+	int depth;              /* log: a sub-session's depth under the session */
 };
 
 static enum core_status print_log_row(const json_t *row, void *ctx)
@@ -727,6 +732,12 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 	const json_t *w = json_object_get(json_object_get(row, STORE_INFO_KEY), "worker");
 	if (w)
 		json_object_set_new(r, "worker", json_deep_copy(w));
+	/* a sub-session's row names the delegation that made it */
+	const json_t *d = json_object_get(json_object_get(row, STORE_INFO_KEY), "delegation");
+	if (c->depth && d)
+		json_object_set_new(r, "delegation", json_deep_copy(d));
+	if (c->depth)
+		json_object_set_new(r, "depth", json_integer(c->depth));
 	parent = json_string_value(json_object_get(r, "parentId"));
 	if (parent && *parent) {
 		if (json_object_get(c->parents, parent))
@@ -743,7 +754,7 @@ static enum core_status session_rows(struct store *s, const struct opts *o,
                                      const char *sid, int shape, unsigned flags)
 {
 	struct core_err e = { 0 };
-	struct log_ctx c = { s, o, &e, shape, json_object() };
+	struct log_ctx c = { s, o, &e, shape, json_object(), 0 };
 	enum core_status st = store_session_rows(s, sid, flags, print_log_row, &c, &e);
 	json_decref(c.parents);
 	return st == CORE_OK ? st : cli_report(&e);
@@ -1162,10 +1173,67 @@ static enum core_status run_get(void *ctx, int argc, char **argv)
 	return argc ? show_ids(c->s, &c->o, argv, argc) : show_latest(c->s, &c->o);
 }
 
+/* The sessions whose latest row names parent as the session that
+ * delegated to them, by that row's createdAt. */
+struct subs_ctx {
+	const char *parent;
+	json_t *found;          /* [[createdAt, sessionId], ...] */
+};
+
+static enum core_status find_subs(const struct store_session_info *si, void *ctx)
+{
+	struct subs_ctx *c = ctx;
+	const json_t *d = json_object_get(json_object_get(si->latest, STORE_INFO_KEY), "delegation");
+	const char *p = json_string_value(json_object_get(d, "parentSessionId"));
+	if (!p || strcmp(p, c->parent))
+		return CORE_OK;
+	return json_array_append_new(c->found, json_pack("[O, s]", json_object_get(si->latest,
+	                             "createdAt"), si->session_id)) ? CORE_ENOMEM : CORE_OK;
+}
+
+static int by_created(const void *a, const void *b)
+{
+	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	const char *s = json_string_value(json_array_get(x, 0));
+	const char *t = json_string_value(json_array_get(y, 0));
+	return strcmp(s ? s : "", t ? t : "");
+}
+
+/* A session's rows, then its sub-sessions', 32 levels at most (agents
+ * refuse cycles and chains past their maxDepth; rows can be imported). */
+static enum core_status log_tree(struct snap *c, const char *sid, int depth)
+{
+	struct core_err e = { 0 };
+	struct log_ctx lc = { c->s, &c->o, &e, 1, json_object(), depth };
+	struct subs_ctx sc = { sid, json_array() };
+	enum core_status st;
+	size_t n;
+	st = store_session_rows(c->s, sid, STORE_METADATA_ONLY, print_log_row, &lc, &e);
+	json_decref(lc.parents);
+	if (!st && depth < 32)
+		st = store_sessions(c->s, find_subs, &sc, &e);
+	if (!st && (n = json_array_size(sc.found))) {
+		json_t **v = malloc(n * sizeof *v);
+		if (!v) {
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		} else {
+			for (size_t i = 0; i < n; i++)
+				v[i] = json_array_get(sc.found, i);
+			qsort(v, n, sizeof *v, by_created);
+			for (size_t i = 0; i < n && !st; i++)
+				st = log_tree(c, json_string_value(json_array_get(v[i], 1)), depth + 1);
+			free(v);
+			json_decref(sc.found);
+			return st;
+		}
+	}
+	json_decref(sc.found);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
 static enum core_status run_log(void *ctx, int argc, char **argv)
 {
-	struct snap *c = ctx;
-	return session_rows(c->s, &c->o, argv[0], 1, STORE_METADATA_ONLY);
+	return log_tree(ctx, argv[0], 0);
 }
 
 /*

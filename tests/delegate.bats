@@ -61,6 +61,29 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 	[ "$(jq -r '.state.messages[2].content[0].toolResponse.output.sessionId' <<<"$output")" = "$sub" ]
 }
 
+@test "agent-snap log shows the delegations as a tree: the session's rows, then each sub-session's, deeper" {
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/researcher.ndjson' 'agents: [reviewer]'
+	agent reviewer 'model: echo'
+	lead_script delegate_to_researcher '{"task": "find facts"}'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_reviewer", "ref": "q1", "input": {"task": "check facts"}}]}' \
+		'{"when": {"round": 1}, "text": "facts"}' >agents/researcher.ndjson
+	run -0 --separate-stderr agent-run lead -m hi
+	lead_sid=$(last | jq -r .output.sessionId)
+	lead_snap=$(last | jq -r .output.snapshotId)
+	sub=$(tool_out | jq -r .sessionId)
+	run -0 agent-snap log "$lead_sid"
+	assert_equal "${#lines[@]}" 3
+	assert_equal "$(jq -c '[.sessionId == "'"$lead_sid"'", has("depth"), has("delegation")]' <<<"${lines[0]}")" '[true,false,false]'
+	assert_equal "$(jq -c '[.sessionId == "'"$sub"'", .depth, .delegation.agent, .delegation.tool, .delegation.parentSessionId == "'"$lead_sid"'", .delegation.parentSnapshotId == "'"$lead_snap"'"]' <<<"${lines[1]}")" \
+		'[true,1,"lead","delegate_to_researcher",true,true]'
+	assert_equal "$(jq -c '[.depth, .delegation.agent, .delegation.tool, .delegation.parentSessionId == "'"$sub"'"]' <<<"${lines[2]}")" \
+		'[2,"researcher","delegate_to_reviewer",true]'
+	# the sub-session's own log starts from it
+	run -0 agent-snap log "$sub"
+	assert_equal "$(printf '%s\n' "${lines[@]}" | jq -r '.depth // 0' | tr '\n' ' ')" "0 1 "
+}
+
 @test "--describe lists the delegation tools, the sub-agents and the options" {
 	agent lead 'model: echo' 'agents: {agents: [researcher, {name: reviewer, description: Reviews drafts.}], toolPrefix: ask, maxDelegations: 2, historyLength: 4, artifactStrategy: session, timeout: 30s}'
 	agent researcher 'description: Finds facts.' 'model: echo'
