@@ -126,7 +126,8 @@ static struct cli_opt opts[] = {
 	{ OPT_VERBOSE, "verbose", NULL, "show what the MCP servers write on stderr, each line as "
 	  "'agent-run: mcp NAME: LINE' (a detached worker's log always has them)" },
 	{ OPT_URL, "url", "URL", "run the turns on the agent a server serves at URL with Genkit's wire "
-	  "(agent-serve, a Genkit app; docs/serve.md), not on a local one" },
+	  "(agent-serve, a Genkit app; docs/serve.md), not on a local one; NAME/AGENT: a "
+	  "genkit endpoint of the models file" },
 	{ OPT_HEADER, "header", "'NAME: VALUE'", "with --url: send this header (repeatable), e.g. "
 	  "'Authorization: Bearer TOKEN'" },
 	{ OPT_LIST_MODELS, "list-models", NULL,
