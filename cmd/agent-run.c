@@ -91,7 +91,8 @@ static struct cli_opt opts[] = {
 	{ OPT_NOT_BEFORE, "not-before", "TIME", "with --queue: no worker takes the run before TIME "
 	  "(RFC 3339, or a duration from now by the store's clock)" },
 	{ OPT_MAX_ATTEMPTS, "max-attempts", "N", "with --queue: give up (failed) after N claims "
-	  "whose worker was lost (default: the front matter's maxAttempts, else 3)" },
+	  "whose worker was lost (default: the front matter's maxAttempts, else the "
+	  "worker's --max-attempts, else 3)" },
 	{ OPT_CONCURRENCY, "concurrency", "N", "with --queue: at most N runs of this agent at once "
 	  "across every worker and queue (default: the front matter's concurrency, else any)" },
 	{ OPT_CLAIMED, "claimed", "ID", "run the queued run ID that this process's agent-worker "

@@ -188,7 +188,8 @@ static const struct cli_sub subs[] = {
 	  "{\"snapshotId\", \"sessionId\", \"queue\", \"agent\", \"status\" "
 	  "(queued: no worker holds it; running: a worker's lease is live; aborting; "
 	  "expired: its worker was lost and it waits to be claimed again), \"attempt\", "
-	  "\"maxAttempts\", \"worker\" {\"host\", \"pid\"} (the last claim's), "
+	  "\"maxAttempts\" (the run's own, or null: the claiming worker's --max-attempts), "
+	  "\"worker\" {\"host\", \"pid\"} (the last claim's), "
 	  "\"leaseExpiresAt\", \"notBefore\", \"createdAt\", \"age\" (seconds since it "
 	  "was queued)}; on a terminal, a table.", run_runs },
 	{ "worker-log", "ID", 1, 1, "snapshot ID", CLI_SNAPSHOT,
@@ -478,7 +479,8 @@ static enum core_status one_run(const json_t *row, void *ctx)
 	                 "agent", json_object_get(q, "agent") ? json_object_get(q, "agent")
 	                                                       : json_null(),
 	                 "status", run, "attempt", attempt,
-	                 "maxAttempts", json_object_get(q, "maxAttempts"),
+	                 "maxAttempts", json_object_get(q, "maxAttempts") ?
+	                                json_object_get(q, "maxAttempts") : json_null(),
 	                 "worker", attempt && worker ? worker : json_null(),
 	                 "leaseExpiresAt", time_or_null(attempt ? lease : 0),
 	                 "notBefore", time_or_null(json_integer_value(json_object_get(q, "notBefore"))),
@@ -495,12 +497,15 @@ static enum core_status one_run(const json_t *row, void *ctx)
 		if (!c->n++)
 			core_buf_adds(&b, "SNAPSHOT                              QUEUE        AGENT        "
 			              "STATUS    TRY  WORKER                AGE\n");
-		core_buf_addf(&b, "%-37s %-12.12s %-12.12s %-9s %lld/%lld  %-21.21s %llds\n",
+		char max[24] = "-";
+		if (json_object_get(q, "maxAttempts"))
+			snprintf(max, sizeof max, "%lld",
+			         (long long)json_integer_value(json_object_get(q, "maxAttempts")));
+		core_buf_addf(&b, "%-37s %-12.12s %-12.12s %-9s %lld/%s  %-21.21s %llds\n",
 		              json_string_value(json_object_get(row, "snapshotId")), queue ? queue : "",
 		              json_string_value(json_object_get(q, "agent")) ?
 		              json_string_value(json_object_get(q, "agent")) : "-", run,
-		              (long long)attempt,
-		              (long long)json_integer_value(json_object_get(q, "maxAttempts")), w,
+		              (long long)attempt, max, w,
 		              (long long)json_integer_value(json_object_get(line, "age")));
 		st = b.p ? cli_write(b.p, b.len, c->e) : core_fail(c->e, CORE_ENOMEM, "out of memory");
 		core_buf_release(&b);

@@ -28,6 +28,7 @@
 enum {
 	OPT_QUEUE = 'q', OPT_CONCURRENCY = 'c', OPT_STORE = 's',
 	OPT_ONCE = CLI_LONG + 1, OPT_MAX_RUNS, OPT_IDLE_EXIT, OPT_DRAIN_TIMEOUT, OPT_AGENT_RUN,
+	OPT_MAX_ATTEMPTS,
 };
 
 static const struct cli_opt opts[] = {
@@ -36,6 +37,9 @@ static const struct cli_opt opts[] = {
 	{ OPT_CONCURRENCY, "concurrency", "N", "run at most N runs at once (default 1)" },
 	{ OPT_STORE, "store", "PATH|URL", "the store (default $AGENTKIT_STORE, else "
 	  "${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store)" },
+	{ OPT_MAX_ATTEMPTS, "max-attempts", "N", "give up (failed) on a run after N claims whose "
+	  "worker was lost, unless the run sets its own (agent-run --max-attempts, front "
+	  "matter maxAttempts); default 3" },
 	{ OPT_ONCE, "once", NULL, "take the runs that are ready now, wait for them, and exit" },
 	{ OPT_MAX_RUNS, "max-runs", "N", "exit once N runs have ended" },
 	{ OPT_IDLE_EXIT, "idle-exit", "DURATION", "exit after DURATION with no run in flight "
@@ -114,6 +118,7 @@ struct worker {
 	size_t concurrency;
 	int once;
 	long max_runs;
+	int64_t max_attempts;           /* --max-attempts (0: the store's default) */
 	int64_t idle_ms, drain_ms;
 	const char *agent_run;
 	struct core_buf location;       /* the store's, for the children */
@@ -477,7 +482,7 @@ static enum core_status work(struct worker *w, struct core_err *e)
 		while (drain_end < 0 && w->running < w->concurrency &&
 		       (!w->max_runs || w->ended + (long)w->running < w->max_runs)) {
 			json_t *row = NULL;
-			st = store_claim(w->s, w->queues, self, &row, &next_ns, e);
+			st = store_claim(w->s, w->queues, self, w->max_attempts, &row, &next_ns, e);
 			if (st == CORE_ENOTFOUND)
 				break;
 			if (st) {
@@ -583,6 +588,11 @@ int main(int argc, char **argv)
 			if ((n = count_arg("--concurrency", arg, 1024)) < 0)
 				return cli_finish(CORE_EUSAGE);
 			w.concurrency = (size_t)n;
+			break;
+		case OPT_MAX_ATTEMPTS:
+			if ((n = count_arg("--max-attempts", arg, 1000)) < 0)
+				return cli_finish(CORE_EUSAGE);
+			w.max_attempts = n;
 			break;
 		case OPT_MAX_RUNS:
 			if ((n = count_arg("--max-runs", arg, LONG_MAX / 2)) < 0)

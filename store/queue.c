@@ -16,6 +16,7 @@
 
 struct claim_ctx {
 	const json_t *worker;
+	int64_t max_attempts;   /* for a run that sets none */
 	int64_t now_ns;
 	int claimed;            /* fn claimed the row it saw */
 };
@@ -55,7 +56,8 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 	if (!q || store_status_terminal(status))
 		return CORE_OK;
 	attempt = st_int(q, "attempt");
-	max = st_int(q, "maxAttempts");
+	if ((max = st_int(q, "maxAttempts")) <= 0)
+		max = c->max_attempts;
 	if (attempt > 0 && st_int(q, "lease") > c->now_ns)
 		return CORE_OK;                 /* a live claim: another worker's */
 	if (!(n = json_copy((json_t *)existing)))
@@ -107,8 +109,8 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 }
 
 enum core_status store_claim(struct store *s, const char *const *queues,
-                             const json_t *worker, json_t **row, int64_t *next_ns,
-                             struct core_err *e)
+                             const json_t *worker, int64_t max_attempts, json_t **row,
+                             int64_t *next_ns, struct core_err *e)
 {
 	*row = NULL;
 	if (next_ns)
@@ -116,7 +118,9 @@ enum core_status store_claim(struct store *s, const char *const *queues,
 	if (!s || !s->backend->claim)
 		return core_fail(e, CORE_EPRECONDITION, "this store keeps no queue");
 	for (int i = 0; i < STORE_CLAIM_SETTLE_MAX; i++) {
-		struct claim_ctx c = { worker, store_now_ns(s), 0 };
+		struct claim_ctx c = { worker, max_attempts > 0 ? max_attempts
+		                                               : STORE_QUEUE_MAX_ATTEMPTS,
+		                       store_now_ns(s), 0 };
 		json_t *got = NULL;
 		int64_t next = 0;
 		enum core_status st = s->backend->claim(s, queues, c.now_ns, fn_claim, &c, &got,

@@ -479,7 +479,7 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
 /*
  * Queued runs (agent-run --queue, agent-worker; docs/queue.md).  A queued
  * run is a pending row whose STORE_INFO_KEY object carries
- *   "queue": {"name", "agent", "concurrency", "attempt", "maxAttempts",
+ *   "queue": {"name", "agent", "concurrency", "attempt", "maxAttempts"?,
  *             "notBefore", "ready", "lease"}   (times: ns, the store's clock)
  *   "run":   {"args": [agent-run's options], "inputs": [AgentInput, ...]}
  * and, once a worker claimed it, "epoch" and "worker" as a detached run's
@@ -492,8 +492,8 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
  * notBefore; claimed, lease is heartbeatAt plus the row's heartbeat
  * timeout and ready is the lease plus a backoff that doubles with each
  * attempt from STORE_QUEUE_BACKOFF_MS (capped at STORE_QUEUE_BACKOFF_MAX_MS;
- * none for an aborting row or one past its attempts, which only need
- * settling).  Each backend indexes the pending and aborting rows that
+ * none for an aborting row or one past the attempts it sets, which only
+ * need settling).  Each backend indexes the pending and aborting rows that
  * have "queue" by those numbers, so a claim never scans other rows.
  */
 #define STORE_QUEUE_BACKOFF_MS 500
@@ -517,7 +517,9 @@ const json_t *store_queue_of(const json_t *row);
  * host: SKIP LOCKED on PostgreSQL) interleaves.  What the claim writes:
  *   - a live claim (its lease not yet over) is left alone;
  *   - an aborting row nobody holds any more settles "aborted";
- *   - a row whose attempts are spent settles "failed", its error
+ *   - a row whose attempts are spent (its "maxAttempts", else
+ *     max_attempts, the claimer's, else STORE_QUEUE_MAX_ATTEMPTS) settles
+ *     "failed", its error
  *     UNAVAILABLE "gave up after N attempts: worker lost (...)";
  *   - any other is claimed: attempt and epoch + 1, worker {host, pid}
  *     (worker: this process's, or the one given), heartbeatAt now.
@@ -531,8 +533,8 @@ const json_t *store_queue_of(const json_t *row);
  */
 #define STORE_CLAIM_SETTLE_MAX 64
 enum core_status store_claim(struct store *s, const char *const *queues,
-                             const json_t *worker, json_t **row, int64_t *next_ns,
-                             struct core_err *e);
+                             const json_t *worker, int64_t max_attempts, json_t **row,
+                             int64_t *next_ns, struct core_err *e);
 
 /*
  * Every queued run the index holds (pending and aborting rows with

@@ -68,7 +68,7 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 	# queued: nobody holds it, it never expires while it waits
 	run -0 agent-snap runs
 	assert_equal "$(jq -c '[.snapshotId == "'"$id"'", .queue, .agent, .status, .attempt, .maxAttempts, .worker]' <<<"$output")" \
-		'[true,"default","inline","queued",0,3,null]'
+		'[true,"default","inline","queued",0,null,null]'
 	sleep 2.5
 	assert_equal "$(agent-snap "$id" | jq -r .status)" pending
 	run -0 --separate-stderr timeout 20 agent-worker --once
@@ -169,6 +169,20 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 	assert_equal "$(jq -r '.status + " " + .error.status' <<<"$output")" "failed UNAVAILABLE"
 	[[ "$(jq -r .error.message <<<"$output")" == "gave up after 2 attempts: worker lost (the last: host $(hostname), pid "* ]]
 	assert_equal "$(agent-snap runs | wc -l)" 0
+}
+
+@test "agent-worker --max-attempts: the limit of the runs that set none" {
+	short_lease
+	run -0 "${AR[@]}" --queue default -m slow
+	id=$(id_of "$output")
+	worker --queue default --max-attempts 1
+	wait_for 10 has_child "$wpid"
+	wait_for 10 run_is "$id" running
+	kill -9 "$(child_of "$wpid")" "$wpid"
+	wait_for 10 run_is "$id" expired
+	worker --queue default --max-attempts 1
+	run -1 timeout 20 agent-wait "$id"
+	[[ "$(jq -r .error.message <<<"$output")" == "gave up after 1 attempt: worker lost"* ]]
 }
 
 @test "an agent's concurrency of 2 holds across 4 workers on 20 runs" {

@@ -1080,18 +1080,24 @@ static json_t *queue_info(const struct detach_run *d)
 			json_decref(inputs), inputs = NULL;
 	if (!inputs)
 		return NULL;
-	return json_pack("{s:I, s:i, s:s, s:{s:s, s:s, s:I, s:i, s:I, s:I}, s:{s:O, s:o}}",
-	                 "heartbeatTimeout",
-	                 (json_int_t)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS),
-	                 "epoch", 0, "agent", d->agent ? d->agent : "",
-	                 "queue", "name", q->queue, "agent", q->agent ? q->agent : "",
-	                 "concurrency", (json_int_t)q->concurrency, "attempt", 0,
-	                 "maxAttempts", (json_int_t)(q->max_attempts > 0 ? q->max_attempts
-	                                                               : STORE_QUEUE_MAX_ATTEMPTS),
-	                 "notBefore", (json_int_t)(q->delay_ms > 0
-	                                           ? store_now_ns(*d->store) + q->delay_ms * 1000000
-	                                           : q->not_before_ns),
-	                 "run", "args", q->args, "inputs", inputs);
+	json_t *info = json_pack("{s:I, s:i, s:s, s:{s:s, s:s, s:I, s:i, s:I}, s:{s:O, s:o}}",
+	                         "heartbeatTimeout",
+	                         (json_int_t)(d->lease_ms > 0 ? d->lease_ms : DETACH_LEASE_MS),
+	                         "epoch", 0, "agent", d->agent ? d->agent : "",
+	                         "queue", "name", q->queue, "agent", q->agent ? q->agent : "",
+	                         "concurrency", (json_int_t)q->concurrency, "attempt", 0,
+	                         "notBefore", (json_int_t)(q->delay_ms > 0
+	                                 ? store_now_ns(*d->store) + q->delay_ms * 1000000
+	                                 : q->not_before_ns),
+	                         "run", "args", q->args, "inputs", inputs);
+	/* the run's own limit; without one, the claiming worker's */
+	if (info && q->max_attempts > 0 &&
+	    json_object_set_new(json_object_get(info, "queue"), "maxAttempts",
+	                        json_integer(q->max_attempts))) {
+		json_decref(info);
+		return NULL;
+	}
+	return info;
 }
 
 static enum core_status enqueue(struct detach_run *d)

@@ -268,7 +268,7 @@ struct detach_enqueue {
 	const char *queue;              /* its name */
 	const char *agent;              /* the agent's name, for the limit ("": none) */
 	int64_t concurrency;            /* claims of this agent at once, fleet-wide (0: any) */
-	int64_t max_attempts;           /* 0: STORE_QUEUE_MAX_ATTEMPTS */
+	int64_t max_attempts;           /* 0: the claiming worker's (store_claim()) */
 	int64_t not_before_ns;          /* no claim before (the store's clock; 0: at once) */
 	int64_t delay_ms;               /* ... or before this long after the enqueue */
 	const json_t *args;             /* agent-run's options for the worker (an array) */
