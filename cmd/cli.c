@@ -173,22 +173,12 @@ noreturn void cli_exit(enum core_status st)
 	exit(cli_finish(st));
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define CLI_EXIT_WALKS 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define CLI_EXIT_WALKS 1
-#endif
-#endif
-
 noreturn void cli_leave(int code)
 {
-#ifdef CLI_EXIT_WALKS
-	exit(code);
-#else
+	if (CORE_EXIT_FREES)
+		exit(code);
 	fflush(NULL);
 	_exit(code);
-#endif
 }
 
 /* ---- the option table ---- */

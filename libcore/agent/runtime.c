@@ -86,6 +86,12 @@ void rt_free(struct runtime *rt)
 	free(rt);
 }
 
+void rt_leave_at_exit(struct runtime *rt)
+{
+	if (rt)
+		session_leave_at_exit(rt->s);
+}
+
 const char *rt_session_id(const struct runtime *rt)
 {
 	return session_id(rt->s);
