@@ -26,14 +26,19 @@ static int has_tag(const json_t *m, const char *tag)
 	return json_is_true(json_object_get(json_object_get(m, "metadata"), tag));
 }
 
-/* A copy of m (shallow below the top) without tag in its metadata; an
- * emptied metadata object is dropped. */
+/* m without tag in its metadata (a new reference): m itself when it has
+ * neither tag (messages are shared, never changed in place, as render()
+ * shares the history's), else a copy (shallow below the top) whose
+ * emptied metadata object is dropped.  A long history's request is then
+ * an array of references, not a copy of every message. */
 static json_t *untagged(const json_t *m, const char *tag1, const char *tag2)
 {
-	json_t *c = json_copy((json_t *)m);
 	const json_t *md = json_object_get(m, "metadata");
-	if (!c || !md || (!json_object_get(md, tag1) && !json_object_get(md, tag2)))
-		return c;
+	if (!md || (!json_object_get(md, tag1) && !json_object_get(md, tag2)))
+		return json_incref((json_t *)m);
+	json_t *c = json_copy((json_t *)m);
+	if (!c)
+		return NULL;
 	json_t *nm = json_copy((json_t *)md);
 	json_object_del(nm, tag1);
 	json_object_del(nm, tag2);
