@@ -27,6 +27,10 @@
 #   turn_1, turn_100  one turn of a fresh session, and of a growing one (100
 #                     turns before, one more each round), in turn
 #   rss_10k           peak RSS of one turn on a 10,000-message session
+#   script_turn_1, script_turn_10k, script_rss_10k
+#                     the same for the script model (script/PATH), which
+#                     counts model messages: the rows record the count, so
+#                     its turns need not read the history either
 #   store_growth_*    bytes the store file grows per turn, early in a
 #                     session and on the 10,000-message session
 set -eu
@@ -155,4 +159,25 @@ bench_pairs 20 "$bin/agent-run --model echo -m hello" "$bin/agent-run --model ec
 echo "turn_10k ${bench_t[1]} us/turn (session of 10,000+ messages)"
 bench_row "turn of a 10,000-message session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us - "turn 1" \
 	"$(inv "${bench_r[1]}")"
+
+# The script model on the same session: its first turn there reads the
+# history (the imported row records no model-message count), the rows it
+# writes record one, and its turns after that leave the history in the
+# store (issue 31: turn 10,000 at most 3x turn 1).
+printf '%s\n' '{"when": {"match": "."}, "text": "ok"}' >"$work/script.ndjson"
+sm="--model script/$work/script.ndjson"
+bench_expect '"finishReason":"stop"' "$bin/agent-run" $sm --session big -m first
+bench_pairs 20 "$bin/agent-run $sm -m hello" "$bin/agent-run $sm --session big -m big"
+echo "script_turn_1 ${bench_t[0]} us/turn"
+echo "script_turn_10k ${bench_t[1]} us/turn (session of 10,000+ messages)"
+bench_row "script-model turn of a 10,000-message session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us \
+	'<=3' "turn 1" "$(inv "${bench_r[1]}")"
+rss=$(peak "$bin/agent-run" $sm --session big -m "one more")
+echo "script_rss_10k $rss KiB"
+figure script_turn_1 "$bin/agent-run" $sm -m hello
+figure script_turn_10k "$bin/agent-run" $sm --session big -m big
+if [ -n "${insn_script_turn_1:-}" ]; then
+	bench_row "script-model turn of a 10,000-message session: instructions vs turn 1" \
+		"$insn_script_turn_10k" "$insn_script_turn_1" instructions '<=3' "turn 1"
+fi
 bench_done

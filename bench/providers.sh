@@ -11,6 +11,10 @@
 #    The whole turn, process start to exit, against curl's: target <= 1.05x.
 # 2. Chunk throughput: a 20000-delta stream, chunks per second through
 #    model-call versus curl, the median of 5 runs each, in turn.
+# 3. agent-run's own turn (--no-store, the same mock) against curl -N
+#    posting the body agent-run sends: the median of 10*N pairs in turn
+#    (bench/abtime), and with valgrind the instructions of each (callgrind),
+#    which a busy machine does not move.  Target: <= 1.05x.
 #
 #   N=10 bench/providers.sh          fewer runs (default 30)
 #
@@ -121,4 +125,42 @@ bench_row "provider turn (whole process) vs curl -N" "$(f turn_ours)" "$(f turn_
 	"$curl_v" "$(f turn_ratio)"
 bench_row "20,000-delta stream, chunks/s vs curl -N" "$(f tput_ours)" "$(f tput_curl)" 1/s - \
 	"$curl_v" "$(f tput_ratio)"
+
+# 3. agent-run itself: one --no-store turn of an OpenAI-dialect model
+#    against curl -N posting the same request body, whole processes in
+#    turn (bench/abtime), and their instructions (callgrind), which a busy
+#    machine does not move.
+work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench-providers.XXXXXX")
+mock=
+trap 'rm -f "$figures"; [ -z "$mock" ] || kill "$mock" 2>/dev/null; rm -rf "$work"' EXIT
+echo '{"text": "hello", "repeat": 1000000}' >"$work/turns.ndjson"
+"$top/scripts/mock-model" --dialect openai --script "$work/turns.ndjson" --log /dev/null \
+	--port-file "$work/port" >/dev/null 2>&1 &
+mock=$!
+for _ in $(seq 1 200); do [ -s "$work/port" ] && break; sleep 0.025; done
+port=$(cat "$work/port") || bench_fail "the mock model did not start"
+printf 'Authorization: Bearer sk-bench\nContent-Type: application/json\n' >"$work/headers"
+# the body agent-run sends for this turn, byte for byte
+printf '%s' '{"model":"gpt-4o","messages":[{"role":"system","content":"hi"},{"role":"user","content":"hello"}],"stream":true,"stream_options":{"include_usage":true}}' >"$work/body.json"
+export OPENAI_BASE_URL="http://127.0.0.1:$port/v1" OPENAI_API_KEY=sk-bench
+ar="$top/$build/bin/agent-run --no-store --model openai/gpt-4o --system hi -m hello"
+cu="curl -sN -H @$work/headers --data-binary @$work/body.json http://127.0.0.1:$port/v1/chat/completions"
+bench_expect '"finishReason":"stop"' $ar
+bench_expect '"finish_reason":"stop"' $cu
+bench_pairs "${N:-30}0" "$ar" "$cu"
+echo "agent_run_turn ${bench_t[0]} us"
+echo "curl_turn ${bench_t[1]} us"
+bench_row "agent-run provider turn (whole process) vs curl -N" "${bench_t[0]}" "${bench_t[1]}" us \
+	'<=1.05' "$curl_v" "${bench_r[1]}"
+if command -v valgrind >/dev/null; then
+	refs() {
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" 2>"$work/vg.txt" >/dev/null ||
+			bench_fail "$* under valgrind: exit status $?"
+		awk '/refs:/ { gsub(",", "", $NF); print $NF }' "$work/vg.txt"
+	}
+	i_ar=$(refs $ar) i_cu=$(refs $cu)
+	echo "agent_run_instructions $i_ar instructions"
+	echo "curl_instructions $i_cu instructions"
+	bench_row "agent-run provider turn, instructions vs curl -N" "$i_ar" "$i_cu" instr '<=1.05' "$curl_v"
+fi
 bench_done

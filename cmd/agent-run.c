@@ -1313,5 +1313,5 @@ out:
 	free(r.opts.headers);
 	free(r.opts.mcp_configs);
 	/* The front of a split run exits as its back did. */
-	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);
+	cli_leave(r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st));
 }

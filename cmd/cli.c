@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 const char *cli_progname = "agentkit";
 const struct cli_prog *cli_cur;
@@ -170,6 +171,14 @@ int cli_finish(enum core_status st)
 noreturn void cli_exit(enum core_status st)
 {
 	exit(cli_finish(st));
+}
+
+noreturn void cli_leave(int code)
+{
+	if (CORE_EXIT_FREES)
+		exit(code);
+	fflush(NULL);
+	_exit(code);
 }
 
 /* ---- the option table ---- */

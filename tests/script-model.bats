@@ -161,3 +161,52 @@ sess() { echo '{"sessionId":"s1"}' >state.json; }
 {"turnEnd":{"finishReason":"failed"}}
 {"output":{"error":{"status":"UNAVAILABLE","message":"generate: model timeout"},"finishReason":"failed","sessionId":"s1","state":{"messages":[{"content":[{"text":"a"}],"role":"user"},{"content":[{"text":"one message, no chunks"}],"role":"model"},{"content":[{"text":"b"}],"role":"user"},{"content":[{"text":"final"}],"role":"model"}],"sessionId":"s1"}}}' ]
 }
+
+# A script model reads the last user text and counts the model messages,
+# so a resumed session's history stays in the store: the row records how
+# many model messages it holds ("modelMessages" in its agentkit member).
+@test "models across a session: the count each row records, its history left unread" {
+	printf '{"text": "r%s"}\n' 0 1 2 3 4 5 6 7 >s.ndjson
+	for turn in 0 1 2; do
+		run -0 --separate-stderr agent-run --model script/s.ndjson --session S -m "turn $turn"
+		[ "$(text)" = "r$turn" ]
+	done
+	run -0 agent-snap export S
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -c '[.agentkit.modelMessages, (.state.messages | length)]')" = '[3,6]' ]
+	# A row that says it holds 3 model messages: the next turn is the 4th
+	# model call, though the four messages stored hold one.
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	jq -cn --arg now "$now" '{snapshotId: "c0", sessionId: "C", status: "completed",
+		createdAt: $now, updatedAt: $now, finishReason: "stop", agentkit: {modelMessages: 3},
+		state: {sessionId: "C", messages: [{role: "user", content: [{text: "a"}]},
+		{role: "user", content: [{text: "b"}]}, {role: "user", content: [{text: "c"}]},
+		{role: "model", content: [{text: "d"}]}]}}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-run --model script/s.ndjson --session C -m next
+	[ "$(text)" = r3 ]
+	run -0 agent-snap export C
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -c '[.agentkit.modelMessages, (.state.messages | length)]')" = '[4,6]' ]
+	# A count no history could hold (more than its messages) is not
+	# believed: that history is read.
+	jq -cn --arg now "$now" '{snapshotId: "d0", sessionId: "D", status: "completed",
+		createdAt: $now, updatedAt: $now, finishReason: "stop", agentkit: {modelMessages: 9},
+		state: {sessionId: "D", messages: [{role: "user", content: [{text: "a"}]},
+		{role: "model", content: [{text: "b"}]}]}}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-run --model script/s.ndjson --session D -m next
+	[ "$(text)" = r1 ]
+}
+
+@test "models from a row that records no count: the history is read, and the new row has it" {
+	printf '{"text": "r%s"}\n' 0 1 2 3 >s.ndjson
+	now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+	jq -cn --arg now "$now" '{snapshotId: "o0", sessionId: "O", status: "completed",
+		createdAt: $now, updatedAt: $now, finishReason: "stop",
+		state: {sessionId: "O", messages: [{role: "user", content: [{text: "a"}]},
+		{role: "model", content: [{text: "b"}]}, {role: "user", content: [{text: "c"}]},
+		{role: "model", content: [{text: "d"}]}]}}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-run --model script/s.ndjson --session O -m next
+	[ "$(text)" = r2 ]
+	run -0 --separate-stderr agent-run --model script/s.ndjson --session O -m last
+	[ "$(text)" = r3 ]
+	run -0 agent-snap export O
+	[ "$(printf '%s\n' "$output" | tail -n 1 | jq -c '[.agentkit.modelMessages, (.state.messages | length)]')" = '[4,8]' ]
+}

@@ -346,6 +346,7 @@ void invocation_close(struct invocation *inv, enum core_status st)
 		inv->sink.warn(inv->sink.ctx, e.msg);
 	json_decref(inv->output);
 	detach_run_release(&inv->det);
+	rt_leave_at_exit(inv->rt);
 	rt_free(inv->rt);
 	store_close(inv->store);
 	core_buf_release(&inv->store_dir);

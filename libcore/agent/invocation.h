@@ -264,7 +264,9 @@ enum core_status invocation_detached(struct invocation *inv);
 enum core_status invocation_finish(struct invocation *inv, struct core_err *note);
 
 /* End the root span (st the exit status), flush the traces (a failed
- * export or dropped spans: the sink's warning), release everything. */
+ * export or dropped spans: the sink's warning), release everything; the
+ * process ends after it, so the session's history is left to the kernel
+ * (CORE_EXIT_FREES, util.h). */
 void invocation_close(struct invocation *inv, enum core_status st);
 
 #endif

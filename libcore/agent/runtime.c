@@ -94,6 +94,12 @@ void rt_free(struct runtime *rt)
 	free(rt);
 }
 
+void rt_leave_at_exit(struct runtime *rt)
+{
+	if (rt)
+		session_leave_at_exit(rt->s);
+}
+
 const char *rt_session_id(const struct runtime *rt)
 {
 	return session_id(rt->s);
@@ -132,6 +138,15 @@ json_t *rt_row_info(struct runtime *rt)
 	                                               : session_title(rt->s);
 	if (title)
 		json_object_set_new(info, "title", title);
+	/* what a script model counts, so that its next turn need not read
+	 * the history to know it */
+	long models = -1;
+	if (!session_messages_before(rt->s))
+		models = rt_count_models(session_messages(rt->s));
+	else if (rt->resumed_models >= 0)
+		models = rt->resumed_models + rt_count_models(session_loaded_messages(rt->s));
+	if (models >= 0)
+		json_object_set_new(info, "modelMessages", json_integer(models));
 	/* A detached worker writes one row for every turn it ran. */
 	const json_t *usage = rt->detached ? rt->usage : rt->turn_usage;
 	if (json_object_size(usage))

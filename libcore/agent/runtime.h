@@ -90,6 +90,9 @@ struct runtime;
 enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
                          struct core_err *e);
 void rt_free(struct runtime *rt);       /* NULL is a no-op */
+/* The process ends after rt_free(rt): the history is left to the kernel
+ * (session_leave_at_exit()).  NULL is a no-op. */
+void rt_leave_at_exit(struct runtime *rt);
 /* Release the session's writer lock now (rt_config's on_busy), before the
  * store it was taken on is closed; rt_free() does it otherwise.  A
  * process that inherited the runtime across fork() releases nothing (the

@@ -143,16 +143,34 @@ static enum core_status lock_session(struct runtime *rt, const char *sid, struct
 
 /*
  * Whether a resumed session's history may stay unread (store.h's
- * STORE_LAST_MESSAGE): the echo model answers the input, an inline agent
- * renders no template, and no custom agent, transform or grounding sees
- * the state.  Anything else that asks for the history loads it then
- * (session_defer_history()).
+ * STORE_LAST_MESSAGE): the echo model answers the input, a script model
+ * reads the last user text and counts model messages (the row records
+ * how many it holds), an inline agent renders no template, and no custom
+ * agent, transform or grounding sees the state.  Anything else that asks
+ * for the history loads it then (session_defer_history()).
  */
 static unsigned read_flags(const struct runtime *rt)
 {
 	const struct agent *a = rt->agent;
-	return store_can_append(rt->store) && a->model && !strcmp(a->model, "echo") &&
+	return store_can_append(rt->store) && rt_model_reads_end(a) &&
 	       !a->prompt && !agent_ext_reads_history(rt->ext) ? STORE_LAST_MESSAGE : 0;
+}
+
+int rt_model_reads_end(const struct agent *a)
+{
+	return a->model && (!strcmp(a->model, "echo") || !strncmp(a->model, "script/", 7));
+}
+
+long rt_count_models(const json_t *msgs)
+{
+	long n = 0;
+	size_t i;
+	const json_t *m;
+	json_array_foreach(msgs, i, m) {
+		const char *role = json_string_value(json_object_get(m, "role"));
+		n += role && !strcmp(role, "model");
+	}
+	return n;
 }
 
 /* session_defer_history()'s load: the first n messages of the resume
@@ -289,6 +307,12 @@ static enum core_status load_row(struct runtime *rt, json_t *row, struct core_er
 	json_int_t before = json_integer_value(json_object_get(info, "messagesBefore"));
 	if (!st && before > 0) {
 		rt->resumed_title = json_incref(json_object_get(info, "title"));
+		/* the row's count, less the one message read of it */
+		const json_t *models = json_object_get(info, "modelMessages");
+		long rest = json_is_integer(models)
+		            ? (long)json_integer_value(models)
+		              - rt_count_models(json_object_get(state, "messages")) : -1;
+		rt->resumed_models = rest >= 0 && rest <= (long)before ? rest : -1;
 		session_defer_history(rt->s, (size_t)before, load_history, rt);
 	}
 	return st;

@@ -63,6 +63,8 @@ struct runtime {
 	json_t *turn_usage;     /* the turn in flight's share of usage */
 	json_t *resumed_title;  /* the resumed row's title, while its history
 	                           is deferred (session_defer_history()) */
+	long resumed_models;    /* the "model" messages of that deferred part
+	                           (the row's "modelMessages"), -1 unknown */
 	char *turn_text;        /* the user text of the turn in flight, cut to
 	                           RT_INPUT_MAX, until it commits; NULL for none */
 };
@@ -77,6 +79,12 @@ struct turn_result {
 	char reason[32];
 	struct core_err err;
 };
+
+/* Whether a's model reads no more of the history than its end (the echo
+ * and script models), so that a resumed one may stay in the store. */
+int rt_model_reads_end(const struct agent *a);
+/* How many of msgs have the role "model". */
+long rt_count_models(const json_t *msgs);
 
 /* End the invocation with reason (failed, aborted) and this error. */
 void rt_end(struct runtime *rt, const char *reason, enum core_status st, const char *msg);
@@ -138,6 +146,8 @@ struct gen {
 	json_t *msgs;           /* rendered messages + generated ones, tagged */
 	size_t rounds;          /* completed tool rounds */
 	int committable;        /* a partial response exists (a round or a resume ran) */
+	size_t models_before;   /* model messages of the history that msgs
+	                           leaves out (struct model_request) */
 };
 
 /* ValidateResumeAgainstHistory (§3.7): every respond/restart entry names a

@@ -27,14 +27,19 @@ static int has_tag(const json_t *m, const char *tag)
 	return json_is_true(json_object_get(json_object_get(m, "metadata"), tag));
 }
 
-/* A copy of m (shallow below the top) without tag in its metadata; an
- * emptied metadata object is dropped. */
+/* m without tag in its metadata (a new reference): m itself when it has
+ * neither tag (messages are shared, never changed in place, as render()
+ * shares the history's), else a copy (shallow below the top) whose
+ * emptied metadata object is dropped.  A long history's request is then
+ * an array of references, not a copy of every message. */
 static json_t *untagged(const json_t *m, const char *tag1, const char *tag2)
 {
-	json_t *c = json_copy((json_t *)m);
 	const json_t *md = json_object_get(m, "metadata");
-	if (!c || !md || (!json_object_get(md, tag1) && !json_object_get(md, tag2)))
-		return c;
+	if (!md || (!json_object_get(md, tag1) && !json_object_get(md, tag2)))
+		return json_incref((json_t *)m);
+	json_t *c = json_copy((json_t *)m);
+	if (!c)
+		return NULL;
 	json_t *nm = json_copy((json_t *)md);
 	json_object_del(nm, tag1);
 	json_object_del(nm, tag2);
@@ -228,6 +233,7 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	req.config = a->config;
 	req.key_file = a->key_file;
 	req.output = a->output;
+	req.models_before = g->models_before;
 	struct trace_span *span = agent_trace_model_begin(a->model, reqmsgs);
 	st = model_generate(a->model, &req, &stream, resp, e);
 	agent_trace_model_end(span, st, e->msg, resp);
@@ -471,11 +477,14 @@ void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *
 		msg = NULL;
 	if (json_is_null(resume))
 		resume = NULL;
-	/* a deferred history (the echo model's, which answers the input)
-	 * stays unread unless the turn has no message to answer */
-	json_t *history = msg && session_messages_before(rt->s)
-	                  ? session_loaded_messages(rt->s) : session_messages(rt->s);
-	struct gen g = { rt, NULL, 0, 0 };
+	/* a deferred history (the echo model's, which answers the input, or
+	 * a script model's, which counts the model messages the row says it
+	 * holds) stays unread unless the turn has no message to answer */
+	int end_only = msg && session_messages_before(rt->s) &&
+	               (rt->resumed_models >= 0 || !strcmp(rt->agent->model, "echo"));
+	json_t *history = end_only ? session_loaded_messages(rt->s) : session_messages(rt->s);
+	struct gen g = { rt, NULL, 0, 0, end_only && rt->resumed_models > 0
+	                                 ? (size_t)rt->resumed_models : 0 };
 	/* A grounding (--docs) that failed: the turn is not committed. */
 	if (input_usable(msg, resume, history, &r->err) ||
 	    agent_ext_ground(rt->ext, history, &r->err) ||

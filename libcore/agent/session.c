@@ -69,6 +69,12 @@ void session_free(struct session *s)
 	free(s);
 }
 
+void session_leave_at_exit(struct session *s)
+{
+	if (s && !CORE_EXIT_FREES)
+		json_incref(s->state);
+}
+
 enum core_status session_load(struct session *s, json_t *state, const char *session_id,
                               const char *resumed_id, size_t base_kept, struct core_err *e)
 {

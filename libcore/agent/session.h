@@ -53,6 +53,9 @@ struct session;
 enum core_status session_new(const struct session_config *cfg, struct session **out,
                              struct core_err *e);
 void session_free(struct session *s);   /* NULL is a no-op */
+/* The process ends after session_free(s): its state (the history) is left
+ * to the kernel unless CORE_EXIT_FREES (util.h).  NULL is a no-op. */
+void session_leave_at_exit(struct session *s);
 
 /*
  * Give the session its state and identity: state (consumed; NULL: an

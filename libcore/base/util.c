@@ -192,7 +192,12 @@ void core_uuid_named(char *buf, const char *name)
 int core_dl_load(const char *soname, const char *const *names, void **const *slots,
                  size_t n, char *why, size_t whylen)
 {
-	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	/* Lazy: libcurl's own libraries are mostly linked BIND_NOW already,
+	 * and RTLD_NOW would also bind every call of the few that are not
+	 * (Kerberos, nghttp2, gmp, ...), which a process that links libcurl
+	 * at start-up never does: about 2.6 M instructions, 15% of a
+	 * provider turn. */
+	void *h = dlopen(soname, RTLD_LAZY | RTLD_LOCAL);
 	if (!h) {
 		snprintf(why, whylen, "%s", dlerror());
 		return 0;

@@ -29,6 +29,11 @@ struct model_request {
 	const char *key_file;     /* optional file holding the provider's key */
 	const json_t *output;     /* structured output {"format":"json","schema"?}
 	                             (structured.h) or NULL for text */
+	size_t models_before;     /* "model" messages of the conversation that
+	                             come before messages[0] and are left out
+	                             (a resumed history left in the store, for a
+	                             model that reads no more than its end);
+	                             0 when messages is the whole conversation */
 };
 
 struct model_stream {

@@ -226,14 +226,16 @@ nomem:
  * the first matching "when", else the N-th positional reply, else the
  * first fallback.  Lines after the reply chosen by "when" are not read.
  */
-static enum core_status pick_reply(const char *path, const json_t *messages, size_t call,
-                                   json_t **reply, struct core_err *e)
+static enum core_status pick_reply(const char *path, const json_t *messages,
+                                   size_t models_before, size_t call, json_t **reply,
+                                   struct core_err *e)
 {
 	struct core_buf file = CORE_BUF_INIT(SCRIPT_MAX_BYTES), user = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	enum core_status st;
 	struct core_err fe = { 0 };
 	json_t *positional = NULL, *fallback = NULL;
-	struct request_facts f = { count_model_messages(messages), count_round(messages), call, "" };
+	struct request_facts f = { models_before + count_model_messages(messages),
+	                           count_round(messages), call, "" };
 	size_t seen = 0, lineno = 0;
 
 	*reply = NULL;
@@ -529,7 +531,7 @@ static enum core_status script_generate(const char *path, const struct model_req
 
 	if (!*path)
 		return core_fail(e, CORE_ENOTFOUND, "model 'script/' names no script file");
-	if ((st = pick_reply(path, req->messages, atomic_fetch_add(&script_calls, 1), &reply, e)))
+	if ((st = pick_reply(path, req->messages, req->models_before, atomic_fetch_add(&script_calls, 1), &reply, e)))
 		return st;
 	if (!(content = json_array()))
 		goto nomem;

@@ -217,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	                         "role", "user", "content", "text", "go on");
 	json_t *tools = json_pack("[{s:s, s:s, s:{s:s}}]", "name", "addTask", "description", "d",
 	                          "inputSchema", "type", "object");
-	struct model_request req = { msgs, tools, NULL, NULL, NULL };
+	struct model_request req = { .messages = msgs, .tools = tools };
 	struct model_response resp = { 0 };
 	enum core_status st = model_generate(models[which], &req, &stream, &resp, &e);
 	if (st != CORE_OK) {

@@ -73,7 +73,7 @@ static char *call(const char *name, const json_t *msgs)
 {
 	struct seen s = { CORE_BUF_INIT(CORE_BUF_UNLIMITED), 0 };
 	struct model_stream stream = { on_chunk, on_poll, &s };
-	struct model_request req = { msgs, NULL, NULL, NULL, NULL };
+	struct model_request req = { .messages = msgs };
 	struct model_response resp = { 0 };
 	struct core_err e = { 0 };
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);

@@ -44,7 +44,7 @@ int main(void)
 	       "the row is the table's eighth provider", model_provider_name(n ? n - 1 : 0));
 
 	json_t *msgs = json_pack("[{s:s, s:[{s:s}]}]", "role", "user", "content", "text", "hi");
-	struct model_request req = { msgs, NULL, NULL, NULL, NULL };
+	struct model_request req = { .messages = msgs };
 	struct model_response resp = { 0 };
 	enum core_status st = model_generate("testonly/m1", &req, NULL, &resp, &e);
 	const char *text = json_string_value(json_object_get(
