@@ -400,7 +400,7 @@ delegate researcher ok "find facts"' ]
 # Background delegation (Go's Agents.Async): the lead launches in turn
 # "go", then its later turns use the task tools on the ID it was given.
 bg_setup() {
-	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=15s
 	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
 	agent researcher 'model: script/sub.ndjson'
 	printf '%s\n' '{"when": {"user": "go", "round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "slow task", "background": true}}]}' \
@@ -455,7 +455,7 @@ then_call() {
 }
 
 @test "background: an aborted parent aborts the tasks it started" {
-	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=15s
 	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
 	agent researcher 'model: script/sub.ndjson'
 	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "t", "background": true}}]}' \
@@ -486,7 +486,7 @@ then_call() {
 }
 
 @test "background: agent-abort of a detached parent aborts the tasks its worker started" {
-	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=15s
 	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true}'
 	agent researcher 'model: script/sub.ndjson'
 	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "t", "background": true}}]}' \
@@ -534,7 +534,7 @@ then_call() {
 }
 
 @test "background with queue: the task is a queued run that any agent-worker takes" {
-	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=5s
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=15s
 	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true, queue: research}'
 	agent researcher 'model: script/sub.ndjson'
 	printf '%s\n' '{"when": {"user": "go", "round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "slow task", "background": true}}]}' \
