@@ -274,6 +274,7 @@ static enum core_status walk(const json_t *v, const char *path, const char *name
 	}
 	ch->n--;
 	free(c.prefix);
+	free(c.queue);
 	for (size_t i = 0; i < c.nrefs; i++) {
 		free(c.refs[i].name);
 		free(c.refs[i].description);
