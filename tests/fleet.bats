@@ -204,6 +204,7 @@ cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
 	run -0 agent-run --model script/slow.ndjson --queue q -m work
 	id=$(id_of "$output")
 	on_host 2 agent-worker --queue q 2>w2 &
+	w2=$!
 	for _ in $(seq 100); do
 		[ "$(agent-snap runs | jq -r .status)" = running ] && break
 		sleep 0.1
@@ -212,9 +213,13 @@ cut() { ip netns exec "$NS" ip link set "${NS}n" down; }
 	# host 2 goes silent: its lease runs out, host 3's worker claims the run
 	ip netns exec "$NS-2" ip link set "${NS}n2" down
 	on_host 3 agent-worker --queue q --idle-exit 15s 2>w3 &
+	w3=$!
 	run -0 --separate-stderr timeout 60 agent-wait "$id"
 	assert_equal "$(jq -c '[.status, (.state.messages | map(.content | map(.text) | join("")))]' <<<"$output")" \
 		'["completed",["work","a b c"]]'
 	grep -q "$id: claimed (queue q, agent inline, attempt 2)" w3
-	pkill -f "agent-worker --queue q" || true
+	# the workers: children of the subshells on_host ran in (the cut-off
+	# host's own child has lost its lease and stops by itself)
+	pkill -9 -P "$w2" || true
+	pkill -9 -P "$w3" || true
 }

@@ -25,10 +25,13 @@ setup() {
 
 teardown() {
 	local p
+	# this test's workers and their children only: other runs of the
+	# suite, and a user's own workers, may share the machine
 	for p in "${W[@]}"; do
+		pkill -9 -P "$p" 2>/dev/null || true
 		kill -9 "$p" 2>/dev/null || true
 	done
-	pkill -9 -f "agent-run --claimed" 2>/dev/null || true
+	[ -n "${BATS_TEST_COMPLETED:-}" ] || sed 's/^/# worker.log: /' worker.log >&3 2>/dev/null || true
 	# the workers' and their children's reports (build-san) are in its log
 	if grep "Sanitizer\|runtime error:" worker.log 2>/dev/null; then
 		cat worker.log >&2
