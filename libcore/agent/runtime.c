@@ -52,8 +52,7 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	rt->ext = cfg->ext;
 	rt->on_busy = cfg->on_busy;
 	rt->busy_timeout_ms = cfg->busy_timeout_ms;
-	if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
-	    !(rt->tool_defs = json_array()))
+	if (!(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	else if (!(st = open_session(rt, cfg, e)) && !(st = rt_init_check(cfg->init, e)) &&
 	         !(st = rt_load_tools(rt, e)))
@@ -79,8 +78,6 @@ void rt_free(struct runtime *rt)
 	json_decref(rt->tool_defs);
 	json_decref(rt->minted_refs);
 	json_decref(rt->error);
-	json_decref(rt->usage);
-	json_decref(rt->turn_usage);
 	json_decref(rt->resumed_title);
 	free(rt->turn_text);
 	free(rt);
@@ -93,7 +90,7 @@ const char *rt_session_id(const struct runtime *rt)
 
 const json_t *rt_usage(const struct runtime *rt)
 {
-	return rt->usage;
+	return rt->s ? session_run_usage(rt->s) : NULL;
 }
 
 /* ---- turn end: snapshot, TurnEnd, last-good state ---- */
@@ -125,9 +122,14 @@ json_t *rt_row_info(struct runtime *rt)
 	if (title)
 		json_object_set_new(info, "title", title);
 	/* A detached worker writes one row for every turn it ran. */
-	const json_t *usage = rt->detached ? rt->usage : rt->turn_usage;
+	const json_t *usage = rt->detached ? session_run_usage(rt->s)
+	                                   : session_turn_usage(rt->s);
 	if (json_object_size(usage))
 		json_object_set_new(info, "usage", json_deep_copy(usage));
+	/* the session's cumulative usage, for a listing that reads no state */
+	const json_t *total = json_object_get(session_state_loaded(rt->s), "usage");
+	if (json_object_size(total))
+		json_object_set_new(info, "sessionUsage", json_deep_copy(total));
 	/* The invocation ended in a turn that never committed: what it was
 	 * asked, which the row's state (the last good one) does not hold. */
 	if (rt->ended && rt->turn_text)
@@ -238,6 +240,8 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 		json_object_set_new(te, "finishReason", json_string(r->reason));
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
+	if (json_object_size(session_turn_usage(rt->s)))
+		json_object_set_new(te, "usage", json_deep_copy(session_turn_usage(rt->s)));
 	session_emit(rt->s, "turnEnd", te);
 	agent_trace_turn_end(written, st ? st : r->err.st, st ? e->msg : r->err.msg,
 	                     agent_trace_turn_content() ? session_state(rt->s) : NULL);
@@ -285,7 +289,6 @@ static enum core_status turn_begin(struct runtime *rt, const json_t *input)
 		return CORE_ABORTED;
 	}
 	agent_trace_turn_begin();
-	json_object_clear(rt->turn_usage);
 	if (session_turn_begin(rt->s, rt->store != NULL, &e)) {
 		rt_fail(rt, e.st, e.msg);
 		return CORE_FAILED;
@@ -521,6 +524,9 @@ json_t *rt_output(const struct runtime *rt)
 		json_object_set_new(o, "snapshotId", json_string(rt_last_snapshot_id(rt)));
 	if (!rt->store && state)
 		json_object_set_new(o, "state", session_shaped(rt->s, state));
+	/* what this invocation's model calls reported, all its turns */
+	if (json_object_size(session_run_usage(rt->s)))
+		json_object_set_new(o, "usage", json_deep_copy(session_run_usage(rt->s)));
 	return o;
 }
 

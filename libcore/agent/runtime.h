@@ -140,7 +140,8 @@ const json_t *rt_usage(const struct runtime *rt);
 /*
  * What the row of the turn just run records beside Genkit's shape (store.h,
  * STORE_INFO_KEY): {"agent", "model", "title", "usage" (this turn's; once
- * detached, the invocation's), "input" (once the invocation ended in a
+ * detached, the invocation's), "sessionUsage" (the state's cumulative
+ * usage), "input" (once the invocation ended in a
  * turn that did not commit, as a detached worker's last row records it:
  * that turn's user text, at most RT_INPUT_MAX bytes, ended " [...]" when
  * cut)}.  A new reference, or NULL when out of memory.

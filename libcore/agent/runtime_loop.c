@@ -139,25 +139,6 @@ static json_t *turn_messages(const json_t *msgs)
 	return out;
 }
 
-static void sum_usage(json_t *sum, const json_t *u)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)u, k, v) {
-		if (!json_is_integer(v))
-			continue;
-		json_t *old = json_object_get(sum, k);
-		json_object_set_new(sum, k, json_integer(json_integer_value(v)
-		                    + (json_is_integer(old) ? json_integer_value(old) : 0)));
-	}
-}
-
-static void add_usage(struct runtime *rt, const json_t *u)
-{
-	sum_usage(rt->usage, u);
-	sum_usage(rt->turn_usage, u);
-}
-
 /* Mark interrupted requests on m; completed ones keep their output as
  * pendingOutput.  Emits the tool-role chunk with the interrupt parts. */
 static void mark_interrupts(struct runtime *rt, json_t *m, const size_t *idx,
@@ -331,7 +312,7 @@ static int generate_step(struct gen *g, struct turn_result *r)
 		return 1;
 	}
 	if (resp.usage)
-		add_usage(rt, resp.usage);
+		session_add_usage(rt->s, resp.usage);
 	json_t *m = append_reply(g, &resp);
 	size_t *idx = NULL, n = collect_requests(m, minted, &idx);
 	int over = 1;
