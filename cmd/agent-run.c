@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_ask.h"
+#include "../libcore/agent/answer.h"
 #include "../libcore/agent/invocation.h"
 #include "../libcore/agent/remote.h"
 #include "../libcore/base/trace.h"
@@ -38,6 +39,7 @@ enum {
 	OPT_TRACE = CLI_LONG + 600, OPT_TRACE_FILE, OPT_TRACE_CONTENT, OPT_TRACE_NAMES,
 	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
+	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -48,6 +50,15 @@ static struct cli_opt opts[] = {
 	{ OPT_CONTINUE, "continue", NULL, "resume this agent's most recently updated session (agent-snap sessions)" },
 	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
 	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
+	{ OPT_APPROVE, "approve", "REF", "resume the paused session: run the interrupted tool request "
+	  "REF (its ref, or its tool's name) again, approved (repeatable)" },
+	{ OPT_DENY, "deny", "REF", "resume the paused session: the interrupted request REF does not "
+	  "run; the model reads that the user denied it (repeatable)" },
+	{ OPT_REASON, "reason", "TEXT", "with --deny: why, told to the model" },
+	{ OPT_RESPOND, "respond", "REF=JSON", "resume the paused session: JSON (any JSON value) is "
+	  "the output of the interrupted request REF (repeatable)" },
+	{ OPT_NO_PROMPT, "no-prompt", NULL, "do not ask on the terminal to approve a tool request "
+	  "a turn paused on: end the turn interrupted" },
 	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
 	{ OPT_NO_STORE, "no-store", NULL, "client-managed state: no store, the final state is in output.state" },
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
@@ -235,6 +246,10 @@ struct run_opts {
 	const char **mcp_configs;       /* --mcp-config, NULL-terminated, or NULL */
 	size_t nmcp;
 	int mcp_list, verbose;
+	struct answer *answers;         /* --approve, --deny, --respond, in order */
+	size_t nanswers;
+	json_t *outputs;                /* --respond's values (owns them) */
+	int no_prompt;                  /* --no-prompt */
 };
 
 /* What main() holds; released at its out: label. */
@@ -355,6 +370,55 @@ static enum core_status check_habits(const struct run_opts *op)
 	return CORE_OK;
 }
 
+/* --approve REF, --deny REF, --respond REF=JSON: one answer more. */
+static enum core_status push_answer(struct run_opts *op, int key, const char *arg)
+{
+	static const char *const flags[] = { "--approve", "--deny", "--respond" };
+	enum answer_kind kind = key == OPT_APPROVE ? ANSWER_APPROVE : key == OPT_DENY ? ANSWER_DENY
+	                        : ANSWER_RESPOND;
+	struct answer a = { kind, arg, NULL, NULL, flags[kind] };
+	struct core_err e = { 0 };
+	if (kind == ANSWER_RESPOND) {
+		const char *eq = strchr(arg, '=');
+		char *ref;
+		if (!eq || eq == arg)
+			return cli_usage("--respond takes REF=JSON (the request's ref, '=', the tool's "
+			                 "output as JSON), not '%s'", arg);
+		json_t *v = jv_parse(eq + 1, strlen(eq + 1), "--respond", 0, &e);
+		if (!v)
+			return cli_usage("--respond '%s': %s", arg, e.msg);
+		if (!op->outputs && !(op->outputs = json_array()))
+			return report_oom();
+		if (json_array_append_new(op->outputs, v) || !(ref = strndup(arg, (size_t)(eq - arg))))
+			return report_oom();
+		/* the ref's copy lives as long as the outputs: a string beside them */
+		json_array_append_new(op->outputs, json_string(ref));
+		free(ref);
+		a.ref = json_string_value(json_array_get(op->outputs, json_array_size(op->outputs) - 1));
+		a.output = v;
+	} else if (!*arg) {
+		return cli_usage("%s needs a ref (or a tool name)", flags[kind]);
+	}
+	struct answer *na = realloc(op->answers, (op->nanswers + 1) * sizeof *na);
+	if (!na || !a.ref)
+		return report_oom();
+	op->answers = na;
+	op->answers[op->nanswers++] = a;
+	return CORE_OK;
+}
+
+/* --reason TEXT: the last --deny's. */
+static enum core_status take_reason(struct run_opts *op, const char *arg)
+{
+	struct answer *a = op->nanswers ? &op->answers[op->nanswers - 1] : NULL;
+	if (!a || a->kind != ANSWER_DENY)
+		return cli_usage("--reason goes after the --deny REF it explains");
+	if (a->reason)
+		return cli_usage("--deny '%s' has two reasons: give --reason once", a->ref);
+	a->reason = arg;
+	return CORE_OK;
+}
+
 /* One option into op (--format's value into *format, checked once all are read). */
 static enum core_status take_option(struct run_opts *op, int key, const char *arg,
                                     const char **format)
@@ -429,6 +493,9 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 		op->trace.semconv = !strcmp(arg, "semconv");
 		break;
 	case OPT_MAX_RECORD: return cli_size("--max-record", arg, &op->in.max_record);
+	case OPT_APPROVE: case OPT_DENY: case OPT_RESPOND: return push_answer(op, key, arg);
+	case OPT_REASON: return take_reason(op, arg);
+	case OPT_NO_PROMPT: op->no_prompt = 1; break;
 	}
 	return CORE_OK;
 }
@@ -466,8 +533,42 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	                      op->open.no_store))
 		return cli_usage("--continue picks the session: drop --session, --snapshot, "
 		                 "--state, --init and --no-store");
+	if (op->nanswers && op->nmsg)
+		return cli_usage("-m and --approve, --deny or --respond both give the turn's input: "
+		                 "use one");
+	if (op->nanswers && !op->session && !op->snapshot && !op->open.cont && !op->state_file &&
+	    !op->init_json)
+		return cli_usage("--approve, --deny and --respond answer a paused session: name it "
+		                 "with --session ID (or --snapshot ID, --continue, --state FILE)");
+	if (op->nanswers && op->url)
+		return cli_usage("--approve, --deny and --respond answer a local session: with --url, "
+		                 "send the {\"resume\": ...} line on stdin");
+	if (op->nanswers) {     /* the answers are the input: stdin is not read */
+		op->in.messages = 1;
+		op->in.wait_ms = 0;
+	}
 	op->spec.tools = op->tools;
 	op->spec.default_model = getenv("AGENTKIT_MODEL");
+	return CORE_OK;
+}
+
+/* The answers' resume (answer.h) as the invocation's one input line. */
+static enum core_status answers_input(struct run *r)
+{
+	struct core_err e = { 0 };
+	json_t *input = NULL;
+	enum core_status st = answer_resume(rt_last_message(r->inv.rt), rt_session_id(r->inv.rt),
+	                                    r->opts.answers, r->opts.nanswers, &input, &e);
+	if (st)
+		return init_failed(&r->inv.out, &e);
+	core_buf_release(&r->inv.in);
+	r->inv.in = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (jv_dump(input, &r->inv.in) || core_buf_addc(&r->inv.in, '\n')) {
+		json_decref(input);
+		return report_oom();
+	}
+	json_decref(input);
+	r->inv.stdin_kind = INTAKE_NDJSON;
 	return CORE_OK;
 }
 
@@ -583,7 +684,8 @@ static enum core_status read_stdin(struct run *r)
 	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (!op->nmsg && r->inv.stdin_kind == INTAKE_NONE && !invocation_stop_signal())
+	if (!op->nmsg && !op->nanswers && r->inv.stdin_kind == INTAKE_NONE &&
+	    !invocation_stop_signal())
 		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
 }
@@ -716,52 +818,49 @@ static enum core_status print_detached(void *ctx)
 
 /*
  * Text mode, a turn that paused on a tool interrupt: the command that
- * resumes it, its input answering every interrupted request (ANSWER
- * stands for each tool's output, any JSON value): the same command line
- * without its inputs and the options that pick the session, then
- * --session SID.  A client-managed run has no session to resume by.
+ * resumes it, answering every interrupted request with --respond
+ * 'REF=ANSWER' (ANSWER stands for each tool's output, any JSON value):
+ * the same command line without its inputs, its answers and the options
+ * that pick the session, then --session SID.  A client-managed run has no
+ * session to resume by.
  */
 static void resume_hint(struct run *r)
 {
 	static const int drop[] = { OPT_MESSAGE, OPT_SESSION, OPT_SNAPSHOT, OPT_CONTINUE,
-	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, 0 };
+	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, OPT_APPROVE,
+	                            OPT_DENY, OPT_REASON, OPT_RESPOND, 0 };
 	const json_t *out = r->inv.output, *part;
 	const char *reason = json_string_value(json_object_get(out, "finishReason"));
 	struct core_buf cmd = CORE_BUF_INIT(CORE_BUF_UNLIMITED), names = CORE_BUF_INIT(4096);
-	struct core_buf js = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	json_t *respond = json_array(), *input = NULL;
+	json_t *pending = NULL;
 	size_t i;
-	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store || !respond)
+	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store ||
+	    !(pending = answer_pending(json_object_get(out, "message"))) || !json_array_size(pending))
 		goto out;
-	json_array_foreach(json_object_get(json_object_get(out, "message"), "content"), i, part) {
-		const json_t *req = json_object_get(part, "toolRequest");
-		if (!req || !json_object_get(json_object_get(part, "metadata"), "interrupt"))
-			continue;
-		json_t *ans = json_pack("{s:{s:O,s:O*,s:s}}", "toolResponse", "name",
-		                        json_object_get(req, "name"), "ref",
-		                        json_object_get(req, "ref"), "output", "ANSWER");
-		if (!ans || json_array_append_new(respond, ans))
-			goto out;
-		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "",
-		              json_string_value(json_object_get(req, "name")),
-		              json_object_get(req, "ref") ? " (ref " : "",
-		              json_string_value(json_object_get(req, "ref")) ?
-		              json_string_value(json_object_get(req, "ref")) : "",
-		              json_object_get(req, "ref") ? ")" : "");
-	}
-	if (!json_array_size(respond) ||
-	    !(input = json_pack("{s:{s:O}}", "resume", "respond", respond)) ||
-	    jv_dump(input, &js) || core_buf_adds(&cmd, "echo") ||
-	    cli_command_line(&js.p, 1, drop, &cmd) || core_buf_adds(&cmd, " |") ||
-	    cli_command_line(r->args, r->nargs, drop, &cmd) ||
+	if (cli_command_line(r->args, r->nargs, drop, &cmd) ||
 	    core_buf_addf(&cmd, " --session %s", rt_session_id(r->inv.rt)))
 		goto out;
+	json_array_foreach(pending, i, part) {
+		const json_t *req = json_object_get(part, "toolRequest");
+		const char *name = json_string_value(json_object_get(req, "name"));
+		const char *ref = json_string_value(json_object_get(req, "ref"));
+		const char *word = ref && *ref ? ref : name ? name : "";
+		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "", name ? name : "",
+		              ref ? " (ref " : "", ref ? ref : "", ref ? ")" : "");
+		/* in single quotes, so that a JSON ANSWER needs no more quoting */
+		core_buf_adds(&cmd, " --respond '");
+		for (const char *c = word; *c; c++)
+			if (*c == '\'')
+				core_buf_adds(&cmd, "'\\''");
+			else
+				core_buf_addc(&cmd, *c);
+		core_buf_adds(&cmd, "=ANSWER'");
+	}
 	cli_warn("interrupted: %s waits for an answer; resume it with (ANSWER: the tool's "
-	         "output, any JSON value):\n  %s", names.p ? names.p : "", cmd.p);
+	         "output, any JSON value; or --approve REF to run it again, approved, or --deny "
+	         "REF):\n  %s", names.p ? names.p : "", cmd.p);
 out:
-	core_buf_release(&js);
-	json_decref(input);
-	json_decref(respond);
+	json_decref(pending);
 	core_buf_release(&cmd);
 	core_buf_release(&names);
 }
@@ -980,9 +1079,10 @@ int main(int argc, char **argv)
 {
 	struct run r = { 0 };
 	/* an MCP server's questions go to a person at the terminal, if any */
+	int person = ask_available();
 	struct invocation_sink sink = {
 		.warn = on_warn, .log = worker_log, .mcp_line = mcp_stderr_line,
-		.elicit = ask_available() ? ask_elicit : NULL, .detached = print_detached,
+		.elicit = person ? ask_elicit : NULL, .detached = print_detached,
 		.ctx = &r,
 	};
 	struct output_sink out = { out_write, out_flush, out_note, NULL };
@@ -1002,6 +1102,10 @@ int main(int argc, char **argv)
 	cli_protect_secrets();
 	if ((st = parse_options(argc, argv, &r.opts)))
 		goto out;
+	/* A tool request a turn pauses on is asked of the person at the
+	 * terminal, and the turn goes on in this process. */
+	if (person && isatty(0) && isatty(1) && !r.opts.no_prompt && !r.opts.detach)
+		r.inv.sink.approve = ask_approve;
 	int color = r.opts.format == OUTPUT_TEXT && isatty(2)
 	            && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
 	if (output_init(&r.inv.out, r.opts.format, color, out)) {
@@ -1044,7 +1148,7 @@ int main(int argc, char **argv)
 	if ((st = read_stdin(&r)))
 		goto out;
 	if ((st = start_intake(&r)) || r.inv.front_exit >= 0 || (st = start_mcp(&r)) ||
-	    (st = open_runtime(&r)))
+	    (st = open_runtime(&r)) || (r.opts.nanswers && (st = answers_input(&r))))
 		goto out;
 	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);
 	switch (r.inv.det.role) {
@@ -1059,6 +1163,8 @@ out:
 	free(r.args);
 	free(r.opts.headers);
 	free(r.opts.mcp_configs);
+	free(r.opts.answers);
+	json_decref(r.opts.outputs);
 	/* The front of a split run exits as its back did. */
 	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);
 }

@@ -72,6 +72,13 @@ struct feed {
 	/* The back, once detached in place: print the caller's detached output. */
 	enum core_status (*detached)(void *ctx);
 	void *ctx;
+	/* A person to answer a turn that paused on tool interrupts, or NULL:
+	 * approve(approve_ctx, part) for each interrupted toolRequest part
+	 * (answer_pending()) returns 1 to approve it, 0 to deny it, -1 for no
+	 * answer (the turn stays interrupted); with every one answered, the
+	 * resume (answer_resume()) runs as the next turn, in this process. */
+	int (*approve)(void *ctx, const json_t *part);
+	void *approve_ctx;
 };
 
 /*

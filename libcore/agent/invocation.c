@@ -272,6 +272,8 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	if ((st = rt_open(&cfg, &inv->rt, e)))
 		return st;
 	agent_trace_session(rt_session_id(inv->rt));
+	inv->feed.approve = inv->sink.approve;  /* set by now: the command's options are read */
+	inv->feed.approve_ctx = inv->sink.ctx;
 	inv->det.rt = inv->rt;
 	inv->det.agent = inv->agent->name;
 	inv->det.store = &inv->store;

@@ -50,7 +50,7 @@
 #include "../../store/store.h"
 
 /* What the invocation tells its command; ctx is the command's.  Every
- * member must be set. */
+ * member must be set, but elicit and approve may be NULL. */
 struct invocation_sink {
 	/* A message for people: the runtime's, tracing's notes. */
 	void (*warn)(void *ctx, const char *msg);
@@ -66,6 +66,10 @@ struct invocation_sink {
 	/* The back of a split run detached in place: the caller's detached
 	 * output now (invocation_detached()), its status the back's. */
 	enum core_status (*detached)(void *ctx);
+	/* A person to approve or deny each tool request a turn paused on
+	 * (feed.h's approve: 1, 0, or -1 for no answer), or NULL: nobody is
+	 * there, and an interrupted turn ends the invocation's turn as it is. */
+	int (*approve)(void *ctx, const json_t *part);
 	void *ctx;
 };
 

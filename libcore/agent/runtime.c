@@ -88,6 +88,16 @@ const char *rt_session_id(const struct runtime *rt)
 	return session_id(rt->s);
 }
 
+const json_t *rt_last_message(const struct runtime *rt)
+{
+	return session_last_message(rt->s);
+}
+
+const char *rt_last_reason(const struct runtime *rt)
+{
+	return rt->last_reason;
+}
+
 const json_t *rt_usage(const struct runtime *rt)
 {
 	return rt->s ? session_run_usage(rt->s) : NULL;

@@ -193,6 +193,12 @@ void rt_detach(struct runtime *rt, struct store *store);
  */
 void rt_detach_turn(struct runtime *rt);
 
+/* The session's last message: the resumed row's until a turn runs, then
+ * the last turn's; NULL when there is none.  Borrowed. */
+const json_t *rt_last_message(const struct runtime *rt);
+/* The finish reason of the last turn run ("" before any). */
+const char *rt_last_reason(const struct runtime *rt);
+
 /* The resume point: the last committed row, or the resumed one; NULL when
  * there is none.  Borrowed. */
 const char *rt_last_snapshot_id(const struct runtime *rt);
