@@ -19,6 +19,7 @@
 #include "../libcore/agent/answer.h"
 #include "../libcore/agent/invocation.h"
 #include "../libcore/agent/remote.h"
+#include "../libcore/base/attach.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
@@ -40,6 +41,7 @@ enum {
 	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
+	OPT_ATTACH = 'a',
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -50,6 +52,9 @@ static struct cli_opt opts[] = {
 	{ OPT_CONTINUE, "continue", NULL, "resume this agent's most recently updated session (agent-snap sessions)" },
 	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
 	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
+	{ OPT_ATTACH, "attach", "FILE", "add FILE ('-': stdin) to the first turn's message: an image, "
+	  "PDF or audio as media, a text file as text; the type from its content (repeatable; "
+	  "20 MiB each, 50 MiB in all)" },
 	{ OPT_APPROVE, "approve", "REF", "resume the paused session: run the interrupted tool request "
 	  "REF (its ref, or its tool's name) again, approved (repeatable)" },
 	{ OPT_DENY, "deny", "REF", "resume the paused session: the interrupted request REF does not "
@@ -249,6 +254,9 @@ struct run_opts {
 	struct answer *answers;         /* --approve, --deny, --respond, in order */
 	size_t nanswers;
 	json_t *outputs;                /* --respond's values (owns them) */
+	const char **attach;            /* -a FILE, NULL-terminated, or NULL */
+	size_t nattach;
+	json_t *parts;                  /* ... read: their parts (owned) */
 	int no_prompt;                  /* --no-prompt */
 };
 
@@ -496,6 +504,7 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_APPROVE: case OPT_DENY: case OPT_RESPOND: return push_answer(op, key, arg);
 	case OPT_REASON: return take_reason(op, arg);
 	case OPT_NO_PROMPT: op->no_prompt = 1; break;
+	case OPT_ATTACH: return cli_push_arg(&op->attach, &op->nattach, arg);
 	}
 	return CORE_OK;
 }
@@ -543,7 +552,16 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 	if (op->nanswers && op->url)
 		return cli_usage("--approve, --deny and --respond answer a local session: with --url, "
 		                 "send the {\"resume\": ...} line on stdin");
-	if (op->nanswers) {     /* the answers are the input: stdin is not read */
+	size_t stdin_attach = 0;
+	for (size_t i = 0; i < op->nattach; i++)
+		stdin_attach += !strcmp(op->attach[i], "-");
+	if (stdin_attach > 1)
+		return cli_usage("-a - reads stdin once: give it once");
+	if (op->nattach && (op->nanswers || op->url))
+		return cli_usage("-a adds to a message: %s", op->url ? "with --url, send the parts in "
+		                 "an AgentInput line on stdin" : "a resume (--approve, --deny, "
+		                 "--respond) has none");
+	if (op->nanswers || stdin_attach) {     /* the input is given: stdin is not read */
 		op->in.messages = 1;
 		op->in.wait_ms = 0;
 	}
@@ -637,6 +655,39 @@ static enum core_status load_agent(struct run *r)
 	return st;
 }
 
+/* -a FILE...: each file's part (attach.h), and whether the agent's model
+ * takes it, asked before anything runs. */
+static enum core_status read_attachments(struct run *r)
+{
+	struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	size_t used = 0;
+	enum core_status st;
+	if (!op->nattach)
+		return CORE_OK;
+	if (!(op->parts = json_array()))
+		return report_oom();
+	for (size_t i = 0; i < op->nattach; i++) {
+		json_t *part = NULL, *msgs;
+		if ((st = attach_part(op->attach[i], &used, &part, &e)))
+			return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->inv.out, &e);
+		json_array_append_new(op->parts, part);
+		if (!r->inv.agent->model)
+			continue;       /* a custom agent's handler picks its models */
+		if (!(msgs = json_pack("[{s:s, s:[O]}]", "role", "user", "content", part)))
+			return report_oom();
+		struct model_request req = { .messages = msgs };
+		st = model_check_request(r->inv.agent->model, &req, &e);
+		json_decref(msgs);
+		if (st)
+			return st == CORE_ENOMEM ? report_oom()
+			       : cli_usage("attach '%s': %s", strcmp(op->attach[i], "-") ? op->attach[i]
+			                   : "stdin", e.msg);
+	}
+	r->inv.feed.attach = op->parts;
+	return CORE_OK;
+}
+
 /* agent-run --describe: the agent's descriptor line. */
 static enum core_status describe_agent(struct run *r)
 {
@@ -681,10 +732,13 @@ static enum core_status read_stdin(struct run *r)
 	if (r->inv.stdin_silent && op->in.wait_ms && !invocation_stop_signal())
 		cli_warn("no input on stdin within %s: going on without it (give "
 		         "</dev/null, or --stdin-timeout 0, to not read stdin)", op->stdin_wait);
+	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nattach)
+		return cli_usage("-a adds to the -m or stdin text turn; NDJSON inputs carry their "
+		                 "own parts");
 	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (!op->nmsg && !op->nanswers && r->inv.stdin_kind == INTAKE_NONE &&
+	if (!op->nmsg && !op->nanswers && !op->nattach && r->inv.stdin_kind == INTAKE_NONE &&
 	    !invocation_stop_signal())
 		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
@@ -1144,6 +1198,8 @@ int main(int argc, char **argv)
 			st = describe_agent(&r);
 		goto out;
 	}
+	if ((st = read_attachments(&r)))
+		goto out;
 	invocation_catch_stops(&r.inv);
 	if ((st = read_stdin(&r)))
 		goto out;
@@ -1164,6 +1220,8 @@ out:
 	free(r.opts.headers);
 	free(r.opts.mcp_configs);
 	free(r.opts.answers);
+	free(r.opts.attach);
+	json_decref(r.opts.parts);
 	json_decref(r.opts.outputs);
 	/* The front of a split run exits as its back did. */
 	return r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st);

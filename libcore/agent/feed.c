@@ -175,9 +175,15 @@ void feed_messages(struct feed *f, const char *const *messages, size_t n,
 		core_buf_release(&first);
 		return;
 	}
-	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
+	for (size_t i = 0; i < (n ? n : piped != NULL || f->attach) && !st; i++) {
 		json_t *in = i == 0 && piped ? feed_user_message(first.p, first.len)
-		                             : feed_user_message(messages[i], strlen(messages[i]));
+		             : i < n ? feed_user_message(messages[i], strlen(messages[i]))
+		             : json_pack("{s:{s:[], s:s}}", "message", "content", "role", "user");
+		json_t *content = json_object_get(json_object_get(in, "message"), "content");
+		if (i == 0 && f->attach && in && json_array_extend(content, (json_t *)f->attach)) {
+			json_decref(in);
+			in = NULL;
+		}
 		if (detach)
 			st = queue_input(d, in);
 		else

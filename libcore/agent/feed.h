@@ -79,6 +79,10 @@ struct feed {
 	 * resume (answer_resume()) runs as the next turn, in this process. */
 	int (*approve)(void *ctx, const json_t *part);
 	void *approve_ctx;
+	/* Parts (agent-run -a FILE) added to the first message of
+	 * feed_messages(), which is then a turn even without text; NULL:
+	 * none.  Borrowed. */
+	const json_t *attach;
 };
 
 /*
