@@ -16,6 +16,7 @@
 
 #include "cli.h"
 #include "cli_ask.h"
+#include "cli_chat.h"
 #include "../libcore/agent/answer.h"
 #include "../libcore/agent/invocation.h"
 #include "../libcore/agent/remote.h"
@@ -181,7 +182,12 @@ static const struct cli_prog prog = {
 	"one AgentInput per line ({\"message\":...}, {\"resume\":{...}}, {} to "
 	"re-attempt), run in order; it cannot be combined with -m.  NDJSON lines are "
 	"read as they arrive, also while a turn runs, and queued (a detach line then "
-	"detaches at once).  A terminal on stdin is not read when -m is given.\n\n"
+	"detaches at once).  A terminal on stdin is not read when -m is given.  With "
+	"stdin and stdout on a terminal and no -m, agent-run is a chat: each line typed "
+	"is a turn of the session, /help lists its commands, Ctrl-C stops a turn, "
+	"Ctrl-D ends it.  -a FILE adds an image, PDF, audio or text file to the first "
+	"turn.  A tool request a turn pauses on is asked on the terminal ('approve NAME "
+	"INPUT? [y/N]'), or answered later with --approve, --deny or --respond.\n\n"
 	"stdout is NDJSON: the AgentStreamChunk objects of every turn (modelChunk, "
 	"customPatch, artifact, turnEnd), flushed one by one, then exactly one final "
 	"line: {\"output\": AgentOutput}, or {\"error\": {\"status\", \"message\"}} "
@@ -222,8 +228,10 @@ static const struct cli_prog prog = {
 	"  run the tasks agent and follow its custom state live\n"
 	"$ agent-run tasks --session \"$id\" -m 'and mark it done'\n"
 	"  continue a session from its latest snapshot\n"
-	"$ echo '{\"resume\":{\"respond\":[...]}}' | agent-run tasks --session \"$id\"\n"
-	"  answer an interrupted tool and go on\n"
+	"$ agent-run deployer --session \"$id\" --approve d1\n"
+	"  run the tool request the turn paused on again, approved, and go on\n"
+	"$ agent-run describer -m 'what is this?' -a photo.jpg\n"
+	"  attach a picture to the turn\n"
 	"$ id=$(agent-run tasks --detach -m 'plan the week' | jq -r .output.snapshotId)\n"
 	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
 	.exits = exits,
@@ -258,6 +266,7 @@ struct run_opts {
 	size_t nattach;
 	json_t *parts;                  /* ... read: their parts (owned) */
 	int no_prompt;                  /* --no-prompt */
+	int chat;                       /* a person at the terminal, no input given */
 };
 
 /* What main() holds; released at its out: label. */
@@ -561,7 +570,11 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		return cli_usage("-a adds to a message: %s", op->url ? "with --url, send the parts in "
 		                 "an AgentInput line on stdin" : "a resume (--approve, --deny, "
 		                 "--respond) has none");
-	if (op->nanswers || stdin_attach) {     /* the input is given: stdin is not read */
+	/* Stdin and stdout on a terminal and no input given: a chat. */
+	op->chat = !op->nmsg && !op->nanswers && !op->nattach && !op->detach && !op->url &&
+	           !op->in.format && !op->describe && !op->list && !op->list_models &&
+	           !op->mcp_list && op->format == OUTPUT_TEXT && isatty(0) && isatty(1);
+	if (op->nanswers || stdin_attach || op->chat) { /* stdin is not read as input */
 		op->in.messages = 1;
 		op->in.wait_ms = 0;
 	}
@@ -738,7 +751,8 @@ static enum core_status read_stdin(struct run *r)
 	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (!op->nmsg && !op->nanswers && !op->nattach && r->inv.stdin_kind == INTAKE_NONE &&
+	if (!op->nmsg && !op->nanswers && !op->nattach && !op->chat &&
+	    r->inv.stdin_kind == INTAKE_NONE &&
 	    !invocation_stop_signal())
 		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
@@ -956,6 +970,123 @@ static enum core_status print_output(struct run *r)
 		clearerr(stdout);
 	}
 	return st;
+}
+
+/* ---- the chat (docs/agent-run.md, "Chat") ---- */
+
+static const char chat_help[] =
+	"  /help      these lines\n"
+	"  /session   the session's ID and its latest snapshot (resume it later with\n"
+	"             --session ID, or --continue)\n"
+	"  /usage     the session's token counts so far\n"
+	"  /quit      end the chat (also /exit, or Ctrl-D on an empty line)\n"
+	"  Ctrl-C stops the turn that runs and keeps the chat.\n";
+
+/* A line beginning with '/': 1 when it ends the chat. */
+static int chat_command(struct run *r, const char *line)
+{
+	struct runtime *rt = r->inv.rt;
+	const char *snap = rt_last_snapshot_id(rt);
+	if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+		return 1;
+	if (!strcmp(line, "/help")) {
+		fputs(chat_help, stderr);
+	} else if (!strcmp(line, "/session")) {
+		fprintf(stderr, "session %s%s%s\n", rt_session_id(rt), snap ? ", snapshot " : "",
+		        snap ? snap : "");
+	} else if (!strcmp(line, "/usage")) {
+		json_t *out = rt_output(rt);
+		const json_t *u = json_object_get(json_object_get(out, "state"), "usage");
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		if (!u && r->inv.store) {       /* a server-managed state is the row's */
+			struct core_err e = { 0 };
+			json_t *row = NULL;
+			if (snap && !store_get(r->inv.store, snap, 0, &row, &e))
+				u = json_object_get(json_object_get(row, "state"), "usage");
+			if (u && !jv_dump(u, &b))
+				fprintf(stderr, "usage %s\n", b.p);
+			json_decref(row);
+		} else if (u && !jv_dump(u, &b)) {
+			fprintf(stderr, "usage %s\n", b.p);
+		}
+		if (!b.len)
+			fprintf(stderr, "usage: no model has reported any yet\n");
+		core_buf_release(&b);
+		json_decref(out);
+	} else {
+		fprintf(stderr, "%s: unknown command '%s' (/help lists them)\n", cli_progname, line);
+	}
+	return 0;
+}
+
+/*
+ * Each line typed is one turn of the session; its text streams, tool
+ * lines and the approval prompt as in text mode.  A turn that failed or
+ * was stopped (Ctrl-C) is told, and the chat goes on from the session's
+ * latest row.  The end (Ctrl-D, /quit) prints the summary; the exit
+ * status is the last turn's.
+ */
+static enum core_status run_chat(struct run *r)
+{
+	struct invocation *inv = &r->inv;
+	struct core_err e = { 0 };
+	char why[256];
+	struct chat_line *c = chat_line_open(cli_progname, why, sizeof why);
+	if (!c) {
+		core_fail(&e, CORE_ESYS, "no chat: %s (give -m TEXT, or pipe the input)", why);
+		return cli_report(&e);
+	}
+	fprintf(stderr, "%s: chat with %s, session %s; /help for commands, Ctrl-D to end\n",
+	        cli_progname, inv->agent->name, rt_session_id(inv->rt));
+	for (;;) {
+		char *line = NULL;
+		int got = chat_line_read(c, "> ", &line);
+		if (got < 0 || (got > 0 && invocation_stop_signal())) {
+			invocation_stop_clear();        /* Ctrl-C at the prompt: a new line */
+			fputc('\n', stderr);
+			free(line);
+			continue;
+		}
+		if (!got) {
+			fputc('\n', stderr);   /* after the prompt Ctrl-D ended */
+			break;
+		}
+		char *t = line + strspn(line, " \t");
+		size_t n = strlen(t);
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+			t[--n] = 0;
+		if (*t == '/') {
+			int end = chat_command(r, t);
+			free(line);
+			if (end)
+				break;
+			continue;
+		}
+		json_t *in = n ? feed_user_message(t, n) : NULL;
+		enum core_status st = in ? feed_turn(&inv->feed, in) : CORE_OK;
+		json_decref(in);
+		free(line);
+		if (inv->out.gone)
+			break;
+		if (!st)
+			continue;
+		/* The turn ended the runtime: say why, and go on from the row. */
+		json_t *out = rt_output(inv->rt);
+		const char *msg = json_string_value(json_object_get(json_object_get(out, "error"),
+		                                                    "message"));
+		if (invocation_stop_signal())
+			cli_warn("stopped");
+		else
+			cli_warn("%s", msg ? msg : "the turn failed");
+		json_decref(out);
+		invocation_stop_clear();
+		if ((st = invocation_reopen(inv, &e))) {
+			chat_line_close(c);
+			return cli_report(&e);
+		}
+	}
+	chat_line_close(c);
+	return print_output(r);
 }
 
 /* ---- --url: the turns on a server (remote.h) ---- */
@@ -1206,6 +1337,10 @@ int main(int argc, char **argv)
 	if ((st = start_intake(&r)) || r.inv.front_exit >= 0 || (st = start_mcp(&r)) ||
 	    (st = open_runtime(&r)) || (r.opts.nanswers && (st = answers_input(&r))))
 		goto out;
+	if (r.opts.chat) {
+		st = run_chat(&r);
+		goto out;
+	}
 	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);
 	switch (r.inv.det.role) {
 	case DETACH_WORKER: st = r.inv.det.worker_st; break;

@@ -127,7 +127,7 @@ out:
  * One input's turn; then, while a person answers the tool requests it
  * paused on (f->approve), the resumes, each a turn of its own.
  */
-static enum core_status run_turn(struct feed *f, const json_t *in)
+enum core_status feed_turn(struct feed *f, const json_t *in)
 {
 	struct runtime *rt = f->det->rt;
 	enum core_status st = rt_turn(rt, in);
@@ -187,7 +187,7 @@ void feed_messages(struct feed *f, const char *const *messages, size_t n,
 		if (detach)
 			st = queue_input(d, in);
 		else
-			st = in ? run_turn(f, in) : CORE_ENOMEM;
+			st = in ? feed_turn(f, in) : CORE_ENOMEM;
 		json_decref(in);
 	}
 	if (detach && !st && !*f->stop)
@@ -265,7 +265,7 @@ static void run_lines(struct feed *f, struct core_lines *lr)
 				detach_start(d);
 			break;
 		}
-		st = run_turn(f, in);
+		st = feed_turn(f, in);
 		json_decref(in);
 		if (st)
 			break;
@@ -352,7 +352,7 @@ void feed_intake(struct feed *f)
 				rt_fail(d->rt, err.st, err.msg);
 			break;
 		}
-		enum core_status st = run_turn(f, next);
+		enum core_status st = feed_turn(f, next);
 		json_decref(next);
 		if (d->role != DETACH_NONE || st)
 			break;

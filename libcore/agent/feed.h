@@ -86,6 +86,13 @@ struct feed {
 };
 
 /*
+ * One input's turn (rt_turn()), then while f->approve answers the tool
+ * requests it paused on, their resumes: CORE_OK while the invocation goes
+ * on, else the status that ended it.
+ */
+enum core_status feed_turn(struct feed *f, const json_t *in);
+
+/*
  * {"message": {"content": [{"text": TEXT}], "role": "user"}} for len bytes
  * of text (valid UTF-8); NULL when out of memory or not UTF-8.
  */
