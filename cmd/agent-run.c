@@ -42,7 +42,7 @@ enum {
 	OPT_MCP_CONFIG = CLI_LONG + 610, OPT_MCP_LIST, OPT_VERBOSE,
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
-	OPT_ATTACH = 'a',
+	OPT_ATTACH = 'a', OPT_MAX_TOKENS_TOTAL = CLI_LONG + 920,
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -53,6 +53,9 @@ static struct cli_opt opts[] = {
 	{ OPT_CONTINUE, "continue", NULL, "resume this agent's most recently updated session (agent-snap sessions)" },
 	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
 	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
+	{ OPT_MAX_TOKENS_TOTAL, "max-tokens-total", "N", "the run's budget: once its model calls "
+	  "have used N tokens in all (totalTokens), no more tool round or turn begins; the run ends "
+	  "aborted, RESOURCE_EXHAUSTED (front matter maxUsage)" },
 	{ OPT_ATTACH, "attach", "FILE", "add FILE ('-': stdin) to the first turn's message: an image, "
 	  "PDF or audio as media, a text file as text; the type from its content (repeatable; "
 	  "20 MiB each, 50 MiB in all)" },
@@ -139,8 +142,9 @@ static struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "completed with a usable result (finish reason stop, other, unknown or empty); detached" },
 	{ 1, "the turn failed (a model or tool failure)" },
-	{ 2, "aborted: max turns (the output's error status ABORTED), or SIGINT, SIGTERM, SIGHUP "
-	  "or a closed stdout stopped the run (CANCELLED)" },
+	{ 2, "aborted: max turns (the output's error status ABORTED), the usage budget "
+	  "(RESOURCE_EXHAUSTED), or SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run "
+	  "(CANCELLED)" },
 	{ 4, "not found: the agent, a tool, the model, the snapshot or a file the command line "
 	  "names" },
 	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
@@ -514,6 +518,16 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_REASON: return take_reason(op, arg);
 	case OPT_NO_PROMPT: op->no_prompt = 1; break;
 	case OPT_ATTACH: return cli_push_arg(&op->attach, &op->nattach, arg);
+	case OPT_MAX_TOKENS_TOTAL: {
+		char *end;
+		errno = 0;
+		long long n = strtoll(arg, &end, 10);
+		if (!*arg || *end || errno || n < 1)
+			return cli_usage("--max-tokens-total must be a whole number of tokens, 1 or "
+			                 "more, not '%s'", arg);
+		spec->max_tokens_total = n;
+		break;
+	}
 	}
 	return CORE_OK;
 }

@@ -95,3 +95,36 @@ setup() {
 	assert_equal "$(jq -c 'select(.turnEnd) | .turnEnd.usage' <<<"$output")" '{"inputMessages":1,"inputCharacters":7,"outputMessages":1,"outputCharacters":7}'
 	assert_equal "$(jq -c '[.output.usage.outputCharacters, .output.state.usage.outputCharacters]' <<<"${lines[-1]}")" '[7,7]'
 }
+
+@test "budget: --max-tokens-total ends the run as max turns does, RESOURCE_EXHAUSTED, exit 2" {
+	printf '%s\n' '{"text":"Noting it.","toolRequests":[{"name":"addTask","ref":"t1","input":{"title":"buy milk"}}],"usage":{"inputTokens":12,"outputTokens":5}}' \
+		'{"text":"Saved.","usage":{"inputTokens":20,"outputTokens":4}}' \
+		'{"fallback":true,"text":"more","usage":{"inputTokens":30,"outputTokens":3}}' >notes.ndjson
+	# spent after the first call: the tool round it asks for does not run
+	run -2 --separate-stderr agent-run --session b1 --model script/notes.ndjson \
+		--tool "$FIXTURES/tools/addTask.json" -m note --max-tokens-total 10
+	assert_equal "$stderr" 'agent-run: generate: usage budget spent: 17 of 10 totalTokens (maxUsage, --max-tokens-total)'
+	assert_equal "$(jq -c '[.output.finishReason, .output.error.status, .output.usage.totalTokens]' <<<"${lines[-1]}")" '["aborted","RESOURCE_EXHAUSTED",17]'
+	assert_equal "$(agent-snap --session b1 | jq -c '[.status, .finishReason]')" '["aborted","aborted"]'
+	# spent by a turn that finished: it keeps its answer, the next turn does not begin
+	run -2 --separate-stderr agent-run --no-store --model script/notes.ndjson \
+		--tool "$FIXTURES/tools/addTask.json" -m note -m again --max-tokens-total 40
+	assert_equal "$stderr" 'agent-run: usage budget spent: 41 of 40 totalTokens (maxUsage, --max-tokens-total)'
+	assert_equal "$(jq -c '[.output.state.messages[-1].content[0].text, (.output.state.messages | length)]' <<<"${lines[-1]}")" '["Saved.",4]'
+	run -100 --separate-stderr agent-run --no-store --model echo -m x --max-tokens-total 0
+	assert_equal "${stderr%%$'\n'*}" "agent-run: --max-tokens-total must be a whole number of tokens, 1 or more, not '0'"
+}
+
+@test "budget: front matter maxUsage, a number of tokens or an object of counts" {
+	mkdir -p agents
+	printf -- '---\nmodel: script/%s\nmaxUsage: {outputTokens: 2}\n---\n' "$PWD/u.ndjson" >agents/thrifty.prompt
+	run -2 --separate-stderr agent-run thrifty --no-store -m a -m b
+	assert_equal "$stderr" 'agent-run: usage budget spent: 2 of 2 outputTokens (maxUsage, --max-tokens-total)'
+	printf -- '---\nmodel: script/%s\nmaxUsage: 1000\n---\n' "$PWD/u.ndjson" >agents/roomy.prompt
+	run -0 --separate-stderr agent-run roomy --no-store -m a -m b
+	# the command line's total wins over the file's
+	run -2 --separate-stderr agent-run roomy --no-store -m a -m b --max-tokens-total 12
+	printf -- '---\nmodel: echo\nmaxUsage: {totalTokens: many}\n---\n' >agents/bad.prompt
+	run -101 --separate-stderr agent-run bad --no-store -m a
+	assert_equal "$stderr" "agent-run: agents/bad.prompt: maxUsage: 'totalTokens' must be a whole number greater than 0"
+}

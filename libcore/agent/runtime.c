@@ -298,6 +298,12 @@ static enum core_status turn_begin(struct runtime *rt, const json_t *input)
 		rt_abort(rt);
 		return CORE_ABORTED;
 	}
+	char spent[200];
+	if (rt_budget_spent(rt, spent, sizeof spent)) {
+		/* the turns before spent the run's budget: no more begin */
+		rt_end(rt, "aborted", CORE_EBUDGET, spent);
+		return CORE_ABORTED;
+	}
 	agent_trace_turn_begin();
 	if (session_turn_begin(rt->s, rt->store != NULL, &e)) {
 		rt_fail(rt, e.st, e.msg);
@@ -337,7 +343,8 @@ static void turn_settle(struct runtime *rt, struct turn_result *r, const struct 
 		core_fail(&r->err, CORE_ECANCELLED, "context canceled");
 	if (r->err.st)
 		snprintf(r->reason, sizeof r->reason, "%s",
-		         r->err.st == CORE_ABORTED || r->err.st == CORE_ECANCELLED ? "aborted" : "failed");
+		         r->err.st == CORE_ABORTED || r->err.st == CORE_ECANCELLED ||
+		         r->err.st == CORE_EBUDGET ? "aborted" : "failed");
 }
 
 /* The commit failed: whatever the turn did is lost, and no later turn runs

@@ -193,6 +193,13 @@ void rt_detach(struct runtime *rt, struct store *store);
  */
 void rt_detach_turn(struct runtime *rt);
 
+/*
+ * Whether the run's usage budget (agent->max_usage) is spent: some count
+ * of this invocation's usage is at or over its limit.  Then 1, with
+ * "usage budget spent: 120 of 100 totalTokens (...)" in msg (size bytes).
+ */
+int rt_budget_spent(const struct runtime *rt, char *msg, size_t size);
+
 /* The session's last message: the resumed row's until a turn runs, then
  * the last turn's; NULL when there is none.  Borrowed. */
 const json_t *rt_last_message(const struct runtime *rt);

@@ -295,6 +295,22 @@ static int tool_round(struct gen *g, json_t *m, const size_t *idx, size_t n,
 	return failed || interrupted;
 }
 
+int rt_budget_spent(const struct runtime *rt, char *msg, size_t size)
+{
+	const json_t *used = session_run_usage(rt->s), *lim;
+	const char *k;
+	json_object_foreach((json_t *)rt->agent->max_usage, k, lim) {
+		const json_t *u = json_object_get(used, k);
+		if (json_is_integer(u) && json_integer_value(u) >= json_integer_value(lim)) {
+			snprintf(msg, size, "usage budget spent: %lld of %lld %s (maxUsage, "
+			         "--max-tokens-total)", (long long)json_integer_value(u),
+			         (long long)json_integer_value(lim), k);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* One model call and what its reply asks for: 0 to call the model again,
  * 1 when the turn is over (r filled). */
 static int generate_step(struct gen *g, struct turn_result *r)
@@ -304,6 +320,7 @@ static int generate_step(struct gen *g, struct turn_result *r)
 	struct model_response resp = { 0 };
 	struct core_err e = { 0 };
 	json_t *minted = NULL;
+	char spent[200];
 	enum core_status st = call_model(g, &resp, &minted, &e);
 	if (st) {
 		json_decref(minted);
@@ -326,6 +343,12 @@ static int generate_step(struct gen *g, struct turn_result *r)
 	} else if (!n || !strcmp(resp.finish_reason, "interrupted")) {
 		snprintf(r->reason, sizeof r->reason, "%s", resp.finish_reason);
 		r->err.st = CORE_OK;
+		r->committed = 1;
+	} else if (rt_budget_spent(rt, spent, sizeof spent)) {
+		/* more tool rounds asked for, but the run's budget is spent:
+		 * ended as max turns ends it, under its own status */
+		core_fail(&r->err, CORE_EBUDGET, "generate: %s", spent);
+		drop_last(g);
 		r->committed = 1;
 	} else if (g->rounds + 1 > (size_t)a->max_turns) {
 		core_fail(&r->err, CORE_ABORTED, "generate: exceeded maximum tool call iterations (%d)",
