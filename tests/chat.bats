@@ -84,9 +84,11 @@ tty_end() {
 	tty_wait 'tick'
 	tty_type $'\003'
 	tty_wait 'agent-run: stopped'
+	tty_wait '> ' 2
 	tty_type $'half'
 	tty_wait 'half'
 	tty_type $'\003'
+	tty_wait '> ' 3          # the line is dropped for a new prompt
 	tty_type $'again\n'
 	tty_wait 'quick'
 	tty_type $'/quit\n'
