@@ -98,7 +98,8 @@ $(BUILD)/gen/%.o: $(BUILD)/gen/%.c $(PB_H)
 $(BUILD)/libcore/base/trace.o: $(PB_H)
 $(BUILD)/libcore/base/trace.o: OBJ_CFLAGS = -I$(BUILD)/gen
 STORE_OBJ := $(patsubst %.c,$(BUILD)/%.o,$(STORE_SRC))
-CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_ask.o $(BUILD)/cmd/cli_doc.o $(BUILD)/cmd/cli_parse.o
+CLI_OBJ   := $(BUILD)/cmd/cli.o $(BUILD)/cmd/cli_ask.o $(BUILD)/cmd/cli_chat.o $(BUILD)/cmd/cli_doc.o \
+             $(BUILD)/cmd/cli_parse.o
 # One static core library, the store in it: the store stands on libcore's
 # base and the agent floor on the store, and the linker resolves members of
 # one archive among themselves, so no link order or group is needed.

@@ -16,8 +16,11 @@
 
 #include "cli.h"
 #include "cli_ask.h"
+#include "cli_chat.h"
+#include "../libcore/agent/answer.h"
 #include "../libcore/agent/invocation.h"
 #include "../libcore/agent/remote.h"
+#include "../libcore/base/attach.h"
 #include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 #include "../libcore/model/registry.h"
@@ -40,6 +43,8 @@ enum {
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 	OPT_QUEUE = CLI_LONG + 800, OPT_KEY, OPT_NOT_BEFORE, OPT_MAX_ATTEMPTS, OPT_CONCURRENCY,
 	OPT_CLAIMED, OPT_STORE_FD,
+	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
+	OPT_ATTACH = 'a', OPT_MAX_TOKENS_TOTAL = CLI_LONG + 920,
 };
 
 /* Not const: key_file_help() writes --key-file's help at start-up. */
@@ -50,6 +55,21 @@ static struct cli_opt opts[] = {
 	{ OPT_CONTINUE, "continue", NULL, "resume this agent's most recently updated session (agent-snap sessions)" },
 	{ OPT_STATE, "state", "FILE", "client-managed: start from this SessionState (needs --no-store)" },
 	{ OPT_INIT, "init", "JSON", "the AgentInit object {sessionId, snapshotId, state} as JSON" },
+	{ OPT_MAX_TOKENS_TOTAL, "max-tokens-total", "N", "the run's budget: once its model calls "
+	  "have used N tokens in all (totalTokens), no more tool round or turn begins; the run ends "
+	  "aborted, RESOURCE_EXHAUSTED (front matter maxUsage)" },
+	{ OPT_ATTACH, "attach", "FILE", "add FILE ('-': stdin) to the first turn's message: an image, "
+	  "PDF or audio as media, a text file as text; the type from its content (repeatable; "
+	  "20 MiB each, 50 MiB in all)" },
+	{ OPT_APPROVE, "approve", "REF", "resume the paused session: run the interrupted tool request "
+	  "REF (its ref, or its tool's name) again, approved (repeatable)" },
+	{ OPT_DENY, "deny", "REF", "resume the paused session: the interrupted request REF does not "
+	  "run; the model reads that the user denied it (repeatable)" },
+	{ OPT_REASON, "reason", "TEXT", "with --deny: why, told to the model" },
+	{ OPT_RESPOND, "respond", "REF=JSON", "resume the paused session: JSON (any JSON value) is "
+	  "the output of the interrupted request REF (repeatable)" },
+	{ OPT_NO_PROMPT, "no-prompt", NULL, "do not ask on the terminal to approve a tool request "
+	  "a turn paused on: end the turn interrupted" },
 	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
 	{ OPT_NO_STORE, "no-store", NULL, "client-managed state: no store, the final state is in output.state" },
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
@@ -141,8 +161,9 @@ static struct cli_opt opts[] = {
 static const struct cli_exitcode exits[] = {
 	{ 0, "completed with a usable result (finish reason stop, other, unknown or empty); detached" },
 	{ 1, "the turn failed (a model or tool failure)" },
-	{ 2, "aborted: max turns (the output's error status ABORTED), or SIGINT, SIGTERM, SIGHUP "
-	  "or a closed stdout stopped the run (CANCELLED)" },
+	{ 2, "aborted: max turns (the output's error status ABORTED), the usage budget "
+	  "(RESOURCE_EXHAUSTED), or SIGINT, SIGTERM, SIGHUP or a closed stdout stopped the run "
+	  "(CANCELLED)" },
 	{ 4, "not found: the agent, a tool, the model, the snapshot or a file the command line "
 	  "names" },
 	{ 5, "failed precondition (wrong state mode, resume of a pending row, a busy session "
@@ -184,7 +205,12 @@ static const struct cli_prog prog = {
 	"one AgentInput per line ({\"message\":...}, {\"resume\":{...}}, {} to "
 	"re-attempt), run in order; it cannot be combined with -m.  NDJSON lines are "
 	"read as they arrive, also while a turn runs, and queued (a detach line then "
-	"detaches at once).  A terminal on stdin is not read when -m is given.\n\n"
+	"detaches at once).  A terminal on stdin is not read when -m is given.  With "
+	"stdin and stdout on a terminal and no -m, agent-run is a chat: each line typed "
+	"is a turn of the session, /help lists its commands, Ctrl-C stops a turn, "
+	"Ctrl-D ends it.  -a FILE adds an image, PDF, audio or text file to the first "
+	"turn.  A tool request a turn pauses on is asked on the terminal ('approve NAME "
+	"INPUT? [y/N]'), or answered later with --approve, --deny or --respond.\n\n"
 	"stdout is NDJSON: the AgentStreamChunk objects of every turn (modelChunk, "
 	"customPatch, artifact, turnEnd), flushed one by one, then exactly one final "
 	"line: {\"output\": AgentOutput}, or {\"error\": {\"status\", \"message\"}} "
@@ -225,8 +251,10 @@ static const struct cli_prog prog = {
 	"  run the tasks agent and follow its custom state live\n"
 	"$ agent-run tasks --session \"$id\" -m 'and mark it done'\n"
 	"  continue a session from its latest snapshot\n"
-	"$ echo '{\"resume\":{\"respond\":[...]}}' | agent-run tasks --session \"$id\"\n"
-	"  answer an interrupted tool and go on\n"
+	"$ agent-run deployer --session \"$id\" --approve d1\n"
+	"  run the tool request the turn paused on again, approved, and go on\n"
+	"$ agent-run describer -m 'what is this?' -a photo.jpg\n"
+	"  attach a picture to the turn\n"
 	"$ id=$(agent-run tasks --detach -m 'plan the week' | jq -r .output.snapshotId)\n"
 	"  run in the background; then: agent-wait --timeout 10m \"$id\"",
 	.exits = exits,
@@ -260,6 +288,14 @@ struct run_opts {
 	json_t *run_args;               /* the options a queued run's worker is given */
 	const char *claimed;            /* --claimed ID */
 	const char *store_fd;           /* --store-fd FD */
+	struct answer *answers;         /* --approve, --deny, --respond, in order */
+	size_t nanswers;
+	json_t *outputs;                /* --respond's values (owns them) */
+	const char **attach;            /* -a FILE, NULL-terminated, or NULL */
+	size_t nattach;
+	json_t *parts;                  /* ... read: their parts (owned) */
+	int no_prompt;                  /* --no-prompt */
+	int chat;                       /* a person at the terminal, no input given */
 };
 
 /* What main() holds; released at its out: label. */
@@ -396,7 +432,7 @@ static int travels(int key)
 		OPT_CONFIG, OPT_JSON, OPT_OUTPUT_SCHEMA, OPT_KEY_FILE, OPT_MODEL_TIMEOUT, OPT_EXEC,
 		OPT_DOCS, OPT_STATE_TRANSFORM, OPT_STREAM_TRANSFORM, OPT_TRACE, OPT_TRACE_FILE,
 		OPT_TRACE_CONTENT, OPT_TRACE_NAMES, OPT_MCP_CONFIG, OPT_VERBOSE, OPT_HB_INTERVAL,
-		OPT_HB_TIMEOUT, 0,
+		OPT_HB_TIMEOUT, OPT_MAX_TOKENS_TOTAL, 0,
 	};
 	for (const int *k = keys; *k; k++)
 		if (*k == key)
@@ -426,6 +462,55 @@ static enum core_status count_flag(const char *flag, const char *arg, long max, 
 	if (!*arg || *end || n < 1 || n > max)
 		return cli_usage("%s must be a number from 1 to %ld, got '%s'", flag, max, arg);
 	*out = n;
+	return CORE_OK;
+}
+
+/* --approve REF, --deny REF, --respond REF=JSON: one answer more. */
+static enum core_status push_answer(struct run_opts *op, int key, const char *arg)
+{
+	static const char *const flags[] = { "--approve", "--deny", "--respond" };
+	enum answer_kind kind = key == OPT_APPROVE ? ANSWER_APPROVE : key == OPT_DENY ? ANSWER_DENY
+	                        : ANSWER_RESPOND;
+	struct answer a = { kind, arg, NULL, NULL, flags[kind] };
+	struct core_err e = { 0 };
+	if (kind == ANSWER_RESPOND) {
+		const char *eq = strchr(arg, '=');
+		char *ref;
+		if (!eq || eq == arg)
+			return cli_usage("--respond takes REF=JSON (the request's ref, '=', the tool's "
+			                 "output as JSON), not '%s'", arg);
+		json_t *v = jv_parse(eq + 1, strlen(eq + 1), "--respond", 0, &e);
+		if (!v)
+			return cli_usage("--respond '%s': %s", arg, e.msg);
+		if (!op->outputs && !(op->outputs = json_array()))
+			return report_oom();
+		if (json_array_append_new(op->outputs, v) || !(ref = strndup(arg, (size_t)(eq - arg))))
+			return report_oom();
+		/* the ref's copy lives as long as the outputs: a string beside them */
+		json_array_append_new(op->outputs, json_string(ref));
+		free(ref);
+		a.ref = json_string_value(json_array_get(op->outputs, json_array_size(op->outputs) - 1));
+		a.output = v;
+	} else if (!*arg) {
+		return cli_usage("%s needs a ref (or a tool name)", flags[kind]);
+	}
+	struct answer *na = realloc(op->answers, (op->nanswers + 1) * sizeof *na);
+	if (!na || !a.ref)
+		return report_oom();
+	op->answers = na;
+	op->answers[op->nanswers++] = a;
+	return CORE_OK;
+}
+
+/* --reason TEXT: the last --deny's. */
+static enum core_status take_reason(struct run_opts *op, const char *arg)
+{
+	struct answer *a = op->nanswers ? &op->answers[op->nanswers - 1] : NULL;
+	if (!a || a->kind != ANSWER_DENY)
+		return cli_usage("--reason goes after the --deny REF it explains");
+	if (a->reason)
+		return cli_usage("--deny '%s' has two reasons: give --reason once", a->ref);
+	a->reason = arg;
 	return CORE_OK;
 }
 
@@ -518,6 +603,20 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 		op->trace.semconv = !strcmp(arg, "semconv");
 		break;
 	case OPT_MAX_RECORD: return cli_size("--max-record", arg, &op->in.max_record);
+	case OPT_APPROVE: case OPT_DENY: case OPT_RESPOND: return push_answer(op, key, arg);
+	case OPT_REASON: return take_reason(op, arg);
+	case OPT_NO_PROMPT: op->no_prompt = 1; break;
+	case OPT_ATTACH: return cli_push_arg(&op->attach, &op->nattach, arg);
+	case OPT_MAX_TOKENS_TOTAL: {
+		char *end;
+		errno = 0;
+		long long n = strtoll(arg, &end, 10);
+		if (!*arg || *end || errno || n < 1)
+			return cli_usage("--max-tokens-total must be a whole number of tokens, 1 or "
+			                 "more, not '%s'", arg);
+		spec->max_tokens_total = n;
+		break;
+	}
 	}
 	return CORE_OK;
 }
@@ -600,8 +699,55 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		                 "--state, --init and --no-store");
 	if ((st = queue_options(op)))
 		return st;
+	if (op->nanswers && op->nmsg)
+		return cli_usage("-m and --approve, --deny or --respond both give the turn's input: "
+		                 "use one");
+	if (op->nanswers && !op->session && !op->snapshot && !op->open.cont && !op->state_file &&
+	    !op->init_json)
+		return cli_usage("--approve, --deny and --respond answer a paused session: name it "
+		                 "with --session ID (or --snapshot ID, --continue, --state FILE)");
+	if (op->nanswers && op->url)
+		return cli_usage("--approve, --deny and --respond answer a local session: with --url, "
+		                 "send the {\"resume\": ...} line on stdin");
+	size_t stdin_attach = 0;
+	for (size_t i = 0; i < op->nattach; i++)
+		stdin_attach += !strcmp(op->attach[i], "-");
+	if (stdin_attach > 1)
+		return cli_usage("-a - reads stdin once: give it once");
+	if (op->nattach && (op->nanswers || op->url))
+		return cli_usage("-a adds to a message: %s", op->url ? "with --url, send the parts in "
+		                 "an AgentInput line on stdin" : "a resume (--approve, --deny, "
+		                 "--respond) has none");
+	/* Stdin and stdout on a terminal and no input given: a chat. */
+	op->chat = !op->nmsg && !op->nanswers && !op->nattach && !op->detach && !op->url &&
+	           !op->in.format && !op->describe && !op->list && !op->list_models &&
+	           !op->mcp_list && op->format == OUTPUT_TEXT && isatty(0) && isatty(1);
+	if (op->nanswers || stdin_attach || op->chat) { /* stdin is not read as input */
+		op->in.messages = 1;
+		op->in.wait_ms = 0;
+	}
 	op->spec.tools = op->tools;
 	op->spec.default_model = getenv("AGENTKIT_MODEL");
+	return CORE_OK;
+}
+
+/* The answers' resume (answer.h) as the invocation's one input line. */
+static enum core_status answers_input(struct run *r)
+{
+	struct core_err e = { 0 };
+	json_t *input = NULL;
+	enum core_status st = answer_resume(rt_last_message(r->inv.rt), rt_session_id(r->inv.rt),
+	                                    r->opts.answers, r->opts.nanswers, &input, &e);
+	if (st)
+		return init_failed(&r->inv.out, &e);
+	core_buf_release(&r->inv.in);
+	r->inv.in = (struct core_buf)CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	if (jv_dump(input, &r->inv.in) || core_buf_addc(&r->inv.in, '\n')) {
+		json_decref(input);
+		return report_oom();
+	}
+	json_decref(input);
+	r->inv.stdin_kind = INTAKE_NDJSON;
 	return CORE_OK;
 }
 
@@ -670,6 +816,39 @@ static enum core_status load_agent(struct run *r)
 	return st;
 }
 
+/* -a FILE...: each file's part (attach.h), and whether the agent's model
+ * takes it, asked before anything runs. */
+static enum core_status read_attachments(struct run *r)
+{
+	struct run_opts *op = &r->opts;
+	struct core_err e = { 0 };
+	size_t used = 0;
+	enum core_status st;
+	if (!op->nattach)
+		return CORE_OK;
+	if (!(op->parts = json_array()))
+		return report_oom();
+	for (size_t i = 0; i < op->nattach; i++) {
+		json_t *part = NULL, *msgs;
+		if ((st = attach_part(op->attach[i], &used, &part, &e)))
+			return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->inv.out, &e);
+		json_array_append_new(op->parts, part);
+		if (!r->inv.agent->model)
+			continue;       /* a custom agent's handler picks its models */
+		if (!(msgs = json_pack("[{s:s, s:[O]}]", "role", "user", "content", part)))
+			return report_oom();
+		struct model_request req = { .messages = msgs };
+		st = model_check_request(r->inv.agent->model, &req, &e);
+		json_decref(msgs);
+		if (st)
+			return st == CORE_ENOMEM ? report_oom()
+			       : cli_usage("attach '%s': %s", strcmp(op->attach[i], "-") ? op->attach[i]
+			                   : "stdin", e.msg);
+	}
+	r->inv.feed.attach = op->parts;
+	return CORE_OK;
+}
+
 /* agent-run --describe: the agent's descriptor line. */
 static enum core_status describe_agent(struct run *r)
 {
@@ -714,10 +893,15 @@ static enum core_status read_stdin(struct run *r)
 	if (r->inv.stdin_silent && op->in.wait_ms && !invocation_stop_signal())
 		cli_warn("no input on stdin within %s: going on without it (give "
 		         "</dev/null, or --stdin-timeout 0, to not read stdin)", op->stdin_wait);
+	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nattach)
+		return cli_usage("-a adds to the -m or stdin text turn; NDJSON inputs carry their "
+		                 "own parts");
 	if (r->inv.stdin_kind == INTAKE_NDJSON && op->nmsg)
 		return cli_usage("-m and NDJSON on stdin both give turns: use one (or "
 		                 "--input-format text to send stdin as text after the -m text)");
-	if (!op->nmsg && r->inv.stdin_kind == INTAKE_NONE && !invocation_stop_signal())
+	if (!op->nmsg && !op->nanswers && !op->nattach && !op->chat &&
+	    r->inv.stdin_kind == INTAKE_NONE &&
+	    !invocation_stop_signal())
 		cli_warn("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
 }
@@ -928,52 +1112,49 @@ static enum core_status print_detached(void *ctx)
 
 /*
  * Text mode, a turn that paused on a tool interrupt: the command that
- * resumes it, its input answering every interrupted request (ANSWER
- * stands for each tool's output, any JSON value): the same command line
- * without its inputs and the options that pick the session, then
- * --session SID.  A client-managed run has no session to resume by.
+ * resumes it, answering every interrupted request with --respond
+ * 'REF=ANSWER' (ANSWER stands for each tool's output, any JSON value):
+ * the same command line without its inputs, its answers and the options
+ * that pick the session, then --session SID.  A client-managed run has no
+ * session to resume by.
  */
 static void resume_hint(struct run *r)
 {
 	static const int drop[] = { OPT_MESSAGE, OPT_SESSION, OPT_SNAPSHOT, OPT_CONTINUE,
-	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, 0 };
+	                            OPT_DETACH, OPT_INIT, OPT_INPUT_FORMAT, OPT_APPROVE,
+	                            OPT_DENY, OPT_REASON, OPT_RESPOND, 0 };
 	const json_t *out = r->inv.output, *part;
 	const char *reason = json_string_value(json_object_get(out, "finishReason"));
 	struct core_buf cmd = CORE_BUF_INIT(CORE_BUF_UNLIMITED), names = CORE_BUF_INIT(4096);
-	struct core_buf js = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	json_t *respond = json_array(), *input = NULL;
+	json_t *pending = NULL;
 	size_t i;
-	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store || !respond)
+	if (!reason || strcmp(reason, "interrupted") || r->opts.open.no_store ||
+	    !(pending = answer_pending(json_object_get(out, "message"))) || !json_array_size(pending))
 		goto out;
-	json_array_foreach(json_object_get(json_object_get(out, "message"), "content"), i, part) {
-		const json_t *req = json_object_get(part, "toolRequest");
-		if (!req || !json_object_get(json_object_get(part, "metadata"), "interrupt"))
-			continue;
-		json_t *ans = json_pack("{s:{s:O,s:O*,s:s}}", "toolResponse", "name",
-		                        json_object_get(req, "name"), "ref",
-		                        json_object_get(req, "ref"), "output", "ANSWER");
-		if (!ans || json_array_append_new(respond, ans))
-			goto out;
-		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "",
-		              json_string_value(json_object_get(req, "name")),
-		              json_object_get(req, "ref") ? " (ref " : "",
-		              json_string_value(json_object_get(req, "ref")) ?
-		              json_string_value(json_object_get(req, "ref")) : "",
-		              json_object_get(req, "ref") ? ")" : "");
-	}
-	if (!json_array_size(respond) ||
-	    !(input = json_pack("{s:{s:O}}", "resume", "respond", respond)) ||
-	    jv_dump(input, &js) || core_buf_adds(&cmd, "echo") ||
-	    cli_command_line(&js.p, 1, drop, &cmd) || core_buf_adds(&cmd, " |") ||
-	    cli_command_line(r->args, r->nargs, drop, &cmd) ||
+	if (cli_command_line(r->args, r->nargs, drop, &cmd) ||
 	    core_buf_addf(&cmd, " --session %s", rt_session_id(r->inv.rt)))
 		goto out;
+	json_array_foreach(pending, i, part) {
+		const json_t *req = json_object_get(part, "toolRequest");
+		const char *name = json_string_value(json_object_get(req, "name"));
+		const char *ref = json_string_value(json_object_get(req, "ref"));
+		const char *word = ref && *ref ? ref : name ? name : "";
+		core_buf_addf(&names, "%s%s%s%s%s", names.len ? ", " : "", name ? name : "",
+		              ref ? " (ref " : "", ref ? ref : "", ref ? ")" : "");
+		/* in single quotes, so that a JSON ANSWER needs no more quoting */
+		core_buf_adds(&cmd, " --respond '");
+		for (const char *c = word; *c; c++)
+			if (*c == '\'')
+				core_buf_adds(&cmd, "'\\''");
+			else
+				core_buf_addc(&cmd, *c);
+		core_buf_adds(&cmd, "=ANSWER'");
+	}
 	cli_warn("interrupted: %s waits for an answer; resume it with (ANSWER: the tool's "
-	         "output, any JSON value):\n  %s", names.p ? names.p : "", cmd.p);
+	         "output, any JSON value; or --approve REF to run it again, approved, or --deny "
+	         "REF):\n  %s", names.p ? names.p : "", cmd.p);
 out:
-	core_buf_release(&js);
-	json_decref(input);
-	json_decref(respond);
+	json_decref(pending);
 	core_buf_release(&cmd);
 	core_buf_release(&names);
 }
@@ -1015,6 +1196,123 @@ static enum core_status print_output(struct run *r)
 		clearerr(stdout);
 	}
 	return st;
+}
+
+/* ---- the chat (docs/agent-run.md, "Chat") ---- */
+
+static const char chat_help[] =
+	"  /help      these lines\n"
+	"  /session   the session's ID and its latest snapshot (resume it later with\n"
+	"             --session ID, or --continue)\n"
+	"  /usage     the session's token counts so far\n"
+	"  /quit      end the chat (also /exit, or Ctrl-D on an empty line)\n"
+	"  Ctrl-C stops the turn that runs and keeps the chat.\n";
+
+/* A line beginning with '/': 1 when it ends the chat. */
+static int chat_command(struct run *r, const char *line)
+{
+	struct runtime *rt = r->inv.rt;
+	const char *snap = rt_last_snapshot_id(rt);
+	if (!strcmp(line, "/quit") || !strcmp(line, "/exit"))
+		return 1;
+	if (!strcmp(line, "/help")) {
+		fputs(chat_help, stderr);
+	} else if (!strcmp(line, "/session")) {
+		fprintf(stderr, "session %s%s%s\n", rt_session_id(rt), snap ? ", snapshot " : "",
+		        snap ? snap : "");
+	} else if (!strcmp(line, "/usage")) {
+		json_t *out = rt_output(rt);
+		const json_t *u = json_object_get(json_object_get(out, "state"), "usage");
+		struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		if (!u && r->inv.store) {       /* a server-managed state is the row's */
+			struct core_err e = { 0 };
+			json_t *row = NULL;
+			if (snap && !store_get(r->inv.store, snap, 0, &row, &e))
+				u = json_object_get(json_object_get(row, "state"), "usage");
+			if (u && !jv_dump(u, &b))
+				fprintf(stderr, "usage %s\n", b.p);
+			json_decref(row);
+		} else if (u && !jv_dump(u, &b)) {
+			fprintf(stderr, "usage %s\n", b.p);
+		}
+		if (!b.len)
+			fprintf(stderr, "usage: no model has reported any yet\n");
+		core_buf_release(&b);
+		json_decref(out);
+	} else {
+		fprintf(stderr, "%s: unknown command '%s' (/help lists them)\n", cli_progname, line);
+	}
+	return 0;
+}
+
+/*
+ * Each line typed is one turn of the session; its text streams, tool
+ * lines and the approval prompt as in text mode.  A turn that failed or
+ * was stopped (Ctrl-C) is told, and the chat goes on from the session's
+ * latest row.  The end (Ctrl-D, /quit) prints the summary; the exit
+ * status is the last turn's.
+ */
+static enum core_status run_chat(struct run *r)
+{
+	struct invocation *inv = &r->inv;
+	struct core_err e = { 0 };
+	char why[256];
+	struct chat_line *c = chat_line_open(cli_progname, why, sizeof why);
+	if (!c) {
+		core_fail(&e, CORE_ESYS, "no chat: %s (give -m TEXT, or pipe the input)", why);
+		return cli_report(&e);
+	}
+	fprintf(stderr, "%s: chat with %s, session %s; /help for commands, Ctrl-D to end\n",
+	        cli_progname, inv->agent->name, rt_session_id(inv->rt));
+	for (;;) {
+		char *line = NULL;
+		int got = chat_line_read(c, "> ", &line);
+		if (got < 0 || (got > 0 && invocation_stop_signal())) {
+			invocation_stop_clear();        /* Ctrl-C at the prompt: a new line */
+			fputc('\n', stderr);
+			free(line);
+			continue;
+		}
+		if (!got) {
+			fputc('\n', stderr);   /* after the prompt Ctrl-D ended */
+			break;
+		}
+		char *t = line + strspn(line, " \t");
+		size_t n = strlen(t);
+		while (n && (t[n - 1] == ' ' || t[n - 1] == '\t'))
+			t[--n] = 0;
+		if (*t == '/') {
+			int end = chat_command(r, t);
+			free(line);
+			if (end)
+				break;
+			continue;
+		}
+		json_t *in = n ? feed_user_message(t, n) : NULL;
+		enum core_status st = in ? feed_turn(&inv->feed, in) : CORE_OK;
+		json_decref(in);
+		free(line);
+		if (inv->out.gone)
+			break;
+		if (!st)
+			continue;
+		/* The turn ended the runtime: say why, and go on from the row. */
+		json_t *out = rt_output(inv->rt);
+		const char *msg = json_string_value(json_object_get(json_object_get(out, "error"),
+		                                                    "message"));
+		if (invocation_stop_signal())
+			cli_warn("stopped");
+		else
+			cli_warn("%s", msg ? msg : "the turn failed");
+		json_decref(out);
+		invocation_stop_clear();
+		if ((st = invocation_reopen(inv, &e))) {
+			chat_line_close(c);
+			return cli_report(&e);
+		}
+	}
+	chat_line_close(c);
+	return print_output(r);
 }
 
 /* ---- --url: the turns on a server (remote.h) ---- */
@@ -1210,9 +1508,10 @@ int main(int argc, char **argv)
 {
 	struct run r = { 0 };
 	/* an MCP server's questions go to a person at the terminal, if any */
+	int person = ask_available();
 	struct invocation_sink sink = {
 		.warn = on_warn, .log = worker_log, .mcp_line = mcp_stderr_line,
-		.elicit = ask_available() ? ask_elicit : NULL, .detached = print_detached,
+		.elicit = person ? ask_elicit : NULL, .detached = print_detached,
 		.ctx = &r,
 	};
 	struct output_sink out = { out_write, out_flush, out_note, NULL };
@@ -1236,6 +1535,10 @@ int main(int argc, char **argv)
 		goto out;
 	if (r.opts.claimed && (st = read_claimed(&r)))
 		goto out;
+	/* A tool request a turn pauses on is asked of the person at the
+	 * terminal, and the turn goes on in this process. */
+	if (person && isatty(0) && isatty(1) && !r.opts.no_prompt && !r.opts.detach)
+		r.inv.sink.approve = ask_approve;
 	int color = r.opts.format == OUTPUT_TEXT && isatty(2)
 	            && !(getenv("NO_COLOR") && *getenv("NO_COLOR"));
 	if (output_init(&r.inv.out, r.opts.format, color, out)) {
@@ -1277,6 +1580,8 @@ int main(int argc, char **argv)
 			st = describe_agent(&r);
 		goto out;
 	}
+	if ((st = read_attachments(&r)))
+		goto out;
 	invocation_catch_stops(&r.inv);
 	if (r.opts.claimed) {
 		st = run_claimed(&r);
@@ -1285,7 +1590,7 @@ int main(int argc, char **argv)
 	if ((st = read_stdin(&r)))
 		goto out;
 	if ((st = start_intake(&r)) || r.inv.front_exit >= 0 || (st = start_mcp(&r)) ||
-	    (st = open_runtime(&r)))
+	    (st = open_runtime(&r)) || (r.opts.nanswers && (st = answers_input(&r))))
 		goto out;
 	if (r.opts.enq.queue) {
 		/* the limit is the agent's: its name, the flag, else its front matter */
@@ -1295,6 +1600,10 @@ int main(int argc, char **argv)
 		if (!r.opts.enq.max_attempts)
 			r.opts.enq.max_attempts = r.inv.agent->max_attempts;
 		r.inv.det.enq = &r.opts.enq;
+	}
+	if (r.opts.chat) {
+		st = run_chat(&r);
+		goto out;
 	}
 	invocation_run(&r.inv, r.opts.messages, r.opts.nmsg, r.opts.detach, r.opts.in.max_record);
 	switch (r.inv.det.role) {
@@ -1312,6 +1621,10 @@ out:
 	free(r.args);
 	free(r.opts.headers);
 	free(r.opts.mcp_configs);
+	free(r.opts.answers);
+	free(r.opts.attach);
+	json_decref(r.opts.parts);
+	json_decref(r.opts.outputs);
 	/* The front of a split run exits as its back did. */
 	cli_leave(r.inv.front_exit >= 0 ? r.inv.front_exit : cli_finish(st));
 }

@@ -127,9 +127,11 @@ static const struct cli_sub subs[] = {
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
 	  "\"agent\", \"model\", \"title\" (the first user text, shortened), "
-	  "\"finishReason\" (the latest row's, when it has one)}; on a terminal, a "
-	  "table, whose STATUS reads \"interrupted\" for a completed row that paused "
-	  "on a tool interrupt.  --agent NAME keeps the sessions of that agent, "
+	  "\"usage\" (the session's token counts summed over its turns, when a "
+	  "model reported any), \"finishReason\" (the latest row's, when it has "
+	  "one)}; on a terminal, a table, whose STATUS reads \"interrupted\" for a "
+	  "completed row that paused on a tool interrupt and whose TOKENS is the "
+	  "session's totalTokens.  --agent NAME keeps the sessions of that agent, "
 	  "--since TIME those updated since then.", run_sessions },
 	{ "show", "SID", 1, 1, "SID", CLI_SESSION,
 	  NULL, SNAP_AGENT,
@@ -154,6 +156,8 @@ static const struct cli_sub subs[] = {
 	  "to, oldest first, each with \"depth\" (1 for the session's own "
 	  "sub-agents, 2 for theirs, ...) and \"delegation\": {\"parentSessionId\", "
 	  "\"parentSnapshotId\", \"agent\", \"tool\"}.", run_log },
+	  "{\"host\", \"pid\"}; a row's \"usage\" is its turn's token counts "
+	  "(a detached run's: all its turns).", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs (in the same "
@@ -344,7 +348,9 @@ static enum core_status show_latest(struct store *s, const struct opts *o)
 
 /* ---- sessions ---- */
 
-/* One session as a table row: SESSION UPDATED STATUS ROWS AGENT TITLE. */
+/* One session as a table row: SESSION UPDATED STATUS ROWS TOKENS AGENT
+ * TITLE; TOKENS is the session's totalTokens, "-" when no model reported
+ * tokens. */
 static enum core_status session_text(const json_t *l, struct core_err *e)
 {
 	const char *updated = json_string_value(json_object_get(l, "updatedAt"));
@@ -352,7 +358,10 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	const char *title = json_string_value(json_object_get(l, "title"));
 	const char *status = json_string_value(json_object_get(l, "status"));
 	const char *reason = json_string_value(json_object_get(l, "finishReason"));
-	char when[20] = "-";
+	const json_t *total = json_object_get(json_object_get(l, "usage"), "totalTokens");
+	char when[20] = "-", tokens[24] = "-";
+	if (json_is_integer(total))
+		snprintf(tokens, sizeof tokens, "%lld", (long long)json_integer_value(total));
 	if (updated && strlen(updated) >= 19) {
 		memcpy(when, updated, 19);
 		when[10] = ' ';
@@ -362,9 +371,9 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	/* A paused turn is what a person must answer: its own word here. */
 	if (status && !strcmp(status, "completed") && reason && !strcmp(reason, "interrupted"))
 		status = "interrupted";
-	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-11s %5lld  %-12s  %s\n",
+	enum core_status st = core_buf_addf(&b, "%-36s  %-19s  %-11s %5lld  %7s  %-12s  %s\n",
 		json_string_value(json_object_get(l, "sessionId")), when, status,
-		(long long)json_integer_value(json_object_get(l, "snapshots")),
+		(long long)json_integer_value(json_object_get(l, "snapshots")), tokens,
 		agent ? agent : "-", title ? title : "");
 	if (st)
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
@@ -413,7 +422,7 @@ static enum core_status run_sessions(void *ctx, int argc, char **argv)
 	size_t i;
 	enum core_status st = store_recent_sessions(s, &f, &list, &e);
 	static const char head[] = "SESSION                               UPDATED (UTC)        "
-	                           "STATUS       ROWS  AGENT         TITLE\n";
+	                           "STATUS       ROWS   TOKENS  AGENT         TITLE\n";
 	if (!st)
 		st = add_finish_reasons(s, list, &e);
 	if (!st && o->json)             /* one document: the array */
@@ -743,6 +752,10 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 		json_object_set_new(r, "delegation", json_deep_copy(d));
 	if (c->depth)
 		json_object_set_new(r, "depth", json_integer(c->depth));
+	/* the turn's token counts (a detached run's: all its turns) */
+	const json_t *u = json_object_get(json_object_get(row, STORE_INFO_KEY), "usage");
+	if (json_is_object(u))
+		json_object_set_new(r, "usage", json_deep_copy(u));
 	parent = json_string_value(json_object_get(r, "parentId"));
 	if (parent && *parent) {
 		if (json_object_get(c->parents, parent))

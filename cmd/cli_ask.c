@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "../libcore/base/buf.h"
+#include "../libcore/base/json.h"
 #include "../libcore/base/util.h"
 
 #define ASK_LINE_MAX 4096       /* an answer's bytes; the rest is dropped */
@@ -324,4 +325,57 @@ enum core_status ask_elicit(void *ctx, const char *server, const json_t *params,
 	                                    : json_pack("{s:s}", "action", action);
 	json_decref(content);
 	return *result ? CORE_OK : CORE_ENOMEM;
+}
+
+int ask_approve(void *ctx, const json_t *part)
+{
+	struct tty t = { open("/dev/tty", O_RDWR | O_CLOEXEC | O_NOCTTY),
+	                 core_now_mono_ms() + ASK_APPROVE_MS };
+	const json_t *req = json_object_get(part, "toolRequest");
+	const json_t *input = json_object_get(req, "input");
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED), line = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf js = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	int got = -1;
+	(void)ctx;
+	if (t.fd < 0)
+		return -1;
+	core_buf_adds(&b, "approve ");
+	add_text(&b, json_string_value(json_object_get(req, "name")), 0);
+	if (input && !jv_dump(input, &js) && js.p) {
+		if (js.len > 72) {
+			js.len = 72;
+			while (js.len && ((unsigned char)js.p[js.len] & 0xC0) == 0x80)
+				js.len--;
+			js.p[js.len] = 0;
+			core_buf_adds(&js, "...");
+		}
+		core_buf_adds(&b, " ");
+		add_text(&b, js.p, 0);
+	}
+	core_buf_adds(&b, "? [y/N] ");
+	for (int tries = 0; tries < ASK_TRIES; tries++) {
+		if (tries)
+			core_buf_adds(&b, "  y or n: ");
+		put(&t, &b);
+		if (!get_line(&t, &line))
+			break;
+		const char *a = line.p ? line.p : "";
+		if (!strcmp(a, "y") || !strcmp(a, "yes") || !strcmp(a, "Y")) {
+			got = 1;
+			break;
+		}
+		if (!*a || !strcmp(a, "n") || !strcmp(a, "no") || !strcmp(a, "N")) {
+			got = 0;
+			break;
+		}
+	}
+	if (got < 0) {
+		core_buf_adds(&b, "\n");
+		put(&t, &b);
+	}
+	close(t.fd);
+	core_buf_release(&b);
+	core_buf_release(&line);
+	core_buf_release(&js);
+	return got;
 }

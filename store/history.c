@@ -52,6 +52,10 @@ static enum core_status add_session(const struct store_session_info *si, void *c
 	copy_info(line, info, "agent");
 	copy_info(line, info, "model");
 	copy_info(line, info, "title");
+	/* the session's tokens so far, as its latest turn counted them */
+	json_t *usage = json_object_get(info, "sessionUsage");
+	if (json_is_object(usage))
+		json_object_set(line, "usage", usage);
 	if (json_array_append_new(c->list, line))
 		return core_fail(c->e, CORE_ENOMEM, "out of memory");
 	return CORE_OK;

@@ -468,7 +468,8 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
  * What a person asks of the history and Genkit's row has no place for: the
  * runtime records it in the row's STORE_INFO_KEY member, an object
  * {"agent", "model", "title" (the session's first user text, shortened),
- * "usage" (the turn's token counts), "heartbeatTimeout" (a pending row's:
+ * "usage" (the turn's token counts), "sessionUsage" (the session's, summed
+ * over its turns), "heartbeatTimeout" (a pending row's:
  * its worker's heartbeat timeout, ms, which readers use)}, every member
  * optional.  The store
  * keeps it with the metadata (a metadata-only read has it); read shaping
@@ -556,7 +557,8 @@ struct store_session_filter {
  * Sessions newest first (the latest row's updatedAt, then session ID): a
  * new array of objects {"sessionId", "snapshotId" (the latest row),
  * "status" (shaped), "updatedAt", "snapshots" (the row count), and, when
- * the latest row records them, "agent", "model", "title"}.  An empty array
+ * the latest row records them, "agent", "model", "title", "usage" (its
+ * sessionUsage)}.  An empty array
  * when none match.  It reads every session's latest row, metadata only:
  * O(sessions).
  */

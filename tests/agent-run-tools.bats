@@ -309,9 +309,9 @@ tool readFile ok \"read a.txt as utf-8\"" ]
 		--tool "$TOOLS/ask.json" -m 'paint it' --tool "$TOOLS/greet.json"
 	sid=$(agent-snap sessions | jq -r .sessionId)
 	assert_equal "$(tail -n 3 <<<"$stderr" | sed 's/snapshot [0-9a-f-]*$/snapshot S/')" "agent-run: interrupted, session $sid, snapshot S
-agent-run: interrupted: ask (ref q1) waits for an answer; resume it with (ANSWER: the tool's output, any JSON value):
-  echo '{\"resume\":{\"respond\":[{\"toolResponse\":{\"name\":\"ask\",\"ref\":\"q1\",\"output\":\"ANSWER\"}}]}}' | agent-run --format text --model script/$SCRIPTS/ask.ndjson --tool $TOOLS/ask.json --tool $TOOLS/greet.json --session $sid"
-	cmd=$(tail -n 1 <<<"$stderr" | sed 's/^  //; s/"ANSWER"/"blue"/')
+agent-run: interrupted: ask (ref q1) waits for an answer; resume it with (ANSWER: the tool's output, any JSON value; or --approve REF to run it again, approved, or --deny REF):
+  agent-run --format text --model script/$SCRIPTS/ask.ndjson --tool $TOOLS/ask.json --tool $TOOLS/greet.json --session $sid --respond 'q1=ANSWER'"
+	cmd=$(tail -n 1 <<<"$stderr" | sed 's/^  //; s/=ANSWER/="blue"/')
 	run -0 --separate-stderr bash -c "$cmd"
 	assert_output "Thanks for answering."
 	# Not in NDJSON, where the output line has the interrupt; not without a store.

@@ -16,10 +16,10 @@ setup() {
 	[ "$(chunks)" = '{"modelChunk":{"content":[{"text":"hello"}],"index":0,"role":"model"}}
 {"modelChunk":{"content":[{"text":" there"}],"index":0,"role":"model"}}
 {"modelChunk":{"content":[{"text":" world"}],"index":0,"role":"model"}}
-{"turnEnd":{"finishReason":"stop"}}' ]
+{"turnEnd":{"finishReason":"stop","usage":{"inputMessages":1,"inputCharacters":17,"outputMessages":1,"outputCharacters":17}}}' ]
 	sid=$(last | jq -r .output.sessionId)
 	[[ "$sid" =~ ^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$ ]]
-	[ "$(last | jq -c 'del(.output.sessionId, .output.state.sessionId)')" = '{"output":{"finishReason":"stop","message":{"content":[{"text":"hello there world"}],"role":"model"},"state":{"messages":[{"content":[{"text":"hello there world"}],"role":"user"},{"content":[{"text":"hello there world"}],"role":"model"}]}}}' ]
+	[ "$(last | jq -c 'del(.output.sessionId, .output.state.sessionId)')" = '{"output":{"finishReason":"stop","message":{"content":[{"text":"hello there world"}],"role":"model"},"state":{"messages":[{"content":[{"text":"hello there world"}],"role":"user"},{"content":[{"text":"hello there world"}],"role":"model"}],"usage":{"inputMessages":1,"inputCharacters":17,"outputMessages":1,"outputCharacters":17}},"usage":{"inputMessages":1,"inputCharacters":17,"outputMessages":1,"outputCharacters":17}}}' ]
 	[ "$(last | jq -r .output.state.sessionId)" = "$sid" ]
 }
 

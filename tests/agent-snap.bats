@@ -71,8 +71,8 @@ setup() {
 	assert_equal "${#lines[@]}" 4
 	# The table names a paused session's status so a person sees what to answer.
 	run -0 --separate-stderr agent-snap sessions --format text
-	assert_line --index 1 --regexp '^s-c +2026-01-03 00:01:00  interrupted     2  - +$'
-	assert_line --index 3 --regexp '^s-a +2026-01-01 00:01:00  completed       2  - +$'
+	assert_line --index 1 --regexp '^s-c +2026-01-03 00:01:00  interrupted     2 +-  - +$'
+	assert_line --index 3 --regexp '^s-a +2026-01-01 00:01:00  completed       2 +-  - +$'
 }
 
 @test "log lists a session oldest first with parents and marks forks" {

@@ -43,6 +43,16 @@ setup() {
 	[ "$output" = '{"name":"inline","model":"echo","tools":[],"maxTurns":3,"metadata":{"agent":{"stateManagement":"server","abortable":true}}}' ]
 }
 
+@test "describe: the output the model must give, from the front matter or the command line" {
+	printf -- '---\nmodel: echo\noutput:\n  schema: {type: object, properties: {ok: {type: boolean}}}\n---\nhi\n' >agents/judge.prompt
+	run -0 --separate-stderr agent-run judge --describe
+	assert_equal "$(jq -c .output <<<"$output")" '{"format":"json","schema":{"type":"object","properties":{"ok":{"type":"boolean"}}}}'
+	run -0 --separate-stderr agent-run --model echo --json --describe
+	assert_equal "$(jq -c .output <<<"$output")" '{"format":"json"}'
+	run -0 --separate-stderr agent-run --model echo --describe
+	assert_equal "$(jq -c 'has("output")' <<<"$output")" false
+}
+
 @test "describe: the state schema from a file beside the prompt, or state.schema" {
 	echo '{"type":"object","properties":{"counter":{"type":"integer"}}}' >agents/counter.schema.json
 	printf -- '---\nmodel: echo\nstateSchema: counter.schema.json\n---\nhi\n' >agents/c.prompt

@@ -267,7 +267,7 @@ default model (AGENTKIT_MODEL): echo"
 	run -0 --separate-stderr agent-run --no-store --model echo --format json -m 'hi there'
 	[ -z "$stderr" ]
 	assert_equal "$(printf '%s\n' "$output" | wc -l)" 1
-	assert_equal "$(jq -c 'del(.sessionId, .state.sessionId)' <<<"$output")" '{"finishReason":"stop","message":{"content":[{"text":"hi there"}],"role":"model"},"state":{"messages":[{"content":[{"text":"hi there"}],"role":"user"},{"content":[{"text":"hi there"}],"role":"model"}]}}'
+	assert_equal "$(jq -c 'del(.sessionId, .state.sessionId)' <<<"$output")" '{"finishReason":"stop","message":{"content":[{"text":"hi there"}],"role":"model"},"state":{"messages":[{"content":[{"text":"hi there"}],"role":"user"},{"content":[{"text":"hi there"}],"role":"model"}],"usage":{"inputMessages":1,"inputCharacters":8,"outputMessages":1,"outputCharacters":8}},"usage":{"inputMessages":1,"inputCharacters":8,"outputMessages":1,"outputCharacters":8}}'
 	# An invocation that never started still ends with its error object.
 	run -4 --separate-stderr agent-run --no-store --model ecoh --format json -m hi
 	assert_equal "$(jq -r .error.status <<<"$output")" NOT_FOUND

@@ -58,8 +58,8 @@ try 'agent-snap --help'"
 @test "sessions --format text is a table" {
 	run -0 agent-run parrot --session s1 -m 'hello there'
 	run -0 --separate-stderr agent-snap sessions --format text
-	assert_line --index 0 --regexp '^SESSION +UPDATED \(UTC\) +STATUS +ROWS +AGENT +TITLE$'
-	assert_line --index 1 --regexp '^s1 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}  completed +1  parrot +hello there$'
+	assert_line --index 0 --regexp '^SESSION +UPDATED \(UTC\) +STATUS +ROWS +TOKENS +AGENT +TITLE$'
+	assert_line --index 1 --regexp '^s1 +[0-9]{4}-[0-9]{2}-[0-9]{2} [0-9:]{8}  completed +1 +-  parrot +hello there$'
 }
 
 @test "show prints the conversation: NDJSON messages, or text" {
@@ -180,7 +180,7 @@ texts() {
 	run -6 --separate-stderr agent-run --model "script/$FIXTURES/scripts/ask.ndjson" --tool "$T/ask.json" \
 		--tool "$T/greet.json" --session i1 -m paint
 	run -0 --separate-stderr agent-snap sessions -f text
-	assert_line --index 1 --regexp '^i1 +[0-9-]{10} [0-9:]{8}  interrupted     1  inline +paint$'
+	assert_line --index 1 --regexp '^i1 +[0-9-]{10} [0-9:]{8}  interrupted     1 +-  inline +paint$'
 	run -0 --separate-stderr agent-snap show -f text i1
 	assert_equal "$(tail -n 3 <<<"$output")" '
 -- completed, finish reason interrupted

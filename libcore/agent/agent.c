@@ -289,6 +289,20 @@ static enum core_status from_front_matter(struct agent *a, struct core_err *e)
 			                 a->path, json_is_integer(v) ? "another number" : jv_type_name(v));
 		a->max_attempts = (int)json_integer_value(v);
 	}
+	if ((v = json_object_get(meta, "maxUsage"))) {
+		/* a number is the total tokens; an object names its counts */
+		const char *k;
+		json_t *lim;
+		a->max_usage = json_is_integer(v) ? json_pack("{s:O}", "totalTokens", v)
+		               : json_is_object(v) && json_object_size(v) ? json_deep_copy(v) : NULL;
+		if (!a->max_usage)
+			return core_fail(e, CORE_EINVAL, "%s: maxUsage must be a number of tokens or an "
+			                 "object of usage counts ({totalTokens: N, ...})", a->path);
+		json_object_foreach(a->max_usage, k, lim)
+			if (!json_is_integer(lim) || json_integer_value(lim) < 1)
+				return core_fail(e, CORE_EINVAL, "%s: maxUsage: '%s' must be a whole number "
+				                 "greater than 0", a->path, k);
+	}
 	if ((v = json_object_get(meta, "tools"))) {
 		size_t i;
 		json_t *t;
@@ -386,6 +400,12 @@ static enum core_status apply_spec(struct agent *a, const struct agent_spec *spe
 		                 spec->max_turns);
 	if (spec->max_turns > 0)
 		a->max_turns = spec->max_turns;
+	if (spec->max_tokens_total > 0) {       /* over the front matter's total */
+		if (!a->max_usage && !(a->max_usage = json_object()))
+			goto nomem;
+		json_object_set_new(a->max_usage, "totalTokens",
+		                    json_integer((json_int_t)spec->max_tokens_total));
+	}
 	const char *kf = spec->key_file ? spec->key_file : getenv("AGENTKIT_KEY_FILE");
 	if (kf && *kf && !(a->key_file = strdup(kf)))
 		goto nomem;
@@ -461,6 +481,7 @@ void agent_free(struct agent *a)
 	free(a->key_file);
 	json_decref(a->config);
 	json_decref(a->output);
+	json_decref(a->max_usage);
 	json_decref(a->tools);
 	json_decref(a->input);
 	json_decref(a->state_schema);

@@ -50,6 +50,9 @@ struct agent {
 	json_t *state_schema;   /* front matter state schema, or NULL */
 	json_t *mcp_servers;    /* front matter mcpServers (docs/mcp.md), or NULL */
 	json_t *output;         /* structured output spec (structured.h), or NULL */
+	json_t *max_usage;      /* the run's usage budget: {"totalTokens": N, ...},
+	                           positive integers (maxUsage, --max-tokens-total),
+	                           or NULL */
 	struct prompt *prompt;  /* the parsed prompt file, or NULL */
 	char **tool_dirs;       /* NULL-terminated directories searched for tools */
 	struct delegate_config *delegation; /* front matter agents: its
@@ -70,6 +73,7 @@ struct agent_spec {
 	const char *config_json; /* --config JSON object, or NULL */
 	const char *const *tools;/* --tool values, NULL-terminated (may be NULL) */
 	int max_turns;           /* --max-turns, 0 when not given */
+	long long max_tokens_total; /* --max-tokens-total, 0 when not given */
 	int model_optional;      /* a custom agent (--exec) may have no model */
 	const char *key_file;    /* --key-file, or NULL */
 	const char *default_model; /* $AGENTKIT_MODEL: the model when neither

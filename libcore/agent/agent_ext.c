@@ -654,6 +654,10 @@ enum core_status agent_ext_describe(const struct agent *a, const struct agent_ex
 		json_decref(am);
 		return st0;
 	}
+	/* what the model must answer (front matter output, --json,
+	 * --output-schema): {"format": "json", "schema"?} */
+	if (a->output)
+		json_object_set(d, "output", a->output);
 	if (agent_ext_is_custom(x))
 		json_object_set_new(d, "custom", json_true());
 	json_object_set_new(am, "stateManagement", json_string(server_managed ? "server" : "client"));

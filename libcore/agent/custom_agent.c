@@ -235,6 +235,8 @@ static enum core_status serve_generate(struct custom_agent *ca, struct session *
 		                   resp.message ? resp.message : json_null(), "finishReason", resp.finish_reason);
 		if (answer && resp.usage)
 			json_object_set(json_object_get(answer, "generated"), "usage", resp.usage);
+		if (resp.usage)
+			session_add_usage(s, resp.usage);
 	}
 	model_response_release(&resp);
 	if (!answer)

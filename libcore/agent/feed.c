@@ -1,10 +1,12 @@
 /* feed.c - a run's inputs fed to its turns (feed.h). */
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
 
 #include "agent_trace.h"
+#include "answer.h"
 #include "detach.h"
 #include "feed.h"
 #include "intake.h"
@@ -92,6 +94,54 @@ enum core_status feed_first_text(const char *first_message, const struct core_bu
 	return core_buf_add(b, piped->p, piped->len) ? CORE_ENOMEM : CORE_OK;
 }
 
+/* The person's answers to the interrupted requests of the last turn, as
+ * its resume input; NULL when one went unanswered (or no memory). */
+static json_t *ask_person(struct feed *f)
+{
+	struct runtime *rt = f->det->rt;
+	json_t *pending = answer_pending(rt_last_message(rt)), *part, *input = NULL;
+	size_t i, n = json_array_size(pending);
+	struct answer *a = n ? calloc(n, sizeof *a) : NULL;
+	struct core_err e = { 0 };
+	if (!a)
+		goto out;
+	json_array_foreach(pending, i, part) {
+		const json_t *req = json_object_get(part, "toolRequest");
+		const char *ref = json_string_value(json_object_get(req, "ref"));
+		int yes = f->approve(f->approve_ctx, part);
+		if (yes < 0 || *f->stop)
+			goto out;
+		a[i] = (struct answer){ yes ? ANSWER_APPROVE : ANSWER_DENY,
+		                        ref && *ref ? ref : json_string_value(json_object_get(req, "name")),
+		                        NULL, NULL, "the prompt" };
+	}
+	if (answer_resume(rt_last_message(rt), rt_session_id(rt), a, n, &input, &e))
+		input = NULL;
+out:
+	free(a);
+	json_decref(pending);
+	return input;
+}
+
+/*
+ * One input's turn; then, while a person answers the tool requests it
+ * paused on (f->approve), the resumes, each a turn of its own.
+ */
+enum core_status feed_turn(struct feed *f, const json_t *in)
+{
+	struct runtime *rt = f->det->rt;
+	enum core_status st = rt_turn(rt, in);
+	while (!st && f->approve && !*f->stop && f->det->role == DETACH_NONE &&
+	       !strcmp(rt_last_reason(rt), "interrupted")) {
+		json_t *resume = ask_person(f);
+		if (!resume)
+			break;
+		st = rt_turn(rt, resume);
+		json_decref(resume);
+	}
+	return st;
+}
+
 /* Queue an input for the background; a failure ends the invocation. */
 static enum core_status queue_input(struct detach_run *d, const json_t *in)
 {
@@ -125,13 +175,19 @@ void feed_messages(struct feed *f, const char *const *messages, size_t n,
 		core_buf_release(&first);
 		return;
 	}
-	for (size_t i = 0; i < (n ? n : piped != NULL) && !st; i++) {
+	for (size_t i = 0; i < (n ? n : piped != NULL || f->attach) && !st; i++) {
 		json_t *in = i == 0 && piped ? feed_user_message(first.p, first.len)
-		                             : feed_user_message(messages[i], strlen(messages[i]));
+		             : i < n ? feed_user_message(messages[i], strlen(messages[i]))
+		             : json_pack("{s:{s:[], s:s}}", "message", "content", "role", "user");
+		json_t *content = json_object_get(json_object_get(in, "message"), "content");
+		if (i == 0 && f->attach && in && json_array_extend(content, (json_t *)f->attach)) {
+			json_decref(in);
+			in = NULL;
+		}
 		if (detach)
 			st = queue_input(d, in);
 		else
-			st = in ? rt_turn(d->rt, in) : CORE_ENOMEM;
+			st = in ? feed_turn(f, in) : CORE_ENOMEM;
 		json_decref(in);
 	}
 	if (detach && !st && !*f->stop)
@@ -209,7 +265,7 @@ static void run_lines(struct feed *f, struct core_lines *lr)
 				detach_start(d);
 			break;
 		}
-		st = rt_turn(d->rt, in);
+		st = feed_turn(f, in);
 		json_decref(in);
 		if (st)
 			break;
@@ -296,7 +352,7 @@ void feed_intake(struct feed *f)
 				rt_fail(d->rt, err.st, err.msg);
 			break;
 		}
-		enum core_status st = rt_turn(d->rt, next);
+		enum core_status st = feed_turn(f, next);
 		json_decref(next);
 		if (d->role != DETACH_NONE || st)
 			break;

@@ -72,7 +72,25 @@ struct feed {
 	/* The back, once detached in place: print the caller's detached output. */
 	enum core_status (*detached)(void *ctx);
 	void *ctx;
+	/* A person to answer a turn that paused on tool interrupts, or NULL:
+	 * approve(approve_ctx, part) for each interrupted toolRequest part
+	 * (answer_pending()) returns 1 to approve it, 0 to deny it, -1 for no
+	 * answer (the turn stays interrupted); with every one answered, the
+	 * resume (answer_resume()) runs as the next turn, in this process. */
+	int (*approve)(void *ctx, const json_t *part);
+	void *approve_ctx;
+	/* Parts (agent-run -a FILE) added to the first message of
+	 * feed_messages(), which is then a turn even without text; NULL:
+	 * none.  Borrowed. */
+	const json_t *attach;
 };
+
+/*
+ * One input's turn (rt_turn()), then while f->approve answers the tool
+ * requests it paused on, their resumes: CORE_OK while the invocation goes
+ * on, else the status that ended it.
+ */
+enum core_status feed_turn(struct feed *f, const json_t *in);
 
 /*
  * {"message": {"content": [{"text": TEXT}], "role": "user"}} for len bytes

@@ -67,6 +67,11 @@ int invocation_stop_signal(void)
 	return (int)stop_signal;
 }
 
+void invocation_stop_clear(void)
+{
+	stop_signal = 0;
+}
+
 /* The runtime's cancelled(): a stop signal, the reader of stdout gone, or
  * (in the detached worker) the abort flip.  It is also where a turn sees a
  * detach line that arrived while it runs. */
@@ -250,6 +255,9 @@ enum core_status invocation_settings(const struct invocation_flags *f,
 	                             INVOCATION_BUSY_TIMEOUT_MS, &o->busy_timeout_ms, e);
 }
 
+static enum core_status open_rt(struct invocation *inv, const struct invocation_open *o,
+                                struct core_err *e);
+
 enum core_status invocation_open(struct invocation *inv, const struct invocation_open *o,
                                  struct core_err *e)
 {
@@ -262,7 +270,36 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 		if (st)
 			return st;
 	}
+	inv->opened = *o;
 	agent_ext_set_cancel(inv->ext, cancelled, inv);         /* its docs and transforms */
+	return open_rt(inv, o, e);
+}
+
+enum core_status invocation_reopen(struct invocation *inv, struct core_err *e)
+{
+	json_t *init = NULL;
+	if (inv->store) {
+		init = json_pack("{s:s}", "sessionId", rt_session_id(inv->rt));
+	} else {
+		json_t *out = rt_output(inv->rt);
+		const json_t *state = json_object_get(out, "state");
+		init = state ? json_pack("{s:O}", "state", state) : NULL;
+		json_decref(out);
+	}
+	if (!init)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	rt_free(inv->rt);
+	inv->rt = inv->det.rt = NULL;
+	json_decref(inv->init);
+	inv->init = init;
+	return open_rt(inv, &inv->opened, e);
+}
+
+/* The runtime of invocation_open() over inv->init. */
+static enum core_status open_rt(struct invocation *inv, const struct invocation_open *o,
+                                struct core_err *e)
+{
+	enum core_status st;
 	struct rt_sink sink = { on_chunk, on_warn, inv };       /* rt_open() copies it */
 	struct rt_config cfg = {
 		.agent = inv->agent, .store = inv->store, .init = inv->init, .sink = &sink,
@@ -278,6 +315,8 @@ enum core_status invocation_open(struct invocation *inv, const struct invocation
 	if (inv->agent->delegation)
 		render_delegates(&inv->out.view, delegate_names(inv->agent->delegation));
 	agent_trace_session(rt_session_id(inv->rt));
+	inv->feed.approve = inv->sink.approve;  /* set by now: the command's options are read */
+	inv->feed.approve_ctx = inv->sink.ctx;
 	inv->det.rt = inv->rt;
 	inv->det.agent = inv->agent->name;
 	inv->det.store = &inv->store;

@@ -50,7 +50,7 @@
 #include "../../store/store.h"
 
 /* What the invocation tells its command; ctx is the command's.  Every
- * member must be set. */
+ * member must be set, but elicit and approve may be NULL. */
 struct invocation_sink {
 	/* A message for people: the runtime's, tracing's notes. */
 	void (*warn)(void *ctx, const char *msg);
@@ -66,7 +66,23 @@ struct invocation_sink {
 	/* The back of a split run detached in place: the caller's detached
 	 * output now (invocation_detached()), its status the back's. */
 	enum core_status (*detached)(void *ctx);
+	/* A person to approve or deny each tool request a turn paused on
+	 * (feed.h's approve: 1, 0, or -1 for no answer), or NULL: nobody is
+	 * there, and an interrupted turn ends the invocation's turn as it is. */
+	int (*approve)(void *ctx, const json_t *part);
 	void *ctx;
+};
+
+/* The store and the runtime. */
+struct invocation_open {
+	int no_store;                   /* client-managed state: no store */
+	const char *store_path;         /* --store, or NULL: store_default_path() */
+	int cont;                       /* --continue: the agent's latest session */
+	int64_t hb_interval_ms;         /* a detached worker's beat */
+	int64_t hb_timeout_ms;          /* a pending row older is presumed dead */
+	enum rt_busy on_busy;           /* a session's other writer: wait, fail, fork */
+	int64_t busy_timeout_ms;        /* ... waited for this long at most */
+	const char *claimed_id;         /* agent-run --claimed: the queued run's row */
 };
 
 /*
@@ -95,6 +111,7 @@ struct invocation {
 	struct intake intake;           /* NDJSON inputs read while turns run */
 	struct feed feed;               /* the inputs to the turns (feed.h) */
 	int front_exit;                 /* front: the back's exit status, or -1 */
+	struct invocation_open opened;  /* as invocation_open() was called */
 };
 
 /* Zero inv and set what every later call needs: the sink (copied), the
@@ -120,6 +137,11 @@ void invocation_catch_stops(struct invocation *inv);
 
 /* The stop signal taken, or 0. */
 int invocation_stop_signal(void);
+
+/* Forget the stop signal taken: the next one is a first one again (the
+ * chat goes on after Ctrl-C stopped a turn).  Stdin stays what the stop
+ * made it (/dev/null). */
+void invocation_stop_clear(void);
 
 /* How agent-run reads stdin (its flags). */
 struct invocation_stdin {
@@ -185,17 +207,6 @@ struct invocation_trace {
  */
 void invocation_trace(struct invocation *inv, const struct invocation_trace *t);
 
-/* The store and the runtime. */
-struct invocation_open {
-	int no_store;                   /* client-managed state: no store */
-	const char *store_path;         /* --store, or NULL: store_default_path() */
-	int cont;                       /* --continue: the agent's latest session */
-	int64_t hb_interval_ms;         /* a detached worker's beat */
-	int64_t hb_timeout_ms;          /* a pending row older is presumed dead */
-	enum rt_busy on_busy;           /* a session's other writer: wait, fail, fork */
-	int64_t busy_timeout_ms;        /* ... waited for this long at most */
-	const char *claimed_id;         /* agent-run --claimed: the queued run's row */
-};
 
 /* The default --busy-timeout: longer than a turn's model call may take. */
 #define INVOCATION_BUSY_TIMEOUT_MS (15 * 60 * 1000)
@@ -227,6 +238,14 @@ enum core_status invocation_settings(const struct invocation_flags *f,
  */
 enum core_status invocation_open(struct invocation *inv, const struct invocation_open *o,
                                  struct core_err *e);
+
+/*
+ * A new runtime on the same conversation, after a turn that ended the
+ * invocation (failed, or stopped by a caller stop): the session's latest
+ * row (with a store), else the last good state, as invocation_open()
+ * opened it.  Errors: rt_open()'s, CORE_ENOMEM; inv->rt is then NULL.
+ */
+enum core_status invocation_reopen(struct invocation *inv, struct core_err *e);
 
 /*
  * The inputs: the eager intake's, else stdin's NDJSON lines, else the n

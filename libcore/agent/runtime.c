@@ -59,8 +59,7 @@ enum core_status rt_open(const struct rt_config *cfg, struct runtime **out,
 	    !(rt->delegate = delegate_run_new(cfg->agent->delegation, &rt->store,
 	                                      cfg->store_location, cfg->agent->key_file)))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
-	else if (!(rt->usage = json_object()) || !(rt->turn_usage = json_object()) ||
-	    !(rt->tool_defs = json_array()))
+	else if (!(rt->tool_defs = json_array()))
 		st = core_fail(e, CORE_ENOMEM, "out of memory");
 	else if (!(st = open_session(rt, cfg, e)) && !(st = rt_init_check(cfg->init, e)) &&
 	         !(st = rt_load_tools(rt, e)))
@@ -87,8 +86,6 @@ void rt_free(struct runtime *rt)
 	delegate_run_free(rt->delegate);
 	json_decref(rt->minted_refs);
 	json_decref(rt->error);
-	json_decref(rt->usage);
-	json_decref(rt->turn_usage);
 	json_decref(rt->resumed_title);
 	free(rt->turn_text);
 	free(rt);
@@ -105,9 +102,19 @@ const char *rt_session_id(const struct runtime *rt)
 	return session_id(rt->s);
 }
 
+const json_t *rt_last_message(const struct runtime *rt)
+{
+	return session_last_message(rt->s);
+}
+
+const char *rt_last_reason(const struct runtime *rt)
+{
+	return rt->last_reason;
+}
+
 const json_t *rt_usage(const struct runtime *rt)
 {
-	return rt->usage;
+	return rt->s ? session_run_usage(rt->s) : NULL;
 }
 
 /* ---- turn end: snapshot, TurnEnd, last-good state ---- */
@@ -148,9 +155,14 @@ json_t *rt_row_info(struct runtime *rt)
 	if (models >= 0)
 		json_object_set_new(info, "modelMessages", json_integer(models));
 	/* A detached worker writes one row for every turn it ran. */
-	const json_t *usage = rt->detached ? rt->usage : rt->turn_usage;
+	const json_t *usage = rt->detached ? session_run_usage(rt->s)
+	                                   : session_turn_usage(rt->s);
 	if (json_object_size(usage))
 		json_object_set_new(info, "usage", json_deep_copy(usage));
+	/* the session's cumulative usage, for a listing that reads no state */
+	const json_t *total = json_object_get(session_state_loaded(rt->s), "usage");
+	if (json_object_size(total))
+		json_object_set_new(info, "sessionUsage", json_deep_copy(total));
 	/* The invocation ended in a turn that never committed: what it was
 	 * asked, which the row's state (the last good one) does not hold. */
 	if (rt->ended && rt->turn_text)
@@ -264,6 +276,8 @@ static enum core_status end_turn(struct runtime *rt, const struct turn_result *r
 		json_object_set_new(te, "finishReason", json_string(r->reason));
 	if (written)
 		json_object_set_new(te, "snapshotId", json_string(written));
+	if (json_object_size(session_turn_usage(rt->s)))
+		json_object_set_new(te, "usage", json_deep_copy(session_turn_usage(rt->s)));
 	session_emit(rt->s, "turnEnd", te);
 	agent_trace_turn_end(written, st ? st : r->err.st, st ? e->msg : r->err.msg,
 	                     agent_trace_turn_content() ? session_state(rt->s) : NULL);
@@ -310,8 +324,13 @@ static enum core_status turn_begin(struct runtime *rt, const json_t *input)
 		rt_abort(rt);
 		return CORE_ABORTED;
 	}
+	char spent[200];
+	if (rt_budget_spent(rt, spent, sizeof spent)) {
+		/* the turns before spent the run's budget: no more begin */
+		rt_end(rt, "aborted", CORE_EBUDGET, spent);
+		return CORE_ABORTED;
+	}
 	agent_trace_turn_begin();
-	json_object_clear(rt->turn_usage);
 	if (session_turn_begin(rt->s, rt->store != NULL, &e)) {
 		rt_fail(rt, e.st, e.msg);
 		return CORE_FAILED;
@@ -350,7 +369,8 @@ static void turn_settle(struct runtime *rt, struct turn_result *r, const struct 
 		core_fail(&r->err, CORE_ECANCELLED, "context canceled");
 	if (r->err.st)
 		snprintf(r->reason, sizeof r->reason, "%s",
-		         r->err.st == CORE_ABORTED || r->err.st == CORE_ECANCELLED ? "aborted" : "failed");
+		         r->err.st == CORE_ABORTED || r->err.st == CORE_ECANCELLED ||
+		         r->err.st == CORE_EBUDGET ? "aborted" : "failed");
 }
 
 /* The commit failed: whatever the turn did is lost, and no later turn runs
@@ -550,6 +570,9 @@ json_t *rt_output(const struct runtime *rt)
 		json_object_set_new(o, "snapshotId", json_string(rt_last_snapshot_id(rt)));
 	if (!rt->store && state)
 		json_object_set_new(o, "state", session_shaped(rt->s, state));
+	/* what this invocation's model calls reported, all its turns */
+	if (json_object_size(session_run_usage(rt->s)))
+		json_object_set_new(o, "usage", json_deep_copy(session_run_usage(rt->s)));
 	return o;
 }
 

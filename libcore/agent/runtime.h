@@ -148,7 +148,8 @@ const json_t *rt_usage(const struct runtime *rt);
 /*
  * What the row of the turn just run records beside Genkit's shape (store.h,
  * STORE_INFO_KEY): {"agent", "model", "title", "usage" (this turn's; once
- * detached, the invocation's), "input" (once the invocation ended in a
+ * detached, the invocation's), "sessionUsage" (the state's cumulative
+ * usage), "input" (once the invocation ended in a
  * turn that did not commit, as a detached worker's last row records it:
  * that turn's user text, at most RT_INPUT_MAX bytes, ended " [...]" when
  * cut)}.  A new reference, or NULL when out of memory.
@@ -199,6 +200,19 @@ void rt_detach(struct runtime *rt, struct store *store);
  * cancelled() callback).
  */
 void rt_detach_turn(struct runtime *rt);
+
+/*
+ * Whether the run's usage budget (agent->max_usage) is spent: some count
+ * of this invocation's usage is at or over its limit.  Then 1, with
+ * "usage budget spent: 120 of 100 totalTokens (...)" in msg (size bytes).
+ */
+int rt_budget_spent(const struct runtime *rt, char *msg, size_t size);
+
+/* The session's last message: the resumed row's until a turn runs, then
+ * the last turn's; NULL when there is none.  Borrowed. */
+const json_t *rt_last_message(const struct runtime *rt);
+/* The finish reason of the last turn run ("" before any). */
+const char *rt_last_reason(const struct runtime *rt);
 
 /* The resume point: the last committed row, or the resumed one; NULL when
  * there is none.  Borrowed. */

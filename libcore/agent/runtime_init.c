@@ -67,6 +67,29 @@ static enum core_status resumable(struct runtime *rt, const json_t *row, struct 
 	return CORE_OK;
 }
 
+/* SessionState.usage, a GenerationUsage: non-negative numbers, and
+ * custom an object of them. */
+static enum core_status usage_check(const json_t *u, struct core_err *e)
+{
+	const char *key, *ck;
+	json_t *v, *cv;
+	if (!json_is_object(u))
+		return core_fail(e, CORE_EINVAL, "invalid state: 'usage' must be an object, not %s",
+		                 jv_type_name(u));
+	json_object_foreach((json_t *)u, key, v) {
+		if (!strcmp(key, "custom") && json_is_object(v)) {
+			json_object_foreach(v, ck, cv)
+				if (!json_is_number(cv) || json_number_value(cv) < 0)
+					return core_fail(e, CORE_EINVAL, "invalid state: usage.custom.%s "
+					                 "must be a non-negative number", ck);
+		} else if (!json_is_number(v) || json_number_value(v) < 0) {
+			return core_fail(e, CORE_EINVAL, "invalid state: usage.%s must be a "
+			                 "non-negative number", key);
+		}
+	}
+	return CORE_OK;
+}
+
 static enum core_status state_check(const json_t *s, struct core_err *e)
 {
 	const char *key;
@@ -85,6 +108,9 @@ static enum core_status state_check(const json_t *s, struct core_err *e)
 		} else if (!strcmp(key, "sessionId")) {
 			if (!jv_is_string(v))
 				return core_fail(e, CORE_EINVAL, "invalid state: 'sessionId' must be a string");
+		} else if (!strcmp(key, "usage")) {
+			if (usage_check(v, e))
+				return CORE_EINVAL;
 		} else if (strcmp(key, "custom")) {
 			return core_fail(e, CORE_EINVAL, "invalid state: unknown field \"%s\"", key);
 		}

@@ -59,8 +59,6 @@ struct runtime {
 	json_t *error;          /* {status, message} */
 	enum core_status sys_st; /* CORE_ESYS/CORE_ENOMEM: a system failure ended it */
 	enum core_status end_st; /* the status of the error that ended it */
-	json_t *usage;
-	json_t *turn_usage;     /* the turn in flight's share of usage */
 	json_t *resumed_title;  /* the resumed row's title, while its history
 	                           is deferred (session_defer_history()) */
 	long resumed_models;    /* the "model" messages of that deferred part

@@ -145,25 +145,6 @@ static json_t *turn_messages(const json_t *msgs)
 	return out;
 }
 
-static void sum_usage(json_t *sum, const json_t *u)
-{
-	const char *k;
-	json_t *v;
-	json_object_foreach((json_t *)u, k, v) {
-		if (!json_is_integer(v))
-			continue;
-		json_t *old = json_object_get(sum, k);
-		json_object_set_new(sum, k, json_integer(json_integer_value(v)
-		                    + (json_is_integer(old) ? json_integer_value(old) : 0)));
-	}
-}
-
-static void add_usage(struct runtime *rt, const json_t *u)
-{
-	sum_usage(rt->usage, u);
-	sum_usage(rt->turn_usage, u);
-}
-
 /* Mark interrupted requests on m; completed ones keep their output as
  * pendingOutput.  Emits the tool-role chunk with the interrupt parts. */
 static void mark_interrupts(struct runtime *rt, json_t *m, const size_t *idx,
@@ -322,6 +303,22 @@ static int tool_round(struct gen *g, json_t *m, const size_t *idx, size_t n,
 	return failed || interrupted;
 }
 
+int rt_budget_spent(const struct runtime *rt, char *msg, size_t size)
+{
+	const json_t *used = session_run_usage(rt->s), *lim;
+	const char *k;
+	json_object_foreach((json_t *)rt->agent->max_usage, k, lim) {
+		const json_t *u = json_object_get(used, k);
+		if (json_is_integer(u) && json_integer_value(u) >= json_integer_value(lim)) {
+			snprintf(msg, size, "usage budget spent: %lld of %lld %s (maxUsage, "
+			         "--max-tokens-total)", (long long)json_integer_value(u),
+			         (long long)json_integer_value(lim), k);
+			return 1;
+		}
+	}
+	return 0;
+}
+
 /* One model call and what its reply asks for: 0 to call the model again,
  * 1 when the turn is over (r filled). */
 static int generate_step(struct gen *g, struct turn_result *r)
@@ -331,6 +328,7 @@ static int generate_step(struct gen *g, struct turn_result *r)
 	struct model_response resp = { 0 };
 	struct core_err e = { 0 };
 	json_t *minted = NULL;
+	char spent[200];
 	enum core_status st = call_model(g, &resp, &minted, &e);
 	if (st) {
 		json_decref(minted);
@@ -339,7 +337,7 @@ static int generate_step(struct gen *g, struct turn_result *r)
 		return 1;
 	}
 	if (resp.usage)
-		add_usage(rt, resp.usage);
+		session_add_usage(rt->s, resp.usage);
 	json_t *m = append_reply(g, &resp);
 	size_t *idx = NULL, n = collect_requests(m, minted, &idx);
 	int over = 1;
@@ -353,6 +351,12 @@ static int generate_step(struct gen *g, struct turn_result *r)
 	} else if (!n || !strcmp(resp.finish_reason, "interrupted")) {
 		snprintf(r->reason, sizeof r->reason, "%s", resp.finish_reason);
 		r->err.st = CORE_OK;
+		r->committed = 1;
+	} else if (rt_budget_spent(rt, spent, sizeof spent)) {
+		/* more tool rounds asked for, but the run's budget is spent:
+		 * ended as max turns ends it, under its own status */
+		core_fail(&r->err, CORE_EBUDGET, "generate: %s", spent);
+		drop_last(g);
 		r->committed = 1;
 	} else if (g->rounds + 1 > (size_t)a->max_turns) {
 		core_fail(&r->err, CORE_ABORTED, "generate: exceeded maximum tool call iterations (%d)",

@@ -23,7 +23,7 @@ struct session {
 	struct transform *state_tf;
 
 	char *id;               /* the session ID */
-	json_t *state;          /* {artifacts?, custom?, messages, sessionId} */
+	json_t *state;          /* {artifacts?, custom?, messages, sessionId, usage?} */
 	char *parent_id;        /* resume point: last committed row, or the resumed row */
 	size_t base_kept;       /* leading messages that are parent_id's, unchanged,
 	                           counted from the first loaded one */
@@ -39,6 +39,10 @@ struct session {
 	char *snapshot_id;      /* the reserved row ID, or NULL */
 	int patch_first;        /* next customPatch is a whole-document replace */
 	json_t *patch_baseline; /* the custom value last emitted */
+
+	/* Usage summed over the model calls (session_add_usage()). */
+	json_t *run_usage;      /* this invocation's */
+	json_t *turn_usage;     /* the turn in flight's */
 };
 
 enum core_status session_new(const struct session_config *cfg, struct session **out,
@@ -53,6 +57,10 @@ enum core_status session_new(const struct session_config *cfg, struct session **
 	s->cancelled = cfg->cancelled;
 	s->cancel_ctx = cfg->cancel_ctx;
 	s->state_tf = cfg->state_tf;
+	if (!(s->run_usage = json_object()) || !(s->turn_usage = json_object())) {
+		session_free(s);
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	}
 	*out = s;
 	return CORE_OK;
 }
@@ -66,6 +74,8 @@ void session_free(struct session *s)
 	free(s->parent_id);
 	free(s->snapshot_id);
 	json_decref(s->patch_baseline);
+	json_decref(s->run_usage);
+	json_decref(s->turn_usage);
 	free(s);
 }
 
@@ -214,7 +224,78 @@ json_t *session_shaped(const struct session *s, const json_t *state)
 			json_object_set(o, keys[i], v);
 	}
 	json_object_set_new(o, "sessionId", json_string(s->id));
+	json_t *usage = json_object_get(state, "usage");
+	if (json_object_size(usage))
+		json_object_set(o, "usage", usage);
 	return o;
+}
+
+/* ---- usage ---- */
+
+/* sum[k] += v for a number v: integers stay integers, a real makes the
+ * sum real; an object (GenerationUsage's custom) is summed member by
+ * member, one level deep; anything else is left out. */
+static void sum_number(json_t *sum, const char *k, const json_t *v, int depth)
+{
+	json_t *old = json_object_get(sum, k);
+	if (json_is_object(v) && !depth) {
+		const char *ck;
+		json_t *cv;
+		if (!json_is_object(old)) {
+			old = json_object();
+			if (json_object_set_new(sum, k, old))
+				return;
+		}
+		json_object_foreach((json_t *)v, ck, cv)
+			sum_number(old, ck, cv, 1);
+	} else if (json_is_integer(v) && (!old || json_is_integer(old))) {
+		json_object_set_new(sum, k, json_integer(json_integer_value(v)
+		                    + (old ? json_integer_value(old) : 0)));
+	} else if (json_is_number(v) && (!old || json_is_number(old))) {
+		json_object_set_new(sum, k, json_real(json_number_value(v)
+		                    + (old ? json_number_value(old) : 0)));
+	}
+}
+
+void session_sum_usage(json_t *sum, const json_t *u)
+{
+	const char *k;
+	json_t *v;
+	json_object_foreach((json_t *)u, k, v)
+		sum_number(sum, k, v, 0);
+}
+
+void session_add_usage(struct session *s, const json_t *u)
+{
+	json_t *call = json_is_object(u) ? json_copy((json_t *)u) : NULL;
+	if (!call)
+		return;
+	/* a provider that reports input and output but no total */
+	const json_t *in = json_object_get(call, "inputTokens"),
+	             *out = json_object_get(call, "outputTokens");
+	if (json_is_integer(in) && json_is_integer(out) && !json_object_get(call, "totalTokens"))
+		json_object_set_new(call, "totalTokens", json_integer(json_integer_value(in)
+		                    + json_integer_value(out)));
+	session_sum_usage(s->run_usage, call);
+	session_sum_usage(s->turn_usage, call);
+	/* a new object: a shaped state or a row may share the old one */
+	const json_t *old = json_object_get(s->state, "usage");
+	json_t *total = json_is_object(old) ? json_deep_copy(old) : json_object();
+	if (total) {
+		session_sum_usage(total, call);
+		json_object_set_new(s->state, "usage", total);
+	}
+	json_decref(call);
+}
+
+const json_t *session_run_usage(const struct session *s)
+{
+	return s->run_usage;
+}
+
+const json_t *session_turn_usage(const struct session *s)
+{
+	return s->turn_usage;
 }
 
 /* ---- identity and the turn in flight ---- */
@@ -252,6 +333,7 @@ enum core_status session_turn_begin(struct session *s, int reserve, struct core_
 	s->patch_first = 1;
 	json_decref(s->patch_baseline);
 	s->patch_baseline = NULL;
+	json_object_clear(s->turn_usage);
 	free(s->snapshot_id);
 	s->snapshot_id = NULL;
 	if (reserve) {

@@ -105,10 +105,28 @@ json_t *session_messages(struct session *s);
 
 /*
  * A SessionState as persisted and returned: its members in Go's order
- * (artifacts, custom unless null, messages) and this session's ID stamped.
+ * (artifacts, custom unless null, messages), this session's ID stamped,
+ * then usage when it has any.
  * New reference, children shared with state; NULL without memory.
  */
 json_t *session_shaped(const struct session *s, const json_t *state);
+
+/* ---- usage ---- */
+
+/*
+ * A model call's GenerationUsage (borrowed): its numbers are added to
+ * this invocation's usage, the turn in flight's (cleared by
+ * session_turn_begin()) and the state's cumulative "usage" (Genkit's
+ * SessionState.usage, carried from the row or state resumed).  A call
+ * that reports inputTokens and outputTokens but no totalTokens counts
+ * their sum as its total.  Without memory a sum is left as it was.
+ */
+void session_add_usage(struct session *s, const json_t *usage);
+/* sum += u, number by number (custom's members one level deep). */
+void session_sum_usage(json_t *sum, const json_t *u);
+/* This invocation's usage, the turn in flight's; borrowed, maybe empty. */
+const json_t *session_run_usage(const struct session *s);
+const json_t *session_turn_usage(const struct session *s);
 
 /* ---- identity and the turn in flight ---- */
 

@@ -47,6 +47,8 @@ static const struct {
 	 * ran, a precondition of the run (5), as Genkit names it.  A key the
 	 * provider refuses (HTTP 401) is CORE_EUNAUTH, a model failure. */
 	[CORE_ENOKEY]        = { "no credentials", "UNAUTHENTICATED", 5 },
+	/* The run's own limit, as max turns is (2), under its own name. */
+	[CORE_EBUDGET]       = { "usage budget spent", "RESOURCE_EXHAUSTED", 2 },
 };
 
 static int valid(enum core_status st)

@@ -45,6 +45,8 @@ enum core_status {
 	                       not supported"): its condition, not agentkit's; exit 1 */
 	CORE_ENOKEY,        /* UNAUTHENTICATED found before any call: the model's key
 	                       or credential is not there (exit 5, a precondition) */
+	CORE_EBUDGET,       /* RESOURCE_EXHAUSTED: the run's usage budget is spent
+	                       (maxUsage, --max-tokens-total); ends it aborted, exit 2 */
 	CORE_STATUS_MAX
 };
 

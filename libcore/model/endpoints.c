@@ -1037,3 +1037,8 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 	}
 	return CORE_OK;
 }
+
+const struct prov_dialect *endpoints_dialect(const struct endpoint *ep)
+{
+	return ep->d;
+}

@@ -100,6 +100,9 @@ enum core_status endpoints_generate(const struct endpoint *ep, const char *model
  */
 enum core_status endpoints_check_credentials(const struct endpoint *ep, struct core_err *e);
 
+/* The dialect endpoint ep speaks (its "dialect"'s table). */
+const struct prov_dialect *endpoints_dialect(const struct endpoint *ep);
+
 /*
  * Append one --list-models row per endpoint to rows, in the file's order:
  *   {"provider": NAME, "dialect", "keyVariables": [VAR]|[], "keyFrom":

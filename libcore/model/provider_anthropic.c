@@ -157,6 +157,14 @@ static enum core_status build(const json_t *msgs, json_t *out, json_t **system,
 				        "id", ref && *ref ? ref : name ? name : "", "name", name ? name : "",
 				        "input", tool_input(json_object_get(v, "input"))));
 			} else if ((v = json_object_get(p, "media"))) {
+				/* The Messages API takes images and documents (PDF) only. */
+				const char *ct = json_string_value(json_object_get(v, "contentType"));
+				if (ct && (!strncmp(ct, "audio/", 6) || !strncmp(ct, "video/", 6))) {
+					json_decref(blocks);
+					core_buf_release(&sys);
+					return core_fail(e, CORE_EINVAL, "anthropic: cannot send media of "
+					                 "type '%s' (images and PDFs are supported)", ct);
+				}
 				json_t *b = media_block(v);
 				if (b)
 					json_array_append_new(blocks, b);

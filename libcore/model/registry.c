@@ -1,6 +1,7 @@
 /* registry.c - find a model's provider by its name and run a generate call. */
 #include "registry.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "endpoints.h"
@@ -272,4 +273,34 @@ enum core_status model_generate(const char *name, const struct model_request *re
 	if (slash && slash[1] && (ep = endpoints_find(name, (size_t)(slash - name))))
 		return endpoints_generate(ep, slash + 1, req, stream, resp, e);
 	return model_check(name, e);
+}
+
+enum core_status model_check_request(const char *name, const struct model_request *req,
+                                     struct core_err *e)
+{
+	const struct model_provider *p = find_provider(name);
+	const char *slash = strchr(name, '/');
+	const struct endpoint *ep;
+	const struct prov_dialect *d = NULL;
+	enum core_status st;
+	json_t *body = NULL;
+	if ((st = load_endpoints(e)))
+		return st;
+	if (p)
+		d = p->dialect;         /* NULL: echo and script, which take anything */
+	else if (slash && slash[1] && (ep = endpoints_find(name, (size_t)(slash - name))))
+		d = endpoints_dialect(ep);
+	else
+		return model_check(name, e);
+	if (!d)
+		return CORE_OK;
+	void *state = calloc(1, d->size);
+	if (!state)
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	st = d->build(state, slash ? slash + 1 : "", "", req, &body, e);
+	json_decref(body);
+	if (d->release)
+		d->release(state);
+	free(state);
+	return st;
 }

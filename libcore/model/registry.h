@@ -52,6 +52,16 @@ enum core_status model_check(const char *name, struct core_err *e);
 enum core_status model_check_credentials(const char *name, const char *key_file,
                                          struct core_err *e);
 
+/*
+ * Whether the model called name can take what req's messages hold (the
+ * media of an attachment), before any call: the request body is built as
+ * the call would build it, and nothing is sent.  echo and script take
+ * anything.  Errors: the provider's ("openai: cannot send media of type
+ * 'audio/ogg' ..."), model_check()'s, CORE_ENOMEM.
+ */
+enum core_status model_check_request(const char *name, const struct model_request *req,
+                                     struct core_err *e);
+
 /* The i-th provider's prefix ("echo", "script", "openai", ...; static),
  * NULL past the last. */
 const char *model_provider_name(size_t i);
