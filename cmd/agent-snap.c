@@ -151,13 +151,12 @@ static const struct cli_sub subs[] = {
 	  "snapshotId), metadata only, each with its parentId; a row whose parent "
 	  "already has an earlier child is a fork and carries \"fork\": true; a "
 	  "detached run's row names the worker that ran it, \"worker\": "
-	  "{\"host\", \"pid\"}.  Delegations follow as a tree (docs/agents.md): "
-	  "after a session's rows, the rows of each sub-session its agent delegated "
-	  "to, oldest first, each with \"depth\" (1 for the session's own "
-	  "sub-agents, 2 for theirs, ...) and \"delegation\": {\"parentSessionId\", "
-	  "\"parentSnapshotId\", \"agent\", \"tool\"}.", run_log },
 	  "{\"host\", \"pid\"}; a row's \"usage\" is its turn's token counts "
-	  "(a detached run's: all its turns).", run_log },
+	  "(a detached run's: all its turns).  Delegations follow as a tree "
+	  "(docs/agents.md): after a session's rows, the rows of each sub-session its "
+	  "agent delegated to, oldest first, each with \"depth\" (1 for the "
+	  "session's own sub-agents, 2 for theirs, ...) and \"delegation\": "
+	  "{\"parentSessionId\", \"parentSnapshotId\", \"agent\", \"tool\"}.", run_log },
 	{ "rm", "SID...", 1, -1, "session ID", CLI_SESSION,
 	  NULL, SNAP_AGENT | SNAP_WRITE,
 	  "Deletes every row of each session, and the rows' worker logs (in the same "
