@@ -103,6 +103,7 @@ static const struct {
 	{ "mcp", "agentkit-mcp(7)" },
 	{ "serve", "agentkit-serve(7)" },
 	{ "queue", "agentkit-queue(7)" },
+	{ "agents", "agentkit-agents(7)" },
 };
 static const char see_also[] =
 	"agent-run(1), agent-snap(1), agent-wait(1), agent-abort(1), agent-serve(1), "
@@ -111,7 +112,7 @@ static const char see_also[] =
 	"agentkit-tools(5), agentkit-script-model(5), agentkit-agent-run(7), "
 	"agentkit-custom-agents(7), agentkit-providers(7), agentkit-detach(7), "
 	"agentkit-transforms(7), agentkit-store(7), agentkit-json(7), agentkit-tracing(7),"
-	" agentkit-mcp(7), agentkit-serve(7), agentkit-queue(7)";
+	" agentkit-mcp(7), agentkit-serve(7), agentkit-queue(7), agentkit-agents(7)";
 
 /* ---- help ---- */
 
