@@ -454,17 +454,6 @@ static enum core_status add_travel(struct run_opts *op, int key, const char *arg
 	return CORE_OK;
 }
 
-/* A count flag of 1 to max into *out. */
-static enum core_status count_flag(const char *flag, const char *arg, long max, int64_t *out)
-{
-	char *end;
-	long n = strtol(arg, &end, 10);
-	if (!*arg || *end || n < 1 || n > max)
-		return cli_usage("%s must be a number from 1 to %ld, got '%s'", flag, max, arg);
-	*out = n;
-	return CORE_OK;
-}
-
 /* --approve REF, --deny REF, --respond REF=JSON: one answer more. */
 static enum core_status push_answer(struct run_opts *op, int key, const char *arg)
 {
@@ -531,10 +520,10 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 		break;
 	case OPT_KEY: op->enq.key = arg; break;
 	case OPT_NOT_BEFORE: op->not_before = arg; break;
-	case OPT_MAX_ATTEMPTS: return count_flag("--max-attempts", arg, 1000, &op->enq.max_attempts);
+	case OPT_MAX_ATTEMPTS: return cli_count("--max-attempts", arg, 1000, &op->enq.max_attempts);
 	case OPT_CONCURRENCY:
 		op->concurrency_set = 1;
-		return count_flag("--concurrency", arg, 100000, &op->enq.concurrency);
+		return cli_count("--concurrency", arg, 100000, &op->enq.concurrency);
 	case OPT_CLAIMED: op->claimed = arg; break;
 	case OPT_STORE_FD: op->store_fd = arg; break;
 	case OPT_MESSAGE: return cli_push_arg(&op->messages, &op->nmsg, arg);

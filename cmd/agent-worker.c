@@ -549,17 +549,6 @@ static enum core_status start_threads(struct worker *w, struct core_err *e)
 	return CORE_OK;
 }
 
-static long count_arg(const char *flag, const char *arg, long max)
-{
-	char *end;
-	long n = strtol(arg, &end, 10);
-	if (!*arg || *end || n < 1 || n > max) {
-		cli_usage("%s must be a number from 1 to %ld, got '%s'", flag, max, arg);
-		return -1;
-	}
-	return n;
-}
-
 int main(int argc, char **argv)
 {
 	struct worker w = { .concurrency = 1, .idle_ms = -1, .drain_ms = 30000 };
@@ -569,7 +558,7 @@ int main(int argc, char **argv)
 	size_t nq = 0;
 	enum core_status st;
 	char *found = NULL;
-	long n;
+	int64_t n;
 	int c;
 
 	cli_start(&prog);
@@ -585,19 +574,18 @@ int main(int argc, char **argv)
 				return cli_finish(st);
 			break;
 		case OPT_CONCURRENCY:
-			if ((n = count_arg("--concurrency", arg, 1024)) < 0)
-				return cli_finish(CORE_EUSAGE);
+			if ((st = cli_count("--concurrency", arg, 1024, &n)))
+				return cli_finish(st);
 			w.concurrency = (size_t)n;
 			break;
 		case OPT_MAX_ATTEMPTS:
-			if ((n = count_arg("--max-attempts", arg, 1000)) < 0)
-				return cli_finish(CORE_EUSAGE);
-			w.max_attempts = n;
+			if ((st = cli_count("--max-attempts", arg, 1000, &w.max_attempts)))
+				return cli_finish(st);
 			break;
 		case OPT_MAX_RUNS:
-			if ((n = count_arg("--max-runs", arg, LONG_MAX / 2)) < 0)
-				return cli_finish(CORE_EUSAGE);
-			w.max_runs = n;
+			if ((st = cli_count("--max-runs", arg, LONG_MAX / 2, &n)))
+				return cli_finish(st);
+			w.max_runs = (long)n;
 			break;
 		case OPT_STORE: store = arg; break;
 		case OPT_ONCE: w.once = 1; break;

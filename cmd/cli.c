@@ -100,6 +100,16 @@ enum core_status cli_size(const char *flag, const char *arg, size_t *out)
 	return CORE_OK;
 }
 
+enum core_status cli_count(const char *flag, const char *arg, long max, int64_t *out)
+{
+	char *end;
+	long n = strtol(arg, &end, 10);
+	if (!*arg || *end || n < 1 || n > max)
+		return cli_usage("%s must be a number from 1 to %ld, got '%s'", flag, max, arg);
+	*out = n;
+	return CORE_OK;
+}
+
 /* ---- output ---- */
 
 static enum core_status out_error(struct core_err *e)

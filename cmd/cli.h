@@ -195,6 +195,9 @@ enum core_status cli_push_header(const char ***v, size_t *n, const char *arg);
 /* A size flag's value ("64M"), at least 1 and at most SIZE_MAX / 2:
  * CORE_OK with *out, else cli_usage() naming the flag. */
 enum core_status cli_size(const char *flag, const char *arg, size_t *out);
+/* A count flag's value, 1 to max: CORE_OK with *out, else cli_usage()
+ * "FLAG must be a number from 1 to MAX, got 'ARG'". */
+enum core_status cli_count(const char *flag, const char *arg, long max, int64_t *out);
 
 /* Write to stdout.  CORE_EPIPE when the reader went away, CORE_ESYS
  * (message in e) for any other failure. */
