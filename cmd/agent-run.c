@@ -1029,16 +1029,12 @@ static enum core_status store_from_fd(struct run *r)
 static enum core_status read_claimed(struct run *r)
 {
 	struct run_opts *op = &r->opts;
-	struct core_buf dir = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_err e = { 0 };
 	struct store *s = NULL;
-	enum core_status st = store_default_path(op->open.store_path, &dir, &e);
-	if (!st)
-		st = store_open_flags(dir.p, STORE_OPEN_EXISTING, &s, &e);
+	enum core_status st = store_open_default(op->open.store_path, STORE_OPEN_EXISTING, &s, &e);
 	if (!st)
 		st = store_get(s, op->claimed, STORE_METADATA_ONLY, &r->claimed, &e);
 	store_close(s);
-	core_buf_release(&dir);
 	if (!st && !store_queue_of(r->claimed))
 		st = core_fail(&e, CORE_EPRECONDITION, "snapshot '%s' is not a queued run",
 		               op->claimed);
@@ -1055,18 +1051,15 @@ static enum core_status read_claimed(struct run *r)
  * settles failed, so no worker takes it again for the same reason. */
 static void claimed_failed(struct run *r, enum core_status st)
 {
-	struct core_buf dir = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_err e = { 0 }, why = { 0 };
 	struct store *s = NULL;
 	core_fail(&why, st, "the run could not start on this worker: %s",
 	          init_failure.st ? init_failure.msg : core_strerror(st));
-	if (!store_default_path(r->opts.open.store_path, &dir, &e) &&
-	    !store_open_flags(dir.p, STORE_OPEN_EXISTING, &s, &e))
+	if (!store_open_default(r->opts.open.store_path, STORE_OPEN_EXISTING, &s, &e))
 		detach_settle_failed(s, r->claimed, &why, &e);
 	if (e.st)
 		cli_warn("%s", e.msg);
 	store_close(s);
-	core_buf_release(&dir);
 }
 
 /* §2.2 step 6: the caller's detached output, at once (also the feed's
