@@ -453,12 +453,6 @@ static enum core_status work(struct worker *w, struct core_err *e)
 {
 	int64_t idle_since = core_now_mono_ms(), drain_end = -1;
 	int handed = 0;
-	json_t *self;
-	char host[256] = "";
-	if (gethostname(host, sizeof host - 1))
-		host[0] = 0;
-	if (!(self = json_pack("{s:s, s:I}", "host", host, "pid", (json_int_t)getpid())))
-		return core_fail(e, CORE_ENOMEM, "out of memory");
 	for (;;) {
 		int64_t next_ns = 0, idle_left = -1;
 		int claimed = 0;
@@ -482,21 +476,17 @@ static enum core_status work(struct worker *w, struct core_err *e)
 		while (drain_end < 0 && w->running < w->concurrency &&
 		       (!w->max_runs || w->ended + (long)w->running < w->max_runs)) {
 			json_t *row = NULL;
-			st = store_claim(w->s, w->queues, self, w->max_attempts, &row, &next_ns, e);
+			st = store_claim(w->s, w->queues, w->max_attempts, &row, &next_ns, e);
 			if (st == CORE_ENOTFOUND)
 				break;
-			if (st) {
-				json_decref(self);
+			if (st)
 				return st;
-			}
 			if (!row)
 				continue;       /* settled rows only: claim again */
 			st = start(w, row, e);
 			json_decref(row);
-			if (st) {
-				json_decref(self);
+			if (st)
 				return st;
-			}
 			claimed = 1;
 		}
 		if (w->running || claimed)
@@ -521,7 +511,6 @@ static enum core_status work(struct worker *w, struct core_err *e)
 			nap(sleep_ms(w, next_ns, idle_left));
 		}
 	}
-	json_decref(self);
 	return CORE_OK;
 }
 

@@ -7,7 +7,6 @@
 
 #include <stdio.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "../libcore/base/json.h"
 #include "../libcore/base/util.h"
@@ -15,7 +14,6 @@
 /* ---- the claim ---- */
 
 struct claim_ctx {
-	const json_t *worker;
 	int64_t max_attempts;   /* for a run that sets none */
 	int64_t now_ns;
 	int claimed;            /* fn claimed the row it saw */
@@ -87,14 +85,7 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 		return CORE_OK;
 	}
 	core_time_format(c->now_ns, now);
-	w = c->worker ? json_deep_copy(c->worker) : NULL;
-	if (!w) {
-		char host[256] = "";
-		if (gethostname(host, sizeof host - 1))
-			host[0] = 0;
-		w = json_pack("{s:s, s:I}", "host", host, "pid", (json_int_t)getpid());
-	}
-	if (!w || !(i2 = json_copy((json_t *)info)) || json_object_set_new(n, STORE_INFO_KEY, i2) ||
+	if (!(w = jv_host_pid()) || !(i2 = json_copy((json_t *)info)) || json_object_set_new(n, STORE_INFO_KEY, i2) ||
 	    !(q2 = json_copy((json_t *)q)) || json_object_set_new(i2, "queue", q2) ||
 	    json_object_set_new(q2, "attempt", json_integer(attempt + 1)) ||
 	    json_object_set_new(i2, "epoch", json_integer(st_int(info, "epoch") + 1)) ||
@@ -109,8 +100,8 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 }
 
 enum core_status store_claim(struct store *s, const char *const *queues,
-                             const json_t *worker, int64_t max_attempts, json_t **row,
-                             int64_t *next_ns, struct core_err *e)
+                             int64_t max_attempts, json_t **row, int64_t *next_ns,
+                             struct core_err *e)
 {
 	*row = NULL;
 	if (next_ns)
@@ -118,8 +109,7 @@ enum core_status store_claim(struct store *s, const char *const *queues,
 	if (!s || !s->backend->claim)
 		return core_fail(e, CORE_EPRECONDITION, "this store keeps no queue");
 	for (int i = 0; i < STORE_CLAIM_SETTLE_MAX; i++) {
-		struct claim_ctx c = { worker, max_attempts > 0 ? max_attempts
-		                                               : STORE_QUEUE_MAX_ATTEMPTS,
+		struct claim_ctx c = { max_attempts > 0 ? max_attempts : STORE_QUEUE_MAX_ATTEMPTS,
 		                       store_now_ns(s), 0 };
 		json_t *got = NULL;
 		int64_t next = 0;

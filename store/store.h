@@ -522,8 +522,8 @@ const json_t *store_queue_of(const json_t *row);
  *     max_attempts, the claimer's, else STORE_QUEUE_MAX_ATTEMPTS) settles
  *     "failed", its error
  *     UNAVAILABLE "gave up after N attempts: worker lost (...)";
- *   - any other is claimed: attempt and epoch + 1, worker {host, pid}
- *     (worker: this process's, or the one given), heartbeatAt now.
+ *   - any other is claimed: attempt and epoch + 1, worker {host, pid} (this
+ *     process: jv_host_pid()), heartbeatAt now.
  * Settling rows is part of claiming: it goes on to the next candidate
  * (at most STORE_CLAIM_SETTLE_MAX per call).  CORE_OK with *row the
  * claimed row (new reference, unshaped, with its info), or NULL when the
@@ -534,8 +534,8 @@ const json_t *store_queue_of(const json_t *row);
  */
 #define STORE_CLAIM_SETTLE_MAX 64
 enum core_status store_claim(struct store *s, const char *const *queues,
-                             const json_t *worker, int64_t max_attempts, json_t **row,
-                             int64_t *next_ns, struct core_err *e);
+                             int64_t max_attempts, json_t **row, int64_t *next_ns,
+                             struct core_err *e);
 
 /*
  * Every queued run the index holds (pending and aborting rows with

@@ -544,7 +544,7 @@ static void par_claim(int k, void *ctx)
 	struct core_err e = { 0 };
 	for (;;) {
 		json_t *row = NULL;
-		enum core_status st = store_claim(s, queues, NULL, 0, &row, NULL, &e);
+		enum core_status st = store_claim(s, queues, 0, &row, NULL, &e);
 		if (st == CORE_ENOTFOUND)
 			break;
 		if (st)

@@ -55,15 +55,6 @@ static json_int_t lease_epoch(const json_t *row)
 	return json_is_integer(v) ? json_integer_value(v) : 1;
 }
 
-/* This process as a lease holder: {"host", "pid"}. */
-static json_t *worker_self(void)
-{
-	char host[256] = "";
-	if (gethostname(host, sizeof host - 1))
-		host[0] = 0;
-	return json_pack("{s:s, s:I}", "host", host, "pid", (json_int_t)getpid());
-}
-
 /*
  * The fence: whether the holder of epoch may still write the pending or
  * aborting row existing.  Refused (CORE_EXPIRED, saying why) when another
@@ -110,7 +101,7 @@ enum core_status detach_pending(struct store *s, const char *session_id,
 	core_time_format(created_ns, created);
 	json_t *info = json_pack("{s:I, s:i, s:o}", "heartbeatTimeout",
 	                         (json_int_t)(hb_timeout_ms > 0 ? hb_timeout_ms : DETACH_LEASE_MS),
-	                         "epoch", 1, "worker", worker_self());
+	                         "epoch", 1, "worker", jv_host_pid());
 	struct session_row sr = {
 		.created_at = created, .heartbeat_at = now, .updated_at = now, .parent_id = parent_id,
 		.session_id = session_id, .snapshot_id = id, .status = "pending", .info = info,
@@ -389,7 +380,7 @@ static enum core_status fn_beat(const json_t *existing, json_t **next, void *ctx
 	json_t *info = json_object_get(*next, STORE_INFO_KEY);
 	if (!w->claimed && json_is_object(info)) {
 		json_t *info2 = json_deep_copy(info);
-		if (!info2 || json_object_set_new(info2, "worker", worker_self()) ||
+		if (!info2 || json_object_set_new(info2, "worker", jv_host_pid()) ||
 		    json_object_set_new(*next, STORE_INFO_KEY, info2))
 			return core_fail(e, CORE_ENOMEM, "out of memory");
 	}

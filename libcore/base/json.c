@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define BIGNUM_TAG '\xff'
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
@@ -759,4 +760,12 @@ json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json
 	if (val)
 		json_object_set_new(out, key, val);
 	return out;
+}
+
+json_t *jv_host_pid(void)
+{
+	char host[256] = "";
+	if (gethostname(host, sizeof host - 1))
+		host[0] = 0;
+	return json_pack("{s:s, s:I}", "host", host, "pid", (json_int_t)getpid());
 }

@@ -111,6 +111,10 @@ json_t *jv_object_insert_at(const json_t *src, size_t pos, const char *key, json
  * answers); msg is made valid UTF-8 (utf8.h).  NULL without memory. */
 json_t *jv_error_new(enum core_status st, const char *msg);
 
+/* This process as a lease holder names it: {"host": its host name, "pid"}
+ * (a detached run's worker, a queued run's claim).  NULL without memory. */
+json_t *jv_host_pid(void);
+
 /* Name of v's type for messages: "object", "array", "string", "number",
  * "boolean", "null". */
 const char *jv_type_name(const json_t *v);
