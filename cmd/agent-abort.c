@@ -119,13 +119,8 @@ static enum core_status flip(const json_t *existing, json_t **next, void *ctx,
 	const json_t *q = store_queue_of(existing);
 	if (q && json_integer_value(json_object_get(q, "attempt")) == 0) {
 		/* no worker holds it: nobody else would finalize it (docs/queue.md) */
-		json_t *info = json_object_get(*next, STORE_INFO_KEY);
-		json_object_del(info, "queue");
-		json_object_del(info, "run");
-		json_object_set_new(*next, "finishReason", json_string("aborted"));
-		json_object_set_new(*next, "status", json_string("aborted"));
 		c->settled = 1;
-		return CORE_OK;
+		return store_queue_settle(*next, "aborted", "aborted", NULL, store_now_ns(c->s), e);
 	}
 	json_object_set_new(*next, "status", json_string("aborting"));
 	return CORE_OK;

@@ -19,23 +19,19 @@ struct claim_ctx {
 	int claimed;            /* fn claimed the row it saw */
 };
 
-/* Settle row (a copy to change) as status with reason and err (NULL:
- * none), the queue's members dropped: no worker will take it again. */
-static enum core_status settle(json_t *n, const char *status, const char *reason,
-                               json_t *err, int64_t now_ns, struct core_err *e)
+enum core_status store_queue_settle(json_t *row, const char *status, const char *reason,
+                                    json_t *err, int64_t now_ns, struct core_err *e)
 {
 	char now[CORE_TIME_MAX];
-	json_t *info = json_copy(json_object_get(n, STORE_INFO_KEY));
+	json_t *info = json_copy(json_object_get(row, STORE_INFO_KEY));
 	core_time_format(now_ns, now);
-	if (!info || json_object_set_new(n, STORE_INFO_KEY, info) ||
-	    json_object_set_new(n, "status", json_string(status)) ||
-	    json_object_set_new(n, "finishReason", json_string(reason)) ||
-	    json_object_set_new(n, "updatedAt", json_string(now)) ||
-	    (err && json_object_set_new(n, "error", err))) {
-		json_decref(n);
-		return core_fail(e, CORE_ENOMEM, "claim: out of memory");
-	}
-	json_object_del(n, "heartbeatAt");
+	if (!info || json_object_set_new(row, STORE_INFO_KEY, info) ||
+	    json_object_set_new(row, "status", json_string(status)) ||
+	    json_object_set_new(row, "finishReason", json_string(reason)) ||
+	    json_object_set_new(row, "updatedAt", json_string(now)) ||
+	    (err && json_object_set_new(row, "error", err)))
+		return core_fail(e, CORE_ENOMEM, "out of memory");
+	json_object_del(row, "heartbeatAt");
 	json_object_del(info, "run");
 	json_object_del(info, "queue");
 	return CORE_OK;
@@ -61,10 +57,8 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 	if (!(n = json_copy((json_t *)existing)))
 		return core_fail(e, CORE_ENOMEM, "claim: out of memory");
 	if (!strcmp(status, "aborting")) {
-		if (settle(n, "aborted", "aborted", NULL, c->now_ns, e))
-			return CORE_ENOMEM;
 		*next = n;
-		return CORE_OK;
+		return store_queue_settle(n, "aborted", "aborted", NULL, c->now_ns, e);
 	}
 	info = json_object_get(existing, STORE_INFO_KEY);
 	if (attempt > 0 && max > 0 && attempt >= max) {
@@ -75,17 +69,14 @@ static enum core_status fn_claim(const json_t *existing, json_t **next, void *ct
 		         "%.200s, pid %lld)", (long long)attempt, attempt == 1 ? "" : "s",
 		         host ? host : "?", (long long)st_int(lw, "pid"));
 		json_t *err = jv_error_new(CORE_EUNAVAILABLE, m);
-		if (!err) {
-			json_decref(n);
-			return core_fail(e, CORE_ENOMEM, "claim: out of memory");
-		}
-		if (settle(n, "failed", "failed", err, c->now_ns, e))
-			return CORE_ENOMEM;
 		*next = n;
-		return CORE_OK;
+		if (!err)
+			return core_fail(e, CORE_ENOMEM, "claim: out of memory");
+		return store_queue_settle(n, "failed", "failed", err, c->now_ns, e);
 	}
 	core_time_format(c->now_ns, now);
-	if (!(w = jv_host_pid()) || !(i2 = json_copy((json_t *)info)) || json_object_set_new(n, STORE_INFO_KEY, i2) ||
+	if (!(w = jv_host_pid()) || !(i2 = json_copy((json_t *)info)) ||
+	    json_object_set_new(n, STORE_INFO_KEY, i2) ||
 	    !(q2 = json_copy((json_t *)q)) || json_object_set_new(i2, "queue", q2) ||
 	    json_object_set_new(q2, "attempt", json_integer(attempt + 1)) ||
 	    json_object_set_new(i2, "epoch", json_integer(st_int(info, "epoch") + 1)) ||

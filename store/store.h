@@ -510,6 +510,16 @@ int store_queue_project(json_t *row);
 const json_t *store_queue_of(const json_t *row);
 
 /*
+ * Take the queued row out of the queue for good, settled: row (a copy the
+ * caller owns, for a save's next) gets status, finishReason reason, error
+ * err (consumed; NULL: none) and updatedAt now_ns, and loses heartbeatAt
+ * and its info's "queue" and "run".  How a claim settles a run, and how
+ * agent-abort settles one no worker holds.  CORE_ENOMEM.
+ */
+enum core_status store_queue_settle(json_t *row, const char *status, const char *reason,
+                                    json_t *err, int64_t now_ns, struct core_err *e);
+
+/*
  * Claim one run of the queues (NULL-terminated names) for this process:
  * among the indexed rows of those queues whose ready time has come by
  * the store's clock, the one ready first (ties by snapshot ID) whose
