@@ -235,6 +235,22 @@ static void chain_text(const struct chain *ch, const char *last, struct core_buf
 	core_buf_adds(b, last);
 }
 
+/* What a config holds (c itself stays: walk()'s is on its stack). */
+static void config_release(struct delegate_config *c)
+{
+	for (size_t i = 0; i < c->nrefs; i++) {
+		free(c->refs[i].name);
+		free(c->refs[i].description);
+		free(c->refs[i].discovered);
+		free(c->refs[i].path);
+	}
+	free(c->refs);
+	free(c->owner);
+	free(c->prefix);
+	free(c->queue);
+	free(c->search);
+}
+
 /*
  * Walk the sub-agents of the prompt at path (its agents value v) below
  * the chain so far: a name already on it is a cycle; a chain longer
@@ -273,14 +289,7 @@ static enum core_status walk(const json_t *v, const char *path, const char *name
 		core_buf_release(&b);
 	}
 	ch->n--;
-	free(c.prefix);
-	free(c.queue);
-	for (size_t i = 0; i < c.nrefs; i++) {
-		free(c.refs[i].name);
-		free(c.refs[i].description);
-		free(c.refs[i].path);
-	}
-	free(c.refs);
+	config_release(&c);
 	return st;
 }
 
@@ -351,17 +360,7 @@ void delegate_config_free(struct delegate_config *c)
 {
 	if (!c)
 		return;
-	for (size_t i = 0; i < c->nrefs; i++) {
-		free(c->refs[i].name);
-		free(c->refs[i].description);
-		free(c->refs[i].discovered);
-		free(c->refs[i].path);
-	}
-	free(c->refs);
-	free(c->owner);
-	free(c->prefix);
-	free(c->queue);
-	free(c->search);
+	config_release(c);
 	free(c);
 }
 
