@@ -29,6 +29,7 @@ static const struct cli_env environment[] = {
 	{ "AGENTKIT_STORE", "the snapshot store (--store overrides); default ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/store" },
 	{ "AGENTKIT_PATH", "colon-separated directories searched for NAME.prompt after --agents DIR and before ./agents and ${XDG_CONFIG_HOME:-$HOME/.config}/agentkit/agents" },
 	{ "AGENTKIT_DELEGATION", "set by agent-run for a sub-agent it runs (front matter agents:): the delegation its session is linked to; taken out of the environment at start" },
+	{ "AGENTKIT_DELEGATION_BUDGET", "set by agent-run for a sub-agent it runs: what was left of its usage budget, {\"totalTokens\": N, ...}, which bounds the sub-agent beside its own maxUsage; taken out of the environment at start" },
 	{ "AGENTKIT_DELEGATION_DEPTH", "how deep in a chain of sub-agents this agent-run runs (0 or unset: at the top), held to the agents' maxDepth" },
 	{ "AGENTKIT_MODEL", "the model when neither --model nor the prompt file names one" },
 	{ "AGENTKIT_KEY_FILE", "a file holding the provider key (--key-file overrides)" },

@@ -7,9 +7,16 @@
 
 load test_helper
 
+SPID=
+
 setup() {
 	common_setup
 	mkdir -p agents/tools
+}
+
+teardown() {
+	[ -z "$SPID" ] || kill "$SPID" 2>/dev/null || true
+	[ -z "$SPID" ] || wait "$SPID" 2>/dev/null || true
 }
 
 # agent NAME FRONT-MATTER-LINE...: agents/NAME.prompt with a system line.
@@ -555,4 +562,106 @@ then_call() {
 	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], async: true, queue: ""}'
 	run -101 --separate-stderr agent-run lead -m go
 	[[ "$stderr" == *"agents: queue must be a queue's name (1 to 128 bytes)"* ]]
+}
+
+# A sub-agent with a tool, note, that does nothing but answer ok.
+note_tool() {
+	printf '#!/bin/sh\ncat >/dev/null\necho '"'"'{"output": "ok"}'"'"'\n' >agents/tools/note
+	chmod +x agents/tools/note
+	echo '{"description": "Write notes."}' >agents/tools/note.json
+}
+
+@test "usage: a sub-agent's usage is its parent's, in turnEnd, the output and the state; its share is the sub-session's" {
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/sub.ndjson'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "ref": "r1", "input": {"task": "t"}}], "usage": {"inputTokens": 10, "outputTokens": 2}}' \
+		'{"when": {"round": 1}, "text": "done", "usage": {"inputTokens": 20, "outputTokens": 3}}' >agents/lead.ndjson
+	echo '{"text": "facts", "usage": {"inputTokens": 5, "outputTokens": 1}}' >agents/sub.ndjson
+	run -0 --separate-stderr agent-run lead -m hi
+	sid=$(last | jq -r .output.sessionId)
+	sub=$(tool_out | jq -r .sessionId)
+	assert_equal "$(chunks | jq -c 'select(.turnEnd) | .turnEnd.usage')" '{"inputTokens":35,"outputTokens":6,"totalTokens":41}'
+	assert_equal "$(last | jq -c .output.usage.totalTokens)" 41
+	assert_equal "$(agent-snap --session "$sid" | jq -c .state.usage.totalTokens)" 41
+	# the tree: the parent's row holds the total, the sub-session's row its share
+	run -0 agent-snap log "$sid"
+	assert_equal "$(jq -c '[.sessionId == "'"$sub"'", .usage.totalTokens]' <<<"$output")" '[false,41]
+[true,6]'
+	# a later turn adds to the session's total
+	run -0 --separate-stderr agent-run lead --session "$sid" -m again
+	assert_equal "$(last | jq -c .output.usage.totalTokens)" 41
+	assert_equal "$(agent-snap --session "$sid" | jq -c .state.usage.totalTokens)" 82
+}
+
+@test "budget: the parent's counts its sub-agents' tokens; a sub-agent gets what is left and stops there" {
+	note_tool
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/sub.ndjson' 'tools: [note]' 'maxTurns: 50'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "ref": "r1", "input": {"task": "t"}}], "usage": {"inputTokens": 10, "outputTokens": 2}}' \
+		'{"when": {"round": 1}, "text": "never asked", "usage": {"inputTokens": 1, "outputTokens": 1}}' >agents/lead.ndjson
+	# a runaway: it calls its tool for ever, 10 tokens a call
+	echo '{"fallback": true, "toolRequests": [{"name": "note", "input": {}}], "usage": {"inputTokens": 8, "outputTokens": 2}}' >agents/sub.ndjson
+	run -2 --separate-stderr agent-run lead -m hi --max-tokens-total 30
+	# 18 left when it started: it stopped after 20, as a tool error for the parent
+	assert_equal "$(tool_out | jq -r .response)" 'Error calling agent "researcher": generate: usage budget spent: 20 of 18 totalTokens (what the delegating agent had left)'
+	# 12 + 20: the parent's budget is spent, no model call follows the round
+	assert_equal "$stderr" 'agent-run: generate: usage budget spent: 32 of 30 totalTokens (maxUsage, --max-tokens-total)'
+	assert_equal "$(last | jq -c '[.output.finishReason, .output.error.status, .output.usage.totalTokens]')" '["aborted","RESOURCE_EXHAUSTED",32]'
+	sub=$(tool_out | jq -r .sessionId)
+	run -0 agent-snap --session "$sub"
+	assert_equal "$(jq -c '[.status, .state.usage.totalTokens]' <<<"$output")" '["aborted",20]'
+	# the sub-agent's own budget, when lower, is the one it meets
+	agent researcher 'model: script/sub.ndjson' 'tools: [note]' 'maxTurns: 50' 'maxUsage: 5'
+	run -0 --separate-stderr agent-run lead -m hi --max-tokens-total 1000
+	assert_equal "$(tool_out | jq -r .response)" 'Error calling agent "researcher": generate: usage budget spent: 10 of 5 totalTokens (maxUsage, --max-tokens-total)'
+	assert_equal "$(last | jq -c .output.usage.totalTokens)" 24
+}
+
+# serve_remote: agent-serve on a free loopback port, on a store of its own,
+# serving remote/ (a researcher on a script model); $URL, $SPID.
+serve_remote() {
+	mkdir -p remote
+	printf -- '---\nmodel: script/%s/remote/sub.ndjson\n---\n{{role "system"}}You are remote.\n{{history}}\n' \
+		"$PWD" >remote/researcher.prompt
+	AGENTKIT_STORE=$PWD/remote-store agent-serve --listen 127.0.0.1:0 --agents remote 2>serve.log &
+	SPID=$!
+	for _ in $(seq 100); do grep -q 'listening on' serve.log && break; sleep 0.05; done
+	URL=$(sed -n 's/^agent-serve: listening on //p' serve.log)
+	[ -n "$URL" ]
+}
+
+@test "url: a remote sub-agent: its reply, usage and sub-session come from the server; its failures are tool errors" {
+	serve_remote
+	agent lead 'model: script/lead.ndjson' 'agents: {agents: [researcher], historyLength: 2, async: true}'
+	agent researcher "url: $URL/researcher"
+	lead_script delegate_to_researcher '{"task": "find facts"}'
+	echo '{"text": "remote facts", "usage": {"inputTokens": 4, "outputTokens": 2}}' >remote/sub.ndjson
+	run -0 --separate-stderr agent-run lead -m hi
+	out=$(tool_out)
+	assert_equal "$(jq -c '[.response, (.sessionId | length), (.snapshotId | length)]' <<<"$out")" '["remote facts",36,36]'
+	assert_equal "$(chunks | jq -c 'select(.turnEnd) | .turnEnd.usage.totalTokens')" 6
+	# the sub-session is the server's, and it got the task alone (no history:
+	# a remote agent keeps its own sessions)
+	sub=$(jq -r .sessionId <<<"$out")
+	run -0 agent-snap --url "$URL/researcher" --session "$sub"
+	assert_equal "$(jq -c '[.snapshotId, [.state.messages[] | .role + ":" + .content[0].text]]' <<<"$output")" \
+		"[\"$(jq -r .snapshotId <<<"$out")\",[\"user:find facts\",\"model:remote facts\"]]"
+	run -4 agent-snap --session "$sub"
+	# the remote agent fails: the parent's model reads the server's reason
+	echo '{"error": {"status": "UNAVAILABLE", "message": "model melted"}}' >remote/sub.ndjson
+	run -0 --separate-stderr agent-run lead -m hi
+	assert_equal "$(tool_out | jq -c .)" '{"response":"Error calling agent \"researcher\": generate: model melted"}'
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
+	# background: refused, the task tools could not follow the server's rows
+	lead_script delegate_to_researcher '{"task": "t", "background": true}'
+	run -0 --separate-stderr agent-run lead -m hi
+	assert_equal "$(tool_out | jq -r .response)" 'Error calling agent "researcher": it is a remote agent (url:), which cannot run in the background. Delegate to it without "background" instead.'
+	# the server gone: an error that names it, and the parent goes on
+	kill "$SPID"
+	wait "$SPID" || true
+	SPID=
+	lead_script delegate_to_researcher '{"task": "find facts"}'
+	run -0 --separate-stderr agent-run lead -m hi
+	[[ "$(tool_out | jq -r .response)" == "Error calling agent \"researcher\": the agent server: $URL/researcher: "*"Couldn't connect to server" ]]
+	assert_equal "$(last | jq -r .output.message.content[0].text)" done
 }

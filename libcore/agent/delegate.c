@@ -27,6 +27,7 @@ struct delegate_ref {
 	char *description;      /* the ref's own, or NULL */
 	char *discovered;       /* the sub-agent's front matter description, or NULL */
 	char *path;             /* its prompt file */
+	int remote;             /* it names a remote agent (url:, docs/serve.md) */
 };
 
 struct delegate_config {
@@ -333,6 +334,7 @@ enum core_status delegate_config_load(const json_t *meta, const char *path, cons
 		    (st = prompt_load(c->refs[i].path, &p, e)))
 			goto fail;
 		const json_t *d = json_object_get(prompt_meta(p), "description");
+		c->refs[i].remote = json_object_get(prompt_meta(p), "url") != NULL;
 		if (jv_is_string(d) && !(c->refs[i].discovered = strdup(json_string_value(d))))
 			st = core_fail(e, CORE_ENOMEM, "out of memory");
 		prompt_free(p);
@@ -531,6 +533,7 @@ struct delegate_run {
 	struct delegate_tool *tools;
 	json_t *conversation;   /* the last request's messages */
 	json_t *launched;       /* snapshot IDs of the background tasks started */
+	json_t *counted;        /* task IDs whose usage this run counted: true */
 	long turn;              /* the turn the count is of */
 	long in_turn, total;    /* delegations this turn, this run */
 };
@@ -561,7 +564,7 @@ struct delegate_run *delegate_run_new(const struct delegate_config *c, struct st
 		r->agent_run = strdup("agent-run");
 	}
 	if (!r->agent_run || !(r->tools = calloc(c->nrefs + TASK_TOOLS, sizeof *r->tools)) ||
-	    !(r->launched = json_array()) ||
+	    !(r->launched = json_array()) || !(r->counted = json_object()) ||
 	    (store_location && !(r->store_location = strdup(store_location))) ||
 	    (key_file && !(r->key_file = strdup(key_file)))) {
 		delegate_run_free(r);
@@ -584,6 +587,7 @@ void delegate_run_free(struct delegate_run *r)
 	free(r->tools);
 	json_decref(r->conversation);
 	json_decref(r->launched);
+	json_decref(r->counted);
 	free(r);
 }
 
@@ -678,23 +682,52 @@ void delegate_augment(struct delegate_run *r, json_t *messages)
 
 /* ---- the link to the parent ---- */
 
+/* $NAME as a JSON object (NULL for none), taken out of the environment. */
+static json_t *take_env_object(const char *name)
+{
+	const char *v = getenv(name);
+	json_t *j = v && *v ? json_loads(v, 0, NULL) : NULL;
+	if (!json_is_object(j)) {
+		json_decref(j);
+		j = NULL;
+	}
+	unsetenv(name);
+	return j;
+}
+
+static json_t *parent_link, *parent_budget;
+
+/* Both at the first call, so that a tool's agent-run claims neither. */
+static void take_parent(void)
+{
+	static int taken;
+	if (taken)
+		return;
+	taken = 1;
+	parent_link = take_env_object("AGENTKIT_DELEGATION");
+	json_t *b = take_env_object("AGENTKIT_DELEGATION_BUDGET");
+	const char *k;
+	json_t *v;
+	/* counts of tokens, whole and not negative; anything else is no limit */
+	json_object_foreach(b, k, v)
+		if (json_is_integer(v) && json_integer_value(v) >= 0) {
+			if (!parent_budget)
+				parent_budget = json_object();
+			json_object_set(parent_budget, k, v);
+		}
+	json_decref(b);
+}
+
 const json_t *delegate_parent_link(void)
 {
-	static json_t *link;
-	static int taken;
-	if (!taken) {
-		const char *v = getenv("AGENTKIT_DELEGATION");
-		taken = 1;
-		if (v && *v) {
-			json_t *j = json_loads(v, 0, NULL);
-			if (json_is_object(j))
-				link = j;
-			else
-				json_decref(j);
-		}
-		unsetenv("AGENTKIT_DELEGATION");
-	}
-	return link;
+	take_parent();
+	return parent_link;
+}
+
+const json_t *delegate_parent_budget(void)
+{
+	take_parent();
+	return parent_budget;
 }
 
 /* ---- a call ---- */
@@ -908,6 +941,15 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		*pending = k;
 		return k->done ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
 	}
+	if (k->background && dt->ref->remote) {
+		/* its rows are the server's: the task tools, which read this
+		 * store, could not follow it */
+		k->done = text_response("Error calling agent \"%s\": it is a remote agent (url:), "
+		                        "which cannot run in the background. Delegate to it without "
+		                        "\"background\" instead.", dt->ref->name);
+		*pending = k;
+		return k->done ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	}
 	/* a resumed delegation goes on; it is not another one */
 	if (!resume_snap && (k->done = over_limit(r, ctx->turn_index))) {
 		*pending = k;
@@ -921,10 +963,9 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 	                       ctx->session_id ? ctx->session_id : "", "parentSnapshotId",
 	                       ctx->snapshot_id ? ctx->snapshot_id : "", "agent", r->c->owner,
 	                       "tool", t->name)) ||
-	    !(history = r->c->history_length > 0 && !k->background
-	                ? recent_history(r->conversation,
-	                                                          r->c->history_length)
-	                                         : json_array()))
+	    !(history = r->c->history_length > 0 && !k->background && !dt->ref->remote
+	                ? recent_history(r->conversation, r->c->history_length)
+	                : json_array()))
 		goto nomem;
 	if (add_arg(&k->argv, &nargv, r->agent_run) || add_arg(&k->argv, &nargv, dt->ref->path) ||
 	    add_arg(&k->argv, &nargv, "--format") || add_arg(&k->argv, &nargv, "ndjson") ||
@@ -986,6 +1027,15 @@ static enum core_status call_start(const struct tool *t, const json_t *input,
 		goto nomem;
 	}
 	core_buf_release(&lb);
+	if (ctx->budget_left) {
+		/* what the parent has left is the sub-agent's budget too */
+		struct core_buf bb = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		st = jv_dump(ctx->budget_left, &bb) ? CORE_ENOMEM
+		   : add_env(&k->add, &nadd, "AGENTKIT_DELEGATION_BUDGET=%s", bb.p);
+		core_buf_release(&bb);
+		if (st)
+			goto nomem;
+	}
 	for (char **v = environ; v && *v; v++)
 		if (spawn_provider_key(*v) && strncmp(*v, "AGENTKIT_STORE=", 15) &&
 		    add_env(&k->add, &nadd, "%s", *v))
@@ -1151,15 +1201,41 @@ static int64_t task_hb_timeout(void)
 	return ms;
 }
 
-/* One task's report (Go's backgroundTaskReport) from its row, read now
- * (or the settled row given). */
+static int settled(const char *status)
+{
+	return strcmp(status, "pending") && strcmp(status, "aborting") && strcmp(status, "unknown");
+}
+
+/* Whether task id's usage was counted already: by this run, or by an
+ * earlier one that reported it settled (a task tool's answer in the
+ * conversation says so). */
+static int task_counted(const struct delegate_run *r, const char *id)
+{
+	size_t i, j, t;
+	json_t *m, *p, *rep;
+	if (json_object_get(r->counted, id))
+		return 1;
+	json_array_foreach(r->conversation, i, m)
+		json_array_foreach(json_object_get(m, "content"), j, p) {
+			const json_t *out = json_object_get(json_object_get(p, "toolResponse"), "output");
+			json_array_foreach(json_object_get(out, "tasks"), t, rep) {
+				const char *rid = json_string_value(json_object_get(rep, "taskId"));
+				const char *st = json_string_value(json_object_get(rep, "status"));
+				if (rid && st && !strcmp(rid, id) && settled(st))
+					return 1;
+			}
+		}
+	return 0;
+}
+
+/* One task's report (Go's backgroundTaskReport) from its row, read now. */
 static json_t *task_report(struct call *k, const struct tool *t, const char *id,
-                           json_t *settled, struct core_err *e)
+                           struct core_err *e)
 {
 	struct delegate_run *r = k->dt->run;
 	const char *snap;
 	const struct delegate_ref *ref = task_ref(r->c, id, &snap);
-	json_t *rep = json_pack("{s:s}", "taskId", id), *row = json_incref(settled);
+	json_t *rep = json_pack("{s:s}", "taskId", id), *row = NULL;
 	struct core_err re = { 0 };
 	char msg[sizeof re.msg + 200];
 	if (!rep)
@@ -1172,26 +1248,33 @@ static json_t *task_report(struct call *k, const struct tool *t, const char *id,
 		return rep;
 	}
 	json_object_set_new(rep, "agent", json_string(ref->name));
-	if (!row) {
-		enum core_status st = store_get(*r->store, snap, 0, &row, &re);
-		if (st) {
-			if (st == CORE_ENOTFOUND)
-				snprintf(msg, sizeof msg, "No record of this task exists (%s). Delegate the "
-				         "task again if the result is still needed.", re.msg);
-			else
-				snprintf(msg, sizeof msg, "Could not read the task's status: %s. Check "
-				         "again later.", re.msg);
-			json_object_set_new(rep, "status", json_string("unknown"));
-			json_object_set_new(rep, "error", json_string(msg));
-			return rep;
-		}
-		store_shape(row, store_now_ns(*r->store), store_row_hb_timeout(row, task_hb_timeout()));
+	enum core_status got = store_get(*r->store, snap, 0, &row, &re);
+	if (got) {
+		if (got == CORE_ENOTFOUND)
+			snprintf(msg, sizeof msg, "No record of this task exists (%s). Delegate the "
+			         "task again if the result is still needed.", re.msg);
+		else
+			snprintf(msg, sizeof msg, "Could not read the task's status: %s. Check "
+			         "again later.", re.msg);
+		json_object_set_new(rep, "status", json_string("unknown"));
+		json_object_set_new(rep, "error", json_string(msg));
+		return rep;
 	}
+	/* the task's invocation's usage, which shaping takes away */
+	json_t *used = json_incref(json_object_get(json_object_get(row, STORE_INFO_KEY), "usage"));
+	store_shape(row, store_now_ns(*r->store), store_row_hb_timeout(row, task_hb_timeout()));
 	const char *status = json_string_value(json_object_get(row, "status"));
 	const char *fr = json_string_value(json_object_get(row, "finishReason"));
 	const json_t *state = json_object_get(row, "state");
 	status = status && *status ? status : "completed";
 	json_object_set_new(rep, "status", json_string(status));
+	/* collected: its usage is the parent's, once */
+	if (settled(status) && !task_counted(r, id)) {
+		json_object_set_new(r->counted, id, json_true());
+		if (k->ev && k->ev->usage && json_object_size(used))
+			k->ev->usage(k->ev->ctx, t, used);
+	}
+	json_decref(used);
 	if (!strcmp(status, "completed") && fr && !strcmp(fr, "interrupted")) {
 		snprintf(msg, sizeof msg, "Sub-agent \"%s\" interrupted for additional input and "
 		         "could not complete the task. Interactive sub-agent interrupts are not "
@@ -1319,7 +1402,7 @@ static enum core_status task_finish(struct call *k, const struct tool *t, json_t
 			struct core_err ae = { 0 };
 			if (snaps[i])
 				(void)abort_row(*r->store, snaps[i], previous, &ae);
-			json_t *rep = task_report(k, t, json_string_value(id), NULL, e);
+			json_t *rep = task_report(k, t, json_string_value(id), e);
 			if (!rep)
 				goto fail;
 			if (*previous)
@@ -1369,7 +1452,7 @@ static enum core_status task_finish(struct call *k, const struct tool *t, json_t
 		}
 		json_array_foreach(ids, i, id) {
 			json_t *rep = task_report(k, t, json_string_value(id) ? json_string_value(id) : "",
-			                          NULL, e);
+			                          e);
 			if (!rep)
 				goto fail;
 			if (!strcmp(json_string_value(json_object_get(rep, "status")), "pending") &&
@@ -1445,6 +1528,11 @@ static enum core_status call_finish(const struct tool *t, void *pending, json_t 
 	const json_t *o = json_object_get(fin, "output");
 	const json_t *err = json_object_get(fin, "error");
 	const char *fr = json_string_value(json_object_get(o, "finishReason"));
+	/* what the sub-agent's invocation spent is the parent's too, however
+	 * it ended (a background one's counts when it is collected) */
+	const json_t *used = json_object_get(o, "usage");
+	if (!k->background && ev && ev->usage && json_object_size(used))
+		ev->usage(ev->ctx, t, used);
 	if (!o && err) {
 		const char *m = json_string_value(json_object_get(err, "message"));
 		core_buf_adds(&why, m ? m : "it could not start");

@@ -135,4 +135,12 @@ void delegate_abort_children(struct delegate_run *r);
  */
 const json_t *delegate_parent_link(void);
 
+/*
+ * What the parent had left of its usage budget when it started this
+ * process ($AGENTKIT_DELEGATION_BUDGET, taken with the link): borrowed
+ * {"totalTokens": N, ...}, N >= 0, or NULL.  The runtime holds this run to
+ * it beside the agent's own maxUsage.
+ */
+const json_t *delegate_parent_budget(void);
+
 #endif

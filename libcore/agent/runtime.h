@@ -202,11 +202,16 @@ void rt_detach(struct runtime *rt, struct store *store);
 void rt_detach_turn(struct runtime *rt);
 
 /*
- * Whether the run's usage budget (agent->max_usage) is spent: some count
- * of this invocation's usage is at or over its limit.  Then 1, with
- * "usage budget spent: 120 of 100 totalTokens (...)" in msg (size bytes).
+ * Whether the run's usage budget is spent: some count of this
+ * invocation's usage (its sub-agents' included) is at or over its limit,
+ * agent->max_usage or, for a sub-agent, what its parent had left
+ * (delegate_parent_budget()).  Then 1, with "usage budget spent: 120 of
+ * 100 totalTokens (...)" in msg (size bytes).
  */
 int rt_budget_spent(const struct runtime *rt, char *msg, size_t size);
+/* What is left of that budget, {"totalTokens": N, ...} with N >= 0 (new),
+ * or NULL for no budget (or no memory). */
+json_t *rt_budget_left(const struct runtime *rt);
 
 /* The session's last message: the resumed row's until a turn runs, then
  * the last turn's; NULL when there is none.  Borrowed. */

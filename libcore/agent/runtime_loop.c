@@ -306,17 +306,42 @@ static int tool_round(struct gen *g, json_t *m, const size_t *idx, size_t n,
 int rt_budget_spent(const struct runtime *rt, char *msg, size_t size)
 {
 	const json_t *used = session_run_usage(rt->s), *lim;
+	const json_t *limits[2] = { rt->agent->max_usage, delegate_parent_budget() };
+	static const char *const whose[2] = { "maxUsage, --max-tokens-total",
+	                                      "what the delegating agent had left" };
 	const char *k;
-	json_object_foreach((json_t *)rt->agent->max_usage, k, lim) {
-		const json_t *u = json_object_get(used, k);
-		if (json_is_integer(u) && json_integer_value(u) >= json_integer_value(lim)) {
-			snprintf(msg, size, "usage budget spent: %lld of %lld %s (maxUsage, "
-			         "--max-tokens-total)", (long long)json_integer_value(u),
-			         (long long)json_integer_value(lim), k);
-			return 1;
+	for (int i = 0; i < 2; i++)
+		json_object_foreach((json_t *)limits[i], k, lim) {
+			const json_t *u = json_object_get(used, k);
+			json_int_t n = json_is_integer(u) ? json_integer_value(u) : 0;
+			if ((u || !json_integer_value(lim)) && n >= json_integer_value(lim)) {
+				snprintf(msg, size, "usage budget spent: %lld of %lld %s (%s)",
+				         (long long)n, (long long)json_integer_value(lim), k, whose[i]);
+				return 1;
+			}
 		}
-	}
 	return 0;
+}
+
+json_t *rt_budget_left(const struct runtime *rt)
+{
+	const json_t *used = session_run_usage(rt->s), *lim;
+	const json_t *limits[2] = { rt->agent->max_usage, delegate_parent_budget() };
+	json_t *left = NULL;
+	const char *k;
+	for (int i = 0; i < 2; i++)
+		json_object_foreach((json_t *)limits[i], k, lim) {
+			json_int_t n = json_integer_value(lim) -
+			               json_integer_value(json_object_get(used, k));
+			const json_t *had = json_object_get(left, k);
+			if (n < 0)
+				n = 0;
+			if (!left && !(left = json_object()))
+				return NULL;
+			if (!had || json_integer_value(had) > n)
+				json_object_set_new(left, k, json_integer(n));
+		}
+	return left;
 }
 
 /* One model call and what its reply asks for: 0 to call the model again,
@@ -329,6 +354,13 @@ static int generate_step(struct gen *g, struct turn_result *r)
 	struct core_err e = { 0 };
 	json_t *minted = NULL;
 	char spent[200];
+	if (g->rounds && rt_budget_spent(rt, spent, sizeof spent)) {
+		/* the round's sub-agents spent the run's budget: no model call
+		 * follows, the turn ends as max turns ends it */
+		core_fail(&r->err, CORE_EBUDGET, "generate: %s", spent);
+		r->committed = 1;
+		return 1;
+	}
 	enum core_status st = call_model(g, &resp, &minted, &e);
 	if (st) {
 		json_decref(minted);

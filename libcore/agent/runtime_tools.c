@@ -136,6 +136,14 @@ static enum core_status on_artifact(void *ctx, const struct tool *t, const json_
 	return CORE_OK;
 }
 
+/* A sub-agent's usage is the parent's too (docs/agents.md "Usage"). */
+static void on_usage(void *ctx, const struct tool *t, const json_t *usage)
+{
+	struct runtime *rt = ctx;
+	(void)t;
+	session_add_usage(rt->s, usage);
+}
+
 /* ---- running the tool requests ---- */
 
 static struct tool *find_tool(struct runtime *rt, const char *name)
@@ -155,6 +163,7 @@ static void tool_ctx(struct runtime *rt, struct tool_context *tc)
 	tc->turn_index = session_turn_index(rt->s);
 	tc->traceparent = NULL;         /* tools_run() sets each call's */
 	tc->resumed = NULL;             /* ... and an in-process call its own */
+	tc->budget_left = NULL;
 }
 
 json_t *rt_tool_response_part(const json_t *req, const struct tool_call *c)
@@ -256,10 +265,15 @@ int rt_run_calls(struct runtime *rt, json_t *m, const size_t *idx,
 	}
 	if (k) {
 		struct tool_context tc;
-		struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped };
+		struct tool_events ev = { on_custom, on_artifact, rt, rt_stopped, on_usage };
 		struct core_err e = { 0 };
+		json_t *left = rt_budget_left(rt);
 		tool_ctx(rt, &tc);
-		if (tools_run(run, k, json_object_get(session_state_loaded(rt->s), "custom"), &tc, &ev, &e)) {
+		tc.budget_left = left;
+		enum core_status rs = tools_run(run, k, json_object_get(session_state_loaded(rt->s),
+		                                "custom"), &tc, &ev, &e);
+		json_decref(left);
+		if (rs) {
 			for (size_t j = 0; j < k; j++)
 				tool_call_release(&run[j]);
 			r->err = e;

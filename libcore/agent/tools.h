@@ -145,6 +145,10 @@ struct tool_context {
 	/* A restarted call's metadata.resumed (runtime-semantics §3.7), for an
 	 * in-process tool's start; NULL otherwise. */
 	const json_t *resumed;
+	/* What is left of the run's usage budget when the round starts,
+	 * {"totalTokens": N, ...} (N >= 0), or NULL for no budget: a
+	 * delegation's sub-agent gets at most that (delegate.h). */
+	const json_t *budget_left;
 };
 
 /*
@@ -164,6 +168,10 @@ struct tool_events {
 	 * after TOOL_KILL_GRACE_MS; the calls fail with CORE_ECANCELLED.  May be
 	 * NULL. */
 	int (*cancelled)(void *ctx);
+	/* A GenerationUsage the call spent on model calls of its own (a
+	 * sub-agent's, delegate.h): added to the run's, the turn's and the
+	 * session's usage as the runtime's own calls are.  May be NULL. */
+	void (*usage)(void *ctx, const struct tool *t, const json_t *usage);
 };
 
 #define TOOL_CANCEL_POLL_MS RUN_CANCEL_POLL_MS
