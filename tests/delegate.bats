@@ -665,3 +665,69 @@ serve_remote() {
 	[[ "$(tool_out | jq -r .response)" == "Error calling agent \"researcher\": the agent server: $URL/researcher: "*"Couldn't connect to server" ]]
 	assert_equal "$(last | jq -r .output.message.content[0].text)" done
 }
+
+# A detached lead that launches a background task in turn "go", then
+# calls gate (a tool that waits for the file "open"), then waits for its
+# task: detached_lead SUB-REPLY starts it; $parent is its snapshot, $task
+# the task's ID once open_gate has written the wait into the script.
+detached_lead() {
+	export AGENTKIT_HEARTBEAT_INTERVAL=200ms AGENTKIT_HEARTBEAT_TIMEOUT=15s
+	agent lead 'model: script/lead.ndjson' 'tools: [gate]' 'agents: {agents: [researcher], async: true}'
+	agent researcher 'model: script/sub.ndjson'
+	printf '#!/bin/sh\ncat >/dev/null\nfor i in $(seq 600); do [ -e %s/open ] && break; sleep 0.05; done\necho '"'"'{"output": "open"}'"'"'\n' \
+		"$PWD" >agents/tools/gate
+	chmod +x agents/tools/gate
+	echo '{"description": "Waits for the gate to open."}' >agents/tools/gate.json
+	printf '%s\n' '{"when": {"user": "go", "round": 0}, "toolRequests": [{"name": "delegate_to_researcher", "input": {"task": "t", "background": true}}]}' \
+		'{"when": {"user": "go", "round": 1}, "toolRequests": [{"name": "gate", "input": {}}]}' \
+		'{"when": {"user": "go", "round": 3}, "text": "all done"}' >agents/lead.ndjson
+	echo "$1" >agents/sub.ndjson
+	run -0 --separate-stderr agent-run lead --detach -m go
+	parent=$(last | jq -r .output.snapshotId)
+	psid=$(last | jq -r .output.sessionId)
+}
+
+# The task's ID (its pending row is the one that is not the parent's), the
+# wait for it put in the lead's script, and the gate opened.
+open_gate() {
+	local child=
+	for _ in $(seq 200); do
+		child=$(agent-snap sessions 2>/dev/null | jq -r "select(.snapshotId != \"$parent\") | .snapshotId")
+		[ -n "$child" ] && break
+		sleep 0.05
+	done
+	[ -n "$child" ]
+	task=researcher:$child
+	echo "{\"when\": {\"user\": \"go\", \"round\": 2}, \"toolRequests\": [{\"name\": \"wait_for_background_tasks\", \"input\": {\"taskIds\": [\"$task\"], \"timeoutSeconds\": 60}}]}" >>agents/lead.ndjson
+	touch open
+}
+
+@test "background: a detached parent waits for its own tasks, and agent-wait on it gets their results and usage" {
+	detached_lead '{"chunks": ["fa", "cts"], "delay": "500ms", "usage": {"inputTokens": 5, "outputTokens": 1}}'
+	open_gate
+	run -0 --separate-stderr agent-wait --timeout 60s "$parent"
+	assert_equal "$(jq -c '[.status, .finishReason, .state.messages[-1].content[0].text]' <<<"$output")" '["completed","stop","all done"]'
+	# the wait's answer, in the parent's history: the task completed
+	assert_equal "$(jq -c '[.state.messages[] | .content[] | .toolResponse | select(.name == "wait_for_background_tasks") | .output]' <<<"$output")" \
+		"[{\"tasks\":[{\"taskId\":\"$task\",\"agent\":\"researcher\",\"status\":\"completed\",\"response\":\"facts\"}]}]"
+	# collected, its usage is the parent's: the detached run's row and the state
+	assert_equal "$(jq -c .state.usage.totalTokens <<<"$output")" 6
+	run -0 agent-snap log "$psid"
+	assert_equal "$(jq -c 'select(.sessionId == "'"$psid"'") | .usage.totalTokens' <<<"$output")" 6
+	# a later check reports it again, but does not count it again
+	then_call check check_background_tasks "{\"taskIds\": [\"$task\"]}"
+	run -0 --separate-stderr agent-run lead --session "$psid" -m check
+	assert_equal "$(tool_out | jq -r '.tasks[0].status')" completed
+	assert_equal "$(last | jq -c .output.usage)" null
+	assert_equal "$(agent-snap --session "$psid" | jq -c .state.usage.totalTokens)" 6
+}
+
+@test "background: agent-abort of a detached parent waiting for its tasks aborts them" {
+	detached_lead '{"chunks": ["a", "b", "c"], "delay": "3s"}'
+	open_gate
+	run -0 agent-abort "$parent"
+	run -2 --separate-stderr agent-wait --timeout 30s "$parent"
+	assert_equal "$(jq -r .status <<<"$output")" aborted
+	run -2 --separate-stderr agent-wait --timeout 30s "${task#researcher:}"
+	assert_equal "$(jq -r .status <<<"$output")" aborted
+}
