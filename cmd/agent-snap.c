@@ -143,8 +143,15 @@ static const struct cli_sub subs[] = {
 	  "with a usable turn (failed, aborted, expired, interrupted, ...) is followed "
 	  "by what is known: the input of the turn that did not commit, its status, "
 	  "finish reason and error, and the next step (a line \"-- ...\" as text, one "
-	  "object without a role as NDJSON).  Exits 0 whenever it printed the row: "
-	  "agent-wait gives the outcome.", run_show },
+	  "object without a role as NDJSON).  Delegations follow as log has them "
+	  "(docs/agents.md): after the conversation, that of each sub-session the "
+	  "session's agent delegated to (its latest row), oldest first, depth first, "
+	  "each after a heading: as text a line \"=== depth 1: researcher, session "
+	  "SID, delegated by lead with delegate_to_researcher\", as NDJSON an object "
+	  "without a role {\"sessionId\", \"snapshotId\", \"depth\", \"agent\", "
+	  "\"delegation\"}; with --format json they are the object's "
+	  "\"delegations\", each the heading's members and the sub-session's view.  "
+	  "Exits 0 whenever it printed the row: agent-wait gives the outcome.", run_show },
 	{ "log", "SID", 1, 1, "SID", CLI_SESSION,
 	  NULL, SNAP_AGENT,
 	  "Prints the session's rows oldest first (createdAt, then "
@@ -648,19 +655,17 @@ static json_t *show_end(const json_t *row, const char *input)
 	return end;
 }
 
-/* --format json: the whole view as one object, its messages in it. */
-static enum core_status show_json(const json_t *row, const char *input, struct core_err *e)
+/* --format json: the whole view as one object, its messages in it (new;
+ * NULL without memory). */
+static json_t *show_value(const json_t *row, const char *input)
 {
 	json_t *v = show_end(row, input);
 	const json_t *msgs = json_object_get(json_object_get(row, "state"), "messages");
-	enum core_status st = CORE_ENOMEM;
 	if (v && !json_object_set(v, "sessionId", json_object_get(row, "sessionId")) &&
 	    !json_object_set_new(v, "messages", msgs ? json_deep_copy(msgs) : json_array()))
-		st = cli_write_json(v, e);
-	else
-		core_fail(e, st, "out of memory");
+		return v;
 	json_decref(v);
-	return st;
+	return NULL;
 }
 
 /* The conversation, text or NDJSON, and then what else is known. */
@@ -689,34 +694,214 @@ static enum core_status show_lines(const json_t *row, const char *input, int tex
 	return st;
 }
 
+/* ---- the delegation tree: log and show ---- */
+
+/* The sessions whose latest row names parent as the session that
+ * delegated to them, by that row's createdAt. */
+struct subs_ctx {
+	const char *parent;
+	json_t *found;          /* [[createdAt, sessionId], ...] */
+};
+
+static enum core_status find_subs(const struct store_session_info *si, void *ctx)
+{
+	struct subs_ctx *c = ctx;
+	const json_t *d = json_object_get(json_object_get(si->latest, STORE_INFO_KEY), "delegation");
+	const char *p = json_string_value(json_object_get(d, "parentSessionId"));
+	if (!p || strcmp(p, c->parent))
+		return CORE_OK;
+	return json_array_append_new(c->found, json_pack("[O, s]", json_object_get(si->latest,
+	                             "createdAt"), si->session_id)) ? CORE_ENOMEM : CORE_OK;
+}
+
+static int by_created(const void *a, const void *b)
+{
+	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
+	const char *s = json_string_value(json_array_get(x, 0));
+	const char *t = json_string_value(json_array_get(y, 0));
+	return strcmp(s ? s : "", t ? t : "");
+}
+
+/* What a walk does with one session of the tree (depth 0: the one asked
+ * for); it reports its own failures. */
+typedef enum core_status tree_visit_fn(struct snap *c, const char *sid, int depth, void *ctx);
+
+/* Session sid, then each sub-session its agent delegated to (oldest
+ * first) and theirs, depth first, 32 levels at most (agents refuse cycles
+ * and chains past their maxDepth; rows can be imported). */
+static enum core_status tree_walk(struct snap *c, const char *sid, int depth,
+                                  tree_visit_fn *visit, void *ctx)
+{
+	struct core_err e = { 0 };
+	struct subs_ctx sc = { sid, json_array() };
+	enum core_status st = sc.found ? visit(c, sid, depth, ctx)
+	                               : core_fail(&e, CORE_ENOMEM, "out of memory");
+	size_t n;
+	if (st) {
+		json_decref(sc.found);
+		return e.st ? cli_report(&e) : st;
+	}
+	if (depth < 32)
+		st = store_sessions(c->s, find_subs, &sc, &e);
+	if (!st && (n = json_array_size(sc.found))) {
+		json_t **v = malloc(n * sizeof *v);
+		if (!v) {
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		} else {
+			for (size_t i = 0; i < n; i++)
+				v[i] = json_array_get(sc.found, i);
+			qsort(v, n, sizeof *v, by_created);
+			for (size_t i = 0; i < n && !st; i++)
+				st = tree_walk(c, json_string_value(json_array_get(v[i], 1)), depth + 1,
+				               visit, ctx);
+			free(v);
+			json_decref(sc.found);
+			return st;
+		}
+	}
+	json_decref(sc.found);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* A row as show prints it: *row shaped (and through -a's transform),
+ * *info its runtime notes (STORE_INFO_KEY: the input of a turn that did
+ * not commit, the agent, the delegation that made its session), or NULL;
+ * latest_only: id is a session.  Reports its failures. */
+static enum core_status show_load(struct snap *c, const char *id, int latest_only,
+                                  json_t **row, json_t **info)
+{
+	struct core_err e = { 0 };
+	enum core_status st = store_latest(c->s, id, 0, row, &e);
+	*info = NULL;
+	if (st == CORE_ENOTFOUND && !latest_only &&
+	    (st = store_get(c->s, id, 0, row, &e)) == CORE_ENOTFOUND)
+		core_fail(&e, CORE_ENOTFOUND, "no session or snapshot '%s'", id);
+	if (st == CORE_OK) {
+		/* before shaping drops them (and reads an old pending row
+		 * expired) */
+		*info = json_incref(json_object_get(*row, STORE_INFO_KEY));
+		store_shape(*row, core_now_ns(), c->o.hb_timeout_ms);
+		st = agent_ext_snap_row(c->o.x, *row, &e);
+	}
+	if (st == CORE_OK)
+		return st;
+	json_decref(*row);
+	json_decref(*info);
+	*row = *info = NULL;
+	return cli_report(&e);
+}
+
+static const char *info_input(const json_t *info)
+{
+	return json_string_value(json_object_get(info, "input"));
+}
+
+/* show's walk: the row asked for, then each sub-session's latest row. */
+struct show_ctx {
+	json_t *top, *top_info; /* the row asked for (depth 0) */
+	json_t *view;           /* --format json: the object, and its ... */
+	json_t *subs;           /* ... "delegations" */
+};
+
+/* A sub-session's heading: {"sessionId", "snapshotId", "depth", "agent"?,
+ * "delegation"?} (new; NULL without memory). */
+static json_t *show_heading(const json_t *row, int depth, const json_t *info)
+{
+	json_t *h = json_pack("{s:O, s:O, s:i}", "sessionId", json_object_get(row, "sessionId"),
+	                      "snapshotId", json_object_get(row, "snapshotId"), "depth", depth);
+	const json_t *agent = json_object_get(info, "agent"), *d = json_object_get(info,
+	                                                                          "delegation");
+	if (h && json_is_string(agent))
+		json_object_set(h, "agent", (json_t *)agent);
+	if (h && json_is_object(d))
+		json_object_set(h, "delegation", (json_t *)d);
+	return h;
+}
+
+/* As text: "=== depth 1: researcher, session SID, delegated by lead with
+ * delegate_to_researcher", between blank lines. */
+static enum core_status show_heading_text(const json_t *h, struct core_err *e)
+{
+	const json_t *d = json_object_get(h, "delegation");
+	const char *agent = json_string_value(json_object_get(h, "agent"));
+	const char *by = json_string_value(json_object_get(d, "agent"));
+	const char *tool = json_string_value(json_object_get(d, "tool"));
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	core_buf_addf(&b, "\n=== depth %lld: ", (long long)json_integer_value(
+	              json_object_get(h, "depth")));
+	if (agent)
+		core_buf_addf(&b, "%s, ", agent);
+	core_buf_addf(&b, "session %s", json_string_value(json_object_get(h, "sessionId")));
+	if (by && tool)
+		core_buf_addf(&b, ", delegated by %s with %s", by, tool);
+	core_buf_adds(&b, "\n\n");
+	enum core_status st = b.p ? cli_write(b.p, b.len, e)
+	                          : core_fail(e, CORE_ENOMEM, "out of memory");
+	core_buf_release(&b);
+	return st;
+}
+
+static enum core_status show_visit(struct snap *c, const char *sid, int depth, void *ctx)
+{
+	struct show_ctx *t = ctx;
+	struct core_err e = { 0 };
+	json_t *row = t->top, *info = t->top_info, *h = NULL;
+	enum core_status st = CORE_OK;
+	if (depth) {
+		if ((st = show_load(c, sid, 1, &row, &info)))
+			return st;
+		if (!(h = show_heading(row, depth, info)))
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+	}
+	if (st) {
+		/* reported below */
+	} else if (c->o.json) {
+		json_t *v = show_value(row, info_input(info));
+		if (v && h)
+			json_object_update_missing(h, v);
+		if (!v || (h ? json_array_append(t->subs, h) : (t->view = json_incref(v), 0)))
+			st = core_fail(&e, CORE_ENOMEM, "out of memory");
+		json_decref(v);
+	} else {
+		if (h)
+			st = c->o.text ? show_heading_text(h, &e) : cli_write_json(h, &e);
+		if (!st)
+			st = show_lines(row, info_input(info), c->o.text, &e);
+	}
+	if (depth) {
+		json_decref(row);
+		json_decref(info);
+	}
+	json_decref(h);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
 static enum core_status run_show(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
-	struct store *s = c->s;
-	const struct opts *o = &c->o;
-	const char *id = argv[0];
 	struct core_err e = { 0 };
-	json_t *row = NULL;
-	char *input = NULL;
-	enum core_status st = store_latest(s, id, 0, &row, &e);
-	if (st == CORE_ENOTFOUND && (st = store_get(s, id, 0, &row, &e)) == CORE_ENOTFOUND)
-		core_fail(&e, CORE_ENOTFOUND, "no session or snapshot '%s'", id);
-	if (st == CORE_OK) {
-		/* The runtime's note of an input that never committed, before
-		 * shaping drops the notes (and reads an old pending row expired). */
-		const char *in = json_string_value(json_object_get(json_object_get(row,
-		                                   STORE_INFO_KEY), "input"));
-		if (in && !(input = strdup(in)))
-			st = core_fail(&e, CORE_ENOMEM, "out of memory");
-		store_shape(row, core_now_ns(), o->hb_timeout_ms);
+	struct show_ctx t = { 0 };
+	enum core_status st = show_load(c, argv[0], 0, &t.top, &t.top_info);
+	if (st)
+		return st;
+	const char *sid = json_string_value(json_object_get(t.top, "sessionId"));
+	if (!(t.subs = json_array())) {
+		core_fail(&e, CORE_ENOMEM, "out of memory");
+		st = cli_report(&e);
 	}
-	if (st == CORE_OK)
-		st = agent_ext_snap_row(o->x, row, &e);
-	if (st == CORE_OK)
-		st = o->json ? show_json(row, input, &e) : show_lines(row, input, o->text, &e);
-	free(input);
-	json_decref(row);
-	return st == CORE_OK ? st : cli_report(&e);
+	if (!st)
+		st = tree_walk(c, sid ? sid : "", 0, show_visit, &t);
+	if (!st && c->o.json) {
+		if (json_array_size(t.subs))
+			json_object_set(t.view, "delegations", t.subs);
+		if ((st = cli_write_json(t.view, &e)))
+			st = cli_report(&e);
+	}
+	json_decref(t.top);
+	json_decref(t.top_info);
+	json_decref(t.view);
+	json_decref(t.subs);
+	return st;
 }
 
 /* ---- log and export ---- */
@@ -775,6 +960,23 @@ static enum core_status session_rows(struct store *s, const struct opts *o,
 	enum core_status st = store_session_rows(s, sid, flags, print_log_row, &c, &e);
 	json_decref(c.parents);
 	return st == CORE_OK ? st : cli_report(&e);
+}
+
+/* log's visit: the session's rows, metadata only, with their depth. */
+static enum core_status log_visit(struct snap *c, const char *sid, int depth, void *ctx)
+{
+	struct core_err e = { 0 };
+	struct log_ctx lc = { c->s, &c->o, &e, 1, json_object(), depth };
+	enum core_status st = store_session_rows(c->s, sid, STORE_METADATA_ONLY, print_log_row,
+	                                         &lc, &e);
+	(void)ctx;
+	json_decref(lc.parents);
+	return st == CORE_OK ? st : cli_report(&e);
+}
+
+static enum core_status run_log(void *ctx, int argc, char **argv)
+{
+	return tree_walk(ctx, argv[0], 0, log_visit, NULL);
 }
 
 static enum core_status collect(const struct store_session_info *si, void *ctx)
@@ -1188,69 +1390,6 @@ static enum core_status run_get(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
 	return argc ? show_ids(c->s, &c->o, argv, argc) : show_latest(c->s, &c->o);
-}
-
-/* The sessions whose latest row names parent as the session that
- * delegated to them, by that row's createdAt. */
-struct subs_ctx {
-	const char *parent;
-	json_t *found;          /* [[createdAt, sessionId], ...] */
-};
-
-static enum core_status find_subs(const struct store_session_info *si, void *ctx)
-{
-	struct subs_ctx *c = ctx;
-	const json_t *d = json_object_get(json_object_get(si->latest, STORE_INFO_KEY), "delegation");
-	const char *p = json_string_value(json_object_get(d, "parentSessionId"));
-	if (!p || strcmp(p, c->parent))
-		return CORE_OK;
-	return json_array_append_new(c->found, json_pack("[O, s]", json_object_get(si->latest,
-	                             "createdAt"), si->session_id)) ? CORE_ENOMEM : CORE_OK;
-}
-
-static int by_created(const void *a, const void *b)
-{
-	const json_t *x = *(json_t *const *)a, *y = *(json_t *const *)b;
-	const char *s = json_string_value(json_array_get(x, 0));
-	const char *t = json_string_value(json_array_get(y, 0));
-	return strcmp(s ? s : "", t ? t : "");
-}
-
-/* A session's rows, then its sub-sessions', 32 levels at most (agents
- * refuse cycles and chains past their maxDepth; rows can be imported). */
-static enum core_status log_tree(struct snap *c, const char *sid, int depth)
-{
-	struct core_err e = { 0 };
-	struct log_ctx lc = { c->s, &c->o, &e, 1, json_object(), depth };
-	struct subs_ctx sc = { sid, json_array() };
-	enum core_status st;
-	size_t n;
-	st = store_session_rows(c->s, sid, STORE_METADATA_ONLY, print_log_row, &lc, &e);
-	json_decref(lc.parents);
-	if (!st && depth < 32)
-		st = store_sessions(c->s, find_subs, &sc, &e);
-	if (!st && (n = json_array_size(sc.found))) {
-		json_t **v = malloc(n * sizeof *v);
-		if (!v) {
-			st = core_fail(&e, CORE_ENOMEM, "out of memory");
-		} else {
-			for (size_t i = 0; i < n; i++)
-				v[i] = json_array_get(sc.found, i);
-			qsort(v, n, sizeof *v, by_created);
-			for (size_t i = 0; i < n && !st; i++)
-				st = log_tree(c, json_string_value(json_array_get(v[i], 1)), depth + 1);
-			free(v);
-			json_decref(sc.found);
-			return st;
-		}
-	}
-	json_decref(sc.found);
-	return st == CORE_OK ? st : cli_report(&e);
-}
-
-static enum core_status run_log(void *ctx, int argc, char **argv)
-{
-	return log_tree(ctx, argv[0], 0);
 }
 
 /*

@@ -91,6 +91,50 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 	assert_equal "$(printf '%s\n' "${lines[@]}" | jq -r '.depth // 0' | tr '\n' ' ')" "0 1 "
 }
 
+@test "agent-snap show shows the delegations as log does: text, NDJSON and JSON" {
+	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
+	agent researcher 'model: script/researcher.ndjson' 'agents: [reviewer]'
+	agent reviewer 'model: echo'
+	lead_script delegate_to_researcher '{"task": "find facts"}'
+	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_reviewer", "ref": "q1", "input": {"task": "check facts"}}]}' \
+		'{"when": {"round": 1}, "text": "facts"}' >agents/researcher.ndjson
+	run -0 --separate-stderr agent-run lead -m hi
+	lead_sid=$(last | jq -r .output.sessionId)
+	lead_snap=$(last | jq -r .output.snapshotId)
+	sub=$(tool_out | jq -r .sessionId)
+	sub_snap=$(tool_out | jq -r .snapshotId)
+	run -0 --separate-stderr agent-snap show "$lead_sid"
+	# the lead's four messages, then a heading and the researcher's four, then the reviewer's two
+	assert_equal "$(jq -c 'if .role then .role + ":" + (.content[0].text // (.content[0] | keys[0])) else [.depth, .agent, .delegation.agent, .delegation.tool] end' <<<"$output")" \
+'"user:hi"
+"model:toolRequest"
+"tool:toolResponse"
+"model:done"
+[1,"researcher","lead","delegate_to_researcher"]
+"user:find facts"
+"model:toolRequest"
+"tool:toolResponse"
+"model:facts"
+[2,"reviewer","researcher","delegate_to_reviewer"]
+"user:check facts"
+"model:check facts"'
+	assert_equal "$(jq -c 'select(.depth == 1) | [.sessionId == "'"$sub"'", .snapshotId == "'"$sub_snap"'", .delegation.parentSessionId == "'"$lead_sid"'", .delegation.parentSnapshotId == "'"$lead_snap"'"]' <<<"$output")" '[true,true,true,true]'
+	run -0 --separate-stderr agent-snap show --format text "$lead_sid"
+	assert_equal "$(grep '^===' <<<"$output")" "=== depth 1: researcher, session $sub, delegated by lead with delegate_to_researcher
+=== depth 2: reviewer, session $(jq -r '.state.messages[2].content[0].toolResponse.output.sessionId' < <(agent-snap --session "$sub")), delegated by researcher with delegate_to_reviewer"
+	assert_line --index 0 'user: hi'
+	assert_line --index 7 'user: find facts'
+	assert_line --index -1 'model: check facts'
+	run -0 --separate-stderr agent-snap show --format json "$lead_sid"
+	assert_equal "$(jq -c '[.sessionId == "'"$lead_sid"'", (.messages | length), [.delegations[] | [.depth, .agent, .status, (.messages | length), .messages[0].content[0].text]]]' <<<"$output")" \
+		'[true,4,[[1,"researcher","completed",4,"find facts"],[2,"reviewer","completed",2,"check facts"]]]'
+	# a sub-session's show starts from it; a session without delegations has no heading
+	run -0 --separate-stderr agent-snap show --format json "$sub"
+	assert_equal "$(jq -c '[.delegations[] | .depth]' <<<"$output")" '[1]'
+	run -0 --separate-stderr agent-snap show --format json "$(jq -r '.delegations[0].sessionId' <<<"$output")"
+	assert_equal "$(jq -c 'has("delegations")' <<<"$output")" false
+}
+
 @test "--describe lists the delegation tools, the sub-agents and the options" {
 	agent lead 'model: echo' 'agents: {agents: [researcher, {name: reviewer, description: Reviews drafts.}], toolPrefix: ask, maxDelegations: 2, historyLength: 4, artifactStrategy: session, timeout: 30s}'
 	agent researcher 'description: Finds facts.' 'model: echo'
