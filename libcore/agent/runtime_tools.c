@@ -136,6 +136,28 @@ static enum core_status on_artifact(void *ctx, const struct tool *t, const json_
 	return CORE_OK;
 }
 
+/* runtime.h; here, beside its one caller: a round's sub-agents get it. */
+json_t *rt_budget_left(const struct runtime *rt)
+{
+	const json_t *used = session_run_usage(rt->s), *lim;
+	const json_t *limits[2] = { rt->agent->max_usage, delegate_parent_budget() };
+	json_t *left = NULL;
+	const char *k;
+	for (int i = 0; i < 2; i++)
+		json_object_foreach((json_t *)limits[i], k, lim) {
+			json_int_t n = json_integer_value(lim) -
+			               json_integer_value(json_object_get(used, k));
+			const json_t *had = json_object_get(left, k);
+			if (n < 0)
+				n = 0;
+			if (!left && !(left = json_object()))
+				return NULL;
+			if (!had || json_integer_value(had) > n)
+				json_object_set_new(left, k, json_integer(n));
+		}
+	return left;
+}
+
 /* A sub-agent's usage is the parent's too (docs/agents.md "Usage"). */
 static void on_usage(void *ctx, const struct tool *t, const json_t *usage)
 {
