@@ -75,7 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	} else if (mcp_set_count(set)) {
 		struct tool *t = NULL;
 		struct tool_call c;
-		struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
+		struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL, NULL };
 		struct tool_events ev = { 0 };
 		json_t *custom = json_object(), *input = json_object();
 		tool_set_source(mcp_set_source(set));

@@ -96,8 +96,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
 	struct tool_call c;
 	struct core_err e = { 0 };
-	struct tool_events ev = { on_custom, on_artifact, NULL, NULL };
-	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
+	struct tool_events ev = { on_custom, on_artifact, NULL, NULL, NULL };
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL, NULL };
 	json_t *custom = json_object();
 	free(fuzz_write("tool-out", data, size));
 	memset(&c, 0, sizeof c);

@@ -169,7 +169,7 @@ const struct mcp_transport_ops mcp_transport_memory = {
 static enum core_status call_tool(const char *name, json_t **output, struct core_err *e)
 {
 	struct tool *t = NULL;
-	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL, NULL };
 	json_t *input = pj("{\"x\": 1}"), *parts = json_array();
 	enum core_status st = tool_load(name, NULL, &t, e);
 	*output = NULL;
@@ -218,7 +218,7 @@ int main(void)
 
 	/* Two calls at once, the second answered first. */
 	struct tool *t = NULL;
-	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL };
+	struct tool_context ctx = { "s1", "snap1", "", 0, NULL, NULL, NULL };
 	json_t *in1 = pj("{\"x\": 1}"), *in2 = pj("{\"x\": 2}"), *parts = json_array();
 	json_t *out1 = NULL, *out2 = NULL;
 	void *p1 = NULL, *p2 = NULL;
