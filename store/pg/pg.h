@@ -328,6 +328,16 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
                              const char *msg_pos, const char *msgs, const char *depths,
                              const char *count, json_t **row, struct core_err *e);
 
+/* pg_row_join() with the messages already an array in order (arr,
+ * stolen; NULL: the row has no chain, which a state with msg_pos set must
+ * have: corrupt). */
+enum core_status pg_row_build(const char *meta, const char *state_pos, const char *body,
+                              const char *msg_pos, json_t *arr, json_t **row,
+                              struct core_err *e);
+/* One message node's body parsed as a row's messages are (NULL: corrupt,
+ * in e). */
+json_t *pg_node_parse(const char *body, struct core_err *e);
+
 /* ---- the handle's chain memory (ops.c) ---- */
 
 void pg_ref_remember(struct pg_store *s, const char *id, const char *tail, uint32_t count);
