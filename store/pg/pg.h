@@ -83,6 +83,15 @@
  *                       trigger; claims pick from it (step 4)
  *   agentkit_schema_version  the versions applied
  *
+ * A long session's turn (store_can_append()): a read with
+ * STORE_LAST_MESSAGE joins the state's tail node alone, never walking its
+ * chain, and remembers the chain (pg_ref); a save with STORE_APPEND sends
+ * only the new messages, hung from the base's chain (agentkit_put()'s
+ * base and walk), from what the handle remembers of the base or else from
+ * its stored state: reads and writes O(new).  A whole session with its
+ * states (export) is one round trip: its rows without messages and every
+ * node of their histories once, the rows' messages placed from those.
+ *
  * A status change of a stored row, or its deletion, sends NOTIFY on
  * PG_CHANNEL with the snapshot ID, at commit; heartbeats and new rows
  * never do (NOTIFY serializes the commits that send it).
