@@ -170,7 +170,7 @@ static int node_cmp(const void *a, const void *b)
 static size_t node_find(const struct node *v, size_t n, const char *hash)
 {
 	struct node k = { .hash = hash };
-	const struct node *f = hash ? bsearch(&k, v, n, sizeof *v, node_cmp) : NULL;
+	const struct node *f = hash && n ? bsearch(&k, v, n, sizeof *v, node_cmp) : NULL;
 	return f ? (size_t)(f - v) : SIZE_MAX;
 }
 
@@ -256,7 +256,8 @@ static enum core_status session_rows_full(struct pg_store *s, const char *sessio
 		v[i].prev = val(q[1].res, (int)i, 1);
 		v[i].body = PQgetvalue(q[1].res, (int)i, 2);
 	}
-	qsort(v, nv, sizeof *v, node_cmp);
+	if (nv)
+		qsort(v, nv, sizeof *v, node_cmp);
 	for (i = 0; i < nv; i++)
 		v[i].up = node_find(v, nv, v[i].prev);
 	n = PQntuples(q[2].res);
@@ -532,8 +533,8 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	if (!PQntuples(r) || PQgetisnull(r, 0, 0) || strlen(PQgetvalue(r, 0, 0)) != PG_HASH_HEX ||
 	    count < base->kept) {
 		PQclear(r);
-		return core_fail(e, CORE_ESYS, "save snapshot: the history of row '%s' it follows "
-		                 "is gone (deleted meanwhile?)", base->id);
+		return core_fail(e, CORE_ESYS, "save snapshot: the history of row '%s' this turn "
+		                 "follows is gone (deleted meanwhile?)", base->id);
 	}
 	memcpy(tail, PQgetvalue(r, 0, 0), PG_HASH_HEX + 1);
 	*walk = count - (uint32_t)base->kept;
@@ -642,8 +643,8 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		/* the chain they continue was collected since: the whole history */
 		PQclear(r);
 		if (append && !stale) {
-			st = core_fail(e, CORE_ESYS, "save snapshot '%s': the history of row '%s' it "
-			               "follows is gone (deleted meanwhile?)", c.id, base->id);
+			st = core_fail(e, CORE_ESYS, "save snapshot '%s': the history of row '%s' this "
+			               "turn follows is gone (deleted meanwhile?)", c.id, base->id);
 			goto out;
 		}
 		if (stale) {
