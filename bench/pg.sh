@@ -23,7 +23,8 @@ bench_init pg
 build=${1:-build}
 n=${N:-1000}
 cd "$top"
-make --no-print-directory -s "$build/bin/agent-wait" "$build/bench/pg/bench-pg" BUILD="$build" >/dev/null
+make --no-print-directory -s "$build/bin/agent-wait" "$build/bin/agent-run" "$build/bin/agent-snap" \
+	"$build/bench/pg/bench-pg" BUILD="$build" >/dev/null
 b="$top/$build/bench/pg/bench-pg"
 url=${AGENTKIT_BENCH_PG_URL:-}
 dir=
