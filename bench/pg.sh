@@ -9,6 +9,13 @@
 # removes at the end.  Each mode runs on a fresh schema of its own.
 # Prints "name value unit" lines; skipped (exit 0) without the server.
 #   N=200 bench/pg.sh               fewer turns (default 1000) and rows
+#
+# Whole processes, medians of interleaved pairs (bench/abtime): a durable
+# echo turn against a process that loads libpq, connects and inserts the
+# same bytes (bench-pg insert1); turn 1,000 of a session against turn 1
+# (wall time, and the client's instructions under valgrind); the export
+# of an N/4-turn session against LMDB's export of the same rows.  The
+# sessions are made with synchronous_commit off (not timed).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/lib.sh"
@@ -16,7 +23,8 @@ bench_init pg
 build=${1:-build}
 n=${N:-1000}
 cd "$top"
-make --no-print-directory -s "$build/bin/agent-wait" "$build/bench/pg/bench-pg" BUILD="$build" >/dev/null
+make --no-print-directory -s "$build/bin/agent-wait" "$build/bin/agent-run" "$build/bin/agent-snap" \
+	"$build/bench/pg/bench-pg" BUILD="$build" >/dev/null
 b="$top/$build/bench/pg/bench-pg"
 url=${AGENTKIT_BENCH_PG_URL:-}
 dir=
@@ -54,6 +62,60 @@ turns() { # N WRITERS
 echo "## durable turn-end commits vs raw libpq BEGIN/INSERT/COMMIT of the same bytes"
 turns "$n" 1
 turns $((n < 200 ? 320 : n * 16 / 10)) 16
+bin="$top/$build/bin"
+inv() { awk -v r="$1" 'BEGIN { printf "%.3f", 1 / r }'; }
+# a 1,450-byte word that does not compress: a message of a turn's size
+word=$(head -c 1100 /dev/urandom | base64 -w 0 | head -c 1450)
+echo "## one durable echo turn as a whole process vs a raw libpq process (the same bytes)"
+u=$(fresh p1)
+bench_expect '"finishReason":"stop"' "$bin/agent-run" --store "$u" --model echo -m "$word"
+bench_expect '' "$b" insert1 "$u"
+bench_pairs 20 "$bin/agent-run --store $u --model echo -m $word" "$b insert1 $u"
+echo "durable_turn_process ${bench_t[0]} us; raw_libpq_process ${bench_t[1]} us"
+bench_row "durable echo turn process vs raw libpq process" "${bench_t[0]}" "${bench_t[1]}" us \
+	'>=0.7' "raw libpq ($pg_v)" "$(inv "${bench_r[1]}")"
+echo "## turn 1,000 of a session vs turn 1 (echo model: O(new) reads and writes)"
+u=$(fresh p2)
+for ((i = 0; i < 1000; i++)); do
+	"$bin/agent-run" --store "$u%20-csynchronous_commit%3Doff" --model echo --session long -m "$word" >/dev/null ||
+		bench_fail "agent-run turn $i of the long session failed"
+done
+bench_expect '"finishReason":"stop"' "$bin/agent-run" --store "$u" --model echo --session long -m "$word"
+bench_pairs 20 "$bin/agent-run --store $u --model echo --session long -m $word" \
+	"$bin/agent-run --store $u --model echo -m $word"
+echo "turn_1000 ${bench_t[0]} us; turn_1 ${bench_t[1]} us"
+bench_row "echo turn 1,000 vs turn 1 (PostgreSQL, wall)" "${bench_t[0]}" "${bench_t[1]}" us \
+	'<=1.5' "turn 1" "${bench_r[1]}"
+if command -v valgrind >/dev/null; then
+	insn() { # CMD...: the client's instructions
+		local rc=0
+		valgrind --tool=callgrind --callgrind-out-file=/dev/null "$@" >/dev/null 2>"$o.vg" || rc=$?
+		[ "$rc" = 0 ] || bench_fail "$* under valgrind: exit status $rc: $(tail -n 3 "$o.vg")"
+		sed -n 's/.*Collected : *//p' "$o.vg" | grep . || bench_fail "no instruction count from valgrind"
+	}
+	i1000=$(insn "$bin/agent-run" --store "$u" --model echo --session long -m "$word")
+	i1=$(insn "$bin/agent-run" --store "$u" --model echo -m "$word")
+	rm -f "$o.vg"
+	echo "turn_1000_instructions $i1000; turn_1_instructions $i1"
+	bench_row "echo turn 1,000 vs turn 1 (PostgreSQL, instructions)" "$i1000" "$i1" insn '<=1.5' "turn 1"
+fi
+echo "## export of a $((n / 4))-turn session vs LMDB's, the same bytes"
+u=$(fresh p3)
+for ((i = 0; i < n / 4; i++)); do
+	"$bin/agent-run" --store "$u%20-csynchronous_commit%3Doff" --model echo --session ex -m "$word" >/dev/null ||
+		bench_fail "agent-run turn $i of the exported session failed"
+done
+lm=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-pgbench-lmdb.XXXXXX")
+trap '[ -z "$dir" ] || scripts/pg-test-server stop "$dir"; rm -rf "$o" "$lm"' EXIT
+"$bin/agent-snap" --store "$u" export ex >"$o" || bench_fail "export from PostgreSQL failed"
+[ "$(wc -l <"$o")" = $((n / 4)) ] || bench_fail "export gave $(wc -l <"$o") rows, not $((n / 4))"
+bytes=$(wc -c <"$o")
+"$bin/agent-snap" --store "$lm/s" import <"$o" >/dev/null || bench_fail "import into LMDB failed"
+"$bin/agent-snap" --store "$lm/s" export ex | cmp -s - "$o" || bench_fail "the two exports differ"
+bench_pairs 5 "$bin/agent-snap --store $u export ex" "$bin/agent-snap --store $lm/s export ex"
+echo "export_pg ${bench_t[0]} us; export_lmdb ${bench_t[1]} us ($bytes bytes)"
+bench_row "export a $((n / 4))-turn session ($((bytes / 1048576)) MiB) vs LMDB" "${bench_t[0]}" \
+	"${bench_t[1]}" us '<=2' "LMDB" "${bench_r[1]}"
 echo "## latest by session, $((n * 1000)) rows"
 run latest "$(fresh 3)" $((n * 1000))
 bench_row "latest by session, p50 ($((n * 1000)) rows)" "$(bench_pick "$o" latest_by_session_p50)" - us - -

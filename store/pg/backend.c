@@ -14,6 +14,7 @@ const struct store_backend store_pg_backend = {
 	.name = "PostgreSQL",
 	.schemes = schemes,
 	.locations = locations,
+	.append = 1,
 	.open = pg_open,
 	.close = pg_close,
 	.get = pg_get,

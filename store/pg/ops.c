@@ -9,6 +9,7 @@
  */
 #include "pg.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,14 @@ enum { C_META, C_STATE_POS, C_BODY, C_MSG_POS, C_COUNT, C_TAIL, C_MSGS, C_DEPTHS
 #define SEL_META "SELECT s.meta, s.state_pos, NULL, NULL, NULL, NULL, NULL, NULL, " \
 	"s.snapshot_id, s.created_ns FROM agentkit_snapshots s "
 #define SEL(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : SEL_FULL)
+/* STORE_LAST_MESSAGE: the chain's tail node alone, never the walk */
+#define SEL_LAST "SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, " \
+	"encode(t.tail, 'hex'), '[' || m.body || ']', '1', s.snapshot_id, s.created_ns " \
+	"FROM agentkit_snapshots s LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id " \
+	"LEFT JOIN agentkit_nodes m ON m.hash = t.tail "
+/* A read's columns: the state's last message alone under STORE_LAST_MESSAGE */
+#define SEL_READ(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : \
+	(flags) & STORE_LAST_MESSAGE ? SEL_LAST : SEL_FULL)
 
 static const char *val(const PGresult *r, int i, int c)
 {
@@ -38,6 +47,24 @@ static enum core_status row_at(const PGresult *r, int i, json_t **row, struct co
 	return pg_row_join(val(r, i, C_META), val(r, i, C_STATE_POS), val(r, i, C_BODY),
 	                   val(r, i, C_MSG_POS), val(r, i, C_MSGS), val(r, i, C_DEPTHS),
 	                   val(r, i, C_COUNT), row, e);
+}
+
+/* Row i of a SEL_LAST read: the state's last message, and "messagesBefore"
+ * (STORE_INFO_KEY) the count of those before it when there are any. */
+static enum core_status row_last(const PGresult *r, int i, json_t **row, struct core_err *e)
+{
+	const char *count = val(r, i, C_COUNT);
+	unsigned long n = count ? strtoul(count, NULL, 10) : 0;
+	enum core_status st = pg_row_join(val(r, i, C_META), val(r, i, C_STATE_POS),
+	                                  val(r, i, C_BODY), val(r, i, C_MSG_POS),
+	                                  val(r, i, C_MSGS), val(r, i, C_DEPTHS),
+	                                  val(r, i, C_TAIL) ? "1" : "0", row, e);
+	if (st == CORE_OK && n > 1 && st_info_set(*row, "messagesBefore", json_integer((json_int_t)n - 1))) {
+		json_decref(*row);
+		*row = NULL;
+		return core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
+	}
+	return st;
 }
 
 /* ---- the handle's chain memory ---- */
@@ -100,7 +127,9 @@ static enum core_status read_one(struct pg_store *s, const char *sql, const char
 		return st;
 	if (PQntuples(r) == 0) {
 		st = CORE_ENOTFOUND;
-	} else if ((st = row_at(r, 0, row, e)) == CORE_OK && !(flags & STORE_METADATA_ONLY)) {
+	} else if ((st = (flags & STORE_LAST_MESSAGE) && !(flags & STORE_METADATA_ONLY)
+	                  ? row_last(r, 0, row, e) : row_at(r, 0, row, e)) == CORE_OK &&
+	           !(flags & STORE_METADATA_ONLY)) {
 		remember_read(s, r, 0);
 	}
 	PQclear(r);
@@ -111,7 +140,7 @@ enum core_status pg_get(struct store *h, const char *snapshot_id, unsigned flags
                         json_t **row, struct core_err *e)
 {
 	char sql[1024];
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL(flags));
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL_READ(flags));
 	return read_one(pg_store(h), sql, snapshot_id, flags, row, "read snapshot", e);
 }
 
@@ -120,8 +149,139 @@ enum core_status pg_latest(struct store *h, const char *session_id, unsigned fla
 {
 	char sql[1024];
 	snprintf(sql, sizeof sql, "%sWHERE s.session_id = $1 "
-	         "ORDER BY s.created_ns DESC, s.snapshot_id DESC LIMIT 1", SEL(flags));
+	         "ORDER BY s.created_ns DESC, s.snapshot_id DESC LIMIT 1", SEL_READ(flags));
 	return read_one(pg_store(h), sql, session_id, flags, row, "read latest snapshot", e);
+}
+
+/* ---- a whole session's rows with their states (export) ---- */
+
+/* A message node of the session's histories, fetched once. */
+struct node {
+	const char *hash, *prev, *body; /* in the nodes' result (hex); prev NULL: a root */
+	json_t *msg;                    /* parsed on first use */
+	size_t up;                      /* prev's index, or SIZE_MAX */
+};
+
+static int node_cmp(const void *a, const void *b)
+{
+	return strcmp(((const struct node *)a)->hash, ((const struct node *)b)->hash);
+}
+
+static size_t node_find(const struct node *v, size_t n, const char *hash)
+{
+	struct node k = { .hash = hash };
+	const struct node *f = hash && n ? bsearch(&k, v, n, sizeof *v, node_cmp) : NULL;
+	return f ? (size_t)(f - v) : SIZE_MAX;
+}
+
+/* *arr: the count messages of the chain ending at tail, oldest first, as
+ * a new array sharing the nodes' parsed messages. */
+static enum core_status chain_of(struct node *v, size_t nv, const char *tail, size_t count,
+                                 json_t ***tmp, size_t *cap, json_t **arr, struct core_err *e)
+{
+	size_t i = node_find(v, nv, tail), k;
+	*arr = NULL;
+	if (count > *cap) {
+		json_t **t = realloc(*tmp, count * sizeof *t);
+		if (!t)
+			return core_fail(e, CORE_ENOMEM, "export: out of memory");
+		*tmp = t;
+		*cap = count;
+	}
+	for (k = count; k > 0; k--) {
+		if (i == SIZE_MAX)
+			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");
+		if (!v[i].msg && !(v[i].msg = pg_node_parse(v[i].body, e)))
+			return e ? e->st : CORE_ESYS;
+		(*tmp)[k - 1] = v[i].msg;
+		i = v[i].up;
+	}
+	if (i != SIZE_MAX)
+		return core_fail(e, CORE_ESYS, "corrupt store: a history is longer than its count");
+	if (!(*arr = json_array()))
+		return core_fail(e, CORE_ENOMEM, "export: out of memory");
+	for (k = 0; k < count; k++)
+		if (json_array_append(*arr, (*tmp)[k])) {
+			json_decref(*arr);
+			*arr = NULL;
+			return core_fail(e, CORE_ENOMEM, "export: out of memory");
+		}
+	return CORE_OK;
+}
+
+/*
+ * Every row of a session with its state, oldest first, in one round trip
+ * and one snapshot (a read-only repeatable-read transaction): the rows
+ * without their messages, and every message node of the session's
+ * histories once (a history shared by its turns is sent once, not once
+ * a row); each row's messages are then placed from those, each parsed
+ * once and shared by the rows that hold it.  Memory: the session's rows'
+ * columns and its distinct messages.
+ */
+static enum core_status session_rows_full(struct pg_store *s, const char *session_id,
+                                          store_row_fn fn, void *ctx, struct core_err *e)
+{
+	static const char nodes[] =
+		"WITH RECURSIVE c (hash) AS (SELECT t.tail FROM agentkit_snapshots s"
+		" JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id"
+		" WHERE s.session_id = $1 AND t.tail IS NOT NULL"
+		" UNION SELECT n.prev FROM agentkit_nodes n JOIN c ON n.hash = c.hash"
+		" WHERE n.prev IS NOT NULL)"
+		" SELECT encode(n.hash, 'hex'), encode(n.prev, 'hex'), n.body"
+		" FROM c JOIN agentkit_nodes n ON n.hash = c.hash";
+	static const char rows[] =
+		"SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, encode(t.tail, 'hex')"
+		" FROM agentkit_snapshots s LEFT JOIN agentkit_states t"
+		" ON t.snapshot_id = s.snapshot_id WHERE s.session_id = $1"
+		" ORDER BY s.created_ns, s.snapshot_id";
+	const char *p[1] = { session_id };
+	struct pg_stmt q[4] = {
+		{ "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", 0, NULL, NULL },
+		{ nodes, 1, p, NULL }, { rows, 1, p, NULL }, { "COMMIT", 0, NULL, NULL },
+	};
+	struct node *v = NULL;
+	json_t **tmp = NULL;
+	size_t nv, cap = 0, i;
+	enum core_status st;
+	int k, n;
+	if ((st = pg_pipeline(s, q, 4, "list rows", e)) != CORE_OK)
+		return st;
+	nv = (size_t)PQntuples(q[1].res);
+	if (nv && !(v = calloc(nv, sizeof *v))) {
+		st = core_fail(e, CORE_ENOMEM, "export: out of memory");
+		goto out;
+	}
+	for (i = 0; i < nv; i++) {
+		v[i].hash = PQgetvalue(q[1].res, (int)i, 0);
+		v[i].prev = val(q[1].res, (int)i, 1);
+		v[i].body = PQgetvalue(q[1].res, (int)i, 2);
+	}
+	if (nv)
+		qsort(v, nv, sizeof *v, node_cmp);
+	for (i = 0; i < nv; i++)
+		v[i].up = node_find(v, nv, v[i].prev);
+	n = PQntuples(q[2].res);
+	for (k = 0; k < n && st == CORE_OK; k++) {
+		const PGresult *r = q[2].res;
+		const char *count = val(r, k, C_COUNT), *msg_pos = val(r, k, C_MSG_POS);
+		size_t c = count ? strtoul(count, NULL, 10) : 0;
+		json_t *arr = NULL, *row;
+		if (msg_pos && val(r, k, C_BODY) && val(r, k, C_STATE_POS) &&
+		    (st = chain_of(v, nv, val(r, k, C_TAIL), c, &tmp, &cap, &arr, e)) != CORE_OK)
+			break;
+		if ((st = pg_row_build(val(r, k, C_META), val(r, k, C_STATE_POS), val(r, k, C_BODY),
+		                       msg_pos, arr, &row, e)) != CORE_OK)
+			break;
+		st = fn(row, ctx);
+		json_decref(row);
+	}
+out:
+	for (i = 0; i < nv; i++)
+		json_decref(v[i].msg);
+	free(v);
+	free(tmp);
+	pg_pipeline_clear(q, 4);
+	return st;
 }
 
 enum core_status pg_session_rows(struct store *h, const char *session_id,
@@ -129,6 +289,8 @@ enum core_status pg_session_rows(struct store *h, const char *session_id,
                                  struct core_err *e)
 {
 	struct pg_store *s = pg_store(h);
+	if (!(flags & STORE_METADATA_ONLY))
+		return session_rows_full(s, session_id, fn, ctx, e);
 	char sql[1024], after_ns[24] = "", after_id[STORE_ID_MAX + 1] = "";
 	enum core_status st = CORE_OK;
 	int n;
@@ -345,6 +507,42 @@ static enum core_status known_prefix(struct pg_store *s, const json_t *msgs,
 }
 
 /*
+ * An append's base (STORE_APPEND): the chain of the base's first kept
+ * messages, as tail (hex, PG_HASH_HEX + 1 bytes) and the nodes to walk
+ * back from it; from what this handle read or wrote of the base, else
+ * from the base's stored state (one statement).  A base without kept
+ * messages stored is CORE_ESYS: the history is gone.
+ */
+static enum core_status append_base(struct pg_store *s, const struct store_base *base,
+                                    char *tail, uint32_t *walk, struct core_err *e)
+{
+	const struct pg_ref *ref = pg_ref_find(s, base->id);
+	const char *p[1] = { base->id };
+	enum core_status st;
+	uint32_t count;
+	PGresult *r;
+	if (ref && ref->count >= base->kept) {
+		memcpy(tail, ref->tail, PG_HASH_HEX + 1);
+		*walk = ref->count - (uint32_t)base->kept;
+		return CORE_OK;
+	}
+	if ((st = pg_exec(s, "SELECT encode(tail, 'hex'), count FROM agentkit_states "
+	                  "WHERE snapshot_id = $1", 1, p, &r, "save snapshot", e)) != CORE_OK)
+		return st;
+	count = PQntuples(r) ? (uint32_t)strtoul(PQgetvalue(r, 0, 1), NULL, 10) : 0;
+	if (!PQntuples(r) || PQgetisnull(r, 0, 0) || strlen(PQgetvalue(r, 0, 0)) != PG_HASH_HEX ||
+	    count < base->kept) {
+		PQclear(r);
+		return core_fail(e, CORE_ESYS, "save snapshot: the history of row '%s' this turn "
+		                 "follows is gone (deleted meanwhile?)", base->id);
+	}
+	memcpy(tail, PQgetvalue(r, 0, 0), PG_HASH_HEX + 1);
+	*walk = count - (uint32_t)base->kept;
+	PQclear(r);
+	return CORE_OK;
+}
+
+/*
  * Write row as given (valid snapshotId and sessionId), replacing the row o
  * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
  * without "state" keeps the stored state.  Only the messages the store may
@@ -373,7 +571,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	enum core_status st;
 	size_t n = 0, from = 0, cached = 0;
 	uint32_t walk = 0;
-	int keep;
+	int keep, append = (flags & STORE_APPEND) && base && base->id && base->kept;
 	PGresult *r;
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
@@ -384,7 +582,13 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	*changed = o->exists && (o->status_set != (c.status != NULL) ||
 	                         (c.status && strcmp(o->status, c.status)));
 	keep = !c.has_state && (flags & STORE_METADATA_ONLY) && o->exists;
-	if (c.msgs) {
+	if (c.msgs && append) {
+		n = json_array_size(c.msgs);
+		snprintf(count, sizeof count, "%zu", n + base->kept);
+		if ((st = append_base(s, base, tail_s, &walk, e)) != CORE_OK)
+			goto out;
+		tail = tail_s;
+	} else if (c.msgs) {
 		n = json_array_size(c.msgs);
 		snprintf(count, sizeof count, "%zu", n);
 		if ((st = known_prefix(s, c.msgs, base, &tail, &walk, &from, &cached, e)) != CORE_OK)
@@ -421,7 +625,10 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			goto out;
 		}
 		if (!PQgetisnull(r, 0, 0) || !tail) {
-			if (c.msgs) {
+			if (c.msgs && append) {
+				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)(n + base->kept));
+				json_array_clear(s->mc.msgs);   /* not the history written last */
+			} else if (c.msgs) {
 				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)n);
 				if (from && !cached)
 					json_array_clear(s->mc.msgs);   /* a base: stale now */
@@ -435,6 +642,11 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		}
 		/* the chain they continue was collected since: the whole history */
 		PQclear(r);
+		if (append && !stale) {
+			st = core_fail(e, CORE_ESYS, "save snapshot '%s': the history of row '%s' this "
+			               "turn follows is gone (deleted meanwhile?)", c.id, base->id);
+			goto out;
+		}
 		if (stale) {
 			if (base && base->id)
 				pg_ref_forget(s, base->id);
@@ -534,6 +746,12 @@ static enum core_status lock_id(struct pg_store *s, const char *id, const char *
  * to wait would see the locked row's new version but the joined state as
  * it was; holding the ID's lock first, it never waits for another writer
  * of this row.  Both locks wait at most lock_timeout.
+ *
+ * The locked read is of the metadata: a turn's row is a new ID, and the
+ * read of a state (a join with its message chain) costs a new server
+ * process 3-9 ms of planning a read of a row that is not there.  A row
+ * that is there with a state (and a save that wants it) is read whole by
+ * a second statement, under the locks already held.
  */
 static enum core_status lock_row(struct pg_store *s, const char *id, unsigned flags,
                                  PGresult **r, struct core_err *e)
@@ -544,17 +762,23 @@ static enum core_status lock_row(struct pg_store *s, const char *id, unsigned fl
 		{ "BEGIN", 0, NULL, NULL }, { lock_sql, 1, p, NULL }, { sql, 1, p, NULL },
 	};
 	enum core_status st;
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL(flags));
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL_META);
 	if ((st = pg_pipeline(s, q, 3, "save snapshot", e)) != CORE_OK)
 		return st;
 	PQclear(q[0].res);
 	PQclear(q[1].res);
 	*r = q[2].res;
-	return CORE_OK;
+	if ((flags & STORE_METADATA_ONLY) || !PQntuples(*r) || PQgetisnull(*r, 0, C_STATE_POS))
+		return CORE_OK;
+	PQclear(*r);
+	*r = NULL;
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL_FULL);
+	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
 }
 
 /*
- * One try of a save, two round trips: BEGIN with the locked read, then
+ * One try of a save, two round trips (three for a stored row with a
+ * state): BEGIN with the locked read, then
  * (after fn) the write with the COMMIT.  CORE_OK with *stale set when the
  * write found its base chain collected (nothing written: try again).
  */

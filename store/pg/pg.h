@@ -83,6 +83,15 @@
  *                       trigger; claims pick from it (step 4)
  *   agentkit_schema_version  the versions applied
  *
+ * A long session's turn (store_can_append()): a read with
+ * STORE_LAST_MESSAGE joins the state's tail node alone, never walking its
+ * chain, and remembers the chain (pg_ref); a save with STORE_APPEND sends
+ * only the new messages, hung from the base's chain (agentkit_put()'s
+ * base and walk), from what the handle remembers of the base or else from
+ * its stored state: reads and writes O(new).  A whole session with its
+ * states (export) is one round trip: its rows without messages and every
+ * node of their histories once, the rows' messages placed from those.
+ *
  * A status change of a stored row, or its deletion, sends NOTIFY on
  * PG_CHANNEL with the snapshot ID, at commit; heartbeats and new rows
  * never do (NOTIFY serializes the commits that send it).
@@ -327,6 +336,16 @@ void pg_cols_release(struct pg_cols *c);
 enum core_status pg_row_join(const char *meta, const char *state_pos, const char *body,
                              const char *msg_pos, const char *msgs, const char *depths,
                              const char *count, json_t **row, struct core_err *e);
+
+/* pg_row_join() with the messages already an array in order (arr,
+ * stolen; NULL: the row has no chain, which a state with msg_pos set must
+ * have: corrupt). */
+enum core_status pg_row_build(const char *meta, const char *state_pos, const char *body,
+                              const char *msg_pos, json_t *arr, json_t **row,
+                              struct core_err *e);
+/* One message node's body parsed as a row's messages are (NULL: corrupt,
+ * in e). */
+json_t *pg_node_parse(const char *body, struct core_err *e);
 
 /* ---- the handle's chain memory (ops.c) ---- */
 

@@ -123,24 +123,46 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
                              const char *msg_pos, const char *msgs, const char *depths,
                              const char *count, json_t **row, struct core_err *e)
 {
-	json_t *m, *state, *arr = NULL;
+	json_t *arr = NULL;
 	*row = NULL;
-	if (!(m = parse(meta, "row", e)))
-		return e ? e->st : CORE_ESYS;
-	if (!state_pos || !body) {
-		*row = m;
-		return CORE_OK;
-	}
-	if (!(state = parse(body, "state", e))) {
-		json_decref(m);
-		return e ? e->st : CORE_ESYS;
-	}
-	if (msg_pos) {
+	if (state_pos && body && msg_pos) {
 		/* an empty history has no chain */
 		if (!msgs && (!count || !strcmp(count, "0")))
 			msgs = "[]", depths = "";
 		if (!msgs || !depths || !(arr = parse(msgs, "messages", e)) ||
-		    !(arr = placed(arr, depths, strtoul(count ? count : "0", NULL, 10)))) {
+		    !(arr = placed(arr, depths, strtoul(count ? count : "0", NULL, 10))))
+			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");
+	}
+	return pg_row_build(meta, state_pos, body, msg_pos, arr, row, e);
+}
+
+json_t *pg_node_parse(const char *body, struct core_err *e)
+{
+	return parse(body, "message", e);
+}
+
+enum core_status pg_row_build(const char *meta, const char *state_pos, const char *body,
+                              const char *msg_pos, json_t *arr, json_t **row,
+                              struct core_err *e)
+{
+	json_t *m, *state;
+	*row = NULL;
+	if (!(m = parse(meta, "row", e))) {
+		json_decref(arr);
+		return e ? e->st : CORE_ESYS;
+	}
+	if (!state_pos || !body) {
+		json_decref(arr);
+		*row = m;
+		return CORE_OK;
+	}
+	if (!(state = parse(body, "state", e))) {
+		json_decref(arr);
+		json_decref(m);
+		return e ? e->st : CORE_ESYS;
+	}
+	if (msg_pos) {
+		if (!arr) {
 			json_decref(state);
 			json_decref(m);
 			return core_fail(e, CORE_ESYS, "corrupt store: a message is missing");
@@ -151,6 +173,8 @@ enum core_status pg_row_join(const char *meta, const char *state_pos, const char
 			json_decref(m);
 			return core_fail(e, CORE_ENOMEM, "read snapshot: out of memory");
 		}
+	} else {
+		json_decref(arr);
 	}
 	*row = jv_object_insert_at(m, strtoul(state_pos, NULL, 10), "state", state);
 	json_decref(m);

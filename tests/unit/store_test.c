@@ -220,18 +220,18 @@ static char *texts(struct store *s, const char *id, unsigned flags)
 	return out;
 }
 
-static void test_append(void)
+/* The appends on the store at path (a backend that appends), by two handles. */
+static void test_append(const char *path, const char *backend)
 {
-	char path[256];
 	struct core_err e = { 0 };
 	struct store *s = NULL, *other = NULL;
-	char *got;
-	snprintf(path, sizeof path, "%s/append", tmp);
+	char *got, what[64];
 	if (store_open(path, &s, &e) || store_open(path, &other, &e)) {
 		report(0, "append: open", e.msg);
 		return;
 	}
-	report(store_can_append(s), "append: the LMDB backend appends", NULL);
+	snprintf(what, sizeof what, "append: the %s backend appends", backend);
+	report(store_can_append(s), what, NULL);
 	store_save(s, "p", 0, put_msgs, "[\"m1\",\"m2\",\"m3\"]", NULL, &e);
 	got = texts(s, "p", STORE_LAST_MESSAGE);
 	check_str("append: a read of the last message says how many precede it", got,
@@ -282,7 +282,25 @@ int main(void)
 	test_locations();
 	test_dispatch();
 	test_secrets();
-	test_append();
+	snprintf(cmd, sizeof cmd, "%s/append", tmp);
+	test_append(cmd, "LMDB");
+	/* AGENTKIT_TEST_PG_URL: the same on PostgreSQL, in a schema of its own */
+	const char *pg = getenv("AGENTKIT_TEST_PG_URL");
+	if (pg && *pg) {
+		char url[1024], sql[1200];
+		snprintf(url, sizeof url, "%s%coptions=-csearch_path%%3Dunit_append_%ld", pg,
+		         strchr(pg, '?') ? '&' : '?', (long)getpid());
+		snprintf(sql, sizeof sql, "psql -qAtX '%s' -c 'CREATE SCHEMA unit_append_%ld'", pg,
+		         (long)getpid());
+		if (system(sql) == 0)
+			test_append(url, "PostgreSQL");
+		else
+			report(0, "append (PostgreSQL): a schema of its own", sql);
+		snprintf(sql, sizeof sql, "psql -qAtX '%s' -c 'SET client_min_messages = warning; DROP SCHEMA unit_append_%ld CASCADE'",
+		         pg, (long)getpid());
+		if (system(sql) != 0)
+			fprintf(stderr, "store_test: could not drop the schema: %s\n", sql);
+	}
 	snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
 	if (system(cmd) != 0)
 		fprintf(stderr, "store_test: could not remove %s\n", tmp);
