@@ -709,6 +709,14 @@ try 'agent-serve --help'
 	TEAM_TOKEN=sesame run --separate-stderr agent-run --model team/x -m hi
 	[ "$status" -eq 100 ]
 	[ "$stderr" = "agent-run: team: a genkit endpoint serves agents, not models: run them with --url team/AGENT or url: team/AGENT (models file $PWD/models.json)" ]
+	# --list-models lists it as any named endpoint, asking nothing of it
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --list-models
+	[ "$status" -eq 0 ]
+	[ "$(jq -c 'select(.dialect)' <<<"$output")" = "{\"provider\":\"team\",\"dialect\":\"genkit\",\"keyVariables\":[\"TEAM_TOKEN\"],\"keyFrom\":\"TEAM_TOKEN\",\"baseUrl\":\"$URL/\",\"headers\":[\"X-Team\"],\"query\":[],\"modelsFile\":\"$PWD/models.json\",\"agents\":\"team/AGENT\"}" ]
+	run --separate-stderr agent-run --list-models --format text
+	[ "$status" -eq 0 ]
+	[ "$(grep -A1 '^team' <<<"$output")" = "team             TEAM_TOKEN: not set, $URL/
+  agents: --url team/AGENT, url: team/AGENT" ]
 	# the token never reaches a message or the log
 	! grep -q sesame serve.log
 	[ "$(jq -s length requests)" -eq 5 ]
