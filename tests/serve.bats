@@ -10,12 +10,14 @@ load test_helper
 MODS="$TOP/bench/out/genkit/node_modules"
 AGENTS="$FIXTURES/serve/agents"
 SPID=
+FPID=
 
 setup() {
 	common_setup
 }
 
 teardown() {
+	[ -z "$FPID" ] || kill "$FPID" 2>/dev/null || true
 	[ -z "$SPID" ] || kill "$SPID" 2>/dev/null || true
 	[ -z "$SPID" ] || wait "$SPID" 2>/dev/null || true
 }
@@ -453,6 +455,40 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	run --separate-stderr agent-run both --agents mine -m hi
 	[ "$status" -eq 101 ]
 	[[ $stderr == *"both.prompt: url and model exclude each other: a remote agent's model is its server's" ]]
+}
+
+@test "serve: a url: agent's companion routes go to its server (agent-serve before agent-serve)" {
+	need_curl
+	serve
+	local FURL
+	mkdir -p mine
+	printf -- '---\nurl: %s/chat\n---\n' "$URL" >mine/far.prompt
+	agent-serve --listen 127.0.0.1:0 --agents mine --store "$PWD/front-store" 2>front.log &
+	FPID=$!
+	for _ in $(seq 100); do grep -q 'listening on' front.log && break; sleep 0.05; done
+	FURL=$(sed -n 's/^agent-serve: listening on //p' front.log)/far
+	# a turn through the front: the row is the back's
+	id=$(curl -s "$FURL" -d "$say_body" | jq -r .result.snapshotId)
+	[ -n "$id" ] && [ "$id" != null ]
+	run curl -s -w ' %{http_code}' "$FURL/getSnapshot" -d '{"data":{"snapshotId":"'"$id"'","metadataOnly":true}}'
+	[ "$(jq -c '[.result.snapshotId == "'"$id"'", .result.status, (.result | has("state"))]' <<<"${output% *}")" = '[true,"completed",false]' ]
+	[ "${output##* }" = 200 ]
+	run curl -s "$FURL/waitForSnapshot" -d '{"data":{"snapshotId":"'"$id"'"}}'
+	[ "$(jq -c '[.result.status, (.result.state.messages | length)]' <<<"$output")" = '["completed",2]' ]
+	# a detached turn aborted through the front, then waited on there
+	slow=$(curl -s "$FURL" -d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]},"detach":true}}' | jq -r .result.snapshotId)
+	run curl -s "$FURL/abort" -d '{"data":{"snapshotId":"'"$slow"'"}}'
+	[[ $output == "{\"result\":{\"snapshotId\":\"$slow\",\"status\":\"abort"* ]]
+	run curl -s "$FURL/waitForSnapshot" -d '{"data":{"snapshotId":"'"$slow"'","metadataOnly":true}}'
+	[ "$(jq -r .result.status <<<"$output")" = aborted ]
+	run curl -s -w ' %{http_code}' "$FURL/getSnapshot" -d '{"data":{"snapshotId":"nope"}}'
+	[ "$output" = '{"status":"NOT_FOUND","message":"getSnapshot: snapshot \"nope\" not found"} 404' ]
+	kill "$FPID"
+	wait "$FPID" || true
+	FPID=
+	# every companion reached the back; the front keeps no rows of its own
+	[ "$(grep -o '^agent-serve: POST /chat/[a-zA-Z]* [0-9]*' serve.log | sort | uniq -c | awk '{ print $1, $4, $5 }' | paste -sd ' ')" = "1 /chat/abort 200 1 /chat/getSnapshot 200 1 /chat/getSnapshot 404 2 /chat/waitForSnapshot 200" ]
+	[ ! -e front-store ]
 }
 
 @test "serve: --auth-command admits, refuses (401) or forbids (403); its context reaches the tools" {

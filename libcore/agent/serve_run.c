@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "agent_ext.h"
 #include "serve_int.h"
 #include "../base/coproc.h"
@@ -529,6 +530,44 @@ static const char *member(const json_t *data, const char *key, int *bad)
 	return json_string_value(v);
 }
 
+/*
+ * The url: of the agent's prompt file (new), or NULL: a local agent, or
+ * one that does not load (its companion then reads the store and says
+ * what it finds).  A remote agent's companions are its server's: the
+ * child is agent-snap, agent-wait or agent-abort --url URL, as its turns
+ * are agent-run's on that server.
+ */
+static char *agent_url(struct serve_req *r)
+{
+	struct agent_spec spec = { .name = r->agent, .agents_dir = r->s->cfg.agents_dir,
+	                           .model_optional = 1 };
+	struct core_err e = { 0 };
+	struct agent *ag = NULL;
+	char *url = NULL;
+	if (agent_load(&spec, &ag, &e) == CORE_OK && ag->url)
+		url = strdup(ag->url);
+	agent_free(ag);
+	return url;
+}
+
+/* The child's way to the rows: --url URL, or the store (and the agent). */
+static void argv_rows(struct argv *a, struct serve_req *r, const char *url, int agent)
+{
+	if (url) {
+		argv_add(a, "--url");
+		argv_add(a, url);
+		return;
+	}
+	if (agent) {
+		argv_common(a, r->s, 1);
+		argv_add(a, "--agent");
+		argv_add(a, r->agent);
+	} else if (r->s->cfg.store) {
+		argv_add(a, "--store");
+		argv_add(a, r->s->cfg.store);
+	}
+}
+
 static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const char *sid,
                                      const char *session, int meta)
 {
@@ -538,10 +577,9 @@ static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const 
 	char nf[512];
 	enum MHD_Result ret;
 	json_t *row;
+	char *url = agent_url(r);
 	argv_init(&a, r->s, "agent-snap");
-	argv_common(&a, r->s, 1);
-	argv_add(&a, "--agent");
-	argv_add(&a, r->agent);
+	argv_rows(&a, r, url, 1);
 	if (meta)
 		argv_add(&a, "--metadata-only");
 	if (session) {
@@ -565,6 +603,7 @@ static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const 
 		ret = serve_result(r, row);
 	}
 	tool_release(&tl);
+	free(url);
 	return ret;
 }
 
@@ -588,6 +627,8 @@ enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data)
 	char cap[32], nf[512];
 	enum MHD_Result ret;
 	json_t *row;
+	char *url;
+	enum core_status st;
 	int bad = 0, meta;
 	const char *sid = member(data, "snapshotId", &bad);
 	const char *session = member(data, "sessionId", &bad);
@@ -596,17 +637,17 @@ enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data)
 	meta = json_is_true(json_object_get(data, "metadataOnly"));
 	snprintf(cap, sizeof cap, "%lldms", (long long)r->s->cfg.wait_cap_ms);
 	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	url = agent_url(r);
 	argv_init(&a, r->s, "agent-wait");
-	if (r->s->cfg.store) {
-		argv_add(&a, "--store");
-		argv_add(&a, r->s->cfg.store);
-	}
+	argv_rows(&a, r, url, 0);
 	argv_add(&a, "--timeout");
 	argv_add(&a, cap);
 	if (meta)
 		argv_add(&a, "--metadata-only");
 	argv_add(&a, sid);
-	if (run_tool(r, a.v, r->s->cfg.wait_cap_ms + TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK) {
+	st = run_tool(r, a.v, r->s->cfg.wait_cap_ms + TOOL_TIMEOUT_MS, &tl, &e);
+	free(url);
+	if (st != CORE_OK) {
 		tool_release(&tl);
 		return serve_error(r, "INTERNAL", "waitForSnapshot: %s", e.msg);
 	}
@@ -639,18 +680,20 @@ enum MHD_Result serve_abort(struct serve_req *r, const json_t *data)
 	char nf[512];
 	enum MHD_Result ret;
 	json_t *line;
+	char *url;
+	enum core_status st;
 	int bad = 0;
 	const char *sid = member(data, "snapshotId", &bad);
 	if (!json_is_object(data) || bad || !sid)
 		return serve_error(r, "INVALID_ARGUMENT", "abort: snapshotId is required");
 	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	url = agent_url(r);
 	argv_init(&a, r->s, "agent-abort");
-	if (r->s->cfg.store) {
-		argv_add(&a, "--store");
-		argv_add(&a, r->s->cfg.store);
-	}
+	argv_rows(&a, r, url, 0);
 	argv_add(&a, sid);
-	if (run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK)
+	st = run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e);
+	free(url);
+	if (st != CORE_OK)
 		ret = serve_error(r, "INTERNAL", "abort: %s", e.msg);
 	else if (tl.code || !(line = tool_json(&tl)))
 		ret = tool_error(r, &tl, "abort", nf);
