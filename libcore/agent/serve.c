@@ -184,7 +184,8 @@ static enum MHD_Result begin(struct serve_req *r, const char *url)
 	if (route(r, url, &ret))
 		return ret;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-	if (cl && strtoull(cl, NULL, 10) > r->s->cfg.max_body)
+	/* too big to read: answered at once, the body left unread */
+	if (cl && strtoull(cl, NULL, 10) > r->s->cfg.max_body && !(r->defer = 0))
 		return serve_error_code(r, 413, "RESOURCE_EXHAUSTED", "the body has %s bytes, more than "
 		                   "the limit of %zu (agent-serve --max-body)", cl,
 		                   r->s->cfg.max_body);
@@ -242,14 +243,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct serve_req *r = *con_cls;
 	(void)version;
 	if (!r) {
+		const char *cl, *te;
 		if (!(r = req_new(s, conn, method, url)))
 			return MHD_NO;
 		*con_cls = r;
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+		r->defer = (cl && strtoull(cl, NULL, 10) > 0) || te;
 		return begin(r, url);
 	}
 	if (r->answered) {
-		*upload_size = 0;
-		return MHD_YES;
+		/* an early answer: the body is read and dropped, then it goes */
+		if (*upload_size) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return serve_answer_late(r);
 	}
 	if (*upload_size) {
 		/* A body with no Content-Length (chunked) that grows past the
@@ -262,6 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	r->defer = 0;
 	return dispatch(r);
 }
 

@@ -47,11 +47,19 @@ struct serve_req {
 	int streaming;          /* a streamed turn has not read its final line yet */
 	char session[128], snapshot[128];     /* for the access log */
 	char *context;          /* the auth command's context (JSON), or NULL */
+	/* An answer decided before the body (401, 404, 503) waits until the
+	 * body is read: queued at once, the close that follows would meet
+	 * unread bytes and reset the connection, losing the answer. */
+	int defer;
+	struct MHD_Response *late;
+	unsigned late_code;
 };
 
 void serve_log(struct serve *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum MHD_Result serve_answer(struct serve_req *r, int code, const char *type,
                              const char *body, size_t len);
+/* The answer r->defer held back, queued now that the body is read. */
+enum MHD_Result serve_answer_late(struct serve_req *r);
 enum MHD_Result serve_error_code(struct serve_req *r, int code, const char *status,
                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define serve_error(r, ...) serve_error_code((r), 0, __VA_ARGS__)
