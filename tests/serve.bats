@@ -41,6 +41,12 @@ serve() {
 	[ -n "$URL" ]
 }
 
+# turn_children: agent-serve's children but the agent-run it keeps
+# started ahead of the next turn (agent-run --serve-child), one a line.
+turn_children() {
+	ps -o args= --ppid "$SPID" | grep -v -- ' --serve-child$' || true
+}
+
 client() {
 	run node "$FIXTURES/serve/client.cjs" "$MODS" "$@"
 }
@@ -209,17 +215,22 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
 	[ "$status" -eq 28 ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
-	[ -z "$(pgrep -P "$SPID")" ]
+	[ -z "$(turn_children)" ]
 	# a turn in flight when SIGTERM comes is let finish
 	curl -sN -H 'Accept: text/event-stream' "$URL/chat" \
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow two"}]}}}' >slow.out &
 	local cpid=$!
 	wait_for 5 grep -q modelChunk slow.out
+	# the next turn's agent-run, started ahead, ends with the server
+	wait_for 5 pgrep -P "$SPID" -f -- ' --serve-child$'
+	local ahead
+	ahead=$(pgrep -P "$SPID" -f -- ' --serve-child$')
 	kill -TERM "$SPID"
 	local st=0
 	wait "$SPID" || st=$?
 	SPID=
 	[ "$st" -eq 0 ]
+	! kill -0 "$ahead" 2>/dev/null
 	wait "$cpid"
 	grep -q '^data: {"result":{"finishReason":"stop"' slow.out
 	grep -q '^agent-serve: Terminated: draining$' serve.log
@@ -357,7 +368,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$st" -eq 2 ]
 	[ "$(tail -n 1 out.ndjson)" = '{"output":{"finishReason":"aborted","error":{"status":"CANCELLED","message":"context canceled"}}}' ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
-	wait_for 5 sh -c '[ -z "$(pgrep -P '"$SPID"')" ]'
+	wait_for 5 sh -c '[ -z "$(ps -o args= --ppid '"$SPID"' | grep -v -- " --serve-child$")" ]'
 }
 
 @test "serve: a request's traceparent makes the turn's spans children of the caller's" {
@@ -624,7 +635,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
 	[ "$status" -eq 28 ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
-	[ -z "$(pgrep -P "$SPID")" ]
+	[ -z "$(turn_children)" ]
 	# a second server is refused while this one listens
 	run --separate-stderr agent-serve --listen "unix:$PWD/a.sock"
 	[ "$status" -eq 111 ]

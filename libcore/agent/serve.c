@@ -344,6 +344,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	atomic_init(&s->turns, 0);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->draining, 0);
+	pthread_mutex_init(&s->warm_mu, NULL);
 	/* The address, or the socket given (each option's own argument type). */
 	struct MHD_OptionItem where[] = {
 		cfg->listen_fd >= 0
@@ -363,6 +364,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	                        MHD_OPTION_END);
 	if (!s->d) {
 		int err = errno;
+		pthread_mutex_destroy(&s->warm_mu);
 		free(s);
 		if (cfg->listen_fd >= 0) {
 			close(cfg->listen_fd);
@@ -372,6 +374,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 		return core_fail(e, CORE_ESYS, "cannot listen on %s:%u: %s", cfg->host, cfg->port,
 		                 err ? strerror(err) : "libmicrohttpd refused to start");
 	}
+	serve_warm(s);
 	*out = s;
 	return CORE_OK;
 }
@@ -389,6 +392,7 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	int fd = MHD_quiesce_daemon(s->d);
 	/* Connections kept alive may still send requests: refused from now. */
 	atomic_store(&s->draining, 1);
+	serve_warm_end(s);
 	while (atomic_load(&s->active) > 0 && core_now_mono_ms() < end)
 		usleep(20 * 1000);
 	left = (unsigned)atomic_load(&s->active);
@@ -401,6 +405,9 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	MHD_stop_daemon(s->d);
 	if (fd >= 0)
 		close(fd);
+	/* a turn that ended in the drain may have started one */
+	serve_warm_end(s);
+	pthread_mutex_destroy(&s->warm_mu);
 	free(s);
 	return left;
 }
