@@ -27,6 +27,11 @@
 #                  in turn, the median of the rounds' p50s and of their
 #                  ratios (goal <= 0.2); needs node and
 #                  scripts/genkit-client, else these rows are skipped
+#   floor_p50, floor_ratio
+#                  the same client, in the same rounds, against a node
+#                  server that does no work (bench/serve-floor.cjs: one
+#                  fixed answer): the client's own cost, the least any
+#                  server's figure can be, and its ratio to Genkit's
 #   c100_turns_per_s, c100_peak_rss
 #                  200 streamed turns, 100 at a time, against agent-serve
 #                  --max-concurrent 100: turns per second, and agent-serve's
@@ -44,8 +49,8 @@ mods=$top/bench/out/genkit/node_modules
 base=/dev/shm
 [ -d "$base" ] && [ -w "$base" ] || base=${TMPDIR:-/tmp}
 work=$(mktemp -d "$base/agentkit-bench.XXXXXX")
-server= genkit=
-trap '[ -z "$server" ] || kill "$server" 2>/dev/null; [ -z "$genkit" ] || kill "$genkit" 2>/dev/null; rm -rf "$work"' EXIT
+server= genkit= floor=
+trap '[ -z "$server" ] || kill "$server" 2>/dev/null; [ -z "$genkit" ] || kill "$genkit" 2>/dev/null; [ -z "$floor" ] || kill "$floor" 2>/dev/null; rm -rf "$work"' EXIT
 cd "$work"
 export AGENTKIT_STORE=$work/store
 mkdir agents
@@ -122,27 +127,40 @@ genkit=$!
 for _ in $(seq 200); do [ -s port ] && break; sleep 0.1; done
 [ -s port ] || bench_fail "the Genkit server did not start: $(head -c 300 genkit.log)"
 gurl="http://127.0.0.1:$(cat port)/echo"
+node "$top/bench/serve-floor.cjs" floor.port 2>floor.log &
+floor=$!
+for _ in $(seq 100); do [ -s floor.port ] && break; sleep 0.1; done
+[ -s floor.port ] || bench_fail "the floor server did not start: $(head -c 300 floor.log)"
+furl="http://127.0.0.1:$(cat floor.port)/echo"
 client() {
 	node "$top/bench/serve-client.cjs" "$mods" "$@"
 }
 bench_expect p50 client "$url" 2 1
 bench_expect p50 client "$gurl" 2 1
+bench_expect p50 client "$furl" 2 1
 
 # ---- the same client, agent-serve vs Genkit's express handler ----
-s_p50=() g_p50=() ratios=()
+s_p50=() g_p50=() f_p50=() ratios=() fratios=()
 for _ in $(seq "$rounds"); do
 	client "$url" "$n" 1 >a.out || bench_fail "the client failed on agent-serve"
 	client "$gurl" "$n" 1 >g.out || bench_fail "the client failed on Genkit's server"
-	a=$(bench_pick a.out p50) g=$(bench_pick g.out p50)
-	s_p50+=("$a") g_p50+=("$g")
+	client "$furl" "$n" 1 >f.out || bench_fail "the client failed on the floor server"
+	a=$(bench_pick a.out p50) g=$(bench_pick g.out p50) f=$(bench_pick f.out p50)
+	s_p50+=("$a") g_p50+=("$g") f_p50+=("$f")
 	ratios+=("$(awk -v a="$a" -v g="$g" 'BEGIN { printf "%.3f", a / g }')")
+	fratios+=("$(awk -v a="$f" -v g="$g" 'BEGIN { printf "%.3f", a / g }')")
 done
 sp=$(median "${s_p50[@]}") gp=$(median "${g_p50[@]}") r=$(median "${ratios[@]}")
+fp=$(median "${f_p50[@]}") fr=$(median "${fratios[@]}")
 bench_row "one streamed turn through Genkit's remoteAgent: agent-serve vs Genkit's express handler" \
 	"$sp" "$gp" us '<=0.2' "$genkit_v" "$r"
+bench_row "the same client's floor: a node server that does no work vs Genkit's express handler" \
+	"$fp" "$gp" us - "$genkit_v" "$fr"
 echo "serve_p50 $sp us"
 echo "genkit_p50 $gp us"
 echo "express_ratio $r"
+echo "floor_p50 $fp us"
+echo "floor_ratio $fr"
 
 # ---- 100 concurrent streaming clients ----
 stop_serve

@@ -1486,6 +1486,62 @@ static enum core_status run_claimed(struct run *r)
 	return r->inv.det.worker_st;
 }
 
+/*
+ * agent-run --serve-child (agent-serve's, docs/serve.md "Each turn in its
+ * own process"): started ahead of a turn, this process waits on stdin for
+ * its words, then runs as if started with them.  They come as 8 decimal
+ * digits N, then N bytes: {"argv": [WORD, ...], "env": ["NAME=value", ...]}
+ * and a newline; the turn's NDJSON input follows on the same stdin, read
+ * as usual.  Exact reads, so nothing of the input is taken.  End of input
+ * first: exit 0 (agent-serve did not need it); anything else malformed:
+ * exit 100.
+ */
+#define SERVE_CHILD_WORDS_MAX ((size_t)16 << 20)
+
+static int read_exact(char *p, size_t n)
+{
+	while (n) {
+		ssize_t k = read(0, p, n);
+		if (k < 0 && errno == EINTR)
+			continue;
+		if (k <= 0)
+			return -1;
+		p += k;
+		n -= (size_t)k;
+	}
+	return 0;
+}
+
+static void serve_child_words(int *argc, char ***argv)
+{
+	char len[9] = "", *end, *buf, *argv0 = (*argv)[0];
+	size_t n;
+	json_t *doc, *words, *env, *w;
+	size_t i;
+	if (read_exact(len, 8))
+		exit(0);
+	n = strtoul(len, &end, 10);
+	if (*end || !n || n > SERVE_CHILD_WORDS_MAX || !(buf = malloc(n)) || read_exact(buf, n))
+		exit(100);
+	doc = json_loadb(buf, n, JSON_DISABLE_EOF_CHECK, NULL);
+	free(buf);
+	words = json_object_get(doc, "argv");
+	env = json_object_get(doc, "env");
+	if (!json_is_array(words) || !(*argv = calloc(json_array_size(words) + 2, sizeof **argv)))
+		exit(100);
+	(*argv)[0] = argv0;
+	*argc = 1;
+	json_array_foreach(words, i, w)
+		if (!json_is_string(w) || !((*argv)[(*argc)++] = strdup(json_string_value(w))))
+			exit(100);
+	json_array_foreach(env, i, w) {
+		char *kv = json_is_string(w) ? strdup(json_string_value(w)) : NULL;
+		if (!kv || !strchr(kv, '=') || putenv(kv))
+			exit(100);
+	}
+	json_decref(doc);
+}
+
 int main(int argc, char **argv)
 {
 	struct run r = { 0 };
@@ -1499,6 +1555,8 @@ int main(int argc, char **argv)
 	struct output_sink out = { out_write, out_flush, out_note, NULL };
 	enum core_status st;
 
+	if (argc == 2 && !strcmp(argv[1], "--serve-child"))
+		serve_child_words(&argc, &argv);
 	key_file_help();
 	cli_start(&prog);
 	invocation_init(&r.inv, &sink);

@@ -10,12 +10,14 @@ load test_helper
 MODS="$TOP/bench/out/genkit/node_modules"
 AGENTS="$FIXTURES/serve/agents"
 SPID=
+FPID=
 
 setup() {
 	common_setup
 }
 
 teardown() {
+	[ -z "$FPID" ] || kill "$FPID" 2>/dev/null || true
 	[ -z "$SPID" ] || kill "$SPID" 2>/dev/null || true
 	[ -z "$SPID" ] || wait "$SPID" 2>/dev/null || true
 }
@@ -37,6 +39,12 @@ serve() {
 	for _ in $(seq 100); do grep -q 'listening on' serve.log && break; sleep 0.05; done
 	URL=$(sed -n 's/^agent-serve: listening on //p' serve.log)
 	[ -n "$URL" ]
+}
+
+# turn_children: agent-serve's children but the agent-run it keeps
+# started ahead of the next turn (agent-run --serve-child), one a line.
+turn_children() {
+	ps -o args= --ppid "$SPID" | grep -v -- ' --serve-child$' || true
 }
 
 client() {
@@ -207,34 +215,46 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
 	[ "$status" -eq 28 ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
-	[ -z "$(pgrep -P "$SPID")" ]
+	[ -z "$(turn_children)" ]
 	# a turn in flight when SIGTERM comes is let finish
 	curl -sN -H 'Accept: text/event-stream' "$URL/chat" \
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow two"}]}}}' >slow.out &
 	local cpid=$!
 	wait_for 5 grep -q modelChunk slow.out
+	# the next turn's agent-run, started ahead, ends with the server
+	wait_for 5 pgrep -P "$SPID" -f -- ' --serve-child$'
+	local ahead
+	ahead=$(pgrep -P "$SPID" -f -- ' --serve-child$')
 	kill -TERM "$SPID"
 	local st=0
 	wait "$SPID" || st=$?
 	SPID=
 	[ "$st" -eq 0 ]
+	! kill -0 "$ahead" 2>/dev/null
 	wait "$cpid"
 	grep -q '^data: {"result":{"finishReason":"stop"' slow.out
 	grep -q '^agent-serve: Terminated: draining$' serve.log
 }
 
-@test "serve: 40 clients at once against --max-concurrent 8: 8 turns, 32 times 503, no crash" {
+@test "serve: 200 slow clients against --max-concurrent 8: 8 turns with right rows, 192 times 503, bounded memory" {
 	need_curl
 	serve --max-concurrent 8
-	local i pids=()
-	for i in $(seq 40); do
-		curl -s -o /dev/null -w '%{http_code}\n' -H 'Accept: text/event-stream' "$URL/chat" \
-			-d '{"data":{"message":{"role":"user","content":[{"text":"hold on"}]}}}' >"code.$i" &
-		pids+=($!)
-	done
-	wait "${pids[@]}"
-	[ "$(cat code.* | sort | uniq -c | awk '{print $2 ":" $1}' | paste -sd' ')" = "200:8 503:32" ]
-	[ "$(grep -c '^agent-serve: POST /chat 503 ' serve.log)" -eq 32 ]
+	local port=${URL##*:} ids
+	# all connected first, each sending its request and reading the answer
+	# a few bytes at a time; a 503 waits for the body it refuses, so that
+	# a slow sender still reads it (not a reset)
+	python3 "$FIXTURES/serve/slow-clients.py" 200 127.0.0.1 "$port" /chat 'hold on' >clients
+	[ "$(wc -l <clients)" -eq 200 ]
+	[ "$(awk '{ print $1 ":" $2 }' clients | sort | uniq -c | awk '{ print $2 "=" $1 }' | paste -sd ' ')" = "200:-=8 503:1=192" ]
+	[ "$(grep -c '^agent-serve: POST /chat 503 ' serve.log)" -eq 192 ]
+	# every admitted turn's row is its own, completed
+	ids=$(awk '$1 == 200 { print $3 }' clients)
+	[ "$(sort -u <<<"$ids" | grep -c .)" -eq 8 ]
+	run agent-snap --agents "$AGENTS" --agent chat $ids
+	[ "$status" -eq 0 ]
+	[ "$(jq -c '[.status, [.state.messages[].content[0].text]]' <<<"$output" | sort | uniq -c | sed 's/^ *//')" = '8 ["completed",["hold on","x y "]]' ]
+	# bounded: a thread per connection, each with its 64 KiB of buffers
+	[ "$(awk '/^VmHWM:/ { print $2 }' "/proc/$SPID/status")" -lt 65536 ]
 	run curl -s -w ' %{http_code}' "$URL/chat" -d "$say_body"
 	[ "${output##* }" = 200 ]
 }
@@ -348,7 +368,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	[ "$st" -eq 2 ]
 	[ "$(tail -n 1 out.ndjson)" = '{"output":{"finishReason":"aborted","error":{"status":"CANCELLED","message":"context canceled"}}}' ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms cancelled$' serve.log
-	wait_for 5 sh -c '[ -z "$(pgrep -P '"$SPID"')" ]'
+	wait_for 5 sh -c '[ -z "$(ps -o args= --ppid '"$SPID"' | grep -v -- " --serve-child$")" ]'
 }
 
 @test "serve: a request's traceparent makes the turn's spans children of the caller's" {
@@ -453,6 +473,40 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	run --separate-stderr agent-run both --agents mine -m hi
 	[ "$status" -eq 101 ]
 	[[ $stderr == *"both.prompt: url and model exclude each other: a remote agent's model is its server's" ]]
+}
+
+@test "serve: a url: agent's companion routes go to its server (agent-serve before agent-serve)" {
+	need_curl
+	serve
+	local FURL
+	mkdir -p mine
+	printf -- '---\nurl: %s/chat\n---\n' "$URL" >mine/far.prompt
+	agent-serve --listen 127.0.0.1:0 --agents mine --store "$PWD/front-store" 2>front.log &
+	FPID=$!
+	for _ in $(seq 100); do grep -q 'listening on' front.log && break; sleep 0.05; done
+	FURL=$(sed -n 's/^agent-serve: listening on //p' front.log)/far
+	# a turn through the front: the row is the back's
+	id=$(curl -s "$FURL" -d "$say_body" | jq -r .result.snapshotId)
+	[ -n "$id" ] && [ "$id" != null ]
+	run curl -s -w ' %{http_code}' "$FURL/getSnapshot" -d '{"data":{"snapshotId":"'"$id"'","metadataOnly":true}}'
+	[ "$(jq -c '[.result.snapshotId == "'"$id"'", .result.status, (.result | has("state"))]' <<<"${output% *}")" = '[true,"completed",false]' ]
+	[ "${output##* }" = 200 ]
+	run curl -s "$FURL/waitForSnapshot" -d '{"data":{"snapshotId":"'"$id"'"}}'
+	[ "$(jq -c '[.result.status, (.result.state.messages | length)]' <<<"$output")" = '["completed",2]' ]
+	# a detached turn aborted through the front, then waited on there
+	slow=$(curl -s "$FURL" -d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]},"detach":true}}' | jq -r .result.snapshotId)
+	run curl -s "$FURL/abort" -d '{"data":{"snapshotId":"'"$slow"'"}}'
+	[[ $output == "{\"result\":{\"snapshotId\":\"$slow\",\"status\":\"abort"* ]]
+	run curl -s "$FURL/waitForSnapshot" -d '{"data":{"snapshotId":"'"$slow"'","metadataOnly":true}}'
+	[ "$(jq -r .result.status <<<"$output")" = aborted ]
+	run curl -s -w ' %{http_code}' "$FURL/getSnapshot" -d '{"data":{"snapshotId":"nope"}}'
+	[ "$output" = '{"status":"NOT_FOUND","message":"getSnapshot: snapshot \"nope\" not found"} 404' ]
+	kill "$FPID"
+	wait "$FPID" || true
+	FPID=
+	# every companion reached the back; the front keeps no rows of its own
+	[ "$(grep -o '^agent-serve: POST /chat/[a-zA-Z]* [0-9]*' serve.log | sort | uniq -c | awk '{ print $1, $4, $5 }' | paste -sd ' ')" = "1 /chat/abort 200 1 /chat/getSnapshot 200 1 /chat/getSnapshot 404 2 /chat/waitForSnapshot 200" ]
+	[ ! -e front-store ]
 }
 
 @test "serve: --auth-command admits, refuses (401) or forbids (403); its context reaches the tools" {
@@ -581,7 +635,7 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 		-d '{"data":{"message":{"role":"user","content":[{"text":"slow"}]}}}'
 	[ "$status" -eq 28 ]
 	wait_for 5 grep -q '^agent-serve: POST /chat 200 [0-9]*ms.* cancelled$' serve.log
-	[ -z "$(pgrep -P "$SPID")" ]
+	[ -z "$(turn_children)" ]
 	# a second server is refused while this one listens
 	run --separate-stderr agent-serve --listen "unix:$PWD/a.sock"
 	[ "$status" -eq 111 ]
@@ -709,6 +763,14 @@ try 'agent-serve --help'
 	TEAM_TOKEN=sesame run --separate-stderr agent-run --model team/x -m hi
 	[ "$status" -eq 100 ]
 	[ "$stderr" = "agent-run: team: a genkit endpoint serves agents, not models: run them with --url team/AGENT or url: team/AGENT (models file $PWD/models.json)" ]
+	# --list-models lists it as any named endpoint, asking nothing of it
+	TEAM_TOKEN=sesame run --separate-stderr agent-run --list-models
+	[ "$status" -eq 0 ]
+	[ "$(jq -c 'select(.dialect)' <<<"$output")" = "{\"provider\":\"team\",\"dialect\":\"genkit\",\"keyVariables\":[\"TEAM_TOKEN\"],\"keyFrom\":\"TEAM_TOKEN\",\"baseUrl\":\"$URL/\",\"headers\":[\"X-Team\"],\"query\":[],\"modelsFile\":\"$PWD/models.json\",\"agents\":\"team/AGENT\"}" ]
+	run --separate-stderr agent-run --list-models --format text
+	[ "$status" -eq 0 ]
+	[ "$(grep -A1 '^team' <<<"$output")" = "team             TEAM_TOKEN: not set, $URL/
+  agents: --url team/AGENT, url: team/AGENT" ]
 	# the token never reaches a message or the log
 	! grep -q sesame serve.log
 	[ "$(jq -s length requests)" -eq 5 ]

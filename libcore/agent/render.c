@@ -223,6 +223,10 @@ enum core_status render_model_row(const json_t *row, int width, struct core_buf 
 	}
 	json_array_foreach(json_object_get(row, "models"), i, v)
 		st = st ? st : core_buf_addf(b, "\n  %s", json_string_value(v));
+	/* an agent server's row: how its agents are named */
+	if ((v = json_object_get(row, "agents")) && json_is_string(v))
+		st = st ? st : core_buf_addf(b, "\n  agents: --url %s, url: %s",
+		                             json_string_value(v), json_string_value(v));
 	if (!st && json_object_get(row, "error"))
 		st = core_buf_addf(b, "\n  (cannot list: %s)", json_string_value(json_object_get(
 		                   json_object_get(row, "error"), "message")));

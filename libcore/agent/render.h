@@ -73,7 +73,8 @@ enum core_status render_summary(const char *prog, const json_t *output, const ch
  * wider gets one space after it; the caller gives the widest name plus
  * one), where its key comes from (or that it is not set) and its base
  * URL, then its models indented, one a line, and why they could not be
- * listed.  Errors: CORE_ENOMEM.
+ * listed; an agent server's row ("agents": "NAME/AGENT") says how its
+ * agents are named.  Errors: CORE_ENOMEM.
  */
 enum core_status render_model_row(const json_t *row, int width, struct core_buf *b);
 

@@ -184,7 +184,8 @@ static enum MHD_Result begin(struct serve_req *r, const char *url)
 	if (route(r, url, &ret))
 		return ret;
 	cl = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Length");
-	if (cl && strtoull(cl, NULL, 10) > r->s->cfg.max_body)
+	/* too big to read: answered at once, the body left unread */
+	if (cl && strtoull(cl, NULL, 10) > r->s->cfg.max_body && !(r->defer = 0))
 		return serve_error_code(r, 413, "RESOURCE_EXHAUSTED", "the body has %s bytes, more than "
 		                   "the limit of %zu (agent-serve --max-body)", cl,
 		                   r->s->cfg.max_body);
@@ -242,14 +243,22 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 	struct serve_req *r = *con_cls;
 	(void)version;
 	if (!r) {
+		const char *cl, *te;
 		if (!(r = req_new(s, conn, method, url)))
 			return MHD_NO;
 		*con_cls = r;
+		cl = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Content-Length");
+		te = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Transfer-Encoding");
+		r->defer = (cl && strtoull(cl, NULL, 10) > 0) || te;
 		return begin(r, url);
 	}
 	if (r->answered) {
-		*upload_size = 0;
-		return MHD_YES;
+		/* an early answer: the body is read and dropped, then it goes */
+		if (*upload_size) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return serve_answer_late(r);
 	}
 	if (*upload_size) {
 		/* A body with no Content-Length (chunked) that grows past the
@@ -262,6 +271,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 		*upload_size = 0;
 		return MHD_YES;
 	}
+	r->defer = 0;
 	return dispatch(r);
 }
 
@@ -334,6 +344,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	atomic_init(&s->turns, 0);
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->draining, 0);
+	pthread_mutex_init(&s->warm_mu, NULL);
 	/* The address, or the socket given (each option's own argument type). */
 	struct MHD_OptionItem where[] = {
 		cfg->listen_fd >= 0
@@ -353,6 +364,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	                        MHD_OPTION_END);
 	if (!s->d) {
 		int err = errno;
+		pthread_mutex_destroy(&s->warm_mu);
 		free(s);
 		if (cfg->listen_fd >= 0) {
 			close(cfg->listen_fd);
@@ -362,6 +374,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 		return core_fail(e, CORE_ESYS, "cannot listen on %s:%u: %s", cfg->host, cfg->port,
 		                 err ? strerror(err) : "libmicrohttpd refused to start");
 	}
+	serve_warm(s);
 	*out = s;
 	return CORE_OK;
 }
@@ -379,6 +392,7 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	int fd = MHD_quiesce_daemon(s->d);
 	/* Connections kept alive may still send requests: refused from now. */
 	atomic_store(&s->draining, 1);
+	serve_warm_end(s);
 	while (atomic_load(&s->active) > 0 && core_now_mono_ms() < end)
 		usleep(20 * 1000);
 	left = (unsigned)atomic_load(&s->active);
@@ -391,6 +405,9 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	MHD_stop_daemon(s->d);
 	if (fd >= 0)
 		close(fd);
+	/* a turn that ended in the drain may have started one */
+	serve_warm_end(s);
+	pthread_mutex_destroy(&s->warm_mu);
 	free(s);
 	return left;
 }

@@ -5,6 +5,7 @@
 #ifndef CORE_SERVE_INT_H
 #define CORE_SERVE_INT_H
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <jansson.h>
@@ -25,6 +26,10 @@ struct serve {
 	atomic_int turns;       /* turns holding a slot */
 	atomic_int draining;    /* SIGTERM came: no new requests */
 	atomic_int stopping;    /* the drain is over: cancel what runs */
+	/* An agent-run --serve-child started ahead of the next turn (its
+	 * exec and start-up off the turn's path), or NULL; under warm_mu. */
+	pthread_mutex_t warm_mu;
+	struct coproc *warm;
 };
 
 enum serve_route { SERVE_LIST, SERVE_TURN, SERVE_SNAPSHOT, SERVE_WAIT, SERVE_ABORT };
@@ -47,11 +52,19 @@ struct serve_req {
 	int streaming;          /* a streamed turn has not read its final line yet */
 	char session[128], snapshot[128];     /* for the access log */
 	char *context;          /* the auth command's context (JSON), or NULL */
+	/* An answer decided before the body (401, 404, 503) waits until the
+	 * body is read: queued at once, the close that follows would meet
+	 * unread bytes and reset the connection, losing the answer. */
+	int defer;
+	struct MHD_Response *late;
+	unsigned late_code;
 };
 
 void serve_log(struct serve *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 enum MHD_Result serve_answer(struct serve_req *r, int code, const char *type,
                              const char *body, size_t len);
+/* The answer r->defer held back, queued now that the body is read. */
+enum MHD_Result serve_answer_late(struct serve_req *r);
 enum MHD_Result serve_error_code(struct serve_req *r, int code, const char *status,
                                  const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 #define serve_error(r, ...) serve_error_code((r), 0, __VA_ARGS__)
@@ -61,6 +74,11 @@ void serve_req_release(struct serve_req *r);
 /* The request's turn slot given back (when its child is gone, before the
  * answer's last byte: a client's next turn must find it free); once. */
 void serve_slot_free(struct serve_req *r);
+
+/* The next turn's agent-run, started ahead (serve_run.c): serve_warm()
+ * starts one when there is none, serve_warm_end() ends it (the drain). */
+void serve_warm(struct serve *s);
+void serve_warm_end(struct serve *s);
 
 /* serve_run.c: the routes that run a child, and the auth command. */
 enum MHD_Result serve_auth_command(struct serve_req *r, int *admitted);

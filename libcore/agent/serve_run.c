@@ -9,6 +9,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "agent_ext.h"
 #include "serve_int.h"
 #include "../base/coproc.h"
@@ -136,10 +137,13 @@ static void turn_stop(struct serve_turn *t)
 
 static void turn_free(struct serve_turn *t)
 {
+	struct serve *s = t->r->s;
 	turn_stop(t);
 	core_buf_release(&t->frame);
 	serve_req_release(t->r);
 	free(t);
+	/* the next turn's child, now that this one's answer is out */
+	serve_warm(s);
 }
 
 /* A client-managed init's state goes to agent-run in a private file (it
@@ -183,6 +187,87 @@ static size_t trace_env(struct serve_req *r, char *env[3])
 			env[k] = NULL;
 	}
 	return k;
+}
+
+/* ---- the next turn's agent-run, started ahead ---- */
+
+void serve_warm(struct serve *s)
+{
+	struct core_err e = { 0 };
+	struct coproc *cp = NULL;
+	char bin[4096], arg[] = "--serve-child";
+	char *argv[] = { bin, arg, NULL };
+	if (atomic_load(&s->draining))
+		return;
+	pthread_mutex_lock(&s->warm_mu);
+	if (s->warm) {
+		pthread_mutex_unlock(&s->warm_mu);
+		return;
+	}
+	pthread_mutex_unlock(&s->warm_mu);
+	snprintf(bin, sizeof bin, "%s/agent-run", s->cfg.bin_dir);
+	if (coproc_start_argv(argv, NULL, "agent-run", NULL, NULL, &cp, &e) != CORE_OK)
+		return;         /* the turn starts its own, and says why */
+	pthread_mutex_lock(&s->warm_mu);
+	if (!s->warm && !atomic_load(&s->draining)) {
+		s->warm = cp;
+		cp = NULL;
+	}
+	pthread_mutex_unlock(&s->warm_mu);
+	coproc_free(cp);
+}
+
+void serve_warm_end(struct serve *s)
+{
+	struct coproc *cp;
+	pthread_mutex_lock(&s->warm_mu);
+	cp = s->warm;
+	s->warm = NULL;
+	pthread_mutex_unlock(&s->warm_mu);
+	/* its stdin closed: it reads the end and exits 0 */
+	coproc_free(cp);
+}
+
+/* The child started ahead, when there is one still waiting. */
+static struct coproc *warm_take(struct serve *s)
+{
+	struct coproc *cp;
+	pthread_mutex_lock(&s->warm_mu);
+	cp = s->warm;
+	s->warm = NULL;
+	pthread_mutex_unlock(&s->warm_mu);
+	if (cp && coproc_exited(cp)) {
+		coproc_free(cp);
+		cp = NULL;
+	}
+	return cp;
+}
+
+/* Its words (agent-run's serve_child_words()): 8 digits of length, then
+ * {"argv", "env"} and a newline. */
+static enum core_status warm_words(struct serve_turn *t, char *const *argv, char *const *env,
+                                   const struct coproc_cancel *cancel, struct core_err *e)
+{
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	json_t *doc = json_pack("{s:[],s:[]}", "argv", "env");
+	enum core_status st = doc ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t i = 1; !st && argv[i]; i++)
+		if (json_array_append_new(json_object_get(doc, "argv"), json_string(argv[i])))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+	for (size_t i = 0; !st && env[i]; i++)
+		if (json_array_append_new(json_object_get(doc, "env"), json_string(env[i])))
+			st = core_fail(e, CORE_ENOMEM, "out of memory");
+	if (!st && ((st = core_buf_adds(&b, "00000000")) || (st = jv_dump(doc, &b))))
+		core_fail(e, st, "out of memory");
+	if (!st) {
+		char len[9];
+		snprintf(len, sizeof len, "%08zu", b.len - 8 + 1);
+		memcpy(b.p, len, 8);
+		st = coproc_write_line(t->cp, b.p, b.len, 10000, cancel, e);
+	}
+	json_decref(doc);
+	core_buf_release(&b);
+	return st;
 }
 
 static enum core_status turn_start(struct serve_turn *t, const json_t *data, const json_t *init,
@@ -230,8 +315,13 @@ static enum core_status turn_start(struct serve_turn *t, const json_t *data, con
 	/* the auth command's context, for the tools and handlers to read */
 	if (t->r->context && asprintf(&env[k], "AGENTKIT_CONTEXT=%s", t->r->context) < 0)
 		env[k] = NULL;
-	if ((st = coproc_start_argv(a.v, NULL, "agent-run", (const char *const *)env, NULL, &t->cp,
-	                            e)) != CORE_OK)
+	/* the child started ahead, told its words; else one started now */
+	if ((t->cp = warm_take(s)) && warm_words(t, a.v, env, &cancel, e) != CORE_OK) {
+		coproc_free(t->cp);
+		t->cp = NULL;
+	}
+	if (!t->cp && (st = coproc_start_argv(a.v, NULL, "agent-run", (const char *const *)env,
+	                                      NULL, &t->cp, e)) != CORE_OK)
 		goto out;
 	/* An agent-run that exits before it reads (a prompt file that does
 	 * not load) has written its final {"error"} line: that is the answer. */
@@ -529,6 +619,44 @@ static const char *member(const json_t *data, const char *key, int *bad)
 	return json_string_value(v);
 }
 
+/*
+ * The url: of the agent's prompt file (new), or NULL: a local agent, or
+ * one that does not load (its companion then reads the store and says
+ * what it finds).  A remote agent's companions are its server's: the
+ * child is agent-snap, agent-wait or agent-abort --url URL, as its turns
+ * are agent-run's on that server.
+ */
+static char *agent_url(struct serve_req *r)
+{
+	struct agent_spec spec = { .name = r->agent, .agents_dir = r->s->cfg.agents_dir,
+	                           .model_optional = 1 };
+	struct core_err e = { 0 };
+	struct agent *ag = NULL;
+	char *url = NULL;
+	if (agent_load(&spec, &ag, &e) == CORE_OK && ag->url)
+		url = strdup(ag->url);
+	agent_free(ag);
+	return url;
+}
+
+/* The child's way to the rows: --url URL, or the store (and the agent). */
+static void argv_rows(struct argv *a, struct serve_req *r, const char *url, int agent)
+{
+	if (url) {
+		argv_add(a, "--url");
+		argv_add(a, url);
+		return;
+	}
+	if (agent) {
+		argv_common(a, r->s, 1);
+		argv_add(a, "--agent");
+		argv_add(a, r->agent);
+	} else if (r->s->cfg.store) {
+		argv_add(a, "--store");
+		argv_add(a, r->s->cfg.store);
+	}
+}
+
 static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const char *sid,
                                      const char *session, int meta)
 {
@@ -538,10 +666,9 @@ static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const 
 	char nf[512];
 	enum MHD_Result ret;
 	json_t *row;
+	char *url = agent_url(r);
 	argv_init(&a, r->s, "agent-snap");
-	argv_common(&a, r->s, 1);
-	argv_add(&a, "--agent");
-	argv_add(&a, r->agent);
+	argv_rows(&a, r, url, 1);
 	if (meta)
 		argv_add(&a, "--metadata-only");
 	if (session) {
@@ -565,6 +692,7 @@ static enum MHD_Result snapshot_read(struct serve_req *r, const char *op, const 
 		ret = serve_result(r, row);
 	}
 	tool_release(&tl);
+	free(url);
 	return ret;
 }
 
@@ -588,6 +716,8 @@ enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data)
 	char cap[32], nf[512];
 	enum MHD_Result ret;
 	json_t *row;
+	char *url;
+	enum core_status st;
 	int bad = 0, meta;
 	const char *sid = member(data, "snapshotId", &bad);
 	const char *session = member(data, "sessionId", &bad);
@@ -596,17 +726,17 @@ enum MHD_Result serve_wait_snapshot(struct serve_req *r, const json_t *data)
 	meta = json_is_true(json_object_get(data, "metadataOnly"));
 	snprintf(cap, sizeof cap, "%lldms", (long long)r->s->cfg.wait_cap_ms);
 	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	url = agent_url(r);
 	argv_init(&a, r->s, "agent-wait");
-	if (r->s->cfg.store) {
-		argv_add(&a, "--store");
-		argv_add(&a, r->s->cfg.store);
-	}
+	argv_rows(&a, r, url, 0);
 	argv_add(&a, "--timeout");
 	argv_add(&a, cap);
 	if (meta)
 		argv_add(&a, "--metadata-only");
 	argv_add(&a, sid);
-	if (run_tool(r, a.v, r->s->cfg.wait_cap_ms + TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK) {
+	st = run_tool(r, a.v, r->s->cfg.wait_cap_ms + TOOL_TIMEOUT_MS, &tl, &e);
+	free(url);
+	if (st != CORE_OK) {
 		tool_release(&tl);
 		return serve_error(r, "INTERNAL", "waitForSnapshot: %s", e.msg);
 	}
@@ -639,18 +769,20 @@ enum MHD_Result serve_abort(struct serve_req *r, const json_t *data)
 	char nf[512];
 	enum MHD_Result ret;
 	json_t *line;
+	char *url;
+	enum core_status st;
 	int bad = 0;
 	const char *sid = member(data, "snapshotId", &bad);
 	if (!json_is_object(data) || bad || !sid)
 		return serve_error(r, "INVALID_ARGUMENT", "abort: snapshotId is required");
 	snprintf(nf, sizeof nf, "snapshot \"%s\" not found", sid);
+	url = agent_url(r);
 	argv_init(&a, r->s, "agent-abort");
-	if (r->s->cfg.store) {
-		argv_add(&a, "--store");
-		argv_add(&a, r->s->cfg.store);
-	}
+	argv_rows(&a, r, url, 0);
 	argv_add(&a, sid);
-	if (run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e) != CORE_OK)
+	st = run_tool(r, a.v, TOOL_TIMEOUT_MS, &tl, &e);
+	free(url);
+	if (st != CORE_OK)
 		ret = serve_error(r, "INTERNAL", "abort: %s", e.msg);
 	else if (tl.code || !(line = tool_json(&tl)))
 		ret = tool_error(r, &tl, "abort", nf);

@@ -54,10 +54,27 @@ enum MHD_Result serve_answer(struct serve_req *r, int code, const char *type,
 		MHD_add_response_header(resp, "WWW-Authenticate", "Bearer");
 	if (code == 503)
 		MHD_add_response_header(resp, "Retry-After", "1");
-	ret = MHD_queue_response(r->conn, (unsigned)code, resp);
-	MHD_destroy_response(resp);
 	r->code = code;
 	r->answered = 1;
+	if (r->defer && !r->late) {
+		r->late = resp;
+		r->late_code = (unsigned)code;
+		return MHD_YES;
+	}
+	ret = MHD_queue_response(r->conn, (unsigned)code, resp);
+	MHD_destroy_response(resp);
+	return ret;
+}
+
+enum MHD_Result serve_answer_late(struct serve_req *r)
+{
+	enum MHD_Result ret = MHD_YES;
+	if (r->late) {
+		ret = MHD_queue_response(r->conn, r->late_code, r->late);
+		MHD_destroy_response(r->late);
+		r->late = NULL;
+	}
+	r->defer = 0;
 	return ret;
 }
 
@@ -118,6 +135,8 @@ void serve_req_release(struct serve_req *r)
 	if (atomic_fetch_sub(&r->refs, 1) != 1)
 		return;
 	serve_slot_free(r);
+	if (r->late)
+		MHD_destroy_response(r->late);
 	core_buf_release(&r->body);
 	free(r->path);
 	free(r->context);

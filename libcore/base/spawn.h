@@ -74,8 +74,11 @@ struct spawn {
 };
 
 /*
- * Fork and exec argv with environment env (both borrowed; they only need
- * to live through the call).  what names the child in messages ("cannot
+ * Start argv with environment env (both borrowed; they only need to live
+ * through the call): posix_spawn(), a vfork-style start that copies none
+ * of the caller's memory, so a big threaded caller (agent-serve) starts
+ * children as cheaply as a small one; when that fails (exec or chdir),
+ * fork and exec, so that the child says why as described above.  what names the child in messages ("cannot
  * start WHAT: fork: ...").  CORE_ESYS on failure, with nothing left open;
  * CORE_EINTERNAL before spawn_protect_keys() gave the key policy.
  */

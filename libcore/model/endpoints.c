@@ -1019,8 +1019,6 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 			from = "key file";
 		else if (ep->key_var && getenv(ep->key_var) && *getenv(ep->key_var))
 			from = ep->key_var;
-		if (ep->agents)         /* no models to list */
-			continue;
 		core_url_redact(ep->base ? ep->base : ep->d->p->default_url, pub, sizeof pub);
 		model_names(ep, models);
 		json_t *row = json_pack("{s:s, s:s, s:[], s:o, s:s, s:o, s:o, s:o, s:s}",
@@ -1029,6 +1027,17 @@ enum core_status endpoints_list(json_t *rows, struct core_err *e)
 		                        "baseUrl", pub, "headers", names_of(ep->headers),
 		                        "query", names_of(ep->query), "models", models,
 		                        "modelsFile", tab.path);
+		/* An agent server: no models; its agents are NAME/AGENT (--url, url:). */
+		if (row && ep->agents) {
+			char *form = prov_strf("%s/AGENT", ep->name);
+			json_object_del(row, "models");
+			if (!form || json_object_set_new(row, "agents", json_string(form))) {
+				free(form);
+				json_decref(row);
+				return core_fail(e, CORE_ENOMEM, "out of memory");
+			}
+			free(form);
+		}
 		if (row && ep->key_var)
 			json_array_append_new(json_object_get(row, "keyVariables"),
 			                      json_string(ep->key_var));
