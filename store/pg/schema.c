@@ -280,7 +280,79 @@ static const char step4[] =
 	"CREATE TRIGGER agentkit_queue_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
 	" FOR EACH ROW EXECUTE FUNCTION agentkit_queue_sync();";
 
-static const char *const steps[] = { step1, step2, step3, step4 };
+/*
+ * Step 5: the sessions newest first (store_sessions_recent()): one row per
+ * session with the time of its latest row (st_updated_ns(): updatedAt as
+ * store_shape() shows it, in ns; no valid time: the least bigint), that
+ * row's ID and the session's row count, kept by a trigger in the
+ * transaction of every row write and delete, and built here from the rows
+ * the store already has (the table lock first: no writer commits between
+ * the build and the trigger; an older agentkit's writes go through the
+ * trigger too).  The trigger first locks (or makes) the session's entry,
+ * then reads the session's latest row: a writer of the same session waits
+ * at that lock, and its next statement sees the first one's commit.
+ */
+static const char step5[] =
+	"LOCK TABLE agentkit_snapshots IN SHARE ROW EXCLUSIVE MODE;"
+	"CREATE TABLE agentkit_recent ("
+	" session_id text COLLATE \"C\" PRIMARY KEY,"
+	" updated_ns bigint NOT NULL,"
+	" latest_id text COLLATE \"C\" NOT NULL,"
+	" row_count bigint NOT NULL);"
+	"CREATE INDEX agentkit_recent_order ON agentkit_recent (updated_ns DESC, session_id);"
+	/* an RFC 3339 time in ns as st_time_ns() reads it */
+	"CREATE FUNCTION agentkit_time_ns(t text) RETURNS bigint"
+	" LANGUAGE plpgsql IMMUTABLE AS $$ DECLARE y integer; BEGIN"
+	"  IF t IS NULL OR t !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+	"(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  y := substr(t, 1, 4)::integer;"
+	"  IF y < 1678 THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  IF y > 2261 THEN RETURN 9223372036854775807; END IF;"
+	"  BEGIN"
+	"   RETURN extract(epoch FROM regexp_replace(t, '\\.[0-9]+', '')::timestamptz)::bigint"
+	"    * 1000000000 + coalesce(rpad(substring(t FROM '\\.([0-9]{1,9})'), 9, '0')::bigint, 0);"
+	"  EXCEPTION WHEN others THEN RETURN -9223372036854775807 - 1; END;"
+	" END $$;"
+	/* a row's listing time from its metadata, as st_updated_ns() */
+	"CREATE FUNCTION agentkit_updated_ns(meta text) RETURNS bigint"
+	" LANGUAGE plpgsql IMMUTABLE AS $$ DECLARE m json := meta::json; u json; BEGIN"
+	"  u := m -> 'updatedAt';"
+	"  IF m -> 'createdAt' IS NOT NULL AND (u IS NULL OR json_typeof(u) = 'null'"
+	"   OR (json_typeof(u) = 'string' AND (u #>> '{}' = '' OR (u #>> '{}'"
+	"   LIKE '0001-01-01T00:00:00%' AND agentkit_time_ns(u #>> '{}')"
+	"   = -9223372036854775807 - 1)))) THEN u := m -> 'createdAt'; END IF;"
+	"  IF u IS NULL OR json_typeof(u) <> 'string' THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  RETURN agentkit_time_ns(u #>> '{}'); END $$;"
+	/* the entry of session p_sid after row p_id (NULL: a deletion) was
+	 * written, p_delta the change of its row count */
+	"CREATE FUNCTION agentkit_recent_fix(p_sid text, p_id text, p_delta bigint) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE l record; was text; BEGIN"
+	"  INSERT INTO agentkit_recent VALUES (p_sid, -9223372036854775807 - 1, '', p_delta)"
+	"   ON CONFLICT (session_id) DO UPDATE SET row_count = agentkit_recent.row_count + p_delta"
+	"   RETURNING latest_id INTO was;"
+	"  SELECT snapshot_id, meta INTO l FROM agentkit_snapshots WHERE session_id = p_sid"
+	"   ORDER BY created_ns DESC, snapshot_id DESC LIMIT 1;"
+	"  IF NOT FOUND THEN DELETE FROM agentkit_recent WHERE session_id = p_sid; RETURN; END IF;"
+	"  IF l.snapshot_id = was AND l.snapshot_id IS DISTINCT FROM p_id THEN RETURN; END IF;"
+	"  UPDATE agentkit_recent SET updated_ns = agentkit_updated_ns(l.meta),"
+	"   latest_id = l.snapshot_id WHERE session_id = p_sid;"
+	" END $$;"
+	"CREATE FUNCTION agentkit_recent_sync() RETURNS trigger"
+	" LANGUAGE plpgsql AS $$ BEGIN"
+	"  IF TG_OP = 'INSERT' THEN PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 1);"
+	"  ELSIF TG_OP = 'DELETE' THEN PERFORM agentkit_recent_fix(OLD.session_id, NULL, -1);"
+	"  ELSIF OLD.session_id IS DISTINCT FROM NEW.session_id THEN"
+	"   PERFORM agentkit_recent_fix(OLD.session_id, NULL, -1);"
+	"   PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 1);"
+	"  ELSE PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 0); END IF;"
+	"  RETURN NULL; END $$;"
+	"INSERT INTO agentkit_recent SELECT DISTINCT ON (session_id) session_id,"
+	" agentkit_updated_ns(meta), snapshot_id, count(*) OVER (PARTITION BY session_id)"
+	" FROM agentkit_snapshots ORDER BY session_id, created_ns DESC, snapshot_id DESC;"
+	"CREATE TRIGGER agentkit_recent_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
+	" FOR EACH ROW EXECUTE FUNCTION agentkit_recent_sync();";
+
+static const char *const steps[] = { step1, step2, step3, step4, step5 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*
