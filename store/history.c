@@ -33,7 +33,8 @@ static json_t *session_line(const struct store_session_info *si, int64_t now_ns,
                             int64_t hb_timeout_ms)
 {
 	const json_t *info = json_object_get(si->latest, STORE_INFO_KEY);
-	json_t *latest = json_deep_copy(si->latest), *line, *reason, *usage;
+	/* shaping sets and deletes top-level members only: a shallow copy */
+	json_t *latest = json_copy((json_t *)si->latest), *line, *reason, *usage;
 	if (!latest)
 		return NULL;
 	store_shape(latest, now_ns, hb_timeout_ms);

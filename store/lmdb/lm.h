@@ -84,7 +84,8 @@
  *            (store.h "Queued runs"): one entry per pending or aborting
  *            queued row, kept by every row write and delete (queue.c);
  *            added to older stores as wlog is
- *   recent u8 be64 ~time_key(the session's time) | sessionId -> ""
+ *   recent be64 ~time_key(the session's time) | sessionId -> the
+ *            snapshotId of its latest row
  *            the sessions newest first (store_sessions_recent()): the
  *            time is st_updated_ns() of the session's latest row, so byte
  *            order is the listing's order, ties by session ID

@@ -216,9 +216,14 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 			si->rows = mdb_get(t, v->dbi[DB_SESS], &sk, &sd) == 0 && sd.mv_size == 8
 			           ? get_be64(sd.mv_data) : 0;
 			si->latest = NULL;
-			if (lm_latest_id(v, t, si->sid, id) == 0 &&
-			    lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL, e) == CORE_OK)
-				(*n)++;
+			/* the entry names the session's latest row */
+			if (d.mv_size && d.mv_size <= STORE_ID_MAX) {
+				memcpy(id, d.mv_data, d.mv_size);
+				id[d.mv_size] = 0;
+				if (lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL,
+				                e) == CORE_OK)
+					(*n)++;
+			}
 			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 		}
 		mdb_cursor_close(c);

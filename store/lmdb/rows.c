@@ -132,7 +132,7 @@ static size_t recent_key(unsigned char *k, uint64_t when, const char *sid)
 int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
                   const json_t *row)
 {
-	MDB_val sk = { strlen(sid), (void *)sid }, k, d = { 0, NULL }, od;
+	MDB_val sk = { strlen(sid), (void *)sid }, k, d, od;
 	unsigned char key[8 + STORE_ID_MAX], val[8 + STORE_ID_MAX];
 	char lid[512];
 	json_t *latest = NULL;
@@ -178,10 +178,12 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 	}
 	k.mv_size = recent_key(key, when, sid);
 	k.mv_data = key;
-	if ((rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0)))
-		return rc;
 	put_be64(val, when);
 	memcpy(val + 8, lid, n);
+	d.mv_size = n;
+	d.mv_data = val + 8;
+	if ((rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0)))
+		return rc;
 	d.mv_size = 8 + n;
 	d.mv_data = val;
 	return mdb_put(t, v->dbi[DB_RECENTOF], &sk, &d, 0);
