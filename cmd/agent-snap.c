@@ -6,6 +6,7 @@
  * its help open it, then one short run_NAME() handler per row, each a
  * thin layer over one store.h call; splitting the handlers off would only
  * move the table away from what it dispatches to. */
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,7 @@ enum {
 	OPT_DRY_RUN = 'n',
 	OPT_QUEUE = 'q',
 	OPT_STATUS = CLI_LONG + 4,
+	OPT_LIMIT = CLI_LONG + 5,
 	OPT_URL = CLI_LONG + 20,
 	OPT_HEADER = CLI_LONG + 21,
 };
@@ -64,6 +66,8 @@ static const struct cli_opt opts[] = {
 	  "a pending row whose heartbeat is older reads \"expired\" "
 	  "(default $AGENTKIT_HEARTBEAT_TIMEOUT, else 60s)" },
 	{ OPT_DRY_RUN, "dry-run", NULL, "migrate: show the pending steps, change nothing" },
+	{ OPT_LIMIT, "limit", "N", "sessions, runs: print the first N lines only (sessions: "
+	  "the N most recently updated; it reads about N sessions, whatever the store's size)" },
 	{ OPT_QUEUE, "queue", "NAME", "runs: only the runs queued on NAME" },
 	{ OPT_STATUS, "status", "STATUS", "runs: only the runs in STATUS (queued, running, "
 	  "aborting, expired)" },
@@ -121,9 +125,10 @@ static const struct cli_sub subs[] = {
 	  "Prints the rows with those IDs as 'agent-snap ID...' does, also rows "
 	  "whose ID is a subcommand word; with --session SID, checks that they "
 	  "belong to SID.", run_get },
-	{ "sessions", "[--agent NAME] [--since TIME]", 0, 0, "", CLI_TEXT,
-	  "since", 0,
-	  "Prints one line per session, most recently updated first: "
+	{ "sessions", "[--agent NAME] [--since TIME] [--limit N]", 0, 0, "", CLI_TEXT,
+	  "since limit", 0,
+	  "Prints one line per session as it reads them, most recently updated first "
+	  "(the updatedAt of its latest row, the store's clock; ties by session ID): "
 	  "{\"sessionId\", \"snapshotId\" (the latest row), \"status\" (its shaped "
 	  "status), \"updatedAt\", \"snapshots\" (how many rows the session has), "
 	  "\"agent\", \"model\", \"title\" (the first user text, shortened), "
@@ -191,10 +196,10 @@ static const struct cli_sub subs[] = {
 	  "first copied to an unnamed file in the store directory), and a status "
 	  "change wakes agent-wait like any other write.  It prints "
 	  "{\"imported\": N}.", run_import },
-	{ "runs", "[--queue NAME] [--status STATUS]", 0, 0, "", CLI_TEXT,
-	  "queue status", 0,
+	{ "runs", "[--queue NAME] [--status STATUS] [--limit N]", 0, 0, "", CLI_TEXT,
+	  "queue status limit", 0,
 	  "Prints the queued runs that have not settled (agent-run --queue, "
-	  "agent-worker; docs/queue.md), by queue and then the time each is due: "
+	  "agent-worker; docs/queue.md), by queue, then the time each is due, then snapshot ID: "
 	  "{\"snapshotId\", \"sessionId\", \"queue\", \"agent\", \"status\" "
 	  "(queued: no worker holds it; running: a worker's lease is live; aborting; "
 	  "expired: its worker was lost and it waits to be claimed again), \"attempt\", "
@@ -282,6 +287,7 @@ struct opts {
 	int json;                         /* -f json: one JSON document */
 	int dry_run;                      /* migrate -n */
 	const char *queue, *status;       /* runs --queue, --status */
+	size_t limit;                     /* sessions, runs --limit: 0 for all */
 	const char *agent, *agents_dir;   /* -a: read through its state transform */
 	struct agent_ext *x;
 	const char *url;                  /* --url: rows through getSnapshot */
@@ -389,60 +395,47 @@ static enum core_status session_text(const json_t *l, struct core_err *e)
 	return st;
 }
 
-/*
- * Each session's latest finish reason beside its status (the list has the
- * status alone): a completed row that paused on an interrupt is what a
- * person must act on.  One metadata read per session.
- */
-static enum core_status add_finish_reasons(struct store *s, json_t *list, struct core_err *e)
+/* sessions prints each line as the store gives it. */
+struct sessions_ctx {
+	const struct opts *o;
+	size_t n;
+	json_t *all;            /* --format json: the array (one document) */
+	struct core_err *e;
+};
+
+static const char sessions_head[] = "SESSION                               UPDATED (UTC)        "
+                                    "STATUS       ROWS   TOKENS  AGENT         TITLE\n";
+
+static enum core_status one_session(json_t *line, void *ctx)
 {
-	json_t *l, *row = NULL;
-	size_t i;
-	json_array_foreach(list, i, l) {
-		const char *id = json_string_value(json_object_get(l, "snapshotId"));
-		enum core_status st = store_get(s, id, STORE_METADATA_ONLY, &row, e);
-		json_t *reason = json_object_get(row, "finishReason");
-		if (st == CORE_ENOTFOUND)       /* deleted since: listed as it was */
-			continue;
-		if (st)
-			return st;
-		if (json_is_string(reason) && json_string_length(reason) &&
-		    json_object_set(l, "finishReason", reason))
-			st = core_fail(e, CORE_ENOMEM, "out of memory");
-		json_decref(row);
-		row = NULL;
-		if (st)
-			return st;
-	}
-	return CORE_OK;
+	struct sessions_ctx *c = ctx;
+	enum core_status st = CORE_OK;
+	if (c->all)
+		return json_array_append(c->all, line) ? core_fail(c->e, CORE_ENOMEM, "out of memory")
+		                                       : CORE_OK;
+	if (c->o->text && !c->n++)
+		st = cli_write(sessions_head, sizeof sessions_head - 1, c->e);
+	if (st == CORE_OK)
+		st = c->o->text ? session_text(line, c->e) : cli_write_json(line, c->e);
+	return st;
 }
 
 static enum core_status run_sessions(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
-	struct store *s = c->s;
 	const struct opts *o = &c->o;
 	struct core_err e = { 0 };
 	struct store_session_filter f = { o->agent, o->since_ns, o->hb_timeout_ms };
-	json_t *list = NULL, *l;
-	size_t i;
-	enum core_status st = store_recent_sessions(s, &f, &list, &e);
-	static const char head[] = "SESSION                               UPDATED (UTC)        "
-	                           "STATUS       ROWS   TOKENS  AGENT         TITLE\n";
-	if (!st)
-		st = add_finish_reasons(s, list, &e);
-	if (!st && o->json)             /* one document: the array */
-		st = cli_write_json(list, &e);
-	else if (!st && o->text && json_array_size(list))
-		st = cli_write(head, sizeof head - 1, &e);
-	json_array_foreach(list, i, l) {
-		if (o->json)
-			break;
-		if (st)
-			break;
-		st = o->text ? session_text(l, &e) : cli_write_json(l, &e);
-	}
-	json_decref(list);
+	struct sessions_ctx sc = { o, 0, NULL, &e };
+	enum core_status st = CORE_OK;
+	/* one JSON document is one array: it is whole before it is printed */
+	if (o->json && !(sc.all = json_array()))
+		st = core_fail(&e, CORE_ENOMEM, "out of memory");
+	if (st == CORE_OK)
+		st = store_sessions_recent(c->s, &f, o->limit, one_session, &sc, &e);
+	if (st == CORE_OK && sc.all)
+		st = cli_write_json(sc.all, &e);
+	json_decref(sc.all);
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
@@ -453,6 +446,7 @@ struct runs_ctx {
 	int64_t now_ns;
 	size_t n;
 	struct core_err *e;
+	size_t printed;         /* lines printed (--limit) */
 };
 
 static json_t *time_or_null(int64_t ns)
@@ -487,6 +481,9 @@ static enum core_status one_run(const json_t *row, void *ctx)
 		run = lease > c->now_ns ? "running" : "expired";
 	if (c->o->status && strcmp(c->o->status, run))
 		return CORE_OK;
+	if (c->o->limit && c->printed == c->o->limit)
+		return CORE_ECANCELLED;         /* --limit: the first N only */
+	c->printed++;
 	core_time_parse(json_string_value(json_object_get(row, "createdAt")), &created);
 	line = json_pack("{s:O, s:O, s:s, s:O, s:s, s:I, s:O, s:O, s:o, s:o, s:O, s:I}",
 	                 "snapshotId", json_object_get(row, "snapshotId"),
@@ -535,8 +532,10 @@ static enum core_status run_runs(void *ctx, int argc, char **argv)
 {
 	struct snap *c = ctx;
 	struct core_err e = { 0 };
-	struct runs_ctx r = { &c->o, store_now_ns(c->s), 0, &e };
+	struct runs_ctx r = { &c->o, store_now_ns(c->s), 0, &e, 0 };
 	enum core_status st = store_queued(c->s, one_run, &r, &e);
+	if (st == CORE_ECANCELLED && c->o.limit && r.printed == c->o.limit)
+		st = CORE_OK;
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
@@ -1501,6 +1500,13 @@ int main(int argc, char **argv)
 		case OPT_AGENTS: o.agents_dir = arg; break;
 		case OPT_DRY_RUN: o.dry_run = 1; break;
 		case OPT_QUEUE: o.queue = arg; break;
+		case OPT_LIMIT: {
+			int64_t n;
+			if (cli_count("--limit", arg, LONG_MAX, &n) != CORE_OK)
+				return cli_finish(CORE_EUSAGE);
+			o.limit = (size_t)n;
+			break;
+		}
 		case OPT_STATUS:
 			if (strcmp(arg, "queued") && strcmp(arg, "running") && strcmp(arg, "aborting") &&
 			    strcmp(arg, "expired"))

@@ -79,6 +79,24 @@
  *   sessions      Every session in session ID order, with its latest row
  *                 (metadata only) and its row count; stop at fn's first
  *                 non-OK status and return it.
+ *   recent        (optional: NULL, store.c sorts what sessions gives)
+ *                 Every session as sessions gives it, newest first: by
+ *                 st_updated_ns() of its latest row (the store's clock:
+ *                 the updatedAt store_now_ns() stamped) descending, then
+ *                 session ID ascending (bytes, as strcmp()); stop at fn's
+ *                 first non-OK status and return it.  An index kept in
+ *                 the transaction of every row write and delete, so that
+ *                 stopping after N sessions costs O(N) whatever the
+ *                 store's size, read in batches (at most first sessions
+ *                 in the first, when first is not 0: how many the caller
+ *                 expects to need), fn called outside any transaction and
+ *                 memory bounded by a batch.  A session is never given
+ *                 twice; one whose time changes during the walk is given
+ *                 where the walk finds it (not at all when it moved past
+ *                 the walk's place: it is newer than the walk).  An older
+ *                 store gets the index at its first read-write open, in
+ *                 the open's (or the migration's) write transaction; one
+ *                 that cannot have it may walk st_recent_sorted().
  *   session_rows  A session's rows oldest first (createdAt, then
  *                 snapshotId), metadata only under STORE_METADATA_ONLY;
  *                 stop at fn's first non-OK status.  No rows is CORE_OK
@@ -183,6 +201,8 @@ struct store_backend {
 	                                struct core_err *e);
 	enum core_status (*sessions)(struct store *s, store_session_fn fn, void *ctx,
 	                             struct core_err *e);
+	enum core_status (*recent)(struct store *s, size_t first, store_session_fn fn,
+	                           void *ctx, struct core_err *e);
 	enum core_status (*session_rows)(struct store *s, const char *session_id,
 	                                 unsigned flags, store_row_fn fn, void *ctx,
 	                                 struct core_err *e);
@@ -235,5 +255,17 @@ enum core_status st_mutate(const char *id, const json_t *existing, store_mutate_
  * created at or after before_ns (before_ns != 0).  See store_prune().
  */
 int st_prune_keeps(const json_t *row, size_t seen, size_t keep, int64_t before_ns);
+
+/*
+ * The backend's recent order by sorting what its sessions operation gives
+ * (history.c): O(sessions) memory, for a store without the index (an
+ * older LMDB store opened read-only).
+ */
+enum core_status st_recent_sorted(struct store *s, store_session_fn fn, void *ctx,
+                                  struct core_err *e);
+
+/* CORE_OK for a handle this process opened (store.c's check of every
+ * call), else CORE_EPRECONDITION with the reason. */
+enum core_status st_check_handle(struct store *s, struct core_err *e);
 
 #endif

@@ -1,7 +1,9 @@
 /* history.c - the history as a person reads it: sessions newest first,
- * filtered by agent and time.  Over the store interface only, so every
- * backend has it.  See store_recent_sessions() in store.h. */
+ * filtered by agent and time, one line at a time.  Over the store
+ * interface, so every backend has it.  See store_sessions_recent() in
+ * store.h. */
 #include "store.h"
+#include "backend.h"
 #include "internal.h"
 
 #include <stdlib.h>
@@ -11,8 +13,11 @@
 
 struct recent_ctx {
 	const struct store_session_filter *f;
+	size_t limit, n;
+	int done;               /* the limit or the time was reached */
 	int64_t now_ns;
-	json_t *list;
+	store_line_fn fn;
+	void *ctx;
 	struct core_err *e;
 };
 
@@ -23,24 +28,16 @@ static void copy_info(json_t *dst, const json_t *info, const char *key)
 		json_object_set(dst, key, v);
 }
 
-static enum core_status add_session(const struct store_session_info *si, void *ctx)
+/* The listing's line of a session; NULL when out of memory. */
+static json_t *session_line(const struct store_session_info *si, int64_t now_ns,
+                            int64_t hb_timeout_ms)
 {
-	struct recent_ctx *c = ctx;
 	const json_t *info = json_object_get(si->latest, STORE_INFO_KEY);
-	const char *agent = st_str(info, "agent"), *updated;
-	json_t *latest, *line;
-	int64_t ns;
-
-	if (c->f->agent && (!agent || strcmp(agent, c->f->agent)))
-		return CORE_OK;
-	if (!(latest = json_deep_copy(si->latest)))
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	store_shape(latest, c->now_ns, c->f->hb_timeout_ms);
-	updated = st_str(latest, "updatedAt");
-	if (c->f->since_ns && (!updated || !st_time_ns(updated, &ns) || ns < c->f->since_ns)) {
-		json_decref(latest);
-		return CORE_OK;
-	}
+	/* shaping sets and deletes top-level members only: a shallow copy */
+	json_t *latest = json_copy((json_t *)si->latest), *line, *reason, *usage;
+	if (!latest)
+		return NULL;
+	store_shape(latest, now_ns, hb_timeout_ms);
 	line = json_pack("{s:s,s:O?,s:O?,s:O?,s:I}", "sessionId", si->session_id,
 	                 "snapshotId", json_object_get(latest, "snapshotId"),
 	                 "status", json_object_get(latest, "status"),
@@ -48,65 +45,155 @@ static enum core_status add_session(const struct store_session_info *si, void *c
 	                 "snapshots", (json_int_t)si->rows);
 	json_decref(latest);
 	if (!line)
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		return NULL;
 	copy_info(line, info, "agent");
 	copy_info(line, info, "model");
 	copy_info(line, info, "title");
 	/* the session's tokens so far, as its latest turn counted them */
-	json_t *usage = json_object_get(info, "sessionUsage");
+	usage = json_object_get(info, "sessionUsage");
 	if (json_is_object(usage))
 		json_object_set(line, "usage", usage);
-	if (json_array_append_new(c->list, line))
-		return core_fail(c->e, CORE_ENOMEM, "out of memory");
-	return CORE_OK;
+	/* a completed turn that paused on an interrupt is what a person
+	 * must act on */
+	reason = json_object_get(si->latest, "finishReason");
+	if (json_is_string(reason) && json_string_length(reason))
+		json_object_set(line, "finishReason", reason);
+	return line;
 }
 
-/* Newest first: updatedAt descending (RFC 3339 times of one store compare
- * by their instants), then session ID ascending for a stable order. */
-static int newer_first(const void *pa, const void *pb)
+static enum core_status add_session(const struct store_session_info *si, void *ctx)
 {
-	const json_t *a = *(json_t *const *)pa, *b = *(json_t *const *)pb;
-	const char *ua = st_str(a, "updatedAt"), *ub = st_str(b, "updatedAt");
-	int64_t na = INT64_MIN, nb = INT64_MIN;
-	if (ua && !st_time_ns(ua, &na))
-		na = INT64_MIN;
-	if (ub && !st_time_ns(ub, &nb))
-		nb = INT64_MIN;
-	if (na != nb)
-		return na > nb ? -1 : 1;
-	return strcmp(st_str(a, "sessionId"), st_str(b, "sessionId"));
+	struct recent_ctx *c = ctx;
+	const json_t *info = json_object_get(si->latest, STORE_INFO_KEY);
+	const char *agent = st_str(info, "agent");
+	enum core_status st;
+	json_t *line;
+
+	/* newest first: past since, every session left is older */
+	if (c->f->since_ns && st_updated_ns(si->latest) < c->f->since_ns) {
+		c->done = 1;
+		return CORE_ECANCELLED;
+	}
+	if (c->f->agent && (!agent || strcmp(agent, c->f->agent)))
+		return CORE_OK;
+	if (!(line = session_line(si, c->now_ns, c->f->hb_timeout_ms)))
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	st = c->fn(line, c->ctx);
+	json_decref(line);
+	if (st == CORE_OK && c->limit && ++c->n == c->limit) {
+		c->done = 1;
+		return CORE_ECANCELLED;
+	}
+	return st;
+}
+
+enum core_status store_sessions_recent(struct store *s, const struct store_session_filter *f,
+                                       size_t limit, store_line_fn fn, void *ctx,
+                                       struct core_err *e)
+{
+	struct recent_ctx c = { f, limit, 0, 0, 0, fn, ctx, e };
+	enum core_status st;
+	if ((st = st_check_handle(s, e)) != CORE_OK)
+		return st;
+	c.now_ns = store_now_ns(s);
+	/* with an agent to match, the first batch is a guess */
+	st = s->backend->recent ? s->backend->recent(s, f->agent ? 0 : limit, add_session, &c, e)
+	                        : st_recent_sorted(s, add_session, &c, e);
+	return st == CORE_ECANCELLED && c.done ? CORE_OK : st;
+}
+
+struct list_ctx {
+	json_t *list;
+	struct core_err *e;
+};
+
+static enum core_status append_line(json_t *line, void *ctx)
+{
+	struct list_ctx *c = ctx;
+	if (json_array_append(c->list, line))
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
+	return CORE_OK;
 }
 
 enum core_status store_recent_sessions(struct store *s,
                                        const struct store_session_filter *f,
                                        json_t **list, struct core_err *e)
 {
-	struct recent_ctx c = { f, store_now_ns(s), json_array(), e };
+	struct list_ctx c = { json_array(), e };
 	enum core_status st;
-	size_t n, i;
-	json_t **v;
-
-	*list = NULL;
-	if (!c.list)
+	if (!(*list = c.list))
 		return core_fail(e, CORE_ENOMEM, "out of memory");
-	if ((st = store_sessions(s, add_session, &c, e)) != CORE_OK) {
-		json_decref(c.list);
-		return st;
+	st = store_sessions_recent(s, f, 0, append_line, &c, e);
+	if (st != CORE_OK) {
+		json_decref(*list);
+		*list = NULL;
 	}
-	n = json_array_size(c.list);
-	if (n > 1) {
-		if (!(v = malloc(n * sizeof *v))) {
-			json_decref(c.list);
-			return core_fail(e, CORE_ENOMEM, "out of memory");
-		}
-		for (i = 0; i < n; i++)
-			v[i] = json_incref(json_array_get(c.list, i));
-		qsort(v, n, sizeof *v, newer_first);
-		json_array_clear(c.list);
-		for (i = 0; i < n; i++)
-			json_array_append_new(c.list, v[i]);
-		free(v);
+	return st;
+}
+
+/* ---- the order by sorting, for a backend without the index ---- */
+
+struct sorted {
+	char *sid;
+	json_t *latest;
+	size_t rows;
+	int64_t ns;
+};
+
+struct collect_ctx {
+	struct sorted *v;
+	size_t n, cap;
+	struct core_err *e;
+};
+
+static enum core_status collect(const struct store_session_info *si, void *ctx)
+{
+	struct collect_ctx *c = ctx;
+	if (c->n == c->cap) {
+		size_t cap = c->cap ? c->cap * 2 : 64;
+		struct sorted *v = realloc(c->v, cap * sizeof *v);
+		if (!v)
+			return core_fail(c->e, CORE_ENOMEM, "list sessions: out of memory");
+		c->v = v;
+		c->cap = cap;
 	}
-	*list = c.list;
+	c->v[c->n].sid = strdup(si->session_id);
+	c->v[c->n].latest = json_deep_copy(si->latest);
+	c->v[c->n].rows = si->rows;
+	c->v[c->n].ns = st_updated_ns(si->latest);
+	if (!c->v[c->n].sid || !c->v[c->n].latest) {
+		free(c->v[c->n].sid);
+		json_decref(c->v[c->n].latest);
+		return core_fail(c->e, CORE_ENOMEM, "list sessions: out of memory");
+	}
+	c->n++;
 	return CORE_OK;
+}
+
+/* Newest first, then session ID ascending: the index's order. */
+static int newer_first(const void *pa, const void *pb)
+{
+	const struct sorted *a = pa, *b = pb;
+	if (a->ns != b->ns)
+		return a->ns > b->ns ? -1 : 1;
+	return strcmp(a->sid, b->sid);
+}
+
+enum core_status st_recent_sorted(struct store *s, store_session_fn fn, void *ctx,
+                                  struct core_err *e)
+{
+	struct collect_ctx c = { NULL, 0, 0, e };
+	enum core_status st = s->backend->sessions(s, collect, &c, e);
+	size_t i;
+	if (st == CORE_OK && c.n > 1)
+		qsort(c.v, c.n, sizeof *c.v, newer_first);
+	for (i = 0; i < c.n; i++) {
+		struct store_session_info si = { c.v[i].sid, c.v[i].latest, c.v[i].rows };
+		if (st == CORE_OK)
+			st = fn(&si, ctx);
+		free(c.v[i].sid);
+		json_decref(c.v[i].latest);
+	}
+	free(c.v);
+	return st;
 }

@@ -20,6 +20,14 @@
  */
 int st_time_ns(const char *s, int64_t *ns);
 
+/*
+ * The time a session listing orders a row's session by (store.h
+ * store_sessions_recent()): its updatedAt as store_shape() shows it (Go's
+ * zero time reads as createdAt), INT64_MIN when it is missing or not a
+ * time, so such sessions come last.
+ */
+int64_t st_updated_ns(const json_t *row);
+
 /* Is st owned by the user, or by root (who can change anything anyway)?
  * The trust checks' rule for the store's directories and files (path.c). */
 int st_owner_ok(const struct stat *st);

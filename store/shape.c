@@ -87,6 +87,15 @@ int64_t store_row_hb_timeout(const json_t *row, int64_t dflt_ms)
 	                                                              : dflt_ms;
 }
 
+int64_t st_updated_ns(const json_t *row)
+{
+	const json_t *u = json_object_get(row, "updatedAt"), *c = json_object_get(row, "createdAt");
+	int64_t ns;
+	if (c && zero_time(u))
+		u = c;
+	return json_is_string(u) && st_time_ns(json_string_value(u), &ns) ? ns : INT64_MIN;
+}
+
 void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
 {
 	const char *status = st_str(row, "status");

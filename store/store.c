@@ -152,7 +152,7 @@ void store_close(struct store *s)
 		s->backend->close(s);
 }
 
-static enum core_status check_handle(struct store *s, struct core_err *e)
+enum core_status st_check_handle(struct store *s, struct core_err *e)
 {
 	if (!s)
 		return core_fail(e, CORE_EPRECONDITION, "store is not open");
@@ -169,7 +169,7 @@ enum core_status store_get(struct store *s, const char *snapshot_id,
 {
 	enum core_status st;
 	*row = NULL;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
 		return st;
 	st = s->backend->get(s, snapshot_id, flags, row, e);
@@ -183,7 +183,7 @@ enum core_status store_latest(struct store *s, const char *session_id,
 {
 	enum core_status st;
 	*row = NULL;
-	if ((st = check_handle(s, e)) != CORE_OK)
+	if ((st = st_check_handle(s, e)) != CORE_OK)
 		return st;
 	if (!session_id || !*session_id)
 		return core_fail(e, CORE_EINVAL, "session ID is empty");
@@ -200,7 +200,7 @@ enum core_status store_sessions(struct store *s,
                                                        void *),
                                 void *ctx, struct core_err *e)
 {
-	enum core_status st = check_handle(s, e);
+	enum core_status st = st_check_handle(s, e);
 	return st != CORE_OK ? st : s->backend->sessions(s, fn, ctx, e);
 }
 
@@ -225,7 +225,7 @@ enum core_status store_session_rows(struct store *s, const char *session_id,
 {
 	struct counted c = { fn, ctx, 0 };
 	enum core_status st;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
 		return st;
 	st = s->backend->session_rows(s, session_id, flags, count_row, &c, e);
@@ -245,7 +245,7 @@ uint32_t store_change_seq(struct store *s)
 enum core_status store_wait_change(struct store *s, uint32_t seq,
                                    int64_t timeout_ms, struct core_err *e)
 {
-	enum core_status st = check_handle(s, e);
+	enum core_status st = st_check_handle(s, e);
 	return st != CORE_OK ? st : s->backend->wait_change(s, seq, timeout_ms, e);
 }
 
@@ -266,7 +266,7 @@ enum core_status store_save_on(struct store *s, const char *id, unsigned flags,
 	enum core_status st;
 	if (persisted)
 		*persisted = NULL;
-	if ((st = check_handle(s, e)) != CORE_OK)
+	if ((st = st_check_handle(s, e)) != CORE_OK)
 		return st;
 	if (!id || !*id) {
 		core_uuid(minted);
@@ -305,7 +305,7 @@ enum core_status store_put_stream(struct store *s, const struct store_rows *src,
 	enum core_status st;
 	if (count)
 		*count = 0;
-	if ((st = check_handle(s, e)) != CORE_OK)
+	if ((st = st_check_handle(s, e)) != CORE_OK)
 		return st;
 	return s->backend->put_stream(s, &checked, count, e);
 }
@@ -358,7 +358,7 @@ enum core_status store_delete_session(struct store *s, const char *session_id,
 	enum core_status st;
 	if (deleted)
 		*deleted = 0;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
 		return st;
 	st = s->backend->delete_session(s, session_id, &n, fn, ctx, e);
@@ -377,7 +377,7 @@ enum core_status store_log_append(struct store *s, const char *snapshot_id, int6
 	int64_t saved, bound;
 	char *line;
 	enum core_status st;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
 		return st;
 	if (!text)
@@ -406,7 +406,7 @@ enum core_status store_log_lines(struct store *s, const char *snapshot_id, store
                                  void *ctx, struct core_err *e)
 {
 	enum core_status st;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
 		return st;
 	st = s->backend->log_lines(s, snapshot_id, fn, ctx, e);
@@ -444,7 +444,7 @@ enum core_status store_prune(struct store *s, const char *session_id,
 	size_t off, total = 0;
 	if (deleted)
 		*deleted = 0;
-	if ((st = check_handle(s, e)) != CORE_OK)
+	if ((st = st_check_handle(s, e)) != CORE_OK)
 		return st;
 	/* each session on its own: one short transaction apiece */
 	st = prune_list(s, session_id, &ids, e);
@@ -468,7 +468,7 @@ enum core_status store_migrate(struct store *s, unsigned flags, struct store_mig
 {
 	enum core_status st;
 	m->steps = NULL;
-	if ((st = check_handle(s, e)) != CORE_OK)
+	if ((st = st_check_handle(s, e)) != CORE_OK)
 		return st;
 	m->backend = s->backend->name;
 	if (s->backend->migrate)
@@ -485,7 +485,7 @@ enum core_status store_session_lock(struct store *s, const char *session_id,
                                     int64_t timeout_ms, struct core_err *e)
 {
 	enum core_status st;
-	if ((st = check_handle(s, e)) != CORE_OK ||
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
 	    (st = store_check_id(session_id, "session ID", e)) != CORE_OK)
 		return st;
 	return s->backend->session_lock(s, session_id, timeout_ms > 0 ? timeout_ms : 0, e);

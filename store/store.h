@@ -564,14 +564,31 @@ struct store_session_filter {
 };
 
 /*
- * Sessions newest first (the latest row's updatedAt, then session ID): a
- * new array of objects {"sessionId", "snapshotId" (the latest row),
- * "status" (shaped), "updatedAt", "snapshots" (the row count), and, when
- * the latest row records them, "agent", "model", "title", "usage" (its
- * sessionUsage)}.  An empty array
- * when none match.  It reads every session's latest row, metadata only:
- * O(sessions).
+ * Sessions newest first, one line at a time: fn is called with each
+ * session's line (borrowed for the call), a new object {"sessionId",
+ * "snapshotId" (the latest row), "status" (shaped), "updatedAt",
+ * "snapshots" (the row count), and, when the latest row records them,
+ * "agent", "model", "title", "usage" (its sessionUsage), "finishReason"
+ * (when not empty)}, at most limit lines (0: all) of the sessions f
+ * matches; a non-OK return from fn stops the walk and is returned.
+ *
+ * The order is the store's clock: the latest row's updatedAt (as
+ * store_shape() shows it; the rows' updatedAt comes from store_now_ns())
+ * descending, then session ID ascending (bytes), and sessions whose
+ * latest row has no valid time last.  Each backend keeps an index in that
+ * order, so the first N lines cost O(N) (with f->since_ns the walk ends at
+ * the first older session; f->agent skips the others) and memory stays at
+ * one batch of rows.  A session is listed at most once; one updated while
+ * the listing runs is listed where the listing finds it, or not at all
+ * when it moved ahead of the listing's place.
  */
+typedef enum core_status (*store_line_fn)(json_t *line, void *ctx);
+enum core_status store_sessions_recent(struct store *s, const struct store_session_filter *f,
+                                       size_t limit, store_line_fn fn, void *ctx,
+                                       struct core_err *e);
+
+/* store_sessions_recent() as one new array of the lines (an empty one when
+ * none match): O(sessions) memory. */
 enum core_status store_recent_sessions(struct store *s,
                                        const struct store_session_filter *f,
                                        json_t **list, struct core_err *e);

@@ -75,6 +75,118 @@ setup() {
 	assert_line --index 3 --regexp '^s-a +2026-01-01 00:01:00  completed       2 +-  - +$'
 }
 
+# listing_rows: sessions whose latest rows tie, fall back to createdAt
+# (zero updatedAt) or have no time at all, for the listing's order.
+listing_rows() {
+	cat <<-'EOF'
+	{"snapshotId":"t-a1","sessionId":"t-a","createdAt":"2026-06-01T00:00:01Z","updatedAt":"2026-06-01T00:00:09Z"}
+	{"snapshotId":"t-a2","sessionId":"t-a","createdAt":"2026-06-01T00:00:02Z","updatedAt":"2026-06-01T00:00:03Z"}
+	{"snapshotId":"t-b1","sessionId":"t-b","createdAt":"2026-06-01T00:00:01Z","updatedAt":"2026-06-01T00:00:04.5Z"}
+	{"snapshotId":"t-c1","sessionId":"t-c","createdAt":"2026-06-01T00:00:01Z","updatedAt":"2026-06-01T02:00:03+02:00"}
+	{"snapshotId":"t-d1","sessionId":"t-d","createdAt":"2026-06-01T00:00:07Z","updatedAt":"0001-01-01T00:00:00Z"}
+	{"snapshotId":"t-e1","sessionId":"t-e","createdAt":"2026-06-01T00:00:01Z","updatedAt":"not a time"}
+	{"snapshotId":"t-e2","sessionId":"t-e","createdAt":"2026-06-01T00:00:01Z","updatedAt":"2026-06-01T00:00:04.500000001Z"}
+	EOF
+}
+
+@test "sessions: newest first by the latest row's updatedAt, ties by session ID; --limit N prints the first N" {
+	listing_rows | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$stderr" ""
+	# t-e's latest row is t-e2 (the greater ID of two created together);
+	# t-a's is t-a2, whose time is its session's; t-c ties t-a at 00:00:03Z
+	# and comes after it; t-d's zero time reads as its createdAt
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .updatedAt, .snapshots]' <<<"$output")" '["t-d","t-d1","2026-06-01T00:00:07Z",1]
+["t-e","t-e2","2026-06-01T00:00:04.500000001Z",2]
+["t-b","t-b1","2026-06-01T00:00:04.5Z",1]
+["t-a","t-a2","2026-06-01T00:00:03Z",2]
+["t-c","t-c1","2026-06-01T02:00:03+02:00",1]
+["s-c","interrupted-1","2026-01-03T00:01:00Z",2]
+["s-b","aborted-1","2026-01-02T00:01:00Z",2]
+["s-a","empty-status","2026-01-01T00:01:00Z",2]
+["s-d","no-beat","2020-01-01T00:00:02Z",3]'
+	run -0 --separate-stderr agent-snap sessions --limit 3
+	assert_output '{"sessionId":"t-d","snapshotId":"t-d1","status":"completed","updatedAt":"2026-06-01T00:00:07Z","snapshots":1}
+{"sessionId":"t-e","snapshotId":"t-e2","status":"completed","updatedAt":"2026-06-01T00:00:04.500000001Z","snapshots":2}
+{"sessionId":"t-b","snapshotId":"t-b1","status":"completed","updatedAt":"2026-06-01T00:00:04.5Z","snapshots":1}'
+	run -0 --separate-stderr agent-snap sessions --limit 1 --format json
+	assert_output '[{"sessionId":"t-d","snapshotId":"t-d1","status":"completed","updatedAt":"2026-06-01T00:00:07Z","snapshots":1}]'
+	run -0 --separate-stderr agent-snap sessions --limit 2 --since 2026-03-01T00:00:00Z --format text
+	assert_output 'SESSION                               UPDATED (UTC)        STATUS       ROWS   TOKENS  AGENT         TITLE
+t-d                                   2026-06-01 00:00:07  completed       1        -  -             
+t-e                                   2026-06-01 00:00:04  completed       2        -  -             '
+	# --since ends the walk at the first older session
+	run -0 --separate-stderr agent-snap sessions --since 2026-06-01T00:00:04.5Z
+	assert_equal "$(jq -r .sessionId <<<"$output" | tr '\n' ' ')" "t-d t-e t-b "
+	run -0 --separate-stderr agent-snap sessions --limit 100
+	assert_equal "${#lines[@]}" 9
+	for bad in 0 -1 x ''; do
+		run -100 --separate-stderr agent-snap sessions --limit "$bad"
+		assert_equal "$(head -1 <<<"$stderr")" "agent-snap: --limit must be a number from 1 to 9223372036854775807, got '$bad'"
+	done
+	run -100 --separate-stderr agent-snap log s-a --limit 1
+	assert_equal "$(head -1 <<<"$stderr")" 'agent-snap: --limit applies to sessions and runs'
+}
+
+@test "sessions: every write and deletion keeps the order" {
+	listing_rows | agent-snap import >/dev/null
+	# a new turn moves its session first (the store's clock is now)
+	"$SW" turn s-d n1 no-beat hello >/dev/null
+	run -0 --separate-stderr agent-snap sessions --limit 2
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["s-d","n1",4] ["t-d","t-d1",1] '
+	# a new session too
+	"$SW" turn s-new n2 "" hi >/dev/null
+	assert_equal "$(agent-snap sessions --limit 3 | jq -r .sessionId | tr '\n' ' ')" "s-new s-d t-d "
+	# deleting a session's latest row gives it its previous one's time
+	run -0 --separate-stderr agent-snap rm t-e
+	printf '%s\n' '{"snapshotId":"t-e1","sessionId":"t-e","createdAt":"2026-06-01T00:00:01Z","updatedAt":"2026-06-01T00:00:04Z"}' | agent-snap import >/dev/null
+	assert_equal "$(agent-snap sessions | jq -r .sessionId | tr '\n' ' ')" "s-new s-d t-d t-b t-e t-a t-c s-c s-b s-a "
+	# a row that moves to another session moves both entries
+	printf '%s\n' '{"snapshotId":"t-d1","sessionId":"t-b","createdAt":"2026-06-01T00:00:07Z","updatedAt":"2026-06-01T00:00:07Z"}' | agent-snap import >/dev/null
+	assert_equal "$(agent-snap sessions | jq -c '[.sessionId, .snapshotId, .snapshots]' | head -4 | tr '\n' ' ')" '["s-new","n2",1] ["s-d","n1",4] ["t-b","t-d1",2] ["t-e","t-e1",1] '
+	# rm and prune: gone sessions leave, kept ones stay where they were
+	run -0 --separate-stderr agent-snap rm s-new t-b
+	run -0 --separate-stderr agent-snap prune --keep 1
+	assert_equal "$(agent-snap sessions | jq -c '[.sessionId, .snapshots]' | tr '\n' ' ')" '["s-d",4] ["t-e",1] ["t-a",1] ["t-c",1] ["s-c",1] ["s-b",1] ["s-a",1] '
+}
+
+@test "sessions: rows written while a listing runs leave it whole, in order, each session once" {
+	# past one batch of reads (256 sessions), none of them touched below
+	for i in $(seq -w 1 600); do
+		printf '{"snapshotId":"q-%s","sessionId":"q-%s","createdAt":"2025-01-01T00:00:00Z","updatedAt":"2025-01-01T00:%02d:%02dZ"}\n' "$i" "$i" $((10#$i / 60)) $((10#$i % 60))
+	done | agent-snap import >/dev/null
+	expected=$(agent-snap sessions | jq -r 'select(.sessionId | startswith("q-")) | .sessionId')
+	assert_equal "$(wc -l <<<"$expected")" 600
+	# writers: new sessions, and turns that move existing sessions first
+	( i=0; while :; do "$SW" turn w-$i w-$i "" x >/dev/null || exit 1; i=$((i + 1)); done ) &
+	w1=$!
+	( "$SW" hammer hot ) &
+	w2=$!
+	for _ in 1 2 3 4 5 6; do
+		agent-snap sessions >listing.ndjson
+		# whole lines, each session once, times never increasing
+		run -0 jq -se 'map(.sessionId) | length == (unique | length)' listing.ndjson
+		run -0 jq -se 'map(.updatedAt | sub("Z$"; "") | split(".") | .[0] + "." + ((.[1] // "") + "000000000")[0:9]) | . == (sort | reverse)' listing.ndjson
+		assert_equal "$(jq -r 'select(.sessionId | startswith("q-")) | .sessionId' listing.ndjson)" "$expected"
+	done
+	kill "$w1" "$w2"
+	wait "$w1" "$w2" || true
+	run -0 --separate-stderr agent-snap sessions --limit 1
+	[[ "$(jq -r .sessionId <<<"$output")" == hot || "$(jq -r .sessionId <<<"$output")" == w-* ]]
+}
+
+@test "log lists a session's rows oldest first: createdAt, then snapshot ID" {
+	printf '%s\n' '{"snapshotId":"l-2","sessionId":"l","createdAt":"2026-01-01T00:00:01Z"}' \
+		'{"snapshotId":"l-1","sessionId":"l","createdAt":"2026-01-01T00:00:01Z"}' \
+		'{"snapshotId":"l-0","sessionId":"l","createdAt":"2026-01-01T00:00:02Z"}' \
+		'{"snapshotId":"l-3","sessionId":"l","createdAt":"2025-12-31T23:59:59Z"}' | agent-snap import >/dev/null
+	run -0 --separate-stderr agent-snap log l
+	assert_output '{"snapshotId":"l-3","sessionId":"l","createdAt":"2025-12-31T23:59:59Z","status":"completed","updatedAt":"2025-12-31T23:59:59Z"}
+{"snapshotId":"l-1","sessionId":"l","createdAt":"2026-01-01T00:00:01Z","status":"completed","updatedAt":"2026-01-01T00:00:01Z"}
+{"snapshotId":"l-2","sessionId":"l","createdAt":"2026-01-01T00:00:01Z","status":"completed","updatedAt":"2026-01-01T00:00:01Z"}
+{"snapshotId":"l-0","sessionId":"l","createdAt":"2026-01-01T00:00:02Z","status":"completed","updatedAt":"2026-01-01T00:00:02Z"}'
+}
+
 @test "log lists a session oldest first with parents and marks forks" {
 	"$SW" turn f r1 "" a >/dev/null
 	"$SW" turn f r2 r1 b >/dev/null
@@ -125,9 +237,9 @@ setup() {
 }
 
 @test "import replaces rows with the same ID" {
-	echo '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2027-01-01T00:00:00Z"}' | agent-snap import >/dev/null
+	echo '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2026-06-01T00:00:00Z"}' | agent-snap import >/dev/null
 	run -0 --separate-stderr agent-snap done-1
-	assert_output '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2027-01-01T00:00:00Z","updatedAt":"2027-01-01T00:00:00Z"}'
+	assert_output '{"snapshotId":"done-1","sessionId":"s-z","status":"failed","createdAt":"2026-06-01T00:00:00Z","updatedAt":"2026-06-01T00:00:00Z"}'
 	run -0 --separate-stderr agent-snap -m --session s-a
 	assert_equal "$(jq -r .snapshotId <<<"$output")" empty-status
 	run -0 --separate-stderr agent-snap log s-z

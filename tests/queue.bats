@@ -92,6 +92,31 @@ has_child() { [ -n "$(child_of "$1")" ]; }
 	assert_line --partial "finalized completed, finish reason stop"
 }
 
+@test "runs: by queue, then the time each is due, then ID; --limit N prints the first N" {
+	# queue b: due in 2h, then in 1h; queue a: both due now (ties: by ID)
+	run -0 --separate-stderr "${AR[@]}" --queue b --not-before 2h -m one
+	b_late=$(id_of "$output")
+	run -0 --separate-stderr "${AR[@]}" --queue b --not-before 1h -m one
+	b_soon=$(id_of "$output")
+	for _ in 1 2; do
+		run -0 --separate-stderr "${AR[@]}" --queue a -m one
+		id_of "$output"
+	done | sort >a_ids
+	want="$(cat a_ids)
+$b_soon
+$b_late"
+	run -0 --separate-stderr agent-snap runs
+	assert_equal "$(jq -r .snapshotId <<<"$output")" "$want"
+	assert_equal "$(jq -r .queue <<<"$output" | tr '\n' ' ')" "a a b b "
+	run -0 --separate-stderr agent-snap runs --limit 3
+	assert_equal "$(jq -r .snapshotId <<<"$output")" "$(head -3 <<<"$want")"
+	run -0 --separate-stderr agent-snap runs --queue b --limit 1
+	assert_equal "$(jq -r .snapshotId <<<"$output")" "$b_soon"
+	run -0 --separate-stderr agent-snap runs --limit 1 --format text
+	assert_equal "${#lines[@]}" 2
+	assert_line --index 1 --regexp "^$(head -1 a_ids) +a +inline +queued +0/- +- +[0-9]+s$"
+}
+
 @test "a queued run continues its session from the parent it was queued on" {
 	run -0 "${AR[@]}" -s s1 -m first
 	parent=$(id_of "$(last)")

@@ -62,21 +62,27 @@ on() {
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
 2
 3
-4"
+4
+5"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_snapshots')" 4
 }
 
 @test "a store whose schema is newer than this agentkit is refused" {
 	"$SW" save row1 '{"sessionId":"s"}' >/dev/null
-	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (5)'
+	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (6)'
 	run -5 --separate-stderr agent-snap row1
-	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 5, newer than this agentkit's 4: upgrade agentkit"
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 6, newer than this agentkit's 5: upgrade agentkit"
 }
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
 	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
-	# back to version 1: step 1's foreign keys, steps 2, 3 and 4 not applied
+	# back to version 1: step 1's foreign keys, steps 2 to 5 not applied
 	pg_sql "DELETE FROM agentkit_schema_version WHERE version >= 2;
+		DROP TABLE agentkit_recent;
+		DROP FUNCTION agentkit_recent_sync() CASCADE;
+		DROP FUNCTION agentkit_recent_fix(text, text, bigint);
+		DROP FUNCTION agentkit_updated_ns(text);
+		DROP FUNCTION agentkit_time_ns(text);
 		DROP TABLE agentkit_worker_log;
 		DROP TABLE agentkit_queue;
 		DROP FUNCTION agentkit_queue_sync() CASCADE;
@@ -92,7 +98,8 @@ on() {
 	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
 2
 3
-4"
+4
+5"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_worker_log')" 0
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
 	# deleting still collects the state and the messages the cascade used to
@@ -469,6 +476,28 @@ latest_step() {
 	"$SW" save row2 '{"sessionId":"s"}' >/dev/null
 	run -0 --separate-stderr agent-snap -m row2
 	assert_output '{"sessionId":"s","snapshotId":"row2","status":"completed"}'
+}
+
+@test "a version 4 store gains the sessions' index at its first open: built from its rows, then kept" {
+	# a store made by an agentkit that knew steps 1 to 4
+	for r in a1:a:01:05 a2:a:02:03 b1:b:01:04 c1:c:01:03; do
+		IFS=: read -r id sid c u <<<"$r"
+		printf '{"snapshotId":"%s","sessionId":"%s","createdAt":"2026-01-01T00:00:%sZ","updatedAt":"2026-01-01T00:00:%sZ"}\n' "$id" "$sid" "$c" "$u"
+	done >rows.ndjson
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=4 agent-snap import rows.ndjson
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_tables WHERE schemaname = '$PG_SCHEMA' AND tablename = 'agentkit_recent'")" 0
+	# this agentkit's first open applies step 5 and builds the index
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["b","b1",1] ["a","a2",2] ["c","c1",1] '
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" 5
+	assert_equal "$(pg_sql 'SELECT session_id || $$ $$ || latest_id || $$ $$ || row_count FROM agentkit_recent ORDER BY updated_ns DESC, session_id')" "b b1 1
+a a2 2
+c c1 1"
+	# and the trigger keeps it: a new latest row moves its session first
+	printf '{"snapshotId":"c2","sessionId":"c","createdAt":"2026-01-01T00:00:09Z","updatedAt":"2026-01-01T00:00:09Z"}\n' >more.ndjson
+	run -0 --separate-stderr agent-snap import more.ndjson
+	run -0 --separate-stderr agent-snap sessions --limit 2 --format ndjson
+	assert_equal "$(jq -c '[.sessionId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["c",2] ["b",1] '
 }
 
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {

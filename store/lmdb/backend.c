@@ -17,6 +17,7 @@ const struct store_backend store_lmdb_backend = {
 	.change_seq = lm_change_seq,
 	.wait_change = lm_wait_change,
 	.sessions = lm_sessions,
+	.recent = lm_recent,
 	.session_rows = lm_session_rows,
 	.delete_session = lm_delete_session,
 	.prune_session = lm_prune_session,

@@ -19,7 +19,8 @@
 #include "../../libcore/base/util.h"
 
 static const char *const db_names[DB_N] = {
-	"meta", "state", "msg", "node", "bysess", "sess", "wlog", "queue",
+	"meta", "state", "msg", "node", "bysess", "sess", "wlog", "queue", "recent",
+	"recentof",
 };
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -239,16 +240,26 @@ static enum core_status open_dbis(struct env *v, struct core_err *e)
 {
 	MDB_txn *t;
 	sigset_t old;
-	int rc, i, write;
+	int rc, i, write, built;
 	for (write = 0; write < 2; write++) {
 		if (write && v->rdonly)
 			break;
 		rc = lm_txn_begin(v, write, &t, &old);
 		if (rc)
 			return lm_begin_fail(v, e, rc, "open the store");
-		v->has_wlog = v->has_queue = 1;
+		v->has_wlog = v->has_queue = v->has_recent = 1;
+		built = 0;
 		for (i = 0; i < DB_N && rc == 0; i++) {
-			rc = mdb_dbi_open(t, db_names[i], write ? MDB_CREATE : 0, &v->dbi[i]);
+			rc = mdb_dbi_open(t, db_names[i], 0, &v->dbi[i]);
+			/* a store older than the session listing's index: a
+			 * read-write open builds it, once, in this transaction
+			 * (under the write lock), a read-only one sorts */
+			if (rc == MDB_NOTFOUND && i >= DB_RECENT && write)
+				built = 1;
+			if (rc == MDB_NOTFOUND && write)
+				rc = mdb_dbi_open(t, db_names[i], MDB_CREATE, &v->dbi[i]);
+			if (rc == MDB_NOTFOUND && i >= DB_RECENT && v->rdonly)
+				rc = 0, v->has_recent = 0;
 			/* a store older than the worker logs or the queue: a
 			 * read-only open goes on without them, a read-write
 			 * one adds them */
@@ -261,6 +272,8 @@ static enum core_status open_dbis(struct env *v, struct core_err *e)
 			lm_txn_abort(v, t, 0, &old);
 			continue;
 		}
+		if (rc == 0 && built)
+			rc = lm_recent_build(v, t);
 		if (rc) {
 			lm_txn_abort(v, t, write, &old);
 			return lm_fail(e, rc, "open the store's tables");
@@ -340,7 +353,7 @@ static int mdb_open_retry(struct env *v, const char *path, unsigned flags,
 	for (tries = 0; tries < 6; tries++) {
 		if ((rc = mdb_env_create(&v->env)) != 0)
 			break;
-		mdb_env_set_maxdbs(v->env, 8);
+		mdb_env_set_maxdbs(v->env, DB_N);
 		mdb_env_set_maxreaders(v->env, MAX_READERS);
 		while ((rc = mdb_env_set_mapsize(v->env, mapsize)) == ENOMEM &&
 		       mapsize > ((size_t)1 << 30))

@@ -84,6 +84,17 @@
  *            (store.h "Queued runs"): one entry per pending or aborting
  *            queued row, kept by every row write and delete (queue.c);
  *            added to older stores as wlog is
+ *   recent be64 ~time_key(the session's time) | sessionId -> the
+ *            snapshotId of its latest row
+ *            the sessions newest first (store_sessions_recent()): the
+ *            time is st_updated_ns() of the session's latest row, so byte
+ *            order is the listing's order, ties by session ID
+ *   recentof sessionId -> be64 its recent key's time | latest snapshotId
+ *            (where its recent entry is, and which row set it).  Both are
+ *            kept by every row write and delete (rows.c); a store without
+ *            them gets them at its next read-write open, built from sess
+ *            and bysess in the open's write transaction (lm_recent_build()),
+ *            and a read-only open of one lists by sorting instead
  *
  * Heartbeats and metadata reads touch only meta; a turn writes its new
  * messages, one state row and one meta row.  Status changes bump a futex
@@ -116,7 +127,8 @@
 #define MSG_HDR 40              /* prev seq | prev hash */
 #define BATCH 256
 
-enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_QUEUE, DB_N };
+enum { DB_META, DB_STATE, DB_MSG, DB_NODE, DB_BYSESS, DB_SESS, DB_WLOG, DB_QUEUE, DB_RECENT,
+       DB_RECENTOF, DB_N };
 
 /* One LMDB environment per store per process (LMDB forbids two). */
 struct env {
@@ -135,6 +147,7 @@ struct env {
 	int has_wlog;           /* the wlog DBI is open (a read-only open of an
 	                           older store: not there) */
 	int has_queue;          /* the same for the queue DBI */
+	int has_recent;         /* the same for recent and recentof */
 	int rdonly;             /* no write transactions: opened MDB_RDONLY, or
 	                           (for a reader) write.lock cannot be made */
 	int gate_fd;            /* write.lock (-1 when read-only) */
@@ -367,6 +380,15 @@ enum core_status lm_save(struct store *s, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e);
 enum core_status lm_put_stream(struct store *s, const struct store_rows *src,
                                size_t *count, struct core_err *e);
+/* The recent index of session sid, after a write or delete in t: its
+ * latest row now is id's (row, just written) or another, read (id NULL:
+ * always read). */
+int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
+                  const json_t *row);
+/* Build recent and recentof from every session (open, once). */
+int lm_recent_build(struct env *v, MDB_txn *t);
+enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, void *ctx,
+                           struct core_err *e);
 enum core_status lm_sessions(struct store *s, store_session_fn fn, void *ctx,
                              struct core_err *e);
 enum core_status lm_session_rows(struct store *s, const char *session_id,

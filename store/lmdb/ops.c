@@ -177,6 +177,89 @@ enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
 	return st;
 }
 
+/* Up to want (<= BATCH) sessions of the recent index after the key last
+ * (*lastlen 0: from the newest), each with its row count and latest row,
+ * in one read transaction; last moves to the last key read. */
+static enum core_status recent_batch(struct env *v, unsigned char *last, size_t *lastlen,
+                                     size_t want, struct sessinfo *b, size_t *n,
+                                     struct core_err *e)
+{
+	MDB_txn *t;
+	MDB_cursor *c;
+	MDB_val k = { *lastlen, last }, d;
+	size_t seen = 0;
+	int rc = lm_txn_begin(v, 0, &t, NULL);
+	*n = 0;
+	if (rc)
+		return lm_fail(e, rc, "list sessions");
+	if (!(rc = mdb_cursor_open(t, v->dbi[DB_RECENT], &c))) {
+		rc = *lastlen ? mdb_cursor_get(c, &k, &d, MDB_SET_RANGE)
+		              : mdb_cursor_get(c, &k, &d, MDB_FIRST);
+		if (rc == 0 && *lastlen && k.mv_size == *lastlen && !memcmp(k.mv_data, last, *lastlen))
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		while (rc == 0 && seen < want) {
+			struct sessinfo *si = &b[*n];
+			MDB_val sk, sd;
+			char id[512];
+			size_t kl = k.mv_size - 8;
+			seen++;
+			if (k.mv_size < 8 || kl > STORE_ID_MAX) {
+				rc = MDB_CORRUPTED;
+				break;
+			}
+			memcpy(last, k.mv_data, k.mv_size);
+			*lastlen = k.mv_size;
+			memcpy(si->sid, (char *)k.mv_data + 8, kl);
+			si->sid[kl] = 0;
+			sk.mv_size = kl;
+			sk.mv_data = si->sid;
+			si->rows = mdb_get(t, v->dbi[DB_SESS], &sk, &sd) == 0 && sd.mv_size == 8
+			           ? get_be64(sd.mv_data) : 0;
+			si->latest = NULL;
+			/* the entry names the session's latest row */
+			if (d.mv_size && d.mv_size <= STORE_ID_MAX) {
+				memcpy(id, d.mv_data, d.mv_size);
+				id[d.mv_size] = 0;
+				if (lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL,
+				                e) == CORE_OK)
+					(*n)++;
+			}
+			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
+		}
+		mdb_cursor_close(c);
+	}
+	lm_txn_abort(v, t, 0, NULL);
+	if (rc == MDB_NOTFOUND)
+		*lastlen = 0;           /* the end */
+	return rc && rc != MDB_NOTFOUND ? lm_fail(e, rc, "list sessions") : CORE_OK;
+}
+
+enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, void *ctx,
+                           struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct sessinfo *b;
+	unsigned char last[8 + STORE_ID_MAX];
+	size_t lastlen = 0, n, i, want = first && first < BATCH ? first : BATCH;
+	enum core_status st;
+	if (!v->has_recent)             /* an older store, opened read-only */
+		return st_recent_sorted(h, fn, ctx, e);
+	if (!(b = calloc(BATCH, sizeof *b)))
+		return core_fail(e, CORE_ENOMEM, "list sessions: out of memory");
+	do {
+		st = recent_batch(v, last, &lastlen, want, b, &n, e);
+		want = BATCH;
+		for (i = 0; i < n; i++) {
+			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
+			if (st == CORE_OK)
+				st = fn(&si, ctx);
+			json_decref(b[i].latest);
+		}
+	} while (st == CORE_OK && lastlen);
+	free(b);
+	return st;
+}
+
 /*
  * LMDB turns a short write into EIO ("short write, filesystem full?"),
  * which is what a write that fills the disk gets: when the store's
@@ -451,53 +534,114 @@ enum core_status lm_claim(struct store *h, const char *const *queues, int64_t no
 	return st;
 }
 
-enum core_status lm_queued(struct store *h, store_row_fn fn, void *ctx, struct core_err *e)
+/* One entry of the listing of queued runs: its queue, ready time and ID. */
+struct qlist {
+	char *queue, *id;
+	int64_t ready;
+};
+
+static int qlist_order(const void *pa, const void *pb)
 {
-	struct lmdb_store *s = lm_store(h);
-	struct env *v = s->e;
-	json_t *rows = json_array(), *row;
-	enum core_status st = CORE_OK;
+	const struct qlist *a = pa, *b = pb;
+	int c = strcmp(a->queue, b->queue);
+	if (c)
+		return c;
+	if (a->ready != b->ready)
+		return a->ready < b->ready ? -1 : 1;
+	return strcmp(a->id, b->id);
+}
+
+/* The index's entries (queue, ready time, ID: no rows), sorted. */
+static enum core_status queued_entries(struct env *v, struct qlist **out, size_t *n,
+                                       struct core_err *e)
+{
+	struct qlist *l = NULL;
+	size_t cap = 0;
 	MDB_cursor *c;
 	MDB_txn *t;
 	MDB_val k, d;
-	size_t i;
 	int rc;
-	if (!rows)
-		return core_fail(e, CORE_ENOMEM, "list queued runs: out of memory");
-	if (!v->has_queue)
-		goto out;
-	if ((rc = lm_txn_begin(v, 0, &t, NULL))) {
-		st = lm_fail(e, rc, "list queued runs");
-		goto out;
-	}
+	*n = 0;
+	if ((rc = lm_txn_begin(v, 0, &t, NULL)))
+		return lm_fail(e, rc, "list queued runs");
 	if ((rc = mdb_cursor_open(t, v->dbi[DB_QUEUE], &c))) {
 		lm_txn_abort(v, t, 0, NULL);
-		st = lm_fail(e, rc, "list queued runs");
-		goto out;
+		return lm_fail(e, rc, "list queued runs");
 	}
-	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); !rc && !st;
-	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); !rc; rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
 		struct qent q;
-		size_t n;
-		json_t *x = qent_of(&k, &d, &q, &n);
+		size_t qn;
+		json_t *x = qent_of(&k, &d, &q, &qn);
 		json_decref(x);
 		if (!x)
 			continue;
-		if ((st = lm_read_row(v, t, q.id, STORE_METADATA_ONLY, &row, NULL, e)) == CORE_OK)
-			st = json_array_append_new(rows, row) ? CORE_ENOMEM : CORE_OK;
-		else if (st == CORE_ENOTFOUND)
-			st = CORE_OK;
+		if (*n == cap) {
+			struct qlist *m = realloc(l, (cap = cap ? cap * 2 : 64) * sizeof *l);
+			if (!m) {
+				rc = ENOMEM;
+				break;
+			}
+			l = m;
+		}
+		l[*n].queue = strndup((const char *)k.mv_data + 1, qn);
+		l[*n].id = strdup(q.id);
+		l[*n].ready = q.ready;
+		if (!l[*n].queue || !l[*n].id) {
+			free(l[*n].queue);
+			free(l[*n].id);
+			rc = ENOMEM;
+			break;
+		}
+		(*n)++;
 	}
 	mdb_cursor_close(c);
 	lm_txn_abort(v, t, 0, NULL);
-	if (st == CORE_ENOMEM)
-		core_fail(e, st, "list queued runs: out of memory");
-	/* by queue (the key order), then ready time */
-	json_array_foreach(rows, i, row)
-		if (!st)
-			st = fn(row, ctx);
-out:
-	json_decref(rows);
+	*out = l;
+	if (rc && rc != MDB_NOTFOUND)
+		return lm_fail(e, rc, "list queued runs");
+	if (*n > 1)
+		qsort(l, *n, sizeof *l, qlist_order);
+	return CORE_OK;
+}
+
+/* By queue, then ready time (then ID): the index's entries sorted, their
+ * rows read a batch at a time, fn called outside any transaction. */
+enum core_status lm_queued(struct store *h, store_row_fn fn, void *ctx, struct core_err *e)
+{
+	struct env *v = lm_store(h)->e;
+	struct qlist *l = NULL;
+	enum core_status st = CORE_OK;
+	size_t n = 0, i, j;
+	if (v->has_queue)
+		st = queued_entries(v, &l, &n, e);
+	for (i = 0; st == CORE_OK && i < n; i += BATCH) {
+		json_t *rows[BATCH];
+		size_t got = 0, end = i + BATCH < n ? i + BATCH : n;
+		MDB_txn *t;
+		int rc = lm_txn_begin(v, 0, &t, NULL);
+		if (rc) {
+			st = lm_fail(e, rc, "list queued runs");
+			break;
+		}
+		for (j = i; st == CORE_OK && j < end; j++) {
+			st = lm_read_row(v, t, l[j].id, STORE_METADATA_ONLY, &rows[got], NULL, e);
+			if (st == CORE_OK)
+				got++;
+			else if (st == CORE_ENOTFOUND)      /* settled and gone meanwhile */
+				st = CORE_OK;
+		}
+		lm_txn_abort(v, t, 0, NULL);
+		for (j = 0; j < got; j++) {
+			if (st == CORE_OK)
+				st = fn(rows[j], ctx);
+			json_decref(rows[j]);
+		}
+	}
+	for (i = 0; i < n; i++) {
+		free(l[i].queue);
+		free(l[i].id);
+	}
+	free(l);
 	return st;
 }
 

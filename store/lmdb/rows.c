@@ -119,6 +119,99 @@ static int sess_add(struct env *v, MDB_txn *t, const char *sid, int delta)
 	return mdb_put(t, v->dbi[DB_SESS], &k, &d, 0);
 }
 
+/* ---- the sessions newest first (recent, recentof) ---- */
+
+static size_t recent_key(unsigned char *k, uint64_t when, const char *sid)
+{
+	size_t n = strlen(sid);
+	put_be64(k, when);
+	memcpy(k + 8, sid, n);
+	return 8 + n;
+}
+
+int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
+                  const json_t *row)
+{
+	MDB_val sk = { strlen(sid), (void *)sid }, k, d, od;
+	unsigned char key[8 + STORE_ID_MAX], val[8 + STORE_ID_MAX];
+	char lid[512];
+	json_t *latest = NULL;
+	uint64_t when;
+	size_t n;
+	int rc, had;
+	if (!v->has_recent)
+		return 0;
+	if ((rc = mdb_get(t, v->dbi[DB_RECENTOF], &sk, &od)) && rc != MDB_NOTFOUND)
+		return rc;
+	had = rc == 0 && od.mv_size >= 8;
+	rc = lm_latest_id(v, t, sid, lid);
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	if (rc == MDB_NOTFOUND) {       /* the session is gone */
+		if (!had)
+			return 0;
+		k.mv_size = recent_key(key, get_be64(od.mv_data), sid);
+		k.mv_data = key;
+		if ((rc = mdb_del(t, v->dbi[DB_RECENT], &k, NULL)) && rc != MDB_NOTFOUND)
+			return rc;
+		return mdb_del(t, v->dbi[DB_RECENTOF], &sk, NULL);
+	}
+	n = strlen(lid);
+	/* the same latest row, not the one written: its time stands */
+	if (had && od.mv_size == 8 + n && !memcmp((char *)od.mv_data + 8, lid, n) &&
+	    (!id || strcmp(id, lid)))
+		return 0;
+	if (!id || strcmp(id, lid)) {
+		struct core_err e = { 0 };
+		enum core_status st = lm_read_row(v, t, lid, STORE_METADATA_ONLY, &latest, NULL, &e);
+		if (st != CORE_OK)
+			return st == CORE_ENOMEM ? ENOMEM : MDB_CORRUPTED;
+		row = latest;
+	}
+	when = ~time_key(st_updated_ns(row));
+	json_decref(latest);
+	if (had && get_be64(od.mv_data) != when) {
+		k.mv_size = recent_key(key, get_be64(od.mv_data), sid);
+		k.mv_data = key;
+		if ((rc = mdb_del(t, v->dbi[DB_RECENT], &k, NULL)) && rc != MDB_NOTFOUND)
+			return rc;
+	}
+	k.mv_size = recent_key(key, when, sid);
+	k.mv_data = key;
+	put_be64(val, when);
+	memcpy(val + 8, lid, n);
+	d.mv_size = n;
+	d.mv_data = val + 8;
+	if ((rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0)))
+		return rc;
+	d.mv_size = 8 + n;
+	d.mv_data = val;
+	return mdb_put(t, v->dbi[DB_RECENTOF], &sk, &d, 0);
+}
+
+int lm_recent_build(struct env *v, MDB_txn *t)
+{
+	MDB_cursor *c;
+	MDB_val k, d;
+	char sid[STORE_ID_MAX + 1];
+	int rc;
+	if ((rc = mdb_drop(t, v->dbi[DB_RECENT], 0)) || (rc = mdb_drop(t, v->dbi[DB_RECENTOF], 0)))
+		return rc;
+	if ((rc = mdb_cursor_open(t, v->dbi[DB_SESS], &c)))
+		return rc;
+	for (rc = mdb_cursor_get(c, &k, &d, MDB_FIRST); rc == 0;
+	     rc = mdb_cursor_get(c, &k, &d, MDB_NEXT)) {
+		if (k.mv_size > STORE_ID_MAX)
+			continue;
+		memcpy(sid, k.mv_data, k.mv_size);
+		sid[k.mv_size] = 0;
+		if ((rc = lm_recent_fix(v, t, sid, NULL, NULL)))
+			break;
+	}
+	mdb_cursor_close(c);
+	return rc == MDB_NOTFOUND ? 0 : rc;
+}
+
 /* What the index needs to know about a stored row. */
 struct oldrow {
 	int exists;
@@ -312,9 +405,12 @@ int lm_write_row(struct env *v, MDB_txn *t, const json_t *row, unsigned flags,
 	           (status && strcmp(o.status, status));
 	if ((rc = row_state(v, t, row, id, flags, o.exists, &has_state, &pos, w)) ||
 	    (rc = put_meta(v, t, row, id, has_state, pos, tkey, w)) ||
-	    (rc = index_queue(v, t, &o, id, row, w)))
+	    (rc = index_queue(v, t, &o, id, row, w)) ||
+	    (rc = index_row(v, t, &o, id, sid, tkey)))
 		return rc;
-	return index_row(v, t, &o, id, sid, tkey);
+	if (o.exists && strcmp(o.sid, sid) && (rc = lm_recent_fix(v, t, o.sid, NULL, NULL)))
+		return rc;
+	return lm_recent_fix(v, t, sid, id, row);
 }
 
 /* ---- the worker log's keys (wlog.c) ---- */
@@ -377,7 +473,9 @@ int lm_delete_row(struct env *v, MDB_txn *t, const char *id, struct core_err *e)
 	k.mv_data = ik;
 	if ((rc = mdb_del(t, v->dbi[DB_BYSESS], &k, NULL)) && rc != MDB_NOTFOUND)
 		return rc;
-	return sess_add(v, t, o.sid, -1);
+	if ((rc = sess_add(v, t, o.sid, -1)))
+		return rc;
+	return lm_recent_fix(v, t, o.sid, NULL, NULL);
 }
 
 /* ---- the session index, in batches ---- */

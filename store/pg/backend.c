@@ -24,6 +24,7 @@ const struct store_backend store_pg_backend = {
 	.change_seq = pg_change_seq,
 	.wait_change = pg_wait_change,
 	.sessions = pg_sessions,
+	.recent = pg_recent,
 	.session_rows = pg_session_rows,
 	.delete_session = pg_delete_session,
 	.prune_session = pg_prune_session,

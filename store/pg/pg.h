@@ -54,7 +54,7 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 4, tables in the connection's current schema;
+ * Layout (schema version 5, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
@@ -81,6 +81,11 @@
  *                       lease_ns: the queued runs (store.h "Queued
  *                       runs"), kept from each row's metadata by a
  *                       trigger; claims pick from it (step 4)
+ *   agentkit_recent     session_id, updated_ns, latest_id, row_count: each
+ *                       session's latest row, its time (st_updated_ns())
+ *                       and the session's row count, kept by a trigger;
+ *                       indexed (updated_ns DESC, session_id), the order
+ *                       of store_sessions_recent() (step 5, recent.c)
  *   agentkit_schema_version  the versions applied
  *
  * A long session's turn (store_can_append()): a read with
@@ -108,7 +113,7 @@
 #define PG_CHANNEL "agentkit_status"
 /* The server's clock in µs since the epoch, as text (pg_clock()). */
 #define PG_CLOCK_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8"
-#define PG_SCHEMA_VERSION 4
+#define PG_SCHEMA_VERSION 5
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
@@ -370,6 +375,9 @@ enum core_status pg_save(struct store *s, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e);
 enum core_status pg_put_stream(struct store *s, const struct store_rows *src,
                                size_t *count, struct core_err *e);
+/* The recent operation (recent.c): step 5's table, newest first. */
+enum core_status pg_recent(struct store *s, size_t first, store_session_fn fn, void *ctx,
+                           struct core_err *e);
 enum core_status pg_sessions(struct store *s, store_session_fn fn, void *ctx,
                              struct core_err *e);
 enum core_status pg_session_rows(struct store *s, const char *session_id,

@@ -280,7 +280,111 @@ static const char step4[] =
 	"CREATE TRIGGER agentkit_queue_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
 	" FOR EACH ROW EXECUTE FUNCTION agentkit_queue_sync();";
 
-static const char *const steps[] = { step1, step2, step3, step4 };
+/*
+ * Step 5: the sessions newest first (store_sessions_recent()): one row per
+ * session with the time of its latest row (st_updated_ns(): updatedAt as
+ * store_shape() shows it, in ns; no valid time: the least bigint), that
+ * row's ID and the session's row count, kept by a trigger in the
+ * transaction of every row write and delete, and built here from the rows
+ * the store already has (the table lock first: no writer commits between
+ * the build and the trigger; an older agentkit's writes go through the
+ * trigger too).  The trigger first locks (or makes) the session's entry,
+ * then reads the session's latest row: a writer of the same session waits
+ * at that lock, and its next statement sees the first one's commit.
+ */
+static const char step5[] =
+	"LOCK TABLE agentkit_snapshots IN SHARE ROW EXCLUSIVE MODE;"
+	"CREATE TABLE agentkit_recent ("
+	" session_id text COLLATE \"C\" PRIMARY KEY,"
+	" updated_ns bigint NOT NULL,"
+	" latest_id text COLLATE \"C\" NOT NULL,"
+	" row_count bigint NOT NULL);"
+	"CREATE INDEX agentkit_recent_order ON agentkit_recent (updated_ns DESC, session_id);"
+	/* an RFC 3339 time in ns as st_time_ns() reads it (strptime()'s
+	 * ranges, then timegm()'s arithmetic: days from the civil date) */
+	"CREATE FUNCTION agentkit_time_ns(t text) RETURNS bigint"
+	" LANGUAGE plpgsql IMMUTABLE AS $$ DECLARE y integer; mo integer; d integer;"
+	"  hh integer; mi integer; ss integer; era integer; yoe integer; doy integer;"
+	"  off bigint := 0; days bigint; BEGIN"
+	"  IF t IS NULL OR t !~ '^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}"
+	"(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$' THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  y := substr(t, 1, 4)::integer; mo := substr(t, 6, 2)::integer;"
+	"  d := substr(t, 9, 2)::integer; hh := substr(t, 12, 2)::integer;"
+	"  mi := substr(t, 15, 2)::integer; ss := substr(t, 18, 2)::integer;"
+	"  IF mo < 1 OR mo > 12 OR d < 1 OR d > 31 OR hh > 23 OR mi > 59 OR ss > 61"
+	"   THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  IF y < 1678 THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  IF y > 2261 THEN RETURN 9223372036854775807; END IF;"
+	"  IF t ~ '[+-][0-9]{2}:[0-9]{2}$' THEN"
+	"   off := (substr(t, length(t) - 4, 2)::bigint * 3600 + right(t, 2)::bigint * 60)"
+	"    * CASE WHEN substr(t, length(t) - 5, 1) = '-' THEN -1 ELSE 1 END;"
+	"  END IF;"
+	"  IF mo <= 2 THEN y := y - 1; END IF;"
+	"  era := y / 400; yoe := y - era * 400;"
+	"  doy := (153 * (mo + CASE WHEN mo > 2 THEN -3 ELSE 9 END) + 2) / 5 + d - 1;"
+	"  days := era * 146097 + yoe * 365 + yoe / 4 - yoe / 100 + doy - 719468;"
+	"  RETURN ((days * 86400 + hh * 3600 + mi * 60 + ss) - off) * 1000000000"
+	"   + coalesce(rpad(substring(t FROM '\\.([0-9]{1,9})'), 9, '0')::bigint, 0); END $$;"
+	/* a row's listing time from its metadata, as st_updated_ns() */
+	"CREATE FUNCTION agentkit_updated_ns(meta text) RETURNS bigint"
+	" LANGUAGE plpgsql IMMUTABLE AS $$ DECLARE u json; c json; BEGIN"
+	"  SELECT x.\"updatedAt\", x.\"createdAt\" INTO u, c"
+	"   FROM json_to_record(meta::json) AS x (\"updatedAt\" json, \"createdAt\" json);"
+	"  IF c IS NOT NULL AND (u IS NULL OR json_typeof(u) = 'null'"
+	"   OR (json_typeof(u) = 'string' AND (u #>> '{}' = '' OR (u #>> '{}'"
+	"   LIKE '0001-01-01T00:00:00%' AND agentkit_time_ns(u #>> '{}')"
+	"   = -9223372036854775807 - 1)))) THEN u := c; END IF;"
+	"  IF u IS NULL OR json_typeof(u) <> 'string' THEN RETURN -9223372036854775807 - 1; END IF;"
+	"  RETURN agentkit_time_ns(u #>> '{}'); END $$;"
+	/* the entry of session p_sid after row p_id (NULL: a deletion) was
+	 * written, p_delta the change of its row count; an entry that stays
+	 * as it was is not written again */
+	"CREATE FUNCTION agentkit_recent_fix(p_sid text, p_id text, p_delta bigint) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE l record; r record; u bigint; n integer; BEGIN"
+	"  SELECT latest_id, updated_ns INTO r FROM agentkit_recent WHERE session_id = p_sid"
+	"   FOR UPDATE;"
+	"  IF NOT FOUND AND p_delta > 0 THEN"   /* a new session: its entry whole */
+	"   SELECT snapshot_id, meta INTO l FROM agentkit_snapshots WHERE session_id = p_sid"
+	"    ORDER BY created_ns DESC, snapshot_id DESC LIMIT 1;"
+	"   INSERT INTO agentkit_recent VALUES (p_sid, agentkit_updated_ns(l.meta),"
+	"    l.snapshot_id, p_delta) ON CONFLICT (session_id) DO NOTHING;"
+	"   GET DIAGNOSTICS n = ROW_COUNT;"
+	"   IF n > 0 THEN RETURN; END IF;"
+	"  END IF;"
+	"  IF NOT FOUND THEN"
+	"   INSERT INTO agentkit_recent VALUES (p_sid, -9223372036854775807 - 1, '', 0)"
+	"    ON CONFLICT (session_id) DO NOTHING;"
+	"   SELECT latest_id, updated_ns INTO r FROM agentkit_recent WHERE session_id = p_sid"
+	"    FOR UPDATE;"
+	"  END IF;"
+	"  SELECT snapshot_id, meta INTO l FROM agentkit_snapshots WHERE session_id = p_sid"
+	"   ORDER BY created_ns DESC, snapshot_id DESC LIMIT 1;"
+	"  IF NOT FOUND THEN DELETE FROM agentkit_recent WHERE session_id = p_sid; RETURN; END IF;"
+	"  IF l.snapshot_id = r.latest_id AND l.snapshot_id IS DISTINCT FROM p_id THEN"
+	"   u := r.updated_ns;"
+	"  ELSE"
+	"   u := agentkit_updated_ns(l.meta);"
+	"  END IF;"
+	"  IF u = r.updated_ns AND l.snapshot_id = r.latest_id AND p_delta = 0 THEN RETURN; END IF;"
+	"  UPDATE agentkit_recent SET updated_ns = u, latest_id = l.snapshot_id,"
+	"   row_count = row_count + p_delta WHERE session_id = p_sid;"
+	" END $$;"
+	"CREATE FUNCTION agentkit_recent_sync() RETURNS trigger"
+	" LANGUAGE plpgsql AS $$ BEGIN"
+	"  IF TG_OP = 'INSERT' THEN PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 1);"
+	"  ELSIF TG_OP = 'DELETE' THEN PERFORM agentkit_recent_fix(OLD.session_id, NULL, -1);"
+	"  ELSIF OLD.session_id IS DISTINCT FROM NEW.session_id THEN"
+	"   PERFORM agentkit_recent_fix(OLD.session_id, NULL, -1);"
+	"   PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 1);"
+	"  ELSE PERFORM agentkit_recent_fix(NEW.session_id, NEW.snapshot_id, 0); END IF;"
+	"  RETURN NULL; END $$;"
+	"INSERT INTO agentkit_recent SELECT DISTINCT ON (session_id) session_id,"
+	" agentkit_updated_ns(meta), snapshot_id, count(*) OVER (PARTITION BY session_id)"
+	" FROM agentkit_snapshots ORDER BY session_id, created_ns DESC, snapshot_id DESC;"
+	"CREATE TRIGGER agentkit_recent_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
+	" FOR EACH ROW EXECUTE FUNCTION agentkit_recent_sync();";
+
+static const char *const steps[] = { step1, step2, step3, step4, step5 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*
