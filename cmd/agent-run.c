@@ -703,10 +703,9 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		stdin_attach += !strcmp(op->attach[i], "-");
 	if (stdin_attach > 1)
 		return cli_usage("-a - reads stdin once: give it once");
-	if (op->nattach && (op->nanswers || op->url))
-		return cli_usage("-a adds to a message: %s", op->url ? "with --url, send the parts in "
-		                 "an AgentInput line on stdin" : "a resume (--approve, --deny, "
-		                 "--respond) has none");
+	if (op->nattach && op->nanswers)
+		return cli_usage("-a adds to a message: a resume (--approve, --deny, --respond) has "
+		                 "none");
 	/* Stdin and stdout on a terminal and no input given: a chat. */
 	op->chat = !op->nmsg && !op->nanswers && !op->nattach && !op->detach && !op->url &&
 	           !op->in.format && !op->describe && !op->list && !op->list_models &&
@@ -822,8 +821,8 @@ static enum core_status read_attachments(struct run *r)
 		if ((st = attach_part(op->attach[i], &used, &part, &e)))
 			return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->inv.out, &e);
 		json_array_append_new(op->parts, part);
-		if (!r->inv.agent->model)
-			continue;       /* a custom agent's handler picks its models */
+		if (!r->inv.agent || !r->inv.agent->model || r->inv.agent->url)
+			continue;       /* a custom agent's handler, a server, picks its models */
 		if (!(msgs = json_pack("[{s:s, s:[O]}]", "role", "user", "content", part)))
 			return report_oom();
 		struct model_request req = { .messages = msgs };
@@ -1313,8 +1312,10 @@ static int remote_cancelled(void *ctx)
 	return invocation_stop_signal() != 0;
 }
 
-/* Without -m: stdin is AgentInput lines, or one message of text. */
-static enum core_status remote_inputs(struct run *r, json_t **inputs)
+/* Without -m: stdin is AgentInput lines (*lines set; lines may be NULL),
+ * or one message of text; with lines, an empty stdin is one empty message
+ * (for -a's parts). */
+static enum core_status remote_inputs(struct run *r, json_t **inputs, int *lines)
 {
 	struct core_buf b = CORE_BUF_INIT(r->opts.in.max_record);
 	struct core_err e = { 0 };
@@ -1359,7 +1360,12 @@ static enum core_status remote_inputs(struct run *r, json_t **inputs)
 		}
 		json_array_append_new(*inputs, v);
 	}
+	if (lines)
+		*lines = json_array_size(*inputs) != 0;
 	core_buf_release(&b);
+	if (!json_array_size(*inputs) && lines)  /* -a alone: a message of the parts */
+		return json_array_append_new(*inputs, json_pack("{s:{s:s,s:[]}}", "message", "role",
+		                             "user", "content")) ? report_oom() : CORE_OK;
 	if (!json_array_size(*inputs))
 		return cli_usage("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
@@ -1393,6 +1399,48 @@ static enum core_status remote_final(struct run *r, const json_t *final)
 	return reason && !strcmp(reason, "detached") ? CORE_OK : core_outcome_exit(st, reason);
 }
 
+/*
+ * -a FILE with --url: the turns as AgentInputs, the parts added to the
+ * first one's message after its text, as Genkit's wire carries media
+ * parts: the -m texts, else stdin's text or nothing (stdin a terminal, or
+ * the attachment).  The server's model takes the parts or refuses them.
+ */
+static enum core_status remote_attach_inputs(struct run *r, json_t **inputs)
+{
+	struct run_opts *op = &r->opts;
+	enum core_status st;
+	json_t *content;
+	int stdin_used = 0, lines = 0;
+	for (size_t i = 0; i < op->nattach; i++)
+		stdin_used |= !strcmp(op->attach[i], "-");
+	if ((st = read_attachments(r)))
+		return st;
+	if (op->nmsg) {
+		if (!(*inputs = json_array()))
+			return report_oom();
+		for (size_t i = 0; i < op->nmsg; i++)
+			if (json_array_append_new(*inputs, json_pack("{s:{s:s,s:[{s:s}]}}", "message",
+			                          "role", "user", "content", "text", op->messages[i])))
+				return report_oom();
+	} else if (stdin_used || isatty(0)) {
+		if (!(*inputs = json_pack("[{s:{s:s,s:[]}}]", "message", "role", "user", "content")))
+			return report_oom();
+	} else if ((st = remote_inputs(r, inputs, &lines))) {
+		return st;
+	}
+	content = json_object_get(json_object_get(json_array_get(*inputs, 0), "message"),
+	                          "content");
+	if (lines || !json_is_array(content))
+		return cli_usage("-a adds to the -m or stdin text turn; AgentInput lines carry their "
+		                 "own parts");
+	if (json_array_extend(content, op->parts))
+		return report_oom();
+	if (op->detach)
+		for (size_t i = 0; i < json_array_size(*inputs); i++)
+			json_object_set_new(json_array_get(*inputs, i), "detach", json_true());
+	return CORE_OK;
+}
+
 static enum core_status run_remote(struct run *r, const char *url)
 {
 	struct remote_invocation ri = { url, r->opts.headers, r->opts.messages,
@@ -1400,10 +1448,14 @@ static enum core_status run_remote(struct run *r, const char *url)
 	                                remote_chunk, remote_cancelled, r };
 	struct core_err e = { 0 };
 	json_t *inputs = NULL, *final = NULL;
-	enum core_status st;
+	enum core_status st = CORE_OK;
 	if (r->opts.url && r->opts.spec.name)
 		return cli_usage("--url names the agent: drop the operand '%s'", r->opts.spec.name);
-	if (!r->opts.nmsg && (st = remote_inputs(r, &inputs)))
+	if (r->opts.nattach)
+		st = remote_attach_inputs(r, &inputs);
+	else if (!r->opts.nmsg)
+		st = remote_inputs(r, &inputs, NULL);
+	if (st)
 		goto out;
 	ri.inputs = inputs;
 	invocation_catch_stops(&r->inv);
