@@ -43,7 +43,7 @@ enum {
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 	OPT_QUEUE = CLI_LONG + 800, OPT_KEY, OPT_NOT_BEFORE, OPT_MAX_ATTEMPTS, OPT_CONCURRENCY,
 	OPT_CLAIMED, OPT_STORE_FD,
-	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
+	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT, OPT_NO_HISTORY,
 	OPT_ATTACH = 'a', OPT_MAX_TOKENS_TOTAL = CLI_LONG + 920,
 };
 
@@ -70,6 +70,8 @@ static struct cli_opt opts[] = {
 	  "the output of the interrupted request REF (repeatable)" },
 	{ OPT_NO_PROMPT, "no-prompt", NULL, "do not ask on the terminal to approve a tool request "
 	  "a turn paused on: end the turn interrupted" },
+	{ OPT_NO_HISTORY, "no-history", NULL, "the chat neither reads nor writes its history file "
+	  "($XDG_STATE_HOME/agentkit/chat_history)" },
 	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
 	{ OPT_NO_STORE, "no-store", NULL, "client-managed state: no store, the final state is in output.state" },
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
@@ -295,6 +297,7 @@ struct run_opts {
 	size_t nattach;
 	json_t *parts;                  /* ... read: their parts (owned) */
 	int no_prompt;                  /* --no-prompt */
+	int no_history;                 /* --no-history */
 	int chat;                       /* a person at the terminal, no input given */
 };
 
@@ -595,6 +598,7 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_APPROVE: case OPT_DENY: case OPT_RESPOND: return push_answer(op, key, arg);
 	case OPT_REASON: return take_reason(op, arg);
 	case OPT_NO_PROMPT: op->no_prompt = 1; break;
+	case OPT_NO_HISTORY: op->no_history = 1; break;
 	case OPT_ATTACH: return cli_push_arg(&op->attach, &op->nattach, arg);
 	case OPT_MAX_TOKENS_TOTAL: {
 		char *end;
@@ -1238,7 +1242,7 @@ static enum core_status run_chat(struct run *r)
 	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
 	char why[256];
-	struct chat_line *c = chat_line_open(cli_progname, why, sizeof why);
+	struct chat_line *c = chat_line_open(cli_progname, !r->opts.no_history, why, sizeof why);
 	if (!c) {
 		core_fail(&e, CORE_ESYS, "no chat: %s (give -m TEXT, or pipe the input)", why);
 		return cli_report(&e);
