@@ -64,9 +64,11 @@ static char *history_file(void)
 	}
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return NULL;
-	if (!(path = malloc(strlen(dir) + sizeof "/chat_history")))
+	size_t len = strlen(dir) + sizeof "/chat_history";
+	if (!(path = malloc(len)))
 		return NULL;
-	return strcat(strcpy(path, dir), "/chat_history");
+	snprintf(path, len, "%s/chat_history", dir);
+	return path;
 }
 
 /* Whether a line is kept in the file: not one that begins with a blank
