@@ -17,6 +17,9 @@ MANDIR    ?= $(PREFIX)/share/man
 BASHCOMPDIR ?= $(PREFIX)/share/bash-completion/completions
 ZSHCOMPDIR  ?= $(PREFIX)/share/zsh/site-functions
 FISHCOMPDIR ?= $(PREFIX)/share/fish/vendor_completions.d
+# the example agents and handlers the man pages name (scripts/md2man)
+DOCDIR      ?= $(PREFIX)/share/doc/agentkit
+EXAMPLES    := $(wildcard examples/handlers/* agents/README.md agents/*.prompt agents/*.ndjson agents/tools/*)
 
 CSTD      := -std=c11 -D_GNU_SOURCE
 WARN      := -Wall -Wextra -Wshadow -Wno-unused-parameter
@@ -165,7 +168,7 @@ completions/fish/%.fish: $(BUILD)/bin/%
 DOC_MAN_STAMP := $(BUILD)/man/.stamp
 $(DOC_MAN_STAMP): scripts/md2man $(wildcard docs/*.md)
 	@rm -rf $(BUILD)/man
-	scripts/md2man --all $(BUILD)/man $(VERSION)
+	scripts/md2man --all $(BUILD)/man $(VERSION) $(DOCDIR)
 	@touch $@
 man: $(DOC_MAN_STAMP) ## section 5 and 7 man pages from docs/ into build/man
 
@@ -185,20 +188,30 @@ bench: all ## benchmarks against the named peers (bench/)
 lint: $(BINS) ## the style rules: banned calls, floors, include and call circles (scripts/lint)
 	@scripts/lint $(BUILD)
 
-install: all man ## binaries, man pages and completions into DESTDIR+PREFIX
+# The section 5 and 7 pages are made again for DOCDIR (the paths they name);
+# a section 1 page gets the date its command's source last changed.
+install: all man ## binaries, man pages, completions and examples into DESTDIR+PREFIX
 	install -d $(DESTDIR)$(BINDIR) $(DESTDIR)$(MANDIR)/man1 \
 	  $(DESTDIR)$(MANDIR)/man5 $(DESTDIR)$(MANDIR)/man7 \
 	  $(DESTDIR)$(BASHCOMPDIR) $(DESTDIR)$(ZSHCOMPDIR) $(DESTDIR)$(FISHCOMPDIR)
-	install -m 644 $(BUILD)/man/man5/*.5 $(DESTDIR)$(MANDIR)/man5/
-	install -m 644 $(BUILD)/man/man7/*.7 $(DESTDIR)$(MANDIR)/man7/
+	scripts/md2man --all $(DESTDIR)$(MANDIR) $(VERSION) $(DOCDIR)
+	for f in $(EXAMPLES); do \
+	  if [ -x $$f ]; then m=755; else m=644; fi; \
+	  install -D -m $$m $$f $(DESTDIR)$(DOCDIR)/$$f || exit 1; \
+	done
 	for p in $(PROGS); do \
 	  install -m 755 $(BUILD)/bin/$$p $(DESTDIR)$(BINDIR)/$$p && \
-	  $(BUILD)/bin/$$p --man >$(DESTDIR)$(MANDIR)/man1/$$p.1 && \
+	  d=$$(scripts/md2man --date cmd/$$p.c cmd/cli.c cmd/cli_doc.c) && \
+	  $(BUILD)/bin/$$p --man | sed "1,/^\.TH/s/^\(\.TH [^ ]* 1\) \"\"/\1 \"$$d\"/" \
+	    >$(DESTDIR)$(MANDIR)/man1/$$p.1 && \
 	  install -m 644 completions/bash/$$p $(DESTDIR)$(BASHCOMPDIR)/$$p && \
 	  install -m 644 completions/zsh/_$$p $(DESTDIR)$(ZSHCOMPDIR)/_$$p && \
 	  install -m 644 completions/fish/$$p.fish $(DESTDIR)$(FISHCOMPDIR)/$$p.fish \
 	  || exit 1; \
 	done
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; *) \
+	  echo "make install: $(BINDIR) is not on your PATH: add it (bash: PATH=\"$(BINDIR):\$$PATH\" in ~/.profile; zsh: path=($(BINDIR) \$$path) in ~/.zshrc)";; esac
+	@echo "make install: zsh reads the completions only with $(ZSHCOMPDIR) on its fpath: fpath=($(ZSHCOMPDIR) \$$fpath) in ~/.zshrc, before compinit"
 
 uninstall: ## remove what install put there
 	for p in $(PROGS); do \
@@ -207,6 +220,9 @@ uninstall: ## remove what install put there
 	    $(DESTDIR)$(FISHCOMPDIR)/$$p.fish; \
 	done
 	rm -f $(DESTDIR)$(MANDIR)/man5/agentkit-*.5 $(DESTDIR)$(MANDIR)/man7/agentkit-*.7
+	for f in $(EXAMPLES); do rm -f $(DESTDIR)$(DOCDIR)/$$f; done
+	-rmdir $(DESTDIR)$(DOCDIR)/examples/handlers $(DESTDIR)$(DOCDIR)/examples \
+	  $(DESTDIR)$(DOCDIR)/agents/tools $(DESTDIR)$(DOCDIR)/agents $(DESTDIR)$(DOCDIR) 2>/dev/null
 
 clean: ## remove build/, build-san/, build-fuzz/ and generated completions
 	rm -rf build build-san completions/bash completions/zsh completions/fish

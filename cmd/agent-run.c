@@ -43,7 +43,7 @@ enum {
 	OPT_URL = CLI_LONG + 700, OPT_HEADER,
 	OPT_QUEUE = CLI_LONG + 800, OPT_KEY, OPT_NOT_BEFORE, OPT_MAX_ATTEMPTS, OPT_CONCURRENCY,
 	OPT_CLAIMED, OPT_STORE_FD,
-	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT,
+	OPT_APPROVE = CLI_LONG + 900, OPT_DENY, OPT_REASON, OPT_RESPOND, OPT_NO_PROMPT, OPT_NO_HISTORY,
 	OPT_ATTACH = 'a', OPT_MAX_TOKENS_TOTAL = CLI_LONG + 920,
 };
 
@@ -70,6 +70,8 @@ static struct cli_opt opts[] = {
 	  "the output of the interrupted request REF (repeatable)" },
 	{ OPT_NO_PROMPT, "no-prompt", NULL, "do not ask on the terminal to approve a tool request "
 	  "a turn paused on: end the turn interrupted" },
+	{ OPT_NO_HISTORY, "no-history", NULL, "the chat neither reads nor writes its history file "
+	  "($XDG_STATE_HOME/agentkit/chat_history)" },
 	{ OPT_STORE, "store", "PATH", "the snapshot store (default $AGENTKIT_STORE, then the XDG state dir)" },
 	{ OPT_NO_STORE, "no-store", NULL, "client-managed state: no store, the final state is in output.state" },
 	{ OPT_AGENTS, "agents", "DIR", "look for NAME.prompt in DIR first (then $AGENTKIT_PATH, ./agents)" },
@@ -295,6 +297,7 @@ struct run_opts {
 	size_t nattach;
 	json_t *parts;                  /* ... read: their parts (owned) */
 	int no_prompt;                  /* --no-prompt */
+	int no_history;                 /* --no-history */
 	int chat;                       /* a person at the terminal, no input given */
 };
 
@@ -595,6 +598,7 @@ static enum core_status take_option(struct run_opts *op, int key, const char *ar
 	case OPT_APPROVE: case OPT_DENY: case OPT_RESPOND: return push_answer(op, key, arg);
 	case OPT_REASON: return take_reason(op, arg);
 	case OPT_NO_PROMPT: op->no_prompt = 1; break;
+	case OPT_NO_HISTORY: op->no_history = 1; break;
 	case OPT_ATTACH: return cli_push_arg(&op->attach, &op->nattach, arg);
 	case OPT_MAX_TOKENS_TOTAL: {
 		char *end;
@@ -703,10 +707,9 @@ static enum core_status parse_options(int argc, char **argv, struct run_opts *op
 		stdin_attach += !strcmp(op->attach[i], "-");
 	if (stdin_attach > 1)
 		return cli_usage("-a - reads stdin once: give it once");
-	if (op->nattach && (op->nanswers || op->url))
-		return cli_usage("-a adds to a message: %s", op->url ? "with --url, send the parts in "
-		                 "an AgentInput line on stdin" : "a resume (--approve, --deny, "
-		                 "--respond) has none");
+	if (op->nattach && op->nanswers)
+		return cli_usage("-a adds to a message: a resume (--approve, --deny, --respond) has "
+		                 "none");
 	/* Stdin and stdout on a terminal and no input given: a chat. */
 	op->chat = !op->nmsg && !op->nanswers && !op->nattach && !op->detach && !op->url &&
 	           !op->in.format && !op->describe && !op->list && !op->list_models &&
@@ -822,8 +825,8 @@ static enum core_status read_attachments(struct run *r)
 		if ((st = attach_part(op->attach[i], &used, &part, &e)))
 			return st == CORE_EUSAGE ? cli_usage("%s", e.msg) : init_failed(&r->inv.out, &e);
 		json_array_append_new(op->parts, part);
-		if (!r->inv.agent->model)
-			continue;       /* a custom agent's handler picks its models */
+		if (!r->inv.agent || !r->inv.agent->model || r->inv.agent->url)
+			continue;       /* a custom agent's handler, a server, picks its models */
 		if (!(msgs = json_pack("[{s:s, s:[O]}]", "role", "user", "content", part)))
 			return report_oom();
 		struct model_request req = { .messages = msgs };
@@ -1239,7 +1242,7 @@ static enum core_status run_chat(struct run *r)
 	struct invocation *inv = &r->inv;
 	struct core_err e = { 0 };
 	char why[256];
-	struct chat_line *c = chat_line_open(cli_progname, why, sizeof why);
+	struct chat_line *c = chat_line_open(cli_progname, !r->opts.no_history, why, sizeof why);
 	if (!c) {
 		core_fail(&e, CORE_ESYS, "no chat: %s (give -m TEXT, or pipe the input)", why);
 		return cli_report(&e);
@@ -1313,8 +1316,10 @@ static int remote_cancelled(void *ctx)
 	return invocation_stop_signal() != 0;
 }
 
-/* Without -m: stdin is AgentInput lines, or one message of text. */
-static enum core_status remote_inputs(struct run *r, json_t **inputs)
+/* Without -m: stdin is AgentInput lines (*lines set; lines may be NULL),
+ * or one message of text; with lines, an empty stdin is one empty message
+ * (for -a's parts). */
+static enum core_status remote_inputs(struct run *r, json_t **inputs, int *lines)
 {
 	struct core_buf b = CORE_BUF_INIT(r->opts.in.max_record);
 	struct core_err e = { 0 };
@@ -1359,7 +1364,12 @@ static enum core_status remote_inputs(struct run *r, json_t **inputs)
 		}
 		json_array_append_new(*inputs, v);
 	}
+	if (lines)
+		*lines = json_array_size(*inputs) != 0;
 	core_buf_release(&b);
+	if (!json_array_size(*inputs) && lines)  /* -a alone: a message of the parts */
+		return json_array_append_new(*inputs, json_pack("{s:{s:s,s:[]}}", "message", "role",
+		                             "user", "content")) ? report_oom() : CORE_OK;
 	if (!json_array_size(*inputs))
 		return cli_usage("no input: stdin is empty and no -m was given; nothing ran");
 	return CORE_OK;
@@ -1393,6 +1403,48 @@ static enum core_status remote_final(struct run *r, const json_t *final)
 	return reason && !strcmp(reason, "detached") ? CORE_OK : core_outcome_exit(st, reason);
 }
 
+/*
+ * -a FILE with --url: the turns as AgentInputs, the parts added to the
+ * first one's message after its text, as Genkit's wire carries media
+ * parts: the -m texts, else stdin's text or nothing (stdin a terminal, or
+ * the attachment).  The server's model takes the parts or refuses them.
+ */
+static enum core_status remote_attach_inputs(struct run *r, json_t **inputs)
+{
+	struct run_opts *op = &r->opts;
+	enum core_status st;
+	json_t *content;
+	int stdin_used = 0, lines = 0;
+	for (size_t i = 0; i < op->nattach; i++)
+		stdin_used |= !strcmp(op->attach[i], "-");
+	if ((st = read_attachments(r)))
+		return st;
+	if (op->nmsg) {
+		if (!(*inputs = json_array()))
+			return report_oom();
+		for (size_t i = 0; i < op->nmsg; i++)
+			if (json_array_append_new(*inputs, json_pack("{s:{s:s,s:[{s:s}]}}", "message",
+			                          "role", "user", "content", "text", op->messages[i])))
+				return report_oom();
+	} else if (stdin_used || isatty(0)) {
+		if (!(*inputs = json_pack("[{s:{s:s,s:[]}}]", "message", "role", "user", "content")))
+			return report_oom();
+	} else if ((st = remote_inputs(r, inputs, &lines))) {
+		return st;
+	}
+	content = json_object_get(json_object_get(json_array_get(*inputs, 0), "message"),
+	                          "content");
+	if (lines || !json_is_array(content))
+		return cli_usage("-a adds to the -m or stdin text turn; AgentInput lines carry their "
+		                 "own parts");
+	if (json_array_extend(content, op->parts))
+		return report_oom();
+	if (op->detach)
+		for (size_t i = 0; i < json_array_size(*inputs); i++)
+			json_object_set_new(json_array_get(*inputs, i), "detach", json_true());
+	return CORE_OK;
+}
+
 static enum core_status run_remote(struct run *r, const char *url)
 {
 	struct remote_invocation ri = { url, r->opts.headers, r->opts.messages,
@@ -1400,10 +1452,14 @@ static enum core_status run_remote(struct run *r, const char *url)
 	                                remote_chunk, remote_cancelled, r };
 	struct core_err e = { 0 };
 	json_t *inputs = NULL, *final = NULL;
-	enum core_status st;
+	enum core_status st = CORE_OK;
 	if (r->opts.url && r->opts.spec.name)
 		return cli_usage("--url names the agent: drop the operand '%s'", r->opts.spec.name);
-	if (!r->opts.nmsg && (st = remote_inputs(r, &inputs)))
+	if (r->opts.nattach)
+		st = remote_attach_inputs(r, &inputs);
+	else if (!r->opts.nmsg)
+		st = remote_inputs(r, &inputs, NULL);
+	if (st)
 		goto out;
 	ri.inputs = inputs;
 	invocation_catch_stops(&r->inv);

@@ -9,9 +9,16 @@
 
 struct chat_line;
 
-/* The editor on /dev/tty, prog naming it (libedit's ~/.editrc section);
- * NULL with why (whylen bytes) when libedit or the terminal is missing. */
-struct chat_line *chat_line_open(const char *prog, char *why, size_t whylen);
+/*
+ * The editor on /dev/tty, prog naming it (libedit's ~/.editrc section);
+ * NULL with why (whylen bytes) when libedit or the terminal is missing.
+ * With history, the lines of earlier chats come back from
+ * ${XDG_STATE_HOME:-$HOME/.local/state}/agentkit/chat_history, and each
+ * line typed is written there (mode 0600, the last 500), except one that
+ * begins with a blank, is over 4 KiB, or holds a word shaped like a key
+ * or token (sk-..., AIza..., ghp_..., Bearer ..., token=...).
+ */
+struct chat_line *chat_line_open(const char *prog, int history, char *why, size_t whylen);
 
 /*
  * One line typed after prompt, without its newline, in *line (malloc'd,

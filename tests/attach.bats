@@ -25,7 +25,10 @@ z = zipfile.ZipFile('x.zip', 'w'); z.writestr('a', 'b'); z.close()
 open('empty', 'w').close()
 EOF
 }
-teardown() { mock_stop; }
+teardown() {
+	mock_stop
+	[ -z "${SPID-}" ] || kill "$SPID" 2>/dev/null || true
+}
 
 # user_parts: the first user message's parts, as the output's state holds them.
 user_parts() { jq -c '.state.messages[0].content' <<<"$output"; }
@@ -75,13 +78,11 @@ user_parts() { jq -c '.state.messages[0].content' <<<"$output"; }
 	assert_equal "${stderr%%$'\n'*}" "agent-run: attach 'part.txt': larger than 5 MiB (what is left of the 50 MiB for all attachments)"
 }
 
-@test "-a: usage errors with NDJSON on stdin, -a - twice, --url and a resume" {
+@test "-a: usage errors with NDJSON on stdin, -a - twice and a resume" {
 	run -100 --separate-stderr agent-run --no-store --model echo -a notes.txt <<<'{"message":{"role":"user","content":[{"text":"hi"}]}}'
 	assert_equal "${stderr%%$'\n'*}" "agent-run: -a adds to the -m or stdin text turn; NDJSON inputs carry their own parts"
 	run -100 --separate-stderr agent-run --no-store --model echo -m hi -a - -a -
 	assert_equal "${stderr%%$'\n'*}" "agent-run: -a - reads stdin once: give it once"
-	run -100 --separate-stderr agent-run --url http://127.0.0.1:9/x -m hi -a notes.txt
-	assert_equal "${stderr%%$'\n'*}" "agent-run: -a adds to a message: with --url, send the parts in an AgentInput line on stdin"
 	run -100 --separate-stderr agent-run --model echo --session s1 --approve r1 -a notes.txt
 	assert_equal "${stderr%%$'\n'*}" "agent-run: -a adds to a message: a resume (--approve, --deny, --respond) has none"
 }
@@ -104,4 +105,59 @@ user_parts() { jq -c '.state.messages[0].content' <<<"$output"; }
 	assert_equal "$(jq -c '.body.messages[0].content | [.[] | .type]' "$MOCK_LOG")" '["text","image_url","input_audio","text"]'
 	assert_equal "$(jq -r '.body.messages[0].content[1].image_url.url' "$MOCK_LOG")" "data:image/png;base64,$(base64 -w0 dot.png)"
 	assert_equal "$(jq -c '.body.messages[0].content[2].input_audio.format' "$MOCK_LOG")" '"wav"'
+}
+
+# serve_agents: agent-serve on a free loopback port with the serve
+# fixtures' agents (the test's store); $URL, $SPID.
+serve_agents() {
+	agent-serve --listen 127.0.0.1:0 --agents "$FIXTURES/serve/agents" "$@" 2>serve.log &
+	SPID=$!
+	for _ in $(seq 100); do grep -qs 'listening on' serve.log && break; sleep 0.05; done
+	URL=$(sed -n 's/^agent-serve: listening on //p' serve.log)
+	[ -n "$URL" ]
+}
+
+@test "-a with --url: the parts travel to the server as media and text parts of the message" {
+	serve_agents
+	run -0 --separate-stderr agent-run --url "$URL/chat" --format json -m look -a dot.png -a notes.txt
+	snap=$(jq -r .snapshotId <<<"$output")
+	run -0 agent-snap "$snap"
+	assert_equal "$(user_parts | jq -c '[.[] | .media.contentType // .text]')" \
+		'["look","image/png","<file name=\"notes.txt\">\nbuy milk\n</file>"]'
+	assert_equal "$(user_parts | jq -r '.[1].media.url')" "data:image/png;base64,$(base64 -w0 dot.png)"
+	# no -m: stdin's text, then the parts; an empty stdin, the parts alone
+	run -0 --separate-stderr agent-run --url "$URL/chat" --format json -a notes.txt <<<'read this'
+	run -0 agent-snap "$(jq -r .snapshotId <<<"$output")"
+	assert_equal "$(user_parts | jq -c '[.[] | .text]')" '["read this\n","<file name=\"notes.txt\">\nbuy milk\n</file>"]'
+	run -0 --separate-stderr agent-run --url "$URL/chat" --format json -a notes.txt </dev/null
+	assert_equal "$(jq -r .message.content[0].text <<<"$output")" $'you said: <file name="notes.txt">\nbuy milk\n</file>'
+	# -a - is the attachment, and AgentInput lines carry their own parts
+	run -0 --separate-stderr agent-run --url "$URL/chat" --format json -m look -a - <dot.png
+	run -0 agent-snap "$(jq -r .snapshotId <<<"$output")"
+	assert_equal "$(user_parts | jq -r '.[1].media.url')" "data:image/png;base64,$(base64 -w0 dot.png)"
+	run -100 --separate-stderr agent-run --url "$URL/chat" -a dot.png <<<'{"message":{"role":"user","content":[{"text":"x"}]}}'
+	assert_equal "${stderr%%$'\n'*}" "agent-run: -a adds to the -m or stdin text turn; AgentInput lines carry their own parts"
+	# a file that cannot be attached is refused before any request
+	n=$(grep -c 'POST /chat ' serve.log)
+	run -100 --separate-stderr agent-run --url "$URL/chat" -m look -a x.zip
+	[[ ${stderr%%$'\n'*} == "agent-run: attach 'x.zip': "* ]] || fail "$stderr"
+	assert_equal "$(grep -c 'POST /chat ' serve.log)" "$n"
+	kill "$SPID"
+}
+
+@test "-a with --url: Genkit JS 1.42's express server takes the media part into its session" {
+	local mods="$TOP/bench/out/genkit/node_modules"
+	command -v node >/dev/null || skip "node is not installed"
+	[ -f "$mods/@genkit-ai/express/package.json" ] ||
+		skip "@genkit-ai/express is not installed (run scripts/genkit-client)"
+	node "$FIXTURES/serve/genkit-server.cjs" "$mods" port 2>genkit.log &
+	SPID=$!
+	wait_for 20 test -s port
+	local U="http://127.0.0.1:$(cat port)/echo"
+	run -0 --separate-stderr agent-run --url "$U" --format json -m look -a dot.png
+	assert_equal "$(jq -r .message.content[0].text <<<"$output")" "echo: look"
+	run -0 --separate-stderr agent-wait --url "$U" "$(jq -r .snapshotId <<<"$output")"
+	assert_equal "$(user_parts | jq -c '[.[] | .media.contentType // .text]')" '["look","image/png"]'
+	assert_equal "$(user_parts | jq -r '.[1].media.url')" "data:image/png;base64,$(base64 -w0 dot.png)"
+	kill "$SPID"
 }

@@ -130,3 +130,42 @@ tty_end() {
 	! grep -qF 'chat with' tty.out || fail "$(cat tty.out)"
 	grep -qxF 'just this' tty.out
 }
+
+@test "chat: the history file keeps lines across chats (0600, no key-shaped or blank-led line); --no-history" {
+	local hist=$XDG_STATE_HOME/agentkit/chat_history
+	tty_start agent-run --model echo --session h1
+	tty_wait '/help for commands'
+	tty_type $'first line\n'
+	tty_wait '> ' 2
+	tty_type $' not this one\n'
+	tty_wait '> ' 3
+	tty_type $'use sk-proj-abc123 now\n'
+	tty_wait '> ' 4
+	tty_type $'\004'
+	tty_end
+	assert_equal "$(stat -c %a "$hist")" 600
+	assert_equal "$(stat -c %a "$XDG_STATE_HOME/agentkit")" 700
+	grep -q 'first' "$hist" || fail "$(cat "$hist")"
+	! grep -q 'abc123\|this' "$hist" || fail "$(cat "$hist")"
+	# the next chat: the up arrow brings the line back
+	tty_start agent-run --model echo --session h2
+	tty_wait '/help for commands'
+	tty_type $'\033[A'
+	tty_wait 'first line'
+	tty_type $'\n'
+	tty_wait '> ' 2
+	tty_type $'\004'
+	tty_end
+	assert_equal "$(agent-snap show h2 | jq -r 'select(.role == "user") | .content[0].text')" 'first line'
+	# --no-history: nothing comes back, nothing is written
+	cp "$hist" before
+	tty_start agent-run --model echo --session h3 --no-history
+	tty_wait '/help for commands'
+	tty_type $'\033[A'
+	tty_type $'fresh\n'
+	tty_wait '> ' 2
+	tty_type $'\004'
+	tty_end
+	assert_equal "$(agent-snap show h3 | jq -r 'select(.role == "user") | .content[0].text')" fresh
+	cmp before "$hist"
+}

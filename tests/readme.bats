@@ -7,6 +7,8 @@
 # errexit and pipefail.  A block must exit 0 and, when a ```text block
 # follows it, print that output ("..." matches any text).  Blocks marked
 # "# needs: VAR" are skipped unless VAR is set; tests/readme.py has the rules.
+# Then all the README's blocks again, in order, in one shell, as a reader
+# types them into one terminal (run_session).
 
 load test_helper
 
@@ -80,6 +82,71 @@ run_blocks() {
 	[ "$failed" -eq 0 ]
 }
 
+# run_session SHELL DIR [DOC]: every block of DOC (README.md) that runs, in order, in ONE
+# shell, as a reader types them into one terminal: from one fresh copy, one
+# private HOME (all in DIR), the working directory, variables and jobs kept from block to
+# block.  As root it runs as user 65534 (a reader is not root: a block that
+# writes where only root may shows).  Each block's output is cut out of the
+# session's by a marker line and compared with the one shown; the session
+# stops at the first block that fails (errexit), naming it.
+run_session() {
+	local sh=$1 d=$2 doc=${3:-$README} line what prelude asan=${ASAN_OPTIONS-} rc=0 as=() n=0 failed=0 last name
+	name=${doc#"$TOP/"}
+	case $sh in
+	bash) prelude='set -eo pipefail' ;;
+	zsh) prelude='set -e; setopt pipefail' ;;
+	esac
+	[ "$sh" != zsh ] || [ -z "$asan" ] || asan="$asan:detect_leaks=0"
+	fresh_copy "$d/repo"
+	mkdir -p "$d/home" "$d/out"
+	{
+		echo "$prelude"
+		while IFS=$'\t' read -r line what; do
+			[ "$what" = run ] || continue
+			echo "echo '::readme block $line'"
+			python3 "$BLOCKS" script "$doc" "$line"
+		done < <(python3 "$BLOCKS" list "$doc")
+		echo "echo '::readme end'"
+	} >"$d/session.sh"
+	if [ "$(id -u)" = 0 ]; then
+		type -P setpriv >/dev/null || { echo "run as root, and no setpriv to run as another user"; return 1; }
+		chown -R 65534:65534 "$d"
+		chmod 755 "$d"
+		as=(setpriv --reuid 65534 --regid 65534 --clear-groups)
+		"${as[@]}" test -x "$d/repo/build/bin/agent-run" -a -w "$d/home" ||
+			{ echo "user 65534 cannot reach $d"; return 1; }
+	fi
+	(cd "$d/repo" && env -u AGENTKIT_STORE -u AGENTKIT_PATH -u XDG_CONFIG_HOME \
+		-u XDG_STATE_HOME -u XDG_DATA_HOME HOME="$d/home" ASAN_OPTIONS="$asan" \
+		"${as[@]}" timeout -k 10 1200 "$sh" "$d/session.sh" </dev/null >"$d/stdout" 2>"$d/stderr") || rc=$?
+	# the output of each block, by the line its block starts on
+	awk -v dir="$d/out" '/^::readme (block [0-9]+|end)$/ { f = dir "/" $NF; printf "" > f; next } f { print > f }' "$d/stdout"
+	last=$(sed -n 's/^::readme //p' "$d/stdout" | tail -n 1)
+	if [ "$rc" -ne 0 ] || [ "$last" != end ]; then
+		echo "$name: the session stopped with exit $rc in $sh, in ${last:-its prelude}"
+		sed 's/^/  stderr: /' "$d/stderr" | tail -n 20
+		failed=1
+	fi
+	while IFS=$'\t' read -r line what; do
+		[ "$what" = run ] || continue
+		[ -f "$d/out/$line" ] || break
+		n=$((n + 1))
+		python3 "$BLOCKS" check "$doc" "$line" "$d/out/$line" || failed=1
+	done < <(python3 "$BLOCKS" list "$doc")
+	echo "$n blocks of $name run in one $sh session"
+	[ "$failed" -eq 0 ]
+}
+
+# session_dir: a directory for run_session that every user may reach (the
+# test's own may be under one only root may enter), removed by teardown.
+session_dir() {
+	SESSION_DIR=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-readme.XXXXXX")
+}
+
+teardown() {
+	[ -z "${SESSION_DIR-}" ] || rm -rf "$SESSION_DIR"
+}
+
 @test "README: the blocks are found, and the marked ones are skipped" {
 	run -0 python3 "$BLOCKS" list "$README"
 	[ "$(grep -c $'\trun$' <<<"$output")" -ge 8 ]
@@ -100,6 +167,26 @@ run_blocks() {
 	assert_output --partial "the output differs"
 }
 
+@test "README: the one-session run can fail (a cd that stays, a row more than shown)" {
+	session_dir
+	# each block alone passes; in one session the second one runs in /,
+	# where the session's user (not root) may not write
+	printf '%s\n' '```sh' 'cd / && echo went' '```' '```text' 'went' '```' \
+		'```sh' 'echo b >seen' '```' >"$SESSION_DIR/cd.md"
+	run -1 run_session bash "$SESSION_DIR" "$SESSION_DIR/cd.md"
+	assert_line --index 0 "$SESSION_DIR/cd.md: the session stopped with exit 1 in bash, in block 7"
+	assert_line --partial "seen: Permission denied"
+	assert_line "2 blocks of $SESSION_DIR/cd.md run in one bash session"
+	# each block alone prints one row; in one session the second prints two
+	rm -rf "$SESSION_DIR"/*
+	printf '%s\n' '```sh' 'echo a >>rows && wc -l <rows' '```' '```text' '1' '```' \
+		'```sh' 'echo b >>rows && wc -l <rows' '```' '```text' '1' '```' >"$SESSION_DIR/rows.md"
+	requires zsh
+	run -1 run_session zsh "$SESSION_DIR" "$SESSION_DIR/rows.md"
+	assert_line --index 0 "$SESSION_DIR/rows.md:7: the output differs from the one shown"
+	assert_line "2 blocks of $SESSION_DIR/rows.md run in one zsh session"
+}
+
 @test "README: every sh block runs as printed in bash" {
 	run -0 run_blocks bash
 	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in bash"
@@ -109,6 +196,19 @@ run_blocks() {
 	requires zsh
 	run -0 run_blocks zsh
 	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in zsh"
+}
+
+@test "README: all the blocks run in order in one bash session, as a user who is not root" {
+	session_dir
+	run -0 run_session bash "$SESSION_DIR"
+	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in one bash session"
+}
+
+@test "README: all the blocks run in order in one zsh session, as a user who is not root" {
+	requires zsh
+	session_dir
+	run -0 run_session zsh "$SESSION_DIR"
+	assert_output --regexp "(^|"$'\n'")[1-9][0-9]* blocks of README.md run in one zsh session"
 }
 
 @test "docs: every sh block of docs/*.md runs as printed in bash" {
