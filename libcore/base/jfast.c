@@ -20,6 +20,7 @@
 
 #include "buf.h"
 #include "json.h"
+#include "json_int.h"
 #include "utf8.h"
 
 /* Stay well inside jansson's own limit, and let it judge anything deeper. */
@@ -1056,38 +1057,85 @@ enum core_status jn_from_json(const json_t *v, struct jn *out)
 
 /* ---- reading, writing, comparing ---- */
 
-static enum core_status dump(const struct jn *v, struct core_buf *out, int depth)
+static enum core_status dump(const struct jn *v, struct core_buf *out, int depth);
+
+/*
+ * One value.  Inline, so that the loops over a container's items write
+ * their scalars without a call: most of a document is short strings and
+ * small integers, and a call per token was most of writing one.
+ */
+static inline enum core_status dump_value(const struct jn *v, struct core_buf *out,
+                                          int depth)
 {
-	struct jn_box *b = v->u.b;
-	enum core_status st;
-	if (depth > JV_MAX_DEPTH * 4)
-		return CORE_EINVAL;
 	switch (v->t) {
 	case JN_NULL: return core_buf_add(out, "null", 4);
 	case JN_TRUE: return core_buf_add(out, "true", 4);
 	case JN_FALSE: return core_buf_add(out, "false", 5);
-	case JN_INT: return jv_dump_int(v->u.i, out);
+	case JN_INT: return jw_int(v->u.i, out);
 	case JN_REAL: return jv_dump_real(v->u.d, out);
 	case JN_BIG: return core_buf_add(out, v->u.s, v->n);
-	case JN_STR: return jv_dump_string(v->u.s, v->n, out);
+	case JN_STR:
+		if (jw_string_short(v->u.s, v->n, out))
+			return CORE_OK;
+		return jv_dump_string(v->u.s, v->n, out);
+	default:
+		return dump(v, out, depth);
+	}
+}
+
+/* A member's key and its ':', after a ',' unless it is the first. */
+static inline enum core_status dump_key(const struct jn_mem *m, int first,
+                                        struct core_buf *out)
+{
+	enum core_status st;
+	size_t kn = m->kn;
+	if (kn <= JW_SHORT && out->cap - out->len > kn + 4 && out->len + kn + 4 <= out->max) {
+		char *q = out->p + out->len;
+		*q = ',';
+		q += !first;
+		if (jw_copy_short(m->k, kn, q + 1)) {
+			q[0] = '"';
+			q[kn + 1] = '"';
+			q[kn + 2] = ':';
+			q[kn + 3] = 0;
+			out->len = (size_t)(q - out->p) + kn + 3;
+			return CORE_OK;
+		}
+	}
+	if ((!first && (st = core_buf_addc(out, ',')))
+	    || (st = jv_dump_string(m->k, kn, out)))
+		return st;
+	return core_buf_addc(out, ':');
+}
+
+static enum core_status dump(const struct jn *v, struct core_buf *out, int depth)
+{
+	struct jn_box *b = v->t == JN_ARR || v->t == JN_OBJ ? v->u.b : NULL;
+	enum core_status st;
+	if (depth > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	/* the items' depth, scalars too: dump_value() checks none */
+	if (b && b->n && depth + 1 > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	switch (v->t) {
 	case JN_ARR:
 		if ((st = core_buf_addc(out, '[')))
 			return st;
 		for (uint32_t i = 0; b && i < b->n; i++)
 			if ((i && (st = core_buf_addc(out, ',')))
-			    || (st = dump(&ITEMS(b)[i], out, depth + 1)))
+			    || (st = dump_value(&ITEMS(b)[i], out, depth + 1)))
 				return st;
 		return core_buf_addc(out, ']');
-	default:
+	case JN_OBJ:
 		if ((st = core_buf_addc(out, '{')))
 			return st;
 		for (uint32_t i = 0; b && i < b->n; i++)
-			if ((i && (st = core_buf_addc(out, ',')))
-			    || (st = jv_dump_string(MEMS(b)[i].k, MEMS(b)[i].kn, out))
-			    || (st = core_buf_addc(out, ':'))
-			    || (st = dump(&MEMS(b)[i].v, out, depth + 1)))
+			if ((st = dump_key(&MEMS(b)[i], !i, out))
+			    || (st = dump_value(&MEMS(b)[i].v, out, depth + 1)))
 				return st;
 		return core_buf_addc(out, '}');
+	default:
+		return dump_value(v, out, depth);
 	}
 }
 

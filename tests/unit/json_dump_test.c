@@ -6,6 +6,7 @@
  * buffers that already hold text and on ones whose room runs out (the
  * sanitizer build checks the writes stay inside the buffer).
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,16 +90,19 @@ int main(void)
 	snprintf(name, sizeof name, "%d strings as jansson writes them", tried);
 	report(!bad, name, NULL);
 
-	/* One escape at every place of a 40-byte plain string. */
+	/* One escape at every place of a plain string of every length to
+	 * 40: the short strings' overlapping words, the long ones' blocks and
+	 * their last, overlapping one. */
 	bad = 0;
-	for (size_t at = 0; at < 40; at++)
-		for (size_t k = 0; k < NATOMS; k++) {
-			memset(s, 'q', 40);
-			s[at] = atoms[k][0];
-			if (atoms[k][1])
-				continue;       /* one byte atoms only */
-			bad += !same_as_jansson(s, 40, "");
-		}
+	for (size_t len = 1; len <= 40; len++)
+		for (size_t at = 0; at < len; at++)
+			for (size_t k = 0; k < NATOMS; k++) {
+				memset(s, 'q', len);
+				s[at] = atoms[k][0];
+				if (atoms[k][1])
+					continue;       /* one byte atoms only */
+				bad += !same_as_jansson(s, len, &"xxxxxxx"[at % 8]);
+			}
 	report(!bad, "an escape at every place of a word-scanned string", NULL);
 
 	{
@@ -160,6 +164,25 @@ int main(void)
 			}
 		}
 		report(ok, "integers as decimal digits, within a buffer's max", NULL);
+	}
+	{
+		/* Every number of digits, both sides of each power of ten, as
+		 * printf writes them (two digits are written at a time). */
+		int ok = 1;
+		unsigned long long p = 1;
+		for (int k = 0; k <= 18; k++, p *= 10)
+			for (int d = -1; d <= 1; d++)
+				for (int sign = 1; sign >= -1; sign -= 2) {
+					int64_t i = (int64_t)p + d;
+					char want[32];
+					struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+					i *= sign;
+					snprintf(want, sizeof want, "%" PRId64, i);
+					ok &= !jv_dump_int(i, &b) && b.len == strlen(want)
+					      && !strcmp(b.p, want);
+					core_buf_release(&b);
+				}
+		report(ok, "integers of every length as printf writes them", NULL);
 	}
 	return tap_end();
 }
