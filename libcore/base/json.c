@@ -374,10 +374,68 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 	return CORE_OK;
 }
 
+/*
+ * d as the decimal m / 10^k with the fewest digits after the point (k <=
+ * 8, m below 10^15), when one reads back as d exactly: what the %.15g
+ * below writes for it, without printf's or strtod's cost.  Exact: m and
+ * 10^k are doubles exactly, so m / 10^k is the double nearest the decimal,
+ * as strtod would read it; and a decimal of at most 15 digits that is
+ * within a rounding of d is d rounded to 15 digits.  Only where %g writes
+ * no exponent (1e-4 <= |d| < 1e15) and not for 0 (-0 has its sign).
+ */
+static int short_real(double d, char *tmp, int *len)
+{
+	static const double p10[] = { 1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8 };
+	double a = d < 0 ? -d : d;
+	if (!(a >= 1e-4 && a < 1e15))
+		return 0;
+	for (int k = 0; k <= 8; k++) {
+		double x = a * p10[k];
+		unsigned long long m;
+		size_t n;
+		if (x >= 1e15)
+			return 0;
+		m = (unsigned long long)(x + 0.5);
+		if ((double)m / p10[k] != a)
+			continue;
+		if (k && m % 10 == 0)
+			return 0;   /* cannot be: a shorter k matched first */
+		/* the digits of m, with the point k places from the right */
+		n = jw_digits(m);
+		char *q = tmp;
+		if (d < 0)
+			*q++ = '-';
+		if (n <= (size_t)k) {
+			*q++ = '0';
+			*q++ = '.';
+			for (size_t z = n; z < (size_t)k; z++)
+				*q++ = '0';
+			jw_put_digits(m, q + n);
+			q += n;
+		} else {
+			jw_put_digits(m / (unsigned long long)p10[k], q + (n - (size_t)k));
+			q += n - (size_t)k;
+			*q++ = '.';
+			if (k) {
+				unsigned long long f = m % (unsigned long long)p10[k];
+				for (int z = k - 1; z >= 0; z--, f /= 10)
+					q[z] = (char)('0' + f % 10);
+				q += k;
+			} else
+				*q++ = '0';
+		}
+		*len = (int)(q - tmp);
+		return 1;
+	}
+	return 0;
+}
+
 enum core_status jv_dump_real(double d, struct core_buf *out)
 {
 	char tmp[40];
 	int len = 0;
+	if (short_real(d, tmp, &len))
+		return core_buf_add(out, tmp, (size_t)len);
 	/* Shortest of 15..17 significant digits that reads back exactly. */
 	for (int prec = 15; prec <= 17; prec++) {
 		len = snprintf(tmp, sizeof tmp, "%.*g", prec, d);
