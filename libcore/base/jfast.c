@@ -177,8 +177,9 @@ static inline int escape(struct fp *f, size_t *len)
 
 /*
  * Skip the plain bytes at f->p, eight at a time: no quote, backslash,
- * control byte or byte of a multibyte character (the byte loop in
- * string() then looks at the one that stopped it).  A word has such a
+ * control byte or byte of a multibyte character, up to the one that
+ * stops them (the byte loop in string() then only has the last few bytes
+ * of the text to look at).  A word has such a
  * byte when any of its bytes is below 0x20, is 0x22 or 0x5c (a byte equal
  * to k is a zero in x ^ k), or has its top bit set.
  */
@@ -190,9 +191,15 @@ static inline void plain_run(struct fp *f)
 		memcpy(&x, f->p, 8);
 		uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
 		/* a subtraction borrows only at a byte that stops the run, so
-		 * the word is marked exactly when it holds one */
-		if (((x - ones * 0x20) | (q - ones) | (b - ones) | x) & high)
+		 * the word is marked exactly when it holds one, and its
+		 * lowest mark is one (a borrow marks only bytes above) */
+		uint64_t m = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & high;
+		if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			f->p += __builtin_ctzll(m) >> 3;
+#endif
 			return;
+		}
 		f->p += 8;
 	}
 }
