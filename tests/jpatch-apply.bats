@@ -350,3 +350,37 @@ jpatch-apply: invalid JSON: '*'(at <stdin>:4); patch skipped' ]] || fail "$stder
 	echo "peak ${output} KB for ${input} KB of input"
 	[ "$output" -gt 0 ] && [ "$output" -le $(( 6 * input )) ]
 }
+
+# A document of 1 MiB or more is parsed compacting (its strings moved down
+# in its own text, the rest given back): the bytes must come out the same.
+@test "a large document round trips byte for byte: escapes, shared keys, big numbers" {
+	python3 - >big.json <<'PY'
+import json
+recs = []
+for i in range(9000):
+    recs.append({"id": "r%d" % i, "": "", "k\"ey\n": "a\\b\u0001\u00e9\U0001f600",
+                 "long": "x" * (i % 70), "word": ["alpha", "bravo", "alpha"][i % 3],
+                 "n": i * 7919 - 30000, "t": i % 2 == 0, "z": None})
+text = json.dumps({"records": recs, "tail": "end"}, separators=(",", ":"),
+                  ensure_ascii=False)
+# a number past 64 bits keeps its digits
+print(text[:-1] + ',"big":18446744073709551617123}')
+PY
+	[ "$(wc -c <big.json)" -gt 1048576 ]
+	printf '[]' >p.json
+	run -0 --separate-stderr jpatch-apply big.json p.json
+	[ "$output" = "$(cat big.json)" ] || fail "the document changed"
+	printf '[{"op":"test","path":"/big","value":18446744073709551617123},{"op":"copy","from":"/records/8999","path":"/last"}]' >p.json
+	run -0 --separate-stderr jpatch-apply big.json p.json
+	[[ "$output" == *',"last":{"id":"r8999","":"","k\"ey\n":"a\\b\u0001'*'","long":"'* ]] || fail "${output: -300}"
+}
+
+@test "a large document that the fast parse refuses still gets jansson's message" {
+	python3 -c 'print("{\"pad\":\"" + "p" * 1200000 + "\",\"a\":1,\n\"a\":2}")' >dup.json
+	printf '[]' >p.json
+	run -101 --separate-stderr jpatch-apply dup.json p.json
+	assert_equal "$stderr" "jpatch-apply: invalid JSON: duplicate object key near '\"a\"' (at dup.json:2:3)"
+	python3 -c 'print("[\"" + "q" * 1200000 + "\",\n  tru]")' >bad.json
+	run -101 --separate-stderr jpatch-apply bad.json p.json
+	[[ "$stderr" == "jpatch-apply: invalid JSON: "*"(at bad.json:2:"*")" ]] || fail "$stderr"
+}

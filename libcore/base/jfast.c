@@ -16,20 +16,32 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "buf.h"
 #include "json.h"
+#include "json_int.h"
 #include "utf8.h"
 
 /* Stay well inside jansson's own limit, and let it judge anything deeper. */
 #define FAST_MAX_DEPTH (JSON_PARSER_MAX_DEPTH - 16)
+
+/* Strings a compacting parse remembers, to keep one copy of each. */
+#define SEEN_SLOTS 256
+#define SEEN_MAX 32             /* longest string looked up */
 
 struct fp {
 	const char *p, *end;
 	char *scratch;          /* unescaped string bytes */
 	size_t cap;
 	int bigs;               /* numbers jansson alone would refuse */
+	/* Compacting (jn_load_file()): the strings' bytes are moved down
+	 * to w, in the text itself, and the pages the parse has left
+	 * behind are given back; NULL otherwise. */
+	char *w;
+	const char *given;      /* the text below it is given back */
+	struct seen { const char *s; size_t n; } *seen;    /* SEEN_SLOTS */
 };
 
 static void ws(struct fp *f)
@@ -165,8 +177,9 @@ static inline int escape(struct fp *f, size_t *len)
 
 /*
  * Skip the plain bytes at f->p, eight at a time: no quote, backslash,
- * control byte or byte of a multibyte character (the byte loop in
- * string() then looks at the one that stopped it).  A word has such a
+ * control byte or byte of a multibyte character, up to the one that
+ * stops them (the byte loop in string() then only has the last few bytes
+ * of the text to look at).  A word has such a
  * byte when any of its bytes is below 0x20, is 0x22 or 0x5c (a byte equal
  * to k is a zero in x ^ k), or has its top bit set.
  */
@@ -178,9 +191,15 @@ static inline void plain_run(struct fp *f)
 		memcpy(&x, f->p, 8);
 		uint64_t q = x ^ (ones * '"'), b = x ^ (ones * '\\');
 		/* a subtraction borrows only at a byte that stops the run, so
-		 * the word is marked exactly when it holds one */
-		if (((x - ones * 0x20) | (q - ones) | (b - ones) | x) & high)
+		 * the word is marked exactly when it holds one, and its
+		 * lowest mark is one (a borrow marks only bytes above) */
+		uint64_t m = ((x - ones * 0x20) | (q - ones) | (b - ones) | x) & high;
+		if (m) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+			f->p += __builtin_ctzll(m) >> 3;
+#endif
 			return;
+		}
 		f->p += 8;
 	}
 }
@@ -250,6 +269,7 @@ static int string(struct fp *f, const char **s, size_t *n)
 static void *(*mem_alloc)(size_t) = malloc;
 static void (*mem_free)(void *) = free;
 static void *(*mem_realloc)(void *, size_t) = realloc;
+static void (*mem_trim)(void);  /* gives back what the arena has not used */
 
 static void *jn_alloc(size_t n)
 {
@@ -558,6 +578,51 @@ static int digit(char c)
 	return c >= '0' && c <= '9';
 }
 
+/*
+ * Give back the pages between the compacted bytes and the parse: nothing
+ * below w (which holds the strings so far) and nothing at p or after
+ * (still to be read), 256 KiB at a time, or all of it at the end.
+ */
+static void give_back(struct fp *f, int all)
+{
+	const uintptr_t page = 4096;
+	uintptr_t lo = ((uintptr_t)f->w + page - 1) & ~(page - 1);
+	uintptr_t hi = (uintptr_t)f->p & ~(page - 1);
+	if (lo < (uintptr_t)f->given)
+		lo = (uintptr_t)f->given;
+	if (hi > lo && (all || hi - lo >= ((uintptr_t)1 << 18))) {
+		madvise((void *)lo, hi - lo, MADV_DONTNEED);
+		f->given = (const char *)hi;
+	}
+}
+
+/*
+ * The bytes s[0..n) kept in the compacted text: moved down to w (never
+ * above where they were: each string took at least its own length of
+ * text, quotes and escapes included), or the copy made of the same bytes
+ * before, for short ones.  Returns where they now are.
+ */
+static const char *compact(struct fp *f, const char *s, size_t n, int share)
+{
+	const char *r = f->w;
+	unsigned h = 0;
+	if (share && n && n <= SEEN_MAX) {
+		h = ((unsigned)n * 131u + (unsigned char)s[0] * 31u
+		     + (unsigned char)s[n - 1] + (unsigned char)s[n >> 1] * 7u)
+		    % SEEN_SLOTS;
+		if (f->seen[h].n == n && !memcmp(f->seen[h].s, s, n))
+			return f->seen[h].s;
+	}
+	memmove(f->w, s, n);
+	f->w += n;
+	if (share && n && n <= SEEN_MAX) {
+		f->seen[h].s = r;
+		f->seen[h].n = n;
+	}
+	give_back(f, 0);
+	return r;
+}
+
 /* A number token; JN_BIG for one jansson would refuse as too large. */
 static int number(struct fp *f, struct jn *v)
 {
@@ -623,7 +688,7 @@ static int number(struct fp *f, struct jn *v)
 	v->t = JN_BIG;
 	v->own = 0;
 	v->n = (uint32_t)len;
-	v->u.s = s;
+	v->u.s = f->w ? compact(f, s, len, 0) : s;
 	return 1;
 }
 
@@ -666,6 +731,10 @@ static int take_string(struct fp *f, const char *s, size_t n, const char **out,
 	if (n > JN_MAX_LEN)
 		return 0;
 	*own = 0;
+	if (f->w) {
+		*out = compact(f, s, n, 1);
+		return 1;
+	}
 	*out = s;
 	if (s == f->scratch && n) {
 		if (!(*out = bytes_dup(s, n)))
@@ -889,12 +958,22 @@ static int value(struct fp *f, struct stacks *st, int depth, struct jn *v)
 
 /* The fast parse: 1 with *out, or 0 for jansson to judge.  *bigs is set
  * when the document holds a JN_BIG. */
-static int parse_fast(const char *p, size_t n, struct jn *out, int *bigs)
+static int parse_fast(const char *p, size_t n, struct jn *out, int *bigs,
+                      char *text)
 {
 	static int c_locale = -1;
-	struct fp f = { p, p + n, NULL, 0, 0 };
+	struct fp f = { p, p + n, NULL, 0, 0, NULL, NULL, NULL };
 	struct stacks st = { 0 };
+	struct seen seen[SEEN_SLOTS];
 	int ok;
+
+	if (text) {
+		/* compacting: the text is ours to overwrite */
+		memset(seen, 0, sizeof seen);
+		f.w = text;
+		f.given = text;
+		f.seen = seen;
+	}
 
 	/* jansson reads reals with '.' whatever the locale; strtod does not. */
 	if (c_locale < 0)
@@ -912,6 +991,8 @@ static int parse_fast(const char *p, size_t n, struct jn *out, int *bigs)
 			ok = 0;
 		}
 	}
+	if (ok && text)
+		give_back(&f, 1);
 	*bigs = f.bigs;
 	free(f.scratch);
 	jn_free(st.ab);
@@ -926,7 +1007,7 @@ enum core_status jn_parse(const char *p, size_t n, const char *name,
 	enum core_status st;
 	int bigs;
 	*out = (struct jn)JN_NULL_INIT;
-	if (parse_fast(p, n, out, &bigs))
+	if (parse_fast(p, n, out, &bigs, NULL))
 		return CORE_OK;
 	if (!(v = jv_parse_jansson(p, n, name, lineno, e)))
 		return e->st;
@@ -953,7 +1034,7 @@ json_t *jv_parse_fast(const char *p, size_t n)
 	struct jn v;
 	json_t *r = NULL;
 	int bigs;
-	if (!parse_fast(p, n, &v, &bigs))
+	if (!parse_fast(p, n, &v, &bigs, NULL))
 		return NULL;
 	/* bignums are jv_parse()'s to make, after jansson refused them */
 	if (!bigs)
@@ -1056,38 +1137,85 @@ enum core_status jn_from_json(const json_t *v, struct jn *out)
 
 /* ---- reading, writing, comparing ---- */
 
-static enum core_status dump(const struct jn *v, struct core_buf *out, int depth)
+static enum core_status dump(const struct jn *v, struct core_buf *out, int depth);
+
+/*
+ * One value.  Inline, so that the loops over a container's items write
+ * their scalars without a call: most of a document is short strings and
+ * small integers, and a call per token was most of writing one.
+ */
+static inline enum core_status dump_value(const struct jn *v, struct core_buf *out,
+                                          int depth)
 {
-	struct jn_box *b = v->u.b;
-	enum core_status st;
-	if (depth > JV_MAX_DEPTH * 4)
-		return CORE_EINVAL;
 	switch (v->t) {
 	case JN_NULL: return core_buf_add(out, "null", 4);
 	case JN_TRUE: return core_buf_add(out, "true", 4);
 	case JN_FALSE: return core_buf_add(out, "false", 5);
-	case JN_INT: return jv_dump_int(v->u.i, out);
+	case JN_INT: return jw_int(v->u.i, out);
 	case JN_REAL: return jv_dump_real(v->u.d, out);
 	case JN_BIG: return core_buf_add(out, v->u.s, v->n);
-	case JN_STR: return jv_dump_string(v->u.s, v->n, out);
+	case JN_STR:
+		if (jw_string_short(v->u.s, v->n, out))
+			return CORE_OK;
+		return jv_dump_string(v->u.s, v->n, out);
+	default:
+		return dump(v, out, depth);
+	}
+}
+
+/* A member's key and its ':', after a ',' unless it is the first. */
+static inline enum core_status dump_key(const struct jn_mem *m, int first,
+                                        struct core_buf *out)
+{
+	enum core_status st;
+	size_t kn = m->kn;
+	if (kn <= JW_SHORT && out->cap - out->len > kn + 4 && out->len + kn + 4 <= out->max) {
+		char *q = out->p + out->len;
+		*q = ',';
+		q += !first;
+		if (jw_copy_short(m->k, kn, q + 1)) {
+			q[0] = '"';
+			q[kn + 1] = '"';
+			q[kn + 2] = ':';
+			q[kn + 3] = 0;
+			out->len = (size_t)(q - out->p) + kn + 3;
+			return CORE_OK;
+		}
+	}
+	if ((!first && (st = core_buf_addc(out, ',')))
+	    || (st = jv_dump_string(m->k, kn, out)))
+		return st;
+	return core_buf_addc(out, ':');
+}
+
+static enum core_status dump(const struct jn *v, struct core_buf *out, int depth)
+{
+	struct jn_box *b = v->t == JN_ARR || v->t == JN_OBJ ? v->u.b : NULL;
+	enum core_status st;
+	if (depth > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	/* the items' depth, scalars too: dump_value() checks none */
+	if (b && b->n && depth + 1 > JV_MAX_DEPTH * 4)
+		return CORE_EINVAL;
+	switch (v->t) {
 	case JN_ARR:
 		if ((st = core_buf_addc(out, '[')))
 			return st;
 		for (uint32_t i = 0; b && i < b->n; i++)
 			if ((i && (st = core_buf_addc(out, ',')))
-			    || (st = dump(&ITEMS(b)[i], out, depth + 1)))
+			    || (st = dump_value(&ITEMS(b)[i], out, depth + 1)))
 				return st;
 		return core_buf_addc(out, ']');
-	default:
+	case JN_OBJ:
 		if ((st = core_buf_addc(out, '{')))
 			return st;
 		for (uint32_t i = 0; b && i < b->n; i++)
-			if ((i && (st = core_buf_addc(out, ',')))
-			    || (st = jv_dump_string(MEMS(b)[i].k, MEMS(b)[i].kn, out))
-			    || (st = core_buf_addc(out, ':'))
-			    || (st = dump(&MEMS(b)[i].v, out, depth + 1)))
+			if ((st = dump_key(&MEMS(b)[i], !i, out))
+			    || (st = dump_value(&MEMS(b)[i].v, out, depth + 1)))
 				return st;
 		return core_buf_addc(out, '}');
+	default:
+		return dump_value(v, out, depth);
 	}
 }
 
@@ -1164,21 +1292,61 @@ const char *jn_type_name(const struct jn *v)
 	}
 }
 
-enum core_status jn_load_file(const char *path, size_t max, struct jn_doc *d,
-                              struct core_err *e)
+/* A file's text, read whole into *text (n bytes). */
+static enum core_status read_text(const char *path, size_t max, char **text,
+                                  size_t *n, struct core_err *e)
 {
-	const char *name = strcmp(path, "-") ? path : "<stdin>";
 	struct core_buf b = CORE_BUF_INIT(max);
 	enum core_status st;
-	size_t n;
 	/* read, not mmap: a file truncated under a mapping would kill the
 	 * process with SIGBUS instead of giving an error */
-	*d = (struct jn_doc)JN_DOC_INIT;
 	if ((st = core_buf_read_file(&b, path, e))) {
 		core_buf_release(&b);
 		return st;
 	}
-	d->text = core_buf_detach(&b, &n);
+	*text = core_buf_detach(&b, n);
+	return CORE_OK;
+}
+
+/* Documents from this size up are compacted as they are parsed. */
+#define COMPACT_MIN ((size_t)1 << 20)
+
+/*
+ * A large regular file is parsed compacting (struct fp): its strings are
+ * moved down to the start of the text and the rest is given back page by
+ * page as the parse passes, so a document holds its strings once (each
+ * distinct short key once) instead of its whole text.  That overwrites
+ * the text; when the fast parse gives up on it, the file is read again
+ * for jansson to judge - unless it changed in between, which is said.
+ */
+enum core_status jn_load_file(const char *path, size_t max, struct jn_doc *d,
+                              struct core_err *e)
+{
+	const char *name = strcmp(path, "-") ? path : "<stdin>";
+	struct stat before, after;
+	enum core_status st;
+	size_t n;
+	int bigs;
+
+	*d = (struct jn_doc)JN_DOC_INIT;
+	int regular = strcmp(path, "-") && !stat(path, &before) && S_ISREG(before.st_mode);
+	if ((st = read_text(path, max, &d->text, &n, e)))
+		return st;
+	if (regular && n >= COMPACT_MIN) {
+		if (parse_fast(d->text, n, &d->root, &bigs, d->text)) {
+			if (mem_trim)
+				mem_trim();
+			return CORE_OK;
+		}
+		jn_doc_release(d);
+		if (stat(path, &after) || after.st_ino != before.st_ino
+		    || after.st_dev != before.st_dev || after.st_size != before.st_size
+		    || after.st_mtim.tv_sec != before.st_mtim.tv_sec
+		    || after.st_mtim.tv_nsec != before.st_mtim.tv_nsec)
+			return core_fail(e, CORE_ESYS, "'%s' changed while it was read", path);
+		if ((st = read_text(path, max, &d->text, &n, e)))
+			return st;
+	}
 	if ((st = jn_parse(d->text, n, name, 0, &d->root, e)))
 		jn_doc_release(d);
 	return st;
@@ -1269,6 +1437,16 @@ static void *arena_malloc(size_t n)
 
 static void arena_free(void *p);
 
+/* Give back the pages of this thread's region past its last block: a
+ * huge page faulted in whole is mostly unused at the end of a parse. */
+static void arena_trim(void)
+{
+	const uintptr_t page = 4096;
+	uintptr_t lo = ((uintptr_t)arena_p + page - 1) & ~(page - 1);
+	if (arena_regions > 1 && lo < (uintptr_t)arena_end)
+		madvise((void *)lo, (uintptr_t)arena_end - lo, MADV_DONTNEED);
+}
+
 /* Blocks past the size classes are malloc's, so a large one grows or
  * shrinks in place (mremap) rather than by copying. */
 static void *arena_realloc(void *p, size_t n)
@@ -1315,6 +1493,7 @@ void jv_fast_alloc(void)
 	mem_alloc = arena_malloc;
 	mem_free = arena_free;
 	mem_realloc = arena_realloc;
+	mem_trim = arena_trim;
 #endif
 }
 

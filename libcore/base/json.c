@@ -1,5 +1,6 @@
 /* json.c - exact-number JSON on top of jansson; see json.h. */
 #include "json.h"
+#include "json_int.h"
 #include "utf8.h"
 
 #include <errno.h>
@@ -10,6 +11,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #define BIGNUM_TAG '\xff'
 #define PARSE_FLAGS (JSON_REJECT_DUPLICATES | JSON_DECODE_ANY | JSON_ALLOW_NUL)
@@ -257,31 +261,50 @@ static const char hexdig[] = "0123456789abcdef";
 
 /*
  * Copy the run from s[i] of bytes that need no escape to q; the run's end.
- * Eight bytes at a time (SWAR: a byte below 0x20, '"' or '\\' sets its high
- * bit in m), each word stored whole - the caller has room for all of
- * s[i..n), and what follows the run overwrites the bytes past it - then the
- * tail byte by byte.
+ * Sixteen bytes at a time with SSE2 (every x86-64 has it), else eight
+ * (jw_esc_mask()), each block stored whole - the caller has room for all of
+ * s[i..n), and what follows the run overwrites the bytes past it - then
+ * the tail as one last block that overlaps the bytes already copied, so
+ * no byte is looked at alone unless s[i..n) is shorter than a word.
  */
 static size_t plain_run(const char *s, size_t i, size_t n, char *q)
 {
+	size_t start = i;
+#if defined(__SSE2__)
+	const __m128i ctl = _mm_set1_epi8(0x1f), quote = _mm_set1_epi8('"'),
+	              bsl = _mm_set1_epi8('\\');
+	while (n - i >= 16) {
+		__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(s + i));
+		unsigned m;
+		_mm_storeu_si128((__m128i *)(void *)q, x);
+		m = (unsigned)_mm_movemask_epi8(_mm_or_si128(
+		        _mm_cmpeq_epi8(_mm_max_epu8(x, ctl), ctl),
+		        _mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, bsl))));
+		if (m)
+			return i + (size_t)__builtin_ctz(m);
+		i += 16;
+		q += 16;
+	}
+#endif
 	while (n - i >= 8) {
-		uint64_t x, e, b, m;
-		memcpy(&x, s + i, 8);
+		uint64_t x = jw_load8(s + i), m = jw_esc_mask(x);
 		memcpy(q, &x, 8);
-		e = x ^ 0x2222222222222222u;
-		b = x ^ 0x5c5c5c5c5c5c5c5cu;
-		m = ((x - 0x2020202020202020u) | (e - 0x0101010101010101u) |
-		     (b - 0x0101010101010101u)) & ~x & 0x8080808080808080u;
 		if (m)
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-			/* the lowest marked byte is a true one (a borrow
-			 * only marks bytes above it) */
 			return i + (size_t)(__builtin_ctzll(m) >> 3);
 #else
 			break;
 #endif
 		i += 8;
 		q += 8;
+	}
+	if (i < n && n - start >= 8) {
+		/* the last eight bytes, some of them copied already */
+		uint64_t x = jw_load8(s + n - 8);
+		if (!jw_esc_mask(x)) {
+			memcpy(q - (i - (n - 8)), &x, 8);
+			return n;
+		}
 	}
 	while (i < n) {
 		unsigned char c = (unsigned char)s[i];
@@ -322,6 +345,8 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 {
 	enum core_status st;
 	size_t i = 0, run;
+	if (jw_string_short(s, n, out))
+		return CORE_OK;
 	/* room for the quotes and the NUL; the call only when short of it */
 	if ((out->cap - out->len < n + 3 || out->len + n + 2 > out->max)
 	    && (st = core_buf_grow(out, n + 2)))
@@ -349,10 +374,68 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 	return CORE_OK;
 }
 
+/*
+ * d as the decimal m / 10^k with the fewest digits after the point (k <=
+ * 8, m below 10^15), when one reads back as d exactly: what the %.15g
+ * below writes for it, without printf's or strtod's cost.  Exact: m and
+ * 10^k are doubles exactly, so m / 10^k is the double nearest the decimal,
+ * as strtod would read it; and a decimal of at most 15 digits that is
+ * within a rounding of d is d rounded to 15 digits.  Only where %g writes
+ * no exponent (1e-4 <= |d| < 1e15) and not for 0 (-0 has its sign).
+ */
+static int short_real(double d, char *tmp, int *len)
+{
+	static const double p10[] = { 1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8 };
+	double a = d < 0 ? -d : d;
+	if (!(a >= 1e-4 && a < 1e15))
+		return 0;
+	for (int k = 0; k <= 8; k++) {
+		double x = a * p10[k];
+		unsigned long long m;
+		size_t n;
+		if (x >= 1e15)
+			return 0;
+		m = (unsigned long long)(x + 0.5);
+		if ((double)m / p10[k] != a)
+			continue;
+		if (k && m % 10 == 0)
+			return 0;   /* cannot be: a shorter k matched first */
+		/* the digits of m, with the point k places from the right */
+		n = jw_digits(m);
+		char *q = tmp;
+		if (d < 0)
+			*q++ = '-';
+		if (n <= (size_t)k) {
+			*q++ = '0';
+			*q++ = '.';
+			for (size_t z = n; z < (size_t)k; z++)
+				*q++ = '0';
+			jw_put_digits(m, q + n);
+			q += n;
+		} else {
+			jw_put_digits(m / (unsigned long long)p10[k], q + (n - (size_t)k));
+			q += n - (size_t)k;
+			*q++ = '.';
+			if (k) {
+				unsigned long long f = m % (unsigned long long)p10[k];
+				for (int z = k - 1; z >= 0; z--, f /= 10)
+					q[z] = (char)('0' + f % 10);
+				q += k;
+			} else
+				*q++ = '0';
+		}
+		*len = (int)(q - tmp);
+		return 1;
+	}
+	return 0;
+}
+
 enum core_status jv_dump_real(double d, struct core_buf *out)
 {
 	char tmp[40];
 	int len = 0;
+	if (short_real(d, tmp, &len))
+		return core_buf_add(out, tmp, (size_t)len);
 	/* Shortest of 15..17 significant digits that reads back exactly. */
 	for (int prec = 15; prec <= 17; prec++) {
 		len = snprintf(tmp, sizeof tmp, "%.*g", prec, d);
@@ -369,26 +452,7 @@ enum core_status jv_dump_real(double d, struct core_buf *out)
 
 enum core_status jv_dump_int(int64_t i, struct core_buf *out)
 {
-	char tmp[24], *q = tmp + sizeof tmp;
-	unsigned long long u = i < 0 ? 0ULL - (unsigned long long)i
-	                             : (unsigned long long)i;
-	size_t n;
-	if (u < 10 && i >= 0)
-		return core_buf_addc(out, (char)('0' + u));
-	do
-		*--q = (char)('0' + u % 10);
-	while (u /= 10);
-	if (i < 0)
-		*--q = '-';
-	n = (size_t)(tmp + sizeof tmp - q);
-	if (out->cap - out->len <= n || out->len + n > out->max)
-		return core_buf_add(out, q, n);
-	/* a loop of at most 20 bytes, not a call */
-	for (size_t k = 0; k < n; k++)
-		out->p[out->len + k] = q[k];
-	out->len += n;
-	out->p[out->len] = 0;
-	return CORE_OK;
+	return jw_int(i, out);
 }
 
 static enum core_status dump(const json_t *v, struct core_buf *out, int depth)

@@ -6,6 +6,7 @@
  * buffers that already hold text and on ones whose room runs out (the
  * sanitizer build checks the writes stay inside the buffer).
  */
+#include <inttypes.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,16 +90,19 @@ int main(void)
 	snprintf(name, sizeof name, "%d strings as jansson writes them", tried);
 	report(!bad, name, NULL);
 
-	/* One escape at every place of a 40-byte plain string. */
+	/* One escape at every place of a plain string of every length to
+	 * 40: the short strings' overlapping words, the long ones' blocks and
+	 * their last, overlapping one. */
 	bad = 0;
-	for (size_t at = 0; at < 40; at++)
-		for (size_t k = 0; k < NATOMS; k++) {
-			memset(s, 'q', 40);
-			s[at] = atoms[k][0];
-			if (atoms[k][1])
-				continue;       /* one byte atoms only */
-			bad += !same_as_jansson(s, 40, "");
-		}
+	for (size_t len = 1; len <= 40; len++)
+		for (size_t at = 0; at < len; at++)
+			for (size_t k = 0; k < NATOMS; k++) {
+				memset(s, 'q', len);
+				s[at] = atoms[k][0];
+				if (atoms[k][1])
+					continue;       /* one byte atoms only */
+				bad += !same_as_jansson(s, len, &"xxxxxxx"[at % 8]);
+			}
 	report(!bad, "an escape at every place of a word-scanned string", NULL);
 
 	{
@@ -160,6 +164,71 @@ int main(void)
 			}
 		}
 		report(ok, "integers as decimal digits, within a buffer's max", NULL);
+	}
+	{
+		/* Every number of digits, both sides of each power of ten, as
+		 * printf writes them (two digits are written at a time). */
+		int ok = 1;
+		unsigned long long p = 1;
+		for (int k = 0; k <= 18; k++, p *= 10)
+			for (int d = -1; d <= 1; d++)
+				for (int sign = 1; sign >= -1; sign -= 2) {
+					int64_t i = (int64_t)p + d;
+					char want[32];
+					struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+					i *= sign;
+					snprintf(want, sizeof want, "%" PRId64, i);
+					ok &= !jv_dump_int(i, &b) && b.len == strlen(want)
+					      && !strcmp(b.p, want);
+					core_buf_release(&b);
+				}
+		report(ok, "integers of every length as printf writes them", NULL);
+	}
+	{
+		/* Reals: what "%.15g" .. "%.17g" (the shortest that reads
+		 * back) writes, for short decimals of every size and sign,
+		 * the edges of the range written without printf, and random
+		 * doubles of every exponent. */
+		int ok = 1, seen = 0;
+		unsigned long long x = 88172645463325252ULL;
+		for (int r = 0; r < 200000; r++) {
+			double d;
+			char want[40];
+			int len = 0;
+			x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+			if (r % 4 == 0)
+				memcpy(&d, &x, sizeof d);
+			else if (r % 4 == 1)
+				d = (double)(long long)(x % 2000000001) / 1000.0 - 1e6;
+			else if (r % 4 == 2)
+				d = (double)(x % 1000000000000000ULL)
+				    / (double)(1ULL << (x >> 60)) / 1e4;
+			else {
+				static const double edge[] = { 1e-4, 9.9999e-5, 1e15, 999999999999999.0,
+				                               999999999999999.9, 0.1, 1.0, 100.0, 5e-324,
+				                               1.7976931348623157e308, 0.30000000000000004 };
+				d = edge[(x >> 8) % (sizeof edge / sizeof *edge)] * (x & 1 ? -1 : 1);
+			}
+			if (d != d || d - d != 0)
+				continue;       /* NaN, inf: JSON has none */
+			for (int prec = 15; prec <= 17; prec++) {
+				len = snprintf(want, sizeof want, "%.*g", prec, d);
+				if (prec == 17 || strtod(want, NULL) == d)
+					break;
+			}
+			if (!strpbrk(want, ".eEn"))
+				memcpy(want + len, ".0", 3);
+			struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+			if (jv_dump_real(d, &b) || strcmp(b.p, want)) {
+				if (ok)
+					fprintf(stderr, "# %.17g: %s, not %s\n", d, b.p, want);
+				ok = 0;
+			}
+			seen++;
+			core_buf_release(&b);
+		}
+		snprintf(name, sizeof name, "%d reals as the shortest of %%.15g..%%.17g", seen);
+		report(ok, name, NULL);
 	}
 	return tap_end();
 }
