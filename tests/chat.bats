@@ -38,11 +38,32 @@ tty_wait() {
 	fail "the terminal never showed '$1' ($n times): $(cat tty.raw)"
 }
 
+# tty_wait_joined TEXT: tty_wait on the terminal's text with its line ends
+# taken out (TEXT may span lines: the typed line, the reply, the prompt).
+tty_wait_joined() {
+	for _ in $(seq 1 400); do
+		tr -d '\r\n' <tty.raw 2>/dev/null | grep -qF -- "$1" && return 0
+		sleep 0.025
+	done
+	fail "the terminal never showed '$1': $(cat -v tty.raw)"
+}
+
 tty_type() { printf '%s' "$1" >&7; }
 
-# tty_end: the terminal closes; its text, less CRs, in tty.out; the exit status in tty.rc.
+# tty_end: the terminal closes, 20 s at most (a chat still reading fails
+# the test, killed); its text, less CRs, in tty.out; the exit status in tty.rc.
 tty_end() {
 	exec 7>&-
+	for _ in $(seq 1 800); do
+		kill -0 "$TTY_PID" 2>/dev/null || break
+		sleep 0.025
+	done
+	if kill -0 "$TTY_PID" 2>/dev/null; then
+		kill -TERM "$TTY_PID"
+		wait "$TTY_PID" || true
+		TTY_PID=
+		fail "the chat did not end after its terminal's input: $(cat -v tty.raw)"
+	fi
 	wait "$TTY_PID" || true
 	TTY_PID=
 	sed 's/\r$//' tty.raw >tty.out
@@ -153,7 +174,7 @@ tty_end() {
 	tty_type $'\033[A'
 	tty_wait 'first line'
 	tty_type $'\n'
-	tty_wait '> ' 2
+	tty_wait_joined 'first linefirst line> '
 	tty_type $'\004'
 	tty_end
 	assert_equal "$(agent-snap show h2 | jq -r 'select(.role == "user") | .content[0].text')" 'first line'
@@ -161,9 +182,12 @@ tty_end() {
 	cp "$hist" before
 	tty_start agent-run --model echo --session h3 --no-history
 	tty_wait '/help for commands'
+	# with no history the up arrow rings the bell (and may draw the prompt
+	# again): wait for that, then for the echoed reply and the prompt after it
 	tty_type $'\033[A'
+	tty_wait $'\a'
 	tty_type $'fresh\n'
-	tty_wait '> ' 2
+	tty_wait_joined 'freshfresh> '
 	tty_type $'\004'
 	tty_end
 	assert_equal "$(agent-snap show h3 | jq -r 'select(.role == "user") | .content[0].text')" fresh
