@@ -321,6 +321,25 @@ enum core_status pg_session_rows(struct store *h, const char *session_id,
 	return st;
 }
 
+enum core_status pg_sessions_each(PGresult *r, store_session_fn fn, void *ctx,
+                                  struct core_err *e)
+{
+	enum core_status st = CORE_OK;
+	for (int i = 0; i < PQntuples(r) && st == CORE_OK; i++) {
+		struct store_session_info si;
+		json_t *latest;
+		if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL, NULL,
+		                      &latest, e)) != CORE_OK)
+			break;
+		si.session_id = PQgetvalue(r, i, 0);
+		si.latest = latest;
+		si.rows = strtoul(PQgetvalue(r, i, 1), NULL, 10);
+		st = fn(&si, ctx);
+		json_decref(latest);
+	}
+	return st;
+}
+
 enum core_status pg_sessions(struct store *h, store_session_fn fn, void *ctx,
                              struct core_err *e)
 {
@@ -337,22 +356,10 @@ enum core_status pg_sessions(struct store *h, store_session_fn fn, void *ctx,
 	do {
 		const char *p[1] = { after };
 		PGresult *r;
-		int i;
 		if ((st = pg_exec(s, sql, 1, p, &r, "list sessions", e)) != CORE_OK)
 			return st;
 		n = PQntuples(r);
-		for (i = 0; i < n && st == CORE_OK; i++) {
-			struct store_session_info si;
-			json_t *latest;
-			if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL, NULL,
-			                      &latest, e)) != CORE_OK)
-				break;
-			si.session_id = PQgetvalue(r, i, 0);
-			si.latest = latest;
-			si.rows = strtoul(PQgetvalue(r, i, 1), NULL, 10);
-			st = fn(&si, ctx);
-			json_decref(latest);
-		}
+		st = pg_sessions_each(r, fn, ctx, e);
 		if (n)
 			snprintf(after, sizeof after, "%s", PQgetvalue(r, n - 1, 0));
 		PQclear(r);

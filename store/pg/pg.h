@@ -375,6 +375,11 @@ enum core_status pg_save(struct store *s, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e);
 enum core_status pg_put_stream(struct store *s, const struct store_rows *src,
                                size_t *count, struct core_err *e);
+/* Each row of a listing's batch R (session_id, row count, the latest
+ * row's meta: its first three columns) as one store_session_info to FN;
+ * stops at the first non-OK.  R stays the caller's. */
+enum core_status pg_sessions_each(PGresult *r, store_session_fn fn, void *ctx,
+                                  struct core_err *e);
 /* The recent operation (recent.c): step 5's table, newest first. */
 enum core_status pg_recent(struct store *s, size_t first, store_session_fn fn, void *ctx,
                            struct core_err *e);

@@ -32,24 +32,12 @@ enum core_status pg_recent(struct store *h, size_t first, store_session_fn fn, v
 	do {
 		const char *p[3] = { want, when, after };
 		PGresult *r;
-		int i;
 		snprintf(want, sizeof want, "%zu", batch);
 		if ((st = pg_exec(s, when[0] ? next : head, when[0] ? 3 : 1, p, &r, "list sessions",
 		                  e)) != CORE_OK)
 			return st;
 		n = PQntuples(r);
-		for (i = 0; i < n && st == CORE_OK; i++) {
-			struct store_session_info si;
-			json_t *latest;
-			if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL, NULL,
-			                      &latest, e)) != CORE_OK)
-				break;
-			si.session_id = PQgetvalue(r, i, 0);
-			si.latest = latest;
-			si.rows = strtoul(PQgetvalue(r, i, 1), NULL, 10);
-			st = fn(&si, ctx);
-			json_decref(latest);
-		}
+		st = pg_sessions_each(r, fn, ctx, e);
 		if (n) {
 			snprintf(after, sizeof after, "%s", PQgetvalue(r, n - 1, 0));
 			snprintf(when, sizeof when, "%s", PQgetvalue(r, n - 1, 3));
