@@ -35,25 +35,32 @@ fresh_copy() {
 	done
 }
 
+# shell_setup SHELL: sets the caller's prelude (the blocks' errexit and
+# pipefail in SHELL) and asan (the ASAN_OPTIONS the blocks run with).
+# Under the sanitizers, LeakSanitizer stops each process at exit with
+# PTRACE_ATTACH, whose SIGSTOP any SIGCONT discards; zsh sends SIGCONT
+# to the pipeline processes it waits for (agent-run closes stdout before
+# it exits, so the rest of its pipeline is done first).  Under zsh the
+# leak check then waits forever for a stop that never comes, about one
+# run in ten of a block with a pipeline.  zsh's runs have leak
+# detection off; bash's, on the same blocks, keep it.
+shell_setup() {
+	case $1 in
+	bash) prelude='set -eo pipefail' ;;
+	zsh) prelude='set -e; setopt pipefail' ;;
+	esac
+	asan=${ASAN_OPTIONS-}
+	[ "$1" != zsh ] || [ -z "$asan" ] || asan="$asan:detect_leaks=0"
+}
+
 # run_blocks SHELL [DOC]: run every block of DOC (README.md); print what
 # failed, fail if any did.
 # A block's stdin is /dev/null, as a terminal's would give agent-run no
 # text (stdin text joins a -m turn: this loop's own input must not).
 run_blocks() {
-	local sh=$1 doc=${2:-$README} line what failed=0 n=0 dir prelude name rc asan=${ASAN_OPTIONS-}
+	local sh=$1 doc=${2:-$README} line what failed=0 n=0 dir prelude name rc asan
 	name=${doc#"$TOP/"}
-	case $sh in
-	bash) prelude='set -eo pipefail' ;;
-	zsh) prelude='set -e; setopt pipefail' ;;
-	esac
-	# Under the sanitizers, LeakSanitizer stops each process at exit with
-	# PTRACE_ATTACH, whose SIGSTOP any SIGCONT discards; zsh sends SIGCONT
-	# to the pipeline processes it waits for (agent-run closes stdout before
-	# it exits, so the rest of its pipeline is done first).  Under zsh the
-	# leak check then waits forever for a stop that never comes, about one
-	# run in ten of a block with a pipeline.  zsh's pass runs with leak
-	# detection off; bash's, on the same blocks, keeps it.
-	[ "$sh" != zsh ] || [ -z "$asan" ] || asan="$asan:detect_leaks=0"
+	shell_setup "$sh"
 	while IFS=$'\t' read -r line what; do
 		if [ "$what" != run ]; then
 			echo "# $name:$line: ${what}" >&3
@@ -90,13 +97,9 @@ run_blocks() {
 # session's by a marker line and compared with the one shown; the session
 # stops at the first block that fails (errexit), naming it.
 run_session() {
-	local sh=$1 d=$2 doc=${3:-$README} line what prelude asan=${ASAN_OPTIONS-} rc=0 as=() n=0 failed=0 last name
+	local sh=$1 d=$2 doc=${3:-$README} line what prelude asan rc=0 as=() n=0 failed=0 last name
 	name=${doc#"$TOP/"}
-	case $sh in
-	bash) prelude='set -eo pipefail' ;;
-	zsh) prelude='set -e; setopt pipefail' ;;
-	esac
-	[ "$sh" != zsh ] || [ -z "$asan" ] || asan="$asan:detect_leaks=0"
+	shell_setup "$sh"
 	fresh_copy "$d/repo"
 	mkdir -p "$d/home" "$d/out"
 	{
