@@ -68,7 +68,10 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 	[ "$(jq -r '.state.messages[2].content[0].toolResponse.output.sessionId' <<<"$output")" = "$sub" ]
 }
 
-@test "agent-snap log shows the delegations as a tree: the session's rows, then each sub-session's, deeper" {
+# delegate_two_deep: lead delegates to researcher, which delegates to
+# reviewer (echo); sets lead_sid, lead_snap and sub (the researcher's
+# session) from the run.
+delegate_two_deep() {
 	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
 	agent researcher 'model: script/researcher.ndjson' 'agents: [reviewer]'
 	agent reviewer 'model: echo'
@@ -79,6 +82,10 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 	lead_sid=$(last | jq -r .output.sessionId)
 	lead_snap=$(last | jq -r .output.snapshotId)
 	sub=$(tool_out | jq -r .sessionId)
+}
+
+@test "agent-snap log shows the delegations as a tree: the session's rows, then each sub-session's, deeper" {
+	delegate_two_deep
 	run -0 agent-snap log "$lead_sid"
 	assert_equal "${#lines[@]}" 3
 	assert_equal "$(jq -c '[.sessionId == "'"$lead_sid"'", has("depth"), has("delegation")]' <<<"${lines[0]}")" '[true,false,false]'
@@ -92,16 +99,7 @@ tool_out() { chunks | jq -c 'select(.modelChunk.role == "tool") | .modelChunk.co
 }
 
 @test "agent-snap show shows the delegations as log does: text, NDJSON and JSON" {
-	agent lead 'model: script/lead.ndjson' 'agents: [researcher]'
-	agent researcher 'model: script/researcher.ndjson' 'agents: [reviewer]'
-	agent reviewer 'model: echo'
-	lead_script delegate_to_researcher '{"task": "find facts"}'
-	printf '%s\n' '{"when": {"round": 0}, "toolRequests": [{"name": "delegate_to_reviewer", "ref": "q1", "input": {"task": "check facts"}}]}' \
-		'{"when": {"round": 1}, "text": "facts"}' >agents/researcher.ndjson
-	run -0 --separate-stderr agent-run lead -m hi
-	lead_sid=$(last | jq -r .output.sessionId)
-	lead_snap=$(last | jq -r .output.snapshotId)
-	sub=$(tool_out | jq -r .sessionId)
+	delegate_two_deep
 	sub_snap=$(tool_out | jq -r .snapshotId)
 	run -0 --separate-stderr agent-snap show "$lead_sid"
 	# the lead's four messages, then a heading and the researcher's four, then the reviewer's two
