@@ -18,6 +18,12 @@
 #                  agent-run --url as a whole process against curl's, one
 #                  turn on agent-serve: both load libcurl, whose loading
 #                  is most of either
+#   curl_serve_p50, curl_genkit_p50
+#                  one streamed turn (Genkit's Accept header, a fresh
+#                  session) through curl, agent-serve vs Genkit's
+#                  expressHandler, ROUNDS rounds of N interleaved, the
+#                  medians (goal <= 0.2): the client's cost is small and
+#                  the same for both, so the ratio is the servers'
 #   serve_p50, genkit_p50, express_ratio
 #                  one streamed turn through Genkit JS's remoteAgent
 #                  client (bench/serve-client.cjs, one node process that
@@ -138,6 +144,32 @@ client() {
 bench_expect p50 client "$url" 2 1
 bench_expect p50 client "$gurl" 2 1
 bench_expect p50 client "$furl" 2 1
+
+# ---- curl as the one client: agent-serve vs Genkit's express handler ----
+# The same streamed request (Genkit's client's Accept header, a fresh
+# session each time) through curl, N turns on each server in turn, ROUNDS
+# rounds: the client costs both the same and little, so the ratio is the
+# servers'.
+sse='Accept: text/event-stream' json='Content-Type: application/json'
+init='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}},"init":{}}'
+bench_expect '"finishReason":"stop"' curl -sfN -H "$sse" -H "$json" "$url" -d "$init"
+bench_expect '"finishReason":"stop"' curl -sfN -H "$sse" -H "$json" "$gurl" -d "$init"
+: >cs.times
+: >cg.times
+for _ in $(seq "$rounds"); do
+	for _ in $(seq "$n"); do
+		curl -sfN -H "$sse" -H "$json" -o /dev/null -w '%{time_total}\n' "$url" -d "$init" >>cs.times ||
+			bench_fail "a streamed turn through agent-serve failed"
+		curl -sfN -H "$sse" -H "$json" -o /dev/null -w '%{time_total}\n' "$gurl" -d "$init" >>cg.times ||
+			bench_fail "a streamed turn through Genkit's server failed"
+	done
+done
+cs=$(median $(awk '{ printf "%d\n", $1 * 1e6 }' cs.times))
+cg=$(median $(awk '{ printf "%d\n", $1 * 1e6 }' cg.times))
+bench_row "one streamed turn through curl: agent-serve vs Genkit's express handler" \
+	"$cs" "$cg" us '<=0.2' "$genkit_v"
+echo "curl_serve_p50 $cs us"
+echo "curl_genkit_p50 $cg us"
 
 # ---- the same client, agent-serve vs Genkit's express handler ----
 s_p50=() g_p50=() f_p50=() ratios=() fratios=()
