@@ -775,3 +775,45 @@ try 'agent-serve --help'
 	! grep -q sesame serve.log
 	[ "$(jq -s length requests)" -eq 5 ]
 }
+
+@test "serve: a turn's process is reaped after its answer: no zombie is left" {
+	need_curl
+	# The answer goes out once agent-run's final line is read; its process
+	# is reaped after that, off the answer's path (docs/serve.md, "Each
+	# turn in its own process").  A custom agent whose handler takes its
+	# time to end makes each process live on a second after its answer.
+	mkdir agents
+	cat >linger.sh <<-'SH'
+	#!/bin/sh
+	while IFS= read -r line; do
+		case $line in '{"turn"'*)
+			printf '%s\n' '{"message":{"role":"model","content":[{"text":"ok"}]}}' \
+				'{"done":{"finishReason":"stop"}}' ;;
+		esac
+	done
+	sleep 1
+	SH
+	chmod +x linger.sh
+	printf -- '---\nexec: %s/linger.sh\n---\n' "$PWD" >agents/linger.prompt
+	agent-serve --listen 127.0.0.1:0 --agents agents --max-concurrent 2 2>serve.log &
+	SPID=$!
+	for _ in $(seq 100); do grep -q 'listening on' serve.log && break; sleep 0.05; done
+	URL=$(sed -n 's/^agent-serve: listening on //p' serve.log)
+	for accept in application/json text/event-stream; do
+		run curl -sf -H "Accept: $accept" "$URL/linger" -d "$say_body"
+		[ "$status" -eq 0 ]
+		[[ "$output" == *'"finishReason":"stop"'* ]]
+	done
+	# three at once, past --max-concurrent 2: one is 503, two answer
+	pids=
+	for i in 1 2 3; do
+		curl -s -o /dev/null -w '%{http_code}\n' "$URL/linger" -d "$say_body" >"code.$i" &
+		pids="$pids $!"
+	done
+	wait $pids
+	[ "$(cat code.* | sort | tr '\n' ' ')" = "200 200 503 " ]
+	# every turn's process reaped: none left, not even a zombie
+	for _ in $(seq 100); do [ -z "$(turn_children)" ] && break; sleep 0.05; done
+	[ -z "$(turn_children)" ]
+	grep -c ' 200 ' serve.log | grep -qx 4
+}

@@ -345,6 +345,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	atomic_init(&s->stopping, 0);
 	atomic_init(&s->draining, 0);
 	pthread_mutex_init(&s->warm_mu, NULL);
+	pthread_cond_init(&s->keep_cv, NULL);
 	/* The address, or the socket given (each option's own argument type). */
 	struct MHD_OptionItem where[] = {
 		cfg->listen_fd >= 0
@@ -365,6 +366,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 	if (!s->d) {
 		int err = errno;
 		pthread_mutex_destroy(&s->warm_mu);
+		pthread_cond_destroy(&s->keep_cv);
 		free(s);
 		if (cfg->listen_fd >= 0) {
 			close(cfg->listen_fd);
@@ -374,6 +376,7 @@ enum core_status serve_start(const struct serve_config *cfg, struct serve **out,
 		return core_fail(e, CORE_ESYS, "cannot listen on %s:%u: %s", cfg->host, cfg->port,
 		                 err ? strerror(err) : "libmicrohttpd refused to start");
 	}
+	serve_keeper_start(s);
 	serve_warm(s);
 	*out = s;
 	return CORE_OK;
@@ -405,9 +408,11 @@ unsigned serve_stop(struct serve *s, int64_t drain_ms)
 	MHD_stop_daemon(s->d);
 	if (fd >= 0)
 		close(fd);
-	/* a turn that ended in the drain may have started one */
+	/* the last turns' children reaped; none is started ahead now */
+	serve_keeper_stop(s);
 	serve_warm_end(s);
 	pthread_mutex_destroy(&s->warm_mu);
+	pthread_cond_destroy(&s->keep_cv);
 	free(s);
 	return left;
 }

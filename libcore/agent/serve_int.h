@@ -26,10 +26,16 @@ struct serve {
 	atomic_int turns;       /* turns holding a slot */
 	atomic_int draining;    /* SIGTERM came: no new requests */
 	atomic_int stopping;    /* the drain is over: cancel what runs */
-	/* An agent-run --serve-child started ahead of the next turn (its
-	 * exec and start-up off the turn's path), or NULL; under warm_mu. */
+	/* The keeper thread's work, under warm_mu (serve_run.c): an
+	 * agent-run --serve-child started ahead of the next turn (its exec
+	 * and start-up off the turn's path), or NULL; whether one is wanted;
+	 * the children of ended turns still to reap, and how many. */
 	pthread_mutex_t warm_mu;
+	pthread_cond_t keep_cv;
+	pthread_t keeper;
+	int keeper_up, keep_quit, want_warm, nended;
 	struct coproc *warm;
+	struct serve_ended *ended;
 };
 
 enum serve_route { SERVE_LIST, SERVE_TURN, SERVE_SNAPSHOT, SERVE_WAIT, SERVE_ABORT };
@@ -71,12 +77,22 @@ enum MHD_Result serve_error_code(struct serve_req *r, int code, const char *stat
 enum MHD_Result serve_result(struct serve_req *r, json_t *v);
 void serve_note_ids(struct serve_req *r, const json_t *v);
 void serve_req_release(struct serve_req *r);
-/* The request's turn slot given back (when its child is gone, before the
- * answer's last byte: a client's next turn must find it free); once. */
+/* The request's turn slot given back (when its child's final line is
+ * read, before the answer's last byte: a client's next turn must find it
+ * free); once. */
 void serve_slot_free(struct serve_req *r);
 
-/* The next turn's agent-run, started ahead (serve_run.c): serve_warm()
- * starts one when there is none, serve_warm_end() ends it (the drain). */
+/*
+ * The keeper (serve_run.c), a thread that does a turn's work that no
+ * answer waits for: serve_warm() asks it to start the next turn's
+ * agent-run ahead when there is none; a turn whose final line is read
+ * hands it its child to reap.  serve_keeper_start() starts it (without
+ * it, that work is done in the caller, as before); serve_warm_end() ends
+ * the child started ahead (the drain); serve_keeper_stop(), once no
+ * request is left, reaps what is left and joins it.
+ */
+void serve_keeper_start(struct serve *s);
+void serve_keeper_stop(struct serve *s);
 void serve_warm(struct serve *s);
 void serve_warm_end(struct serve *s);
 

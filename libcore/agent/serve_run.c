@@ -93,6 +93,7 @@ struct serve_turn {
 	struct core_buf frame;  /* the SSE bytes not yet handed to the client */
 	size_t pos;
 	int done;
+	int ended;              /* its final line is read */
 };
 
 /*
@@ -118,8 +119,17 @@ static int turn_cancelled(void *ctx)
 /* End the child: SIGTERM when the turn is cancelled and was not told yet
  * (agent-run then writes its row aborted; a second signal would end it at
  * once), then the grace, then its group killed. */
+static void serve_reap(struct serve *s, struct coproc *cp);
+
+/* A turn whose final line is read, and not cancelled, is over: its child
+ * goes to the keeper to be reaped while the answer goes out. */
 static void turn_stop(struct serve_turn *t)
 {
+	if (t->cp && t->ended && !t->r->cancelled) {
+		serve_reap(t->r->s, t->cp);
+		t->cp = NULL;
+		serve_slot_free(t->r);
+	}
 	if (t->cp) {
 		if (t->r->cancelled && !t->stop_at && !coproc_exited(t->cp))
 			spawn_signal(t->cp->pid, SIGTERM);
@@ -189,9 +199,15 @@ static size_t trace_env(struct serve_req *r, char *env[3])
 	return k;
 }
 
-/* ---- the next turn's agent-run, started ahead ---- */
+/* ---- the keeper: the next turn's agent-run started ahead, ended
+ * turns' children reaped ---- */
 
-void serve_warm(struct serve *s)
+struct serve_ended {
+	struct coproc *cp;
+	struct serve_ended *next;
+};
+
+static void warm_start(struct serve *s)
 {
 	struct core_err e = { 0 };
 	struct coproc *cp = NULL;
@@ -215,6 +231,93 @@ void serve_warm(struct serve *s)
 	}
 	pthread_mutex_unlock(&s->warm_mu);
 	coproc_free(cp);
+}
+
+/* The child of a turn that is over exits on its own once its final line
+ * is written; it is reaped within SERVE_KILL_GRACE_MS (then its group is
+ * killed), no answer waiting on that.  Past max_turns children
+ * waiting to be reaped, the turn reaps its own: the processes a server
+ * holds stay bounded. */
+static void serve_reap(struct serve *s, struct coproc *cp)
+{
+	struct serve_ended *x = malloc(sizeof *x);
+	pthread_mutex_lock(&s->warm_mu);
+	if (x && s->keeper_up && !s->keep_quit && s->nended < (int)s->cfg.max_turns) {
+		x->cp = cp;
+		x->next = s->ended;
+		s->ended = x;
+		s->nended++;
+		pthread_cond_signal(&s->keep_cv);
+		cp = NULL;
+		x = NULL;
+	}
+	pthread_mutex_unlock(&s->warm_mu);
+	free(x);
+	if (cp) {
+		coproc_close(cp, SERVE_KILL_GRACE_MS);
+		coproc_free(cp);
+	}
+}
+
+void serve_warm(struct serve *s)
+{
+	pthread_mutex_lock(&s->warm_mu);
+	if (s->keeper_up) {
+		s->want_warm = 1;
+		pthread_cond_signal(&s->keep_cv);
+		pthread_mutex_unlock(&s->warm_mu);
+		return;
+	}
+	pthread_mutex_unlock(&s->warm_mu);
+	warm_start(s);
+}
+
+/* The next turn's child first, then the reaping. */
+static void *keeper(void *arg)
+{
+	struct serve *s = arg;
+	pthread_mutex_lock(&s->warm_mu);
+	for (;;) {
+		struct serve_ended *x;
+		while (!s->want_warm && !s->ended && !s->keep_quit)
+			pthread_cond_wait(&s->keep_cv, &s->warm_mu);
+		if (s->want_warm) {
+			s->want_warm = 0;
+			pthread_mutex_unlock(&s->warm_mu);
+			warm_start(s);
+			pthread_mutex_lock(&s->warm_mu);
+		} else if ((x = s->ended)) {
+			s->ended = x->next;
+			s->nended--;
+			pthread_mutex_unlock(&s->warm_mu);
+			coproc_close(x->cp, SERVE_KILL_GRACE_MS);
+			coproc_free(x->cp);
+			free(x);
+			pthread_mutex_lock(&s->warm_mu);
+		} else {
+			break;
+		}
+	}
+	pthread_mutex_unlock(&s->warm_mu);
+	return NULL;
+}
+
+void serve_keeper_start(struct serve *s)
+{
+	s->keeper_up = !pthread_create(&s->keeper, NULL, keeper, s);
+}
+
+void serve_keeper_stop(struct serve *s)
+{
+	if (!s->keeper_up)
+		return;
+	pthread_mutex_lock(&s->warm_mu);
+	s->keep_quit = 1;
+	s->want_warm = 0;
+	pthread_cond_signal(&s->keep_cv);
+	pthread_mutex_unlock(&s->warm_mu);
+	pthread_join(s->keeper, NULL);
+	s->keeper_up = 0;
 }
 
 void serve_warm_end(struct serve *s)
@@ -362,6 +465,7 @@ static enum core_status turn_next(struct serve_turn *t, char **line, size_t *len
 		return *final ? CORE_OK : core_fail(e, CORE_ENOMEM, "out of memory");
 	}
 	if (line_is(*line, "output") || line_is(*line, "error")) {
+		t->ended = 1;
 		if (!(*final = jv_parse(*line, *len, "agent-run's output", 1, e)))
 			*final = json_pack("{s:o}", "error", jv_error_new(CORE_EINTERNAL, e->msg));
 	}
