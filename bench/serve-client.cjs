@@ -1,17 +1,19 @@
 // serve-client.cjs - time turns through Genkit JS 1.42's own remoteAgent
 // client (genkit/beta/client), the same client against every server
 // (bench/serve.sh).
-// Usage: node serve-client.cjs MODULES_DIR URL TURNS CONCURRENCY
+// Usage: node serve-client.cjs MODULES_DIR URL TURNS CONCURRENCY [WARM]
 // Each turn is a fresh chat's first send('hi'), streamed; CONCURRENCY at
-// a time.  Prints "name value unit" lines: p50 and p90 of one turn's
+// a time, after WARM turns one at a time that are not timed (default 1:
+// the connection and the server's first child; more warm node's JIT too,
+// as a long-running client is).  Prints "name value unit" lines: p50 and p90 of one turn's
 // latency in microseconds, the turns per second over the whole run, and
 // the turns whose answer was not "stop" (each is also an error exit).
 const { createRequire } = require('module');
-const [mods, url, turnsArg, concArg] = process.argv.slice(2);
+const [mods, url, turnsArg, concArg, warmArg] = process.argv.slice(2);
 const req = createRequire(mods + '/');
 const { remoteAgent } = req('genkit/beta/client');
 const agent = remoteAgent({ url });
-const turns = Number(turnsArg), conc = Number(concArg);
+const turns = Number(turnsArg), conc = Number(concArg), warm = Number(warmArg || 1);
 
 async function one() {
   const t0 = process.hrtime.bigint();
@@ -23,7 +25,7 @@ async function one() {
 }
 
 (async () => {
-  await one();                          // warm: connections, the first child
+  for (let i = 0; i < warm; i++) await one();
   const times = [];
   let next = 0;
   const t0 = process.hrtime.bigint();

@@ -5,6 +5,7 @@
 #
 #   bench/serve.sh [BUILD]          (default build; about a minute)
 #   N=30 ROUNDS=5 bench/serve.sh    turns per round, rounds (defaults)
+#   WARM=100 bench/serve.sh         untimed turns a node client runs first
 #
 # Prints "name value unit" lines, and rows of the results table
 # (bench/lib.sh):
@@ -27,8 +28,10 @@
 #   serve_p50, genkit_p50, express_ratio
 #                  one streamed turn through Genkit JS's remoteAgent
 #                  client (bench/serve-client.cjs, one node process that
-#                  times its own turns): agent-serve vs Genkit's
-#                  expressHandler on the same echo agent
+#                  times its own turns after WARM untimed ones, so that
+#                  its JIT is warm, as a long-running client's is; cold,
+#                  node's own warm-up is most of a turn): agent-serve vs
+#                  Genkit's expressHandler on the same echo agent
 #                  (tests/fixtures/serve/genkit-server.cjs), ROUNDS rounds
 #                  in turn, the median of the rounds' p50s and of their
 #                  ratios (goal <= 0.2); needs node and
@@ -50,6 +53,7 @@ bench_init serve
 build=${1:-build}
 n=${N:-30}
 rounds=${ROUNDS:-5}
+warm=${WARM:-100}
 case $build in /*) bin="$build/bin" ;; *) bin="$top/$build/bin" ;; esac
 mods=$top/bench/out/genkit/node_modules
 base=/dev/shm
@@ -174,9 +178,9 @@ echo "curl_genkit_p50 $cg us"
 # ---- the same client, agent-serve vs Genkit's express handler ----
 s_p50=() g_p50=() f_p50=() ratios=() fratios=()
 for _ in $(seq "$rounds"); do
-	client "$url" "$n" 1 >a.out || bench_fail "the client failed on agent-serve"
-	client "$gurl" "$n" 1 >g.out || bench_fail "the client failed on Genkit's server"
-	client "$furl" "$n" 1 >f.out || bench_fail "the client failed on the floor server"
+	client "$url" "$n" 1 "$warm" >a.out || bench_fail "the client failed on agent-serve"
+	client "$gurl" "$n" 1 "$warm" >g.out || bench_fail "the client failed on Genkit's server"
+	client "$furl" "$n" 1 "$warm" >f.out || bench_fail "the client failed on the floor server"
 	a=$(bench_pick a.out p50) g=$(bench_pick g.out p50) f=$(bench_pick f.out p50)
 	s_p50+=("$a") g_p50+=("$g") f_p50+=("$f")
 	ratios+=("$(awk -v a="$a" -v g="$g" 'BEGIN { printf "%.3f", a / g }')")
