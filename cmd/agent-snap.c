@@ -406,17 +406,26 @@ struct sessions_ctx {
 static const char sessions_head[] = "SESSION                               UPDATED (UTC)        "
                                     "STATUS       ROWS   TOKENS  AGENT         TITLE\n";
 
-static enum core_status one_session(json_t *line, void *ctx)
+static enum core_status one_session(struct store_line *line, void *ctx)
 {
 	struct sessions_ctx *c = ctx;
 	enum core_status st = CORE_OK;
+	json_t *v = NULL;
+	const char *text;
+	size_t len;
+	if ((c->all || c->o->text) && !(v = store_line_json(line)))
+		return core_fail(c->e, CORE_ENOMEM, "out of memory");
 	if (c->all)
-		return json_array_append(c->all, line) ? core_fail(c->e, CORE_ENOMEM, "out of memory")
-		                                       : CORE_OK;
+		return json_array_append(c->all, v) ? core_fail(c->e, CORE_ENOMEM, "out of memory")
+		                                    : CORE_OK;
 	if (c->o->text && !c->n++)
 		st = cli_write(sessions_head, sizeof sessions_head - 1, c->e);
-	if (st == CORE_OK)
-		st = c->o->text ? session_text(line, c->e) : cli_write_json(line, c->e);
+	if (st == CORE_OK && c->o->text)
+		return session_text(v, c->e);
+	/* NDJSON: the store's text as it stands */
+	text = store_line_text(line, &len);
+	if (st == CORE_OK && (st = cli_write(text, len, c->e)) == CORE_OK)
+		st = cli_write("\n", 1, c->e);
 	return st;
 }
 

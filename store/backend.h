@@ -163,6 +163,8 @@
 
 #include "store.h"
 
+struct core_buf;
+
 /* The head of every backend's handle. */
 struct store {
 	const struct store_backend *backend;
@@ -263,6 +265,23 @@ int st_prune_keeps(const json_t *row, size_t seen, size_t keep, int64_t before_n
  */
 enum core_status st_recent_sorted(struct store *s, store_session_fn fn, void *ctx,
                                   struct core_err *e);
+
+/*
+ * Append to out a session's listing entry: what store_sessions_recent()
+ * prints of it, made from its latest row (metadata only) at write time,
+ * so a listing that has it neither reads the row nor parses JSON.  Opaque
+ * bytes to the backend, which keeps them with its index entry and gives
+ * them back as store_session_info.entry; a backend that gives latest
+ * instead has them made during the listing.  The entry holds the line's
+ * text but for what changes without a write of the latest row: the row
+ * count (store_session_info.rows) and a heartbeat's expiry (the times
+ * are in the entry).  CORE_ENOMEM (out as it was) when out of memory.
+ */
+enum core_status st_entry_make(const char *session_id, const json_t *latest,
+                               struct core_buf *out);
+/* The time an entry orders its session by: st_updated_ns() of the row it
+ * was made from. */
+int64_t st_entry_updated_ns(const void *entry, size_t len);
 
 /* CORE_OK for a handle this process opened (store.c's check of every
  * call), else CORE_EPRECONDITION with the reason. */

@@ -27,6 +27,15 @@ int st_time_ns(const char *s, int64_t *ns);
  * time, so such sessions come last.
  */
 int64_t st_updated_ns(const json_t *row);
+/* The updatedAt store_shape() shows (borrowed; NULL when there is none):
+ * createdAt where updatedAt is missing or Go's zero time. */
+const json_t *st_shown_updated(const json_t *row);
+/* The heartbeat a row's status may expire by (store_shape()): heartbeatAt
+ * in nanoseconds when the status is pending or aborting and heartbeatAt is
+ * a time, else INT64_MIN.  st_expired(): has that beat gone stale by
+ * now_ns, given timeout_ms (store_row_hb_timeout())? */
+int64_t st_expiry_beat(const json_t *row);
+int st_expired(int64_t beat_ns, int64_t now_ns, int64_t timeout_ms);
 
 /* Is st owned by the user, or by root (who can change anything anyway)?
  * The trust checks' rule for the store's directories and files (path.c). */

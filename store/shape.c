@@ -73,8 +73,8 @@ static int zero_time(const json_t *v)
 		return 0;
 	if (!json_string_value(v)[0])
 		return 1;
-	return st_time_ns(json_string_value(v), &ns) && ns == INT64_MIN &&
-	       !strncmp(json_string_value(v), "0001-01-01T00:00:00", 19);
+	return !strncmp(json_string_value(v), "0001-01-01T00:00:00", 19) &&
+	       st_time_ns(json_string_value(v), &ns) && ns == INT64_MIN;
 }
 
 int64_t store_row_hb_timeout(const json_t *row, int64_t dflt_ms)
@@ -87,33 +87,47 @@ int64_t store_row_hb_timeout(const json_t *row, int64_t dflt_ms)
 	                                                              : dflt_ms;
 }
 
-int64_t st_updated_ns(const json_t *row)
+const json_t *st_shown_updated(const json_t *row)
 {
 	const json_t *u = json_object_get(row, "updatedAt"), *c = json_object_get(row, "createdAt");
+	return c && zero_time(u) ? c : u;
+}
+
+int64_t st_updated_ns(const json_t *row)
+{
+	const json_t *u = st_shown_updated(row);
 	int64_t ns;
-	if (c && zero_time(u))
-		u = c;
 	return json_is_string(u) && st_time_ns(json_string_value(u), &ns) ? ns : INT64_MIN;
+}
+
+int64_t st_expiry_beat(const json_t *row)
+{
+	const char *status = st_str(row, "status"), *hb = st_str(row, "heartbeatAt");
+	int64_t hb_ns;
+	if (status && !store_status_terminal(status) && hb && st_time_ns(hb, &hb_ns))
+		return hb_ns;
+	return INT64_MIN;
+}
+
+int st_expired(int64_t beat_ns, int64_t now_ns, int64_t timeout_ms)
+{
+	return beat_ns != INT64_MIN && now_ns - beat_ns > timeout_ms * 1000000;
 }
 
 void store_shape(json_t *row, int64_t now_ns, int64_t timeout_ms)
 {
 	const char *status = st_str(row, "status");
-	const char *hb = st_str(row, "heartbeatAt");
-	int64_t hb_ns;
-	json_t *created;
+	const json_t *updated;
 
 	if (!json_is_object(row))
 		return;
-	timeout_ms = store_row_hb_timeout(row, timeout_ms);
-	if (status && !store_status_terminal(status) && hb && st_time_ns(hb, &hb_ns) &&
-	    hb_ns != INT64_MIN && now_ns - hb_ns > timeout_ms * 1000000)
+	if (st_expired(st_expiry_beat(row), now_ns, store_row_hb_timeout(row, timeout_ms)))
 		json_object_set_new(row, "status", json_string("expired"));
 	else if (!status || !status[0])
 		json_object_set_new(row, "status", json_string("completed"));
-	created = json_object_get(row, "createdAt");
-	if (created && zero_time(json_object_get(row, "updatedAt")))
-		json_object_set(row, "updatedAt", created);
+	updated = st_shown_updated(row);
+	if (updated && updated != json_object_get(row, "updatedAt"))
+		json_object_set(row, "updatedAt", (json_t *)updated);
 	json_object_del(row, STORE_INFO_KEY);
 }
 

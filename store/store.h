@@ -331,8 +331,14 @@ enum core_status store_wait_change(struct store *s, uint32_t seq,
 /* One session in a listing. */
 struct store_session_info {
 	const char *session_id;      /* borrowed for the callback's duration */
-	const json_t *latest;        /* latest row, metadata only; borrowed */
+	const json_t *latest;        /* latest row, metadata only; borrowed
+	                                (NULL where the backend's recent gives
+	                                entry instead) */
 	size_t rows;                 /* number of rows (turns, pending rows) */
+	const void *entry;           /* the listing's entry of the latest row
+	                                (backend.h st_entry_make()), borrowed;
+	                                NULL for store_sessions() */
+	size_t entry_len;
 };
 
 /* Every session, in session ID order.  A non-OK return from fn stops the
@@ -565,7 +571,7 @@ struct store_session_filter {
 
 /*
  * Sessions newest first, one line at a time: fn is called with each
- * session's line (borrowed for the call), a new object {"sessionId",
+ * session's line (borrowed for the call), an object {"sessionId",
  * "snapshotId" (the latest row), "status" (shaped), "updatedAt",
  * "snapshots" (the row count), and, when the latest row records them,
  * "agent", "model", "title", "usage" (its sessionUsage), "finishReason"
@@ -582,7 +588,14 @@ struct store_session_filter {
  * the listing runs is listed where the listing finds it, or not at all
  * when it moved ahead of the listing's place.
  */
-typedef enum core_status (*store_line_fn)(json_t *line, void *ctx);
+struct store_line;
+typedef enum core_status (*store_line_fn)(struct store_line *line, void *ctx);
+/* A line's JSON text: compact, its members in the order above, no
+ * newline; *len its length.  Borrowed, as the line is. */
+const char *store_line_text(const struct store_line *l, size_t *len);
+/* The same line as a JSON object, parsed on the first call; borrowed, as
+ * the line is; NULL when out of memory. */
+json_t *store_line_json(struct store_line *l);
 enum core_status store_sessions_recent(struct store *s, const struct store_session_filter *f,
                                        size_t limit, store_line_fn fn, void *ctx,
                                        struct core_err *e);

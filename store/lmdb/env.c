@@ -268,11 +268,15 @@ static enum core_status open_dbis(struct env *v, struct core_err *e)
 			if (rc == MDB_NOTFOUND && i == DB_QUEUE && v->rdonly)
 				rc = 0, v->has_queue = 0;
 		}
+		/* a store whose index an agentkit before the listing
+		 * entries made: a read-write open builds it again, once */
+		if (rc == 0 && !write && !v->rdonly && v->has_recent && !lm_recent_current(v, t))
+			rc = MDB_NOTFOUND;
 		if (rc == MDB_NOTFOUND && !write) {
 			lm_txn_abort(v, t, 0, &old);
 			continue;
 		}
-		if (rc == 0 && built)
+		if (rc == 0 && write && (built || !lm_recent_current(v, t)))
 			rc = lm_recent_build(v, t);
 		if (rc) {
 			lm_txn_abort(v, t, write, &old);

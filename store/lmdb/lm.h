@@ -84,8 +84,12 @@
  *            (store.h "Queued runs"): one entry per pending or aborting
  *            queued row, kept by every row write and delete (queue.c);
  *            added to older stores as wlog is
- *   recent be64 ~time_key(the session's time) | sessionId -> the
- *            snapshotId of its latest row
+ *   recent be64 ~time_key(the session's time) | sessionId -> u8 1 |
+ *            u8 length | the snapshotId of its latest row | be64 its row
+ *            count | its listing entry (backend.h st_entry_make()), so a
+ *            listing reads this table alone; an agentkit before the
+ *            entries wrote the snapshotId alone (never starting with a
+ *            control byte), which a listing reads the row for
  *            the sessions newest first (store_sessions_recent()): the
  *            time is st_updated_ns() of the session's latest row, so byte
  *            order is the listing's order, ties by session ID
@@ -94,7 +98,10 @@
  *            kept by every row write and delete (rows.c); a store without
  *            them gets them at its next read-write open, built from sess
  *            and bysess in the open's write transaction (lm_recent_build()),
- *            and a read-only open of one lists by sorting instead
+ *            and a read-only open of one lists by sorting instead.  The
+ *            recentof key "\1" (no session ID holds a control byte)
+ *            says every entry was made with its listing entry; a
+ *            read-write open of a store without it builds both again
  *
  * Heartbeats and metadata reads touch only meta; a turn writes its new
  * messages, one state row and one meta row.  Status changes bump a futex
@@ -385,8 +392,24 @@ enum core_status lm_put_stream(struct store *s, const struct store_rows *src,
  * always read). */
 int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
                   const json_t *row);
-/* Build recent and recentof from every session (open, once). */
+/* Build recent and recentof from every session (open, once), and mark
+ * them current. */
 int lm_recent_build(struct env *v, MDB_txn *t);
+/* Were recent's entries made with their listing entries (the mark)? */
+int lm_recent_current(struct env *v, MDB_txn *t);
+#define LM_ENTRIES_KEY "\1"
+#define LM_ENTRIES_VALUE "entries 1"
+/* A recent value's parts (pointing into it); 0 when it is one an older
+ * agentkit wrote (the snapshotId alone). */
+#define LM_ENTRY 1
+struct lm_entry {
+	const char *id;
+	size_t id_len;
+	uint64_t rows;
+	const void *entry;
+	size_t entry_len;
+};
+int lm_recent_entry(const MDB_val *d, struct lm_entry *en);
 enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, void *ctx,
                            struct core_err *e);
 enum core_status lm_sessions(struct store *s, store_session_fn fn, void *ctx,

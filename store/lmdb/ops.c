@@ -8,9 +8,14 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
 #include <sys/statvfs.h>
 #include <unistd.h>
 
+#include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
 #include "../../libcore/base/util.h"
 
@@ -165,7 +170,7 @@ enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
 	do {
 		st = sessions_batch(v, after, b, &n, e);
 		for (i = 0; i < n; i++) {
-			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
+			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows, NULL, 0 };
 			if (st == CORE_OK && b[i].latest)
 				st = fn(&si, ctx);
 			json_decref(b[i].latest);
@@ -177,11 +182,76 @@ enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
 	return st;
 }
 
+/* One session of a recent batch: its listing entry at off in the
+ * batch's buffer, or (an entry an older agentkit wrote) its latest row. */
+struct recentinfo {
+	char sid[STORE_ID_MAX + 1];
+	size_t rows, off, len;
+	json_t *latest;
+};
+
+/* Where the store's file is mapped in this process. */
+struct mapped {
+	char *base;
+	size_t size;            /* the map's size when base was found */
+};
+
+/*
+ * Find the map: LMDB keeps its address private (mdb_env_info() gives it
+ * only for MDB_FIXEDMAP), so it is the mapping of data.mdb from offset 0
+ * whose length is the map's size, in /proc/self/maps.  Called in a read
+ * transaction (the map cannot move); found again after a resize.
+ */
+static void find_map(struct env *v, size_t size, struct mapped *m)
+{
+	struct stat st;
+	char line[512];
+	FILE *f;
+	int fd;
+	if (m->size == size)
+		return;
+	m->base = NULL;
+	m->size = size;
+	if (mdb_env_get_fd(v->env, &fd) || fstat(fd, &st) || !(f = fopen("/proc/self/maps", "re")))
+		return;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, off, ino;
+		unsigned maj, mnr;
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &mnr, &ino) == 6 &&
+		    ino == st.st_ino && makedev(maj, mnr) == st.st_dev && off == 0 &&
+		    hi - lo == size) {
+			m->base = (char *)lo;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/*
+ * A listing reads each page once, in time order, not the file's: after a
+ * batch it drops the file's pages from this process's mapping (they stay
+ * in the page cache, and a later read maps them again), so its memory is
+ * a batch's pages, not the store's.  The map is read-only (no
+ * MDB_WRITEMAP) and shared: nothing is lost, whatever another thread reads.
+ */
+static void forget_pages(struct env *v, struct mapped *m)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	if (mdb_env_info(v->env, &info) || mdb_env_stat(v->env, &ms))
+		return;
+	find_map(v, info.me_mapsize, m);
+	if (m->base)
+		madvise(m->base, ((size_t)info.me_last_pgno + 1) * ms.ms_psize, MADV_DONTNEED);
+}
+
 /* Up to want (<= BATCH) sessions of the recent index after the key last
- * (*lastlen 0: from the newest), each with its row count and latest row,
- * in one read transaction; last moves to the last key read. */
+ * (*lastlen 0: from the newest), each with its row count and listing
+ * entry (copied into buf) or latest row, in one read transaction; last
+ * moves to the last key read. */
 static enum core_status recent_batch(struct env *v, unsigned char *last, size_t *lastlen,
-                                     size_t want, struct sessinfo *b, size_t *n,
+                                     size_t want, struct recentinfo *b, size_t *n,
+                                     struct core_buf *buf, struct mapped *m,
                                      struct core_err *e)
 {
 	MDB_txn *t;
@@ -190,6 +260,7 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 	size_t seen = 0;
 	int rc = lm_txn_begin(v, 0, &t, NULL);
 	*n = 0;
+	buf->len = 0;
 	if (rc)
 		return lm_fail(e, rc, "list sessions");
 	if (!(rc = mdb_cursor_open(t, v->dbi[DB_RECENT], &c))) {
@@ -198,7 +269,8 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 		if (rc == 0 && *lastlen && k.mv_size == *lastlen && !memcmp(k.mv_data, last, *lastlen))
 			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 		while (rc == 0 && seen < want) {
-			struct sessinfo *si = &b[*n];
+			struct recentinfo *si = &b[*n];
+			struct lm_entry en;
 			MDB_val sk, sd;
 			char id[512];
 			size_t kl = k.mv_size - 8;
@@ -211,13 +283,22 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 			*lastlen = k.mv_size;
 			memcpy(si->sid, (char *)k.mv_data + 8, kl);
 			si->sid[kl] = 0;
-			sk.mv_size = kl;
-			sk.mv_data = si->sid;
-			si->rows = mdb_get(t, v->dbi[DB_SESS], &sk, &sd) == 0 && sd.mv_size == 8
-			           ? get_be64(sd.mv_data) : 0;
 			si->latest = NULL;
-			/* the entry names the session's latest row */
-			if (d.mv_size && d.mv_size <= STORE_ID_MAX) {
+			if (lm_recent_entry(&d, &en)) {
+				si->rows = en.rows;
+				si->off = buf->len;
+				si->len = en.entry_len;
+				if (core_buf_add(buf, en.entry, en.entry_len)) {
+					rc = ENOMEM;
+					break;
+				}
+				(*n)++;
+			} else if (d.mv_size && d.mv_size <= STORE_ID_MAX) {
+				/* the entry names the session's latest row */
+				sk.mv_size = kl;
+				sk.mv_data = si->sid;
+				si->rows = mdb_get(t, v->dbi[DB_SESS], &sk, &sd) == 0 && sd.mv_size == 8
+				           ? get_be64(sd.mv_data) : 0;
 				memcpy(id, d.mv_data, d.mv_size);
 				id[d.mv_size] = 0;
 				if (lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL,
@@ -228,6 +309,7 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 		}
 		mdb_cursor_close(c);
 	}
+	forget_pages(v, m);
 	lm_txn_abort(v, t, 0, NULL);
 	if (rc == MDB_NOTFOUND)
 		*lastlen = 0;           /* the end */
@@ -238,7 +320,9 @@ enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, v
                            struct core_err *e)
 {
 	struct env *v = lm_store(h)->e;
-	struct sessinfo *b;
+	struct recentinfo *b;
+	struct core_buf buf = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct mapped m = { NULL, 0 };
 	unsigned char last[8 + STORE_ID_MAX];
 	size_t lastlen = 0, n, i, want = first && first < BATCH ? first : BATCH;
 	enum core_status st;
@@ -247,15 +331,18 @@ enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, v
 	if (!(b = calloc(BATCH, sizeof *b)))
 		return core_fail(e, CORE_ENOMEM, "list sessions: out of memory");
 	do {
-		st = recent_batch(v, last, &lastlen, want, b, &n, e);
+		st = recent_batch(v, last, &lastlen, want, b, &n, &buf, &m, e);
 		want = BATCH;
 		for (i = 0; i < n; i++) {
-			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows };
+			struct store_session_info si = { b[i].sid, b[i].latest, b[i].rows,
+			                                 b[i].latest ? NULL : buf.p + b[i].off,
+			                                 b[i].len };
 			if (st == CORE_OK)
 				st = fn(&si, ctx);
 			json_decref(b[i].latest);
 		}
 	} while (st == CORE_OK && lastlen);
+	core_buf_release(&buf);
 	free(b);
 	return st;
 }

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../libcore/base/buf.h"
 #include "../../libcore/base/json.h"
 
 /* ---- rows: decoding ---- */
@@ -129,6 +130,27 @@ static size_t recent_key(unsigned char *k, uint64_t when, const char *sid)
 	return 8 + n;
 }
 
+/* The session's row count (sess). */
+static uint64_t sess_rows(struct env *v, MDB_txn *t, const char *sid)
+{
+	MDB_val k = { strlen(sid), (void *)sid }, d;
+	return mdb_get(t, v->dbi[DB_SESS], &k, &d) == 0 && d.mv_size == 8 ? get_be64(d.mv_data) : 0;
+}
+
+int lm_recent_entry(const MDB_val *d, struct lm_entry *en)
+{
+	const unsigned char *p = d->mv_data;
+	if (d->mv_size < 2 + 8 || p[0] != LM_ENTRY || d->mv_size < 2 + (size_t)p[1] + 8 ||
+	    !p[1] || p[1] > STORE_ID_MAX)
+		return 0;
+	en->id = (const char *)p + 2;
+	en->id_len = p[1];
+	en->rows = get_be64(p + 2 + p[1]);
+	en->entry = p + 2 + p[1] + 8;
+	en->entry_len = d->mv_size - (2 + p[1] + 8);
+	return 1;
+}
+
 int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
                   const json_t *row)
 {
@@ -136,7 +158,9 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 	unsigned char key[8 + STORE_ID_MAX], val[8 + STORE_ID_MAX];
 	char lid[512];
 	json_t *latest = NULL;
-	uint64_t when;
+	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct lm_entry en;
+	uint64_t when, rows;
 	size_t n;
 	int rc, had;
 	if (!v->has_recent)
@@ -157,10 +181,29 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 		return mdb_del(t, v->dbi[DB_RECENTOF], &sk, NULL);
 	}
 	n = strlen(lid);
-	/* the same latest row, not the one written: its time stands */
+	rows = sess_rows(v, t, sid);
+	/* the same latest row, not the one written: its entry and time
+	 * stand, and only the row count may have moved */
 	if (had && od.mv_size == 8 + n && !memcmp((char *)od.mv_data + 8, lid, n) &&
-	    (!id || strcmp(id, lid)))
-		return 0;
+	    (!id || strcmp(id, lid))) {
+		k.mv_size = recent_key(key, get_be64(od.mv_data), sid);
+		k.mv_data = key;
+		if ((rc = mdb_get(t, v->dbi[DB_RECENT], &k, &d)) && rc != MDB_NOTFOUND)
+			return rc;
+		if (rc == 0 && lm_recent_entry(&d, &en)) {
+			if (en.rows == rows)
+				return 0;
+			if (core_buf_add(&b, d.mv_data, d.mv_size))
+				return ENOMEM;
+			put_be64((unsigned char *)b.p + 2 + n, rows);
+			d.mv_size = b.len;
+			d.mv_data = b.p;
+			rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0);
+			core_buf_release(&b);
+			return rc;
+		}
+		/* an entry an older agentkit wrote: made again below */
+	}
 	if (!id || strcmp(id, lid)) {
 		struct core_err e = { 0 };
 		enum core_status st = lm_read_row(v, t, lid, STORE_METADATA_ONLY, &latest, NULL, &e);
@@ -168,22 +211,31 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 			return st == CORE_ENOMEM ? ENOMEM : MDB_CORRUPTED;
 		row = latest;
 	}
-	when = ~time_key(st_updated_ns(row));
+	put_be64(val, rows);
+	if (core_buf_addc(&b, LM_ENTRY) || core_buf_addc(&b, (char)n) ||
+	    core_buf_add(&b, lid, n) || core_buf_add(&b, val, 8) ||
+	    st_entry_make(sid, row, &b))
+		rc = ENOMEM;
 	json_decref(latest);
-	if (had && get_be64(od.mv_data) != when) {
+	when = rc ? 0 : ~time_key(st_entry_updated_ns(b.p + 2 + n + 8, b.len - (2 + n + 8)));
+	if (!rc && had && get_be64(od.mv_data) != when) {
 		k.mv_size = recent_key(key, get_be64(od.mv_data), sid);
 		k.mv_data = key;
-		if ((rc = mdb_del(t, v->dbi[DB_RECENT], &k, NULL)) && rc != MDB_NOTFOUND)
-			return rc;
+		if ((rc = mdb_del(t, v->dbi[DB_RECENT], &k, NULL)) == MDB_NOTFOUND)
+			rc = 0;
 	}
-	k.mv_size = recent_key(key, when, sid);
-	k.mv_data = key;
+	if (!rc) {
+		k.mv_size = recent_key(key, when, sid);
+		k.mv_data = key;
+		d.mv_size = b.len;
+		d.mv_data = b.p;
+		rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0);
+	}
+	core_buf_release(&b);
+	if (rc)
+		return rc;
 	put_be64(val, when);
 	memcpy(val + 8, lid, n);
-	d.mv_size = n;
-	d.mv_data = val + 8;
-	if ((rc = mdb_put(t, v->dbi[DB_RECENT], &k, &d, 0)))
-		return rc;
 	d.mv_size = 8 + n;
 	d.mv_data = val;
 	return mdb_put(t, v->dbi[DB_RECENTOF], &sk, &d, 0);
@@ -209,7 +261,21 @@ int lm_recent_build(struct env *v, MDB_txn *t)
 			break;
 	}
 	mdb_cursor_close(c);
-	return rc == MDB_NOTFOUND ? 0 : rc;
+	if (rc != MDB_NOTFOUND)
+		return rc;
+	k.mv_size = sizeof LM_ENTRIES_KEY - 1;
+	k.mv_data = (void *)LM_ENTRIES_KEY;
+	d.mv_size = sizeof LM_ENTRIES_VALUE - 1;
+	d.mv_data = (void *)LM_ENTRIES_VALUE;
+	return mdb_put(t, v->dbi[DB_RECENTOF], &k, &d, 0);
+}
+
+int lm_recent_current(struct env *v, MDB_txn *t)
+{
+	MDB_val k = { sizeof LM_ENTRIES_KEY - 1, (void *)LM_ENTRIES_KEY }, d;
+	return mdb_get(t, v->dbi[DB_RECENTOF], &k, &d) == 0 &&
+	       d.mv_size == sizeof LM_ENTRIES_VALUE - 1 &&
+	       !memcmp(d.mv_data, LM_ENTRIES_VALUE, d.mv_size);
 }
 
 /* What the index needs to know about a stored row. */

@@ -326,7 +326,7 @@ enum core_status pg_sessions_each(PGresult *r, store_session_fn fn, void *ctx,
 {
 	enum core_status st = CORE_OK;
 	for (int i = 0; i < PQntuples(r) && st == CORE_OK; i++) {
-		struct store_session_info si;
+		struct store_session_info si = { 0 };
 		json_t *latest;
 		if ((st = pg_row_join(PQgetvalue(r, i, 2), NULL, NULL, NULL, NULL, NULL, NULL,
 		                      &latest, e)) != CORE_OK)
