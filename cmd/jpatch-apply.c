@@ -93,16 +93,30 @@ static const char *display(const char *path)
 	return strcmp(path, "-") ? path : "<stdin>";
 }
 
+static enum core_status write_fail(enum core_status st, struct core_err *e)
+{
+	return core_fail(e, st, "cannot write the document: %s",
+	                 st == CORE_EINVAL ? "nested too deep" : core_strerror(st));
+}
+
 static enum core_status write_doc(const struct jn *doc, struct core_buf *out,
                                   struct core_err *e)
 {
 	enum core_status st;
 	core_buf_reset(out);
 	if ((st = jn_dump(doc, out)))
-		return core_fail(e, st, "cannot write the document: %s",
-		                 st == CORE_EINVAL ? "nested too deep"
-		                                   : core_strerror(st));
+		return write_fail(st, e);
 	return cli_write_line(out, e);
+}
+
+/* The live document again: what did not change is the last line's bytes. */
+static enum core_status write_again(struct jn *doc, struct jn_redump *r,
+                                    struct core_err *e)
+{
+	enum core_status st;
+	if ((st = jn_redump(r, doc)))
+		return write_fail(st, e);
+	return cli_write_line(&r->line, e);
 }
 
 static enum core_status run_files(const struct opts *o, const char *docpath,
@@ -167,6 +181,7 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 {
 	struct core_lines r;
 	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct jn_redump live = JN_REDUMP_INIT;
 	struct jn_doc doc = JN_DOC_INIT;
 	struct jn rec;
 	enum core_status st = CORE_OK;
@@ -206,13 +221,14 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 			break;
 		}
 		if (patch && !o->final)
-			st = write_doc(&doc.root, &out, e);
+			st = write_again(&doc.root, &live, e);
 	}
 	if (!st && o->final)
 		st = write_doc(&doc.root, &out, e);
 	jn_doc_release(&doc);
 	core_lines_release(&r);
 	core_buf_release(&out);
+	jn_redump_release(&live);
 	return st;
 }
 

@@ -336,6 +336,67 @@ jpatch-apply: patch op 0: jsonpatch: unsupported op "frob" (at <stdin>:3); patch
 jpatch-apply: invalid JSON: '*'(at <stdin>:4); patch skipped' ]] || fail "$stderr"
 }
 
+# each_line [FLAGS]: every line of out.ndjson (the stream's document after
+# each record of patches.ndjson) is byte for byte what jpatch-apply FLAGS
+# writes from the line before (or init.json) and that patch, in a process
+# of its own: what the stream copies from its last line is never stale.
+each_line() {
+	local i=0 prev=init.json patch want
+	while IFS= read -r patch; do
+		i=$((i + 1))
+		# an agent-run chunk: its customPatch (no jq: it rounds big numbers)
+		patch=${patch#'{"customPatch":'}
+		printf '%s\n' "${patch%'}'}" >p.json
+		want=$(jpatch-apply "$@" "$prev" p.json) || { echo "line $i: the patch fails alone"; return 1; }
+		sed -n "${i}p" out.ndjson >prev.json
+		prev=prev.json
+		[ "$want" = "$(cat prev.json)" ] || { echo "line $i: got $(cat prev.json), want $want"; return 1; }
+	done <patches.ndjson
+	[ "$i" -eq "$(wc -l <out.ndjson)" ]
+}
+
+@test "--stream writes what did not change from the line before: each line as a fresh apply" {
+	printf 'null\n' >init.json
+	cat >patches.ndjson <<'EOF'
+[{"op":"add","path":"","value":{"a":{"x":[1,2,{"k":"v"}]},"b":[{"m":1},{"m":2},{"m":3}],"~/k":{"z":{"d":[1]}}}}]
+[{"op":"add","path":"/b/1","value":{"m":9}}]
+{"customPatch":[{"op":"move","from":"/b/0","path":"/a/x/1"}]}
+[{"op":"copy","from":"/a","path":"/c"}]
+[{"op":"replace","path":"/c/x/0","value":5}]
+[{"op":"add","path":"/~0~1k/y","value":[]},{"op":"add","path":"/~0~1k/z/d/0","value":{"w":[0]}}]
+[{"op":"remove","path":"/b/0"}]
+[{"op":"move","from":"/a/x","path":"/b/-"}]
+[{"op":"test","path":"/c/x/0","value":5}]
+[]
+[{"op":"add","path":"/b/0/new","value":{"deep":{"er":[1]}}},{"op":"move","from":"/~0~1k/z","path":"/b/0/new/z"}]
+[{"op":"replace","path":"/b/0/new/z/d/0/w","value":"\u00e9\"\\"}]
+[{"op":"move","from":"/b","path":"/b2"},{"op":"copy","from":"/b2/0","path":"/b2/-"}]
+[{"op":"replace","path":"/b2/0/m","value":0}]
+[{"op":"remove","path":"/a"},{"op":"add","path":"/a","value":[[],{}]}]
+[{"op":"add","path":"/a/0/-","value":1},{"op":"add","path":"/a/1/k","value":2}]
+[{"op":"replace","path":"","value":[1,[2,[3]],{"s":[4]}]}]
+[{"op":"add","path":"/1/1/-","value":{"q":1}},{"op":"remove","path":"/0"}]
+[{"op":"move","from":"/1","path":"/0/-"}]
+EOF
+	jpatch-apply --stream init.json <patches.ndjson >out.ndjson
+	run -0 each_line
+	assert_equal "$(tail -1 out.ndjson)" '[[2,[3,{"q":1}],{"s":[4]}]]'
+	jpatch-apply --stream --lenient init.json <patches.ndjson >out.ndjson
+	run -0 each_line --lenient
+	assert_equal "$(tail -1 out.ndjson)" '[[2,[3,{"q":1}],{"s":[4]}]]'
+}
+
+@test "--stream as fresh applies over 300 generated edits (arrays, moves, '~' and '/' keys)" {
+	python3 "$TOP/tests/jpatch-gen.py" docs 11 300 >docs.ndjson
+	jpatch-diff --minimal --stream docs.ndjson >patches.ndjson
+	printf 'null\n' >init.json
+	jpatch-apply --stream init.json <patches.ndjson >out.ndjson
+	run -0 each_line
+	jpatch-diff --stream docs.ndjson >patches.ndjson
+	jpatch-apply --stream --lenient init.json <patches.ndjson >out.ndjson
+	run -0 each_line --lenient
+}
+
 @test "--stream: a record over --max-record is an error naming its line" {
 	run -101 --separate-stderr jpatch-apply --stream --max-record 16 <<<'[{"op":"add","path":"/aaaaaaaa","value":1}]'
 	[[ "$stderr" == *"<stdin>:1"* ]] || fail "$stderr"

@@ -297,6 +297,34 @@ struct jn_box {
 #define MEMS(b) ((struct jn_mem *)((b) + 1))
 #define IDX_MIN 16
 
+/*
+ * A container's place in jn_redump()'s last line lives in the node's
+ * bytes strings use (own, spare, n: 56 bits): rel, the bytes from its
+ * parent's first byte to its own, and len, its length, 27 bits each
+ * (a container past 128 MiB, or that far into its parent, is not
+ * placed: it is written in full), and two flags.  A node moved keeps
+ * them (an array's items shift); jn_copy() clears them in the copy.
+ */
+enum { PLACE_BITS = 27, PLACED = 1, DIRTY = 2 };
+#define PLACE_MAX (((uint64_t)1 << PLACE_BITS) - 1)
+
+static uint64_t place_of(const struct jn *v)
+{
+	return (uint64_t)v->n | (uint64_t)v->spare << 32 | (uint64_t)v->own << 48;
+}
+
+static void place_set(struct jn *v, uint64_t p)
+{
+	v->n = (uint32_t)p;
+	v->spare = (uint16_t)(p >> 32);
+	v->own = (uint8_t)(p >> 48);
+}
+
+static unsigned place_flags(const struct jn *v)
+{
+	return (unsigned)(place_of(v) >> (2 * PLACE_BITS));
+}
+
 static size_t item_size(const struct jn *c)
 {
 	return c->t == JN_OBJ ? sizeof(struct jn_mem) : sizeof(struct jn);
@@ -540,6 +568,7 @@ enum core_status jn_copy(const struct jn *v, int own_all, struct jn *out)
 	}
 	if ((v->t != JN_ARR && v->t != JN_OBJ) || !b)
 		return CORE_OK;
+	place_set(out, 0);      /* a copy has no place in any line */
 	out->u.b = NULL;
 	if (!(nb = box_new(b->n, item_size(v)))) {
 		*out = (struct jn)JN_NULL_INIT;
@@ -1222,6 +1251,147 @@ static enum core_status dump(const struct jn *v, struct core_buf *out, int depth
 enum core_status jn_dump(const struct jn *v, struct core_buf *out)
 {
 	return dump(v, out, 0);
+}
+
+/* ---- writing again what changed ---- */
+
+static int is_box(const struct jn *v)
+{
+	return (v->t == JN_ARR || v->t == JN_OBJ) && v->u.b;
+}
+
+void jn_touch(struct jn *v)
+{
+	if (is_box(v))
+		place_set(v, place_of(v) | (uint64_t)DIRTY << (2 * PLACE_BITS));
+}
+
+void jn_unplace(struct jn *v)
+{
+	if (is_box(v))
+		place_set(v, 0);
+}
+
+#define NOWHERE SIZE_MAX
+
+/* Is the node whose place is p (place_of()) a container placed and
+ * clean, within prev when its parent began at old?  (Only containers
+ * are ever placed: a string's own bit is below the flags.) */
+static inline int clean_at(const struct core_buf *prev, uint64_t p, size_t old)
+{
+	return (p >> (2 * PLACE_BITS)) == PLACED &&
+	       old + (p & PLACE_MAX) + (p >> PLACE_BITS & PLACE_MAX) <= prev->len;
+}
+
+/*
+ * Array items *i.. of b, from the first (clean_at()) on while each is
+ * clean and follows the last in prev after one ',': one copy of their
+ * bytes, and each one's new place.  *i ends at the last one copied.
+ */
+static enum core_status copy_run(const struct core_buf *prev, struct jn_box *b, size_t *i,
+                                 size_t old, size_t parent, struct core_buf *out)
+{
+	struct jn *items = ITEMS(b);
+	uint64_t p = place_of(&items[*i]);
+	size_t from = old + (p & PLACE_MAX), to = from + (p >> PLACE_BITS & PLACE_MAX);
+	size_t j, at = out->len, shift;
+	enum core_status st;
+	for (j = *i + 1; j < b->n; j++) {
+		p = place_of(&items[j]);
+		if (!clean_at(prev, p, old) || old + (p & PLACE_MAX) != to + 1)
+			break;
+		to = old + (p & PLACE_MAX) + (p >> PLACE_BITS & PLACE_MAX);
+	}
+	if ((st = core_buf_add(out, prev->p + from, to - from)))
+		return st;
+	/* each moves by the same bytes: from old + rel to at + rel - from */
+	shift = at - parent;
+	for (size_t k = *i; k < j; k++) {
+		size_t rel;
+		p = place_of(&items[k]);
+		rel = old + (p & PLACE_MAX) - from + shift;
+		place_set(&items[k], rel <= PLACE_MAX ? (p & ~PLACE_MAX) | rel : 0);
+	}
+	*i = j - 1;
+	return CORE_OK;
+}
+
+/*
+ * v as dump() writes it, at depth.  old: where v's parent began in prev
+ * (NOWHERE: unknown, or v is the root of a first line); parent: where
+ * it begins in out.  A container placed and clean is its bytes of prev;
+ * any other is written item by item, its clean containers copied.
+ * Every container written records its new place.
+ */
+static enum core_status redump(const struct core_buf *prev, struct jn *v, size_t old,
+                               size_t parent, struct core_buf *out, int depth)
+{
+	struct jn_box *b;
+	uint64_t p = place_of(v), rel = p & PLACE_MAX, len = p >> PLACE_BITS & PLACE_MAX;
+	unsigned flags = place_flags(v);
+	size_t start = out->len, i;
+	enum core_status st = CORE_OK;
+	if (!is_box(v))
+		return dump_value(v, out, depth);
+	b = v->u.b;
+	if (old != NOWHERE && (flags & PLACED) && old + rel + len <= prev->len)
+		old += rel;
+	else
+		old = NOWHERE;
+	if (old != NOWHERE && !(flags & DIRTY)) {
+		st = core_buf_add(out, prev->p + old, len);
+	} else {
+		if (depth > JV_MAX_DEPTH * 4 || (b->n && depth + 1 > JV_MAX_DEPTH * 4))
+			return CORE_EINVAL;
+		st = core_buf_addc(out, v->t == JN_ARR ? '[' : '{');
+		for (i = 0; !st && i < b->n; i++) {
+			struct jn *item = &ITEMS(b)[i];
+			if (v->t == JN_ARR) {
+				if (i)
+					st = core_buf_addc(out, ',');
+				if (!st && old != NOWHERE && clean_at(prev, place_of(item), old))
+					st = copy_run(prev, b, &i, old, start, out);
+				else if (!st)
+					st = redump(prev, item, old, start, out, depth + 1);
+				continue;
+			}
+			st = dump_key(&MEMS(b)[i], !i, out);
+			if (!st)
+				st = redump(prev, &MEMS(b)[i].v, old, start, out, depth + 1);
+		}
+		if (!st)
+			st = core_buf_addc(out, v->t == JN_ARR ? ']' : '}');
+	}
+	if (st)
+		return st;
+	rel = start - parent;
+	len = out->len - start;
+	place_set(v, rel <= PLACE_MAX && len <= PLACE_MAX
+	             ? rel | len << PLACE_BITS | (uint64_t)PLACED << (2 * PLACE_BITS) : 0);
+	return CORE_OK;
+}
+
+enum core_status jn_redump(struct jn_redump *r, struct jn *root)
+{
+	struct core_buf t;
+	enum core_status st;
+	core_buf_reset(&r->next);
+	st = redump(&r->line, root, r->line.len ? 0 : NOWHERE, 0, &r->next, 0);
+	if (st) {
+		/* places half recorded: the next line starts afresh */
+		core_buf_reset(&r->line);
+		return st;
+	}
+	t = r->line;
+	r->line = r->next;
+	r->next = t;
+	return CORE_OK;
+}
+
+void jn_redump_release(struct jn_redump *r)
+{
+	core_buf_release(&r->line);
+	core_buf_release(&r->next);
 }
 
 static int is_num(const struct jn *v)

@@ -45,6 +45,8 @@ struct jn_box;
 struct jn {
 	uint8_t t;              /* enum jn_type */
 	uint8_t own;            /* JN_STR, JN_BIG: s is owned */
+	uint16_t spare;         /* (JN_ARR, JN_OBJ: with own and n, the
+	                           place jn_redump() keeps) */
 	uint32_t n;             /* JN_STR, JN_BIG: bytes of s */
 	union {
 		int64_t i;
@@ -64,7 +66,7 @@ struct jn_mem {                 /* an object member */
 /* Longest string, and most elements or members, a document may hold. */
 #define JN_MAX_LEN ((size_t)UINT32_MAX - 1)
 
-#define JN_NULL_INIT { JN_NULL, 0, 0, { 0 } }
+#define JN_NULL_INIT { JN_NULL, 0, 0, 0, { 0 } }
 
 /* Elements or members of a container (0 for anything else). */
 size_t jn_size(const struct jn *v);
@@ -96,6 +98,32 @@ int jn_equal(const struct jn *a, const struct jn *b);
 /* Append v as jv_dump() would write it.  CORE_EINVAL past JV_MAX_DEPTH * 4
  * levels, CORE_ENOMEM, CORE_ETOOBIG. */
 enum core_status jn_dump(const struct jn *v, struct core_buf *out);
+/*
+ * Write a document again and again as it changes (jpatch-apply --stream:
+ * the live document after each patch), copying from the last line the
+ * bytes of every container that did not change.  r->line holds the line
+ * written (no newline), in jn_dump()'s bytes; the containers of the tree
+ * remember where they were in it, so one struct jn_redump serves one
+ * tree.  Whoever changes the tree in place calls jn_touch() on every
+ * container from the root down to the one it changes (JSON Patch's write
+ * paths do), and jn_unplace() on a container it moves to another parent;
+ * containers made anew (parsed, copied, built) have no place and are
+ * written in full.  Errors as jn_dump(); after one the next line is
+ * written in full.
+ */
+struct jn_redump {
+	struct core_buf line;   /* the last line */
+	struct core_buf next;   /* the line being written */
+};
+#define JN_REDUMP_INIT { CORE_BUF_INIT(CORE_BUF_UNLIMITED), CORE_BUF_INIT(CORE_BUF_UNLIMITED) }
+enum core_status jn_redump(struct jn_redump *r, struct jn *root);
+void jn_redump_release(struct jn_redump *r);
+/* v (a container; anything else is a no-op) changed: its last bytes are
+ * stale.  jn_unplace(): v moved; where it was says nothing.  Neither
+ * costs anything but two bits of the node. */
+void jn_touch(struct jn *v);
+void jn_unplace(struct jn *v);
+
 /* "object", "array", "string", "number", "boolean", "null". */
 const char *jn_type_name(const struct jn *v);
 

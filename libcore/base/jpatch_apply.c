@@ -421,6 +421,20 @@ static struct jn *sget(struct jn *root, const struct tok *t, size_t n)
 	return cur;
 }
 
+/* sget() on the way to a change: every container it passes, and the one
+ * it finds, is marked changed (jn_touch(): jn_redump() writes it anew). */
+static struct jn *sget_w(struct jn *root, const struct tok *t, size_t n)
+{
+	struct jn *cur = root;
+	for (size_t i = 0; cur; i++) {
+		jn_touch(cur);
+		if (i == n)
+			break;
+		cur = sget(cur, &t[i], 1);
+	}
+	return cur;
+}
+
 static enum core_status not_found(struct actx *c, const char *s, size_t n)
 {
 	return afail(c, CORE_EINVAL, "path %s does not exist", q(c, &c->q2, s, n));
@@ -474,7 +488,7 @@ static enum core_status sadd(struct actx *c, struct jn *doc, const struct ptr *p
 		return CORE_OK;
 	}
 	last = &p->t[p->n - 1];
-	parent = sget(doc, p->t, p->n - 1);
+	parent = sget_w(doc, p->t, p->n - 1);
 	if (parent && parent->t == JN_OBJ)
 		return mem_status(c, jn_set(parent, last->p, last->n, value));
 	if (parent && parent->t == JN_ARR) {
@@ -508,7 +522,7 @@ static enum core_status sremove(struct actx *c, struct jn *doc, const struct ptr
 	if (!p->n)
 		return afail(c, CORE_EINVAL, "cannot remove the whole document");
 	last = &p->t[p->n - 1];
-	parent = sget(doc, p->t, p->n - 1);
+	parent = sget_w(doc, p->t, p->n - 1);
 	if (parent && parent->t == JN_OBJ) {
 		if (!jn_del(parent, last->p, last->n, out))
 			return not_found(c, raw, rawn);
@@ -525,7 +539,7 @@ static enum core_status sremove(struct actx *c, struct jn *doc, const struct ptr
 static enum core_status sreplace(struct actx *c, struct jn *doc,
                                  const struct ptr *p, struct jn value)
 {
-	struct jn *v = sget(doc, p->t, p->n);  /* the root always exists */
+	struct jn *v = sget_w(doc, p->t, p->n);  /* the root always exists */
 	if (v) {
 		put(v, value);
 		return CORE_OK;
@@ -592,6 +606,7 @@ static enum core_status apply_strict(struct actx *c, struct jn *doc,
 		}
 		if ((st = sremove(c, doc, &op->fp, op->from, op->from_n, &val)))
 			return st;
+		jn_unplace(&val);       /* a new parent: its old place says nothing */
 		return sadd(c, doc, &op->pp, op->path, op->path_n, val);
 	default:
 		return afail(c, CORE_EINVAL, "unknown op");
@@ -653,6 +668,7 @@ static enum core_status lset(struct jn *node, const struct tok *t, size_t n,
 	struct jn *child;
 	enum core_status st;
 	size_t idx;
+	jn_touch(node);         /* for jn_redump(), as sget_w() */
 	if (!n) {
 		put(node, value);
 		return CORE_OK;
@@ -690,6 +706,7 @@ static void lremove(struct jn *node, const struct tok *t, size_t n)
 {
 	struct jn *child;
 	size_t idx;
+	jn_touch(node);
 	if (!n) {
 		jn_release(node);
 		return;
