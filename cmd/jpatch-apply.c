@@ -180,7 +180,6 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
                                    struct core_err *e)
 {
 	struct core_lines r;
-	struct core_buf out = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct jn_redump live = JN_REDUMP_INIT;
 	struct jn_doc doc = JN_DOC_INIT;
 	struct jn rec;
@@ -224,10 +223,9 @@ static enum core_status run_stream(const struct opts *o, const char *initial,
 			st = write_again(&doc.root, &live, e);
 	}
 	if (!st && o->final)
-		st = write_doc(&doc.root, &out, e);
+		st = write_again(&doc.root, &live, e);
 	jn_doc_release(&doc);
 	core_lines_release(&r);
-	core_buf_release(&out);
 	jn_redump_release(&live);
 	return st;
 }

@@ -275,13 +275,11 @@ enum core_status st_recent_sorted(struct store *s, store_session_fn fn, void *ct
  * instead has them made during the listing.  The entry holds the line's
  * text but for what changes without a write of the latest row: the row
  * count (store_session_info.rows) and a heartbeat's expiry (the times
- * are in the entry).  CORE_ENOMEM (out as it was) when out of memory.
+ * are in the entry).  *updated_ns (when not NULL) gets the time it orders
+ * by, st_updated_ns().  CORE_ENOMEM (out as it was) when out of memory.
  */
 enum core_status st_entry_make(const char *session_id, const json_t *latest,
-                               struct core_buf *out);
-/* The time an entry orders its session by: st_updated_ns() of the row it
- * was made from. */
-int64_t st_entry_updated_ns(const void *entry, size_t len);
+                               struct core_buf *out, int64_t *updated_ns);
 
 /* CORE_OK for a handle this process opened (store.c's check of every
  * call), else CORE_EPRECONDITION with the reason. */

@@ -29,32 +29,6 @@ enum {
 	EN_HEAD = 39
 };
 
-static void put64(unsigned char *p, int64_t v)
-{
-	uint64_t u = (uint64_t)v;
-	for (int i = 7; i >= 0; i--, u >>= 8)
-		p[i] = (unsigned char)u;
-}
-
-static int64_t get64(const unsigned char *p)
-{
-	uint64_t u = 0;
-	for (int i = 0; i < 8; i++)
-		u = u << 8 | p[i];
-	return (int64_t)u;
-}
-
-static void put32(unsigned char *p, size_t v)
-{
-	for (int i = 3; i >= 0; i--, v >>= 8)
-		p[i] = (unsigned char)v;
-}
-
-static size_t get32(const unsigned char *p)
-{
-	return (size_t)p[0] << 24 | (size_t)p[1] << 16 | (size_t)p[2] << 8 | p[3];
-}
-
 /* name (,"key":) and v's JSON text, when v is given. */
 static enum core_status add_member(struct core_buf *b, const char *name, const json_t *v)
 {
@@ -83,7 +57,7 @@ static const json_t *info_string(const json_t *info, const char *key)
 }
 
 enum core_status st_entry_make(const char *session_id, const json_t *latest,
-                               struct core_buf *out)
+                               struct core_buf *out, int64_t *updated_ns)
 {
 	const json_t *info = json_object_get(latest, STORE_INFO_KEY), *v;
 	const json_t *updated = st_shown_updated(latest), *agent = info_string(info, "agent");
@@ -97,12 +71,13 @@ enum core_status st_entry_make(const char *session_id, const json_t *latest,
 	if (an > 0xffff)
 		an = 0;                 /* past any agent name: no --agent match */
 	head[0] = EN_VERSION;
-	if (!jv_is_string(updated) || !st_time_ns(json_string_value(updated), &ns))
-		ns = INT64_MIN;         /* st_updated_ns(), from what it reads */
-	put64(head + EN_UPDATED, ns);
-	put64(head + EN_BEAT, st_expiry_beat(latest));
+	ns = st_updated_ns(latest);
+	if (updated_ns)
+		*updated_ns = ns;
+	put_be64(head + EN_UPDATED, (uint64_t)ns);
+	put_be64(head + EN_BEAT, (uint64_t)st_expiry_beat(latest));
 	v = json_object_get(info, "heartbeatTimeout");
-	put64(head + EN_TIMEOUT, json_is_integer(v) ? json_integer_value(v) : INT64_MIN);
+	put_be64(head + EN_TIMEOUT, (uint64_t)(json_is_integer(v) ? json_integer_value(v) : INT64_MIN));
 	head[EN_AGENT] = (unsigned char)(an >> 8);
 	head[EN_AGENT + 1] = (unsigned char)an;
 	if ((st = core_buf_add(out, head, sizeof head)) ||
@@ -120,15 +95,15 @@ enum core_status st_entry_make(const char *session_id, const json_t *latest,
 		st = add_member(out, ",\"snapshotId\":", v ? v : json_null());
 	if (!st)
 		st = core_buf_adds(out, ",\"status\":");
-	put32((unsigned char *)out->p + at + EN_STATUS, out->len - text);
+	put_be32((unsigned char *)out->p + at + EN_STATUS, (uint32_t)(out->len - text));
 	if (!st && (!status || !status[0]))
 		st = core_buf_adds(out, "\"completed\"");
 	else if (!st)
 		st = jv_dump(json_object_get(latest, "status"), out);
-	put32((unsigned char *)out->p + at + EN_STATUS_END, out->len - text);
+	put_be32((unsigned char *)out->p + at + EN_STATUS_END, (uint32_t)(out->len - text));
 	if (!st)
 		st = add_member(out, ",\"updatedAt\":", updated ? updated : json_null());
-	put32((unsigned char *)out->p + at + EN_ROWS, out->len - text);
+	put_be32((unsigned char *)out->p + at + EN_ROWS, (uint32_t)(out->len - text));
 	if (!st)
 		st = add_member(out, ",\"agent\":", agent);
 	if (!st)
@@ -152,11 +127,6 @@ enum core_status st_entry_make(const char *session_id, const json_t *latest,
 	return st;
 }
 
-int64_t st_entry_updated_ns(const void *entry, size_t len)
-{
-	return len >= EN_HEAD ? get64((const unsigned char *)entry + EN_UPDATED) : INT64_MIN;
-}
-
 /* An entry's parts, checked against its length; 0 when it is not one. */
 struct entry {
 	int64_t updated, beat, timeout;
@@ -169,18 +139,18 @@ static int entry_read(const void *p, size_t n, struct entry *en)
 	const unsigned char *u = p;
 	if (n < EN_HEAD || u[0] != EN_VERSION)
 		return 0;
-	en->updated = get64(u + EN_UPDATED);
-	en->beat = get64(u + EN_BEAT);
-	en->timeout = get64(u + EN_TIMEOUT);
+	en->updated = (int64_t)get_be64(u + EN_UPDATED);
+	en->beat = (int64_t)get_be64(u + EN_BEAT);
+	en->timeout = (int64_t)get_be64(u + EN_TIMEOUT);
 	en->agent_len = (size_t)u[EN_AGENT] << 8 | u[EN_AGENT + 1];
 	en->agent = (const char *)u + EN_HEAD;
 	if (n - EN_HEAD < en->agent_len)
 		return 0;
 	en->text = en->agent + en->agent_len;
 	en->text_len = n - EN_HEAD - en->agent_len;
-	en->status = get32(u + EN_STATUS);
-	en->status_end = get32(u + EN_STATUS_END);
-	en->rows = get32(u + EN_ROWS);
+	en->status = get_be32(u + EN_STATUS);
+	en->status_end = get_be32(u + EN_STATUS_END);
+	en->rows = get_be32(u + EN_ROWS);
 	return en->status <= en->status_end && en->status_end <= en->rows &&
 	       en->rows < en->text_len;
 }
@@ -230,7 +200,7 @@ static enum core_status add_session(const struct store_session_info *si, void *c
 
 	if (!p) {               /* the backend gave the row: its entry */
 		c->entry.len = 0;
-		if (st_entry_make(si->session_id, si->latest, &c->entry))
+		if (st_entry_make(si->session_id, si->latest, &c->entry, NULL))
 			return core_fail(c->e, CORE_ENOMEM, "out of memory");
 		p = c->entry.p;
 		n = c->entry.len;

@@ -220,29 +220,6 @@ struct wctx {
 	                                   follow base->kept of the base's */
 };
 
-/* ---- small encoders ---- */
-
-static inline void put_be32(unsigned char *p, uint32_t v)
-{
-	p[0] = (unsigned char)(v >> 24); p[1] = (unsigned char)(v >> 16);
-	p[2] = (unsigned char)(v >> 8); p[3] = (unsigned char)v;
-}
-
-static inline uint32_t get_be32(const unsigned char *p)
-{
-	return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8 | p[3];
-}
-
-static inline void put_be64(unsigned char *p, uint64_t v)
-{
-	put_be32(p, (uint32_t)(v >> 32));
-	put_be32(p + 4, (uint32_t)v);
-}
-
-static inline uint64_t get_be64(const unsigned char *p)
-{
-	return (uint64_t)get_be32(p) << 32 | get_be32(p + 4);
-}
 
 /* A signed time as an order-preserving unsigned key. */
 static inline uint64_t time_key(int64_t ns)
@@ -395,6 +372,8 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 /* Build recent and recentof from every session (open, once), and mark
  * them current. */
 int lm_recent_build(struct env *v, MDB_txn *t);
+/* The session's row count (sess; 0 for none). */
+uint64_t lm_sess_rows(struct env *v, MDB_txn *t, const char *sid);
 /* Were recent's entries made with their listing entries (the mark)? */
 int lm_recent_current(struct env *v, MDB_txn *t);
 #define LM_ENTRIES_KEY "\1"

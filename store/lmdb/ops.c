@@ -114,9 +114,11 @@ enum core_status lm_session_rows(struct store *h, const char *session_id,
 	return st;
 }
 
+/* One session of a batch: its row count, and its latest row or (the
+ * recent index) its listing entry at off in the batch's buffer. */
 struct sessinfo {
 	char sid[STORE_ID_MAX + 1];
-	size_t rows;
+	size_t rows, off, len;
 	json_t *latest;
 };
 
@@ -182,14 +184,6 @@ enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
 	return st;
 }
 
-/* One session of a recent batch: its listing entry at off in the
- * batch's buffer, or (an entry an older agentkit wrote) its latest row. */
-struct recentinfo {
-	char sid[STORE_ID_MAX + 1];
-	size_t rows, off, len;
-	json_t *latest;
-};
-
 /* Where the store's file is mapped in this process. */
 struct mapped {
 	char *base;
@@ -250,7 +244,7 @@ static void forget_pages(struct env *v, struct mapped *m)
  * entry (copied into buf) or latest row, in one read transaction; last
  * moves to the last key read. */
 static enum core_status recent_batch(struct env *v, unsigned char *last, size_t *lastlen,
-                                     size_t want, struct recentinfo *b, size_t *n,
+                                     size_t want, struct sessinfo *b, size_t *n,
                                      struct core_buf *buf, struct mapped *m,
                                      struct core_err *e)
 {
@@ -269,9 +263,8 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 		if (rc == 0 && *lastlen && k.mv_size == *lastlen && !memcmp(k.mv_data, last, *lastlen))
 			rc = mdb_cursor_get(c, &k, &d, MDB_NEXT);
 		while (rc == 0 && seen < want) {
-			struct recentinfo *si = &b[*n];
+			struct sessinfo *si = &b[*n];
 			struct lm_entry en;
-			MDB_val sk, sd;
 			char id[512];
 			size_t kl = k.mv_size - 8;
 			seen++;
@@ -295,10 +288,7 @@ static enum core_status recent_batch(struct env *v, unsigned char *last, size_t 
 				(*n)++;
 			} else if (d.mv_size && d.mv_size <= STORE_ID_MAX) {
 				/* the entry names the session's latest row */
-				sk.mv_size = kl;
-				sk.mv_data = si->sid;
-				si->rows = mdb_get(t, v->dbi[DB_SESS], &sk, &sd) == 0 && sd.mv_size == 8
-				           ? get_be64(sd.mv_data) : 0;
+				si->rows = lm_sess_rows(v, t, si->sid);
 				memcpy(id, d.mv_data, d.mv_size);
 				id[d.mv_size] = 0;
 				if (lm_read_row(v, t, id, STORE_METADATA_ONLY, &si->latest, NULL,
@@ -320,7 +310,7 @@ enum core_status lm_recent(struct store *h, size_t first, store_session_fn fn, v
                            struct core_err *e)
 {
 	struct env *v = lm_store(h)->e;
-	struct recentinfo *b;
+	struct sessinfo *b;
 	struct core_buf buf = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct mapped m = { NULL, 0 };
 	unsigned char last[8 + STORE_ID_MAX];

@@ -130,8 +130,7 @@ static size_t recent_key(unsigned char *k, uint64_t when, const char *sid)
 	return 8 + n;
 }
 
-/* The session's row count (sess). */
-static uint64_t sess_rows(struct env *v, MDB_txn *t, const char *sid)
+uint64_t lm_sess_rows(struct env *v, MDB_txn *t, const char *sid)
 {
 	MDB_val k = { strlen(sid), (void *)sid }, d;
 	return mdb_get(t, v->dbi[DB_SESS], &k, &d) == 0 && d.mv_size == 8 ? get_be64(d.mv_data) : 0;
@@ -160,6 +159,7 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 	json_t *latest = NULL;
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct lm_entry en;
+	int64_t ns = INT64_MIN;
 	uint64_t when, rows;
 	size_t n;
 	int rc, had;
@@ -181,7 +181,7 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 		return mdb_del(t, v->dbi[DB_RECENTOF], &sk, NULL);
 	}
 	n = strlen(lid);
-	rows = sess_rows(v, t, sid);
+	rows = lm_sess_rows(v, t, sid);
 	/* the same latest row, not the one written: its entry and time
 	 * stand, and only the row count may have moved */
 	if (had && od.mv_size == 8 + n && !memcmp((char *)od.mv_data + 8, lid, n) &&
@@ -214,10 +214,10 @@ int lm_recent_fix(struct env *v, MDB_txn *t, const char *sid, const char *id,
 	put_be64(val, rows);
 	if (core_buf_addc(&b, LM_ENTRY) || core_buf_addc(&b, (char)n) ||
 	    core_buf_add(&b, lid, n) || core_buf_add(&b, val, 8) ||
-	    st_entry_make(sid, row, &b))
+	    st_entry_make(sid, row, &b, &ns))
 		rc = ENOMEM;
 	json_decref(latest);
-	when = rc ? 0 : ~time_key(st_entry_updated_ns(b.p + 2 + n + 8, b.len - (2 + n + 8)));
+	when = ~time_key(ns);
 	if (!rc && had && get_be64(od.mv_data) != when) {
 		k.mv_size = recent_key(key, get_be64(od.mv_data), sid);
 		k.mv_data = key;
