@@ -25,27 +25,8 @@ bin=$top/$build/bin
 work=$(mktemp -d "${TMPDIR:-/tmp}/agentkit-bench-listing.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 
-# rows K: K sessions' rows as NDJSON; session i was updated at a time
-# that a multiplicative step scatters over K seconds of 2026
-rows() {
-	awk -v k="$1" 'BEGIN {
-		for (i = 0; i < k; i++) {
-			t = (i * 7919) % k
-			s = sprintf("2026-01-%02dT%02d:%02d:%02d.%06dZ", 1 + int(t / 86400) % 28,
-			            int(t / 3600) % 24, int(t / 60) % 60, t % 60, i % 1000000)
-			printf "{\"snapshotId\":\"r-%07d\",\"sessionId\":\"s-%07d\",\"createdAt\":\"%s\",", i, i, s
-			printf "\"updatedAt\":\"%s\",\"status\":\"completed\",\"finishReason\":\"stop\",", s
-			printf "\"agentkit\":{\"agent\":\"tasks\",\"model\":\"echo\",\"title\":\"plan the week %d\",", i
-			printf "\"usage\":{\"inputTokens\":12,\"outputTokens\":30,\"totalTokens\":42},"
-			printf "\"sessionUsage\":{\"inputTokens\":12,\"outputTokens\":30,\"totalTokens\":42}},"
-			printf "\"state\":{\"messages\":[{\"role\":\"user\",\"content\":[{\"text\":\"plan the week\"}]},"
-			printf "{\"role\":\"model\",\"content\":[{\"text\":\"Monday: ...\"}]}]}}\n"
-		}
-	}'
-}
-
 for k in "$n" "$small"; do
-	rows "$k" >"$work/rows"
+	bench_session_rows "$k" >"$work/rows"
 	bench_expect "{\"imported\":$k}" env AGENTKIT_STORE="$work/s$k" "$bin/agent-snap" import "$work/rows"
 done
 rm -f "$work/rows"

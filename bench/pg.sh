@@ -14,7 +14,8 @@
 # echo turn against a process that loads libpq, connects and inserts the
 # same bytes (bench-pg insert1); turn 1,000 of a session against turn 1
 # (wall time, and the client's instructions under valgrind); the export
-# of an N/4-turn session against LMDB's export of the same rows.  The
+# of an N/4-turn session against LMDB's export of the same rows;
+# agent-snap sessions over 20*N one-turn sessions, per session.  The
 # sessions are made with synchronous_commit off (not timed).
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -116,6 +117,19 @@ bench_pairs 5 "$bin/agent-snap --store $u export ex" "$bin/agent-snap --store $l
 echo "export_pg ${bench_t[0]} us; export_lmdb ${bench_t[1]} us ($bytes bytes)"
 bench_row "export a $((n / 4))-turn session ($((bytes / 1048576)) MiB) vs LMDB" "${bench_t[0]}" \
 	"${bench_t[1]}" us '<=2' "LMDB" "${bench_r[1]}"
+echo "## sessions newest first, $((n * 20)) sessions"
+u=$(fresh ls)
+bench_session_rows $((n * 20)) >"$o.rows"
+bench_expect "{\"imported\":$((n * 20))}" "$bin/agent-snap" --store "$u%20-csynchronous_commit%3Doff" \
+	import "$o.rows"
+rm -f "$o.rows"
+bench_expect '"sessionId":"s-' "$bin/agent-snap" --store "$u" sessions --format ndjson
+[ "$(wc -l <"$bench_out")" = $((n * 20)) ] || bench_fail "sessions printed $(wc -l <"$bench_out") lines"
+awk -F '"updatedAt":"' '{ split($2, a, "\""); if (NR > 1 && a[1] > last) bad = 1; last = a[1] }
+	END { exit bad }' "$bench_out" || bench_fail "sessions: not newest first"
+bench_pairs 7 "$bin/agent-snap --store $u sessions --format ndjson"
+bench_row "sessions, per session ($((n * 20)) sessions, PostgreSQL)" \
+	"$(awk -v t="${bench_t[0]}" -v k=$((n * 20)) 'BEGIN { printf "%.3f", t / k }')" - us '<=5' -
 echo "## latest by session, $((n * 1000)) rows"
 run latest "$(fresh 3)" $((n * 1000))
 bench_row "latest by session, p50 ($((n * 1000)) rows)" "$(bench_pick "$o" latest_by_session_p50)" - us - -

@@ -50,7 +50,7 @@ on() {
 	exec env HOME="$h" XDG_STATE_HOME="$h/state" XDG_CONFIG_HOME="$h/config" "$@"
 }
 
-@test "the schema is created once, at version 3, on the first write" {
+@test "the schema is created once, at its latest version, on the first write" {
 	run -4 --separate-stderr agent-snap sessions
 	assert_equal "$stderr" "agent-snap: no store at ${AGENTKIT_STORE%%\?*}?host=***&user=***&options=*** (set --store or AGENTKIT_STORE)"
 	# a reader created nothing
@@ -59,25 +59,25 @@ on() {
 		"$SW" save "r$i" '{"sessionId":"s"}' >/dev/null &
 	done
 	wait
-	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
-2
-3
-4
-5"
+	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "$(seq 1 "$(latest_step)")"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_snapshots')" 4
 }
 
 @test "a store whose schema is newer than this agentkit is refused" {
 	"$SW" save row1 '{"sessionId":"s"}' >/dev/null
-	pg_sql 'INSERT INTO agentkit_schema_version (version) VALUES (6)'
+	latest=$(latest_step)
+	pg_sql "INSERT INTO agentkit_schema_version (version) VALUES ($((latest + 1)))"
 	run -5 --separate-stderr agent-snap row1
-	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version 6, newer than this agentkit's 5: upgrade agentkit"
+	assert_equal "$stderr" "agent-snap: the store at '${AGENTKIT_STORE%%\?*}?host=***&user=***&options=***' has schema version $((latest + 1)), newer than this agentkit's $latest: upgrade agentkit"
 }
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
 	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
-	# back to version 1: step 1's foreign keys, steps 2 to 5 not applied
+	# back to version 1: step 1's foreign keys, steps 2 to 6 not applied
 	pg_sql "DELETE FROM agentkit_schema_version WHERE version >= 2;
+		DROP FUNCTION agentkit_put(text, text, bigint, text, text, integer, boolean, boolean,
+		 text, integer, bytea, integer, json, integer, boolean, text, bigint);
+		DROP FUNCTION agentkit_listed(text, text);
 		DROP TABLE agentkit_recent;
 		DROP FUNCTION agentkit_recent_sync() CASCADE;
 		DROP FUNCTION agentkit_recent_fix(text, text, bigint);
@@ -95,11 +95,7 @@ on() {
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 3
 	run -0 --separate-stderr agent-snap row1
 	assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]},"snapshotId":"row1","status":"completed"}'
-	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "1
-2
-3
-4
-5"
+	assert_equal "$(pg_sql 'SELECT version FROM agentkit_schema_version ORDER BY version')" "$(seq 1 "$(latest_step)")"
 	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_worker_log')" 0
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
 	# deleting still collects the state and the messages the cascade used to
@@ -489,7 +485,7 @@ latest_step() {
 	# this agentkit's first open applies step 5 and builds the index
 	run -0 --separate-stderr agent-snap sessions --format ndjson
 	assert_equal "$(jq -c '[.sessionId, .snapshotId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["b","b1",1] ["a","a2",2] ["c","c1",1] '
-	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" 5
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$(latest_step)"
 	assert_equal "$(pg_sql 'SELECT session_id || $$ $$ || latest_id || $$ $$ || row_count FROM agentkit_recent ORDER BY updated_ns DESC, session_id')" "b b1 1
 a a2 2
 c c1 1"
@@ -498,6 +494,55 @@ c c1 1"
 	run -0 --separate-stderr agent-snap import more.ndjson
 	run -0 --separate-stderr agent-snap sessions --limit 2 --format ndjson
 	assert_equal "$(jq -c '[.sessionId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["c",2] ["b",1] '
+}
+
+# entries: each session's entry as "SID LATEST yes|no" (no: none stored)
+entries() {
+	pg_sql 'SELECT session_id || $$ $$ || latest_id || $$ $$ || CASE WHEN entry IS NULL THEN $$no$$ ELSE $$yes$$ END FROM agentkit_recent ORDER BY session_id' | tr '\n' ' '
+}
+
+@test "a version 5 store gains listing entries: kept from each write, and a session without one is listed from its row" {
+	# a store made by an agentkit that knew steps 1 to 5
+	for r in a1:a:01:05:one a2:a:02:06:two b1:b:01:04:three; do
+		IFS=: read -r id sid c u title <<<"$r"
+		printf '{"snapshotId":"%s","sessionId":"%s","createdAt":"2026-01-01T00:00:%sZ","updatedAt":"2026-01-01T00:00:%sZ","agentkit":{"agent":"chat","title":"%s"}}\n' "$id" "$sid" "$c" "$u" "$title"
+	done >rows.ndjson
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=5 agent-snap import rows.ndjson
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=5 agent-snap sessions --format ndjson
+	before=$output
+	# this agentkit's first open applies step 6; the sessions written
+	# before it have no entry and are listed from their rows, as before
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$output" "$before"
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .title, .snapshots]' <<<"$output" | tr '\n' ' ')" '["a","a2","two",2] ["b","b1","three",1] '
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$(latest_step)"
+	assert_equal "$(entries)" "a a2 no b b1 no "
+	# a write stores its session's entry; the listing prints it
+	printf '{"snapshotId":"b2","sessionId":"b","createdAt":"2026-01-01T00:00:09Z","updatedAt":"2026-01-01T00:00:09Z","agentkit":{"agent":"chat","title":"four"}}\n' >more.ndjson
+	run -0 --separate-stderr agent-snap import more.ndjson
+	assert_equal "$(entries)" "a a2 no b b2 yes "
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_line --index 0 '{"sessionId":"b","snapshotId":"b2","status":"completed","updatedAt":"2026-01-01T00:00:09Z","snapshots":2,"agent":"chat","title":"four"}'
+	run -0 --separate-stderr agent-snap sessions --agent chat --limit 1 --format ndjson
+	assert_output '{"sessionId":"b","snapshotId":"b2","status":"completed","updatedAt":"2026-01-01T00:00:09Z","snapshots":2,"agent":"chat","title":"four"}'
+	# a write that hands no entry over (an older agentkit's) leaves none,
+	# and the listing reads the row as it is now
+	pg_sql "UPDATE agentkit_snapshots SET meta = replace(meta, '\"four\"', '\"five\"') WHERE snapshot_id = 'b2'"
+	assert_equal "$(entries)" "a a2 no b b2 no "
+	run -0 --separate-stderr agent-snap sessions --limit 1 --format ndjson
+	assert_equal "$(jq -r .title <<<"$output")" five
+	# a deletion that makes an older row the latest: listed from that row
+	import_b3='{"snapshotId":"b3","sessionId":"b","createdAt":"2026-01-01T00:00:10Z","updatedAt":"2026-01-01T00:00:10Z","agentkit":{"agent":"chat","title":"six"}}'
+	run -0 --separate-stderr agent-snap import <<<"$import_b3"
+	assert_equal "$(entries)" "a a2 no b b3 yes "
+	pg_sql "SELECT agentkit_drop(ARRAY['b3'])" >/dev/null
+	assert_equal "$(entries)" "a a2 no b b2 no "
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .title, .snapshots]' <<<"$output" | tr '\n' ' ')" '["b","b2","five",2] ["a","a2","two",2] '
+	# a heartbeat-like rewrite of the latest row through agent-snap's
+	# own write path stores the entry again
+	run -0 --separate-stderr agent-snap import <<<"$import_b3"
+	assert_equal "$(entries)" "a a2 no b b3 yes "
 }
 
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {

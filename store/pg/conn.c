@@ -406,8 +406,10 @@ static struct pg_prep *prep_slot(struct pg_store *s, const char *sql, char *name
 	return p;
 }
 
-/* One statement, prepared when it runs the second time (see pg_prep). */
-static PGresult *run(struct pg_store *s, const char *sql, int n, const char *const *params)
+/* One statement, prepared when it runs the second time (see pg_prep);
+ * its results in binary (PostgreSQL's send format) when binary is set. */
+static PGresult *run(struct pg_store *s, const char *sql, int n, const char *const *params,
+                     int binary)
 {
 	char name[16];
 	struct pg_prep *p = prep_slot(s, sql, name, sizeof name);
@@ -420,14 +422,14 @@ static PGresult *run(struct pg_store *s, const char *sql, int n, const char *con
 		PQclear(r);
 	}
 	if (!p || !p->prepared)
-		return answer(s, PQsendQueryParams(s->conn, sql, n, NULL, params, NULL, NULL, 0),
-		              end);
-	return answer(s, PQsendQueryPrepared(s->conn, name, n, params, NULL, NULL, 0), end);
+		return answer(s, PQsendQueryParams(s->conn, sql, n, NULL, params, NULL, NULL,
+		                                   binary), end);
+	return answer(s, PQsendQueryPrepared(s->conn, name, n, params, NULL, NULL, binary), end);
 }
 
-enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
-                         const char *const *params, PGresult **res, const char *what,
-                         struct core_err *e)
+static enum core_status exec(struct pg_store *s, const char *sql, int n,
+                             const char *const *params, int binary, PGresult **res,
+                             const char *what, struct core_err *e)
 {
 	enum core_status st;
 	int tries;
@@ -439,7 +441,7 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 		ExecStatusType x;
 		if (!s->in_txn && (st = pg_ensure(s, e)) != CORE_OK)
 			return st;
-		r = run(s, sql, n, params);
+		r = run(s, sql, n, params, binary);
 		x = PQresultStatus(r);
 		if (x == PGRES_COMMAND_OK || x == PGRES_TUPLES_OK) {
 			*res = r;
@@ -455,6 +457,20 @@ enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
 		PQclear(r);
 		return st;
 	}
+}
+
+enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
+                         const char *const *params, PGresult **res, const char *what,
+                         struct core_err *e)
+{
+	return exec(s, sql, n, params, 0, res, what, e);
+}
+
+enum core_status pg_exec_binary(struct pg_store *s, const char *sql, int n,
+                                const char *const *params, PGresult **res, const char *what,
+                                struct core_err *e)
+{
+	return exec(s, sql, n, params, 1, res, what, e);
 }
 
 enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,

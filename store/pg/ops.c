@@ -549,6 +549,31 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	return CORE_OK;
 }
 
+/* The listing entry of row (st_entry_make()) as hex text in out, and its
+ * listing time in decimal in listed: agentkit_put()'s p_entry and
+ * p_listed. */
+static enum core_status entry_hex(const char *sid, const json_t *row, struct core_buf *out,
+                                  char listed[24])
+{
+	static const char digits[] = "0123456789abcdef";
+	struct core_buf raw = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	int64_t ns = 0;
+	enum core_status st = st_entry_make(sid, row, &raw, &ns);
+	size_t i;
+	snprintf(listed, 24, "%lld", (long long)ns);
+	if (!st)
+		st = core_buf_grow(out, 2 * raw.len);
+	for (i = 0; !st && i < raw.len; i++) {
+		unsigned char u = (unsigned char)raw.p[i];
+		out->p[out->len++] = digits[u >> 4];
+		out->p[out->len++] = digits[u & 15];
+	}
+	if (!st)
+		out->p[out->len] = 0;
+	core_buf_release(&raw);
+	return st;
+}
+
 /*
  * Write row as given (valid snapshotId and sessionId), replacing the row o
  * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
@@ -568,10 +593,18 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
                                   const struct old *o, const struct store_base *base,
                                   int *changed, int *stale, struct core_err *e)
 {
-	static const char sql[] =
+	static const char put5[] =
 		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
 		" $12, $13, $14, $15)";
+	/* with the row's listing entry and time (schema step 6) */
+	static const char put6[] =
+		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
+		" $12, $13, $14, $15, $16, $17)";
+	const char *sql = s->steps >= PG_STEP_ENTRIES ? put6 : put5;
+	int nparams = s->steps >= PG_STEP_ENTRIES ? 17 : 15;
+	char listed[24];
 	struct core_buf msgs = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf entry = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	char walk_s[16], count[16] = "0", tail_s[PG_HASH_HEX + 1];
 	const char *tail = NULL;
 	struct pg_cols c;
@@ -583,6 +616,10 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
 		return st;
+	if (nparams == 17 && (st = entry_hex(c.sid, row, &entry, listed)) != CORE_OK) {
+		st = core_fail(e, st, "save snapshot: out of memory");
+		goto out;
+	}
 	/* NOTIFY serializes the commits that send it (a database-wide lock at
 	 * commit), so only a stored row's status change sends one: nobody
 	 * waits for a row that does not exist yet (backend.h) */
@@ -606,13 +643,13 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		}
 	}
 	for (;;) {
-		const char *p[15] = {
+		const char *p[17] = {
 			c.id, c.sid, c.created, c.status, c.meta.p,
 			keep ? (*o->state_pos ? o->state_pos : NULL)
 			     : (c.has_state ? c.state_pos : NULL),
 			keep ? "t" : "f", c.has_state ? "t" : "f", c.has_state ? c.body.p : NULL,
 			*c.msg_pos ? c.msg_pos : NULL, tail, walk_s,
-			NULL, count, *changed ? "t" : "f",
+			NULL, count, *changed ? "t" : "f", entry.p, listed,
 		};
 		snprintf(walk_s, sizeof walk_s, "%u", walk);
 		if (c.msgs) {
@@ -623,12 +660,12 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			p[12] = msgs.p;
 		}
 		if (stale) {
-			struct pg_stmt q[2] = { { sql, 15, p, NULL }, { "COMMIT", 0, NULL, NULL } };
+			struct pg_stmt q[2] = { { sql, nparams, p, NULL }, { "COMMIT", 0, NULL, NULL } };
 			if ((st = pg_pipeline(s, q, 2, "write snapshot", e)) != CORE_OK)
 				goto out;
 			PQclear(q[1].res);
 			r = q[0].res;
-		} else if ((st = pg_exec(s, sql, 15, p, &r, "write snapshot", e)) != CORE_OK) {
+		} else if ((st = pg_exec(s, sql, nparams, p, &r, "write snapshot", e)) != CORE_OK) {
 			goto out;
 		}
 		if (!PQgetisnull(r, 0, 0) || !tail) {
@@ -668,6 +705,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	}
 out:
 	core_buf_release(&msgs);
+	core_buf_release(&entry);
 	pg_cols_release(&c);
 	return st;
 }

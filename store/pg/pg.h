@@ -54,7 +54,7 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 5, tables in the connection's current schema;
+ * Layout (schema version 6, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
@@ -81,11 +81,14 @@
  *                       lease_ns: the queued runs (store.h "Queued
  *                       runs"), kept from each row's metadata by a
  *                       trigger; claims pick from it (step 4)
- *   agentkit_recent     session_id, updated_ns, latest_id, row_count: each
- *                       session's latest row, its time (st_updated_ns())
- *                       and the session's row count, kept by a trigger;
- *                       indexed (updated_ns DESC, session_id), the order
- *                       of store_sessions_recent() (step 5, recent.c)
+ *   agentkit_recent     session_id, updated_ns, latest_id, row_count,
+ *                       entry: each session's latest row, its time
+ *                       (st_updated_ns()), the session's row count and
+ *                       the latest row's listing entry (st_entry_make();
+ *                       NULL when its writer gave none), kept by a
+ *                       trigger; indexed (updated_ns DESC, session_id),
+ *                       the order of store_sessions_recent() (steps 5
+ *                       and 6, recent.c)
  *   agentkit_schema_version  the versions applied
  *
  * A long session's turn (store_can_append()): a read with
@@ -113,7 +116,9 @@
 #define PG_CHANNEL "agentkit_status"
 /* The server's clock in µs since the epoch, as text (pg_clock()). */
 #define PG_CLOCK_SQL "(extract(epoch FROM clock_timestamp()) * 1000000)::int8"
-#define PG_SCHEMA_VERSION 5
+/* The schema step from which agentkit_recent keeps listing entries
+ * (schema.c step 6): saves hand theirs over, listings read them. */
+#define PG_STEP_ENTRIES 6
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
@@ -175,6 +180,8 @@ struct pg_store {
 	int listening;          /* LISTEN sent on this connection */
 	uint32_t seq;           /* notifications seen (change_seq) */
 	int verify;             /* AGENTKIT_STORE_VERIFY: check bases */
+	long steps;             /* the schema's steps this handle uses
+	                           (pg_schema()) */
 	int64_t lock_ms;        /* lock_timeout */
 	int64_t connect_ms;     /* the connect timeout: with lock_ms, the bound
 	                           on an answer (pg_exec()) */
@@ -220,6 +227,12 @@ PGresult *pg_query(struct pg_store *s, const char *sql);
 enum core_status pg_exec(struct pg_store *s, const char *sql, int n,
                          const char *const *params, PGresult **res, const char *what,
                          struct core_err *e);
+/* pg_exec() with binary results (each type's send format: an int8 is 8
+ * bytes big-endian, text and bytea their bytes; PQgetlength() gives the
+ * length, and each value is followed by a NUL byte as in text results). */
+enum core_status pg_exec_binary(struct pg_store *s, const char *sql, int n,
+                                const char *const *params, PGresult **res, const char *what,
+                                struct core_err *e);
 /* pg_exec() without a result: "BEGIN" and "COMMIT" also keep in_txn. */
 enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
                         struct core_err *e);

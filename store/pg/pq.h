@@ -26,7 +26,7 @@
 	X(PQclear) X(PQconnectdbParams) X(PQconninfoFree) X(PQconninfoParse) \
 	X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) \
 	X(PQexitPipelineMode) X(PQfinish) X(PQflush) X(PQfreemem) X(PQgetResult) \
-	X(PQgetisnull) X(PQgetvalue) X(PQisBusy) X(PQnotifies) X(PQntuples) \
+	X(PQgetisnull) X(PQgetlength) X(PQgetvalue) X(PQisBusy) X(PQnotifies) X(PQntuples) \
 	X(PQpipelineSync) X(PQreset) X(PQresultErrorField) X(PQresultStatus) \
 	X(PQsendPrepare) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQsendQueryPrepared) X(PQsetNoticeProcessor) X(PQsetnonblocking) \
@@ -62,6 +62,7 @@ enum core_status pq_load(struct core_err *e);
 #define PQfreemem (pq_api.PQfreemem)
 #define PQgetResult (pq_api.PQgetResult)
 #define PQgetisnull (pq_api.PQgetisnull)
+#define PQgetlength (pq_api.PQgetlength)
 #define PQgetvalue (pq_api.PQgetvalue)
 #define PQisBusy (pq_api.PQisBusy)
 #define PQnotifies (pq_api.PQnotifies)

@@ -384,7 +384,86 @@ static const char step5[] =
 	"CREATE TRIGGER agentkit_recent_sync AFTER INSERT OR UPDATE OR DELETE ON agentkit_snapshots"
 	" FOR EACH ROW EXECUTE FUNCTION agentkit_recent_sync();";
 
-static const char *const steps[] = { step1, step2, step3, step4, step5 };
+/*
+ * Step 6: each session's listing entry (st_entry_make(): the line
+ * agent-snap sessions prints, with its times and offsets) kept in
+ * agentkit_recent, so a listing reads that one table.  The writer makes
+ * the entry, in C, from the row it writes, and the 17-argument
+ * agentkit_put() hands it (hex) and the row's listing time (the entry's
+ * own, st_updated_ns()) to the trigger in settings local to the
+ * transaction: agentkit.entry_id names the row, agentkit.entry and
+ * agentkit.entry_ns are its entry and time.  agentkit_recent_fix() (step
+ * 5's, replaced) stores the entry when that row is the session's latest,
+ * and takes its time from the setting rather than parsing the row's
+ * metadata (agentkit_updated_ns() was a fifth of a turn's server time).
+ * Any other change of the latest row (an older agentkit's write through
+ * the 15-argument agentkit_put(), a deletion that makes an older row the
+ * latest) leaves the entry NULL, and the listing makes that session's
+ * line from its row, as before; so do the sessions written before this
+ * step, until their next write.
+ */
+static const char step6[] =
+	"ALTER TABLE agentkit_recent ADD COLUMN entry bytea;"
+	/* row p_id's listing time and entry: those its writer handed over,
+	 * or its time from its metadata and no entry (an IF, not a CASE: a
+	 * plan with the metadata as a constant would parse it either way) */
+	"CREATE FUNCTION agentkit_listed(p_id text, p_meta text, OUT ns bigint, OUT entry bytea)"
+	" LANGUAGE plpgsql STABLE AS $$ BEGIN"
+	"  IF current_setting('agentkit.entry_id', true) = p_id THEN"
+	"   ns := current_setting('agentkit.entry_ns')::bigint;"
+	"   entry := decode(current_setting('agentkit.entry'), 'hex');"
+	"  ELSE"
+	"   ns := agentkit_updated_ns(p_meta);"
+	"  END IF; END $$;"
+	"CREATE OR REPLACE FUNCTION agentkit_recent_fix(p_sid text, p_id text, p_delta bigint)"
+	" RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE l record; r record; n integer; x record; BEGIN"
+	"  SELECT latest_id, updated_ns INTO r FROM agentkit_recent WHERE session_id = p_sid"
+	"   FOR UPDATE;"
+	"  IF NOT FOUND AND p_delta > 0 THEN"
+	"   SELECT snapshot_id, meta INTO l FROM agentkit_snapshots WHERE session_id = p_sid"
+	"    ORDER BY created_ns DESC, snapshot_id DESC LIMIT 1;"
+	"   x := agentkit_listed(l.snapshot_id, l.meta);"
+	"   INSERT INTO agentkit_recent VALUES (p_sid, x.ns, l.snapshot_id, p_delta, x.entry)"
+	"    ON CONFLICT (session_id) DO NOTHING;"
+	"   GET DIAGNOSTICS n = ROW_COUNT;"
+	"   IF n > 0 THEN RETURN; END IF;"
+	"  END IF;"
+	"  IF NOT FOUND THEN"
+	"   INSERT INTO agentkit_recent VALUES (p_sid, -9223372036854775807 - 1, '', 0)"
+	"    ON CONFLICT (session_id) DO NOTHING;"
+	"   SELECT latest_id, updated_ns INTO r FROM agentkit_recent WHERE session_id = p_sid"
+	"    FOR UPDATE;"
+	"  END IF;"
+	"  SELECT snapshot_id, meta INTO l FROM agentkit_snapshots WHERE session_id = p_sid"
+	"   ORDER BY created_ns DESC, snapshot_id DESC LIMIT 1;"
+	"  IF NOT FOUND THEN DELETE FROM agentkit_recent WHERE session_id = p_sid; RETURN; END IF;"
+	/* the latest row as it was: its time and entry stay */
+	"  IF l.snapshot_id = r.latest_id AND l.snapshot_id IS DISTINCT FROM p_id THEN"
+	"   IF p_delta <> 0 THEN"
+	"    UPDATE agentkit_recent SET row_count = row_count + p_delta WHERE session_id = p_sid;"
+	"   END IF;"
+	"   RETURN;"
+	"  END IF;"
+	"  x := agentkit_listed(l.snapshot_id, l.meta);"
+	"  UPDATE agentkit_recent SET updated_ns = x.ns, latest_id = l.snapshot_id,"
+	"   row_count = row_count + p_delta, entry = x.entry WHERE session_id = p_sid;"
+	" END $$;"
+	/* agentkit_put() with the row's listing entry (hex) and time */
+	"CREATE FUNCTION agentkit_put(p_id text, p_sid text, p_created bigint, p_status text,"
+	"  p_meta text, p_state_pos integer, p_keep boolean, p_has_state boolean, p_body text,"
+	"  p_msg_pos integer, p_base bytea, p_walk integer, p_msgs json, p_count integer,"
+	"  p_notify boolean, p_entry text, p_listed bigint) RETURNS text"
+	" LANGUAGE plpgsql AS $$ DECLARE t text; BEGIN"
+	"  PERFORM set_config('agentkit.entry_id', p_id, true),"
+	"   set_config('agentkit.entry', p_entry, true),"
+	"   set_config('agentkit.entry_ns', p_listed::text, true);"
+	"  t := agentkit_put(p_id, p_sid, p_created, p_status, p_meta, p_state_pos, p_keep,"
+	"   p_has_state, p_body, p_msg_pos, p_base, p_walk, p_msgs, p_count, p_notify);"
+	"  PERFORM set_config('agentkit.entry_id', '', true);"
+	"  RETURN t; END $$;";
+
+static const char *const steps[] = { step1, step2, step3, step4, step5, step6 };
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*
@@ -586,6 +665,7 @@ static enum core_status apply(struct pg_store *s, json_t *applied, long *now,
 	}
 	if ((st = pg_cmd(s, "COMMIT", what, e)) != CORE_OK)
 		return st;
+	s->steps = (long)known;
 	if (now)
 		*now = v > (long)known ? v : (long)known;
 	return CORE_OK;
@@ -611,14 +691,17 @@ enum core_status pg_schema(struct pg_store *s, unsigned flags, struct core_err *
 			e->sys = EROFS;
 		return CORE_ESYS;
 	}
-	if (v == (long)known_steps())
+	s->steps = (long)known_steps();
+	if (v == s->steps)
 		return CORE_OK;
-	if (v > (long)known_steps())
+	if (v > s->steps)
 		return too_new(s, v, e);
 	/* agent-snap migrate shows and applies the steps itself; to it a
 	 * database without agentkit's tables is a store at version 0 */
-	if (flags & STORE_OPEN_AS_IS)
+	if (flags & STORE_OPEN_AS_IS) {
+		s->steps = v;
 		return CORE_OK;
+	}
 	if (v < 0 && (flags & STORE_OPEN_EXISTING))
 		return core_fail(e, CORE_ENOTFOUND, "no store at %s (set --store or AGENTKIT_STORE)",
 		                 s->where);
