@@ -501,7 +501,7 @@ entries() {
 	pg_sql 'SELECT session_id || $$ $$ || latest_id || $$ $$ || CASE WHEN entry IS NULL THEN $$no$$ ELSE $$yes$$ END FROM agentkit_recent ORDER BY session_id' | tr '\n' ' '
 }
 
-@test "a version 5 store gains listing entries: kept from each write, and a session without one is listed from its row" {
+@test "a version 5 store gains listing entries: made from its rows, kept from each write, and a session without one is listed from its row" {
 	# a store made by an agentkit that knew steps 1 to 5
 	for r in a1:a:01:05:one a2:a:02:06:two b1:b:01:04:three; do
 		IFS=: read -r id sid c u title <<<"$r"
@@ -510,17 +510,17 @@ entries() {
 	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=5 agent-snap import rows.ndjson
 	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=5 agent-snap sessions --format ndjson
 	before=$output
-	# this agentkit's first open applies step 6; the sessions written
-	# before it have no entry and are listed from their rows, as before
+	# this agentkit's first open applies step 6, which makes the entries
+	# of the sessions there from their latest rows: the same lines
 	run -0 --separate-stderr agent-snap sessions --format ndjson
 	assert_equal "$output" "$before"
 	assert_equal "$(jq -c '[.sessionId, .snapshotId, .title, .snapshots]' <<<"$output" | tr '\n' ' ')" '["a","a2","two",2] ["b","b1","three",1] '
 	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$(latest_step)"
-	assert_equal "$(entries)" "a a2 no b b1 no "
+	assert_equal "$(entries)" "a a2 yes b b1 yes "
 	# a write stores its session's entry; the listing prints it
 	printf '{"snapshotId":"b2","sessionId":"b","createdAt":"2026-01-01T00:00:09Z","updatedAt":"2026-01-01T00:00:09Z","agentkit":{"agent":"chat","title":"four"}}\n' >more.ndjson
 	run -0 --separate-stderr agent-snap import more.ndjson
-	assert_equal "$(entries)" "a a2 no b b2 yes "
+	assert_equal "$(entries)" "a a2 yes b b2 yes "
 	run -0 --separate-stderr agent-snap sessions --format ndjson
 	assert_line --index 0 '{"sessionId":"b","snapshotId":"b2","status":"completed","updatedAt":"2026-01-01T00:00:09Z","snapshots":2,"agent":"chat","title":"four"}'
 	run -0 --separate-stderr agent-snap sessions --agent chat --limit 1 --format ndjson
@@ -528,21 +528,21 @@ entries() {
 	# a write that hands no entry over (an older agentkit's) leaves none,
 	# and the listing reads the row as it is now
 	pg_sql "UPDATE agentkit_snapshots SET meta = replace(meta, '\"four\"', '\"five\"') WHERE snapshot_id = 'b2'"
-	assert_equal "$(entries)" "a a2 no b b2 no "
+	assert_equal "$(entries)" "a a2 yes b b2 no "
 	run -0 --separate-stderr agent-snap sessions --limit 1 --format ndjson
 	assert_equal "$(jq -r .title <<<"$output")" five
 	# a deletion that makes an older row the latest: listed from that row
 	import_b3='{"snapshotId":"b3","sessionId":"b","createdAt":"2026-01-01T00:00:10Z","updatedAt":"2026-01-01T00:00:10Z","agentkit":{"agent":"chat","title":"six"}}'
 	run -0 --separate-stderr agent-snap import <<<"$import_b3"
-	assert_equal "$(entries)" "a a2 no b b3 yes "
+	assert_equal "$(entries)" "a a2 yes b b3 yes "
 	pg_sql "SELECT agentkit_drop(ARRAY['b3'])" >/dev/null
-	assert_equal "$(entries)" "a a2 no b b2 no "
+	assert_equal "$(entries)" "a a2 yes b b2 no "
 	run -0 --separate-stderr agent-snap sessions --format ndjson
 	assert_equal "$(jq -c '[.sessionId, .snapshotId, .title, .snapshots]' <<<"$output" | tr '\n' ' ')" '["b","b2","five",2] ["a","a2","two",2] '
 	# a heartbeat-like rewrite of the latest row through agent-snap's
 	# own write path stores the entry again
 	run -0 --separate-stderr agent-snap import <<<"$import_b3"
-	assert_equal "$(entries)" "a a2 no b b3 yes "
+	assert_equal "$(entries)" "a a2 yes b b3 yes "
 }
 
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {

@@ -549,11 +549,8 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	return CORE_OK;
 }
 
-/* The listing entry of row (st_entry_make()) as hex text in out, and its
- * listing time in decimal in listed: agentkit_put()'s p_entry and
- * p_listed. */
-static enum core_status entry_hex(const char *sid, const json_t *row, struct core_buf *out,
-                                  char listed[24])
+enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_buf *out,
+                              char listed[24])
 {
 	static const char digits[] = "0123456789abcdef";
 	struct core_buf raw = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
@@ -616,7 +613,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
 		return st;
-	if (nparams == 17 && (st = entry_hex(c.sid, row, &entry, listed)) != CORE_OK) {
+	if (nparams == 17 && (st = pg_entry_hex(c.sid, row, &entry, listed)) != CORE_OK) {
 		st = core_fail(e, st, "save snapshot: out of memory");
 		goto out;
 	}

@@ -365,6 +365,12 @@ enum core_status pg_row_build(const char *meta, const char *state_pos, const cha
  * in e). */
 json_t *pg_node_parse(const char *body, struct core_err *e);
 
+/* The listing entry of row (st_entry_make()) appended to out as hex
+ * text, and its listing time (st_updated_ns()) in decimal in listed:
+ * agentkit_put()'s p_entry and p_listed (ops.c).  CORE_ENOMEM. */
+enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_buf *out,
+                              char listed[24]);
+
 /* ---- the handle's chain memory (ops.c) ---- */
 
 void pg_ref_remember(struct pg_store *s, const char *id, const char *tail, uint32_t count);

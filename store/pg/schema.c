@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../libcore/base/json.h"
 #include "../../libcore/base/util.h"
 
 /* Step 1: the tables, their indexes and the chain functions. */
@@ -399,8 +400,9 @@ static const char step5[] =
  * Any other change of the latest row (an older agentkit's write through
  * the 15-argument agentkit_put(), a deletion that makes an older row the
  * latest) leaves the entry NULL, and the listing makes that session's
- * line from its row, as before; so do the sessions written before this
- * step, until their next write.
+ * line from its row, as before.  The entries of the sessions already
+ * there are made in C after the SQL, in the step's transaction
+ * (fill_entries()).
  */
 static const char step6[] =
 	"ALTER TABLE agentkit_recent ADD COLUMN entry bytea;"
@@ -464,6 +466,71 @@ static const char step6[] =
 	"  RETURN t; END $$;";
 
 static const char *const steps[] = { step1, step2, step3, step4, step5, step6 };
+
+/*
+ * After step 6's SQL, in its transaction: the entries of the sessions
+ * the store already has, made from their latest rows, 256 sessions a
+ * statement.  Each batch's agentkit_recent rows are locked as they are
+ * read, so a writer of one of those sessions waits at its trigger until
+ * the step commits and then replaces the entry (its row was not the one
+ * read, or it was read as committed before it).  A session whose latest
+ * row has no metadata to read is left without one (listed from its row).
+ */
+static enum core_status fill_entries(struct pg_store *s, struct core_err *e)
+{
+	static const char pick[] =
+		"SELECT r.session_id, s.meta FROM agentkit_recent r"
+		" JOIN agentkit_snapshots s ON s.snapshot_id = r.latest_id"
+		" WHERE r.session_id > $1 ORDER BY r.session_id LIMIT 256 FOR UPDATE OF r";
+	static const char put[] =
+		"UPDATE agentkit_recent r SET entry = decode(v.value, 'hex')"
+		" FROM json_each_text($1::json) v WHERE r.session_id = v.key";
+	const char *what = "make the sessions' listing entries";
+	char after[STORE_ID_MAX + 1] = "";
+	enum core_status st = CORE_OK;
+	int n;
+	do {
+		const char *p[1] = { after };
+		struct core_buf hex = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+		json_t *batch = json_object();
+		PGresult *r;
+		if (!batch)
+			return core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+		if ((st = pg_exec(s, pick, 1, p, &r, what, e)) != CORE_OK) {
+			json_decref(batch);
+			return st;
+		}
+		n = PQntuples(r);
+		for (int i = 0; i < n && st == CORE_OK; i++) {
+			json_t *latest = NULL;
+			char listed[24];
+			hex.len = 0;
+			if (pg_row_join(PQgetvalue(r, i, 1), NULL, NULL, NULL, NULL, NULL, NULL, &latest,
+			                NULL) != CORE_OK)
+				continue;
+			if (pg_entry_hex(PQgetvalue(r, i, 0), latest, &hex, listed) != CORE_OK ||
+			    json_object_set_new(batch, PQgetvalue(r, i, 0), json_string(hex.p)))
+				st = core_fail(e, CORE_ENOMEM, "%s: out of memory", what);
+			json_decref(latest);
+		}
+		if (n)
+			snprintf(after, sizeof after, "%s", PQgetvalue(r, n - 1, 0));
+		PQclear(r);
+		if (st == CORE_OK && json_object_size(batch) &&
+		    (st = jv_dump(batch, &text)) != CORE_OK)
+			st = core_fail(e, st, "%s: out of memory", what);
+		if (st == CORE_OK && json_object_size(batch)) {
+			p[0] = text.p;
+			if ((st = pg_exec(s, put, 1, p, &r, what, e)) == CORE_OK)
+				PQclear(r);
+		}
+		json_decref(batch);
+		core_buf_release(&hex);
+		core_buf_release(&text);
+	} while (st == CORE_OK && n == PG_BATCH);
+	return st;
+}
 #define NSTEPS (sizeof steps / sizeof steps[0])
 
 /*
@@ -653,7 +720,8 @@ static enum core_status apply(struct pg_store *s, json_t *applied, long *now,
 	for (i = (size_t)v; i < known; i++) {
 		char num[24];
 		const char *p[1] = { num };
-		if ((st = pg_script(s, steps[i], what, e)) != CORE_OK)
+		if ((st = pg_script(s, steps[i], what, e)) != CORE_OK ||
+		    (i + 1 == PG_STEP_ENTRIES && (st = fill_entries(s, e)) != CORE_OK))
 			goto fail;
 		snprintf(num, sizeof num, "%zu", i + 1);
 		if ((st = pg_exec(s, "INSERT INTO agentkit_schema_version (version) VALUES ($1)",
