@@ -11,6 +11,7 @@
 #include "cli.h"
 #include "../libcore/agent/serve.h"
 #include "../libcore/base/spawn.h"
+#include "../libcore/base/trace.h"
 #include "../libcore/base/util.h"
 
 enum {
@@ -222,6 +223,22 @@ static int no_secret(const char *entry)
 	return 0;
 }
 
+/* Tracing, as agent-run's from the environment (AGENTKIT_TRACE=1 and the
+ * OTEL_* variables, docs/tracing.md): a SERVER span per request, its
+ * turn's spans under it. */
+static void trace_start_server(void)
+{
+	struct trace_config c;
+	if (trace_config_from_env(&c, 0, NULL, "agent-serve", AGENTKIT_VERSION) != CORE_OK) {
+		cli_warn("tracing off: out of memory");
+		return;
+	}
+	if (c.note[0])
+		cli_warn("%s", c.note);
+	if (trace_init(&c) != CORE_OK)
+		cli_warn("tracing off: out of memory");
+}
+
 static enum core_status serve(struct opts *o)
 {
 	struct core_err e = { 0 };
@@ -237,6 +254,7 @@ static enum core_status serve(struct opts *o)
 	/* Blocked before the daemon's threads exist, so they inherit it and
 	 * only sigwait() below takes these signals. */
 	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	trace_start_server();
 	if ((st = serve_start(&o->cfg, &s, &e)) != CORE_OK)
 		return st == CORE_EUSAGE ? cli_usage("--listen: %s", e.msg) : cli_report(&e);
 	if (o->where[0])
@@ -249,6 +267,8 @@ static enum core_status serve(struct opts *o)
 		;
 	fprintf(stderr, "agent-serve: %s: draining\n", strsignal(sig));
 	left = serve_stop(s, o->drain_ms);
+	if (trace_finish(NULL, &e) != CORE_OK)
+		cli_warn("%s", e.msg);
 	if (left) {
 		cli_warn("cancelled %u request%s still running after the drain", left,
 		         left == 1 ? "" : "s");

@@ -371,11 +371,22 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	wait_for 5 sh -c '[ -z "$(ps -o args= --ppid '"$SPID"' | grep -v -- " --serve-child$")" ]'
 }
 
-@test "serve: a request's traceparent makes the turn's spans children of the caller's" {
+# spans: every span the OTLP receiver logged, one compact object a line
+spans() {
+	jq -c '(.body // .) | .resourceSpans[] | (.resource.attributes[] | select(.key == "service.name") | .value.stringValue) as $svc | .scopeSpans[].spans[] | {svc: $svc, traceId, spanId, parentSpanId, name, kind, code: ([.attributes[]? | select(.key == "http.response.status_code") | .value.intValue][0])}' "$LOG"
+}
+
+# logged SVC N [NAME]: at least N spans of service SVC (named NAME) logged
+logged() {
+	[ "$(spans 2>/dev/null | jq -c --arg s "$1" --arg n "${3:-}" \
+		'select(.svc == $s and ($n == "" or .name == $n))' | wc -l)" -ge "$2" ]
+}
+
+@test "serve: a SERVER span per request, a child of its traceparent; the turn's spans under it" {
 	need_curl
 	LOG="$BATS_TEST_TMPDIR/otlp.ndjson"
 	: >"$LOG"
-	"$TOP/scripts/otlp-receiver" --port-file "$BATS_TEST_TMPDIR/port" --log "$LOG" --idle 20 3>&- &
+	"$TOP/scripts/otlp-receiver" --port-file "$BATS_TEST_TMPDIR/port" --log "$LOG" --idle 30 3>&- &
 	local rpid=$!
 	wait_for 5 test -s "$BATS_TEST_TMPDIR/port"
 	AGENTKIT_TRACE=1 OTEL_EXPORTER_OTLP_PROTOCOL=http/json \
@@ -383,10 +394,30 @@ say_body='{"data":{"message":{"role":"user","content":[{"text":"hi"}]}}}'
 	run curl -s -H 'traceparent: 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01' \
 		"$URL/chat" -d "$say_body"
 	[ "$(jq -r .result.finishReason <<<"$output")" = stop ]
-	wait_for 10 grep -q resourceSpans "$LOG"
-	run jq -c '(.body // .) | .resourceSpans[].scopeSpans[].spans[] | select(.parentSpanId == "00f067aa0ba902b7") | .traceId' "$LOG"
+	run curl -s "$URL/chat" -d "$say_body"
+	[ "$(jq -r .result.finishReason <<<"$output")" = stop ]
+	run curl -s -o /dev/null -w '%{http_code}' -H 'traceparent: 00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01' \
+		"$URL/nosuch" -d "$say_body"
+	[ "$output" = 404 ]
+	# three SERVER spans (agent-serve's) and two turns' roots (agent-run's)
+	wait_for 10 logged agent-serve 3
+	wait_for 10 logged agent-run 2 chat
 	kill "$rpid"
-	[ "$output" = '"0af7651916cd43dd8448eb211c80319c"' ]
+	run spans
+	server=$(jq -c 'select(.svc == "agent-serve")' <<<"$output")
+	# the first: under the caller's span, in its trace, named by its route
+	first=$(jq -c 'select(.code == "200" and .parentSpanId == "00f067aa0ba902b7")' <<<"$server")
+	assert_equal "$(jq -c '[.traceId, .name, .kind]' <<<"$first")" '["0af7651916cd43dd8448eb211c80319c","POST /chat",2]'
+	# its turn's root span is its child, in the same trace
+	assert_equal "$(jq -c --arg p "$(jq -r .spanId <<<"$first")" 'select(.svc == "agent-run" and .parentSpanId == $p) | .traceId' <<<"$output")" '"0af7651916cd43dd8448eb211c80319c"'
+	# the second, with no traceparent: the root of a trace of its own,
+	# its turn under it
+	second=$(jq -c 'select(.code == "200" and .parentSpanId == null)' <<<"$server")
+	assert_equal "$(jq -r .name <<<"$second")" "POST /chat"
+	[ "$(jq -r .traceId <<<"$second")" != 0af7651916cd43dd8448eb211c80319c ]
+	assert_equal "$(jq -c --arg p "$(jq -r .spanId <<<"$second")" 'select(.svc == "agent-run" and .parentSpanId == $p) | .traceId' <<<"$output")" "$(jq -c .traceId <<<"$second")"
+	# the unknown route: its status, and only its method as its name
+	assert_equal "$(jq -c 'select(.code == "404") | [.name, .parentSpanId, .traceId]' <<<"$server")" '["POST","00f067aa0ba902b7","0af7651916cd43dd8448eb211c80319c"]'
 }
 
 @test "serve: agent-wait --url and agent-abort --url go through the companion routes" {

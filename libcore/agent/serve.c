@@ -12,6 +12,7 @@
 #include "agent.h"
 #include "serve_int.h"
 #include "../base/json.h"
+#include "../base/trace.h"
 #include "../base/util.h"
 
 /* Headers and the connection's buffers: bigger header blocks get 431. */
@@ -115,6 +116,7 @@ static int route(struct serve_req *r, const char *url, enum MHD_Result *ret)
 		if (strcmp(r->method, "GET"))
 			return *ret = serve_error(r, "NOT_FOUND", "%s /: the listing is GET /",
 			                          r->method), -1;
+		r->routed = 1;
 		return 0;
 	}
 	if (strcmp(r->method, "POST"))
@@ -142,10 +144,45 @@ static int route(struct serve_req *r, const char *url, enum MHD_Result *ret)
 	}
 	if (!agent_exists(r->s, r->agent))
 		return *ret = serve_error(r, "NOT_FOUND", "agent '%s' not found", r->agent), -1;
+	r->routed = 1;
 	return 0;
 }
 
 /* ---- a request's life ---- */
+
+/* The request's SERVER span (with tracing on): a child of the caller's
+ * traceparent, else the root of a trace of its own; named by its method
+ * until its route is known (span names stay few: an unknown path is no
+ * name). */
+static void span_start(struct serve_req *r, const char *method, const char *url)
+{
+	r->span = trace_start_remote(serve_trace_header(r->conn, "traceparent"),
+	                             serve_trace_header(r->conn, "tracestate"), method,
+	                             TRACE_SERVER, 0);
+	trace_attr_str(r->span, "http.request.method", method);
+	trace_attr_str(r->span, "url.path", url);
+}
+
+static void span_end(struct serve_req *r, int code)
+{
+	char name[16 + SERVE_NAME_MAX + 32];
+	if (!r->span)
+		return;
+	if (r->routed) {
+		snprintf(name, sizeof name, "%s %s", r->method, r->path);
+		trace_rename(r->span, name);
+	}
+	trace_attr_int(r->span, "http.response.status_code", code);
+	if (*r->session)
+		trace_attr_str(r->span, "gen_ai.conversation.id", r->session);
+	if (*r->snapshot)
+		trace_attr_str(r->span, "genkit:metadata:agent:snapshotId", r->snapshot);
+	if (code >= 500 || r->cancelled)
+		trace_attr_str(r->span, "error.type", r->cancelled ? "cancelled" : "http");
+	trace_end(r->span, code >= 500 ? TRACE_STATUS_ERROR : TRACE_UNSET, NULL);
+	r->span = NULL;
+	trace_flush(NULL);
+}
 
 static struct serve_req *req_new(struct serve *s, struct MHD_Connection *conn,
                                  const char *method, const char *url)
@@ -162,6 +199,7 @@ static struct serve_req *req_new(struct serve *s, struct MHD_Connection *conn,
 	r->t0 = core_now_mono_ms();
 	snprintf(r->method, sizeof r->method, "%s", method);
 	core_buf_init(&r->body, s->cfg.max_body + 1);
+	span_start(r, r->method, url);
 	return r;
 }
 
@@ -298,6 +336,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 	          (long long)(core_now_mono_ms() - r->t0), ids,
 	          r->cancelled ? " cancelled" :
 	          why == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " closed");
+	span_end(r, r->code ? r->code : 500);
 	serve_req_release(r);
 }
 

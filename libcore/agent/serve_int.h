@@ -53,6 +53,8 @@ struct serve_req {
 	char *path;
 	char agent[SERVE_NAME_MAX + 1];
 	enum serve_route route;
+	int routed;             /* the path named a route (route()) */
+	struct trace_span *span;        /* the request's SERVER span, or NULL */
 	struct core_buf body;
 	int answered, code, turn_slot, cancelled;
 	int streaming;          /* a streamed turn has not read its final line yet */
@@ -67,6 +69,9 @@ struct serve_req {
 };
 
 void serve_log(struct serve *s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* A header's value when it is visible ASCII of at most 512 bytes (a W3C
+ * trace header), else NULL (borrowed from the connection). */
+const char *serve_trace_header(struct MHD_Connection *conn, const char *name);
 enum MHD_Result serve_answer(struct serve_req *r, int code, const char *type,
                              const char *body, size_t len);
 /* The answer r->defer held back, queued now that the body is read. */

@@ -16,6 +16,7 @@
 #include "../base/json.h"
 #include "../base/run.h"
 #include "../base/spawn.h"
+#include "../base/trace.h"
 #include "../base/util.h"
 
 #define ARGV_MAX 24
@@ -180,22 +181,23 @@ static enum core_status write_state(struct serve_turn *t, const json_t *state,
 
 /* The request's W3C trace context as agent-run's TRACEPARENT and
  * TRACESTATE (which it validates): the turn's spans become children of
- * the caller's.  Only visible ASCII is passed on. */
+ * the request's SERVER span, or without one (tracing off here) of the
+ * caller's.  Only visible ASCII is passed on. */
 static size_t trace_env(struct serve_req *r, char *env[3])
 {
-	static const char *const names[] = { "traceparent", "tracestate" };
 	static const char *const vars[] = { "TRACEPARENT", "TRACESTATE" };
+	char own[TRACE_PARENT_LEN + 1];
+	const char *v[2] = { NULL, serve_trace_header(r->conn, "tracestate") };
 	size_t k = 0;
-	for (size_t i = 0; i < 2; i++) {
-		const char *v = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, names[i]);
-		int ok = v && *v && strlen(v) <= 512;
-		for (const char *p = v; ok && *p; p++)
-			ok = *p > ' ' && *p < 0x7f;
-		if (ok && asprintf(&env[k], "%s=%s", vars[i], v) > 0)
+	if (!r->span)
+		v[0] = serve_trace_header(r->conn, "traceparent");
+	else if (!trace_traceparent(r->span, own))
+		v[0] = own;
+	for (size_t i = 0; i < 2; i++)
+		if (v[i] && asprintf(&env[k], "%s=%s", vars[i], v[i]) > 0)
 			k++;
-		else if (ok)
+		else if (v[i])
 			env[k] = NULL;
-	}
 	return k;
 }
 

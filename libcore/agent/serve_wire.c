@@ -1,5 +1,6 @@
 /* serve_wire.c - agent-serve's answers: Genkit's envelopes and HTTP codes,
- * the access log's IDs, a request's release (serve_int.h). */
+ * the access log's IDs, a request's trace headers, a request's release
+ * (serve_int.h). */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -121,6 +122,15 @@ void serve_note_ids(struct serve_req *r, const json_t *v)
 		snprintf(r->session, sizeof r->session, "%s", json_string_value(id));
 	if ((id = json_object_get(v, "snapshotId")) && json_is_string(id))
 		snprintf(r->snapshot, sizeof r->snapshot, "%s", json_string_value(id));
+}
+
+const char *serve_trace_header(struct MHD_Connection *conn, const char *name)
+{
+	const char *v = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, name);
+	int ok = v && *v && strlen(v) <= 512;
+	for (const char *p = v; ok && *p; p++)
+		ok = *p > ' ' && *p < 0x7f;
+	return ok ? v : NULL;
 }
 
 void serve_slot_free(struct serve_req *r)

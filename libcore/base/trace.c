@@ -77,6 +77,10 @@ struct event {
 
 struct trace_span {
 	char span_id[17];
+	char trace_id[33];      /* its trace's: the process's, or its own */
+	unsigned flags;         /* its trace's W3C flags: bit 0, sampled */
+	int own;                /* in a trace of its own (trace_start_remote()) */
+	char *state;            /* own: the trace's tracestate (owned), or NULL */
 	char parent_id[17];     /* "" for a root */
 	int remote_parent;      /* the parent is the inbound TRACEPARENT */
 	char *name;
@@ -258,10 +262,11 @@ static void random_hex(char *out, size_t n)
  * shifted right once, are below ratio * 2^63 (as the Go SDK), so every
  * process of a trace decides alike.
  */
-static int sample(const struct trace_config *c, const char *trace_id, unsigned flags)
+static int sample(const struct trace_config *c, int has_parent, const char *trace_id,
+                  unsigned flags)
 {
 	enum trace_sampler s = c->sampler;
-	if (c->parent[0] && (s == TRACE_PARENT_ALWAYS_ON || s == TRACE_PARENT_ALWAYS_OFF ||
+	if (has_parent && (s == TRACE_PARENT_ALWAYS_ON || s == TRACE_PARENT_ALWAYS_OFF ||
 	                     s == TRACE_PARENT_RATIO))
 		return flags & 1;
 	switch (s) {
@@ -307,7 +312,7 @@ enum core_status trace_init(struct trace_config *c)
 		trace_parse_parent(t->cfg.parent, t->trace_id, t->remote_span, &t->flags);
 	else
 		random_hex(t->trace_id, 16);
-	t->sampled = sample(&t->cfg, t->trace_id, t->flags);
+	t->sampled = sample(&t->cfg, t->cfg.parent[0] != 0, t->trace_id, t->flags);
 	t->flags = t->sampled ? t->flags | 1 : t->flags & ~1u;
 	pthread_mutex_lock(&mu);
 	T = t;
@@ -356,8 +361,29 @@ static void free_span(struct trace_span *s)
 	}
 	free(s->name);
 	free(s->msg);
+	free(s->state);
 	free_attrs(s->attrs);
 	free(s);
+}
+
+/* Under the mutex: a new span of t named name, its ID drawn, linked
+ * last; the caller sets its trace.  NULL without memory. */
+static struct trace_span *span_new(struct tracer *t, const char *name, enum trace_kind kind,
+                                   int64_t start_ns)
+{
+	struct trace_span *s = calloc(1, sizeof *s);
+	if (s && !(s->name = utf8_dup(name, strlen(name)))) {
+		free(s);
+		return NULL;
+	}
+	if (!s)
+		return NULL;
+	random_hex(s->span_id, 8);
+	s->kind = kind;
+	s->start_ns = start_ns ? start_ns : core_now_ns();
+	*t->tail = s;
+	t->tail = &s->next;
+	return s;
 }
 
 struct trace_span *trace_start(const struct trace_span *parent, const char *name,
@@ -365,23 +391,45 @@ struct trace_span *trace_start(const struct trace_span *parent, const char *name
 {
 	pthread_mutex_lock(&mu);
 	struct tracer *t = mine();
-	struct trace_span *s = t ? calloc(1, sizeof *s) : NULL;
-	if (s && !(s->name = utf8_dup(name, strlen(name)))) {
-		free(s);
-		s = NULL;
-	}
-	if (s) {
-		random_hex(s->span_id, 8);
-		if (parent) {
-			memcpy(s->parent_id, parent->span_id, sizeof s->parent_id);
-		} else if (t->remote_span[0]) {
+	struct trace_span *s = t ? span_new(t, name, kind, start_ns) : NULL;
+	if (s && parent) {
+		memcpy(s->trace_id, parent->trace_id, sizeof s->trace_id);
+		s->flags = parent->flags;
+		s->own = parent->own;
+		s->state = parent->state ? strdup(parent->state) : NULL;
+		memcpy(s->parent_id, parent->span_id, sizeof s->parent_id);
+	} else if (s) {
+		memcpy(s->trace_id, t->trace_id, sizeof s->trace_id);
+		s->flags = t->flags;
+		if (t->remote_span[0]) {
 			memcpy(s->parent_id, t->remote_span, sizeof s->parent_id);
 			s->remote_parent = 1;
 		}
-		s->kind = kind;
-		s->start_ns = start_ns ? start_ns : core_now_ns();
-		*t->tail = s;
-		t->tail = &s->next;
+	}
+	pthread_mutex_unlock(&mu);
+	return s;
+}
+
+struct trace_span *trace_start_remote(const char *traceparent, const char *tracestate,
+                                      const char *name, enum trace_kind kind,
+                                      int64_t start_ns)
+{
+	pthread_mutex_lock(&mu);
+	struct tracer *t = mine();
+	struct trace_span *s = t ? span_new(t, name, kind, start_ns) : NULL;
+	if (s) {
+		s->own = 1;
+		if (traceparent &&
+		    !trace_parse_parent(traceparent, s->trace_id, s->parent_id, &s->flags)) {
+			s->remote_parent = 1;
+			s->state = tracestate && *tracestate ? strdup(tracestate) : NULL;
+		} else {
+			s->parent_id[0] = 0;
+			s->flags = 1;
+			random_hex(s->trace_id, 16);
+		}
+		s->flags = sample(&t->cfg, s->remote_parent, s->trace_id, s->flags) ? s->flags | 1
+		                                                                     : s->flags & ~1u;
 	}
 	pthread_mutex_unlock(&mu);
 	return s;
@@ -529,7 +577,8 @@ int trace_traceparent(const struct trace_span *s, char out[TRACE_PARENT_LEN + 1]
 	int r = -1;
 	const char *sid = s ? s->span_id : t ? t->remote_span : "";
 	if (t && *sid) {
-		snprintf(out, TRACE_PARENT_LEN + 1, "00-%s-%s-%02x", t->trace_id, sid, t->flags & 0xff);
+		snprintf(out, TRACE_PARENT_LEN + 1, "00-%s-%s-%02x", s ? s->trace_id : t->trace_id,
+		         sid, (s ? s->flags : t->flags) & 0xff);
 		r = 0;
 	}
 	pthread_mutex_unlock(&mu);
@@ -639,10 +688,22 @@ static void put_attrs(struct enc *w, const struct attr *attrs)
 	put(w, "]");
 }
 
+/* A span's tracestate: its own trace's, or the process's. */
+static const char *span_state(const struct tracer *t, const struct trace_span *s)
+{
+	return s->own ? s->state : t->cfg.tracestate;
+}
+
+/* Whether a span goes into a request: ended, and its trace sampled. */
+static int exported(const struct trace_span *s)
+{
+	return s->ended && (s->flags & 1);
+}
+
 static void put_span(struct enc *w, const struct tracer *t, const struct trace_span *s)
 {
 	put(w, "{\"traceId\":\"");
-	put_n(w, t->trace_id, 32);
+	put_n(w, s->trace_id, 32);
 	put(w, "\",\"spanId\":\"");
 	put_n(w, s->span_id, 16);
 	if (s->parent_id[0]) {
@@ -650,14 +711,14 @@ static void put_span(struct enc *w, const struct tracer *t, const struct trace_s
 		put_n(w, s->parent_id, 16);
 	}
 	put(w, "\"");
-	if (t->cfg.tracestate) {
+	if (span_state(t, s)) {
 		put(w, ",\"traceState\":");
-		put_str(w, t->cfg.tracestate);
+		put_str(w, span_state(t, s));
 	}
 	/* W3C flags, and "is remote" known (0x100), set (0x200) when the
 	 * parent came from TRACEPARENT. */
 	put(w, ",\"flags\":");
-	put_int(w, (t->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0));
+	put_int(w, (s->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0));
 	put(w, ",\"name\":");
 	put_str(w, s->name);
 	put(w, ",\"kind\":");
@@ -697,7 +758,7 @@ static enum core_status request(const struct tracer *t, struct core_buf *b, size
 	struct enc w = { b, CORE_OK };
 	*n = 0;
 	for (const struct trace_span *s = t->spans; s; s = s->next) {
-		if (!s->ended)
+		if (!exported(s))
 			continue;
 		if (!(*n)++) {
 			/* Room for a run's spans at once (about 1 KB each). */
@@ -882,13 +943,13 @@ static PbSpan *pb_span(struct arena *a, const struct tracer *t, const struct tra
 		return NULL;
 	opentelemetry__proto__trace__v1__span__init(p);
 	opentelemetry__proto__trace__v1__status__init(st);
-	p->trace_id = pb_id(a, t->trace_id, 16);
+	p->trace_id = pb_id(a, s->trace_id, 16);
 	p->span_id = pb_id(a, s->span_id, 8);
 	if (s->parent_id[0])
 		p->parent_span_id = pb_id(a, s->parent_id, 8);
-	if (t->cfg.tracestate)
-		p->trace_state = t->cfg.tracestate;
-	p->flags = (t->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0);
+	if (span_state(t, s))
+		p->trace_state = (char *)span_state(t, s);
+	p->flags = (s->flags & 0xff) | 0x100 | (s->remote_parent ? 0x200 : 0);
 	p->name = s->name;
 	p->kind = (Opentelemetry__Proto__Trace__V1__Span__SpanKind)s->kind;
 	p->start_time_unix_nano = (uint64_t)s->start_ns;
@@ -929,12 +990,12 @@ static enum core_status request_pb(const struct tracer *t, struct core_buf *b, s
 	size_t k = 0;
 	*n = 0;
 	for (const struct trace_span *s = t->spans; s; s = s->next)
-		k += s->ended;
+		k += exported(s);
 	if (!k)
 		return CORE_OK;
 	ss.spans = AR_VEC(&a, k, PbSpan);
 	for (const struct trace_span *s = t->spans; ss.spans && s; s = s->next)
-		if (s->ended)
+		if (exported(s))
 			ss.spans[ss.n_spans++] = pb_span(&a, t, s);
 	scope.name = "agentkit";
 	scope.version = AGENTKIT_VERSION;
@@ -1004,7 +1065,7 @@ static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
 		json_object_set_new(attrs, a->key, plain(a));
 	json_t *o = json_pack("{s:s, s:s, s:f, s:f, s:o, s:s, s:s, s:{s:s, s:s}, s:{s:b}, "
 	                      "s:{s:i}, s:{s:[]}}",
-	                      "spanId", s->span_id, "traceId", t->trace_id,
+	                      "spanId", s->span_id, "traceId", s->trace_id,
 	                      "startTime", s->start_ns / 1e6, "endTime", s->end_ns / 1e6,
 	                      "attributes", attrs, "displayName", s->name,
 	                      "spanKind", kinds[s->kind <= TRACE_CLIENT ? s->kind : 0],
@@ -1030,19 +1091,19 @@ static json_t *genkit_span(const struct tracer *t, const struct trace_span *s)
 	return o;
 }
 
-/* The ended spans as one Genkit TraceData; the trace's name and times
- * come from its root span (no parent in this process) when it is among
- * them, as Genkit's exporter sets them. */
-static json_t *genkit_request(const struct tracer *t)
+/* The ended spans of trace trace_id as one Genkit TraceData; the trace's
+ * name and times come from its root span (no parent in this process)
+ * when it is among them, as Genkit's exporter sets them. */
+static json_t *genkit_request(const struct tracer *t, const char *trace_id)
 {
 	json_t *spans = json_object(), *o;
 	int any = 0, named = 0;
-	if (!spans || !(o = json_pack("{s:s}", "traceId", t->trace_id))) {
+	if (!spans || !(o = json_pack("{s:s}", "traceId", trace_id))) {
 		json_decref(spans);
 		return NULL;
 	}
 	for (const struct trace_span *s = t->spans; s; s = s->next) {
-		if (!s->ended)
+		if (!exported(s) || strcmp(s->trace_id, trace_id))
 			continue;
 		json_object_set_new(spans, s->span_id, genkit_span(t, s));
 		any = 1;
@@ -1068,7 +1129,7 @@ json_t *trace_request_peek(int genkit)
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	pthread_mutex_lock(&mu);
 	if (mine() && genkit)
-		r = genkit_request(T);
+		r = genkit_request(T, T->trace_id);
 	else if (mine() && !request(T, &b, &n) && n)
 		r = json_loadb(b.p, b.len, 0, NULL);
 	pthread_mutex_unlock(&mu);
@@ -1404,9 +1465,10 @@ enum core_status trace_flush(struct core_err *e)
 	struct tracer *t = mine();
 	size_t n = 0;
 	int sync = 0;
-	/* An unsampled trace's spans are dropped: no destination gets them. */
-	int primary = t && t->sampled && t->cfg.exporter != TRACE_OFF && !t->failed[DEST_OTLP];
-	int genkit = t && t->sampled && t->cfg.genkit_url && !t->failed[DEST_GENKIT];
+	/* An unsampled trace's spans are dropped: no destination gets them
+	 * (exported()). */
+	int primary = t && t->cfg.exporter != TRACE_OFF && !t->failed[DEST_OTLP];
+	int genkit = t && t->cfg.genkit_url && !t->failed[DEST_GENKIT];
 	int pb = t && t->cfg.exporter == TRACE_OTLP && t->cfg.protocol == TRACE_PROTOBUF;
 	if (primary && (st = pb ? request_pb(t, &body, &n) : request(t, &body, &n)))
 		core_fail(e, st, "out of memory");
@@ -1418,20 +1480,28 @@ enum core_status trace_flush(struct core_err *e)
 		failed(t, t->cfg.exporter == TRACE_OTLP ? t->cfg.url : NULL, st,
 		       &t->failed[DEST_OTLP], e);
 	/* Genkit's format is built as a tree: it is only for a developer's
-	 * telemetry server, never on a fleet's path. */
-	json_t *greq = genkit ? genkit_request(t) : NULL;
-	if (greq && jv_dump(greq, &gbody)) {
-		struct core_err ge = { 0 };
-		core_fail(&ge, CORE_ENOMEM, "out of memory");
-		failed(t, t->cfg.genkit_url, CORE_ENOMEM, &t->failed[DEST_GENKIT], &ge);
-		if (!st)
-			*e = ge;
-		st = CORE_ENOMEM;
-	} else if (greq) {
-		sync |= enqueue(t, &gbody, t->cfg.genkit_url, DEST_GENKIT,
-		                json_object_size(json_object_get(greq, "spans")));
+	 * telemetry server, never on a fleet's path.  One TraceData per
+	 * trace, the first time a span of it comes up. */
+	for (const struct trace_span *s = genkit ? t->spans : NULL; s; s = s->next) {
+		const struct trace_span *seen = t->spans;
+		while (seen != s && (!exported(seen) || strcmp(seen->trace_id, s->trace_id)))
+			seen = seen->next;
+		if (!exported(s) || seen != s || t->failed[DEST_GENKIT])
+			continue;
+		json_t *greq = genkit_request(t, s->trace_id);
+		if (greq && jv_dump(greq, &gbody)) {
+			struct core_err ge = { 0 };
+			core_fail(&ge, CORE_ENOMEM, "out of memory");
+			failed(t, t->cfg.genkit_url, CORE_ENOMEM, &t->failed[DEST_GENKIT], &ge);
+			if (!st)
+				*e = ge;
+			st = CORE_ENOMEM;
+		} else if (greq) {
+			sync |= enqueue(t, &gbody, t->cfg.genkit_url, DEST_GENKIT,
+			                json_object_size(json_object_get(greq, "spans")));
+		}
+		json_decref(greq);
 	}
-	json_decref(greq);
 	if (t)
 		drop_ended(t, 0);
 	if (sync)

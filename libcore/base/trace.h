@@ -162,6 +162,18 @@ struct trace_span;
  */
 struct trace_span *trace_start(const struct trace_span *parent, const char *name,
                                enum trace_kind kind, int64_t start_ns);
+/*
+ * Start a span in a trace of its own, not the process's: a child of the
+ * remote span traceparent names (a W3C traceparent, its tracestate
+ * kept for the trace), or, without a valid one, the root of a new trace.
+ * The sampler decides for that trace as trace_init() does for the
+ * process's (a parent-based one follows traceparent's flag).  Spans
+ * started under it belong to its trace; trace_traceparent() gives it for
+ * a child process.  A server's span per request.  NULL as trace_start().
+ */
+struct trace_span *trace_start_remote(const char *traceparent, const char *tracestate,
+                                      const char *name, enum trace_kind kind,
+                                      int64_t start_ns);
 /* Give s another name (before trace_end()). */
 void trace_rename(struct trace_span *s, const char *name);
 /* Typed attributes; a key set again replaces its value.  Strings (keys,

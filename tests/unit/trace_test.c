@@ -192,11 +192,61 @@ static void spans(void)
 	unsetenv("TRACEPARENT");
 }
 
+/* A server's spans: each request in a trace of its own. */
+static void remote_spans(void)
+{
+	struct trace_config c;
+	trace_config_from_env(&c, 0, "/dev/null", "agent-serve", "9.9");
+	trace_init(&c);
+	struct trace_span *a = trace_start_remote(
+		"00-0af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-01", "k=v", "POST /chat",
+		TRACE_SERVER, 0);
+	struct trace_span *kid = trace_start(a, "kid", TRACE_INTERNAL, 0);
+	struct trace_span *b = trace_start_remote("garbage", NULL, "POST", TRACE_SERVER, 0);
+	struct trace_span *off = trace_start_remote(
+		"00-1af7651916cd43dd8448eb211c80319c-00f067aa0ba902b7-00", NULL, "POST", TRACE_SERVER,
+		0);
+	char tp[TRACE_PARENT_LEN + 1], tb[TRACE_PARENT_LEN + 1], toff[TRACE_PARENT_LEN + 1];
+	report(!trace_traceparent(kid, tp) && !strncmp(tp, "00-0af7651916cd43dd8448eb211c80319c-", 36) &&
+	       !strcmp(tp + 52, "-01"), "a child of a request's span is in the request's trace", tp);
+	char tid[33] = "";
+	report(!trace_traceparent(b, tb) && strncmp(tb, "00-0af7651916cd43dd8448eb211c80319c-", 36) &&
+	       memcpy(tid, tb + 3, 32) && is_hex(tid, 32) && !strcmp(tb + 52, "-01"),
+	       "without a valid traceparent, a new sampled trace", tb);
+	report(!trace_traceparent(off, toff) && !strcmp(toff + 52, "-00"),
+	       "an unsampled parent's flag is followed", toff);
+	trace_end(kid, TRACE_UNSET, NULL);
+	trace_end(a, TRACE_UNSET, NULL);
+	trace_end(b, TRACE_UNSET, NULL);
+	trace_end(off, TRACE_UNSET, NULL);
+	json_t *req = trace_request_peek(0);
+	json_t *sp = json_object_get(json_array_get(json_object_get(json_array_get(
+		json_object_get(req, "resourceSpans"), 0), "scopeSpans"), 0), "spans");
+	json_t *ja = json_array_get(sp, 0), *jk = json_array_get(sp, 1), *jb = json_array_get(sp, 2);
+	report(json_array_size(sp) == 3, "the unsampled trace's span is not exported", NULL);
+	report(!strcmp(json_string_value(json_object_get(ja, "traceId")),
+	               "0af7651916cd43dd8448eb211c80319c") &&
+	       !strcmp(json_string_value(json_object_get(ja, "parentSpanId")), "00f067aa0ba902b7") &&
+	       json_integer_value(json_object_get(ja, "flags")) == 0x301 &&
+	       !strcmp(json_string_value(json_object_get(ja, "traceState")), "k=v") &&
+	       !strcmp(json_string_value(json_object_get(jk, "traceState")), "k=v") &&
+	       !strcmp(json_string_value(json_object_get(jk, "traceId")),
+	               "0af7651916cd43dd8448eb211c80319c"),
+	       "the request's span: its caller's trace, parent and tracestate", NULL);
+	report(!strncmp(json_string_value(json_object_get(jb, "traceId")), tb + 3, 32) &&
+	       !json_object_get(jb, "parentSpanId") && !json_object_get(jb, "traceState"),
+	       "a new trace's span is a root", NULL);
+	json_decref(req);
+	struct core_err e = { 0 };
+	report(!trace_finish(NULL, &e), "finish", e.msg);
+}
+
 int main(void)
 {
 	endpoints();
 	parents();
 	config();
 	spans();
+	remote_spans();
 	return tap_end();
 }
