@@ -77,7 +77,12 @@ static void cut(struct pg_store *s)
 {
 	s->cut = 1;
 	shutdown(PQsocket(s->conn), SHUT_RDWR);
-	PQconsumeInput(s->conn);        /* reads the end: CONNECTION_BAD */
+	/* read to the end: CONNECTION_BAD.  An answer that came in as the
+	 * bound passed is read first (and left: the statement was given
+	 * up), so more than one read may be needed. */
+	for (int i = 0; i < 64 && PQstatus(s->conn) == CONNECTION_OK; i++)
+		if (!PQconsumeInput(s->conn))
+			break;
 }
 
 /* Wait until what was sent has gone and the next result can be taken
@@ -325,12 +330,22 @@ static enum core_status unpark(struct pg_store *s, struct core_err *e)
 	return pg_connect(s, s->conninfo, e);
 }
 
+/* Whether the connection can take a statement: up, and no statement of
+ * an earlier call still in flight on it (one given up at its bound whose
+ * answer came in meanwhile; libpq would refuse the next with "another
+ * command is already in progress"). */
+static int usable(struct pg_store *s)
+{
+	return PQstatus(s->conn) == CONNECTION_OK &&
+	       PQtransactionStatus(s->conn) != PQTRANS_ACTIVE;
+}
+
 enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err *e)
 {
 	int64_t now = core_now_mono_ms(), end, t;
 	if (s->parked && unpark(s, e) == CORE_OK)
 		return CORE_OK;
-	if (PQstatus(s->conn) == CONNECTION_OK)
+	if (usable(s))
 		return CORE_OK;
 	if (!s->lost_at)
 		s->lost_at = now;
@@ -367,7 +382,7 @@ enum core_status pg_reconnect(struct pg_store *s, int64_t until, struct core_err
 enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 {
 	enum core_status st;
-	if (PQstatus(s->conn) == CONNECTION_OK)
+	if (usable(s))
 		return CORE_OK;
 	/* a waiter's handle (it LISTENs) reconnects in pg_wait_change(),
 	 * within the time its caller waits: here it tries when the backoff
