@@ -465,7 +465,25 @@ static const char step6[] =
 	"  PERFORM set_config('agentkit.entry_id', '', true);"
 	"  RETURN t; END $$;";
 
-static const char *const steps[] = { step1, step2, step3, step4, step5, step6 };
+/*
+ * Step 7: the queue's trigger (step 4) fires only for a row that names a
+ * queue, by a WHEN on each event that asks what agentkit_queue_sync()
+ * itself asks first: calling a PL/pgSQL function for every other row cost
+ * a turn about 30 µs of the server's time, for nothing.
+ */
+static const char step7[] =
+	"DROP TRIGGER agentkit_queue_sync ON agentkit_snapshots;"
+	"CREATE TRIGGER agentkit_queue_insert AFTER INSERT ON agentkit_snapshots FOR EACH ROW"
+	" WHEN (NEW.status IN ('pending', 'aborting') AND position('\"queue\"' IN NEW.meta) > 0)"
+	" EXECUTE FUNCTION agentkit_queue_sync();"
+	"CREATE TRIGGER agentkit_queue_update AFTER UPDATE ON agentkit_snapshots FOR EACH ROW"
+	" WHEN (position('\"queue\"' IN NEW.meta) > 0 OR position('\"queue\"' IN OLD.meta) > 0)"
+	" EXECUTE FUNCTION agentkit_queue_sync();"
+	"CREATE TRIGGER agentkit_queue_delete AFTER DELETE ON agentkit_snapshots FOR EACH ROW"
+	" WHEN (position('\"queue\"' IN OLD.meta) > 0)"
+	" EXECUTE FUNCTION agentkit_queue_sync();";
+
+static const char *const steps[] = { step1, step2, step3, step4, step5, step6, step7 };
 
 /*
  * After step 6's SQL, in its transaction: the entries of the sessions
