@@ -54,7 +54,7 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 6, tables in the connection's current schema;
+ * Layout (schema version 7, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
@@ -79,8 +79,9 @@
  *                       with their row, in its transaction (step 3)
  *   agentkit_queue      snapshot_id, queue, agent, concurrency, ready_ns,
  *                       lease_ns: the queued runs (store.h "Queued
- *                       runs"), kept from each row's metadata by a
- *                       trigger; claims pick from it (step 4)
+ *                       runs"), kept from each row's metadata by
+ *                       triggers that fire for rows naming a queue;
+ *                       claims pick from it (steps 4 and 7)
  *   agentkit_recent     session_id, updated_ns, latest_id, row_count,
  *                       entry: each session's latest row, its time
  *                       (st_updated_ns()), the session's row count and
