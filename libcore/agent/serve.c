@@ -165,7 +165,7 @@ static void span_start(struct serve_req *r, const char *method, const char *url)
 
 static void span_end(struct serve_req *r, int code)
 {
-	char name[16 + SERVE_NAME_MAX + 32];
+	char name[16 + SERVE_NAME_MAX + 32], status[16];
 	if (!r->span)
 		return;
 	if (r->routed) {
@@ -177,8 +177,10 @@ static void span_end(struct serve_req *r, int code)
 		trace_attr_str(r->span, "gen_ai.conversation.id", r->session);
 	if (*r->snapshot)
 		trace_attr_str(r->span, "genkit:metadata:agent:snapshotId", r->snapshot);
+	/* semconv: a 5xx's error.type is its code */
+	snprintf(status, sizeof status, "%d", code);
 	if (code >= 500 || r->cancelled)
-		trace_attr_str(r->span, "error.type", r->cancelled ? "cancelled" : "http");
+		trace_attr_str(r->span, "error.type", r->cancelled ? "cancelled" : status);
 	trace_end(r->span, code >= 500 ? TRACE_STATUS_ERROR : TRACE_UNSET, NULL);
 	r->span = NULL;
 	trace_flush(NULL);
