@@ -154,13 +154,13 @@ static int route(struct serve_req *r, const char *url, enum MHD_Result *ret)
  * traceparent, else the root of a trace of its own; named by its method
  * until its route is known (span names stay few: an unknown path is no
  * name). */
-static void span_start(struct serve_req *r, const char *method, const char *url)
+static void span_start(struct serve_req *r)
 {
 	r->span = trace_start_remote(serve_trace_header(r->conn, "traceparent"),
-	                             serve_trace_header(r->conn, "tracestate"), method,
+	                             serve_trace_header(r->conn, "tracestate"), r->method,
 	                             TRACE_SERVER, 0);
-	trace_attr_str(r->span, "http.request.method", method);
-	trace_attr_str(r->span, "url.path", url);
+	trace_attr_str(r->span, "http.request.method", r->method);
+	trace_attr_str(r->span, "url.path", r->path);
 }
 
 static void span_end(struct serve_req *r, int code)
@@ -201,7 +201,7 @@ static struct serve_req *req_new(struct serve *s, struct MHD_Connection *conn,
 	r->t0 = core_now_mono_ms();
 	snprintf(r->method, sizeof r->method, "%s", method);
 	core_buf_init(&r->body, s->cfg.max_body + 1);
-	span_start(r, r->method, url);
+	span_start(r);
 	return r;
 }
 
