@@ -545,6 +545,71 @@ entries() {
 	assert_equal "$(entries)" "a a2 yes b b3 yes "
 }
 
+# recent_exact: the sessions whose agentkit_recent row is not what the
+# rows say (latest by createdAt then ID, its createdAt, the row count), as
+# "session:what" words; empty when every entry is exact.
+recent_exact() {
+	pg_sql 'WITH l AS (SELECT DISTINCT ON (session_id) session_id, snapshot_id, created_ns,
+		 count(*) OVER (PARTITION BY session_id) AS n FROM agentkit_snapshots
+		 ORDER BY session_id, created_ns DESC, snapshot_id DESC)
+		SELECT coalesce(l.session_id, r.session_id) || $$:$$ ||
+		 CASE WHEN r.session_id IS NULL THEN $$missing$$ WHEN l.session_id IS NULL THEN $$extra$$
+		 WHEN r.latest_id <> l.snapshot_id THEN $$latest$$ WHEN r.latest_ns <> l.created_ns
+		 THEN $$latest_ns$$ ELSE $$count$$ END
+		FROM l FULL JOIN agentkit_recent r USING (session_id)
+		WHERE r.session_id IS NULL OR l.session_id IS NULL OR r.latest_id <> l.snapshot_id
+		 OR r.latest_ns <> l.created_ns OR r.row_count <> l.n ORDER BY 1' | tr '\n' ' '
+}
+
+@test "a version 7 store gains its entries' latest times; new rows go in by plain SQL and keep the index exact" {
+	for r in a1:a:01 a2:a:02 b1:b:01; do
+		IFS=: read -r id sid c <<<"$r"
+		printf '{"snapshotId":"%s","sessionId":"%s","createdAt":"2026-01-01T00:00:%sZ"}\n' "$id" "$sid" "$c"
+	done >rows.ndjson
+	run -0 --separate-stderr env AGENTKIT_TEST_PG_SCHEMA_STEPS=7 agent-snap import rows.ndjson
+	# the first open of this agentkit applies step 8, which fills latest_ns
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["a","a2",2] ["b","b1",1] '
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" "$(latest_step)"
+	assert_equal "$(recent_exact)" ""
+	assert_equal "$(pg_sql "SELECT latest_ns FROM agentkit_recent WHERE session_id = 'a'")" 1767225602000000000
+	# new rows: one newer than its session's latest, one older, a new
+	# session with a history of awkward bytes; no PL/pgSQL function runs
+	tracked="$AGENTKIT_STORE%20-ctrack_functions%3Dall"
+	cat >more.ndjson <<-'EOF'
+	{"snapshotId":"b2","sessionId":"b","createdAt":"2026-01-01T00:00:09Z"}
+	{"snapshotId":"a0","sessionId":"a","createdAt":"2026-01-01T00:00:00Z"}
+	{"snapshotId":"c1","sessionId":"c","createdAt":"2026-01-01T00:00:05Z","state":{"messages":[{"role":"user","content":[{"text":"é \"ü\" \\ \u0001 😀"}]},{"role":"model","content":[{"text":"ok"}]}]}}
+	EOF
+	run -0 --separate-stderr agent-snap --store "$tracked" import more.ndjson
+	assert_output '{"imported":3}'
+	# a marker process that calls one function: once its call is counted,
+	# the import's server process (gone before it) has reported too
+	psql "$tracked" -qAtX -c "SELECT agentkit_time_ns('2026-01-01T00:00:00Z')" >/dev/null
+	for _ in $(seq 100); do
+		[ "$(pg_sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE schemaname = '$PG_SCHEMA'")" = 0 ] || break
+		sleep 0.05
+	done
+	assert_equal "$(pg_sql "SELECT string_agg(funcname || '=' || calls, ' ') FROM pg_stat_user_functions WHERE schemaname = '$PG_SCHEMA'")" "agentkit_time_ns=1"
+	assert_equal "$(recent_exact)" ""
+	assert_equal "$(entries)" "a a2 yes b b2 yes c c1 yes "
+	run -0 --separate-stderr agent-snap sessions --format ndjson
+	assert_equal "$(jq -c '[.sessionId, .snapshotId, .snapshots]' <<<"$output" | tr '\n' ' ')" '["b","b2",2] ["c","c1",1] ["a","a2",3] '
+	# the nodes are the ones the server's own chain makes: each hash is
+	# SHA-256 of its prev (or 32 zero bytes) and its body
+	assert_equal "$(pg_sql "SELECT count(*) || '/' || count(*) FILTER (WHERE hash = sha256(coalesce(prev, decode(repeat('00', 32), 'hex')) || convert_to(body, 'UTF8'))) FROM agentkit_nodes")" 2/2
+	run -0 --separate-stderr agent-snap c1
+	assert_output '{"snapshotId":"c1","sessionId":"c","createdAt":"2026-01-01T00:00:05Z","state":{"messages":[{"role":"user","content":[{"text":"é \"ü\" \\ \u0001 😀"}]},{"role":"model","content":[{"text":"ok"}]}]},"status":"completed","updatedAt":"2026-01-01T00:00:05Z"}'
+	# eight writers add rows to one session at once, in no order of time
+	for i in 1 2 3 4 5 6 7 8; do
+		printf '{"snapshotId":"d%s","sessionId":"d","createdAt":"2026-01-01T00:00:0%sZ"}\n' "$i" "$(((i * 5) % 8 + 1))" |
+			agent-snap import >/dev/null &
+	done
+	wait
+	assert_equal "$(recent_exact)" ""
+	assert_equal "$(pg_sql "SELECT latest_id || ' ' || row_count FROM agentkit_recent WHERE session_id = 'd'")" "d3 8"
+}
+
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {
 	"$SW" save old1 '{"sessionId":"s"}' >/dev/null
 	latest=$(latest_step)

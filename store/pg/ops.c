@@ -9,6 +9,7 @@
  */
 #include "pg.h"
 
+#include <sha2.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -549,27 +550,120 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	return CORE_OK;
 }
 
-enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_buf *out,
-                              char listed[24])
+/* n bytes appended to out as hex; out stays a string.  CORE_ENOMEM. */
+static enum core_status hex_add(struct core_buf *out, const unsigned char *p, size_t n)
 {
 	static const char digits[] = "0123456789abcdef";
-	struct core_buf raw = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	int64_t ns = 0;
-	enum core_status st = st_entry_make(sid, row, &raw, &ns);
+	enum core_status st = core_buf_grow(out, 2 * n);
 	size_t i;
-	snprintf(listed, 24, "%lld", (long long)ns);
-	if (!st)
-		st = core_buf_grow(out, 2 * raw.len);
-	for (i = 0; !st && i < raw.len; i++) {
-		unsigned char u = (unsigned char)raw.p[i];
-		out->p[out->len++] = digits[u >> 4];
-		out->p[out->len++] = digits[u & 15];
+	for (i = 0; !st && i < n; i++) {
+		out->p[out->len++] = digits[p[i] >> 4];
+		out->p[out->len++] = digits[p[i] & 15];
 	}
 	if (!st)
 		out->p[out->len] = 0;
+	return st;
+}
+
+enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_buf *out,
+                              char listed[24])
+{
+	struct core_buf raw = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	int64_t ns = 0;
+	enum core_status st = st_entry_make(sid, row, &raw, &ns);
+	snprintf(listed, 24, "%lld", (long long)ns);
+	if (!st)
+		st = hex_add(out, (const unsigned char *)raw.p, raw.len);
 	core_buf_release(&raw);
 	return st;
 }
+
+/*
+ * The chain of msgs[from..n) hung from the node base (hex; NULL: the
+ * empty history), as the server's agentkit_chain() would make it: text,
+ * the messages as one JSON array whose elements are jv_dump()'s bytes
+ * (the bodies the server stores); hashes, each node's SHA-256(its prev's
+ * hash, or 32 zero bytes, then its body), hex, one after another; tail,
+ * the last node (base when there are none; "" for the empty history).
+ * The server's convert_to(body, 'UTF8') is these bytes whatever the
+ * database's encoding: the connection's client_encoding is UTF8.
+ */
+static enum core_status chain_new(const json_t *msgs, size_t from, const char *base,
+                                  struct core_buf *text, struct core_buf *hashes,
+                                  char tail[PG_HASH_HEX + 1])
+{
+	unsigned char h[SHA256_DIGEST_LENGTH] = { 0 };
+	size_t i, at, n = json_array_size(msgs);
+	enum core_status st;
+	SHA2_CTX c;
+	for (i = 0; base && i < sizeof h; i++) {
+		char two[3] = { base[2 * i], base[2 * i + 1], 0 };
+		h[i] = (unsigned char)strtoul(two, NULL, 16);
+	}
+	snprintf(tail, PG_HASH_HEX + 1, "%s", base ? base : "");
+	core_buf_reset(text);
+	core_buf_reset(hashes);
+	if ((st = core_buf_addc(text, '[')) != CORE_OK)
+		return st;
+	for (i = from; i < n; i++) {
+		if (i > from && (st = core_buf_addc(text, ',')) != CORE_OK)
+			return st;
+		at = text->len;
+		if ((st = jv_dump(json_array_get(msgs, i), text)) != CORE_OK)
+			return st;
+		SHA256Init(&c);
+		SHA256Update(&c, h, sizeof h);
+		SHA256Update(&c, (const unsigned char *)text->p + at, text->len - at);
+		SHA256Final(h, &c);
+		if ((st = hex_add(hashes, h, sizeof h)) != CORE_OK)
+			return st;
+	}
+	if (i > from)
+		memcpy(tail, hashes->p + hashes->len - PG_HASH_HEX, PG_HASH_HEX + 1);
+	return core_buf_addc(text, ']');
+}
+
+/*
+ * A new row in one statement of plain SQL (schema step 8): its chain's
+ * new nodes, the row, its state and its session's listing entry, no
+ * PL/pgSQL called (a new server process would load and compile it).
+ * The base node and every node of the new messages already stored are
+ * held FOR KEY SHARE, as agentkit_chain() holds them, so a concurrent
+ * deletion cannot collect them before the commit; when the base is gone,
+ * or a node was stored meanwhile by a writer this statement does not
+ * see, the row is not written and the statement says 0, which the
+ * caller takes as agentkit_put()'s NULL: the chain is gone, send the
+ * whole history.  The entry is folded in by (created_ns, snapshot_id)
+ * against the entry as it stands when locked: the trigger skips the row
+ * (agentkit.recent_id).
+ */
+#define PG_NEWER "(EXCLUDED.latest_ns, EXCLUDED.latest_id) > (e.latest_ns, e.latest_id)"
+#define PG_KEEP(col) " " col " = CASE WHEN " PG_NEWER " THEN EXCLUDED." col " ELSE e." col " END"
+static const char put_new[] =
+	"WITH bl AS (SELECT depth FROM agentkit_nodes WHERE hash = decode($10, 'hex')"
+	"  FOR KEY SHARE),"
+	" b AS (SELECT depth FROM bl UNION ALL SELECT 0 WHERE $10::text IS NULL),"
+	" k AS (SELECT decode(substr($12, i::integer * 64 - 63, 64), 'hex') AS hash,"
+	"  CASE WHEN i = 1 THEN decode($10, 'hex')"
+	"  ELSE decode(substr($12, i::integer * 64 - 127, 64), 'hex') END AS prev,"
+	"  b.depth + i::integer AS depth, x::text AS body"
+	"  FROM b, json_array_elements($11::json) WITH ORDINALITY AS a (x, i)),"
+	" h AS (SELECT n.hash FROM agentkit_nodes n JOIN k ON n.hash = k.hash FOR KEY SHARE OF n),"
+	" m AS (INSERT INTO agentkit_nodes (hash, prev, depth, body)"
+	"  SELECT hash, prev, depth, body FROM k ON CONFLICT (hash) DO NOTHING RETURNING 1),"
+	" s AS (INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status,"
+	"  meta, state_pos) SELECT $1, $2, $3, $4, $5, $6"
+	"  FROM b, (SELECT set_config('agentkit.recent_id', $1, true)) g"
+	"  WHERE (SELECT count(*) FROM h) + (SELECT count(*) FROM m) = (SELECT count(*) FROM k)"
+	"  RETURNING 1),"
+	" t AS (INSERT INTO agentkit_states (snapshot_id, body, msg_pos, tail, count)"
+	"  SELECT $1, $8, $9, decode($13, 'hex'), $14 FROM s WHERE $7 RETURNING 1),"
+	" r AS (INSERT INTO agentkit_recent AS e (session_id, updated_ns, latest_id, row_count,"
+	"  entry, latest_ns) SELECT $2, $16, $1, 1, decode($15, 'hex'), $3 FROM s"
+	"  ON CONFLICT (session_id) DO UPDATE SET row_count = e.row_count + 1,"
+	PG_KEEP("updated_ns") "," PG_KEEP("entry") "," PG_KEEP("latest_id") ","
+	PG_KEEP("latest_ns") " RETURNING 1)"
+	" SELECT count(*) FROM s";
 
 /*
  * Write row as given (valid snapshotId and sessionId), replacing the row o
@@ -577,7 +671,9 @@ enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_bu
  * without "state" keeps the stored state.  Only the messages the store may
  * not hold yet are sent (known_prefix()); when the chain they continue was
  * collected meanwhile, the whole history is.  *changed: the stored row's
- * status changed (a new row is no change: see backend.h).
+ * status changed (a new row is no change: see backend.h).  A new row
+ * hung from its base's tail goes in by plain SQL (put_new), any other
+ * write by agentkit_put().
  *
  * With stale (not NULL) the write and the COMMIT go in one round trip
  * (pg_pipeline()), the transaction's last; when the chain the new
@@ -601,14 +697,15 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	int nparams = s->steps >= PG_STEP_ENTRIES ? 17 : 15;
 	char listed[24];
 	struct core_buf msgs = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct core_buf hashes = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	struct core_buf entry = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	char walk_s[16], count[16] = "0", tail_s[PG_HASH_HEX + 1];
+	char walk_s[16], count[16] = "0", tail_s[PG_HASH_HEX + 1], put_tail[PG_HASH_HEX + 1];
 	const char *tail = NULL;
 	struct pg_cols c;
 	enum core_status st;
 	size_t n = 0, from = 0, cached = 0;
 	uint32_t walk = 0;
-	int keep, append = (flags & STORE_APPEND) && base && base->id && base->kept;
+	int keep, plain, done, append = (flags & STORE_APPEND) && base && base->id && base->kept;
 	PGresult *r;
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
@@ -648,41 +745,63 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			*c.msg_pos ? c.msg_pos : NULL, tail, walk_s,
 			NULL, count, *changed ? "t" : "f", entry.p, listed,
 		};
+		/* a new row from its base's tail: put_new's parameters */
+		const char *q[16] = {
+			c.id, c.sid, c.created, c.status, c.meta.p, p[5], p[7], p[8], p[9], tail,
+			NULL, NULL, NULL, count, entry.p, listed,
+		};
+		plain = s->steps >= PG_STEP_PLAIN && !o->exists && walk == 0;
 		snprintf(walk_s, sizeof walk_s, "%u", walk);
-		if (c.msgs) {
-			if (slice(c.msgs, from, n, &msgs) != CORE_OK) {
+		if (c.msgs && plain) {
+			if (chain_new(c.msgs, from, tail, &msgs, &hashes, put_tail) != CORE_OK) {
 				st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
 				goto out;
 			}
+			q[10] = msgs.p;
+			q[11] = hashes.len ? hashes.p : "";
+			q[12] = *put_tail ? put_tail : NULL;
+		} else if (c.msgs && slice(c.msgs, from, n, &msgs) != CORE_OK) {
+			st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
+			goto out;
+		} else if (c.msgs) {
 			p[12] = msgs.p;
 		}
 		if (stale) {
-			struct pg_stmt q[2] = { { sql, nparams, p, NULL }, { "COMMIT", 0, NULL, NULL } };
-			if ((st = pg_pipeline(s, q, 2, "write snapshot", e)) != CORE_OK)
+			struct pg_stmt w[2] = {
+				{ plain ? put_new : sql, plain ? 16 : nparams, plain ? q : p, NULL },
+				{ "COMMIT", 0, NULL, NULL },
+			};
+			if ((st = pg_pipeline(s, w, 2, "write snapshot", e)) != CORE_OK)
 				goto out;
-			PQclear(q[1].res);
-			r = q[0].res;
-		} else if ((st = pg_exec(s, sql, nparams, p, &r, "write snapshot", e)) != CORE_OK) {
+			PQclear(w[1].res);
+			r = w[0].res;
+		} else if ((st = pg_exec(s, plain ? put_new : sql, plain ? 16 : nparams,
+		                         plain ? q : p, &r, "write snapshot", e)) != CORE_OK) {
 			goto out;
 		}
-		if (!PQgetisnull(r, 0, 0) || !tail) {
+		if (plain) {
+			done = !strcmp(PQgetvalue(r, 0, 0), "1");
+		} else {
+			done = !PQgetisnull(r, 0, 0) || !tail;
+			snprintf(put_tail, sizeof put_tail, "%s", done ? PQgetvalue(r, 0, 0) : "");
+		}
+		PQclear(r);
+		if (done) {
 			if (c.msgs && append) {
-				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)(n + base->kept));
+				pg_ref_remember(s, c.id, put_tail, (uint32_t)(n + base->kept));
 				json_array_clear(s->mc.msgs);   /* not the history written last */
 			} else if (c.msgs) {
-				pg_ref_remember(s, c.id, PQgetvalue(r, 0, 0), (uint32_t)n);
+				pg_ref_remember(s, c.id, put_tail, (uint32_t)n);
 				if (from && !cached)
 					json_array_clear(s->mc.msgs);   /* a base: stale now */
 				else
-					cache_keep(&s->mc, c.msgs, cached, PQgetvalue(r, 0, 0));
+					cache_keep(&s->mc, c.msgs, cached, put_tail);
 			} else if (!keep) {
 				pg_ref_forget(s, c.id);
 			}
-			PQclear(r);
 			break;
 		}
 		/* the chain they continue was collected since: the whole history */
-		PQclear(r);
 		if (append && !stale) {
 			st = core_fail(e, CORE_ESYS, "save snapshot '%s': the history of row '%s' this "
 			               "turn follows is gone (deleted meanwhile?)", c.id, base->id);
@@ -702,6 +821,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	}
 out:
 	core_buf_release(&msgs);
+	core_buf_release(&hashes);
 	core_buf_release(&entry);
 	pg_cols_release(&c);
 	return st;

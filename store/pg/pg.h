@@ -54,7 +54,7 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 7, tables in the connection's current schema;
+ * Layout (schema version 8, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
@@ -83,14 +83,22 @@
  *                       triggers that fire for rows naming a queue;
  *                       claims pick from it (steps 4 and 7)
  *   agentkit_recent     session_id, updated_ns, latest_id, row_count,
- *                       entry: each session's latest row, its time
- *                       (st_updated_ns()), the session's row count and
+ *                       entry, latest_ns: each session's latest row, its
+ *                       time (st_updated_ns()), the session's row count,
  *                       the latest row's listing entry (st_entry_make();
- *                       NULL when its writer gave none), kept by a
- *                       trigger; indexed (updated_ns DESC, session_id),
- *                       the order of store_sessions_recent() (steps 5
- *                       and 6, recent.c)
+ *                       NULL when its writer gave none) and its
+ *                       created_ns; kept by a trigger, or for a new row
+ *                       by the statement that inserts it; indexed
+ *                       (updated_ns DESC, session_id), the order of
+ *                       store_sessions_recent() (steps 5, 6 and 8,
+ *                       recent.c)
  *   agentkit_schema_version  the versions applied
+ *
+ * A new row (a turn's) goes in by one statement of plain SQL: its new
+ * message nodes hashed by the writer, the row, its state and its
+ * session's agentkit_recent entry (ops.c put_new); no PL/pgSQL runs, which
+ * a new server process would load and compile first.  Every other write
+ * goes through agentkit_put().
  *
  * A long session's turn (store_can_append()): a read with
  * STORE_LAST_MESSAGE joins the state's tail node alone, never walking its
@@ -120,6 +128,9 @@
 /* The schema step from which agentkit_recent keeps listing entries
  * (schema.c step 6): saves hand theirs over, listings read them. */
 #define PG_STEP_ENTRIES 6
+/* The schema step from which a new row goes in by plain SQL (schema.c
+ * step 8, ops.c put_new) and agentkit_recent keeps latest_ns. */
+#define PG_STEP_PLAIN 8
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
