@@ -73,6 +73,14 @@ struct store;
  */
 #define STORE_LAST_MESSAGE 0x2
 #define STORE_APPEND 0x4
+/*
+ * A save of an ID the caller believes is not stored yet (a turn's new
+ * row): a backend may run fn with no existing row and write without
+ * reading first, and when the row is there after all it reads it and
+ * runs fn again with it, as on any race (fn may so run twice; it must
+ * anyway).  Only a hint: the result is the same as without it.
+ */
+#define STORE_NEW 0x8
 
 /* Whether s honours STORE_LAST_MESSAGE and STORE_APPEND. */
 int store_can_append(const struct store *s);

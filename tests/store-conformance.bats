@@ -400,6 +400,23 @@ IN
 # log_text ID: the worker log's lines without their times.
 log_text() { agent-snap worker-log "$1" | sed 's/^[^ ]* //'; }
 
+@test "extra: a save that says the row is new (a turn's) still sees the row when it is there" {
+	run -0 --separate-stderr "$SW" --new save n1 '{"sessionId":"s","createdAt":"2026-01-01T00:00:00Z"}'
+	assert_output '{"sessionId":"s","createdAt":"2026-01-01T00:00:00Z","snapshotId":"n1","status":"completed"}'
+	# the row is there: fn runs on it, as without the hint, its session kept
+	run -0 --separate-stderr "$SW" --new save n1 '{"sessionId":"","createdAt":"2026-01-01T00:00:01Z"}'
+	assert_output '{"sessionId":"s","createdAt":"2026-01-01T00:00:01Z","snapshotId":"n1","status":"completed"}'
+	# four writers at once, each sure the row is new: no update lost
+	"$SW" save c '{"sessionId":"s","state":{"custom":{"n":0}}}' >/dev/null
+	for _ in 1 2 3 4; do "$SW" --new incr c 10 & done
+	wait
+	run -0 --separate-stderr "$SW" get c
+	assert_equal "$(jq -r .state.custom.n <<<"$output")" 40
+	run -0 --separate-stderr "$SW" --new incr fresh 1
+	run -0 --separate-stderr "$SW" get fresh
+	assert_equal "$(jq -r .state.custom.n <<<"$output")" 1
+}
+
 @test "extra: worker log lines read back in order, from another process, and go with their row" {
 	save r1 '{"sessionId":"s","createdAt":"2026-01-01T00:00:00Z"}' >/dev/null
 	save r2 '{"sessionId":"s","createdAt":"2026-01-02T00:00:00Z"}' >/dev/null

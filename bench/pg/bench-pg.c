@@ -149,7 +149,8 @@ static char *turn_text(const char *sid, int turn)
 	return text;
 }
 
-/* n turns of session sid through the store; the seconds they took. */
+/* n turns of session sid through the store, saved as the runtime saves a
+ * turn (a new ID: STORE_NEW); the seconds they took. */
 static double store_turns(const char *url, const char *sid, int n)
 {
 	struct store *s = open_store(url);
@@ -165,7 +166,7 @@ static double store_turns(const char *url, const char *sid, int n)
 		json_array_append_new(msgs, message("model", i));
 		snprintf(id, sizeof id, "%s-%d", sid, i);
 		t.parent = prev;
-		if (store_save_on(s, id, 0, *prev ? &base : NULL, fn_turn, &t, NULL, &e) != CORE_OK)
+		if (store_save_on(s, id, STORE_NEW, *prev ? &base : NULL, fn_turn, &t, NULL, &e) != CORE_OK)
 			die("save", e.msg);
 		snprintf(prev, sizeof prev, "%s", id);
 	}

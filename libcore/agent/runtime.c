@@ -240,7 +240,8 @@ static enum core_status write_snapshot(struct runtime *rt, const struct turn_res
 		core_err_prefix(e, "cannot commit the turn (snapshot '%s')", id);
 		return st;
 	}
-	unsigned flags = session_messages_before(rt->s) ? STORE_APPEND : 0;
+	/* the turn's ID is new: a backend need not read it first */
+	unsigned flags = STORE_NEW | (session_messages_before(rt->s) ? STORE_APPEND : 0);
 	json_t *row = turn_row(rt, r);
 	if (!row)
 		return core_fail(e, CORE_ENOMEM, "cannot commit the turn (snapshot '%s'): out of memory", id);

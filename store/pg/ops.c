@@ -665,6 +665,11 @@ static const char put_new[] =
 	PG_KEEP("latest_ns") " RETURNING 1)"
 	" SELECT count(*) FROM s";
 
+/* The advisory lock every writer of a row takes first (transaction
+ * scoped): two writers of one ID, the first one to create it included,
+ * serialize on it. */
+static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
+
 /*
  * Write row as given (valid snapshotId and sessionId), replacing the row o
  * describes, in the caller's transaction.  Under STORE_METADATA_ONLY a row
@@ -681,10 +686,16 @@ static const char put_new[] =
  * transaction committed empty, what the handle remembered of that chain
  * is forgotten and *stale is set: the caller runs the whole save again,
  * which then sends the whole history.
+ *
+ * With begin (and stale), the row was not read (STORE_NEW) and the round
+ * trip is the whole transaction: BEGIN, the ID's lock, the write and the
+ * COMMIT; the write is put_new's, whose INSERT fails (23505) when the row
+ * is there after all.  A write put_new cannot make is not sent, and
+ * *stale is 2: read the row first.
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
-                                  int *changed, int *stale, struct core_err *e)
+                                  int *changed, int *stale, int begin, struct core_err *e)
 {
 	static const char put5[] =
 		"SELECT agentkit_put($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, decode($11, 'hex'),"
@@ -751,6 +762,10 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			NULL, NULL, NULL, count, entry.p, listed,
 		};
 		plain = s->steps >= PG_STEP_PLAIN && !o->exists && walk == 0;
+		if (begin && !plain) {
+			*stale = 2;
+			break;
+		}
 		snprintf(walk_s, sizeof walk_s, "%u", walk);
 		if (c.msgs && plain) {
 			if (chain_new(c.msgs, from, tail, &msgs, &hashes, put_tail) != CORE_OK) {
@@ -767,14 +782,18 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			p[12] = msgs.p;
 		}
 		if (stale) {
-			struct pg_stmt w[2] = {
+			const char *id[1] = { c.id };
+			struct pg_stmt w[4] = {
+				{ "BEGIN", 0, NULL, NULL }, { lock_sql, 1, id, NULL },
 				{ plain ? put_new : sql, plain ? 16 : nparams, plain ? q : p, NULL },
 				{ "COMMIT", 0, NULL, NULL },
 			};
-			if ((st = pg_pipeline(s, w, 2, "write snapshot", e)) != CORE_OK)
+			struct pg_stmt *t = begin ? w : w + 2;
+			if ((st = pg_pipeline(s, t, begin ? 4 : 2, "write snapshot", e)) != CORE_OK)
 				goto out;
-			PQclear(w[1].res);
-			r = w[0].res;
+			r = w[2].res;
+			w[2].res = NULL;
+			pg_pipeline_clear(t, begin ? 4 : 2);
 		} else if ((st = pg_exec(s, plain ? put_new : sql, plain ? 16 : nparams,
 		                         plain ? q : p, &r, "write snapshot", e)) != CORE_OK) {
 			goto out;
@@ -883,12 +902,8 @@ struct save_ctx {
 	store_mutate_fn fn;
 	void *fctx;
 	json_t *next;           /* fn's result, shaped by the store */
+	int fresh;              /* STORE_NEW: try without reading the row */
 };
-
-/* The advisory lock every writer of a row takes first (transaction
- * scoped): two writers of one ID, the first one to create it included,
- * serialize on it. */
-static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
 static enum core_status lock_id(struct pg_store *s, const char *id, const char *what,
                                 struct core_err *e)
@@ -953,6 +968,19 @@ static enum core_status save_once(struct pg_store *s, struct save_ctx *c, int *s
 	enum core_status st;
 	int changed;
 	*stale = 0;
+	if (c->fresh) {
+		/* STORE_NEW: fn on no row, the whole transaction one round trip */
+		memset(&o, 0, sizeof o);
+		json_decref(c->next);
+		c->next = NULL;
+		if (st_mutate(c->id, NULL, c->fn, c->fctx, &c->next, e) == CORE_OK && c->next)
+			return write_row(s, c->next, c->flags, &o, c->base, &changed, stale, 1, e);
+		/* fn failed, or wrote nothing, on no row: see what is there */
+		if (e)
+			e->st = CORE_OK, e->msg[0] = 0;
+		*stale = 2;
+		return CORE_OK;
+	}
 	if ((st = lock_row(s, c->id, c->flags, &r, e)) != CORE_OK)
 		return st;
 	if (PQntuples(r) && (st = row_at(r, 0, &existing, e)) != CORE_OK) {
@@ -971,7 +999,7 @@ static enum core_status save_once(struct pg_store *s, struct save_ctx *c, int *s
 		return st;
 	if (!c->next)
 		return pg_cmd(s, "COMMIT", "save snapshot", e);
-	return write_row(s, c->next, c->flags, &o, c->base, &changed, stale, e);
+	return write_row(s, c->next, c->flags, &o, c->base, &changed, stale, 0, e);
 }
 
 enum core_status pg_save(struct store *h, const char *id, unsigned flags,
@@ -979,13 +1007,24 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
                          json_t **persisted, struct core_err *e)
 {
 	struct pg_store *s = pg_store(h);
-	struct save_ctx c = { id, flags, base, fn, ctx, NULL };
+	struct save_ctx c = { id, flags, base, fn, ctx, NULL,
+	                      (flags & STORE_NEW) && s->steps >= PG_STEP_PLAIN };
 	enum core_status st = CORE_OK;
 	int tries, stale;
 	for (tries = 0; tries < PG_TRIES; tries++) {
 		s->last_state[0] = 0;
 		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
 			break;
+		/* a try without the read, once: the row was there after all
+		 * (put_new's 23505, a race try_again() retries), or the write is
+		 * not put_new's (2, nothing sent) */
+		if (c.fresh) {
+			c.fresh = 0;
+			if (st == CORE_OK && stale == 2) {
+				tries--;
+				continue;
+			}
+		}
 		if (st == CORE_OK)
 			continue;       /* committed empty: again, with the whole history */
 		if (!try_again(s, tries, e))
@@ -1039,7 +1078,7 @@ static enum core_status put_op(struct pg_store *s, void *ctx, struct core_err *e
 		old_of(r, old, &o);
 		PQclear(r);
 		json_decref(old);
-		st = write_row(s, row, 0, &o, NULL, &changed, NULL, e);
+		st = write_row(s, row, 0, &o, NULL, &changed, NULL, 0, e);
 		json_decref(row);
 		if (st != CORE_OK)
 			return st;
@@ -1313,7 +1352,8 @@ enum core_status pg_claim(struct store *h, const char *const *queues, int64_t no
 			st = st_mutate(p.id, existing, fn, ctx, &next, e);
 			json_decref(existing);
 			if (st == CORE_OK && next)
-				st = write_row(s, next, STORE_METADATA_ONLY, &o, NULL, &changed, &stale, e);
+				st = write_row(s, next, STORE_METADATA_ONLY, &o, NULL, &changed, &stale, 0,
+				               e);
 			else if (st == CORE_OK)
 				st = pg_cmd(s, "COMMIT", "claim a queued run", e);
 			if (st == CORE_OK)

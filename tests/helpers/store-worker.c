@@ -5,7 +5,8 @@
  * turn rows with growing histories.  Prints JSON on stdout; exits with
  * core_exit_code() of the outcome.
  *
- *   store-worker [--store PATH] [--metadata-only] COMMAND ARGS...
+ *   store-worker [--store PATH] [--metadata-only] [--new] COMMAND ARGS...
+ *     (--new: saves and incr say STORE_NEW, as a turn's save does)
  *     get ID | latest SID            raw rows (unshaped), "null" not found
  *     save ID JSON                   SaveSnapshot with fn returning JSON
  *                                    (ID "" mints one); prints the row
@@ -356,6 +357,8 @@ int main(int argc, char **argv)
 			store_arg = argv[++i];
 		else if (!strcmp(argv[i], "--metadata-only"))
 			flags |= STORE_METADATA_ONLY;
+		else if (!strcmp(argv[i], "--new"))
+			flags |= STORE_NEW;
 		else
 			break;
 	}
@@ -415,7 +418,7 @@ int main(int argc, char **argv)
 		NEED(2);
 		n = atol(argv[1]);
 		for (k = 0, st = CORE_OK; k < n && st == CORE_OK; k++)
-			st = store_save(s, argv[0], 0, fn_incr, NULL, NULL, &e);
+			st = store_save(s, argv[0], flags & STORE_NEW, fn_incr, NULL, NULL, &e);
 	} else if (!strcmp(cmd, "turn")) {
 		NEED(4);
 		st = do_turn(s, argv[0], argv[1], argv[2], argv[3], &row, &e);
