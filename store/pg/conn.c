@@ -230,9 +230,9 @@ int pg_retryable(const struct pg_store *s)
 	       s->dropped;
 }
 
-void pg_clock(struct pg_store *s, const char *server_us, int64_t t0, int64_t t1)
+void pg_clock(struct pg_store *s, int64_t server_us, int64_t t0, int64_t t1)
 {
-	s->head.clock_offset_ns = strtoll(server_us, NULL, 10) * 1000 - (t0 / 2 + t1 / 2);
+	s->head.clock_offset_ns = server_us * 1000 - (t0 / 2 + t1 / 2);
 }
 
 /*
@@ -261,7 +261,7 @@ static enum core_status session_setup(struct pg_store *s, int again, struct core
 	if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1)
 		st = fail_res(s, r, "set up the connection", e);
 	else
-		pg_clock(s, PQgetvalue(r, 0, 0), t0, t1);
+		pg_clock(s, strtoll(PQgetvalue(r, 0, 0), NULL, 10), t0, t1);
 	PQclear(r);
 	return st;
 }
@@ -397,9 +397,9 @@ enum core_status pg_ensure(struct pg_store *s, struct core_err *e)
 	return st;
 }
 
-/* The prepared-statement slot of sql, counting this use; NULL when the
- * table is full (the statement then always goes unprepared).  *name
- * receives the slot's statement name. */
+/* The prepared-statement slot of sql, counting this use (uses is 1 on
+ * the first); NULL when the table is full (the statement then always
+ * goes unprepared).  *name receives the slot's statement name. */
 static struct pg_prep *prep_slot(struct pg_store *s, const char *sql, char *name, size_t n)
 {
 	struct pg_prep *p = NULL, *free_slot = NULL;
@@ -411,9 +411,10 @@ static struct pg_prep *prep_slot(struct pg_store *s, const char *sql, char *name
 			free_slot = &s->prep[i];
 	}
 	if (!p) {
-		if (free_slot && (free_slot->sql = strdup(sql)))
-			free_slot->uses = 1;
-		return NULL;
+		if (!free_slot || !(free_slot->sql = strdup(sql)))
+			return NULL;
+		p = free_slot;
+		p->uses = 0;
 	}
 	snprintf(name, n, "agentkit_%d", (int)(p - s->prep));
 	if (!p->prepared)
@@ -534,9 +535,12 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 		char name[16];
 		struct pg_prep *p = prep_slot(s, q[i].sql, name, sizeof name);
 		int ok = 1;
-		if (p && !p->prepared && p->uses >= 2) {
-			/* the PREPARE goes ahead of its first use, in the same
-			 * round trip; prepared is undone if the server refused */
+		if (p && !p->prepared) {
+			/* the PREPARE goes ahead of the statement, in the same
+			 * round trip, from its first use (it costs nothing more:
+			 * a generic plan is made once, where an unnamed statement
+			 * would be planned again on its next use); prepared is
+			 * undone if the server refused */
 			if ((ok = PQsendPrepare(s->conn, name, q[i].sql, q[i].n, NULL))) {
 				p->prepared = 1;
 				prep[nsent] = p;

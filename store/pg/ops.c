@@ -596,7 +596,7 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
 	size_t i, at, n = json_array_size(msgs);
 	enum core_status st;
 	SHA2_CTX c;
-	for (i = 0; base && i < sizeof h; i++) {
+	for (i = 0; base && i < sizeof h && strlen(base) == PG_HASH_HEX; i++) {
 		char two[3] = { base[2 * i], base[2 * i + 1], 0 };
 		h[i] = (unsigned char)strtoul(two, NULL, 16);
 	}

@@ -163,8 +163,9 @@ struct pg_cache {
 };
 
 /* A statement this handle ran: prepared on the connection from its
- * second use, so a loop of saves is planned once while a one-shot command
- * pays no extra round trip. */
+ * second use (from its first in a pipeline, where the PREPARE rides in
+ * the same round trip), so a loop of saves is planned once while a
+ * one-shot command pays no extra round trip. */
 struct pg_prep {
 	char *sql;
 	unsigned uses;
@@ -312,9 +313,9 @@ void pg_scrub(const struct pg_store *s, char *msg, size_t n);
  * the password it names is kept in s->secret, for pg_scrub().
  */
 enum core_status pg_connect(struct pg_store *s, const char *conninfo, struct core_err *e);
-/* The store's clock from the server's (server_us: PG_CLOCK_SQL's text),
- * read in a round trip between t0 and t1 (core_now_ns()). */
-void pg_clock(struct pg_store *s, const char *server_us, int64_t t0, int64_t t1);
+/* The store's clock from the server's (server_us: µs since the epoch,
+ * PG_CLOCK_SQL's), read in a round trip between t0 and t1 (core_now_ns()). */
+void pg_clock(struct pg_store *s, int64_t server_us, int64_t t0, int64_t t1);
 
 /* ---- schema.c ---- */
 

@@ -26,7 +26,7 @@
 	X(PQclear) X(PQconnectdbParams) X(PQconninfoFree) X(PQconninfoParse) \
 	X(PQconsumeInput) X(PQenterPipelineMode) X(PQerrorMessage) \
 	X(PQexitPipelineMode) X(PQfinish) X(PQflush) X(PQfreemem) X(PQgetResult) \
-	X(PQgetisnull) X(PQgetlength) X(PQgetvalue) X(PQisBusy) X(PQnotifies) X(PQntuples) \
+	X(PQgetisnull) X(PQgetlength) X(PQgetvalue) X(PQisBusy) X(PQnotifies) X(PQntuples) X(PQparameterStatus) \
 	X(PQpipelineSync) X(PQreset) X(PQresultErrorField) X(PQresultStatus) \
 	X(PQsendPrepare) X(PQsendQuery) X(PQsendQueryParams) \
 	X(PQsendQueryPrepared) X(PQsetNoticeProcessor) X(PQsetnonblocking) \
@@ -67,6 +67,7 @@ enum core_status pq_load(struct core_err *e);
 #define PQisBusy (pq_api.PQisBusy)
 #define PQnotifies (pq_api.PQnotifies)
 #define PQntuples (pq_api.PQntuples)
+#define PQparameterStatus (pq_api.PQparameterStatus)
 #define PQpipelineSync (pq_api.PQpipelineSync)
 #define PQreset (pq_api.PQreset)
 #define PQresultErrorField (pq_api.PQresultErrorField)

@@ -633,52 +633,74 @@ static size_t known_steps(void)
 	return *end || n > NSTEPS ? NSTEPS : (size_t)n;
 }
 
-/* The version the store has: -1 without the version table, else its
- * greatest row (0 for none). */
-/* Why a writer could not write to the store: what the version's query
- * found (NULL: it can). */
-static const char *cannot_write(const PGresult *r)
+/* A timestamptz in binary: µs since 2000-01-01, as µs since the epoch. */
+static int64_t unix_us(const char *v)
 {
-	if (!strcmp(PQgetvalue(r, 0, 1), "t"))
+	return (int64_t)get_be64((const unsigned char *)v) + 946684800000000LL;
+}
+
+/* Why a writer could not write to the store (NULL: it can), from the
+ * version's query (binary: its booleans are a byte) or, where the server
+ * reports them at connect (PostgreSQL 14 on), from in_hot_standby and
+ * default_transaction_read_only. */
+static const char *cannot_write(struct pg_store *s, const PGresult *r, int reported)
+{
+	int standby = reported ? !strcmp(PQparameterStatus(s->conn, "in_hot_standby"), "on")
+	                       : *PQgetvalue(r, 0, 3) != 0;
+	int ro = reported ? !strcmp(PQparameterStatus(s->conn, "default_transaction_read_only"),
+	                            "on")
+	                  : *PQgetvalue(r, 0, 4) != 0;
+	if (standby)
 		return "the server is a standby (in recovery): connect to the primary";
-	if (!strcmp(PQgetvalue(r, 0, 2), "t"))
+	if (ro)
 		return "its transactions are read-only (default_transaction_read_only)";
-	if (strcmp(PQgetvalue(r, 0, 3), "t"))
+	if (!*PQgetvalue(r, 0, 1))
 		return "the role may not write agentkit_snapshots (grant it INSERT, UPDATE "
 		       "and DELETE on agentkit's tables)";
 	return NULL;
 }
 
-/* The store's schema version (-1: no agentkit tables), and in the same
- * round trip whether this connection can write (*why: why not, or NULL). */
+/*
+ * The store's schema version (-1: no agentkit tables), and in the same
+ * round trip whether this connection can write (*why: why not, or NULL)
+ * and the server's clock (the store's, pg_clock()).  The process's first
+ * statement, so it asks the server's catalog as little as it can: binary
+ * results (no casts), and no functions for what the server reported at
+ * connect (0.8 ms against 1.1 ms in a new server process).
+ */
 static enum core_status schema_version(struct pg_store *s, long *v, const char **why,
                                        struct core_err *e)
 {
+#define ASK "SELECT max(version), has_table_privilege('agentkit_snapshots'," \
+	" 'INSERT, UPDATE, DELETE'), clock_timestamp()"
+	static const char ask[] = ASK " FROM agentkit_schema_version";
+	static const char ask_all[] = ASK ", pg_is_in_recovery(),"
+		" current_setting('transaction_read_only') = 'on' FROM agentkit_schema_version";
+#undef ASK
+	int reported = s->conn && PQparameterStatus(s->conn, "in_hot_standby") &&
+	               PQparameterStatus(s->conn, "default_transaction_read_only");
 	PGresult *r = NULL;
-	/* and the server's clock (the store's, pg_clock()) */
-	int64_t t0 = core_now_ns();
-	enum core_status st = pg_exec(s, "SELECT coalesce(max(version), 0), pg_is_in_recovery(), "
-	                              "current_setting('transaction_read_only') = 'on', "
-	                              "has_table_privilege('agentkit_snapshots', "
-	                              "'INSERT, UPDATE, DELETE'), " PG_CLOCK_SQL
-	                              " FROM agentkit_schema_version",
-	                              0, NULL, &r, "read the store's schema version", e);
-	int64_t t1 = core_now_ns();
+	int64_t t0 = core_now_ns(), t1;
+	enum core_status st = pg_exec_binary(s, reported ? ask : ask_all, 0, NULL, &r,
+	                                     "read the store's schema version", e);
+	t1 = core_now_ns();
 	*why = NULL;
 	if (st == CORE_OK) {
-		*v = strtol(PQgetvalue(r, 0, 0), NULL, 10);
-		*why = cannot_write(r);
-		pg_clock(s, PQgetvalue(r, 0, 4), t0, t1);
+		*v = PQgetisnull(r, 0, 0) ? 0 : (long)get_be32((const unsigned char *)
+		                                             PQgetvalue(r, 0, 0));
+		*why = cannot_write(s, r, reported);
+		pg_clock(s, unix_us(PQgetvalue(r, 0, 2)), t0, t1);
 	} else if (!strcmp(s->last_state, "42P01")) {
 		/* no tables yet: the clock on its own (once per new store) */
 		PQclear(r);
 		r = NULL;
 		*v = -1;
 		t0 = core_now_ns();
-		st = pg_exec(s, "SELECT " PG_CLOCK_SQL, 0, NULL, &r, "read the server's clock", e);
+		st = pg_exec_binary(s, "SELECT clock_timestamp()", 0, NULL, &r,
+		                    "read the server's clock", e);
 		t1 = core_now_ns();
 		if (st == CORE_OK)
-			pg_clock(s, PQgetvalue(r, 0, 0), t0, t1);
+			pg_clock(s, unix_us(PQgetvalue(r, 0, 0)), t0, t1);
 	}
 	PQclear(r);
 	return st;
