@@ -610,6 +610,23 @@ recent_exact() {
 	assert_equal "$(pg_sql "SELECT latest_id || ' ' || row_count FROM agentkit_recent WHERE session_id = 'd'")" "d3 8"
 }
 
+@test "eight writers store the same history at once: one copy of each message, every row whole" {
+	msgs='[{"role":"user","content":[{"text":"same"}]},{"role":"model","content":[{"text":"answer"}]}]'
+	# four as imports, four as a turn's save (a new ID: STORE_NEW)
+	for i in 1 2 3 4; do
+		printf '{"snapshotId":"r%s","sessionId":"s%s","state":{"messages":%s}}\n' "$i" "$i" "$msgs" |
+			agent-snap import >/dev/null &
+		"$SW" --new save "r$((i + 4))" "{\"sessionId\":\"s$((i + 4))\",\"state\":{\"messages\":$msgs}}" >/dev/null &
+	done
+	wait
+	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_nodes')" 2
+	for i in 1 2 3 4 5 6 7 8; do
+		run -0 --separate-stderr agent-snap get "r$i"
+		assert_equal "$(jq -c .state.messages <<<"$output")" "$msgs"
+	done
+	assert_equal "$(recent_exact)" ""
+}
+
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {
 	"$SW" save old1 '{"sessionId":"s"}' >/dev/null
 	latest=$(latest_step)

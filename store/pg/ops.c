@@ -631,9 +631,11 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
  * held FOR KEY SHARE, as agentkit_chain() holds them, so a concurrent
  * deletion cannot collect them before the commit; when the base is gone,
  * or a node was stored meanwhile by a writer this statement does not
- * see, the row is not written and the statement says 0, which the
- * caller takes as agentkit_put()'s NULL: the chain is gone, send the
- * whole history.  The entry is folded in by (created_ns, snapshot_id)
+ * see, the row is not written: the statement says 0 rows written, and
+ * whether the base (or the empty history) was there.  Without the base
+ * the caller takes it as agentkit_put()'s NULL: the chain is gone, send
+ * the whole history; with it, the same statement again sees the node
+ * that writer stored.  The entry is folded in by (created_ns, snapshot_id)
  * against the entry as it stands when locked: the trigger skips the row
  * (agentkit.recent_id).
  */
@@ -663,7 +665,7 @@ static const char put_new[] =
 	"  ON CONFLICT (session_id) DO UPDATE SET row_count = e.row_count + 1,"
 	PG_KEEP("updated_ns") "," PG_KEEP("entry") "," PG_KEEP("latest_id") ","
 	PG_KEEP("latest_ns") " RETURNING 1)"
-	" SELECT count(*) FROM s";
+	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM b)";
 
 /* The advisory lock every writer of a row takes first (transaction
  * scoped): two writers of one ID, the first one to create it included,
@@ -691,7 +693,8 @@ static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1
  * trip is the whole transaction: BEGIN, the ID's lock, the write and the
  * COMMIT; the write is put_new's, whose INSERT fails (23505) when the row
  * is there after all.  A write put_new cannot make is not sent, and
- * *stale is 2: read the row first.
+ * *stale is 2: read the row first.  When put_new lost a race for a node
+ * (its base still there), *stale is 3: the same save again.
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
@@ -716,7 +719,8 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 	enum core_status st;
 	size_t n = 0, from = 0, cached = 0;
 	uint32_t walk = 0;
-	int keep, plain, done, append = (flags & STORE_APPEND) && base && base->id && base->kept;
+	int keep, plain, done, raced;
+	int append = (flags & STORE_APPEND) && base && base->id && base->kept;
 	PGresult *r;
 
 	if ((st = pg_cols_of(row, &c, e)) != CORE_OK)
@@ -800,7 +804,9 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		}
 		if (plain) {
 			done = !strcmp(PQgetvalue(r, 0, 0), "1");
+			raced = !done && !strcmp(PQgetvalue(r, 0, 1), "1");
 		} else {
+			raced = 0;
 			done = !PQgetisnull(r, 0, 0) || !tail;
 			snprintf(put_tail, sizeof put_tail, "%s", done ? PQgetvalue(r, 0, 0) : "");
 		}
@@ -818,6 +824,10 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			} else if (!keep) {
 				pg_ref_forget(s, c.id);
 			}
+			break;
+		}
+		if (raced && stale) {
+			*stale = 3;     /* committed empty: the same save again */
 			break;
 		}
 		/* the chain they continue was collected since: the whole history */
@@ -1015,9 +1025,12 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
 		s->last_state[0] = 0;
 		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
 			break;
-		/* a try without the read, once: the row was there after all
-		 * (put_new's 23505, a race try_again() retries), or the write is
-		 * not put_new's (2, nothing sent) */
+		/* a node's race lost (3): the same save again; a try without
+		 * the read, once: the row was there after all (put_new's 23505,
+		 * a race try_again() retries), or the write is not put_new's
+		 * (2, nothing sent) */
+		if (st == CORE_OK && stale == 3)
+			continue;
 		if (c.fresh) {
 			c.fresh = 0;
 			if (st == CORE_OK && stale == 2) {
