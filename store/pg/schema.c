@@ -639,22 +639,14 @@ static int64_t unix_us(const char *v)
 	return (int64_t)get_be64((const unsigned char *)v) + 946684800000000LL;
 }
 
-/* Why a writer could not write to the store (NULL: it can), from the
- * version's query (binary: its booleans are a byte) or, where the server
- * reports them at connect (PostgreSQL 14 on), from in_hot_standby and
- * default_transaction_read_only. */
-static const char *cannot_write(struct pg_store *s, const PGresult *r, int reported)
+/* Why a writer could not write to the store (NULL: it can). */
+static const char *cannot_write(int standby, int read_only, int may_write)
 {
-	int standby = reported ? !strcmp(PQparameterStatus(s->conn, "in_hot_standby"), "on")
-	                       : *PQgetvalue(r, 0, 3) != 0;
-	int ro = reported ? !strcmp(PQparameterStatus(s->conn, "default_transaction_read_only"),
-	                            "on")
-	                  : *PQgetvalue(r, 0, 4) != 0;
 	if (standby)
 		return "the server is a standby (in recovery): connect to the primary";
-	if (ro)
+	if (read_only)
 		return "its transactions are read-only (default_transaction_read_only)";
-	if (!*PQgetvalue(r, 0, 1))
+	if (!may_write)
 		return "the role may not write agentkit_snapshots (grant it INSERT, UPDATE "
 		       "and DELETE on agentkit's tables)";
 	return NULL;
@@ -677,8 +669,14 @@ static enum core_status schema_version(struct pg_store *s, long *v, const char *
 	static const char ask_all[] = ASK ", pg_is_in_recovery(),"
 		" current_setting('transaction_read_only') = 'on' FROM agentkit_schema_version";
 #undef ASK
-	int reported = s->conn && PQparameterStatus(s->conn, "in_hot_standby") &&
-	               PQparameterStatus(s->conn, "default_transaction_read_only");
+	/* standby and read-only as the server reported them at connect
+	 * (PostgreSQL 14 on), else asked in the query (its booleans, binary,
+	 * are a byte each) */
+	const char *hot = s->conn ? PQparameterStatus(s->conn, "in_hot_standby") : NULL;
+	const char *ro = s->conn ? PQparameterStatus(s->conn, "default_transaction_read_only")
+	                         : NULL;
+	int reported = hot && ro, standby = hot && !strcmp(hot, "on"),
+	    read_only = ro && !strcmp(ro, "on");
 	PGresult *r = NULL;
 	int64_t t0 = core_now_ns(), t1;
 	enum core_status st = pg_exec_binary(s, reported ? ask : ask_all, 0, NULL, &r,
@@ -688,7 +686,11 @@ static enum core_status schema_version(struct pg_store *s, long *v, const char *
 	if (st == CORE_OK) {
 		*v = PQgetisnull(r, 0, 0) ? 0 : (long)get_be32((const unsigned char *)
 		                                             PQgetvalue(r, 0, 0));
-		*why = cannot_write(s, r, reported);
+		if (!reported) {
+			standby = *PQgetvalue(r, 0, 3) != 0;
+			read_only = *PQgetvalue(r, 0, 4) != 0;
+		}
+		*why = cannot_write(standby, read_only, *PQgetvalue(r, 0, 1) != 0);
 		pg_clock(s, unix_us(PQgetvalue(r, 0, 2)), t0, t1);
 	} else if (!strcmp(s->last_state, "42P01")) {
 		/* no tables yet: the clock on its own (once per new store) */
