@@ -667,6 +667,13 @@ static const char put_new[] =
 	PG_KEEP("latest_ns") " RETURNING 1)"
 	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM b)";
 
+/* Why a write_row() with stale wrote nothing (*stale; 0: it wrote). */
+enum {
+	STALE_CHAIN = 1,        /* the base's chain is gone: the whole history */
+	STALE_READ,             /* STORE_NEW cannot go on: read the row first */
+	STALE_AGAIN,            /* a node's race lost: the same save again */
+};
+
 /* The advisory lock every writer of a row takes first (transaction
  * scoped): two writers of one ID, the first one to create it included,
  * serialize on it. */
@@ -686,15 +693,16 @@ static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1
  * (pg_pipeline()), the transaction's last; when the chain the new
  * messages continue was collected meanwhile, nothing was written, the
  * transaction committed empty, what the handle remembered of that chain
- * is forgotten and *stale is set: the caller runs the whole save again,
- * which then sends the whole history.
+ * is forgotten and *stale is STALE_CHAIN: the caller runs the whole save
+ * again, which then sends the whole history.
  *
  * With begin (and stale), the row was not read (STORE_NEW) and the round
  * trip is the whole transaction: BEGIN, the ID's lock, the write and the
  * COMMIT; the write is put_new's, whose INSERT fails (23505) when the row
  * is there after all.  A write put_new cannot make is not sent, and
- * *stale is 2: read the row first.  When put_new lost a race for a node
- * (its base still there), *stale is 3: the same save again.
+ * *stale is STALE_READ: read the row first.  When put_new lost a race for
+ * a node (its base still there), *stale is STALE_AGAIN: the same save
+ * again.
  */
 static enum core_status write_row(struct pg_store *s, const json_t *row, unsigned flags,
                                   const struct old *o, const struct store_base *base,
@@ -767,7 +775,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 		};
 		plain = s->steps >= PG_STEP_PLAIN && !o->exists && walk == 0;
 		if (begin && !plain) {
-			*stale = 2;
+			*stale = STALE_READ;
 			break;
 		}
 		snprintf(walk_s, sizeof walk_s, "%u", walk);
@@ -827,7 +835,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			break;
 		}
 		if (raced && stale) {
-			*stale = 3;     /* committed empty: the same save again */
+			*stale = STALE_AGAIN;   /* committed empty */
 			break;
 		}
 		/* the chain they continue was collected since: the whole history */
@@ -840,7 +848,7 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			if (base && base->id)
 				pg_ref_forget(s, base->id);
 			json_array_clear(s->mc.msgs);
-			*stale = 1;
+			*stale = STALE_CHAIN;
 			break;
 		}
 		tail = NULL;
@@ -988,7 +996,7 @@ static enum core_status save_once(struct pg_store *s, struct save_ctx *c, int *s
 		/* fn failed, or wrote nothing, on no row: see what is there */
 		if (e)
 			e->st = CORE_OK, e->msg[0] = 0;
-		*stale = 2;
+		*stale = STALE_READ;
 		return CORE_OK;
 	}
 	if ((st = lock_row(s, c->id, c->flags, &r, e)) != CORE_OK)
@@ -1025,15 +1033,15 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
 		s->last_state[0] = 0;
 		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
 			break;
-		/* a node's race lost (3): the same save again; a try without
-		 * the read, once: the row was there after all (put_new's 23505,
-		 * a race try_again() retries), or the write is not put_new's
-		 * (2, nothing sent) */
-		if (st == CORE_OK && stale == 3)
+		/* a node's race lost: the same save again; a try without the
+		 * read, once: the row was there after all (put_new's 23505, a
+		 * race try_again() retries), or the write is not put_new's
+		 * (STALE_READ, nothing sent) */
+		if (st == CORE_OK && stale == STALE_AGAIN)
 			continue;
 		if (c.fresh) {
 			c.fresh = 0;
-			if (st == CORE_OK && stale == 2) {
+			if (st == CORE_OK && stale == STALE_READ) {
 				tries--;
 				continue;
 			}
