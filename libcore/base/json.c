@@ -374,6 +374,35 @@ enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out)
 	return CORE_OK;
 }
 
+size_t jv_string_end(const char *p, size_t n)
+{
+	size_t i = 0;
+	for (;;) {
+#if defined(__SSE2__)
+		const __m128i quote = _mm_set1_epi8('"'), bsl = _mm_set1_epi8('\\');
+		unsigned m = 0;
+		while (n - i >= 16) {
+			__m128i x = _mm_loadu_si128((const __m128i *)(const void *)(p + i));
+			m = (unsigned)_mm_movemask_epi8(_mm_or_si128(_mm_cmpeq_epi8(x, quote),
+			                                             _mm_cmpeq_epi8(x, bsl)));
+			if (m)
+				break;
+			i += 16;
+		}
+		if (m)
+			i += (size_t)__builtin_ctz(m);
+		else
+#endif
+			while (i < n && p[i] != '"' && p[i] != '\\')
+				i++;
+		if (i < n && p[i] == '"')
+			return i;
+		i += 2;                 /* a backslash and the byte it escapes */
+		if (i >= n)
+			return n;
+	}
+}
+
 /*
  * d as the decimal m / 10^k with the fewest digits after the point (k <=
  * 8, m below 10^15), when one reads back as d exactly: what the %.15g

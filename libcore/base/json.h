@@ -122,4 +122,13 @@ const char *jv_type_name(const json_t *v);
 /* Append s[0..n) as a JSON string literal (quotes and escapes) to out. */
 enum core_status jv_dump_string(const char *s, size_t n, struct core_buf *out);
 
+/*
+ * Where the JSON string literal whose body starts at p (just past its
+ * opening quote) ends: the offset in p[0..n) of its closing quote, or n
+ * when there is none.  Escapes are stepped over, not read, and nothing is
+ * validated: it is for text a JSON writer made (what the store keeps),
+ * sixteen bytes a step.
+ */
+size_t jv_string_end(const char *p, size_t n);
+
 #endif

@@ -21,8 +21,29 @@
 #include "../base/buf.h"
 #include "../base/status.h"
 
+/*
+ * Messages of a conversation kept as the store keeps them: a long
+ * session's earlier history, which the runtime did not read (store.h's
+ * STORE_LAST_MESSAGE), handed to a provider that writes its request from
+ * the stored text rather than from parsed messages (model_takes_history(),
+ * registry.h).  each() hands the count messages to fn in order, each as
+ * the JSON text of one Message as it is stored (compact, valid UTF-8),
+ * borrowed for the call; it stops at fn's first failure and returns it, or
+ * returns its own (a store that cannot be read) with e set.
+ */
+typedef enum core_status (*model_history_fn)(void *arg, const char *json, size_t n,
+                                             struct core_err *e);
+struct model_history {
+	size_t count;             /* the messages */
+	size_t at;                /* they come before messages[at] */
+	enum core_status (*each)(void *ctx, model_history_fn fn, void *arg, struct core_err *e);
+	void *ctx;
+};
+
 struct model_request {
 	const json_t *messages;   /* array of Message (role, content[, metadata]) */
+	const struct model_history *history;  /* more messages, stored (above),
+	                             or NULL: messages is the whole conversation */
 	const json_t *tools;      /* array of {name, description, inputSchema,
 	                             outputSchema?} or NULL */
 	const json_t *config;     /* object (temperature, maxOutputTokens, ...) or NULL */

@@ -68,129 +68,189 @@ static json_t *tool_input(const json_t *in)
 	return json_pack("{s:O}", "input", in);
 }
 
-/* Append blocks to the last message if it has role, else add a message.
- * front: put them before the message's existing blocks. */
-static void add_blocks(json_t *out, const char *role, json_t *blocks, int front)
-{
-	size_t n = json_array_size(out);
-	json_t *last = n ? json_array_get(out, n - 1) : NULL;
-	if (!json_array_size(blocks)) {
-		json_decref(blocks);
-		return;
-	}
-	if (last && !strcmp(json_string_value(json_object_get(last, "role")), role)) {
-		json_t *c = json_object_get(last, "content");
-		if (front) {
-			json_array_extend(blocks, c);
-			json_object_set_new(last, "content", blocks);
-		} else {
-			json_array_extend(c, blocks);
-			json_decref(blocks);
-		}
-		return;
-	}
-	json_array_append_new(out, json_pack("{s:s, s:o}", "role", role, "content", blocks));
-}
+/*
+ * The walk's state: the system texts, and the last message, kept open so
+ * that the blocks of the next message with its role join it (the API
+ * wants the roles to alternate): its role and its blocks as JSON values
+ * separated by commas.
+ */
+struct anth_walk {
+	struct core_buf sys;
+	const char *role;               /* the open message's, or NULL */
+	struct core_buf blocks;
+};
 
-static enum core_status build(const json_t *msgs, json_t *out, json_t **system,
-                              struct core_err *e)
+/* Write the open message out. */
+static enum core_status flush(struct prov_walk *w, struct core_err *e)
 {
-	struct core_buf sys = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	const json_t *prev_model = NULL;
-	size_t i;
-	json_t *m;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		json_t *blocks = json_array(), *p;
-		size_t j;
-		if (!role || !json_is_array(content)) {
-			json_decref(blocks);
-			core_buf_release(&sys);
-			return core_fail(e, CORE_EINVAL, "anthropic: message %zu has no role or content", i);
-		}
-		if (!strcmp(role, "system")) {
-			char *t = prov_text(content);
-			if (sys.len && t && *t)
-				core_buf_adds(&sys, "\n\n");
-			core_buf_adds(&sys, t ? t : "");
-			free(t);
-			json_decref(blocks);
-			continue;
-		}
-		if (!strcmp(role, "tool")) {
-			json_t *rs = prov_ordered_responses(prev_model, m);
-			json_array_foreach(rs, j, p) {
-				const json_t *r = json_object_get(p, "toolResponse");
-				const char *ref = json_string_value(json_object_get(r, "ref"));
-				const char *name = json_string_value(json_object_get(r, "name"));
-				char *t = prov_output_text(json_object_get(r, "output"));
-				json_t *tc = json_pack("[{s:s, s:s}]", "type", "text", "text", t ? t : ""), *q;
-				size_t k;
-				/* Images the tool returned ride in the tool_result. */
-				json_array_foreach(json_object_get(r, "content"), k, q) {
-					json_t *mb = json_object_get(q, "media") ? media_block(json_object_get(q, "media")) : NULL;
-					if (mb)
-						json_array_append_new(tc, mb);
-				}
-				json_array_append_new(blocks, json_pack("{s:s, s:s, s:o}", "type", "tool_result",
-				        "tool_use_id", ref && *ref ? ref : name ? name : "", "content",
-				        json_array_size(tc) > 1 ? json_incref(tc) : json_string(t ? t : "")));
-				json_decref(tc);
-				free(t);
-			}
-			json_decref(rs);
-			add_blocks(out, "user", blocks, 1);
-			continue;
-		}
-		if (strcmp(role, "user") && strcmp(role, "model")) {
-			json_decref(blocks);
-			core_buf_release(&sys);
-			return core_fail(e, CORE_EINVAL, "anthropic: message %zu has unknown role '%s'", i, role);
-		}
-		json_array_foreach(content, j, p) {
-			const json_t *t = json_object_get(p, "text"), *v;
-			if ((v = json_object_get(p, "toolRequest"))) {
-				const char *ref = json_string_value(json_object_get(v, "ref"));
-				const char *name = json_string_value(json_object_get(v, "name"));
-				json_array_append_new(blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use",
-				        "id", ref && *ref ? ref : name ? name : "", "name", name ? name : "",
-				        "input", tool_input(json_object_get(v, "input"))));
-			} else if ((v = json_object_get(p, "media"))) {
-				/* The Messages API takes images and documents (PDF) only. */
-				const char *ct = json_string_value(json_object_get(v, "contentType"));
-				if (ct && (!strncmp(ct, "audio/", 6) || !strncmp(ct, "video/", 6))) {
-					json_decref(blocks);
-					core_buf_release(&sys);
-					return core_fail(e, CORE_EINVAL, "anthropic: cannot send media of "
-					                 "type '%s' (images and PDFs are supported)", ct);
-				}
-				json_t *b = media_block(v);
-				if (b)
-					json_array_append_new(blocks, b);
-			} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
-				/* Thinking goes back unchanged, and only with its signature. */
-				const json_t *sig = json_object_get(json_object_get(p, "metadata"), "signature");
-				if (jv_is_string(sig))
-					json_array_append_new(blocks, json_pack("{s:s, s:O, s:O}", "type", "thinking",
-					                                        "thinking", v, "signature", sig));
-			} else if ((v = json_object_get(json_object_get(p, "custom"), "redactedThinking")) &&
-			           jv_is_string(v)) {
-				/* Encrypted thinking goes back exactly as it came. */
-				json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "redacted_thinking",
-				                                        "data", v));
-			} else if (jv_is_string(t) && json_string_length(t)) {
-				json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text", t));
-			}
-		}
-		add_blocks(out, strcmp(role, "model") ? "user" : "assistant", blocks, 0);
-		if (!strcmp(role, "model"))
-			prev_model = m;
-	}
-	*system = sys.len ? json_stringn(sys.p, sys.len) : NULL;
-	core_buf_release(&sys);
+	struct anth_walk *a = w->ctx;
+	struct core_buf *o = &w->out;
+	if (!a->role)
+		return CORE_OK;
+	if (prov_walk_begin(w, e) || core_buf_grow(o, a->blocks.len + 40))
+		return core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+	core_buf_adds(o, "{\"role\":\"");
+	core_buf_adds(o, a->role);
+	core_buf_adds(o, "\",\"content\":[");
+	core_buf_add(o, a->blocks.p, a->blocks.len);
+	core_buf_add(o, "]}", 2);
+	a->role = NULL;
+	core_buf_reset(&a->blocks);
 	return CORE_OK;
 }
+
+/* Add blocks (JSON values separated by commas) to the open message if it
+ * has role, else open a message with them.  front: put them before the
+ * message's own blocks. */
+static enum core_status add_blocks(struct prov_walk *w, const char *role,
+                                   const char *blocks, size_t n, int front,
+                                   struct core_err *e)
+{
+	struct anth_walk *a = w->ctx;
+	struct core_buf *b = &a->blocks;
+	enum core_status st = CORE_OK;
+	if (!n)
+		return CORE_OK;
+	if (a->role && !strcmp(a->role, role)) {
+		if (!front)
+			st = core_buf_addc(b, ',') || core_buf_add(b, blocks, n) ? CORE_ENOMEM : CORE_OK;
+		else if (!(st = core_buf_grow(b, n + 1))) {
+			memmove(b->p + n + 1, b->p, b->len + 1);
+			memcpy(b->p, blocks, n);
+			b->p[n] = ',';
+			b->len += n + 1;
+		}
+		return st ? core_fail(e, CORE_ENOMEM, "anthropic: out of memory") : CORE_OK;
+	}
+	if ((st = flush(w, e)))
+		return st;
+	a->role = role;
+	return core_buf_add(b, blocks, n) ? core_fail(e, CORE_ENOMEM, "anthropic: out of memory")
+	                                  : CORE_OK;
+}
+
+/* add_blocks() of a JSON array's elements (consumed). */
+static enum core_status add_array(struct prov_walk *w, const char *role, json_t *arr,
+                                  int front, struct core_err *e)
+{
+	struct core_buf t = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
+	if (json_array_size(arr)) {
+		if (jv_dump(arr, &t))
+			st = core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+		else                    /* the elements, without the brackets */
+			st = add_blocks(w, role, t.p + 1, t.len - 2, front, e);
+	}
+	core_buf_release(&t);
+	json_decref(arr);
+	return st;
+}
+
+static enum core_status tool_blocks(struct prov_walk *w, const json_t *m, struct core_err *e)
+{
+	json_t *rs = prov_ordered_responses(w->prev_model, m), *blocks = json_array(), *p;
+	size_t j;
+	json_array_foreach(rs, j, p) {
+		const json_t *r = json_object_get(p, "toolResponse");
+		const char *ref = json_string_value(json_object_get(r, "ref"));
+		const char *name = json_string_value(json_object_get(r, "name"));
+		char *t = prov_output_text(json_object_get(r, "output"));
+		json_t *tc = json_pack("[{s:s, s:s}]", "type", "text", "text", t ? t : ""), *q;
+		size_t k;
+		/* Images the tool returned ride in the tool_result. */
+		json_array_foreach(json_object_get(r, "content"), k, q) {
+			json_t *mb = json_object_get(q, "media") ? media_block(json_object_get(q, "media")) : NULL;
+			if (mb)
+				json_array_append_new(tc, mb);
+		}
+		json_array_append_new(blocks, json_pack("{s:s, s:s, s:o}", "type", "tool_result",
+		        "tool_use_id", ref && *ref ? ref : name ? name : "", "content",
+		        json_array_size(tc) > 1 ? json_incref(tc) : json_string(t ? t : "")));
+		json_decref(tc);
+		free(t);
+	}
+	json_decref(rs);
+	return add_array(w, "user", blocks, 1, e);
+}
+
+static enum core_status anth_step(struct prov_walk *w, const char *role, const json_t *m,
+                                  struct core_err *e)
+{
+	struct anth_walk *a = w->ctx;
+	const json_t *content = json_object_get(m, "content");
+	json_t *blocks, *p;
+	size_t j;
+	if (!strcmp(role, "system")) {
+		json_t *t = prov_text(content);
+		if (!t || (a->sys.len && json_string_length(t) && core_buf_adds(&a->sys, "\n\n")) ||
+		    core_buf_add(&a->sys, json_string_value(t), json_string_length(t))) {
+			json_decref(t);
+			return core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+		}
+		json_decref(t);
+		return CORE_OK;
+	}
+	if (!strcmp(role, "tool"))
+		return tool_blocks(w, m, e);
+	blocks = json_array();
+	json_array_foreach(content, j, p) {
+		const json_t *t = json_object_get(p, "text"), *v;
+		if ((v = json_object_get(p, "toolRequest"))) {
+			const char *ref = json_string_value(json_object_get(v, "ref"));
+			const char *name = json_string_value(json_object_get(v, "name"));
+			json_array_append_new(blocks, json_pack("{s:s, s:s, s:s, s:o}", "type", "tool_use",
+			        "id", ref && *ref ? ref : name ? name : "", "name", name ? name : "",
+			        "input", tool_input(json_object_get(v, "input"))));
+		} else if ((v = json_object_get(p, "media"))) {
+			/* The Messages API takes images and documents (PDF) only. */
+			const char *ct = json_string_value(json_object_get(v, "contentType"));
+			if (ct && (!strncmp(ct, "audio/", 6) || !strncmp(ct, "video/", 6))) {
+				json_decref(blocks);
+				return core_fail(e, CORE_EINVAL, "anthropic: cannot send media of "
+				                 "type '%s' (images and PDFs are supported)", ct);
+			}
+			json_t *b = media_block(v);
+			if (b)
+				json_array_append_new(blocks, b);
+		} else if ((v = json_object_get(p, "reasoning")) && jv_is_string(v)) {
+			/* Thinking goes back unchanged, and only with its signature. */
+			const json_t *sig = json_object_get(json_object_get(p, "metadata"), "signature");
+			if (jv_is_string(sig))
+				json_array_append_new(blocks, json_pack("{s:s, s:O, s:O}", "type", "thinking",
+				                                        "thinking", v, "signature", sig));
+		} else if ((v = json_object_get(json_object_get(p, "custom"), "redactedThinking")) &&
+		           jv_is_string(v)) {
+			/* Encrypted thinking goes back exactly as it came. */
+			json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "redacted_thinking",
+			                                        "data", v));
+		} else if (jv_is_string(t) && json_string_length(t)) {
+			json_array_append_new(blocks, json_pack("{s:s, s:O}", "type", "text", "text", t));
+		}
+	}
+	return add_array(w, strcmp(role, "model") ? "user" : "assistant", blocks, 0, e);
+}
+
+/* A plain stored message: its non-empty texts as text blocks. */
+static enum core_status anth_plain(struct prov_walk *w, const struct prov_plain *m,
+                                   struct core_err *e)
+{
+	struct core_buf t = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
+	for (size_t i = 0; i < m->n && !st; i++) {
+		if (!m->text[i].n)
+			continue;
+		if ((t.len && core_buf_addc(&t, ',')) ||
+		    core_buf_adds(&t, "{\"type\":\"text\",\"text\":\"") ||
+		    core_buf_add(&t, m->text[i].p, m->text[i].n) || core_buf_add(&t, "\"}", 2))
+			st = core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
+	}
+	if (!st)
+		st = add_blocks(w, m->model ? "assistant" : "user", t.p, t.len, 0, e);
+	core_buf_release(&t);
+	return st;
+}
+
+static const struct prov_walker walker = { anth_step, anth_plain, flush };
 
 static json_t *build_tools(const json_t *tools)
 {
@@ -461,25 +521,30 @@ static json_t *max_tokens(const json_t *cfg)
 }
 
 static enum core_status anth_build(void *state, const char *name, const char *base,
-                                   const struct model_request *req, json_t **body,
+                                   const struct model_request *req, struct core_buf *body,
                                    struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
 		"stopSequences", "version", "apiKey", "stream", "model", "messages", "system",
 		"tools", "cacheSystem", "cacheTools", NULL };
 	struct anth *s = state;
-	json_t *b = NULL, *msgs = json_array(), *system = NULL;
+	struct anth_walk a = { CORE_BUF_INIT(CORE_BUF_UNLIMITED), NULL,
+	                       CORE_BUF_INIT(CORE_BUF_UNLIMITED) };
+	struct prov_walk w;
+	json_t *b = NULL, *system = NULL;
 	const json_t *cfg = req->config;
 	enum core_status st;
 	(void)base;
-	if ((st = build(req->messages, msgs, &system, e)))
+	prov_walk_init(&w, "anthropic", &a);
+	if ((st = prov_walk(&walker, req, &w, e)))
 		goto out;
 	if (!(b = json_pack("{s:s}", "model", name))) {
 		st = core_fail(e, CORE_ENOMEM, "anthropic: out of memory");
 		goto out;
 	}
 	json_object_set_new(b, "max_tokens", max_tokens(cfg));
-	if (system) {
+	/* the system texts are valid UTF-8, and so is their join */
+	if (a.sys.len && (system = json_stringn_nocheck(a.sys.p, a.sys.len))) {
 		json_t *cc = cache_control(cfg, "cacheSystem");
 		if (cc)
 			json_object_set_new(b, "system", json_pack("[{s:s, s:O, s:o}]", "type", "text",
@@ -487,7 +552,7 @@ static enum core_status anth_build(void *state, const char *name, const char *ba
 		else
 			json_object_set(b, "system", system);
 	}
-	json_object_set(b, "messages", msgs);
+	json_object_set_new(b, "messages", json_null());      /* prov_body's placeholder */
 	if (json_array_size(req->tools)) {
 		json_t *tools = build_tools(req->tools), *cc = cache_control(cfg, "cacheTools");
 		if (cc)
@@ -504,12 +569,13 @@ static enum core_status anth_build(void *state, const char *name, const char *ba
 	prov_map(b, "stop_sequences", cfg, "stopSequences");
 	if (cfg)
 		prov_pass_through(b, cfg, skip);
-	*body = b;
-	b = NULL;
+	st = prov_body(b, "messages", &w, body, e);
 out:
 	json_decref(b);
-	json_decref(msgs);
 	json_decref(system);
+	prov_walk_release(&w);
+	core_buf_release(&a.sys);
+	core_buf_release(&a.blocks);
 	return st;
 }
 

@@ -106,7 +106,7 @@ enum core_status prov_key_from(const char *what, const char *const *envs,
 char *prov_env_url(const char *const *envs, const char *dflt);
 
 /*
- * POST request b as JSON to url, with the provider's headers (NULL-
+ * POST the JSON text body[0..len) to url, with the provider's headers (NULL-
  * terminated, may be NULL) then Content-Type and the Accept of mode's
  * stream, and feed the streamed reply, framed by mode, to on_event (ctx =
  * the provider state, whose first member is o); on success the response
@@ -125,7 +125,7 @@ char *prov_env_url(const char *const *envs, const char *dflt);
  * failure message has the key redacted.
  */
 enum core_status prov_post(struct prov_out *o, const char *url,
-                           const char *const *headers, const json_t *b,
+                           const char *const *headers, const char *body, size_t len,
                            enum sse_mode mode, sse_event_fn on_event,
                            enum core_status (*on_error)(void *, struct http_error *,
                                                         struct core_err *),
@@ -236,11 +236,11 @@ struct prov_dialect {
 	 * goes without. */
 	int key_optional;
 	const char *extra_header;       /* one more header, or NULL */
-	/* The request body (*body a new reference) for model name at base;
-	 * state is the call's state (the parser may need what the request
-	 * asked for).  Errors go into e. */
+	/* The request body, JSON text appended to body, for model name at
+	 * base; state is the call's state (the parser may need what the
+	 * request asked for).  Errors go into e. */
 	enum core_status (*build)(void *state, const char *name, const char *base,
-	                          const struct model_request *req, json_t **body,
+	                          const struct model_request *req, struct core_buf *body,
 	                          struct core_err *e);
 	enum sse_mode mode;
 	sse_event_fn on_event;
@@ -352,8 +352,9 @@ json_t *prov_parse(struct prov_out *o, const char *data, size_t n);
 
 /* ---- Genkit message helpers ---- */
 
-/* The text parts of a content array joined; malloc()ed ("" when none). */
-char *prov_text(const json_t *content);
+/* The text parts of a content array joined, as a new JSON string ("" when
+ * none); NULL when out of memory. */
+json_t *prov_text(const json_t *content);
 /* A toolResponse output as wire text: a string as is, else compact JSON. */
 char *prov_output_text(const json_t *output);
 /* printf into new memory (malloc()ed); NULL when out of memory. */
@@ -388,23 +389,115 @@ int prov_data_url(const char *url, char **mime, const char **data);
  */
 json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg);
 /*
- * The walk of a conversation the OpenAI-style wires share (Chat
- * Completions and the Responses API): each Genkit message in order, by
- * role.  system: {"role":"system","content": its text parts joined};
- * user: {"role":"user","content": user(content)} (NULL from user: its
- * error in e); model: model(content, out, e); tool: tool_msg(prev_model, msg,
- * out, e), prev_model being the model message before it (NULL if none).
- * Everything is appended to out.  Errors: CORE_EINVAL "WHAT: message N
- * has no role or content" or "... has unknown role 'R'", the callbacks'.
+ * ---- a conversation as the wire's messages ----
+ *
+ * A dialect writes a call's conversation as its wire messages, one Genkit
+ * message at a time and in order: the stored history first
+ * (model_request.history: the text a long session's earlier messages are
+ * stored as), then the request's messages from history->at on, with those
+ * before it ahead of the stored ones.  The wire messages are JSON text in
+ * one buffer, and the body is written around them (prov_body()), so that
+ * a stored message need not become a parsed tree and then text again:
+ *
+ *  - a plain stored message - role user or model, text parts and nothing
+ *    else, most of a long conversation - is written from its stored bytes
+ *    by the walker's plain(): the text parts' JSON strings are copied as
+ *    they are stored, escapes and all;
+ *  - any other message is parsed (a stored one) and given to step().
+ *
+ * The walk checks each message first: a role and a content array ("WHAT:
+ * message N has no role or content"), the role one of system, user, model
+ * and tool ("WHAT: message N has unknown role 'R'"), N counting from the
+ * conversation's first message.  It keeps the last model message walked
+ * (a plain one stands as a model message without tool requests, which is
+ * all a tool message's walk asks of it).
+ */
+struct prov_span {
+	const char *p;
+	size_t n;
+};
+
+/* A plain message: its role and its text parts, each as the body of its
+ * JSON string (escaped as stored, without the quotes). */
+#define PROV_PLAIN_MAX 16       /* more parts: parsed instead */
+struct prov_plain {
+	int model;                      /* role "model", else "user" */
+	size_t n;
+	struct prov_span text[PROV_PLAIN_MAX];
+};
+
+/*
+ * Whether json[0..n) is a plain message, in the one form the session
+ * writes every message (members in Go's order, compact):
+ * {"content":[{"text":"..."},...],"role":"user"} or "model", with at most
+ * PROV_PLAIN_MAX parts; *m says what it holds.  0 for anything else.
+ */
+int prov_plain_scan(const char *json, size_t n, struct prov_plain *m);
+
+struct prov_walk {
+	const char *what;               /* the provider, for messages */
+	struct core_buf out;            /* the wire messages: JSON values
+	                                   separated by commas */
+	size_t count;                   /* how many */
+	const json_t *prev_model;       /* the last model message walked, or
+	                                   NULL: none yet */
+	json_t *owned;                  /* prev_model when the walk parsed it */
+	json_t *blank;                  /* prev_model after a plain one */
+	void *ctx;                      /* the dialect's own state */
+};
+
+struct prov_walker {
+	/* One message (role checked: system, user, model or tool); its wire
+	 * messages go to w (prov_walk_add()). */
+	enum core_status (*step)(struct prov_walk *w, const char *role, const json_t *m,
+	                         struct core_err *e);
+	/* A plain stored message, written from its text (prov_walk_begin());
+	 * NULL: such a message is parsed and given to step(). */
+	enum core_status (*plain)(struct prov_walk *w, const struct prov_plain *m,
+	                          struct core_err *e);
+	/* After the last message (a message still open is written); may be
+	 * NULL. */
+	enum core_status (*end)(struct prov_walk *w, struct core_err *e);
+};
+
+/* Walk req's conversation with k into w, which prov_walk_init() made.
+ * Errors: the checks above, a stored message that does not parse
+ * (CORE_ESYS: the store is corrupt), the history's own, the walker's. */
+void prov_walk_init(struct prov_walk *w, const char *what, void *ctx);
+enum core_status prov_walk(const struct prov_walker *k, const struct model_request *req,
+                           struct prov_walk *w, struct core_err *e);
+void prov_walk_release(struct prov_walk *w);
+/* Add the wire message msg (consumed; NULL: out of memory). */
+enum core_status prov_walk_add(struct prov_walk *w, json_t *msg, struct core_err *e);
+/* Begin a wire message the walker writes itself into w->out. */
+enum core_status prov_walk_begin(struct prov_walk *w, struct core_err *e);
+/* Write a plain message m as {"role":ROLE,"content":"its texts joined"};
+ * with skip_empty nothing when they join to "". */
+enum core_status prov_walk_joined(struct prov_walk *w, const char *role,
+                                  const struct prov_plain *m, int skip_empty,
+                                  struct core_err *e);
+
+/* The request body into body: b as compact JSON, where b's member key
+ * (a placeholder) holds w's wire messages as an array. */
+enum core_status prov_body(const json_t *b, const char *key, const struct prov_walk *w,
+                           struct core_buf *body, struct core_err *e);
+
+/*
+ * The roles of the OpenAI-style wires (Chat Completions and the Responses
+ * API), one message each: system: {"role":"system","content": its text
+ * parts joined}; user: {"role":"user","content": user(content)} (NULL from
+ * user: its error in e); model: model(content, w, e); tool: tool_msg(
+ * prev_model, msg, w, e), prev_model being the model message before it
+ * (NULL if none).  prov_roles_step() is their walker's step().
  */
 struct prov_roles {
-	const char *what;
 	json_t *(*user)(const json_t *content, struct core_err *e);
-	enum core_status (*model)(const json_t *content, json_t *out, struct core_err *e);
-	enum core_status (*tool_msg)(const json_t *prev_model, const json_t *msg, json_t *out,
-	                             struct core_err *e);
+	enum core_status (*model)(const json_t *content, struct prov_walk *w, struct core_err *e);
+	enum core_status (*tool_msg)(const json_t *prev_model, const json_t *msg,
+	                             struct prov_walk *w, struct core_err *e);
 };
-enum core_status prov_walk_roles(const struct prov_roles *r, const json_t *msgs, json_t *out,
+/* w->ctx is the struct prov_roles. */
+enum core_status prov_roles_step(struct prov_walk *w, const char *role, const json_t *m,
                                  struct core_err *e);
 
 /* Copy config keys not in skip (NULL-terminated) into dst. */

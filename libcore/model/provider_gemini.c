@@ -217,59 +217,66 @@ static json_t *gemini_part(const json_t *p)
 	return part;
 }
 
-static enum core_status build(const json_t *msgs, json_t *contents, json_t **system,
-                              struct core_err *e)
+/* One message as a Content of the request; system parts go to the
+ * systemInstruction (w->ctx, an array). */
+static enum core_status gem_step(struct prov_walk *w, const char *role, const json_t *m,
+                                 struct core_err *e)
 {
-	json_t *sys = json_array();
-	const json_t *prev_model = NULL;
-	size_t i;
-	json_t *m;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		json_t *parts = json_array(), *p;
-		size_t j;
-		if (!role || !json_is_array(content)) {
-			json_decref(parts);
-			json_decref(sys);
-			return core_fail(e, CORE_EINVAL, "googleai: message %zu has no role or content", i);
-		}
-		if (!strcmp(role, "tool")) {
-			json_t *rs = prov_ordered_responses(prev_model, m);
-			json_array_foreach(rs, j, p)
-				json_array_append_new(parts, function_response(prev_model, p, j));
-			json_decref(rs);
-			if (json_array_size(parts))
-				json_array_append_new(contents, json_pack("{s:s, s:o}", "role", "user", "parts", parts));
-			else
-				json_decref(parts);
-			continue;
-		}
-		json_array_foreach(content, j, p) {
+	json_t *parts = json_array(), *p;
+	size_t j;
+	if (!strcmp(role, "tool")) {
+		json_t *rs = prov_ordered_responses(w->prev_model, m);
+		json_array_foreach(rs, j, p)
+			json_array_append_new(parts, function_response(w->prev_model, p, j));
+		json_decref(rs);
+		role = "user";
+	} else {
+		json_array_foreach(json_object_get(m, "content"), j, p) {
 			json_t *part = gemini_part(p);
 			if (part)
 				json_array_append_new(parts, part);
 		}
 		if (!strcmp(role, "system")) {
-			json_array_extend(sys, parts);
+			json_array_extend(w->ctx, parts);
 			json_decref(parts);
-			continue;
+			return CORE_OK;
 		}
-		if (strcmp(role, "user") && strcmp(role, "model")) {
-			json_decref(parts);
-			json_decref(sys);
-			return core_fail(e, CORE_EINVAL, "googleai: message %zu has unknown role '%s'", i, role);
-		}
-		if (!strcmp(role, "model"))
-			prev_model = m;
-		if (json_array_size(parts))
-			json_array_append_new(contents, json_pack("{s:s, s:o}", "role", role, "parts", parts));
-		else
-			json_decref(parts);
 	}
-	*system = json_array_size(sys) ? json_pack("{s:o}", "parts", sys) : (json_decref(sys), NULL);
+	if (!json_array_size(parts)) {
+		json_decref(parts);
+		return CORE_OK;
+	}
+	return prov_walk_add(w, json_pack("{s:s, s:o}", "role", role, "parts", parts), e);
+}
+
+/* A plain stored message: its non-empty texts as text parts (gemini_part). */
+static enum core_status gem_plain(struct prov_walk *w, const struct prov_plain *m,
+                                  struct core_err *e)
+{
+	struct core_buf *o = &w->out;
+	size_t i, len = 0, parts = 0;
+	for (i = 0; i < m->n; i++) {
+		len += m->text[i].n;
+		parts += m->text[i].n > 0;
+	}
+	if (!parts)
+		return CORE_OK;
+	if (prov_walk_begin(w, e) || core_buf_grow(o, len + 16 * parts + 32))
+		return core_fail(e, CORE_ENOMEM, "googleai: out of memory");
+	core_buf_adds(o, m->model ? "{\"role\":\"model\",\"parts\":["
+	                          : "{\"role\":\"user\",\"parts\":[");
+	for (i = 0; i < m->n; i++) {
+		if (!m->text[i].n)
+			continue;
+		core_buf_adds(o, "{\"text\":\"");
+		core_buf_add(o, m->text[i].p, m->text[i].n);
+		core_buf_adds(o, --parts ? "\"}," : "\"}");
+	}
+	core_buf_add(o, "]}", 2);
 	return CORE_OK;
 }
+
+static const struct prov_walker walker = { gem_step, gem_plain, NULL };
 
 static json_t *build_tools(const json_t *tools)
 {
@@ -573,28 +580,33 @@ static char *gem_url(const char *base, const char *name)
 }
 
 static enum core_status gem_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, json_t **body,
+                                  const struct model_request *req, struct core_buf *body,
                                   struct core_err *e)
 {
-	json_t *contents = json_array(), *system = NULL, *b = NULL;
+	json_t *sys = json_array(), *b = NULL;
+	struct prov_walk w;
 	enum core_status st;
 	(void)state;
 	(void)name;
 	(void)base;
-	if (!(st = build(req->messages, contents, &system, e)) &&
-	    !(b = json_pack("{s:O}", "contents", contents)))
+	prov_walk_init(&w, "googleai", sys);
+	if (!sys)
+		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
+	else if (!(st = prov_walk(&walker, req, &w, e)) &&
+	         !(b = json_pack("{s:n}", "contents")))      /* prov_body's placeholder */
 		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
 	if (!st) {
-		if (system)
-			json_object_set(b, "systemInstruction", system);
+		if (json_array_size(sys))
+			json_object_set_new(b, "systemInstruction", json_pack("{s:O}", "parts", sys));
 		if (json_array_size(req->tools))
 			json_object_set_new(b, "tools", build_tools(req->tools));
 		map_config(b, req->config);
 		set_response_format(b, req->output);
-		*body = b;
+		st = prov_body(b, "contents", &w, body, e);
 	}
-	json_decref(contents);
-	json_decref(system);
+	prov_walk_release(&w);
+	json_decref(b);
+	json_decref(sys);
 	return st;
 }
 

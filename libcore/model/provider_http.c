@@ -237,7 +237,7 @@ static void scrub_message(struct core_err *e, const char *key)
 }
 
 enum core_status prov_post(struct prov_out *o, const char *url,
-                           const char *const *headers, const json_t *b,
+                           const char *const *headers, const char *body, size_t len,
                            enum sse_mode mode, sse_event_fn on_event,
                            enum core_status (*on_error)(void *, struct http_error *,
                                                         struct core_err *),
@@ -251,18 +251,15 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 	struct http_call c;
 	struct http_result res;
 	enum core_status st;
-	char *body = prov_dump(b);
-	if (!body)
-		return core_fail(o->e, CORE_ENOMEM, "%s: cannot encode the request", o->what);
 	snprintf(accept, sizeof accept, "Accept: %s", type);
 	const char *ours[] = { "Content-Type: application/json", accept, NULL };
 	if ((st = call_init(&c, all, from, headers, o->header_from, ours, o->e)) ||
 	    (st = call_deadline(o, &c, o->e)) || (st = response_max(&pc.max, o->e)))
-		goto out;
+		return st;
 	sse_init(&o->sse, mode, PROV_EVENT_MAX, on_event, ctx);
 	c.url = url;
 	c.body = body;
-	c.body_len = strlen(body);
+	c.body_len = len;
 	c.stream_type = type;
 	c.what = o->what;
 	c.on_attempt = post_attempt;
@@ -277,8 +274,6 @@ enum core_status prov_post(struct prov_out *o, const char *url,
 		scrub_message(o->e, o->key);
 	else
 		prov_out_finish(o, resp);
-out:
-	free(body);
 	return st;
 }
 

@@ -16,17 +16,23 @@
 
 /* ---- Genkit message helpers ---- */
 
-char *prov_text(const json_t *content)
+json_t *prov_text(const json_t *content)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	size_t i;
-	json_t *p;
+	json_t *p, *s;
 	json_array_foreach(content, i, p) {
 		const json_t *t = json_object_get(p, "text");
-		if (jv_is_string(t) && json_object_size(p) - (json_object_get(p, "metadata") != NULL) == 1)
-			core_buf_add(&b, json_string_value(t), json_string_length(t));
+		if (jv_is_string(t) && json_object_size(p) - (json_object_get(p, "metadata") != NULL) == 1
+		    && core_buf_add(&b, json_string_value(t), json_string_length(t))) {
+			core_buf_release(&b);
+			return NULL;
+		}
 	}
-	return core_buf_detach(&b, NULL);
+	/* the parts' texts are valid UTF-8, and so is their join */
+	s = json_stringn_nocheck(b.p ? b.p : "", b.len);
+	core_buf_release(&b);
+	return s;
 }
 
 char *prov_dump(const json_t *v)
@@ -173,40 +179,209 @@ json_t *prov_function_tools(const json_t *tools)
 	return arr;
 }
 
-enum core_status prov_walk_roles(const struct prov_roles *r, const json_t *msgs, json_t *out,
+/* ---- a conversation as the wire's messages ---- */
+
+void prov_walk_init(struct prov_walk *w, const char *what, void *ctx)
+{
+	memset(w, 0, sizeof *w);
+	w->what = what;
+	core_buf_init(&w->out, CORE_BUF_UNLIMITED);
+	w->ctx = ctx;
+}
+
+void prov_walk_release(struct prov_walk *w)
+{
+	core_buf_release(&w->out);
+	json_decref(w->owned);
+	json_decref(w->blank);
+	w->owned = w->blank = NULL;
+	w->prev_model = NULL;
+}
+
+enum core_status prov_walk_begin(struct prov_walk *w, struct core_err *e)
+{
+	if (w->count++ && core_buf_addc(&w->out, ','))
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", w->what);
+	return CORE_OK;
+}
+
+enum core_status prov_walk_add(struct prov_walk *w, json_t *msg, struct core_err *e)
+{
+	enum core_status st = msg ? prov_walk_begin(w, e) : CORE_ENOMEM;
+	if (!st && jv_dump(msg, &w->out))
+		st = CORE_ENOMEM;
+	json_decref(msg);
+	return st ? core_fail(e, st, "%s: out of memory", w->what) : CORE_OK;
+}
+
+enum core_status prov_walk_joined(struct prov_walk *w, const char *role,
+                                  const struct prov_plain *m, int skip_empty,
+                                  struct core_err *e)
+{
+	size_t i, len = 0;
+	struct core_buf *o = &w->out;
+	for (i = 0; i < m->n; i++)
+		len += m->text[i].n;
+	if (skip_empty && !len)
+		return CORE_OK;
+	if (prov_walk_begin(w, e) || core_buf_grow(o, len + strlen(role) + 32))
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", w->what);
+	core_buf_adds(o, "{\"role\":\"");
+	core_buf_adds(o, role);
+	core_buf_adds(o, "\",\"content\":\"");
+	for (i = 0; i < m->n; i++)
+		core_buf_add(o, m->text[i].p, m->text[i].n);
+	core_buf_add(o, "\"}", 2);
+	return CORE_OK;
+}
+
+int prov_plain_scan(const char *p, size_t n, struct prov_plain *m)
+{
+	static const char head[] = "{\"content\":[", part[] = "{\"text\":\"",
+	                  tail[] = "],\"role\":\"";
+	const char *end = p + n;
+	size_t k;
+#define TAKE(lit) (end - p >= (ptrdiff_t)sizeof lit - 1 && !memcmp(p, lit, sizeof lit - 1) \
+                   ? (p += sizeof lit - 1, 1) : 0)
+	if (!TAKE(head))
+		return 0;
+	m->n = 0;
+	while (p < end && *p != ']') {
+		if (m->n == PROV_PLAIN_MAX || (m->n && *p++ != ',') || !TAKE(part))
+			return 0;
+		k = jv_string_end(p, (size_t)(end - p));
+		if (end - p - (ptrdiff_t)k < 2 || p[k + 1] != '}')
+			return 0;
+		m->text[m->n].p = p;
+		m->text[m->n++].n = k;
+		p += k + 2;
+	}
+	if (!TAKE(tail))
+		return 0;
+#undef TAKE
+	m->model = end - p == 7 && !memcmp(p, "model\"}", 7);
+	return m->model || (end - p == 6 && !memcmp(p, "user\"}", 6));
+}
+
+struct walk_arg {
+	const struct prov_walker *k;
+	struct prov_walk *w;
+	size_t index;
+};
+
+/* One parsed message m; own: the walk's to keep or drop (consumed). */
+static enum core_status walk_one(struct walk_arg *a, const json_t *m, json_t *own,
                                  struct core_err *e)
 {
-	const json_t *prev_model = NULL;
+	struct prov_walk *w = a->w;
+	const char *role = json_string_value(json_object_get(m, "role"));
 	enum core_status st;
-	size_t i;
-	json_t *m;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		if (!role || !json_is_array(content))
-			return core_fail(e, CORE_EINVAL, "%s: message %zu has no role or content",
-			                 r->what, i);
-		if (!strcmp(role, "system")) {
-			char *t = prov_text(content);
-			json_array_append_new(out, json_pack("{s:s, s:s}", "role", "system",
-			                                     "content", t ? t : ""));
-			free(t);
-		} else if (!strcmp(role, "user")) {
-			json_t *uc = r->user(content, e);
-			if (!uc)
-				return e->st;
-			json_array_append_new(out, json_pack("{s:s, s:o}", "role", "user", "content", uc));
-		} else if (!strcmp(role, "model")) {
-			if ((st = r->model(content, out, e)))
-				return st;
-			prev_model = m;
-		} else if (!strcmp(role, "tool")) {
-			if ((st = r->tool_msg(prev_model, m, out, e)))
-				return st;
-		} else {
-			return core_fail(e, CORE_EINVAL, "%s: message %zu has unknown role '%s'", r->what,
-			                 i, role);
-		}
+	size_t i = a->index++;
+	if (!role || !json_is_array(json_object_get(m, "content")))
+		st = core_fail(e, CORE_EINVAL, "%s: message %zu has no role or content", w->what, i);
+	else if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "model") &&
+	         strcmp(role, "tool"))
+		st = core_fail(e, CORE_EINVAL, "%s: message %zu has unknown role '%s'", w->what, i,
+		               role);
+	else
+		st = a->k->step(w, role, m, e);
+	if (!st && !strcmp(role, "model")) {
+		json_decref(w->owned);
+		w->owned = own;
+		w->prev_model = m;
+	} else {
+		json_decref(own);
 	}
-	return CORE_OK;
+	return st;
+}
+
+/* One stored message (model_history_fn). */
+static enum core_status walk_stored(void *arg, const char *json, size_t n, struct core_err *e)
+{
+	struct walk_arg *a = arg;
+	struct prov_walk *w = a->w;
+	struct prov_plain pm;
+	struct core_err pe = { 0 };
+	json_t *m;
+	if (a->k->plain && prov_plain_scan(json, n, &pm)) {
+		enum core_status st = a->k->plain(w, &pm, e);
+		a->index++;
+		if (!st && pm.model) {
+			if (!w->blank && !(w->blank = json_pack("{s:[], s:s}", "content", "role", "model")))
+				return core_fail(e, CORE_ENOMEM, "%s: out of memory", w->what);
+			json_decref(w->owned);
+			w->owned = NULL;
+			w->prev_model = w->blank;
+		}
+		return st;
+	}
+	if (!(m = jv_parse(json, n, "store", 0, &pe)))
+		return core_fail(e, pe.st == CORE_ENOMEM ? CORE_ENOMEM : CORE_ESYS,
+		                 "%s: message %zu of the stored history: %s", w->what, a->index,
+		                 pe.msg);
+	return walk_one(a, m, m, e);
+}
+
+enum core_status prov_walk(const struct prov_walker *k, const struct model_request *req,
+                           struct prov_walk *w, struct core_err *e)
+{
+	const struct model_history *h = req->history;
+	size_t at = h ? h->at : 0, i, n = json_array_size(req->messages);
+	struct walk_arg a = { k, w, 0 };
+	enum core_status st = CORE_OK;
+	for (i = 0; i < n && !st; i++) {
+		if (i == at && h && h->count)
+			st = h->each(h->ctx, walk_stored, &a, e);
+		if (!st)
+			st = walk_one(&a, json_array_get(req->messages, i), NULL, e);
+	}
+	if (!st && at >= n && h && h->count)
+		st = h->each(h->ctx, walk_stored, &a, e);
+	if (!st && k->end)
+		st = k->end(w, e);
+	return st;
+}
+
+enum core_status prov_body(const json_t *b, const char *key, const struct prov_walk *w,
+                           struct core_buf *body, struct core_err *e)
+{
+	const char *k;
+	json_t *v;
+	int first = 1;
+	enum core_status st = core_buf_grow(body, w->out.len + 1024);
+	if (!st)
+		st = core_buf_addc(body, '{');
+	json_object_foreach((json_t *)b, k, v) {
+		if (st || (!first && (st = core_buf_addc(body, ','))))
+			break;
+		first = 0;
+		if ((st = jv_dump_string(k, strlen(k), body)) || (st = core_buf_addc(body, ':')))
+			break;
+		if (strcmp(k, key))
+			st = jv_dump(v, body);
+		else if (!(st = core_buf_addc(body, '[')) &&
+		         !(st = core_buf_add(body, w->out.p ? w->out.p : "", w->out.len)))
+			st = core_buf_addc(body, ']');
+	}
+	if (!st)
+		st = core_buf_addc(body, '}');
+	return st ? core_fail(e, st, "%s: cannot encode the request", w->what) : CORE_OK;
+}
+
+enum core_status prov_roles_step(struct prov_walk *w, const char *role, const json_t *m,
+                                 struct core_err *e)
+{
+	const struct prov_roles *r = w->ctx;
+	const json_t *content = json_object_get(m, "content");
+	if (!strcmp(role, "system"))
+		return prov_walk_add(w, json_pack("{s:s, s:o}", "role", "system", "content",
+		                                  prov_text(content)), e);
+	if (!strcmp(role, "user")) {
+		json_t *uc = r->user(content, e);
+		return uc ? prov_walk_add(w, json_pack("{s:s, s:o}", "role", "user", "content", uc), e)
+		          : e->st;
+	}
+	if (!strcmp(role, "model"))
+		return r->model(content, w, e);
+	return r->tool_msg(w->prev_model, m, w, e);
 }

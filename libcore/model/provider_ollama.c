@@ -83,72 +83,71 @@ static char *reasoning_text(const json_t *content)
 	return core_buf_detach(&b, NULL);
 }
 
-static enum core_status build(const json_t *msgs, json_t *out, struct core_err *e)
+static enum core_status oll_step(struct prov_walk *w, const char *role, const json_t *m,
+                                 struct core_err *e)
 {
-	const json_t *prev_model = NULL;
-	size_t i;
-	json_t *m;
-	json_array_foreach(msgs, i, m) {
-		const char *role = json_string_value(json_object_get(m, "role"));
-		const json_t *content = json_object_get(m, "content");
-		json_t *msg, *x;
-		char *t;
-		if (!role || !json_is_array(content))
-			return core_fail(e, CORE_EINVAL, "ollama: message %zu has no role or content", i);
-		if (!strcmp(role, "tool")) {
-			json_t *rs = prov_ordered_responses(prev_model, m), *p;
-			size_t j;
-			json_array_foreach(rs, j, p) {
-				const json_t *r = json_object_get(p, "toolResponse");
-				const char *ref = json_string_value(json_object_get(r, "ref"));
-				char *ot = prov_output_text(json_object_get(r, "output"));
-				msg = json_pack("{s:s, s:s, s:O}", "role", "tool", "content", ot ? ot : "",
-				                "tool_name", json_object_get(r, "name"));
-				if (ref && *ref)
-					json_object_set_new(msg, "tool_call_id", json_string(ref));
-				free(ot);
-				/* Images the tool returned ride on its message. */
-				if (!(x = images(json_object_get(r, "content"), e))) {
-					json_decref(msg);
-					json_decref(rs);
-					return e->st;
-				}
-				if (json_array_size(x))
-					json_object_set(msg, "images", x);
-				json_decref(x);
-				json_array_append_new(out, msg);
+	const json_t *content = json_object_get(m, "content");
+	enum core_status st;
+	json_t *msg, *x;
+	if (!strcmp(role, "tool")) {
+		json_t *rs = prov_ordered_responses(w->prev_model, m), *p;
+		size_t j;
+		json_array_foreach(rs, j, p) {
+			const json_t *r = json_object_get(p, "toolResponse");
+			const char *ref = json_string_value(json_object_get(r, "ref"));
+			char *ot = prov_output_text(json_object_get(r, "output"));
+			msg = json_pack("{s:s, s:s, s:O}", "role", "tool", "content", ot ? ot : "",
+			                "tool_name", json_object_get(r, "name"));
+			if (ref && *ref)
+				json_object_set_new(msg, "tool_call_id", json_string(ref));
+			free(ot);
+			/* Images the tool returned ride on its message. */
+			if (!(x = images(json_object_get(r, "content"), e))) {
+				json_decref(msg);
+				json_decref(rs);
+				return e->st;
 			}
-			json_decref(rs);
-			continue;
-		}
-		if (strcmp(role, "system") && strcmp(role, "user") && strcmp(role, "model"))
-			return core_fail(e, CORE_EINVAL, "ollama: message %zu has unknown role '%s'", i, role);
-		t = prov_text(content);
-		msg = json_pack("{s:s, s:s}", "role", strcmp(role, "model") ? role : "assistant",
-		                "content", t ? t : "");
-		free(t);
-		if (!(x = images(content, e))) {
-			json_decref(msg);
-			return e->st;
-		}
-		if (json_array_size(x))
-			json_object_set(msg, "images", x);
-		json_decref(x);
-		if (!strcmp(role, "model")) {
-			char *r = reasoning_text(content);
-			if (r && *r)
-				json_object_set_new(msg, "thinking", json_string(r));
-			free(r);
-			x = tool_calls(content);
 			if (json_array_size(x))
-				json_object_set(msg, "tool_calls", x);
+				json_object_set(msg, "images", x);
 			json_decref(x);
-			prev_model = m;
+			if ((st = prov_walk_add(w, msg, e))) {
+				json_decref(rs);
+				return st;
+			}
 		}
-		json_array_append_new(out, msg);
+		json_decref(rs);
+		return CORE_OK;
 	}
-	return CORE_OK;
+	msg = json_pack("{s:s, s:o}", "role", strcmp(role, "model") ? role : "assistant",
+	                "content", prov_text(content));
+	if (!(x = images(content, e))) {
+		json_decref(msg);
+		return e->st;
+	}
+	if (json_array_size(x))
+		json_object_set(msg, "images", x);
+	json_decref(x);
+	if (!strcmp(role, "model")) {
+		char *r = reasoning_text(content);
+		if (r && *r)
+			json_object_set_new(msg, "thinking", json_string(r));
+		free(r);
+		x = tool_calls(content);
+		if (json_array_size(x))
+			json_object_set(msg, "tool_calls", x);
+		json_decref(x);
+	}
+	return prov_walk_add(w, msg, e);
 }
+
+/* A plain stored message: its text as the content (oll_step()). */
+static enum core_status oll_plain(struct prov_walk *w, const struct prov_plain *m,
+                                  struct core_err *e)
+{
+	return prov_walk_joined(w, m->model ? "assistant" : "user", m, 0, e);
+}
+
+static const struct prov_walker walker = { oll_step, oll_plain, NULL };
 
 static void map_config(json_t *b, const json_t *cfg)
 {
@@ -307,21 +306,22 @@ static char *host_url(void)
 }
 
 static enum core_status oll_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, json_t **body,
+                                  const struct model_request *req, struct core_buf *body,
                                   struct core_err *e)
 {
-	json_t *msgs = json_array(), *b;
+	struct prov_walk w;
+	json_t *b = NULL;
 	enum core_status st;
 	(void)state;
 	(void)base;
-	if ((st = build(req->messages, msgs, e))) {
-		json_decref(msgs);
-		return st;
+	prov_walk_init(&w, "ollama", NULL);
+	if ((st = prov_walk(&walker, req, &w, e)))
+		goto out;
+	/* the messages go where the placeholder is (prov_body) */
+	if (!(b = json_pack("{s:s, s:n}", "model", name, "messages"))) {
+		st = core_fail(e, CORE_ENOMEM, "ollama: out of memory");
+		goto out;
 	}
-	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
-	json_decref(msgs);
-	if (!b)
-		return core_fail(e, CORE_ENOMEM, "ollama: out of memory");
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
@@ -332,8 +332,11 @@ static enum core_status oll_build(void *state, const char *name, const char *bas
 		json_object_set_new(b, "format", json_object_get(req->output, "schema")
 		                    ? json_incref(json_object_get(req->output, "schema"))
 		                    : json_string("json"));
-	*body = b;
-	return CORE_OK;
+	st = prov_body(b, "messages", &w, body, e);
+out:
+	json_decref(b);
+	prov_walk_release(&w);
+	return st;
 }
 
 extern const struct model_provider model_ollama;

@@ -79,10 +79,15 @@ static json_t *media_content(const json_t *m, struct core_err *e)
 /* A user turn's content; NULL with e set for media the API cannot take. */
 static json_t *user_content(const json_t *content, struct core_err *e)
 {
-	json_t *arr = json_array();
-	int media = 0;
+	json_t *arr, *p;
 	size_t i;
-	json_t *p;
+	json_array_foreach(content, i, p)
+		if (jv_is_string(json_object_get(json_object_get(p, "media"), "url")))
+			break;
+	/* Text only: a plain string, which every compatible server takes. */
+	if (i == json_array_size(content))
+		return prov_text(content);
+	arr = json_array();
 	json_array_foreach(content, i, p) {
 		const json_t *m = json_object_get(p, "media");
 		const json_t *t = json_object_get(p, "text");
@@ -92,18 +97,10 @@ static json_t *user_content(const json_t *content, struct core_err *e)
 				json_decref(arr);
 				return NULL;
 			}
-			media = 1;
 			json_array_append_new(arr, mp);
 		} else if (jv_is_string(t) && !json_object_get(p, "toolResponse")) {
 			json_array_append_new(arr, json_pack("{s:s, s:O}", "type", "text", "text", t));
 		}
-	}
-	if (!media) {
-		/* Text only: a plain string, which every compatible server takes. */
-		char *s = prov_text(content);
-		json_decref(arr);
-		arr = json_string(s ? s : "");
-		free(s);
 	}
 	return arr;
 }
@@ -163,54 +160,63 @@ static json_t *oai_tool_call(const json_t *tr)
 }
 
 /* A model message: one assistant message of its text and its tool calls. */
-static enum core_status model_message(const json_t *content, json_t *out, struct core_err *e)
+static enum core_status model_message(const json_t *content, struct prov_walk *w,
+                                      struct core_err *e)
 {
 	json_t *a = json_object(), *calls = json_array(), *p;
-	char *t = prov_text(content);
+	json_t *t = prov_text(content);
 	size_t j;
 	json_array_foreach(content, j, p)
 		if (json_object_get(p, "toolRequest"))
 			json_array_append_new(calls, oai_tool_call(json_object_get(p, "toolRequest")));
 	json_object_set_new(a, "role", json_string("assistant"));
-	json_object_set_new(a, "content", t && (*t || !json_array_size(calls))
-	                    ? json_string(t) : json_null());
+	json_object_set_new(a, "content", t && (json_string_length(t) || !json_array_size(calls))
+	                    ? json_incref(t) : json_null());
 	if (json_array_size(calls))
 		json_object_set(a, "tool_calls", calls);
 	json_decref(calls);
-	free(t);
-	if (json_array_append_new(out, a))
-		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
-	return CORE_OK;
+	json_decref(t);
+	return prov_walk_add(w, a, e);
 }
 
 /* A tool message: one tool message per response, in the order of the
  * calls, then the media they returned (tool_media_message). */
-static enum core_status tool_messages(const json_t *prev_model, const json_t *msg, json_t *out,
-                                      struct core_err *e)
+static enum core_status tool_messages(const json_t *prev_model, const json_t *msg,
+                                      struct prov_walk *w, struct core_err *e)
 {
 	json_t *rs = prov_ordered_responses(prev_model, msg), *p, *media;
 	struct core_err me = { 0 };
+	enum core_status st = CORE_OK;
 	size_t j;
 	json_array_foreach(rs, j, p) {
 		const json_t *r = json_object_get(p, "toolResponse");
 		const char *ref = json_string_value(json_object_get(r, "ref"));
 		const char *name = json_string_value(json_object_get(r, "name"));
 		char *out_text = prov_output_text(json_object_get(r, "output"));
-		json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "role", "tool",
+		st = prov_walk_add(w, json_pack("{s:s, s:s, s:s}", "role", "tool",
 		        "tool_call_id", ref && *ref ? ref : name ? name : "",
-		        "content", out_text ? out_text : "null"));
+		        "content", out_text ? out_text : "null"), e);
 		free(out_text);
+		if (st)
+			break;
 	}
-	media = tool_media_message(rs, &me);
+	media = st ? NULL : tool_media_message(rs, &me);
 	json_decref(rs);
 	if (me.st)
 		return core_fail(e, me.st, "%s", me.msg);
-	if (media)
-		json_array_append_new(out, media);
-	return CORE_OK;
+	return media ? prov_walk_add(w, media, e) : st;
 }
 
-static const struct prov_roles roles = { "openai", user_content, model_message, tool_messages };
+static const struct prov_roles roles = { user_content, model_message, tool_messages };
+
+/* A plain stored message: its text as the content, as above. */
+static enum core_status plain_message(struct prov_walk *w, const struct prov_plain *m,
+                                      struct core_err *e)
+{
+	return prov_walk_joined(w, m->model ? "assistant" : "user", m, 0, e);
+}
+
+static const struct prov_walker walker = { prov_roles_step, plain_message, NULL };
 
 static void map_config(json_t *body, const json_t *cfg, int official)
 {
@@ -490,28 +496,32 @@ static void set_response_format(json_t *b, const json_t *output)
 }
 
 static enum core_status oai_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, json_t **body,
+                                  const struct model_request *req, struct core_buf *body,
                                   struct core_err *e)
 {
-	json_t *msgs = json_array(), *b;
+	struct prov_walk w;
 	enum core_status st;
+	json_t *b = NULL;
 	(void)state;
-	if ((st = prov_walk_roles(&roles, req->messages, msgs, e))) {
-		json_decref(msgs);
-		return st;
+	prov_walk_init(&w, "openai", (void *)&roles);
+	if ((st = prov_walk(&walker, req, &w, e)))
+		goto out;
+	/* the messages go where the placeholder is (prov_body) */
+	if (!(b = json_pack("{s:s, s:n}", "model", name, "messages"))) {
+		st = core_fail(e, CORE_ENOMEM, "openai: out of memory");
+		goto out;
 	}
-	b = json_pack("{s:s, s:O}", "model", name, "messages", msgs);
-	json_decref(msgs);
-	if (!b)
-		return core_fail(e, CORE_ENOMEM, "openai: out of memory");
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", prov_function_tools(req->tools));
 	json_object_set_new(b, "stream", json_true());
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
 	map_config(b, req->config, !strcmp(base, DEFAULT_URL));
 	set_response_format(b, req->output);
-	*body = b;
-	return CORE_OK;
+	st = prov_body(b, "messages", &w, body, e);
+out:
+	json_decref(b);
+	prov_walk_release(&w);
+	return st;
 }
 
 static void oai_release(void *state)

@@ -65,9 +65,14 @@ static json_t *media_input(const json_t *m, struct core_err *e)
 /* A user turn's content: a string when text only, else input parts. */
 static json_t *user_content(const json_t *content, struct core_err *e)
 {
-	json_t *arr = json_array(), *p;
-	int media = 0;
+	json_t *arr, *p;
 	size_t i;
+	json_array_foreach(content, i, p)
+		if (jv_is_string(json_object_get(json_object_get(p, "media"), "url")))
+			break;
+	if (i == json_array_size(content))
+		return prov_text(content);
+	arr = json_array();
 	json_array_foreach(content, i, p) {
 		const json_t *m = json_object_get(p, "media"), *t = json_object_get(p, "text");
 		if (m && jv_is_string(json_object_get(m, "url"))) {
@@ -76,47 +81,48 @@ static json_t *user_content(const json_t *content, struct core_err *e)
 				json_decref(arr);
 				return NULL;
 			}
-			media = 1;
 			json_array_append_new(arr, mp);
 		} else if (jv_is_string(t)) {
 			json_array_append_new(arr, json_pack("{s:s, s:O}", "type", "input_text", "text", t));
 		}
 	}
-	if (!media) {
-		char *s = prov_text(content);
-		json_decref(arr);
-		arr = json_string(s ? s : "");
-		free(s);
-	}
 	return arr;
 }
 
-static void add_assistant_text(json_t *out, struct core_buf *text)
+static enum core_status add_assistant_text(struct prov_walk *w, struct core_buf *text,
+                                           struct core_err *e)
 {
+	enum core_status st = CORE_OK;
 	if (text->len)
-		json_array_append_new(out, json_pack("{s:s, s:s%}", "role", "assistant", "content",
-		                                     text->p, text->len));
+		st = prov_walk_add(w, json_pack("{s:s, s:o}", "role", "assistant", "content",
+		                                 json_stringn_nocheck(text->p, text->len)), e);
 	core_buf_reset(text);
+	return st;
 }
 
 /* A model message as input items, in the order of its parts: text as an
  * assistant message, reasoning that came from this API as its reasoning
  * item, tool requests as function_call items. */
-static enum core_status model_items(const json_t *content, json_t *out, struct core_err *e)
+static enum core_status model_items(const json_t *content, struct prov_walk *w,
+                                    struct core_err *e)
 {
 	struct core_buf text = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	enum core_status st = CORE_OK;
 	size_t i;
 	json_t *p;
 	json_array_foreach(content, i, p) {
 		const json_t *t = json_object_get(p, "text"), *r = json_object_get(p, "reasoning");
 		const json_t *tr = json_object_get(p, "toolRequest"), *md = json_object_get(p, "metadata");
 		if (jv_is_string(t) && !tr) {
-			if (core_buf_add(&text, json_string_value(t), json_string_length(t)))
-				goto nomem;
+			if (core_buf_add(&text, json_string_value(t), json_string_length(t))) {
+				st = core_fail(e, CORE_ENOMEM, WHAT ": out of memory");
+				break;
+			}
 		} else if (jv_is_string(r) && json_object_get(md, "itemId")) {
 			const json_t *enc = json_object_get(md, "encryptedContent");
 			json_t *item;
-			add_assistant_text(out, &text);
+			if ((st = add_assistant_text(w, &text, e)))
+				break;
 			item = json_pack("{s:s, s:O, s:[]}", "type", "reasoning", "id",
 			                 json_object_get(md, "itemId"), "summary");
 			if (item && json_string_length(r))
@@ -124,34 +130,35 @@ static enum core_status model_items(const json_t *content, json_t *out, struct c
 				                      json_pack("{s:s, s:O}", "type", "summary_text", "text", r));
 			if (item && jv_is_string(enc))
 				json_object_set(item, "encrypted_content", (json_t *)enc);
-			if (!item || json_array_append_new(out, item))
-				goto nomem;
+			if ((st = prov_walk_add(w, item, e)))
+				break;
 		} else if (tr) {
 			const char *name = json_string_value(json_object_get(tr, "name"));
 			const char *ref = json_string_value(json_object_get(tr, "ref"));
 			const json_t *input = json_object_get(tr, "input");
 			char *args = input ? prov_dump(input) : strdup("{}");
-			add_assistant_text(out, &text);
-			/* Genkit's rule: the call id is the ref, else the tool's name. */
-			json_array_append_new(out, json_pack("{s:s, s:s, s:s, s:s}", "type", "function_call",
-			                                     "call_id", ref && *ref ? ref : name ? name : "",
-			                                     "name", name ? name : "",
-			                                     "arguments", args ? args : "{}"));
+			if (!(st = add_assistant_text(w, &text, e)))
+				/* Genkit's rule: the call id is the ref, else the tool's name. */
+				st = prov_walk_add(w, json_pack("{s:s, s:s, s:s, s:s}", "type",
+				                                "function_call", "call_id",
+				                                ref && *ref ? ref : name ? name : "",
+				                                "name", name ? name : "",
+				                                "arguments", args ? args : "{}"), e);
 			free(args);
+			if (st)
+				break;
 		}
 	}
-	add_assistant_text(out, &text);
+	if (!st)
+		st = add_assistant_text(w, &text, e);
 	core_buf_release(&text);
-	return CORE_OK;
-nomem:
-	core_buf_release(&text);
-	return core_fail(e, CORE_ENOMEM, WHAT ": out of memory");
+	return st;
 }
 
 /* Tool outputs as function_call_output items; media a tool returned
  * follow as one user message (an output item carries text only). */
-static enum core_status tool_items(const json_t *prev_model, const json_t *msg, json_t *out,
-                                   struct core_err *e)
+static enum core_status tool_items(const json_t *prev_model, const json_t *msg,
+                                   struct prov_walk *w, struct core_err *e)
 {
 	json_t *rs = prov_ordered_responses(prev_model, msg), *media = json_array(), *p, *q;
 	size_t i, j;
@@ -161,10 +168,12 @@ static enum core_status tool_items(const json_t *prev_model, const json_t *msg, 
 		const char *ref = json_string_value(json_object_get(r, "ref"));
 		const char *name = json_string_value(json_object_get(r, "name"));
 		char *text = prov_output_text(json_object_get(r, "output"));
-		json_array_append_new(out, json_pack("{s:s, s:s, s:s}", "type", "function_call_output",
-		                                     "call_id", ref && *ref ? ref : name ? name : "",
-		                                     "output", text ? text : "null"));
+		st = prov_walk_add(w, json_pack("{s:s, s:s, s:s}", "type", "function_call_output",
+		                                "call_id", ref && *ref ? ref : name ? name : "",
+		                                "output", text ? text : "null"), e);
 		free(text);
+		if (st)
+			goto out;
 		json_array_foreach(json_object_get(r, "content"), j, q) {
 			const json_t *m = json_object_get(q, "media");
 			json_t *mp;
@@ -178,14 +187,24 @@ static enum core_status tool_items(const json_t *prev_model, const json_t *msg, 
 		}
 	}
 	if (json_array_size(media))
-		json_array_append_new(out, json_pack("{s:s, s:O}", "role", "user", "content", media));
+		st = prov_walk_add(w, json_pack("{s:s, s:O}", "role", "user", "content", media), e);
 out:
 	json_decref(media);
 	json_decref(rs);
 	return st;
 }
 
-static const struct prov_roles roles = { WHAT, user_content, model_items, tool_items };
+static const struct prov_roles roles = { user_content, model_items, tool_items };
+
+/* A plain stored message: a user message of its text, an assistant
+ * message of its text unless that is empty (model_items()). */
+static enum core_status plain_items(struct prov_walk *w, const struct prov_plain *m,
+                                    struct core_err *e)
+{
+	return prov_walk_joined(w, m->model ? "assistant" : "user", m, m->model, e);
+}
+
+static const struct prov_walker walker = { prov_roles_step, plain_items, NULL };
 
 static json_t *function_tools(const json_t *tools)
 {
@@ -203,23 +222,25 @@ static json_t *function_tools(const json_t *tools)
 }
 
 static enum core_status rsp_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, json_t **body,
+                                  const struct model_request *req, struct core_buf *body,
                                   struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
 		"stopSequences", "version", "apiKey", "stream", "model", "input", "tools", NULL };
 	const json_t *cfg = req->config, *schema = json_object_get(req->output, "schema");
-	json_t *input = json_array(), *b;
+	struct prov_walk w;
+	json_t *b;
 	enum core_status st;
 	(void)state;
 	(void)base;
-	if ((st = prov_walk_roles(&roles, req->messages, input, e))) {
-		json_decref(input);
-		return st;
+	prov_walk_init(&w, WHAT, (void *)&roles);
+	if ((st = prov_walk(&walker, req, &w, e)))
+		goto out;
+	/* the input goes where the placeholder is (prov_body) */
+	if (!(b = json_pack("{s:s, s:n, s:b}", "model", name, "input", "stream", 1))) {
+		st = core_fail(e, CORE_ENOMEM, WHAT ": out of memory");
+		goto out;
 	}
-	b = json_pack("{s:s, s:o, s:b}", "model", name, "input", input, "stream", 1);
-	if (!b)
-		return core_fail(e, CORE_ENOMEM, WHAT ": out of memory");
 	if (json_array_size(req->tools))
 		json_object_set_new(b, "tools", function_tools(req->tools));
 	if (cfg) {
@@ -240,8 +261,11 @@ static enum core_status rsp_build(void *state, const char *name, const char *bas
 		        ? json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "output",
 		                    "schema", schema, "strict", 1)
 		        : json_pack("{s:s}", "type", "json_object")));
-	*body = b;
-	return CORE_OK;
+	st = prov_body(b, "input", &w, body, e);
+	json_decref(b);
+out:
+	prov_walk_release(&w);
+	return st;
 }
 
 /* ---- response ---- */

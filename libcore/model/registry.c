@@ -283,7 +283,7 @@ enum core_status model_check_request(const char *name, const struct model_reques
 	const struct endpoint *ep;
 	const struct prov_dialect *d = NULL;
 	enum core_status st;
-	json_t *body = NULL;
+	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
 	if ((st = load_endpoints(e)))
 		return st;
 	if (p)
@@ -298,7 +298,7 @@ enum core_status model_check_request(const char *name, const struct model_reques
 	if (!state)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	st = d->build(state, slash ? slash + 1 : "", "", req, &body, e);
-	json_decref(body);
+	core_buf_release(&body);
 	if (d->release)
 		d->release(state);
 	free(state);

@@ -1,0 +1,74 @@
+#!/usr/bin/env bats
+# provider-history.bats - a conversation handed to a provider partly as the
+# text the store keeps it in (model_request.history: a long session's
+# earlier messages, which the runtime does not parse) must go on the wire
+# byte for byte as it does when every message is handed parsed: the mock
+# logs the SHA-256 of each body as sent.
+
+load test_helper
+load provider_helper
+
+setup() { provider_setup; }
+teardown() { mock_stop; }
+
+# A conversation of every shape a walk meets: plain messages (role user or
+# model, text parts only) with escapes, non-ASCII, NUL, empty and several
+# texts; and messages that are not plain (system, a text part with
+# metadata, a message's own metadata, a tool request and its response,
+# media, more text parts than a plain message holds).
+conversation() {
+	local model=$1 many
+	many=$(jq -cn '[range(17) | {text: "part \(.) "}]')
+	jq -cn --arg model "$model" --argjson many "$many" '{model: $model,
+	tools: [{name: "lookup", description: "Look a thing up",
+	         inputSchema: {type: "object", properties: {q: {type: "string"}}}}],
+	messages: [
+		{role: "system", content: [{text: "Be terse."}]},
+		{content: [{text: "hello \"quoted\" \\ back\nslash é 😀 \u0000 nul / </script>"}], role: "user"},
+		{content: [{text: "and a second one"}], role: "user"},
+		{content: [{text: "hi"}, {text: ""}, {text: " there"}], role: "model"},
+		{content: [{text: ""}], role: "user"},
+		{content: [{text: "let me look"}, {toolRequest: {name: "lookup", ref: "r1", input: {q: "x"}}}], role: "model"},
+		{content: [{toolResponse: {name: "lookup", ref: "r1", output: {v: 1}}}], role: "tool"},
+		{content: [{text: "found it"}], role: "model"},
+		{content: [{reasoning: "so"}, {text: "thinking"}], role: "model"},
+		{content: [{text: "aloud"}], role: "model"},
+		{content: [{text: "with context", metadata: {purpose: "context"}}], role: "user"},
+		{content: [{text: ""}], role: "model"},
+		{content: [{text: "mine"}], metadata: {x: 1}, role: "user"},
+		{content: [{text: "ok"}], role: "model"},
+		{content: ($many + [{media: {url: "data:image/png;base64,iVBORw0KGgo=", contentType: "image/png"}}]), role: "user"},
+		{content: [{text: "a picture"}], role: "model"},
+		{content: [{text: "the last question"}], role: "user"}
+	]}'
+}
+
+@test "a stored history goes on the wire as the same bytes as parsed messages, in every dialect" {
+	local d n=17
+	for d in openai responses gemini anthropic ollama; do
+		printf '%s\n' '{"text":"ok","repeat":20}' >script.json
+		mock_start "$d" script.json k-history-test
+		conversation "$(model_for "$d")" >req.json
+		run -0 --separate-stderr "$MODEL_CALL" <req.json
+		local splits=(0:$n 1:$((n - 1)) 0:5 3:7 5:1 16:1 $n:0 1:0 6:8 1:2 8:2)
+		for s in "${splits[@]}"; do
+			run -0 --separate-stderr "$MODEL_CALL" --stored "$s" <req.json
+		done
+		assert_equal "$(mock_requests)" $((${#splits[@]} + 1))
+		# every body the same bytes as the first (all parsed)
+		assert_equal "$(jq -r .bodySha256 "$MOCK_LOG" | sort -u | wc -l | tr -d ' ')" 1
+		# and the walk saw everything: the last question is there
+		grep -q 'the last question' <(jq -c .body "$MOCK_LOG" | head -n 1)
+		mock_stop
+	done
+}
+
+@test "a stored message is checked as a parsed one is, counted from the conversation's first" {
+	printf '%s\n' '{"text":"ok"}' >script.json
+	mock_start openai script.json k-history-test
+	jq -cn '{model: "openai/gpt-4o", messages: [{content: [{text: "a"}], role: "user"},
+		{content: [{text: "b"}], role: 7}]}' >req.json
+	run -101 --separate-stderr "$MODEL_CALL" --stored 0:2 <req.json
+	assert_equal "$(jq -r .error.message <<<"$output")" "openai: message 1 has no role or content"
+	assert_equal "$(mock_requests)" 0
+}
