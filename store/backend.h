@@ -49,6 +49,11 @@
  *                 last (store.h).  Absent: CORE_ENOTFOUND;
  *                 store.c writes the message.  latest: greatest createdAt,
  *                 ties by greater snapshotId, any status.
+ *   message_texts (with append) The first n messages of a row's state
+ *                 as the text each is stored in, oldest first, to fn
+ *                 (store_message_texts() in store.h), from one snapshot of
+ *                 the store; not parsed.  Absent row: CORE_ENOTFOUND (store.c
+ *                 writes the message); fewer messages: CORE_ESYS.
  *   save          Genkit's atomic read-modify-write (store_save_on() in
  *                 store.h) for a non-empty id: read the row, st_mutate()
  *                 it, write the result, all in one transaction that no
@@ -193,6 +198,8 @@ struct store_backend {
 	                        json_t **row, struct core_err *e);
 	enum core_status (*latest)(struct store *s, const char *session_id, unsigned flags,
 	                           json_t **row, struct core_err *e);
+	enum core_status (*message_texts)(struct store *s, const char *snapshot_id, size_t n,
+	                                  store_text_fn fn, void *ctx, struct core_err *e);
 	enum core_status (*save)(struct store *s, const char *id, unsigned flags,
 	                         const struct store_base *base, store_mutate_fn fn,
 	                         void *ctx, json_t **persisted, struct core_err *e);

@@ -178,6 +178,22 @@ enum core_status store_get(struct store *s, const char *snapshot_id,
 	return st;
 }
 
+enum core_status store_message_texts(struct store *s, const char *snapshot_id, size_t n,
+                                     store_text_fn fn, void *ctx, struct core_err *e)
+{
+	enum core_status st;
+	if ((st = st_check_handle(s, e)) != CORE_OK ||
+	    (st = store_check_id(snapshot_id, "snapshot ID", e)) != CORE_OK)
+		return st;
+	if (!s->backend->append)
+		return core_fail(e, CORE_EINVAL, "the %s store cannot read messages as text",
+		                 s->backend->name);
+	st = s->backend->message_texts(s, snapshot_id, n, fn, ctx, e);
+	if (st == CORE_ENOTFOUND)
+		return core_fail(e, st, "snapshot '%s' not found", snapshot_id);
+	return st;
+}
+
 enum core_status store_latest(struct store *s, const char *session_id,
                               unsigned flags, json_t **row, struct core_err *e)
 {

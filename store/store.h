@@ -217,6 +217,22 @@ enum core_status store_latest(struct store *s, const char *session_id,
                               unsigned flags, json_t **row, struct core_err *e);
 
 /*
+ * The first n messages of snapshot_id's state, each as the text the store
+ * keeps it in (the JSON jv_dump() wrote: compact, valid UTF-8), oldest
+ * first, handed to fn (borrowed for the call): a long session's history
+ * read without being parsed, for a model provider that writes its
+ * request from the stored text (model.h's struct model_history).  fn may
+ * run inside the store's read: it must not use the store.  Stops at fn's
+ * first non-OK status and returns it.  CORE_ENOTFOUND: no such row;
+ * CORE_ESYS: the row holds fewer than n messages, or the store cannot be
+ * read; CORE_EINVAL: a backend that cannot (store_can_append() 0).
+ */
+typedef enum core_status (*store_text_fn)(void *ctx, const char *json, size_t n,
+                                          struct core_err *e);
+enum core_status store_message_texts(struct store *s, const char *snapshot_id, size_t n,
+                                     store_text_fn fn, void *ctx, struct core_err *e);
+
+/*
  * Atomic read-modify-write of one row (Genkit's SaveSnapshot).
  *
  * fn is called once, inside the write transaction, with the existing row

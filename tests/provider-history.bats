@@ -12,8 +12,8 @@ setup() { provider_setup; }
 teardown() { mock_stop; }
 
 # A conversation of every shape a walk meets: plain messages (role user or
-# model, text parts only) with escapes, non-ASCII, NUL, empty and several
-# texts; and messages that are not plain (system, a text part with
+# model, text parts only; members in either order) with escapes,
+# non-ASCII, NUL, empty and several texts; and messages that are not plain (system, a text part with
 # metadata, a message's own metadata, a tool request and its response,
 # media, more text parts than a plain message holds).
 conversation() {
@@ -30,7 +30,7 @@ conversation() {
 		{content: [{text: ""}], role: "user"},
 		{content: [{text: "let me look"}, {toolRequest: {name: "lookup", ref: "r1", input: {q: "x"}}}], role: "model"},
 		{content: [{toolResponse: {name: "lookup", ref: "r1", output: {v: 1}}}], role: "tool"},
-		{content: [{text: "found it"}], role: "model"},
+		{role: "model", content: [{text: "found it"}]},
 		{content: [{reasoning: "so"}, {text: "thinking"}], role: "model"},
 		{content: [{text: "aloud"}], role: "model"},
 		{content: [{text: "with context", metadata: {purpose: "context"}}], role: "user"},
@@ -71,4 +71,44 @@ conversation() {
 	run -101 --separate-stderr "$MODEL_CALL" --stored 0:2 <req.json
 	assert_equal "$(jq -r .error.message <<<"$output")" "openai: message 1 has no role or content"
 	assert_equal "$(mock_requests)" 0
+}
+
+# resumed DIALECT: a session of a tool round and two turns; the turn that
+# resumes it by --session sends its history from the store's text, and a
+# branch from the same row whose history is read whole (a trace that
+# records content reads it) must send the same bytes.
+resumed() {
+	local d=$1 model sid row
+	model=$(model_for "$d")
+	printf '%s\n' '{"tools":[{"name":"greet","args":{"name":"Ann"},"id":"call_1"}]}' \
+		'{"text":"Said \"hello\" to Ann."}' '{"text":"Again, Ann."}' '{"text":"Again, Ann."}' \
+		>turns.ndjson
+	mock_start "$d" turns.ndjson k-history-test
+	local a=(--model "$model" --system 'Be brief.' --tool "$TOP/tests/fixtures/tools/greet.json")
+	run -0 --separate-stderr agent-run "${a[@]}" -m 'greet Ann, "now" é'
+	sid=$(last | jq -r .output.sessionId)
+	row=$(last | jq -r .output.snapshotId)
+	run -0 --separate-stderr agent-run "${a[@]}" --session "$sid" -m again
+	assert_equal "$(last | jq -r .output.message.content[0].text)" "Again, Ann."
+	run -0 --separate-stderr agent-run "${a[@]}" --snapshot "$row" --trace-content \
+		--trace-file "$BATS_TEST_TMPDIR/trace.ndjson" -m again
+	assert_equal "$(mock_requests)" 4
+	assert_equal "$(jq -r .bodySha256 "$MOCK_LOG" | sed -n 3,4p | sort -u | wc -l | tr -d ' ')" 1
+	# the history is all there
+	local body=$(jq -c .body "$MOCK_LOG" | sed -n 3p) w
+	for w in 'Be brief.' 'greet Ann, \"now\" é' 'hello Ann' 'Said \"hello\"' again; do
+		[[ $body == *"$w"* ]] || fail "$d: no '$w' in $body"
+	done
+	# and the row the text-read turn wrote holds the whole conversation
+	run -0 --separate-stderr agent-snap --session "$sid"
+	assert_equal "$(jq -c '[.state.messages[].role]' <<<"$output")" \
+		'["user","model","tool","model","user","model"]'
+	mock_stop
+}
+
+@test "a resumed session sends its history from the store's text, as the same bytes as read whole" {
+	local d
+	for d in openai responses gemini anthropic ollama; do
+		resumed "$d"
+	done
 }

@@ -274,6 +274,31 @@ save() { "$SW" save "$@"; }
 	is_pg || { run -0 mdb_stat -s node "$AGENTKIT_STORE"; assert_output --partial "Entries: 0"; }
 }
 
+@test "extra: a row's first messages read back as the text they are stored in" {
+	"$SW" turn s t1 "" 'one "quoted" \\ back' >/dev/null
+	"$SW" turn s t2 t1 two >/dev/null
+	"$SW" turn s f2 t1 fork >/dev/null
+	# each the bytes a full read writes for it, oldest first, on a fork too
+	run -0 --separate-stderr "$SW" get f2
+	local want=$(jq -c '.state.messages[]' <<<"$output")
+	assert_equal "$(grep -c . <<<"$want")" 4
+	run -0 --separate-stderr "$SW" texts f2 4
+	assert_output "$want"
+	run -0 --separate-stderr "$SW" texts f2 3
+	assert_output "$(head -n 3 <<<"$want")"
+	run -0 --separate-stderr "$SW" texts f2 0
+	assert_output ''
+	run -0 --separate-stderr "$SW" texts t2 4
+	assert_equal "$(jq -r '.content[0].text' <<<"$output" | tr '\n' ,)" 'one "quoted" \\ back,one "quoted" \\ back,two,two,'
+	# past its messages, a row without state, no row
+	run -111 --separate-stderr "$SW" texts f2 5
+	assert_equal "$stderr" "store-worker: snapshot 'f2' holds fewer than 5 messages"
+	save bare '{"sessionId":"s"}' >/dev/null
+	run -0 --separate-stderr "$SW" texts bare 0
+	run -111 --separate-stderr "$SW" texts bare 1
+	run -4 --separate-stderr "$SW" texts nope 1
+}
+
 @test "extra: the state keeps its key order and the messages their place" {
 	save k '{"state":{"sessionId":"s","messages":[{"role":"user"}],"custom":{"z":1,"a":2}},"sessionId":"s","createdAt":"2026-01-01T00:00:00Z"}' >/dev/null
 	run -0 --separate-stderr "$SW" get k

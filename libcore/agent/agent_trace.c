@@ -349,6 +349,11 @@ void agent_trace_turn_begin(void)
 	A.turn.s = open_under(&A.root, name, TRACE_INTERNAL, "flowStep", NULL, A.turn.path, 0);
 }
 
+int agent_trace_content(void)
+{
+	return A.content;
+}
+
 int agent_trace_turn_content(void)
 {
 	return A.turn.s && A.content;

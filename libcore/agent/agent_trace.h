@@ -59,6 +59,8 @@
  */
 #define AGENT_TRACE_CONTENT_MAX ((size_t)64 << 10)
 void agent_trace_options(int content, int semconv);
+/* Whether content is recorded (agent_trace_options()). */
+int agent_trace_content(void);
 
 /* The root span, started at start_ns (0: now). */
 void agent_trace_begin(const char *agent, const char *model, int64_t start_ns);

@@ -11,7 +11,9 @@
 
 #include "../../store/store.h"
 #include "agent_ext.h"
+#include "agent_trace.h"
 #include "../base/json.h"
+#include "../model/registry.h"
 #include "../base/util.h"
 
 /* ---- init (§4) ---- */
@@ -178,13 +180,47 @@ static enum core_status lock_session(struct runtime *rt, const char *sid, struct
 static unsigned read_flags(const struct runtime *rt)
 {
 	const struct agent *a = rt->agent;
-	return store_can_append(rt->store) && rt_model_reads_end(a) &&
+	return store_can_append(rt->store) && (rt_model_reads_end(a) || rt_history_as_text(rt)) &&
 	       !a->prompt && !agent_ext_reads_history(rt->ext) ? STORE_LAST_MESSAGE : 0;
 }
 
 int rt_model_reads_end(const struct agent *a)
 {
 	return a->model && (!strcmp(a->model, "echo") || !strncmp(a->model, "script/", 7));
+}
+
+int rt_history_as_text(const struct runtime *rt)
+{
+	const char *model = rt->agent->model;
+	return model && !rt->delegate && !agent_trace_content() && model_takes_history(model);
+}
+
+/* A provider's own fn, told apart from the store's failures. */
+struct texts_arg {
+	model_history_fn fn;
+	void *arg;
+	int failed;
+};
+
+static enum core_status text_of(void *ctx, const char *json, size_t n, struct core_err *e)
+{
+	struct texts_arg *t = ctx;
+	enum core_status st = t->fn(t->arg, json, n, e);
+	t->failed = st != CORE_OK;
+	return st;
+}
+
+enum core_status rt_history_texts(void *ctx, model_history_fn fn, void *arg,
+                                  struct core_err *e)
+{
+	struct runtime *rt = ctx;
+	struct texts_arg t = { fn, arg, 0 };
+	const char *id = session_parent_id(rt->s);
+	enum core_status st = store_message_texts(rt->store, id ? id : "",
+	                                          session_messages_before(rt->s), text_of, &t, e);
+	if (st && !t.failed)
+		core_err_prefix(e, "cannot read the history of snapshot '%s'", id ? id : "");
+	return st;
 }
 
 long rt_count_models(const json_t *msgs)

@@ -21,6 +21,7 @@
 
 #include <stddef.h>
 
+#include "../model/model.h"
 #include "runtime.h"
 #include "session.h"
 
@@ -81,6 +82,16 @@ struct turn_result {
 /* Whether a's model reads no more of the history than its end (the echo
  * and script models), so that a resumed one may stay in the store. */
 int rt_model_reads_end(const struct agent *a);
+/* Whether the model's request is written from a resumed history's stored
+ * text (model_takes_history()), which may then stay unread: the model's
+ * provider takes it, and nothing else of the run reads the messages (no
+ * sub-agents, which get the conversation; no trace of content, which
+ * records the request). */
+int rt_history_as_text(const struct runtime *rt);
+/* A deferred history's messages as the store keeps them (struct
+ * model_history's each(); ctx: the runtime). */
+enum core_status rt_history_texts(void *ctx, model_history_fn fn, void *arg,
+                                  struct core_err *e);
 /* How many of msgs have the role "model". */
 long rt_count_models(const json_t *msgs);
 

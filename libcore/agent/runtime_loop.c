@@ -210,6 +210,15 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	agent_ext_augment(rt->ext, reqmsgs);
 	delegate_augment(rt->delegate, reqmsgs);
 	req.messages = reqmsgs;
+	/* a resumed history left in the store goes from its stored text,
+	 * after the prompt's own messages (an inline agent's system) */
+	struct model_history hist = { session_messages_before(rt->s), 0, rt_history_texts, rt };
+	if (hist.count && rt_history_as_text(rt)) {
+		while (hist.at < json_array_size(g->msgs) &&
+		       has_tag(json_array_get(g->msgs, hist.at), TAG_PROMPT))
+			hist.at++;
+		req.history = &hist;
+	}
 	req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
 	req.config = a->config;
 	req.key_file = a->key_file;
@@ -492,11 +501,13 @@ void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *
 		msg = NULL;
 	if (json_is_null(resume))
 		resume = NULL;
-	/* a deferred history (the echo model's, which answers the input, or
-	 * a script model's, which counts the model messages the row says it
-	 * holds) stays unread unless the turn has no message to answer */
+	/* a deferred history (the echo model's, which answers the input, a
+	 * script model's, which counts the model messages the row says it
+	 * holds, or a provider's, which sends it from the stored text) stays
+	 * unread unless the turn has no message to answer */
 	int end_only = msg && session_messages_before(rt->s) &&
-	               (rt->resumed_models >= 0 || !strcmp(rt->agent->model, "echo"));
+	               (rt->resumed_models >= 0 || !strcmp(rt->agent->model, "echo") ||
+	                rt_history_as_text(rt));
 	json_t *history = end_only ? session_loaded_messages(rt->s) : session_messages(rt->s);
 	struct gen g = { rt, NULL, 0, 0, end_only && rt->resumed_models > 0
 	                                 ? (size_t)rt->resumed_models : 0 };

@@ -427,9 +427,10 @@ struct prov_plain {
 };
 
 /*
- * Whether json[0..n) is a plain message, in the one form the session
- * writes every message (members in Go's order, compact):
- * {"content":[{"text":"..."},...],"role":"user"} or "model", with at most
+ * Whether json[0..n) is a plain message in one of the two forms messages
+ * are stored in (compact): {"content":[{"text":"..."},...],"role":"user"}
+ * (the session's, members in Go's order) or {"role":"user","content":[...]}
+ * (an import's from Genkit JS), the role "user" or "model", with at most
  * PROV_PLAIN_MAX parts; *m says what it holds.  0 for anything else.
  */
 int prov_plain_scan(const char *json, size_t n, struct prov_plain *m);

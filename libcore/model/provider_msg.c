@@ -237,17 +237,18 @@ enum core_status prov_walk_joined(struct prov_walk *w, const char *role,
 
 int prov_plain_scan(const char *p, size_t n, struct prov_plain *m)
 {
-	static const char head[] = "{\"content\":[", part[] = "{\"text\":\"",
-	                  tail[] = "],\"role\":\"";
 	const char *end = p + n;
+	int role_first;
 	size_t k;
 #define TAKE(lit) (end - p >= (ptrdiff_t)sizeof lit - 1 && !memcmp(p, lit, sizeof lit - 1) \
                    ? (p += sizeof lit - 1, 1) : 0)
-	if (!TAKE(head))
+#define ROLE() (TAKE("user\"") ? (m->model = 0, 1) : TAKE("model\"") ? (m->model = 1, 1) : 0)
+	if ((role_first = TAKE("{\"role\":\"")) ? !ROLE() || !TAKE(",\"content\":[")
+	                                           : !TAKE("{\"content\":["))
 		return 0;
 	m->n = 0;
 	while (p < end && *p != ']') {
-		if (m->n == PROV_PLAIN_MAX || (m->n && *p++ != ',') || !TAKE(part))
+		if (m->n == PROV_PLAIN_MAX || (m->n && *p++ != ',') || !TAKE("{\"text\":\""))
 			return 0;
 		k = jv_string_end(p, (size_t)(end - p));
 		if (end - p - (ptrdiff_t)k < 2 || p[k + 1] != '}')
@@ -256,11 +257,11 @@ int prov_plain_scan(const char *p, size_t n, struct prov_plain *m)
 		m->text[m->n++].n = k;
 		p += k + 2;
 	}
-	if (!TAKE(tail))
+	if (role_first ? !TAKE("]}") : !TAKE("],\"role\":\"") || !ROLE() || !TAKE("}"))
 		return 0;
+#undef ROLE
 #undef TAKE
-	m->model = end - p == 7 && !memcmp(p, "model\"}", 7);
-	return m->model || (end - p == 6 && !memcmp(p, "user\"}", 6));
+	return p == end;
 }
 
 struct walk_arg {

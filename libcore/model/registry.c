@@ -275,6 +275,16 @@ enum core_status model_generate(const char *name, const struct model_request *re
 	return model_check(name, e);
 }
 
+int model_takes_history(const char *name)
+{
+	const struct model_provider *p = find_provider(name);
+	const char *slash = strchr(name, '/');
+	if (p)
+		return p->dialect != NULL;
+	return slash && slash[1] && load_endpoints(NULL) == CORE_OK &&
+	       endpoints_find(name, (size_t)(slash - name));
+}
+
 enum core_status model_check_request(const char *name, const struct model_request *req,
                                      struct core_err *e)
 {

@@ -53,6 +53,14 @@ enum core_status model_check_credentials(const char *name, const char *key_file,
                                          struct core_err *e);
 
 /*
+ * Whether the model called name writes its request from a stored history
+ * as the store keeps it (model_request.history): every HTTP provider and
+ * endpoint does; echo and script read messages alone, and an unknown name
+ * takes nothing.
+ */
+int model_takes_history(const char *name);
+
+/*
  * Whether the model called name can take what req's messages hold (the
  * media of an attachment), before any call: the request body is built as
  * the call would build it, and nothing is sent.  echo and script take

@@ -12,6 +12,7 @@ const struct store_backend store_lmdb_backend = {
 	.close = lm_close,
 	.get = lm_get,
 	.latest = lm_latest,
+	.message_texts = lm_message_texts,
 	.save = lm_save,
 	.put_stream = lm_put_stream,
 	.change_seq = lm_change_seq,

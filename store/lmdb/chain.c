@@ -67,47 +67,84 @@ static int node_seq(struct env *v, MDB_txn *t, const unsigned char *hash, uint64
 	return rc;
 }
 
-/* Messages from..count-1 of the chain ending at tail (count long), walked
- * back from the tail: *out holds count - from of them. */
+/*
+ * Walk the chain ending at tail (count messages long) back from its tail:
+ * fn(ctx, i, text, len) for each message i from count-1 down to from, its
+ * stored text in the map (valid while t is).  A message's predecessor is
+ * most often the one stored just before it (a turn's messages get
+ * consecutive sequence numbers), so the cursor steps back to it instead
+ * of searching the tree again.  LMDB's error, or fn's non-zero.
+ */
+static int chain_walk(struct env *v, MDB_txn *t, const unsigned char *tail, uint32_t count,
+                      uint32_t from, int (*fn)(void *ctx, uint32_t i, const char *p, size_t n),
+                      void *ctx)
+{
+	MDB_cursor *c;
+	unsigned char key[8];
+	uint64_t seq = 0, at = 0;
+	int rc, placed = 0;
+	if (from >= count)
+		return 0;
+	if ((rc = node_seq(v, t, tail, &seq)) || (rc = mdb_cursor_open(t, v->dbi[DB_MSG], &c)))
+		return rc;
+	for (uint32_t i = count; !rc && i-- > from;) {
+		MDB_val k = { 8, key }, d;
+		int step = placed && at == seq + 1;     /* the one stored just before */
+		put_be64(key, seq);
+		rc = mdb_cursor_get(c, &k, &d, step ? MDB_PREV : MDB_SET_KEY);
+		if (!rc && step && (k.mv_size != 8 || get_be64(k.mv_data) != seq))
+			rc = MDB_NOTFOUND;      /* not there: the message is missing */
+		if (rc)
+			break;
+		placed = 1;
+		at = seq;
+		if (d.mv_size < MSG_HDR)
+			rc = MDB_CORRUPTED;
+		else if (!(rc = fn(ctx, i, (const char *)d.mv_data + MSG_HDR, d.mv_size - MSG_HDR)))
+			seq = get_be64(d.mv_data);
+	}
+	mdb_cursor_close(c);
+	return rc;
+}
+
+/* A failed chain_walk()'s message (fn's own failures are in e already). */
+static enum core_status walk_failed(int rc, const char *what, struct core_err *e)
+{
+	return rc == MDB_NOTFOUND ? core_fail(e, CORE_ESYS, "corrupt store: a message is missing")
+	                          : lm_fail(e, rc, what);
+}
+
+struct parse_ctx {
+	json_t *arr;
+	uint32_t from;
+	struct core_err *e;
+};
+
+static int parse_one(void *ctx, uint32_t i, const char *p, size_t n)
+{
+	struct parse_ctx *c = ctx;
+	json_t *m = lm_parse_val(p, n, c->e);
+	return m ? json_array_set_new(c->arr, i - c->from, m) : -1;
+}
+
+/* Messages from..count-1 of the chain ending at tail (count long), parsed:
+ * *out holds count - from of them. */
 static enum core_status read_messages(struct env *v, MDB_txn *t, const unsigned char *tail,
                                       uint32_t count, uint32_t from, json_t **out,
                                       struct core_err *e)
 {
-	json_t *arr = json_array();
-	unsigned char key[8];
-	uint64_t seq = 0;
-	uint32_t i;
-	int rc0;
-	if (!arr)
+	struct parse_ctx c = { json_array(), from, e };
+	int rc;
+	if (!c.arr)
 		return core_fail(e, CORE_ENOMEM, "read messages: out of memory");
-	for (i = from; i < count; i++)
-		json_array_append_new(arr, json_null());
-	if (count && (rc0 = node_seq(v, t, tail, &seq))) {
-		json_decref(arr);
-		return rc0 == MDB_NOTFOUND
-		       ? core_fail(e, CORE_ESYS, "corrupt store: a message is missing")
-		       : lm_fail(e, rc0, "read messages");
+	for (uint32_t i = from; i < count; i++)
+		json_array_append_new(c.arr, json_null());
+	if ((rc = chain_walk(v, t, tail, count, from, parse_one, &c))) {
+		json_decref(c.arr);
+		return rc == -1 ? (e && e->st ? e->st : core_fail(e, CORE_ESYS, "corrupt store node"))
+		                : walk_failed(rc, "read messages", e);
 	}
-	put_be64(key, seq);
-	for (i = count; i-- > from;) {
-		MDB_val k = { 8, key }, d;
-		json_t *m;
-		int rc = mdb_get(t, v->dbi[DB_MSG], &k, &d);
-		if (rc) {
-			json_decref(arr);
-			return rc == MDB_NOTFOUND
-			       ? core_fail(e, CORE_ESYS, "corrupt store: a message is missing")
-			       : lm_fail(e, rc, "read messages");
-		}
-		if (d.mv_size < MSG_HDR || !(m = lm_parse_val((char *)d.mv_data + MSG_HDR,
-		                                              d.mv_size - MSG_HDR, e))) {
-			json_decref(arr);
-			return e && e->st ? e->st : core_fail(e, CORE_ESYS, "corrupt store node");
-		}
-		json_array_set_new(arr, i - from, m);
-		memcpy(key, d.mv_data, 8);
-	}
-	*out = arr;
+	*out = c.arr;
 	return CORE_OK;
 }
 
@@ -146,6 +183,60 @@ enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
 	*out = jv_object_insert_at(rest, get_be32(h + 2), "messages", msgs);
 	json_decref(rest);
 	return *out ? CORE_OK : core_fail(e, CORE_ENOMEM, "read state: out of memory");
+}
+
+struct texts {
+	struct { const char *p; size_t n; } *v;
+	size_t n;               /* the first n are kept */
+};
+
+static int keep_text(void *ctx, uint32_t i, const char *p, size_t n)
+{
+	struct texts *t = ctx;
+	if (i < t->n) {
+		t->v[i].p = p;
+		t->v[i].n = n;
+	}
+	return 0;
+}
+
+enum core_status lm_state_texts(struct env *v, MDB_txn *t, const char *id, size_t n,
+                                store_text_fn fn, void *ctx, struct core_err *e)
+{
+	MDB_val k = { strlen(id), (void *)id }, d;
+	const unsigned char *h = NULL;
+	uint32_t count = 0;
+	struct texts texts = { NULL, n };
+	enum core_status st = CORE_OK;
+	int rc = mdb_get(t, v->dbi[DB_META], &k, &d);
+	if (rc == MDB_NOTFOUND)
+		return CORE_ENOTFOUND;
+	if (rc)
+		return lm_fail(e, rc, "read messages");
+	if (d.mv_size < META_HDR)
+		return core_fail(e, CORE_ESYS, "corrupt store: bad row '%s'", id);
+	if (((const unsigned char *)d.mv_data)[1] & 1) {
+		if ((rc = mdb_get(t, v->dbi[DB_STATE], &k, &d)))
+			return rc == MDB_NOTFOUND ? core_fail(e, CORE_ESYS, "corrupt store: state missing")
+			                          : lm_fail(e, rc, "read messages");
+		h = d.mv_data;
+		if (d.mv_size < STATE_HDR || h[0] != 1)
+			return core_fail(e, CORE_ESYS, "corrupt store: bad state record");
+		count = h[1] & 1 ? get_be32(h + 6) : 0;
+	}
+	if (n > count)
+		return core_fail(e, CORE_ESYS, "snapshot '%s' holds fewer than %zu messages", id, n);
+	if (!n)
+		return CORE_OK;
+	/* the first n, found walking back from the tail, handed on in order */
+	if (!(texts.v = malloc(n * sizeof *texts.v)))
+		return core_fail(e, CORE_ENOMEM, "read messages: out of memory");
+	if ((rc = chain_walk(v, t, h + 10, count, 0, keep_text, &texts)))
+		st = walk_failed(rc, "read messages", e);
+	for (size_t i = 0; i < n && !st; i++)
+		st = fn(ctx, texts.v[i].p, texts.v[i].n, e);
+	free(texts.v);
+	return st;
 }
 
 /* ---- writes: reference counts and message chains ---- */

@@ -276,6 +276,10 @@ void lm_remember_read(struct lmdb_store *s, const char *id, const struct chain_r
 enum core_status lm_read_state(struct env *v, MDB_txn *t, const MDB_val *id,
                                unsigned flags, json_t **out, struct chain_ref *ref,
                                struct core_err *e);
+/* The first n messages of row id's state as stored, to fn, oldest first
+ * (store_message_texts()); no row: CORE_ENOTFOUND without a message. */
+enum core_status lm_state_texts(struct env *v, MDB_txn *t, const char *id, size_t n,
+                                store_text_fn fn, void *ctx, struct core_err *e);
 /* Write the state of row id (parent: its parentId, a chain to compare
  * with); the old state's chain is released. */
 int lm_write_state(struct env *v, MDB_txn *t, const char *id, const json_t *state,
@@ -359,6 +363,8 @@ enum core_status lm_get(struct store *s, const char *snapshot_id, unsigned flags
                         json_t **row, struct core_err *e);
 enum core_status lm_latest(struct store *s, const char *session_id, unsigned flags,
                            json_t **row, struct core_err *e);
+enum core_status lm_message_texts(struct store *s, const char *snapshot_id, size_t n,
+                                  store_text_fn fn, void *ctx, struct core_err *e);
 enum core_status lm_save(struct store *s, const char *id, unsigned flags,
                          const struct store_base *base, store_mutate_fn fn, void *ctx,
                          json_t **persisted, struct core_err *e);

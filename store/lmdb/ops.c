@@ -38,6 +38,20 @@ enum core_status lm_get(struct store *h, const char *snapshot_id, unsigned flags
 	return st;
 }
 
+enum core_status lm_message_texts(struct store *h, const char *snapshot_id, size_t n,
+                                  store_text_fn fn, void *ctx, struct core_err *e)
+{
+	struct lmdb_store *s = lm_store(h);
+	MDB_txn *t;
+	enum core_status st;
+	int rc;
+	if ((rc = lm_txn_begin(s->e, 0, &t, NULL)))
+		return lm_fail(e, rc, "read messages");
+	st = lm_state_texts(s->e, t, snapshot_id, n, fn, ctx, e);
+	lm_txn_abort(s->e, t, 0, NULL);
+	return st;
+}
+
 enum core_status lm_latest(struct store *h, const char *session_id, unsigned flags,
                            json_t **row, struct core_err *e)
 {

@@ -19,6 +19,7 @@ const struct store_backend store_pg_backend = {
 	.close = pg_close,
 	.get = pg_get,
 	.latest = pg_latest,
+	.message_texts = pg_message_texts,
 	.save = pg_save,
 	.put_stream = pg_put_stream,
 	.change_seq = pg_change_seq,

@@ -154,6 +154,55 @@ enum core_status pg_latest(struct store *h, const char *session_id, unsigned fla
 	return read_one(pg_store(h), sql, session_id, flags, row, "read latest snapshot", e);
 }
 
+enum core_status pg_message_texts(struct store *h, const char *snapshot_id, size_t n,
+                                  store_text_fn fn, void *ctx, struct core_err *e)
+{
+	/* the row (depth 0), then its chain's nodes from the tail back */
+	static const char sql[] =
+		"WITH RECURSIVE c (prev, depth, body) AS ("
+		" SELECT m.prev, m.depth, m.body FROM agentkit_states t"
+		"  JOIN agentkit_nodes m ON m.hash = t.tail WHERE t.snapshot_id = $1"
+		" UNION ALL SELECT m.prev, m.depth, m.body FROM agentkit_nodes m"
+		"  JOIN c ON m.hash = c.prev)"
+		" SELECT 0, NULL FROM agentkit_snapshots WHERE snapshot_id = $1"
+		" UNION ALL SELECT depth, body FROM c";
+	const char *p[1] = { snapshot_id };
+	const char **texts = NULL;
+	int *lens = NULL;
+	PGresult *r;
+	enum core_status st = pg_exec(pg_store(h), sql, 1, p, &r, "read messages", e);
+	size_t found = 0;
+	int i, row = 0;
+	if (st)
+		return st;
+	if (n && (!(texts = calloc(n, sizeof *texts)) || !(lens = calloc(n, sizeof *lens)))) {
+		st = core_fail(e, CORE_ENOMEM, "read messages: out of memory");
+		goto out;
+	}
+	for (i = 0; i < PQntuples(r); i++) {
+		unsigned long d = strtoul(PQgetvalue(r, i, 0), NULL, 10);
+		if (!d)
+			row = 1;
+		else if (d <= n && !texts[d - 1]) {
+			texts[d - 1] = PQgetvalue(r, i, 1);
+			lens[d - 1] = PQgetlength(r, i, 1);
+			found++;
+		}
+	}
+	if (!row)
+		st = CORE_ENOTFOUND;
+	else if (found < n)
+		st = core_fail(e, CORE_ESYS, "snapshot '%s' holds fewer than %zu messages",
+		               snapshot_id, n);
+	for (size_t k = 0; k < n && !st; k++)
+		st = fn(ctx, texts[k], (size_t)lens[k], e);
+out:
+	free(texts);
+	free(lens);
+	PQclear(r);
+	return st;
+}
+
 /* ---- a whole session's rows with their states (export) ---- */
 
 /* A message node of the session's histories, fetched once. */

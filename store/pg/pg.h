@@ -400,6 +400,8 @@ enum core_status pg_wait_change(struct store *s, uint32_t seq, int64_t timeout_m
                                 struct core_err *e);                    /* wake.c */
 enum core_status pg_get(struct store *s, const char *snapshot_id, unsigned flags,
                         json_t **row, struct core_err *e);
+enum core_status pg_message_texts(struct store *s, const char *snapshot_id, size_t n,
+                                  store_text_fn fn, void *ctx, struct core_err *e);
 enum core_status pg_latest(struct store *s, const char *session_id, unsigned flags,
                            json_t **row, struct core_err *e);
 enum core_status pg_save(struct store *s, const char *id, unsigned flags,

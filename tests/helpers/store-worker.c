@@ -8,6 +8,8 @@
  *   store-worker [--store PATH] [--metadata-only] [--new] COMMAND ARGS...
  *     (--new: saves and incr say STORE_NEW, as a turn's save does)
  *     get ID | latest SID            raw rows (unshaped), "null" not found
+ *     texts ID N                     the first N messages of ID's state as
+ *                                    the store keeps them, a line each
  *     save ID JSON                   SaveSnapshot with fn returning JSON
  *                                    (ID "" mints one); prints the row
  *     noop ID                        SaveSnapshot whose fn writes nothing
@@ -55,6 +57,15 @@ static unsigned flags;
 static void now_str(char *buf)
 {
 	core_time_format(core_now_ns(), buf);
+}
+
+static enum core_status print_text(void *ctx, const char *json, size_t n, struct core_err *e)
+{
+	(void)ctx;
+	(void)e;
+	fwrite(json, 1, n, stdout);
+	putchar('\n');
+	return CORE_OK;
 }
 
 static void print(const json_t *v)
@@ -378,6 +389,9 @@ int main(int argc, char **argv)
 		NEED(1);
 		st = (*cmd == 'g' ? store_get : store_latest)(s, argv[0], flags, &row, &e);
 		print(st == CORE_OK ? row : NULL);
+	} else if (!strcmp(cmd, "texts")) {
+		NEED(2);
+		st = store_message_texts(s, argv[0], (size_t)atol(argv[1]), print_text, NULL, &e);
 	} else if (!strcmp(cmd, "save")) {
 		json_t *v;
 		NEED(2);
