@@ -15,8 +15,10 @@
 #                                   (interleaved, round by round), in
 #                                   bench_m[k] its median peak RSS in KiB
 #                                   (abtime's own ~14 MiB is its floor); a failed
-#                                   run fails the script.  Call it as it is,
-#                                   not in $(...), so that it sets them
+#                                   run fails the script (bench_pairs --cpu
+#                                   RUNS CMD...: CPU times, not wall times).
+#                                   Call it as it is, not in $(...), so that
+#                                   it sets them
 #   bench_row MEASURE OURS PEER UNIT GOAL PEER_VERSION [RATIO]
 #                                   one row of the table (see below)
 #   bench_pick FILE NAME [FIELD]    from a program's "name value unit"

@@ -15,7 +15,9 @@ teardown() { mock_stop; }
 # model, text parts only; members in either order) with escapes,
 # non-ASCII, NUL, empty and several texts; and messages that are not plain (system, a text part with
 # metadata, a message's own metadata, a tool request and its response,
-# media, more text parts than a plain message holds).
+# media, more text parts than a plain message holds).  The system text is
+# longer than the room a walk leaves for the members before the messages
+# (PROV_HEAD), where Anthropic's body puts it.
 conversation() {
 	local model=$1 many
 	many=$(jq -cn '[range(17) | {text: "part \(.) "}]')
@@ -23,7 +25,7 @@ conversation() {
 	tools: [{name: "lookup", description: "Look a thing up",
 	         inputSchema: {type: "object", properties: {q: {type: "string"}}}}],
 	messages: [
-		{role: "system", content: [{text: "Be terse."}]},
+		{role: "system", content: [{text: ("Be terse." + ([range(600) | " padding"] | add))}]},
 		{content: [{text: "hello \"quoted\" \\ back\nslash é 😀 \u0000 nul / </script>"}], role: "user"},
 		{content: [{text: "and a second one"}], role: "user"},
 		{content: [{text: "hi"}, {text: ""}, {text: " there"}], role: "model"},

@@ -521,7 +521,7 @@ static json_t *max_tokens(const json_t *cfg)
 }
 
 static enum core_status anth_build(void *state, const char *name, const char *base,
-                                   const struct model_request *req, struct core_buf *body,
+                                   const struct model_request *req, struct prov_body *body,
                                    struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
@@ -552,7 +552,7 @@ static enum core_status anth_build(void *state, const char *name, const char *ba
 		else
 			json_object_set(b, "system", system);
 	}
-	json_object_set_new(b, "messages", json_null());      /* prov_body's placeholder */
+	json_object_set_new(b, "messages", json_null());      /* prov_walk_body()'s placeholder */
 	if (json_array_size(req->tools)) {
 		json_t *tools = build_tools(req->tools), *cc = cache_control(cfg, "cacheTools");
 		if (cc)
@@ -569,7 +569,7 @@ static enum core_status anth_build(void *state, const char *name, const char *ba
 	prov_map(b, "stop_sequences", cfg, "stopSequences");
 	if (cfg)
 		prov_pass_through(b, cfg, skip);
-	st = prov_body(b, "messages", &w, body, e);
+	st = prov_walk_body(b, "messages", &w, body, e);
 out:
 	json_decref(b);
 	json_decref(system);

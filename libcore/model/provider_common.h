@@ -194,6 +194,19 @@ enum core_status prov_list_models(json_t *row, const char *prefix, const json_t 
                                   const char *field, const char *strip);
 
 /*
+ * A request body: its JSON text is buf.p + at, buf.len - at bytes long.
+ * It is the walk's own buffer: the members before the messages are
+ * written into room the walk left in front of them, so that a long
+ * history is never copied once more (prov_walk_body()).
+ */
+struct prov_body {
+	struct core_buf buf;
+	size_t at;
+};
+#define PROV_BODY_INIT { CORE_BUF_INIT(CORE_BUF_UNLIMITED), 0 }
+#define PROV_HEAD 4096          /* the room a walk leaves in front */
+
+/*
  * ---- one generate call of an HTTP provider ----
  *
  * Every HTTP provider's generate is the same skeleton (prov_generate):
@@ -236,11 +249,11 @@ struct prov_dialect {
 	 * goes without. */
 	int key_optional;
 	const char *extra_header;       /* one more header, or NULL */
-	/* The request body, JSON text appended to body, for model name at
-	 * base; state is the call's state (the parser may need what the
-	 * request asked for).  Errors go into e. */
+	/* The request body (an empty one given) for model name at base;
+	 * state is the call's state (the parser may need what the request
+	 * asked for).  Errors go into e. */
 	enum core_status (*build)(void *state, const char *name, const char *base,
-	                          const struct model_request *req, struct core_buf *body,
+	                          const struct model_request *req, struct prov_body *body,
 	                          struct core_err *e);
 	enum sse_mode mode;
 	sse_event_fn on_event;
@@ -396,7 +409,7 @@ json_t *prov_ordered_responses(const json_t *prev_model, const json_t *tool_msg)
  * (model_request.history: the text a long session's earlier messages are
  * stored as), then the request's messages from history->at on, with those
  * before it ahead of the stored ones.  The wire messages are JSON text in
- * one buffer, and the body is written around them (prov_body()), so that
+ * one buffer, and the body is written around them (prov_walk_body()), so that
  * a stored message need not become a parsed tree and then text again:
  *
  *  - a plain stored message - role user or model, text parts and nothing
@@ -461,7 +474,8 @@ struct prov_walker {
 	enum core_status (*end)(struct prov_walk *w, struct core_err *e);
 };
 
-/* Walk req's conversation with k into w, which prov_walk_init() made.
+/* Walk req's conversation with k into w, which prov_walk_init() made
+ * (once: the walk leaves room in front for prov_walk_body()).
  * Errors: the checks above, a stored message that does not parse
  * (CORE_ESYS: the store is corrupt), the history's own, the walker's. */
 void prov_walk_init(struct prov_walk *w, const char *what, void *ctx);
@@ -478,10 +492,11 @@ enum core_status prov_walk_joined(struct prov_walk *w, const char *role,
                                   const struct prov_plain *m, int skip_empty,
                                   struct core_err *e);
 
-/* The request body into body: b as compact JSON, where b's member key
- * (a placeholder) holds w's wire messages as an array. */
-enum core_status prov_body(const json_t *b, const char *key, const struct prov_walk *w,
-                           struct core_buf *body, struct core_err *e);
+
+/* The request body from w, which it empties: b as compact JSON, where b's
+ * member key (a placeholder) holds w's wire messages as an array. */
+enum core_status prov_walk_body(const json_t *b, const char *key, struct prov_walk *w,
+                                struct prov_body *body, struct core_err *e);
 
 /*
  * The roles of the OpenAI-style wires (Chat Completions and the Responses

@@ -580,7 +580,7 @@ static char *gem_url(const char *base, const char *name)
 }
 
 static enum core_status gem_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, struct core_buf *body,
+                                  const struct model_request *req, struct prov_body *body,
                                   struct core_err *e)
 {
 	json_t *sys = json_array(), *b = NULL;
@@ -593,7 +593,7 @@ static enum core_status gem_build(void *state, const char *name, const char *bas
 	if (!sys)
 		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
 	else if (!(st = prov_walk(&walker, req, &w, e)) &&
-	         !(b = json_pack("{s:n}", "contents")))      /* prov_body's placeholder */
+	         !(b = json_pack("{s:n}", "contents")))      /* prov_walk_body()'s placeholder */
 		st = core_fail(e, CORE_ENOMEM, "googleai: out of memory");
 	if (!st) {
 		if (json_array_size(sys))
@@ -602,7 +602,7 @@ static enum core_status gem_build(void *state, const char *name, const char *bas
 			json_object_set_new(b, "tools", build_tools(req->tools));
 		map_config(b, req->config);
 		set_response_format(b, req->output);
-		st = prov_body(b, "contents", &w, body, e);
+		st = prov_walk_body(b, "contents", &w, body, e);
 	}
 	prov_walk_release(&w);
 	json_decref(b);

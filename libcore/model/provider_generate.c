@@ -113,7 +113,7 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 	char *url = NULL, *auth = NULL;
 	const char *headers[PROV_HEADERS_MAX + 3], *from[PROV_HEADERS_MAX + 3] = { NULL };
 	size_t nh = 0;
-	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct prov_body b = PROV_BODY_INIT;
 	enum core_status st;
 	if ((st = check_name(d, what, name, e)))
 		return st;
@@ -149,13 +149,13 @@ enum core_status prov_generate_to(const struct prov_dialect *d, const struct pro
 	/* Each attempt starts clean: prov_post resets o, on_reset the
 	 * provider's parse state. */
 	o->on_reset = d->on_reset;
-	st = prov_post(o, url, headers, b.p, b.len, d->mode, d->on_event, d->on_error, o, d->terminator,
+	st = prov_post(o, url, headers, b.buf.p + b.at, b.buf.len - b.at, d->mode, d->on_event, d->on_error, o, d->terminator,
 	               resp);
 out:
 	if (d->release)
 		d->release(o);
 	prov_out_release(o);
-	core_buf_release(&b);
+	core_buf_release(&b.buf);
 	prov_secret_free(auth);
 	free(url);
 	free(o);

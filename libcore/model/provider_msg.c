@@ -330,6 +330,12 @@ enum core_status prov_walk(const struct prov_walker *k, const struct model_reque
 	size_t at = h ? h->at : 0, i, n = json_array_size(req->messages);
 	struct walk_arg a = { k, w, 0 };
 	enum core_status st = CORE_OK;
+	/* room for the body's members before the messages (prov_walk_body()) */
+	if (core_buf_grow(&w->out, PROV_HEAD + 1))
+		return core_fail(e, CORE_ENOMEM, "%s: out of memory", w->what);
+	memset(w->out.p, ' ', PROV_HEAD);
+	w->out.len = PROV_HEAD;
+	w->out.p[w->out.len] = 0;
 	for (i = 0; i < n && !st; i++) {
 		if (i == at && h && h->count)
 			st = h->each(h->ctx, walk_stored, &a, e);
@@ -343,29 +349,66 @@ enum core_status prov_walk(const struct prov_walker *k, const struct model_reque
 	return st;
 }
 
-enum core_status prov_body(const json_t *b, const char *key, const struct prov_walk *w,
-                           struct core_buf *body, struct core_err *e)
+/* One member "k":v of an object, a comma first unless first. */
+static enum core_status member(const char *k, const json_t *v, int first, struct core_buf *out)
+{
+	enum core_status st;
+	if ((!first && (st = core_buf_addc(out, ','))) ||
+	    (st = jv_dump_string(k, strlen(k), out)) || (st = core_buf_addc(out, ':')))
+		return st;
+	return v ? jv_dump(v, out) : core_buf_addc(out, '[');
+}
+
+/* b's members up to key's opening bracket ({..."key":[), or after it,
+ * from the closing one (],...}), to out. */
+static enum core_status members(const json_t *b, const char *key, int after,
+                                struct core_buf *out)
 {
 	const char *k;
 	json_t *v;
-	int first = 1;
-	enum core_status st = core_buf_grow(body, w->out.len + 1024);
-	if (!st)
-		st = core_buf_addc(body, '{');
+	int past = 0, first = 1;
+	enum core_status st = core_buf_addc(out, after ? ']' : '{');
 	json_object_foreach((json_t *)b, k, v) {
-		if (st || (!first && (st = core_buf_addc(body, ','))))
+		int here = !strcmp(k, key);
+		if (st)
 			break;
+		if (!after)
+			st = member(k, here ? NULL : v, first, out);
+		else if (past)
+			st = member(k, v, 0, out);
 		first = 0;
-		if ((st = jv_dump_string(k, strlen(k), body)) || (st = core_buf_addc(body, ':')))
+		if (here && !after)
 			break;
-		if (strcmp(k, key))
-			st = jv_dump(v, body);
-		else if (!(st = core_buf_addc(body, '[')) &&
-		         !(st = core_buf_add(body, w->out.p ? w->out.p : "", w->out.len)))
-			st = core_buf_addc(body, ']');
+		past |= here;
 	}
-	if (!st)
-		st = core_buf_addc(body, '}');
+	return st ? st : after ? core_buf_addc(out, '}') : CORE_OK;
+}
+
+enum core_status prov_walk_body(const json_t *b, const char *key, struct prov_walk *w,
+                                struct prov_body *body, struct core_err *e)
+{
+	struct core_buf pre = CORE_BUF_INIT(CORE_BUF_UNLIMITED), *o = &w->out;
+	enum core_status st = members(b, key, 0, &pre);
+	size_t room = o->len >= PROV_HEAD ? PROV_HEAD : 0;
+	if (!st && pre.len > room) {
+		/* no room for them: the messages move up */
+		if (!(st = core_buf_grow(o, pre.len - room))) {
+			memmove(o->p + pre.len, o->p + room, o->len - room + 1);
+			o->len += pre.len - room;
+			room = pre.len;
+		}
+	}
+	if (!st) {
+		memcpy(o->p + room - pre.len, pre.p, pre.len);
+		st = members(b, key, 1, o);
+	}
+	if (!st) {
+		core_buf_release(&body->buf);
+		body->buf = *o;
+		body->at = room - pre.len;
+		core_buf_init(o, CORE_BUF_UNLIMITED);
+	}
+	core_buf_release(&pre);
 	return st ? core_fail(e, st, "%s: cannot encode the request", w->what) : CORE_OK;
 }
 

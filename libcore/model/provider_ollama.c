@@ -306,7 +306,7 @@ static char *host_url(void)
 }
 
 static enum core_status oll_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, struct core_buf *body,
+                                  const struct model_request *req, struct prov_body *body,
                                   struct core_err *e)
 {
 	struct prov_walk w;
@@ -317,7 +317,7 @@ static enum core_status oll_build(void *state, const char *name, const char *bas
 	prov_walk_init(&w, "ollama", NULL);
 	if ((st = prov_walk(&walker, req, &w, e)))
 		goto out;
-	/* the messages go where the placeholder is (prov_body) */
+	/* the messages go where the placeholder is (prov_walk_body()) */
 	if (!(b = json_pack("{s:s, s:n}", "model", name, "messages"))) {
 		st = core_fail(e, CORE_ENOMEM, "ollama: out of memory");
 		goto out;
@@ -332,7 +332,7 @@ static enum core_status oll_build(void *state, const char *name, const char *bas
 		json_object_set_new(b, "format", json_object_get(req->output, "schema")
 		                    ? json_incref(json_object_get(req->output, "schema"))
 		                    : json_string("json"));
-	st = prov_body(b, "messages", &w, body, e);
+	st = prov_walk_body(b, "messages", &w, body, e);
 out:
 	json_decref(b);
 	prov_walk_release(&w);

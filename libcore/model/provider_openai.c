@@ -496,7 +496,7 @@ static void set_response_format(json_t *b, const json_t *output)
 }
 
 static enum core_status oai_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, struct core_buf *body,
+                                  const struct model_request *req, struct prov_body *body,
                                   struct core_err *e)
 {
 	struct prov_walk w;
@@ -506,7 +506,7 @@ static enum core_status oai_build(void *state, const char *name, const char *bas
 	prov_walk_init(&w, "openai", (void *)&roles);
 	if ((st = prov_walk(&walker, req, &w, e)))
 		goto out;
-	/* the messages go where the placeholder is (prov_body) */
+	/* the messages go where the placeholder is (prov_walk_body()) */
 	if (!(b = json_pack("{s:s, s:n}", "model", name, "messages"))) {
 		st = core_fail(e, CORE_ENOMEM, "openai: out of memory");
 		goto out;
@@ -517,7 +517,7 @@ static enum core_status oai_build(void *state, const char *name, const char *bas
 	json_object_set_new(b, "stream_options", json_pack("{s:b}", "include_usage", 1));
 	map_config(b, req->config, !strcmp(base, DEFAULT_URL));
 	set_response_format(b, req->output);
-	st = prov_body(b, "messages", &w, body, e);
+	st = prov_walk_body(b, "messages", &w, body, e);
 out:
 	json_decref(b);
 	prov_walk_release(&w);

@@ -222,7 +222,7 @@ static json_t *function_tools(const json_t *tools)
 }
 
 static enum core_status rsp_build(void *state, const char *name, const char *base,
-                                  const struct model_request *req, struct core_buf *body,
+                                  const struct model_request *req, struct prov_body *body,
                                   struct core_err *e)
 {
 	static const char *const skip[] = { "temperature", "maxOutputTokens", "topP", "topK",
@@ -236,7 +236,7 @@ static enum core_status rsp_build(void *state, const char *name, const char *bas
 	prov_walk_init(&w, WHAT, (void *)&roles);
 	if ((st = prov_walk(&walker, req, &w, e)))
 		goto out;
-	/* the input goes where the placeholder is (prov_body) */
+	/* the input goes where the placeholder is (prov_walk_body()) */
 	if (!(b = json_pack("{s:s, s:n, s:b}", "model", name, "input", "stream", 1))) {
 		st = core_fail(e, CORE_ENOMEM, WHAT ": out of memory");
 		goto out;
@@ -261,7 +261,7 @@ static enum core_status rsp_build(void *state, const char *name, const char *bas
 		        ? json_pack("{s:s, s:s, s:O, s:b}", "type", "json_schema", "name", "output",
 		                    "schema", schema, "strict", 1)
 		        : json_pack("{s:s}", "type", "json_object")));
-	st = prov_body(b, "input", &w, body, e);
+	st = prov_walk_body(b, "input", &w, body, e);
 	json_decref(b);
 out:
 	prov_walk_release(&w);

@@ -293,7 +293,7 @@ enum core_status model_check_request(const char *name, const struct model_reques
 	const struct endpoint *ep;
 	const struct prov_dialect *d = NULL;
 	enum core_status st;
-	struct core_buf body = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
+	struct prov_body body = PROV_BODY_INIT;
 	if ((st = load_endpoints(e)))
 		return st;
 	if (p)
@@ -308,7 +308,7 @@ enum core_status model_check_request(const char *name, const struct model_reques
 	if (!state)
 		return core_fail(e, CORE_ENOMEM, "out of memory");
 	st = d->build(state, slash ? slash + 1 : "", "", req, &body, e);
-	core_buf_release(&body);
+	core_buf_release(&body.buf);
 	if (d->release)
 		d->release(state);
 	free(state);
