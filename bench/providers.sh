@@ -15,6 +15,8 @@
 #    posting the body agent-run sends: the median of 10*N pairs in turn
 #    (bench/abtime), and with valgrind the instructions of each (callgrind),
 #    which a busy machine does not move.  Target: <= 1.05x.
+# 4. A turn resuming a 10,000-message session (15 MB) against curl -N
+#    posting the same body: CPU, medians of N pairs.  Target: <= 1.5x.
 #
 #   N=10 bench/providers.sh          fewer runs (default 30)
 #
@@ -162,5 +164,47 @@ if command -v valgrind >/dev/null; then
 	echo "agent_run_instructions $i_ar instructions"
 	echo "curl_instructions $i_cu instructions"
 	bench_row "agent-run provider turn, instructions vs curl -N" "$i_ar" "$i_cu" instr '<=1.05' "$curl_v"
+fi
+
+# 4. A turn of a long session: 10,000 stored messages of ~1.5 KB (15 MB)
+#    resumed by agent-run, whose history goes into the request from the
+#    store's text, against curl -N posting the same body: the CPU each
+#    process spends (the mock's parse of 15 MB takes most of the wall
+#    time of both), medians of interleaved pairs, and the instructions.
+store="$work/store"
+word=$(head -c 1100 /dev/urandom | base64 -w 0 | head -c 1450)
+now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+jq -cn --arg now "$now" --arg w "$word" '{snapshotId: "long0", sessionId: "long",
+	status: "completed", createdAt: $now, updatedAt: $now, finishReason: "stop",
+	state: {sessionId: "long", messages: [range(5000) |
+		({content: [{text: "question \(.) \($w)"}], role: "user"},
+		 {content: [{text: "answer \(.) \($w)"}], role: "model"})]}}' |
+	AGENTKIT_STORE=$store "$top/$build/bin/agent-snap" import >/dev/null || bench_fail "import failed"
+# the body agent-run sends, byte for byte (checked against the mock's log)
+jq -cn --arg w "$word" '{model: "gpt-4o", messages: ([range(5000) |
+		{role: "user", content: "question \(.) \($w)"}, {role: "assistant", content: "answer \(.) \($w)"}]
+		+ [{role: "user", content: "hello"}]), stream: true, stream_options: {include_usage: true}}' |
+	tr -d '\n' >"$work/long.json"
+"$top/scripts/mock-model" --dialect openai --script "$work/turns.ndjson" --log "$work/long.log" \
+	--port-file "$work/port2" >/dev/null 2>&1 &
+check=$!
+for _ in $(seq 1 200); do [ -s "$work/port2" ] && break; sleep 0.025; done
+ar_long="$top/$build/bin/agent-run --model openai/gpt-4o --snapshot long0 -m hello"
+OPENAI_BASE_URL="http://127.0.0.1:$(cat "$work/port2")/v1" AGENTKIT_STORE=$store $ar_long >/dev/null ||
+	bench_fail "the long session's turn failed"
+kill "$check"
+wait "$check" 2>/dev/null || true
+[ "$(jq -r .bodySha256 "$work/long.log")" = "$(sha256sum <"$work/long.json" | cut -d ' ' -f 1)" ] ||
+	bench_fail "agent-run sent another body than curl's for the long session"
+cu_long="curl -sN -H @$work/headers --data-binary @$work/long.json http://127.0.0.1:$port/v1/chat/completions"
+bench_pairs --cpu "${N:-30}" "AGENTKIT_STORE=$store $ar_long" "$cu_long"
+echo "long_turn_cpu ${bench_t[0]} us; curl_long_cpu ${bench_t[1]} us (15 MB)"
+bench_row "provider turn of a 10,000-message session (15 MB), CPU vs curl -N posting its body" \
+	"${bench_t[0]}" "${bench_t[1]}" us '<=1.5' "$curl_v" "${bench_r[1]}"
+if command -v valgrind >/dev/null; then
+	i_ar=$(AGENTKIT_STORE=$store AGENTKIT_STORE_MAPSIZE=1073741824 refs $ar_long) i_cu=$(refs $cu_long)
+	echo "long_turn_instructions $i_ar instructions; curl_long_instructions $i_cu"
+	bench_row "provider turn of a 10,000-message session, instructions vs curl -N" "$i_ar" \
+		"$i_cu" instr - "$curl_v"
 fi
 bench_done
