@@ -75,25 +75,29 @@ conversation() {
 	assert_equal "$(mock_requests)" 0
 }
 
-# resumed DIALECT: a session of a tool round and two turns; the turn that
-# resumes it by --session sends its history from the store's text, and a
-# branch from the same row whose history is read whole (a trace that
+# resumed DIALECT AGENT...: a session of a tool round and two turns of
+# the agent AGENT... names (flags, or a prompt file and flags); the turn
+# that resumes it by --session sends its history from the store's text,
+# and a branch from the same row whose history is read whole (a trace that
 # records content reads it) must send the same bytes.
 resumed() {
 	local d=$1 model sid row
+	shift
 	model=$(model_for "$d")
 	printf '%s\n' '{"tools":[{"name":"greet","args":{"name":"Ann"},"id":"call_1"}]}' \
 		'{"text":"Said \"hello\" to Ann."}' '{"text":"Again, Ann."}' '{"text":"Again, Ann."}' \
 		>turns.ndjson
 	mock_start "$d" turns.ndjson k-history-test
-	local a=(--model "$model" --system 'Be brief.' --tool "$TOP/tests/fixtures/tools/greet.json")
+	local a=("$@" --model "$model")
 	run -0 --separate-stderr agent-run "${a[@]}" -m 'greet Ann, "now" é'
 	sid=$(last | jq -r .output.sessionId)
 	row=$(last | jq -r .output.snapshotId)
 	run -0 --separate-stderr agent-run "${a[@]}" --session "$sid" -m again
 	assert_equal "$(last | jq -r .output.message.content[0].text)" "Again, Ann."
+	local texts=$(last | jq -r .output.snapshotId)
 	run -0 --separate-stderr agent-run "${a[@]}" --snapshot "$row" --trace-content \
 		--trace-file "$BATS_TEST_TMPDIR/trace.ndjson" -m again
+	local whole=$(last | jq -r .output.snapshotId)
 	assert_equal "$(mock_requests)" 4
 	assert_equal "$(jq -r .bodySha256 "$MOCK_LOG" | sed -n 3,4p | sort -u | wc -l | tr -d ' ')" 1
 	# the history is all there
@@ -101,16 +105,40 @@ resumed() {
 	for w in 'Be brief.' 'greet Ann, \"now\" é' 'hello Ann' 'Said \"hello\"' again; do
 		[[ $body == *"$w"* ]] || fail "$d: no '$w' in $body"
 	done
-	# and the row the text-read turn wrote holds the whole conversation
-	run -0 --separate-stderr agent-snap --session "$sid"
-	assert_equal "$(jq -c '[.state.messages[].role]' <<<"$output")" \
-		'["user","model","tool","model","user","model"]'
+	# and the row the text-read turn wrote holds the conversation as the
+	# branch's does (a template that places the history twice keeps it
+	# twice), the whole of it
+	local roles
+	roles=$("$AGENTKIT_BIN/agent-snap" "$texts" | jq -c '[.state.messages[].role]')
+	assert_equal "$roles" "$("$AGENTKIT_BIN/agent-snap" "$whole" | jq -c '[.state.messages[].role]')"
+	[ "${TWICE-}" ] || assert_equal "$roles" '["user","model","tool","model","user","model"]'
 	mock_stop
 }
 
 @test "a resumed session sends its history from the store's text, as the same bytes as read whole" {
 	local d
 	for d in openai responses gemini anthropic ollama; do
-		resumed "$d"
+		resumed "$d" --system 'Be brief.' --tool "$TOP/tests/fixtures/tools/greet.json"
+	done
+}
+
+# prompt NAME BODY: a prompt file agents/NAME.prompt with the greet tool
+# and BODY as its template.
+prompt() {
+	mkdir -p agents/tools
+	cp "$TOP"/tests/fixtures/tools/greet{,.json} agents/tools/
+	printf -- '---\ntools: [greet]\n---\n%s\n' "$2" >"agents/$1.prompt"
+}
+
+@test "a prompt file's history goes from the store's text where the template puts it" {
+	prompt placed $'{{role "system"}}\nBe brief.\n{{history}}\n{{role "user"}}\nKind regards.'
+	prompt implied $'{{role "system"}}\nBe brief.\n{{role "user"}}\nKind regards.'
+	# twice: the stored part has no one place, and the history is read whole
+	prompt twice $'{{role "system"}}\nBe brief.\n{{history}}\n{{role "user"}}\nAgain:\n{{history}}'
+	local d p
+	for p in placed implied twice; do
+		for d in openai anthropic; do
+			TWICE=${p#placed} TWICE=${TWICE#implied} resumed "$d" --agents agents "$p"
+		done
 	done
 }

@@ -171,17 +171,20 @@ static enum core_status lock_session(struct runtime *rt, const char *sid, struct
 
 /*
  * Whether a resumed session's history may stay unread (store.h's
- * STORE_LAST_MESSAGE): the echo model answers the input, a script model
- * reads the last user text and counts model messages (the row records
- * how many it holds), an inline agent renders no template, and no custom
- * agent, transform or grounding sees the state.  Anything else that asks
- * for the history loads it then (session_defer_history()).
+ * STORE_LAST_MESSAGE): the echo model answers the input and a script
+ * model reads the last user text and counts model messages (the row
+ * records how many it holds), for an inline agent, which renders no
+ * template; a provider sends the history from its stored text, where a
+ * prompt's template, inline or not, puts it (rt_history_as_text()); and
+ * no custom agent, transform or grounding sees the state.  Anything else
+ * that asks for the history loads it then (session_defer_history()).
  */
 static unsigned read_flags(const struct runtime *rt)
 {
 	const struct agent *a = rt->agent;
-	return store_can_append(rt->store) && (rt_model_reads_end(a) || rt_history_as_text(rt)) &&
-	       !a->prompt && !agent_ext_reads_history(rt->ext) ? STORE_LAST_MESSAGE : 0;
+	int end = rt_model_reads_end(a) && !a->prompt;
+	return store_can_append(rt->store) && (end || rt_history_as_text(rt)) &&
+	       !agent_ext_reads_history(rt->ext) ? STORE_LAST_MESSAGE : 0;
 }
 
 int rt_model_reads_end(const struct agent *a)

@@ -157,6 +157,8 @@ struct gen {
 	int committable;        /* a partial response exists (a round or a resume ran) */
 	size_t models_before;   /* model messages of the history that msgs
 	                           leaves out (struct model_request) */
+	size_t history_at;      /* where the history's first message is in
+	                           msgs (a stored part goes before it) */
 };
 
 /* ValidateResumeAgainstHistory (§3.7): every respond/restart entry names a

@@ -211,14 +211,11 @@ static enum core_status call_model(struct gen *g, struct model_response *resp, j
 	delegate_augment(rt->delegate, reqmsgs);
 	req.messages = reqmsgs;
 	/* a resumed history left in the store goes from its stored text,
-	 * after the prompt's own messages (an inline agent's system) */
-	struct model_history hist = { session_messages_before(rt->s), 0, rt_history_texts, rt };
-	if (hist.count && rt_history_as_text(rt)) {
-		while (hist.at < json_array_size(g->msgs) &&
-		       has_tag(json_array_get(g->msgs, hist.at), TAG_PROMPT))
-			hist.at++;
+	 * where the prompt put the history */
+	struct model_history hist = { session_messages_before(rt->s), g->history_at,
+	                              rt_history_texts, rt };
+	if (hist.count && rt_history_as_text(rt))
 		req.history = &hist;
-	}
 	req.tools = json_array_size(rt->tool_defs) ? rt->tool_defs : NULL;
 	req.config = a->config;
 	req.key_file = a->key_file;
@@ -423,12 +420,15 @@ static int resume_has_payload(const json_t *resume)
 }
 
 /* Render the prompt around the history: every message tagged as history or
- * scaffolding (§3.4 step 4). */
+ * scaffolding (§3.4 step 4); *at the place of the history's first message,
+ * SIZE_MAX when the prompt put it anywhere but in one run of its own (then
+ * a history left in the store has no one place to go). */
 static enum core_status render(struct runtime *rt, const json_t *history, json_t **out,
-                               struct core_err *e)
+                               size_t *at, struct core_err *e)
 {
 	const struct agent *a = rt->agent;
 	json_t *msgs;
+	*at = a->system ? 1 : 0;
 	if (a->prompt) {
 		json_t *tagged = json_array(), *rendered = NULL;
 		size_t i;
@@ -446,9 +446,15 @@ static enum core_status render(struct runtime *rt, const json_t *history, json_t
 		json_decref(tagged);
 		if (st)
 			return st;
+		size_t seen = 0;
+		*at = SIZE_MAX;
 		msgs = json_array();
 		json_array_foreach(rendered, i, m) {
 			if (has_tag(m, TAG_HISTORY)) {
+				if (!seen++)
+					*at = i;
+				else if (*at + seen - 1 != i)
+					*at = SIZE_MAX; /* not one run */
 				json_array_append_new(msgs, untagged(m, TAG_HISTORY, TAG_PROMPT));
 			} else {
 				json_t *c = json_copy(m);
@@ -460,6 +466,8 @@ static enum core_status render(struct runtime *rt, const json_t *history, json_t
 			}
 		}
 		json_decref(rendered);
+		if (seen != json_array_size(history))
+			*at = SIZE_MAX;         /* placed twice, or not at all */
 		*out = msgs;
 		return CORE_OK;
 	}
@@ -510,12 +518,20 @@ void rt_agent_turn(struct runtime *rt, const json_t *input, struct turn_result *
 	                rt_history_as_text(rt));
 	json_t *history = end_only ? session_loaded_messages(rt->s) : session_messages(rt->s);
 	struct gen g = { rt, NULL, 0, 0, end_only && rt->resumed_models > 0
-	                                 ? (size_t)rt->resumed_models : 0 };
+	                                 ? (size_t)rt->resumed_models : 0, 0 };
 	/* A grounding (--docs) that failed: the turn is not committed. */
 	if (input_usable(msg, resume, history, &r->err) ||
 	    agent_ext_ground(rt->ext, history, &r->err) ||
-	    render(rt, history, &g.msgs, &r->err))
+	    render(rt, history, &g.msgs, &g.history_at, &r->err))
 		return;
+	if (end_only && g.history_at == SIZE_MAX) {
+		/* the prompt puts the history where a stored part cannot go */
+		json_decref(g.msgs);
+		g.msgs = NULL;
+		g.models_before = 0;
+		if (render(rt, session_messages(rt->s), &g.msgs, &g.history_at, &r->err))
+			return;
+	}
 	if (resume && !resume_has_payload(resume))
 		resume = NULL;
 	if (resume && rt_validate_resume(resume, history, &r->err)) {
