@@ -368,6 +368,8 @@ json_t *prov_parse(struct prov_out *o, const char *data, size_t n);
 /* The text parts of a content array joined, as a new JSON string ("" when
  * none); NULL when out of memory. */
 json_t *prov_text(const json_t *content);
+/* Whether a content array has a media part with a URL. */
+int prov_has_media(const json_t *content);
 /* A toolResponse output as wire text: a string as is, else compact JSON. */
 char *prov_output_text(const json_t *output);
 /* printf into new memory (malloc()ed); NULL when out of memory. */

@@ -35,6 +35,16 @@ json_t *prov_text(const json_t *content)
 	return s;
 }
 
+int prov_has_media(const json_t *content)
+{
+	size_t i;
+	json_t *p;
+	json_array_foreach(content, i, p)
+		if (jv_is_string(json_object_get(json_object_get(p, "media"), "url")))
+			return 1;
+	return 0;
+}
+
 char *prov_dump(const json_t *v)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);

@@ -67,10 +67,7 @@ static json_t *user_content(const json_t *content, struct core_err *e)
 {
 	json_t *arr, *p;
 	size_t i;
-	json_array_foreach(content, i, p)
-		if (jv_is_string(json_object_get(json_object_get(p, "media"), "url")))
-			break;
-	if (i == json_array_size(content))
+	if (!prov_has_media(content))
 		return prov_text(content);
 	arr = json_array();
 	json_array_foreach(content, i, p) {
