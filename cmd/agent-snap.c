@@ -21,6 +21,7 @@
 #include "../libcore/agent/remote.h"
 #include "../libcore/base/json.h"
 #include "../libcore/base/lines.h"
+#include "../libcore/base/strset.h"
 #include "../libcore/base/util.h"
 #include "../store/store.h"
 
@@ -919,7 +920,7 @@ struct log_ctx {
 	const struct opts *o;
 	struct core_err *e;
 	int shape;              /* log: shape and mark forks; export: raw */
-	json_t *parents;        /* parentId -> true, for fork marks */
+	struct strset parents;  /* the parentIds seen, for fork marks */
 	int depth;              /* log: a sub-session's depth under the session */
 };
 
@@ -950,10 +951,13 @@ static enum core_status print_log_row(const json_t *row, void *ctx)
 		json_object_set_new(r, "usage", json_deep_copy(u));
 	parent = json_string_value(json_object_get(r, "parentId"));
 	if (parent && *parent) {
-		if (json_object_get(c->parents, parent))
+		int seen = strset_add(&c->parents, parent);
+		if (seen < 0) {
+			json_decref(r);
+			return core_fail(c->e, CORE_ENOMEM, "out of memory");
+		}
+		if (seen)
 			json_object_set_new(r, "fork", json_true());
-		else
-			json_object_set_new(c->parents, parent, json_true());
 	}
 	st = cli_write_json(r, c->e);
 	json_decref(r);
@@ -964,9 +968,9 @@ static enum core_status session_rows(struct store *s, const struct opts *o,
                                      const char *sid, int shape, unsigned flags)
 {
 	struct core_err e = { 0 };
-	struct log_ctx c = { s, o, &e, shape, json_object(), 0 };
+	struct log_ctx c = { .s = s, .o = o, .e = &e, .shape = shape };
 	enum core_status st = store_session_rows(s, sid, flags, print_log_row, &c, &e);
-	json_decref(c.parents);
+	strset_release(&c.parents);
 	return st == CORE_OK ? st : cli_report(&e);
 }
 
@@ -974,11 +978,11 @@ static enum core_status session_rows(struct store *s, const struct opts *o,
 static enum core_status log_visit(struct snap *c, const char *sid, int depth, void *ctx)
 {
 	struct core_err e = { 0 };
-	struct log_ctx lc = { c->s, &c->o, &e, 1, json_object(), depth };
+	struct log_ctx lc = { .s = c->s, .o = &c->o, .e = &e, .shape = 1, .depth = depth };
 	enum core_status st = store_session_rows(c->s, sid, STORE_METADATA_ONLY, print_log_row,
 	                                         &lc, &e);
 	(void)ctx;
-	json_decref(lc.parents);
+	strset_release(&lc.parents);
 	return st == CORE_OK ? st : cli_report(&e);
 }
 

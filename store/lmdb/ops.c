@@ -76,11 +76,68 @@ enum core_status lm_latest(struct store *h, const char *session_id, unsigned fla
 	return st;
 }
 
+/* Where the store's file is mapped in this process. */
+struct mapped {
+	char *base;
+	size_t size;            /* the map's size when base was found */
+};
+
+/*
+ * Find the map: LMDB keeps its address private (mdb_env_info() gives it
+ * only for MDB_FIXEDMAP), so it is the mapping of data.mdb from offset 0
+ * whose length is the map's size, in /proc/self/maps.  Called in a read
+ * transaction (the map cannot move); found again after a resize.
+ */
+static void find_map(struct env *v, size_t size, struct mapped *m)
+{
+	struct stat st;
+	char line[512];
+	FILE *f;
+	int fd;
+	if (m->size == size)
+		return;
+	m->base = NULL;
+	m->size = size;
+	if (mdb_env_get_fd(v->env, &fd) || fstat(fd, &st) || !(f = fopen("/proc/self/maps", "re")))
+		return;
+	while (fgets(line, sizeof line, f)) {
+		unsigned long lo, hi, off, ino;
+		unsigned maj, mnr;
+		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &mnr, &ino) == 6 &&
+		    ino == st.st_ino && makedev(maj, mnr) == st.st_dev && off == 0 &&
+		    hi - lo == size) {
+			m->base = (char *)lo;
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/*
+ * A listing (of sessions, of a session's rows) reads each page once, in
+ * time order, not the file's: after a batch it drops the file's pages
+ * from this process's mapping (they stay in the page cache, and a later
+ * read maps them again), so its memory is a batch's pages, not the
+ * store's.  The map is read-only (no MDB_WRITEMAP) and shared: nothing
+ * is lost, whatever another thread reads.
+ */
+static void forget_pages(struct env *v, struct mapped *m)
+{
+	MDB_envinfo info;
+	MDB_stat ms;
+	if (mdb_env_info(v->env, &info) || mdb_env_stat(v->env, &ms))
+		return;
+	find_map(v, info.me_mapsize, m);
+	if (m->base)
+		madvise(m->base, ((size_t)info.me_last_pgno + 1) * ms.ms_psize, MADV_DONTNEED);
+}
+
 /* One batch of a session's rows (b continues the last), read in one read
- * transaction into rows[0..*got); rows gone meanwhile are skipped. */
+ * transaction into rows[0..*got); rows gone meanwhile are skipped.  The
+ * pages read are forgotten after (forget_pages()). */
 static enum core_status rows_batch(struct env *v, const char *sid, unsigned flags,
                                    struct idbatch *b, json_t **rows, size_t *got,
-                                   struct core_err *e)
+                                   struct mapped *m, struct core_err *e)
 {
 	MDB_txn *t;
 	enum core_status st = CORE_OK;
@@ -98,6 +155,7 @@ static enum core_status rows_batch(struct env *v, const char *sid, unsigned flag
 			break;
 		st = CORE_OK;
 	}
+	forget_pages(v, m);
 	lm_txn_abort(v, t, 0, NULL);
 	if (rc)
 		st = lm_fail(e, rc, "list rows");
@@ -111,13 +169,14 @@ enum core_status lm_session_rows(struct store *h, const char *session_id,
 {
 	struct env *v = lm_store(h)->e;
 	struct idbatch *b = calloc(1, sizeof *b);
+	struct mapped m = { NULL, 0 };
 	enum core_status st;
 	if (!b)
 		return core_fail(e, CORE_ENOMEM, "list rows: out of memory");
 	do {
 		json_t *rows[BATCH];
 		size_t i, got;
-		st = rows_batch(v, session_id, flags, b, rows, &got, e);
+		st = rows_batch(v, session_id, flags, b, rows, &got, &m, e);
 		for (i = 0; i < got; i++) {
 			if (st == CORE_OK)
 				st = fn(rows[i], ctx);
@@ -196,61 +255,6 @@ enum core_status lm_sessions(struct store *h, store_session_fn fn, void *ctx,
 	} while (st == CORE_OK && n == BATCH);
 	free(b);
 	return st;
-}
-
-/* Where the store's file is mapped in this process. */
-struct mapped {
-	char *base;
-	size_t size;            /* the map's size when base was found */
-};
-
-/*
- * Find the map: LMDB keeps its address private (mdb_env_info() gives it
- * only for MDB_FIXEDMAP), so it is the mapping of data.mdb from offset 0
- * whose length is the map's size, in /proc/self/maps.  Called in a read
- * transaction (the map cannot move); found again after a resize.
- */
-static void find_map(struct env *v, size_t size, struct mapped *m)
-{
-	struct stat st;
-	char line[512];
-	FILE *f;
-	int fd;
-	if (m->size == size)
-		return;
-	m->base = NULL;
-	m->size = size;
-	if (mdb_env_get_fd(v->env, &fd) || fstat(fd, &st) || !(f = fopen("/proc/self/maps", "re")))
-		return;
-	while (fgets(line, sizeof line, f)) {
-		unsigned long lo, hi, off, ino;
-		unsigned maj, mnr;
-		if (sscanf(line, "%lx-%lx %*s %lx %x:%x %lu", &lo, &hi, &off, &maj, &mnr, &ino) == 6 &&
-		    ino == st.st_ino && makedev(maj, mnr) == st.st_dev && off == 0 &&
-		    hi - lo == size) {
-			m->base = (char *)lo;
-			break;
-		}
-	}
-	fclose(f);
-}
-
-/*
- * A listing reads each page once, in time order, not the file's: after a
- * batch it drops the file's pages from this process's mapping (they stay
- * in the page cache, and a later read maps them again), so its memory is
- * a batch's pages, not the store's.  The map is read-only (no
- * MDB_WRITEMAP) and shared: nothing is lost, whatever another thread reads.
- */
-static void forget_pages(struct env *v, struct mapped *m)
-{
-	MDB_envinfo info;
-	MDB_stat ms;
-	if (mdb_env_info(v->env, &info) || mdb_env_stat(v->env, &ms))
-		return;
-	find_map(v, info.me_mapsize, m);
-	if (m->base)
-		madvise(m->base, ((size_t)info.me_last_pgno + 1) * ms.ms_psize, MADV_DONTNEED);
 }
 
 /* Up to want (<= BATCH) sessions of the recent index after the key last
