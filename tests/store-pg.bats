@@ -627,6 +627,28 @@ recent_exact() {
 	assert_equal "$(recent_exact)" ""
 }
 
+# table_stat TABLE COLUMN: a counter of pg_stat_user_tables for one of
+# the store's tables (as the server processes that ended have reported it).
+table_stat() {
+	pg_sql "SELECT $2 FROM pg_stat_user_tables WHERE schemaname = '$PG_SCHEMA' AND relname = '$1'"
+}
+
+@test "a turn finds its messages' stored nodes by their key: it never scans agentkit_nodes" {
+	run -0 --separate-stderr agent-run --model echo --session s -m one
+	wait_for 10 test "$(table_stat agentkit_snapshots n_tup_ins)" = 1
+	before=$(table_stat agentkit_nodes seq_scan)
+	for i in 2 3 4 5; do
+		run -0 --separate-stderr agent-run --model echo --session s -m "turn $i"
+	done
+	# each turn's server process has reported once its row is counted
+	wait_for 10 test "$(table_stat agentkit_snapshots n_tup_ins)" = 5
+	assert_equal "$(table_stat agentkit_nodes seq_scan)" "$before"
+	assert_equal "$(table_stat agentkit_nodes n_tup_ins)" 10
+	run -0 --separate-stderr agent-snap export s
+	assert_equal "$(jq -c '[.state.messages[].content[0].text]' <<<"$(last)")" \
+		'["one","one","turn 2","turn 2","turn 3","turn 3","turn 4","turn 4","turn 5","turn 5"]'
+}
+
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {
 	"$SW" save old1 '{"sessionId":"s"}' >/dev/null
 	latest=$(latest_step)

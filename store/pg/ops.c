@@ -637,7 +637,11 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
  * the whole history; with it, the same statement again sees the node
  * that writer stored.  The entry is folded in by (created_ns, snapshot_id)
  * against the entry as it stands when locked: the trigger skips the row
- * (agentkit.recent_id).
+ * (agentkit.recent_id).  The stored nodes among the new ones are looked
+ * up by key (= ANY of their hashes): as a join with the messages, whose
+ * count the generic plan cannot know, the planner hashed them against a
+ * scan of all of agentkit_nodes, a turn's cost growing with the store's
+ * size (0.47 ms of the server's time at 2,000 nodes against 0.17 ms).
  */
 #define PG_NEWER "(EXCLUDED.latest_ns, EXCLUDED.latest_id) > (e.latest_ns, e.latest_id)"
 #define PG_KEEP(col) " " col " = CASE WHEN " PG_NEWER " THEN EXCLUDED." col " ELSE e." col " END"
@@ -650,7 +654,8 @@ static const char put_new[] =
 	"  ELSE decode(substr($12, i::integer * 64 - 127, 64), 'hex') END AS prev,"
 	"  b.depth + i::integer AS depth, x::text AS body"
 	"  FROM b, json_array_elements($11::json) WITH ORDINALITY AS a (x, i)),"
-	" h AS (SELECT n.hash FROM agentkit_nodes n JOIN k ON n.hash = k.hash FOR KEY SHARE OF n),"
+	" h AS (SELECT hash FROM agentkit_nodes WHERE hash = ANY (ARRAY (SELECT hash FROM k))"
+	"  FOR KEY SHARE),"
 	" m AS (INSERT INTO agentkit_nodes (hash, prev, depth, body)"
 	"  SELECT hash, prev, depth, body FROM k ON CONFLICT (hash) DO NOTHING RETURNING 1),"
 	" s AS (INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status,"
