@@ -349,9 +349,8 @@ static void bench_growth(const char *url, int n)
 	r = PQexec(c, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), l)::bigint FROM bench_lsn");
 	wal = atoll(PQgetvalue(r, 0, 0));
 	PQclear(r);
-	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_states, agentkit_nodes");
+	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_nodes");
 	r = PQexec(c, "SELECT pg_total_relation_size('agentkit_snapshots') +"
-	           " pg_total_relation_size('agentkit_states') +"
 	           " pg_total_relation_size('agentkit_nodes')");
 	total = atoll(PQgetvalue(r, 0, 0));
 	PQclear(r);

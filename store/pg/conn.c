@@ -549,9 +549,10 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 		}
 		if (ok)
 			ok = p && p->prepared
-			     ? PQsendQueryPrepared(s->conn, name, q[i].n, q[i].params, NULL, NULL, 0)
-			     : PQsendQueryParams(s->conn, q[i].sql, q[i].n, NULL, q[i].params, NULL,
-			                         NULL, 0);
+			     ? PQsendQueryPrepared(s->conn, name, q[i].n, q[i].params, q[i].lengths,
+			                           q[i].formats, 0)
+			     : PQsendQueryParams(s->conn, q[i].sql, q[i].n, NULL, q[i].params,
+			                         q[i].lengths, q[i].formats, 0);
 		if (!ok)
 			break;
 		prep[nsent] = NULL;
