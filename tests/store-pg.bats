@@ -718,6 +718,20 @@ r4|q|a|2|5|0"
 1"
 }
 
+@test "a turn's commit that fails fails the turn: nothing stored, the server's reason said" {
+	run -0 --separate-stderr agent-run --model echo --session s -m one
+	# a check the server makes only at commit refuses the next row
+	pg_sql "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+		 RAISE EXCEPTION 'refused at commit'; END \$\$;
+		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON agentkit_snapshots
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()"
+	run -111 --separate-stderr agent-run --model echo --session s -m two
+	[[ $stderr == *"refused at commit"* ]] || fail "$stderr"
+	run -0 --separate-stderr agent-snap log s
+	assert_equal "${#lines[@]}" 1
+	assert_equal "$(recent_exact)" ""
+}
+
 @test "eight writers store the same history at once: one copy of each message, every row whole" {
 	msgs='[{"role":"user","content":[{"text":"same"}]},{"role":"model","content":[{"text":"answer"}]}]'
 	# four as imports, four as a turn's save (a new ID: STORE_NEW)

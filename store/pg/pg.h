@@ -269,9 +269,12 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
  * as pg_fail() says and no results: the server skipped the statements
  * after it, and a transaction the pipeline began or was in is left
  * failed (in_txn stays set: roll back).  "BEGIN" and "COMMIT" keep
- * in_txn.  A pipeline that starts outside a transaction reconnects first
- * when the connection dropped, and is sent once more on a new connection
- * when it broke on the way, unless it holds a COMMIT.
+ * in_txn.  Outside a transaction, a pipeline that begins none runs as one
+ * implicit transaction, which its sync commits (a failure to commit is
+ * the pipeline's failure) or rolls back.  A pipeline that starts outside a
+ * transaction reconnects first when the connection dropped, and is sent
+ * once more on a new connection when it broke on the way, unless it
+ * commits (it holds a COMMIT, or begins none).
  */
 struct pg_stmt {
 	const char *sql;
