@@ -732,6 +732,18 @@ r4|q|a|2|5|0"
 	assert_equal "$(recent_exact)" ""
 }
 
+@test "writers racing to create one row, a turn's saves among them: no update lost" {
+	# half say the row is new (a turn's save takes no lock: its insert
+	# claims the ID), half read it first; none finds it at its start
+	for _ in 1 2 3 4; do
+		"$SW" --new incr fresh 25 >/dev/null &
+		"$SW" incr fresh 25 >/dev/null &
+	done
+	wait
+	assert_equal "$(agent-snap fresh | jq .state.custom.n)" 200
+	assert_equal "$(recent_exact)" ""
+}
+
 @test "eight writers store the same history at once: one copy of each message, every row whole" {
 	msgs='[{"role":"user","content":[{"text":"same"}]},{"role":"model","content":[{"text":"answer"}]}]'
 	# four as imports, four as a turn's save (a new ID: STORE_NEW)

@@ -778,7 +778,8 @@ enum {
 
 /* The advisory lock every writer of a row takes first (transaction
  * scoped): two writers of one ID, the first one to create it included,
- * serialize on it. */
+ * serialize on it; but a new row's save since schema step 9, which
+ * claims the ID by its INSERT (write_row()). */
 static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
 /*
@@ -799,10 +800,16 @@ static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1
  * again, which then sends the whole history.
  *
  * With begin (and stale), the row was not read (STORE_NEW) and the round
- * trip is the whole transaction: the ID's lock and the write, which the
- * pipeline's sync commits (an implicit transaction: a BEGIN and a COMMIT
- * of their own cost the server about 25 us a turn); the write is
- * put_row's, whose INSERT fails (23505) when the row is there after all.  A write put_row cannot make is not sent, and
+ * trip is the whole transaction: the write, which the pipeline's sync
+ * commits (an implicit transaction: a BEGIN and a COMMIT of their own
+ * cost the server about 25 us a turn); the write is put_row's, whose
+ * INSERT fails (23505) when the row is there after all.  It takes no lock
+ * on the ID (12-15 us a turn): its INSERT claims the ID, and a writer of
+ * the same ID that read no row before it committed, whatever its write,
+ * inserts too (since step 9 agentkit_put() inserts a row it did not find,
+ * where it upserted), waits for it, fails (23505) and is tried again,
+ * reading the row.  Before step 9 it takes the lock first, as every
+ * writer does.  A write put_row cannot make is not sent, and
  * *stale is STALE_READ: read the row first.  When put_row lost a race for
  * a node (its base still there), *stale is STALE_AGAIN: the same save
  * again.
@@ -917,18 +924,20 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			p[12] = msgs.p;
 		}
 		if (stale) {
-			/* begin: the ID's lock and the write, one implicit
-			 * transaction; else the write and the COMMIT */
+			/* begin: the write (before step 9 the ID's lock first),
+			 * one implicit transaction; else the write and the
+			 * COMMIT */
 			const char *id[1] = { c.id };
 			struct pg_stmt w[3] = {
 				{ .sql = lock_sql, .n = 1, .params = id }, put, { .sql = "COMMIT" },
 			};
-			struct pg_stmt *t = begin ? w : w + 1;
-			if ((st = pg_pipeline(s, t, 2, "write snapshot", e)) != CORE_OK)
+			struct pg_stmt *t = begin && !row9 ? w : w + 1;
+			int nt = begin && row9 ? 1 : 2;
+			if ((st = pg_pipeline(s, t, nt, "write snapshot", e)) != CORE_OK)
 				goto out;
 			r = w[1].res;
 			w[1].res = NULL;
-			pg_pipeline_clear(t, 2);
+			pg_pipeline_clear(t, nt);
 		} else if ((st = pg_pipeline(s, &put, 1, "write snapshot", e)) != CORE_OK) {
 			goto out;
 		} else {
