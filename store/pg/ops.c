@@ -563,18 +563,26 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	return CORE_OK;
 }
 
+/* n bytes written to out as hex, then a NUL. */
+static void hex_put(char *out, const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
 /* n bytes appended to out as hex; out stays a string.  CORE_ENOMEM. */
 static enum core_status hex_add(struct core_buf *out, const unsigned char *p, size_t n)
 {
-	static const char digits[] = "0123456789abcdef";
-	enum core_status st = core_buf_grow(out, 2 * n);
-	size_t i;
-	for (i = 0; !st && i < n; i++) {
-		out->p[out->len++] = digits[p[i] >> 4];
-		out->p[out->len++] = digits[p[i] & 15];
+	enum core_status st = core_buf_grow(out, 2 * n + 1);
+	if (!st) {
+		hex_put(out->p + out->len, p, n);
+		out->len += 2 * n;
 	}
-	if (!st)
-		out->p[out->len] = 0;
 	return st;
 }
 
@@ -591,18 +599,48 @@ enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_bu
 	return st;
 }
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
 /* The 32 bytes of a node hash given in hex (PG_HASH_HEX digits); 0 when it
  * is not one. */
 static int hash_bytes(const char *hex, unsigned char h[SHA256_DIGEST_LENGTH])
 {
 	size_t i;
+	int hi, lo;
 	if (!hex || strlen(hex) != PG_HASH_HEX)
 		return 0;
 	for (i = 0; i < SHA256_DIGEST_LENGTH; i++) {
-		char two[3] = { hex[2 * i], hex[2 * i + 1], 0 };
-		h[i] = (unsigned char)strtoul(two, NULL, 16);
+		if ((hi = hex_digit(hex[2 * i])) < 0 || (lo = hex_digit(hex[2 * i + 1])) < 0)
+			return 0;
+		h[i] = (unsigned char)(hi << 4 | lo);
 	}
 	return 1;
+}
+
+/* A node's hash, SHA-256(h, its prev's hash or 32 zero bytes, then
+ * body[0..n)), into h: OpenSSL's when libpq brought it (pq.h), else
+ * libmd's. */
+static void node_hash(unsigned char h[SHA256_DIGEST_LENGTH], const char *body, size_t n)
+{
+	union {
+		unsigned char ossl[PQ_SHA256_CTX];
+		uint64_t align;
+		SHA2_CTX md;
+	} c;
+	if (pq_api.sha256_final) {
+		pq_api.sha256_init(&c);
+		pq_api.sha256_update(&c, h, SHA256_DIGEST_LENGTH);
+		pq_api.sha256_update(&c, body, n);
+		pq_api.sha256_final(h, &c);
+		return;
+	}
+	SHA256Init(&c.md);
+	SHA256Update(&c.md, h, SHA256_DIGEST_LENGTH);
+	SHA256Update(&c.md, (const unsigned char *)body, n);
+	SHA256Final(h, &c.md);
 }
 
 /* OIDs of PostgreSQL's built-in types, for arrays in binary */
@@ -643,7 +681,6 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
 	unsigned char h[SHA256_DIGEST_LENGTH] = { 0 }, len[4];
 	size_t i, at, n = json_array_size(msgs);
 	enum core_status st;
-	SHA2_CTX c;
 	hash_bytes(base, h);
 	snprintf(tail, PG_HASH_HEX + 1, "%s", base ? base : "");
 	core_buf_reset(text);
@@ -651,28 +688,26 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
 	if ((st = bin ? array_head(text, PG_TEXT_OID, n - from) : core_buf_addc(text, '[')) ||
 	    (bin && (st = array_head(hashes, PG_BYTEA_OID, n - from))))
 		return st;
-	for (i = from; i < n; i++) {
-		if (!bin && i > from && (st = core_buf_addc(text, ',')) != CORE_OK)
-			return st;
-		if (bin && (st = core_buf_add(text, "\0\0\0\0", 4)) != CORE_OK)
-			return st;
+	for (i = from; i < n && !st; i++) {
+		if ((!bin && i > from && (st = core_buf_addc(text, ','))) ||
+		    (bin && (st = core_buf_add(text, "\0\0\0\0", 4))))
+			break;
 		at = text->len;
 		if ((st = jv_dump(json_array_get(msgs, i), text)) != CORE_OK)
-			return st;
+			break;
 		if (bin)
 			put_be32((unsigned char *)text->p + at - 4, (uint32_t)(text->len - at));
-		SHA256Init(&c);
-		SHA256Update(&c, h, sizeof h);
-		SHA256Update(&c, (const unsigned char *)text->p + at, text->len - at);
-		SHA256Final(h, &c);
+		node_hash(h, text->p + at, text->len - at);
 		put_be32(len, sizeof h);
-		if (bin ? (st = core_buf_add(hashes, len, 4)) || (st = core_buf_add(hashes, h, sizeof h))
-		        : (st = hex_add(hashes, h, sizeof h)))
-			return st;
+		if (bin)
+			st = core_buf_add(hashes, len, 4) || core_buf_add(hashes, h, sizeof h)
+			     ? CORE_ENOMEM : CORE_OK;
+		else
+			st = hex_add(hashes, h, sizeof h);
 	}
-	for (at = 0; i > from && at < sizeof h; at++)
-		snprintf(tail + 2 * at, 3, "%02x", h[at]);
-	return bin ? CORE_OK : core_buf_addc(text, ']');
+	if (!st && i > from)
+		hex_put(tail, h, sizeof h);
+	return st || bin ? st : core_buf_addc(text, ']');
 }
 
 /*
