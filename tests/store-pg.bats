@@ -72,26 +72,9 @@ on() {
 }
 
 @test "a version 1 store is upgraded in place: its foreign keys go, its rows stay" {
-	"$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
-	# back to version 1: step 1's foreign keys, steps 2 to 6 not applied
-	pg_sql "DELETE FROM agentkit_schema_version WHERE version >= 2;
-		DROP FUNCTION agentkit_put(text, text, bigint, text, text, integer, boolean, boolean,
-		 text, integer, bytea, integer, json, integer, boolean, text, bigint);
-		DROP FUNCTION agentkit_listed(text, text);
-		DROP TABLE agentkit_recent;
-		DROP FUNCTION agentkit_recent_sync() CASCADE;
-		DROP FUNCTION agentkit_recent_fix(text, text, bigint);
-		DROP FUNCTION agentkit_updated_ns(text);
-		DROP FUNCTION agentkit_time_ns(text);
-		DROP TABLE agentkit_worker_log;
-		DROP TABLE agentkit_queue;
-		DROP FUNCTION agentkit_queue_sync() CASCADE;
-		ALTER TABLE agentkit_nodes ADD CONSTRAINT agentkit_nodes_prev_fkey
-		 FOREIGN KEY (prev) REFERENCES agentkit_nodes (hash);
-		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_tail_fkey
-		 FOREIGN KEY (tail) REFERENCES agentkit_nodes (hash);
-		ALTER TABLE agentkit_states ADD CONSTRAINT agentkit_states_snapshot_id_fkey
-		 FOREIGN KEY (snapshot_id) REFERENCES agentkit_snapshots (snapshot_id) ON DELETE CASCADE"
+	# a store made by an agentkit that knew step 1 alone, foreign keys and all
+	AGENTKIT_TEST_PG_SCHEMA_STEPS=1 "$SW" save row1 '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]}}' >/dev/null
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" 1
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 3
 	run -0 --separate-stderr agent-snap row1
 	assert_output '{"sessionId":"s","state":{"messages":[{"role":"user"},{"role":"model"}]},"snapshotId":"row1","status":"completed"}'
@@ -100,7 +83,7 @@ on() {
 	assert_equal "$(pg_sql "SELECT count(*) FROM pg_constraint WHERE contype = 'f' AND connamespace = '$PG_SCHEMA'::regnamespace")" 0
 	# deleting still collects the state and the messages the cascade used to
 	run -0 agent-snap rm s
-	assert_equal "$(pg_sql 'SELECT (SELECT count(*) FROM agentkit_states) + (SELECT count(*) FROM agentkit_nodes)')" 0
+	assert_equal "$(pg_sql 'SELECT (SELECT count(*) FROM agentkit_snapshots) + (SELECT count(*) FROM agentkit_nodes)')" 0
 }
 
 @test "pg: takes libpq's own PG* variables; postgres:// is the same backend" {
@@ -610,6 +593,157 @@ recent_exact() {
 	assert_equal "$(pg_sql "SELECT latest_id || ' ' || row_count FROM agentkit_recent WHERE session_id = 'd'")" "d3 8"
 }
 
+# v8 CMD...: CMD as an agentkit that knew schema steps 1 to 8 would run it.
+v8() { AGENTKIT_TEST_PG_SCHEMA_STEPS=8 "$@"; }
+
+# rows_of SID...: each session's export, then its listing line.
+rows_of() {
+	local sid
+	for sid in "$@"; do
+		agent-snap export "$sid" || return 1
+		agent-snap sessions --format ndjson | grep "^{\"sessionId\":\"$sid\"" || return 1
+	done
+}
+
+@test "a version 8 store's states move into their rows: every row reads back byte for byte, and writers lose nothing" {
+	# a store made by an agentkit that knew steps 1 to 8: a session's turns
+	# and a fork of its first, a row without a state, one with a state but
+	# no messages, a worker's log lines, a queued run
+	v8 agent-run --model echo --session a -m one >/dev/null
+	first=$(v8 agent-snap log a | jq -r .snapshotId)
+	v8 agent-run --model echo --session a -m two >/dev/null
+	v8 agent-run --model echo --snapshot "$first" -m fork >/dev/null
+	v8 "$SW" save bare '{"sessionId":"b","status":"completed"}' >/dev/null
+	v8 "$SW" save nomsg '{"sessionId":"b","state":{"custom":{"n":0}}}' >/dev/null
+	v8 "$SW" log bare 2 line >/dev/null
+	v8 "$SW" save counter '{"sessionId":"c","state":{"custom":{"n":0}}}' >/dev/null
+	queued=$(v8 agent-run --model echo --queue q -m later | jq -r .output.snapshotId)
+	# a long-lived writer of that agentkit, open across the upgrade
+	mkfifo cmds
+	v8 "$SW" history h <cmds >hist.out 2>hist.err &
+	old=$!
+	exec 5>cmds
+	echo '{"append":{"role":"user","content":[{"text":"h1"}]}}' >&5
+	echo '{"save":"h1"}' >&5
+	wait_for 10 test -s hist.out
+	v8 rows_of a b >before
+	v8 agent-snap worker-log bare >>before
+	queue=$(pg_sql 'SELECT snapshot_id, queue, agent, ready_ns, lease_ns FROM agentkit_queue')
+	listed=$(entries)
+	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_recent WHERE entry IS NULL')" 0
+	assert_equal "$(pg_sql 'SELECT max(version) FROM agentkit_schema_version')" 8
+	assert_equal "$(pg_sql "SELECT count(*) FROM agentkit_states WHERE body LIKE '%custom%'")" 2
+	# this agentkit's first opens, eight at once: read-modify-writes of
+	# one row and turns of one session, racing the step
+	for i in 1 2 3 4; do
+		"$SW" incr counter 25 >/dev/null &
+		agent-run --model echo --session d -m "d$i" >/dev/null &
+	done
+	wait %2 %3 %4 %5 %6 %7 %8 %9
+	assert_equal "$(pg_sql 'SELECT string_agg(version::text, $$,$$ ORDER BY version) FROM agentkit_schema_version')" "$(seq -s, 1 "$(latest_step)")"
+	assert_equal "$(pg_sql "SELECT to_regclass('agentkit_states') IS NULL")" t
+	# every row from before reads back byte for byte, listed as before
+	rows_of a b >after
+	agent-snap worker-log bare >>after
+	assert_equal "$(cat after)" "$(cat before)"
+	assert_equal "$(pg_sql 'SELECT snapshot_id, queue, agent, ready_ns, lease_ns FROM agentkit_queue')" "$queue"
+	assert_equal "$(entries | sed 's/\(^\| \)d [^ ]* yes / /; s/^ //')" "$listed"
+	assert_equal "$(jq -r .status <<<"$(agent-snap -m "$queued")")" pending
+	# no write was lost
+	assert_equal "$(agent-snap counter | jq .state.custom.n)" 100
+	run -0 --separate-stderr agent-snap export d
+	assert_equal "${#lines[@]}" 4
+	assert_equal "$(jq -c '[.state.messages[].content[0].text] | length' <<<"$(last)")" 8
+	assert_equal "$(recent_exact)" ""
+	# the older writer's next save fails on the table that went, and
+	# writes nothing
+	echo '{"append":{"role":"model","content":[{"text":"h2"}]}}' >&5
+	echo '{"save":"h2"}' >&5
+	exec 5>&-
+	rc=0
+	wait "$old" || rc=$?
+	assert_equal "$rc" 111
+	grep -q 'relation "agentkit_states" does not exist' hist.err
+	assert_equal "$(agent-snap log h | jq -r .snapshotId)" h1
+	# a turn goes on from a history stored before the step (the fork, the latest)
+	run -0 --separate-stderr agent-run --model echo --session a -m three
+	run -0 --separate-stderr agent-snap export a
+	assert_equal "$(jq -c '[.state.messages[].content[0].text]' <<<"$(last)")" '["one","one","fork","fork","three","three"]'
+	assert_equal "$(jq -c 'select(.snapshotId == "'"$first"'") | .state.messages' <<<"$output")" '[{"content":[{"text":"one"}],"role":"user"},{"content":[{"text":"one"}],"role":"model"}]'
+	# deleting every session collects every row and message
+	for sid in a b c d h "$(agent-snap -m "$queued" | jq -r .sessionId)"; do
+		agent-snap rm "$sid" >/dev/null
+	done
+	assert_equal "$(pg_sql 'SELECT (SELECT count(*) FROM agentkit_snapshots) + (SELECT count(*) FROM agentkit_nodes) + (SELECT count(*) FROM agentkit_recent) + (SELECT count(*) FROM agentkit_queue)')" 0
+}
+
+@test "a new row whose history rewrites its base's last message goes in by agentkit_put, its session's entry kept" {
+	"$SW" history h >out <<-'EOF'
+	{"append":{"role":"user","content":[{"text":"q"}]}}
+	{"append":{"role":"model","content":[{"text":"a1"}]}}
+	{"save":"h1"}
+	{"truncate":1}
+	{"append":{"role":"model","content":[{"text":"a2"}]}}
+	{"save":"h2","kept":1}
+	EOF
+	assert_equal "$(recent_exact)" ""
+	assert_equal "$(entries)" "h h2 yes "
+	run -0 --separate-stderr agent-snap export h
+	assert_equal "$(jq -c '[.snapshotId, [.state.messages[].content[0].text]]' <<<"$output" | tr '\n' ' ')" \
+		'["h1",["q","a1"]] ["h2",["q","a2"]] '
+	assert_equal "$(pg_sql 'SELECT count(*) FROM agentkit_nodes')" 3
+}
+
+@test "no trigger runs on a new row: its insert, by either statement, indexes a queued run itself" {
+	q='"agentkit":{"queue":{"name":"q","agent":"a","concurrency":2,"ready":5,"lease":0}}'
+	m() { printf '{"role":"user","content":[{"text":"%s"}]}' "$1"; }
+	tracked="$AGENTKIT_STORE%20-ctrack_functions%3Dall"
+	# r3 differs from the history written before it (r2's) in its last
+	# message, so agentkit_put() writes it; the others go in by plain SQL
+	cat >rows.ndjson <<-EOF
+	{"snapshotId":"r1","sessionId":"s1","state":{"messages":[$(m x)]}}
+	{"snapshotId":"r2","sessionId":"s2","state":{"messages":[$(m a),$(m b)]}}
+	{"snapshotId":"r3","sessionId":"s3","status":"pending",$q,"state":{"messages":[$(m a),$(m c)]}}
+	{"snapshotId":"r4","sessionId":"s4","status":"pending",$q}
+	{"snapshotId":"r5","sessionId":"s5","status":"completed",$q}
+	EOF
+	run -0 --separate-stderr agent-snap --store "$tracked" import rows.ndjson
+	assert_output '{"imported":5}'
+	assert_equal "$(pg_sql "SELECT count(*) FROM pg_trigger WHERE tgrelid = 'agentkit_snapshots'::regclass AND NOT tgisinternal AND tgtype & 4 <> 0")" 0
+	assert_equal "$(pg_sql 'SELECT snapshot_id, queue, agent, concurrency, ready_ns, lease_ns FROM agentkit_queue ORDER BY 1')" "r3|q|a|2|5|0
+r4|q|a|2|5|0"
+	assert_equal "$(recent_exact)" ""
+	wait_for 10 test "$(pg_sql "SELECT coalesce(sum(calls), 0) FROM pg_stat_user_functions WHERE schemaname = '$PG_SCHEMA' AND funcname = 'agentkit_queue_put'")" = 2
+	assert_equal "$(pg_sql "SELECT calls FROM pg_stat_user_functions WHERE schemaname = '$PG_SCHEMA' AND funcname = 'agentkit_put' ORDER BY calls")" "1
+1"
+}
+
+@test "a turn's commit that fails fails the turn: nothing stored, the server's reason said" {
+	run -0 --separate-stderr agent-run --model echo --session s -m one
+	# a check the server makes only at commit refuses the next row
+	pg_sql "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS \$\$ BEGIN
+		 RAISE EXCEPTION 'refused at commit'; END \$\$;
+		CREATE CONSTRAINT TRIGGER refuse AFTER INSERT ON agentkit_snapshots
+		 DEFERRABLE INITIALLY DEFERRED FOR EACH ROW EXECUTE FUNCTION refuse()"
+	run -111 --separate-stderr agent-run --model echo --session s -m two
+	[[ $stderr == *"refused at commit"* ]] || fail "$stderr"
+	run -0 --separate-stderr agent-snap log s
+	assert_equal "${#lines[@]}" 1
+	assert_equal "$(recent_exact)" ""
+}
+
+@test "writers racing to create one row, a turn's saves among them: no update lost" {
+	# half say the row is new (a turn's save takes no lock: its insert
+	# claims the ID), half read it first; none finds it at its start
+	for _ in 1 2 3 4; do
+		"$SW" --new incr fresh 25 >/dev/null &
+		"$SW" incr fresh 25 >/dev/null &
+	done
+	wait
+	assert_equal "$(agent-snap fresh | jq .state.custom.n)" 200
+	assert_equal "$(recent_exact)" ""
+}
+
 @test "eight writers store the same history at once: one copy of each message, every row whole" {
 	msgs='[{"role":"user","content":[{"text":"same"}]},{"role":"model","content":[{"text":"answer"}]}]'
 	# four as imports, four as a turn's save (a new ID: STORE_NEW)
@@ -625,6 +759,28 @@ recent_exact() {
 		assert_equal "$(jq -c .state.messages <<<"$output")" "$msgs"
 	done
 	assert_equal "$(recent_exact)" ""
+}
+
+# table_stat TABLE COLUMN: a counter of pg_stat_user_tables for one of
+# the store's tables (as the server processes that ended have reported it).
+table_stat() {
+	pg_sql "SELECT $2 FROM pg_stat_user_tables WHERE schemaname = '$PG_SCHEMA' AND relname = '$1'"
+}
+
+@test "a turn finds its messages' stored nodes by their key: it never scans agentkit_nodes" {
+	run -0 --separate-stderr agent-run --model echo --session s -m one
+	wait_for 10 test "$(table_stat agentkit_snapshots n_tup_ins)" = 1
+	before=$(table_stat agentkit_nodes seq_scan)
+	for i in 2 3 4 5; do
+		run -0 --separate-stderr agent-run --model echo --session s -m "turn $i"
+	done
+	# each turn's server process has reported once its row is counted
+	wait_for 10 test "$(table_stat agentkit_snapshots n_tup_ins)" = 5
+	assert_equal "$(table_stat agentkit_nodes seq_scan)" "$before"
+	assert_equal "$(table_stat agentkit_nodes n_tup_ins)" 10
+	run -0 --separate-stderr agent-snap export s
+	assert_equal "$(jq -c '[.state.messages[].content[0].text]' <<<"$(last)")" \
+		'["one","one","turn 2","turn 2","turn 3","turn 3","turn 4","turn 4","turn 5","turn 5"]'
 }
 
 @test "migrate refuses a store newer than this agentkit: exit 5, nothing changed" {

@@ -4,9 +4,10 @@
  * "name value unit" lines.
  *
  *   bench-pg turns URL N W       durable turn-end commits/s with W writers
- *                                (each its own session, 2 messages of
- *                                ~1.5 KB per turn, saves naming their base
- *                                as agent-run's do) vs raw libpq
+ *                                (each its own session and messages, 2
+ *                                new messages of 1.5 KB per turn, saves
+ *                                naming their base as agent-run's do) vs
+ *                                raw libpq
  *                                BEGIN/INSERT/COMMIT of the same bytes (the
  *                                turn's row as the store writes it), in 10
  *                                rounds that alternate the two
@@ -105,11 +106,20 @@ static void fill(void)
 	}
 }
 
-static json_t *message(const char *role, int turn)
+/* A message of session sid's turn, MSG_LEN bytes of text whatever the
+ * tag, so that the baseline writes as many.  The tag makes each session's
+ * messages its own: the store keeps one copy of each distinct history, so
+ * a message another session had already written would be no new bytes
+ * (and writers that save the same message at once wait on each other). */
+#define MSG_LEN 1460
+static json_t *message(const char *sid, const char *role, int turn)
 {
-	char text[1700];
-	snprintf(text, sizeof text, "turn %d: %.1450s", turn,
-	         filler + (strcmp(role, "user") ? 1600 : 0));
+	char text[MSG_LEN + 1];
+	int n = snprintf(text, sizeof text, "%s turn %d: ", sid, turn);
+	if (n < 0 || n >= MSG_LEN / 2)
+		die("message", "session ID too long");
+	memcpy(text + n, filler + (strcmp(role, "user") ? 1600 : 0), MSG_LEN - (size_t)n);
+	text[MSG_LEN] = 0;
 	return json_pack("{s:s,s:[{s:s}]}", "role", role, "content", "text", text);
 }
 
@@ -135,8 +145,8 @@ static enum core_status fn_turn(const json_t *existing, json_t **next, void *ctx
 static char *turn_text(const char *sid, int turn)
 {
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	struct turn_ctx t = { json_pack("{s:[o,o],s:s}", "messages", message("user", turn),
-	                                message("model", turn), "sessionId", sid), sid, "x" };
+	struct turn_ctx t = { json_pack("{s:[o,o],s:s}", "messages", message(sid, "user", turn),
+	                                message(sid, "model", turn), "sessionId", sid), sid, "x" };
 	json_t *row = NULL;
 	char *text;
 	fn_turn(NULL, &row, &t, NULL);
@@ -162,8 +172,8 @@ static double store_turns(const char *url, const char *sid, int n)
 	int i;
 	for (i = 0; i < n; i++) {
 		struct store_base base = { prev, json_array_size(msgs) };
-		json_array_append_new(msgs, message("user", i));
-		json_array_append_new(msgs, message("model", i));
+		json_array_append_new(msgs, message(sid, "user", i));
+		json_array_append_new(msgs, message(sid, "model", i));
 		snprintf(id, sizeof id, "%s-%d", sid, i);
 		t.parent = prev;
 		if (store_save_on(s, id, STORE_NEW, *prev ? &base : NULL, fn_turn, &t, NULL, &e) != CORE_OK)
@@ -200,20 +210,26 @@ static double raw_turns(const char *url, const char *table, int n, const char *b
 	return t0;
 }
 
-/* w processes at once, each running fn; the wall time. */
+/* w processes at once, each running fn; the wall time.  A process that
+ * failed fails the bench: its turns were not made. */
 static double parallel(int w, void (*fn)(int k, void *), void *ctx)
 {
 	double t0 = now_s();
-	int k, status;
+	int k, status, failed = 0;
 	for (k = 0; k < w; k++) {
 		pid_t p = fork();
+		if (p < 0)
+			die("fork", strerror(errno));
 		if (p == 0) {
 			fn(k, ctx);
 			_exit(0);
 		}
 	}
 	for (k = 0; k < w; k++)
-		wait(&status);
+		if (wait(&status) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+			failed++;
+	if (failed)
+		die("parallel", "a writer failed");
 	return now_s() - t0;
 }
 
@@ -324,7 +340,7 @@ static void bench_growth(const char *url, int n)
 	PGconn *c = raw_conn(url);
 	PGresult *r;
 	struct core_buf b = CORE_BUF_INIT(CORE_BUF_UNLIMITED);
-	json_t *m0 = message("user", 0), *m1 = message("model", 0);
+	json_t *m0 = message("growth", "user", 0), *m1 = message("growth", "model", 0);
 	long long total, wal;
 	double raw;
 	/* the WAL a turn writes: what each commit must get to disk */
@@ -333,9 +349,8 @@ static void bench_growth(const char *url, int n)
 	r = PQexec(c, "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), l)::bigint FROM bench_lsn");
 	wal = atoll(PQgetvalue(r, 0, 0));
 	PQclear(r);
-	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_states, agentkit_nodes");
+	raw_exec(c, "VACUUM agentkit_snapshots, agentkit_nodes");
 	r = PQexec(c, "SELECT pg_total_relation_size('agentkit_snapshots') +"
-	           " pg_total_relation_size('agentkit_states') +"
 	           " pg_total_relation_size('agentkit_nodes')");
 	total = atoll(PQgetvalue(r, 0, 0));
 	PQclear(r);
@@ -472,7 +487,7 @@ static void bench_wake(const char *url, int n, const char *bin)
 static void insert1(const char *url)
 {
 	PGconn *c = raw_conn(url);
-	json_t *u = message("user", 1), *m = message("model", 1);
+	json_t *u = message("insert1", "user", 1), *m = message("insert1", "model", 1);
 	char *a = json_dumps(u, JSON_COMPACT), *b = json_dumps(m, JSON_COMPACT);
 	char *body = malloc(strlen(a) + strlen(b) + 2);
 	sprintf(body, "%s\n%s", a, b);

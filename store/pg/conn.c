@@ -509,15 +509,17 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
 	return st;
 }
 
-/* Whether a pipeline ends a transaction it did not begin (then it is
- * never sent twice: it may have committed before the connection broke). */
+/* Whether a pipeline sent outside a transaction commits one (then it is
+ * never sent twice: it may have committed before the connection broke):
+ * it holds a COMMIT, or it begins none, and its sync commits the implicit
+ * one its statements ran in. */
 static int ends_txn(const struct pg_stmt *q, int n)
 {
 	int i;
 	for (i = 0; i < n; i++)
 		if (!strcmp(q[i].sql, "COMMIT"))
 			return 1;
-	return 0;
+	return strncmp(q[0].sql, "BEGIN", 5) != 0;
 }
 
 /* Send q[0..n) and a sync, then read every result up to the sync: the
@@ -525,7 +527,7 @@ static int ends_txn(const struct pg_stmt *q, int n)
 static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **bad)
 {
 	struct pg_prep *prep[2 * PG_PIPE_MAX];
-	int stmt[2 * PG_PIPE_MAX], nsent = 0, i, k;
+	int stmt[2 * PG_PIPE_MAX], nsent = 0, synced, i, k;
 	PGresult *r;
 	int64_t end = answer_by(s);
 	*bad = NULL;
@@ -549,15 +551,16 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 		}
 		if (ok)
 			ok = p && p->prepared
-			     ? PQsendQueryPrepared(s->conn, name, q[i].n, q[i].params, NULL, NULL, 0)
-			     : PQsendQueryParams(s->conn, q[i].sql, q[i].n, NULL, q[i].params, NULL,
-			                         NULL, 0);
+			     ? PQsendQueryPrepared(s->conn, name, q[i].n, q[i].params, q[i].lengths,
+			                           q[i].formats, 0)
+			     : PQsendQueryParams(s->conn, q[i].sql, q[i].n, NULL, q[i].params,
+			                         q[i].lengths, q[i].formats, 0);
 		if (!ok)
 			break;
 		prep[nsent] = NULL;
 		stmt[nsent++] = i;
 	}
-	PQpipelineSync(s->conn);
+	synced = PQpipelineSync(s->conn);
 	for (k = 0; k < nsent; k++) {
 		while ((r = next_result(s, end))) {
 			ExecStatusType x = PQresultStatus(r);
@@ -579,11 +582,20 @@ static void pipe_once(struct pg_store *s, struct pg_stmt *q, int n, PGresult **b
 		if (PQstatus(s->conn) != CONNECTION_OK)
 			break;
 	}
-	while (PQstatus(s->conn) == CONNECTION_OK && (r = next_result(s, end))) {
-		ExecStatusType x = PQresultStatus(r);
-		PQclear(r);
-		if (x == PGRES_PIPELINE_SYNC)
+	/* up to the sync; a failure here is the commit's of an implicit
+	 * transaction (a pipeline that began none), and ends as a result does */
+	while (synced && PQstatus(s->conn) == CONNECTION_OK && !await(s, end)) {
+		ExecStatusType x;
+		if (!(r = PQgetResult(s->conn)))
+			continue;
+		if ((x = PQresultStatus(r)) == PGRES_PIPELINE_SYNC) {
+			PQclear(r);
 			break;
+		}
+		if (x != PGRES_COMMAND_OK && x != PGRES_TUPLES_OK && !*bad)
+			*bad = r;
+		else
+			PQclear(r);
 	}
 	/* a send that failed leaves *bad NULL: libpq's connection error
 	 * says why */
@@ -608,6 +620,7 @@ enum core_status pg_pipeline(struct pg_store *s, struct pg_stmt *q, int n, const
 		pipe_once(s, q, n, &bad);
 		for (i = 0; i < n; i++)
 			whole = whole && q[i].res;
+		whole = whole && !bad;
 		t = PQtransactionStatus(s->conn);
 		s->in_txn = t == PQTRANS_INTRANS || t == PQTRANS_INERROR || t == PQTRANS_ACTIVE;
 		if (whole) {

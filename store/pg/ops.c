@@ -18,24 +18,33 @@
 #include "../../libcore/base/util.h"
 
 /* Every read's columns, in this order (metadata-only reads leave the
- * state's NULL). */
+ * state's NULL).  The state's columns are the row's own from schema step
+ * 9 (T is "s"), agentkit_states' before (T is "t", JOIN that table). */
 enum { C_META, C_STATE_POS, C_BODY, C_MSG_POS, C_COUNT, C_TAIL, C_MSGS, C_DEPTHS, C_ID,
        C_CREATED };
-#define SEL_FULL "SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, " \
-	"encode(t.tail, 'hex'), m.msgs, m.depths, s.snapshot_id, s.created_ns " \
-	"FROM agentkit_snapshots s LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id " \
-	"LEFT JOIN LATERAL agentkit_messages(t.tail) m ON t.tail IS NOT NULL "
+#define STATES_JOIN "LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id "
+#define SEL_STATE(T) "SELECT s.meta, s.state_pos, " T ".body, " T ".msg_pos, " T ".count, " \
+	"encode(" T ".tail, 'hex')"
+#define SEL_FULL(T, JOIN) SEL_STATE(T) ", m.msgs, m.depths, s.snapshot_id, s.created_ns " \
+	"FROM agentkit_snapshots s " JOIN "LEFT JOIN LATERAL agentkit_messages(" T ".tail) m " \
+	"ON " T ".tail IS NOT NULL "
+/* STORE_LAST_MESSAGE: the chain's tail node alone, never the walk */
+#define SEL_LAST(T, JOIN) SEL_STATE(T) ", '[' || m.body || ']', '1', s.snapshot_id, " \
+	"s.created_ns FROM agentkit_snapshots s " JOIN "LEFT JOIN agentkit_nodes m ON m.hash = " \
+	T ".tail "
 #define SEL_META "SELECT s.meta, s.state_pos, NULL, NULL, NULL, NULL, NULL, NULL, " \
 	"s.snapshot_id, s.created_ns FROM agentkit_snapshots s "
-#define SEL(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : SEL_FULL)
-/* STORE_LAST_MESSAGE: the chain's tail node alone, never the walk */
-#define SEL_LAST "SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, " \
-	"encode(t.tail, 'hex'), '[' || m.body || ']', '1', s.snapshot_id, s.created_ns " \
-	"FROM agentkit_snapshots s LEFT JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id " \
-	"LEFT JOIN agentkit_nodes m ON m.hash = t.tail "
+
 /* A read's columns: the state's last message alone under STORE_LAST_MESSAGE */
-#define SEL_READ(flags) ((flags) & STORE_METADATA_ONLY ? SEL_META : \
-	(flags) & STORE_LAST_MESSAGE ? SEL_LAST : SEL_FULL)
+static const char *sel_read(const struct pg_store *s, unsigned flags)
+{
+	int row = s->steps >= PG_STEP_ROW;
+	if (flags & STORE_METADATA_ONLY)
+		return SEL_META;
+	if (flags & STORE_LAST_MESSAGE)
+		return row ? SEL_LAST("s", "") : SEL_LAST("t", STATES_JOIN);
+	return row ? SEL_FULL("s", "") : SEL_FULL("t", STATES_JOIN);
+}
 
 static const char *val(const PGresult *r, int i, int c)
 {
@@ -141,7 +150,7 @@ enum core_status pg_get(struct store *h, const char *snapshot_id, unsigned flags
                         json_t **row, struct core_err *e)
 {
 	char sql[1024];
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL_READ(flags));
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", sel_read(pg_store(h), flags));
 	return read_one(pg_store(h), sql, snapshot_id, flags, row, "read snapshot", e);
 }
 
@@ -150,7 +159,8 @@ enum core_status pg_latest(struct store *h, const char *session_id, unsigned fla
 {
 	char sql[1024];
 	snprintf(sql, sizeof sql, "%sWHERE s.session_id = $1 "
-	         "ORDER BY s.created_ns DESC, s.snapshot_id DESC LIMIT 1", SEL_READ(flags));
+	         "ORDER BY s.created_ns DESC, s.snapshot_id DESC LIMIT 1",
+	         sel_read(pg_store(h), flags));
 	return read_one(pg_store(h), sql, session_id, flags, row, "read latest snapshot", e);
 }
 
@@ -271,24 +281,24 @@ static enum core_status chain_of(struct node *v, size_t nv, const char *tail, si
 static enum core_status session_rows_full(struct pg_store *s, const char *session_id,
                                           store_row_fn fn, void *ctx, struct core_err *e)
 {
-	static const char nodes[] =
-		"WITH RECURSIVE c (hash) AS (SELECT t.tail FROM agentkit_snapshots s"
-		" JOIN agentkit_states t ON t.snapshot_id = s.snapshot_id"
-		" WHERE s.session_id = $1 AND t.tail IS NOT NULL"
-		" UNION SELECT n.prev FROM agentkit_nodes n JOIN c ON n.hash = c.hash"
-		" WHERE n.prev IS NOT NULL)"
-		" SELECT encode(n.hash, 'hex'), encode(n.prev, 'hex'), n.body"
-		" FROM c JOIN agentkit_nodes n ON n.hash = c.hash";
-	static const char rows[] =
-		"SELECT s.meta, s.state_pos, t.body, t.msg_pos, t.count, encode(t.tail, 'hex')"
-		" FROM agentkit_snapshots s LEFT JOIN agentkit_states t"
-		" ON t.snapshot_id = s.snapshot_id WHERE s.session_id = $1"
-		" ORDER BY s.created_ns, s.snapshot_id";
+#define NODES(T, JOIN) "WITH RECURSIVE c (hash) AS (SELECT " T ".tail FROM agentkit_snapshots s " \
+	JOIN "WHERE s.session_id = $1 AND " T ".tail IS NOT NULL" \
+	" UNION SELECT n.prev FROM agentkit_nodes n JOIN c ON n.hash = c.hash" \
+	" WHERE n.prev IS NOT NULL)" \
+	" SELECT encode(n.hash, 'hex'), encode(n.prev, 'hex'), n.body" \
+	" FROM c JOIN agentkit_nodes n ON n.hash = c.hash"
+#define ROWS(T, JOIN) SEL_STATE(T) " FROM agentkit_snapshots s " JOIN \
+	"WHERE s.session_id = $1 ORDER BY s.created_ns, s.snapshot_id"
+	int in_row = s->steps >= PG_STEP_ROW;
 	const char *p[1] = { session_id };
 	struct pg_stmt q[4] = {
-		{ "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY", 0, NULL, NULL },
-		{ nodes, 1, p, NULL }, { rows, 1, p, NULL }, { "COMMIT", 0, NULL, NULL },
+		{ .sql = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY" },
+		{ .sql = in_row ? NODES("s", "") : NODES("t", STATES_JOIN), .n = 1, .params = p },
+		{ .sql = in_row ? ROWS("s", "") : ROWS("t", STATES_JOIN), .n = 1, .params = p },
+		{ .sql = "COMMIT" },
 	};
+#undef NODES
+#undef ROWS
 	struct node *v = NULL;
 	json_t **tmp = NULL;
 	size_t nv, cap = 0, i;
@@ -346,7 +356,7 @@ enum core_status pg_session_rows(struct store *h, const char *session_id,
 	int n;
 	snprintf(sql, sizeof sql, "%sWHERE s.session_id = $1 AND ($2 = '' OR "
 	         "(s.created_ns, s.snapshot_id) > ($2::bigint, $3)) "
-	         "ORDER BY s.created_ns, s.snapshot_id LIMIT %d", SEL(flags), PG_BATCH);
+	         "ORDER BY s.created_ns, s.snapshot_id LIMIT %d", SEL_META, PG_BATCH);
 	/* in batches, each its own snapshot; the callback runs between them */
 	do {
 		const char *p[3] = { session_id, after_ns, after_id };
@@ -583,8 +593,11 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 		*walk = ref->count - (uint32_t)base->kept;
 		return CORE_OK;
 	}
-	if ((st = pg_exec(s, "SELECT encode(tail, 'hex'), count FROM agentkit_states "
-	                  "WHERE snapshot_id = $1", 1, p, &r, "save snapshot", e)) != CORE_OK)
+	if ((st = pg_exec(s, s->steps >= PG_STEP_ROW
+	                  ? "SELECT encode(tail, 'hex'), count FROM agentkit_snapshots "
+	                    "WHERE snapshot_id = $1"
+	                  : "SELECT encode(tail, 'hex'), count FROM agentkit_states "
+	                    "WHERE snapshot_id = $1", 1, p, &r, "save snapshot", e)) != CORE_OK)
 		return st;
 	count = PQntuples(r) ? (uint32_t)strtoul(PQgetvalue(r, 0, 1), NULL, 10) : 0;
 	if (!PQntuples(r) || PQgetisnull(r, 0, 0) || strlen(PQgetvalue(r, 0, 0)) != PG_HASH_HEX ||
@@ -599,18 +612,26 @@ static enum core_status append_base(struct pg_store *s, const struct store_base 
 	return CORE_OK;
 }
 
+/* n bytes written to out as hex, then a NUL. */
+static void hex_put(char *out, const unsigned char *p, size_t n)
+{
+	static const char digits[] = "0123456789abcdef";
+	size_t i;
+	for (i = 0; i < n; i++) {
+		out[2 * i] = digits[p[i] >> 4];
+		out[2 * i + 1] = digits[p[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
 /* n bytes appended to out as hex; out stays a string.  CORE_ENOMEM. */
 static enum core_status hex_add(struct core_buf *out, const unsigned char *p, size_t n)
 {
-	static const char digits[] = "0123456789abcdef";
-	enum core_status st = core_buf_grow(out, 2 * n);
-	size_t i;
-	for (i = 0; !st && i < n; i++) {
-		out->p[out->len++] = digits[p[i] >> 4];
-		out->p[out->len++] = digits[p[i] & 15];
+	enum core_status st = core_buf_grow(out, 2 * n + 1);
+	if (!st) {
+		hex_put(out->p + out->len, p, n);
+		out->len += 2 * n;
 	}
-	if (!st)
-		out->p[out->len] = 0;
 	return st;
 }
 
@@ -627,49 +648,115 @@ enum core_status pg_entry_hex(const char *sid, const json_t *row, struct core_bu
 	return st;
 }
 
+static int hex_digit(char c)
+{
+	return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+/* The 32 bytes of a node hash given in hex (PG_HASH_HEX digits); 0 when it
+ * is not one. */
+static int hash_bytes(const char *hex, unsigned char h[SHA256_DIGEST_LENGTH])
+{
+	size_t i;
+	int hi, lo;
+	if (!hex || strlen(hex) != PG_HASH_HEX)
+		return 0;
+	for (i = 0; i < SHA256_DIGEST_LENGTH; i++) {
+		if ((hi = hex_digit(hex[2 * i])) < 0 || (lo = hex_digit(hex[2 * i + 1])) < 0)
+			return 0;
+		h[i] = (unsigned char)(hi << 4 | lo);
+	}
+	return 1;
+}
+
+/* A node's hash, SHA-256(h, its prev's hash or 32 zero bytes, then
+ * body[0..n)), into h: OpenSSL's when libpq brought it (pq.h), else
+ * libmd's. */
+static void node_hash(unsigned char h[SHA256_DIGEST_LENGTH], const char *body, size_t n)
+{
+	union {
+		unsigned char ossl[PQ_SHA256_CTX];
+		uint64_t align;
+		SHA2_CTX md;
+	} c;
+	if (pq_api.sha256_final) {
+		pq_api.sha256_init(&c);
+		pq_api.sha256_update(&c, h, SHA256_DIGEST_LENGTH);
+		pq_api.sha256_update(&c, body, n);
+		pq_api.sha256_final(h, &c);
+		return;
+	}
+	SHA256Init(&c.md);
+	SHA256Update(&c.md, h, SHA256_DIGEST_LENGTH);
+	SHA256Update(&c.md, (const unsigned char *)body, n);
+	SHA256Final(h, &c.md);
+}
+
+/* OIDs of PostgreSQL's built-in types, for arrays in binary */
+#define PG_BYTEA_OID 17
+#define PG_TEXT_OID 25
+
+/* The head of a one-dimensional array of n elements of type oid in
+ * PostgreSQL's binary format (array_recv(): dimensions, no NULLs, the
+ * element type, then each dimension's length and lower bound; an empty
+ * array has no dimension), appended to b. */
+static enum core_status array_head(struct core_buf *b, uint32_t oid, size_t n)
+{
+	unsigned char h[20];
+	put_be32(h, n ? 1 : 0);
+	put_be32(h + 4, 0);
+	put_be32(h + 8, oid);
+	put_be32(h + 12, (uint32_t)n);
+	put_be32(h + 16, 1);
+	return core_buf_add(b, h, n ? sizeof h : 12);
+}
+
 /*
  * The chain of msgs[from..n) hung from the node base (hex; NULL: the
  * empty history), as the server's agentkit_chain() would make it: text,
- * the messages as one JSON array whose elements are jv_dump()'s bytes
- * (the bodies the server stores); hashes, each node's SHA-256(its prev's
- * hash, or 32 zero bytes, then its body), hex, one after another; tail,
- * the last node (base when there are none; "" for the empty history).
- * The server's convert_to(body, 'UTF8') is these bytes whatever the
- * database's encoding: the connection's client_encoding is UTF8.
+ * the messages' bodies, jv_dump()'s bytes (what the server stores);
+ * hashes, each node's SHA-256(its prev's hash, or 32 zero bytes, then its
+ * body); tail, the last node in hex (base when there are none; "" for the
+ * empty history).  With bin (put_row), text is a text[] and hashes a
+ * bytea[], both in binary; else (put_new) text is the bodies as one JSON
+ * array and hashes their hex, one after another.  The server's
+ * convert_to(body, 'UTF8') is these bytes whatever the database's
+ * encoding: the connection's client_encoding is UTF8.
  */
-static enum core_status chain_new(const json_t *msgs, size_t from, const char *base,
+static enum core_status chain_new(const json_t *msgs, size_t from, const char *base, int bin,
                                   struct core_buf *text, struct core_buf *hashes,
                                   char tail[PG_HASH_HEX + 1])
 {
-	unsigned char h[SHA256_DIGEST_LENGTH] = { 0 };
+	unsigned char h[SHA256_DIGEST_LENGTH] = { 0 }, len[4];
 	size_t i, at, n = json_array_size(msgs);
 	enum core_status st;
-	SHA2_CTX c;
-	for (i = 0; base && i < sizeof h && strlen(base) == PG_HASH_HEX; i++) {
-		char two[3] = { base[2 * i], base[2 * i + 1], 0 };
-		h[i] = (unsigned char)strtoul(two, NULL, 16);
-	}
+	hash_bytes(base, h);
 	snprintf(tail, PG_HASH_HEX + 1, "%s", base ? base : "");
 	core_buf_reset(text);
 	core_buf_reset(hashes);
-	if ((st = core_buf_addc(text, '[')) != CORE_OK)
+	if ((st = bin ? array_head(text, PG_TEXT_OID, n - from) : core_buf_addc(text, '[')) ||
+	    (bin && (st = array_head(hashes, PG_BYTEA_OID, n - from))))
 		return st;
-	for (i = from; i < n; i++) {
-		if (i > from && (st = core_buf_addc(text, ',')) != CORE_OK)
-			return st;
+	for (i = from; i < n && !st; i++) {
+		if ((!bin && i > from && (st = core_buf_addc(text, ','))) ||
+		    (bin && (st = core_buf_add(text, "\0\0\0\0", 4))))
+			break;
 		at = text->len;
 		if ((st = jv_dump(json_array_get(msgs, i), text)) != CORE_OK)
-			return st;
-		SHA256Init(&c);
-		SHA256Update(&c, h, sizeof h);
-		SHA256Update(&c, (const unsigned char *)text->p + at, text->len - at);
-		SHA256Final(h, &c);
-		if ((st = hex_add(hashes, h, sizeof h)) != CORE_OK)
-			return st;
+			break;
+		if (bin)
+			put_be32((unsigned char *)text->p + at - 4, (uint32_t)(text->len - at));
+		node_hash(h, text->p + at, text->len - at);
+		put_be32(len, sizeof h);
+		if (bin)
+			st = core_buf_add(hashes, len, 4) || core_buf_add(hashes, h, sizeof h)
+			     ? CORE_ENOMEM : CORE_OK;
+		else
+			st = hex_add(hashes, h, sizeof h);
 	}
-	if (i > from)
-		memcpy(tail, hashes->p + hashes->len - PG_HASH_HEX, PG_HASH_HEX + 1);
-	return core_buf_addc(text, ']');
+	if (!st && i > from)
+		hex_put(tail, h, sizeof h);
+	return st || bin ? st : core_buf_addc(text, ']');
 }
 
 /*
@@ -686,7 +773,11 @@ static enum core_status chain_new(const json_t *msgs, size_t from, const char *b
  * the whole history; with it, the same statement again sees the node
  * that writer stored.  The entry is folded in by (created_ns, snapshot_id)
  * against the entry as it stands when locked: the trigger skips the row
- * (agentkit.recent_id).
+ * (agentkit.recent_id).  The stored nodes among the new ones are looked
+ * up by key (= ANY of their hashes): as a join with the messages, whose
+ * count the generic plan cannot know, the planner hashed them against a
+ * scan of all of agentkit_nodes, a turn's cost growing with the store's
+ * size (0.47 ms of the server's time at 2,000 nodes against 0.17 ms).
  */
 #define PG_NEWER "(EXCLUDED.latest_ns, EXCLUDED.latest_id) > (e.latest_ns, e.latest_id)"
 #define PG_KEEP(col) " " col " = CASE WHEN " PG_NEWER " THEN EXCLUDED." col " ELSE e." col " END"
@@ -699,7 +790,8 @@ static const char put_new[] =
 	"  ELSE decode(substr($12, i::integer * 64 - 127, 64), 'hex') END AS prev,"
 	"  b.depth + i::integer AS depth, x::text AS body"
 	"  FROM b, json_array_elements($11::json) WITH ORDINALITY AS a (x, i)),"
-	" h AS (SELECT n.hash FROM agentkit_nodes n JOIN k ON n.hash = k.hash FOR KEY SHARE OF n),"
+	" h AS (SELECT hash FROM agentkit_nodes WHERE hash = ANY (ARRAY (SELECT hash FROM k))"
+	"  FOR KEY SHARE),"
 	" m AS (INSERT INTO agentkit_nodes (hash, prev, depth, body)"
 	"  SELECT hash, prev, depth, body FROM k ON CONFLICT (hash) DO NOTHING RETURNING 1),"
 	" s AS (INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status,"
@@ -716,6 +808,51 @@ static const char put_new[] =
 	PG_KEEP("latest_ns") " RETURNING 1)"
 	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM b)";
 
+/*
+ * put_new from schema step 9: the state in the row's tuple, the entry
+ * kept without the trigger's setting, and the new messages and their
+ * hashes as binary arrays ($11 text[], $10 bytea[]; $9 the base, bytea,
+ * NULL for the empty history), each node's prev the one before it: no
+ * JSON for the server to parse, no hex to decode.  $7 is the state's body
+ * (NULL: no state), $12 the count of the chain's messages, $13 and $14
+ * the entry (hex) and its time; the same answer.  No trigger runs on the
+ * insert: a row that names a queue goes in by put_row_queued, which also
+ * indexes it (agentkit_queue_put()).
+ */
+#define PUT_ROW(QUEUE, QUEUED) \
+	"WITH b AS (SELECT depth FROM agentkit_nodes WHERE hash = $9::bytea FOR KEY SHARE)," \
+	" h AS (SELECT FROM agentkit_nodes WHERE hash = ANY ($10::bytea[]) FOR KEY SHARE)," \
+	" m AS (INSERT INTO agentkit_nodes (hash, prev, depth, body)" \
+	"  SELECT x.h, CASE WHEN x.i = 1 THEN $9::bytea ELSE ($10::bytea[])[x.i - 1] END," \
+	"  coalesce((SELECT depth FROM b), 0) + x.i::integer, x.t" \
+	"  FROM unnest($10::bytea[], $11::text[]) WITH ORDINALITY AS x (h, t, i)" \
+	"  WHERE $9::bytea IS NULL OR EXISTS (SELECT FROM b)" \
+	"  ON CONFLICT (hash) DO NOTHING RETURNING 1)," \
+	" s AS (INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status," \
+	"  meta, state_pos, body, msg_pos, tail, count)" \
+	"  SELECT $1, $2, $3, $4, $5, $6, $7, $8," \
+	"  coalesce(($10::bytea[])[cardinality($10::bytea[])], $9::bytea), $12" \
+	"  WHERE ($9::bytea IS NULL OR EXISTS (SELECT FROM b))" \
+	"  AND (SELECT count(*) FROM h) + (SELECT count(*) FROM m) = cardinality($10::bytea[])" \
+	"  RETURNING 1)," \
+	" r AS (INSERT INTO agentkit_recent AS e (session_id, updated_ns, latest_id, row_count," \
+	"  entry, latest_ns) SELECT $2, $14, $1, 1, decode($13, 'hex'), $3 FROM s" \
+	"  ON CONFLICT (session_id) DO UPDATE SET row_count = e.row_count + 1," \
+	PG_KEEP("updated_ns") "," PG_KEEP("entry") "," PG_KEEP("latest_id") "," \
+	PG_KEEP("latest_ns") " RETURNING 1)" QUEUE \
+	" SELECT (SELECT count(*) FROM s), (SELECT count(*) FROM b) + ($9::bytea IS NULL)::integer" \
+	QUEUED
+static const char put_row[] = PUT_ROW("", "");
+static const char put_row_queued[] =
+	PUT_ROW(", q AS (SELECT agentkit_queue_put($1, $5) FROM s)", ", (SELECT count(*) FROM q)");
+
+/* Whether a new row is one the queue indexes (step 7's WHEN, in C). */
+static int names_queue(const struct pg_cols *c)
+{
+	return c->status && (!strcmp(c->status, "pending") || !strcmp(c->status, "aborting")) &&
+	       strstr(c->meta.p, "\"queue\"");
+}
+
 /* Why a write_row() with stale wrote nothing (*stale; 0: it wrote). */
 enum {
 	STALE_CHAIN = 1,        /* the base's chain is gone: the whole history */
@@ -725,7 +862,8 @@ enum {
 
 /* The advisory lock every writer of a row takes first (transaction
  * scoped): two writers of one ID, the first one to create it included,
- * serialize on it. */
+ * serialize on it; but a new row's save since schema step 9, which
+ * claims the ID by its INSERT (write_row()). */
 static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))";
 
 /*
@@ -735,8 +873,8 @@ static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1
  * not hold yet are sent (known_prefix()); when the chain they continue was
  * collected meanwhile, the whole history is.  *changed: the stored row's
  * status changed (a new row is no change: see backend.h).  A new row
- * hung from its base's tail goes in by plain SQL (put_new), any other
- * write by agentkit_put().
+ * hung from its base's tail goes in by plain SQL (put_row; put_new before
+ * schema step 9), any other write by agentkit_put().
  *
  * With stale (not NULL) the write and the COMMIT go in one round trip
  * (pg_pipeline()), the transaction's last; when the chain the new
@@ -746,10 +884,17 @@ static const char lock_sql[] = "SELECT pg_advisory_xact_lock(hashtextextended($1
  * again, which then sends the whole history.
  *
  * With begin (and stale), the row was not read (STORE_NEW) and the round
- * trip is the whole transaction: BEGIN, the ID's lock, the write and the
- * COMMIT; the write is put_new's, whose INSERT fails (23505) when the row
- * is there after all.  A write put_new cannot make is not sent, and
- * *stale is STALE_READ: read the row first.  When put_new lost a race for
+ * trip is the whole transaction: the write, which the pipeline's sync
+ * commits (an implicit transaction: a BEGIN and a COMMIT of their own
+ * cost the server about 25 us a turn); the write is put_row's, whose
+ * INSERT fails (23505) when the row is there after all.  It takes no lock
+ * on the ID (12-15 us a turn): its INSERT claims the ID, and a writer of
+ * the same ID that read no row before it committed, whatever its write,
+ * inserts too (since step 9 agentkit_put() inserts a row it did not find,
+ * where it upserted), waits for it, fails (23505) and is tried again,
+ * reading the row.  Before step 9 it takes the lock first, as every
+ * writer does.  A write put_row cannot make is not sent, and
+ * *stale is STALE_READ: read the row first.  When put_row lost a race for
  * a node (its base still there), *stale is STALE_AGAIN: the same save
  * again.
  */
@@ -822,20 +967,40 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			c.id, c.sid, c.created, c.status, c.meta.p, p[5], p[7], p[8], p[9], tail,
 			NULL, NULL, NULL, count, entry.p, listed,
 		};
+		/* put_row's, with the base and the chain in binary */
+		unsigned char base_h[SHA256_DIGEST_LENGTH];
+		const char *w9[14] = {
+			c.id, c.sid, c.created, c.status, c.meta.p, p[5], p[8], p[9],
+			hash_bytes(tail, base_h) ? (const char *)base_h : NULL, NULL, NULL, count,
+			entry.p, listed,
+		};
+		int len9[14] = { [8] = sizeof base_h }, fmt9[14] = { [8] = 1, [9] = 1, [10] = 1 };
+		struct pg_stmt put = { .sql = sql, .n = nparams, .params = p };
+		int row9 = s->steps >= PG_STEP_ROW;
 		plain = s->steps >= PG_STEP_PLAIN && !o->exists && walk == 0;
 		if (begin && !plain) {
 			*stale = STALE_READ;
 			break;
 		}
 		snprintf(walk_s, sizeof walk_s, "%u", walk);
-		if (c.msgs && plain) {
-			if (chain_new(c.msgs, from, tail, &msgs, &hashes, put_tail) != CORE_OK) {
-				st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
-				goto out;
+		if (plain && chain_new(c.msgs, from, tail, row9, &msgs, &hashes,
+		                       put_tail) != CORE_OK) {
+			st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
+			goto out;
+		} else if (plain && row9) {
+			w9[9] = hashes.p;
+			w9[10] = msgs.p;
+			len9[9] = (int)hashes.len;
+			len9[10] = (int)msgs.len;
+			put = (struct pg_stmt){ .sql = names_queue(&c) ? put_row_queued : put_row,
+			                        .n = 14, .params = w9, .lengths = len9, .formats = fmt9 };
+		} else if (plain) {
+			if (c.msgs) {
+				q[10] = msgs.p;
+				q[11] = hashes.len ? hashes.p : "";
+				q[12] = *put_tail ? put_tail : NULL;
 			}
-			q[10] = msgs.p;
-			q[11] = hashes.len ? hashes.p : "";
-			q[12] = *put_tail ? put_tail : NULL;
+			put = (struct pg_stmt){ .sql = put_new, .n = 16, .params = q };
 		} else if (c.msgs && slice(c.msgs, from, n, &msgs) != CORE_OK) {
 			st = core_fail(e, CORE_ENOMEM, "save snapshot: out of memory");
 			goto out;
@@ -843,21 +1008,24 @@ static enum core_status write_row(struct pg_store *s, const json_t *row, unsigne
 			p[12] = msgs.p;
 		}
 		if (stale) {
+			/* begin: the write (before step 9 the ID's lock first),
+			 * one implicit transaction; else the write and the
+			 * COMMIT */
 			const char *id[1] = { c.id };
-			struct pg_stmt w[4] = {
-				{ "BEGIN", 0, NULL, NULL }, { lock_sql, 1, id, NULL },
-				{ plain ? put_new : sql, plain ? 16 : nparams, plain ? q : p, NULL },
-				{ "COMMIT", 0, NULL, NULL },
+			struct pg_stmt w[3] = {
+				{ .sql = lock_sql, .n = 1, .params = id }, put, { .sql = "COMMIT" },
 			};
-			struct pg_stmt *t = begin ? w : w + 2;
-			if ((st = pg_pipeline(s, t, begin ? 4 : 2, "write snapshot", e)) != CORE_OK)
+			struct pg_stmt *t = begin && !row9 ? w : w + 1;
+			int nt = begin && row9 ? 1 : 2;
+			if ((st = pg_pipeline(s, t, nt, "write snapshot", e)) != CORE_OK)
 				goto out;
-			r = w[2].res;
-			w[2].res = NULL;
-			pg_pipeline_clear(t, begin ? 4 : 2);
-		} else if ((st = pg_exec(s, plain ? put_new : sql, plain ? 16 : nparams,
-		                         plain ? q : p, &r, "write snapshot", e)) != CORE_OK) {
+			r = w[1].res;
+			w[1].res = NULL;
+			pg_pipeline_clear(t, nt);
+		} else if ((st = pg_pipeline(s, &put, 1, "write snapshot", e)) != CORE_OK) {
 			goto out;
+		} else {
+			r = put.res;
 		}
 		if (plain) {
 			done = !strcmp(PQgetvalue(r, 0, 0), "1");
@@ -1003,7 +1171,8 @@ static enum core_status lock_row(struct pg_store *s, const char *id, unsigned fl
 	const char *p[1] = { id };
 	char sql[1024];
 	struct pg_stmt q[3] = {
-		{ "BEGIN", 0, NULL, NULL }, { lock_sql, 1, p, NULL }, { sql, 1, p, NULL },
+		{ .sql = "BEGIN" }, { .sql = lock_sql, .n = 1, .params = p },
+		{ .sql = sql, .n = 1, .params = p },
 	};
 	enum core_status st;
 	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 FOR UPDATE OF s", SEL_META);
@@ -1016,7 +1185,7 @@ static enum core_status lock_row(struct pg_store *s, const char *id, unsigned fl
 		return CORE_OK;
 	PQclear(*r);
 	*r = NULL;
-	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", SEL_FULL);
+	snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1", sel_read(s, 0));
 	return pg_exec(s, sql, 1, p, r, "save snapshot", e);
 }
 
@@ -1083,8 +1252,8 @@ enum core_status pg_save(struct store *h, const char *id, unsigned flags,
 		if ((st = save_once(s, &c, &stale, e)) == CORE_OK && !stale)
 			break;
 		/* a node's race lost: the same save again; a try without the
-		 * read, once: the row was there after all (put_new's 23505, a
-		 * race try_again() retries), or the write is not put_new's
+		 * read, once: the row was there after all (the new row's 23505, a
+		 * race try_again() retries), or the write is not put_row's
 		 * (STALE_READ, nothing sent) */
 		if (st == CORE_OK && stale == STALE_AGAIN)
 			continue;
@@ -1325,7 +1494,7 @@ static enum core_status pick(struct pg_store *s, const char *queues, const char 
 	static const char live[] =
 		"SELECT count(*) FROM agentkit_queue WHERE agent = $1 AND lease_ns > $2::bigint";
 	const char *pa[4] = { queues, now, agents, ids };
-	struct pg_stmt q[2] = { { "BEGIN", 0, NULL, NULL }, { sel, 4, pa, NULL } };
+	struct pg_stmt q[2] = { { .sql = "BEGIN" }, { .sql = sel, .n = 4, .params = pa } };
 	enum core_status st;
 	PGresult *r;
 	*busy = 0;
@@ -1400,7 +1569,7 @@ enum core_status pg_claim(struct store *h, const char *const *queues, int64_t no
 			const char *pi[1] = { p.id };
 			snprintf(sql, sizeof sql, "%sWHERE s.snapshot_id = $1 AND "
 			         "pg_try_advisory_xact_lock(hashtextextended($1, 0)) FOR UPDATE OF s",
-			         SEL(STORE_METADATA_ONLY));
+			         SEL_META);
 			if ((st = pg_exec(s, sql, 1, pi, &r, "claim a queued run", e)) == CORE_OK) {
 				if (!PQntuples(r))
 					busy = 1;
@@ -1461,7 +1630,7 @@ enum core_status pg_queued(struct store *h, store_row_fn fn, void *ctx, struct c
 	enum core_status st;
 	PGresult *r;
 	snprintf(sql, sizeof sql, "%sJOIN agentkit_queue q ON q.snapshot_id = s.snapshot_id"
-	         " ORDER BY q.queue, q.ready_ns, q.snapshot_id", SEL(STORE_METADATA_ONLY));
+	         " ORDER BY q.queue, q.ready_ns, q.snapshot_id", SEL_META);
 	if ((st = pg_exec(s, sql, 0, NULL, &r, "list queued runs", e)))
 		return st;
 	for (int i = 0; i < PQntuples(r) && !st; i++) {

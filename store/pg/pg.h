@@ -54,19 +54,22 @@
  *   a database without agentkit's tables is a store at version 0, even
  *   with STORE_OPEN_EXISTING.
  *
- * Layout (schema version 8, tables in the connection's current schema;
+ * Layout (schema version 9, tables in the connection's current schema;
  * no foreign keys: agentkit_chain() locks the node a write hangs from):
  *
  *   agentkit_snapshots  snapshot_id (COLLATE "C", key), session_id,
  *                       created_ns (createdAt in ns: the index time),
  *                       status, meta (the row's JSON without "state"),
  *                       state_pos (where "state" sits among its keys;
- *                       NULL: no state).  Heartbeats and metadata reads
- *                       touch only this table; "latest" is one backward
- *                       scan of (session_id, created_ns, snapshot_id).
- *   agentkit_states     snapshot_id, body (the state without "messages"),
- *                       msg_pos (where "messages" sat; NULL: not a
- *                       chain), tail and count of its message chain
+ *                       NULL: no state), and the state in the same tuple
+ *                       (step 9; agentkit_states before): body (the state
+ *                       without "messages"; NULL: no state), msg_pos
+ *                       (where "messages" sat; NULL: not a chain), tail
+ *                       and count of its message chain (tail indexed:
+ *                       agentkit_release() asks whether a row ends at a
+ *                       node).  Heartbeats and metadata reads touch only
+ *                       this table; "latest" is one backward scan of
+ *                       (session_id, created_ns, snapshot_id).
  *   agentkit_nodes      hash = SHA-256(prev hash or 32 zero bytes |
  *                       message JSON), prev, depth, body: a message is
  *                       stored once per distinct history, shared by every
@@ -80,25 +83,28 @@
  *   agentkit_queue      snapshot_id, queue, agent, concurrency, ready_ns,
  *                       lease_ns: the queued runs (store.h "Queued
  *                       runs"), kept from each row's metadata by
- *                       triggers that fire for rows naming a queue;
- *                       claims pick from it (steps 4 and 7)
+ *                       triggers that fire for rows naming a queue, and
+ *                       for a new row by the statement that inserts it
+ *                       (agentkit_queue_put()); claims pick from it (steps
+ *                       4, 7 and 9)
  *   agentkit_recent     session_id, updated_ns, latest_id, row_count,
  *                       entry, latest_ns: each session's latest row, its
  *                       time (st_updated_ns()), the session's row count,
  *                       the latest row's listing entry (st_entry_make();
  *                       NULL when its writer gave none) and its
- *                       created_ns; kept by a trigger, or for a new row
- *                       by the statement that inserts it; indexed
- *                       (updated_ns DESC, session_id), the order of
- *                       store_sessions_recent() (steps 5, 6 and 8,
+ *                       created_ns; kept by a trigger on updates and
+ *                       deletions, and for a new row by the statement
+ *                       that inserts it (put_row, agentkit_put());
+ *                       indexed (updated_ns DESC, session_id), the order
+ *                       of store_sessions_recent() (steps 5, 6, 8 and 9,
  *                       recent.c)
  *   agentkit_schema_version  the versions applied
  *
  * A new row (a turn's) goes in by one statement of plain SQL: its new
- * message nodes hashed by the writer, the row, its state and its
- * session's agentkit_recent entry (ops.c put_new); no PL/pgSQL runs, which
- * a new server process would load and compile first.  Every other write
- * goes through agentkit_put().
+ * message nodes hashed by the writer and sent with their bodies as binary
+ * arrays, the row with its state, and its session's agentkit_recent entry
+ * (ops.c put_row); no PL/pgSQL runs, which a new server process would
+ * load and compile first.  Every other write goes through agentkit_put().
  *
  * A long session's turn (store_can_append()): a read with
  * STORE_LAST_MESSAGE joins the state's tail node alone, never walking its
@@ -131,6 +137,10 @@
 /* The schema step from which a new row goes in by plain SQL (schema.c
  * step 8, ops.c put_new) and agentkit_recent keeps latest_ns. */
 #define PG_STEP_PLAIN 8
+/* The schema step from which a row's state is in its own tuple
+ * (agentkit_snapshots' body, msg_pos, tail, count; schema.c step 9, ops.c
+ * put_row). */
+#define PG_STEP_ROW 9
 #define PG_HASH_HEX 64          /* a node hash, hex */
 #define PG_NREFS 4
 #define PG_TRIES 8              /* a transaction's tries on a race */
@@ -251,21 +261,28 @@ enum core_status pg_cmd(struct pg_store *s, const char *sql, const char *what,
                         struct core_err *e);
 /*
  * One round trip for several statements: q[0..n) (n at most PG_PIPE_MAX)
- * sent in libpq's pipeline mode with one sync, each prepared from its
+ * sent in libpq's pipeline mode with one sync (a statement's parameters
+ * in binary where its formats say so: the server must know their types
+ * from the SQL, casts), each prepared from its
  * second use as pg_exec()'s are.  CORE_OK when every one succeeded, with
  * each q[i].res (pg_pipeline_clear() them); otherwise the first failure
  * as pg_fail() says and no results: the server skipped the statements
  * after it, and a transaction the pipeline began or was in is left
  * failed (in_txn stays set: roll back).  "BEGIN" and "COMMIT" keep
- * in_txn.  A pipeline that starts outside a transaction reconnects first
- * when the connection dropped, and is sent once more on a new connection
- * when it broke on the way, unless it holds a COMMIT.
+ * in_txn.  Outside a transaction, a pipeline that begins none runs as one
+ * implicit transaction, which its sync commits (a failure to commit is
+ * the pipeline's failure) or rolls back.  A pipeline that starts outside a
+ * transaction reconnects first when the connection dropped, and is sent
+ * once more on a new connection when it broke on the way, unless it
+ * commits (it holds a COMMIT, or begins none).
  */
 struct pg_stmt {
 	const char *sql;
 	int n;
 	const char *const *params;
 	PGresult *res;
+	const int *lengths;     /* NULL, or each binary parameter's length */
+	const int *formats;     /* NULL (all text), or 1 for each binary one */
 };
 #define PG_PIPE_MAX 4
 enum core_status pg_pipeline(struct pg_store *s, struct pg_stmt *q, int n, const char *what,

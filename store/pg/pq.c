@@ -36,6 +36,12 @@ static void load(void)
 		core_fail(&failure, CORE_ESYS, "cannot load " PQ_LIBRARY ": no %s in it", #f);
 	PQ_FUNCTIONS(PQ_LOAD)
 #undef PQ_LOAD
+	/* dlsym() on a handle searches its dependencies too */
+	*(void **)&pq_api.sha256_init = dlsym(h, "SHA256_Init");
+	*(void **)&pq_api.sha256_update = dlsym(h, "SHA256_Update");
+	*(void **)&pq_api.sha256_final = dlsym(h, "SHA256_Final");
+	if (!pq_api.sha256_init || !pq_api.sha256_update || !pq_api.sha256_final)
+		pq_api.sha256_init = NULL, pq_api.sha256_update = NULL, pq_api.sha256_final = NULL;
 }
 
 enum core_status pq_load(struct core_err *e)

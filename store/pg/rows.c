@@ -1,6 +1,7 @@
 /*
- * rows.c - the PostgreSQL backend's row codec: a row as the columns of
- * agentkit_snapshots and agentkit_states plus its messages, and back.
+ * rows.c - the PostgreSQL backend's row codec: a row as its columns (its
+ * metadata's and its state's, agentkit_snapshots' since schema step 9)
+ * plus its messages, and back.
  * The JSON texts are jv_dump()'s and the positions of "state" and
  * "messages" are kept, so a row reads back byte for byte as written (and
  * as the LMDB backend gives it).  See pg.h.

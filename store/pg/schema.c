@@ -548,7 +548,109 @@ static const char step8[] =
 	"CREATE TRIGGER agentkit_recent_change AFTER UPDATE OR DELETE ON agentkit_snapshots"
 	" FOR EACH ROW EXECUTE FUNCTION agentkit_recent_sync();";
 
-static const char *const steps[] = { step1, step2, step3, step4, step5, step6, step7, step8 };
+/*
+ * Step 9: a row's state in the row's own tuple.  agentkit_states goes: its
+ * columns (the state without its messages, where "messages" sat, the tail
+ * and count of the message chain) are agentkit_snapshots' body, msg_pos,
+ * tail and count (body NULL: no state), and the index on tails, which
+ * agentkit_release() asks, is agentkit_snapshots_tail.  A turn so writes
+ * one tuple and two index entries fewer, and a server process opens one
+ * table fewer.  The rows' states are copied with the table's triggers
+ * off (the copy changes no row's listing or queue entry; the column
+ * change has locked the table until the step commits).
+ *
+ * And no trigger runs on an insert into agentkit_snapshots: a new row's
+ * statement (ops.c put_row) keeps its session's agentkit_recent entry
+ * itself, without the setting step 8's trigger read, and indexes the row
+ * in agentkit_queue when it names a queue (pending or aborting, "queue"
+ * in its metadata: what step 7's WHEN asked) through agentkit_queue_put(),
+ * agentkit_queue_sync()'s projection as a function of plain SQL; and
+ * agentkit_put() does both for a row it inserts (agentkit_recent_fix()
+ * for the entry, as the trigger did).  The two triggers' WHEN clauses,
+ * compiled by every statement that inserts a row, cost a turn 20-40 us of
+ * the server's CPU.  Updates and deletions keep theirs.
+ *
+ * agentkit_release(), agentkit_drop() and agentkit_put() read and write
+ * the new columns; agentkit_put() inserts a row it did not find, where it
+ * upserted, so every write of a new ID inserts and the primary key
+ * serializes them (ops.c write_row()).  A process of an older agentkit
+ * that had the store open fails its next statement on agentkit_states (it
+ * does not exist): it writes nothing wrong, and is refused the store once
+ * restarted ("newer than this agentkit").
+ */
+static const char step9[] =
+	"ALTER TABLE agentkit_snapshots ADD COLUMN body text, ADD COLUMN msg_pos integer,"
+	" ADD COLUMN tail bytea, ADD COLUMN count integer NOT NULL DEFAULT 0;"
+	"ALTER TABLE agentkit_snapshots DISABLE TRIGGER USER;"
+	"UPDATE agentkit_snapshots s SET body = t.body, msg_pos = t.msg_pos, tail = t.tail,"
+	" count = t.count FROM agentkit_states t WHERE t.snapshot_id = s.snapshot_id;"
+	"ALTER TABLE agentkit_snapshots ENABLE TRIGGER USER;"
+	"DROP TABLE agentkit_states;"
+	"CREATE INDEX agentkit_snapshots_tail ON agentkit_snapshots (tail);"
+	"DROP TRIGGER agentkit_recent_insert ON agentkit_snapshots;"
+	"DROP TRIGGER agentkit_queue_insert ON agentkit_snapshots;"
+	"CREATE FUNCTION agentkit_queue_put(p_id text, p_meta text) RETURNS void"
+	" LANGUAGE sql AS $$"
+	" INSERT INTO agentkit_queue SELECT p_id, q ->> 'name', coalesce(q ->> 'agent', ''),"
+	"  coalesce((q ->> 'concurrency')::integer, 0), coalesce((q ->> 'ready')::bigint, 0),"
+	"  coalesce((q ->> 'lease')::bigint, 0)"
+	"  FROM (SELECT p_meta::json -> 'agentkit' -> 'queue' AS q) x"
+	"  WHERE json_typeof(q) = 'object' AND q ->> 'name' IS NOT NULL"
+	"  ON CONFLICT (snapshot_id) DO UPDATE SET queue = EXCLUDED.queue,"
+	"  agent = EXCLUDED.agent, concurrency = EXCLUDED.concurrency,"
+	"  ready_ns = EXCLUDED.ready_ns, lease_ns = EXCLUDED.lease_ns $$;"
+	"CREATE OR REPLACE FUNCTION agentkit_release(t bytea) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE p bytea; BEGIN"
+	"  WHILE t IS NOT NULL LOOP"
+	"   SELECT prev INTO p FROM agentkit_nodes WHERE hash = t FOR UPDATE SKIP LOCKED;"
+	"   IF NOT FOUND OR EXISTS (SELECT 1 FROM agentkit_nodes WHERE prev = t)"
+	"    OR EXISTS (SELECT 1 FROM agentkit_snapshots WHERE tail = t) THEN RETURN; END IF;"
+	"   DELETE FROM agentkit_nodes WHERE hash = t;"
+	"   t := p;"
+	"  END LOOP; END $$;"
+	"CREATE OR REPLACE FUNCTION agentkit_drop(ids text[]) RETURNS void"
+	" LANGUAGE plpgsql AS $$ DECLARE t bytea; tails bytea[]; BEGIN"
+	"  SELECT array_agg(tail) INTO tails FROM agentkit_snapshots"
+	"   WHERE snapshot_id = ANY (ids) AND tail IS NOT NULL;"
+	"  DELETE FROM agentkit_snapshots WHERE snapshot_id = ANY (ids);"
+	"  FOREACH t IN ARRAY coalesce(tails, '{}') LOOP PERFORM agentkit_release(t); END LOOP;"
+	"  PERFORM pg_notify('" PG_CHANNEL "', i) FROM unnest(ids) AS i;"
+	"  END $$;"
+	"CREATE OR REPLACE FUNCTION agentkit_put(p_id text, p_sid text, p_created bigint,"
+	"  p_status text, p_meta text, p_state_pos integer, p_keep boolean, p_has_state boolean,"
+	"  p_body text, p_msg_pos integer, p_base bytea, p_walk integer, p_msgs json,"
+	"  p_count integer, p_notify boolean) RETURNS text"
+	" LANGUAGE plpgsql AS $$ DECLARE t bytea; old bytea; BEGIN"
+	"  IF p_msgs IS NOT NULL THEN"
+	"   t := agentkit_chain(p_base, p_walk, p_msgs);"
+	"   IF t IS NULL AND p_base IS NOT NULL THEN RETURN NULL; END IF;"
+	"  END IF;"
+	"  IF NOT p_has_state THEN p_body := NULL; p_msg_pos := NULL; p_count := 0; END IF;"
+	"  SELECT tail INTO old FROM agentkit_snapshots WHERE snapshot_id = p_id;"
+	"  IF NOT FOUND THEN"
+	"   INSERT INTO agentkit_snapshots (snapshot_id, session_id, created_ns, status, meta,"
+	"    state_pos, body, msg_pos, tail, count) VALUES (p_id, p_sid, p_created, p_status,"
+	"    p_meta, p_state_pos, p_body, p_msg_pos, t, coalesce(p_count, 0));"
+	"   PERFORM agentkit_recent_fix(p_sid, p_id, 1);"
+	"   IF p_status IN ('pending', 'aborting') AND position('\"queue\"' IN p_meta) > 0 THEN"
+	"    PERFORM agentkit_queue_put(p_id, p_meta);"
+	"   END IF;"
+	"  ELSIF p_keep THEN"
+	"   UPDATE agentkit_snapshots SET session_id = p_sid, created_ns = p_created,"
+	"    status = p_status, meta = p_meta, state_pos = p_state_pos WHERE snapshot_id = p_id;"
+	"  ELSE"
+	"   UPDATE agentkit_snapshots SET session_id = p_sid, created_ns = p_created,"
+	"    status = p_status, meta = p_meta, state_pos = p_state_pos, body = p_body,"
+	"    msg_pos = p_msg_pos, tail = t, count = coalesce(p_count, 0)"
+	"    WHERE snapshot_id = p_id;"
+	"   IF old IS NOT NULL AND old IS DISTINCT FROM t THEN PERFORM agentkit_release(old);"
+	"   END IF;"
+	"  END IF;"
+	"  IF p_notify THEN PERFORM pg_notify('" PG_CHANNEL "', p_id); END IF;"
+	"  RETURN coalesce(encode(t, 'hex'), ''); END $$;";
+
+static const char *const steps[] = { step1, step2, step3, step4, step5, step6, step7, step8,
+                                     step9 };
 
 /*
  * After step 6's SQL, in its transaction: the entries of the sessions
