@@ -677,6 +677,19 @@ rows_of() {
 	assert_equal "$(pg_sql 'SELECT (SELECT count(*) FROM agentkit_snapshots) + (SELECT count(*) FROM agentkit_nodes) + (SELECT count(*) FROM agentkit_recent) + (SELECT count(*) FROM agentkit_queue)')" 0
 }
 
+@test "a row's first messages read back as their stored text before step 9 and after it" {
+	v8 "$SW" turn s t1 "" 'one "quoted"' >/dev/null
+	v8 "$SW" turn s t2 t1 two >/dev/null
+	want=$(v8 "$SW" get t2 | jq -c '.state.messages[]')
+	run -0 --separate-stderr v8 "$SW" texts t2 4
+	assert_output "$want"
+	assert_equal "$(pg_sql "SELECT to_regclass('agentkit_states') IS NULL")" f
+	# this agentkit's first open moves the states into the rows
+	run -0 --separate-stderr "$SW" texts t2 3
+	assert_output "$(head -n 3 <<<"$want")"
+	assert_equal "$(pg_sql "SELECT to_regclass('agentkit_states') IS NULL")" t
+}
+
 @test "a new row whose history rewrites its base's last message goes in by agentkit_put, its session's entry kept" {
 	"$SW" history h >out <<-'EOF'
 	{"append":{"role":"user","content":[{"text":"q"}]}}

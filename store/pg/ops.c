@@ -167,20 +167,24 @@ enum core_status pg_latest(struct store *h, const char *session_id, unsigned fla
 enum core_status pg_message_texts(struct store *h, const char *snapshot_id, size_t n,
                                   store_text_fn fn, void *ctx, struct core_err *e)
 {
-	/* the row (depth 0), then its chain's nodes from the tail back */
-	static const char sql[] =
-		"WITH RECURSIVE c (prev, depth, body) AS ("
-		" SELECT m.prev, m.depth, m.body FROM agentkit_states t"
-		"  JOIN agentkit_nodes m ON m.hash = t.tail WHERE t.snapshot_id = $1"
-		" UNION ALL SELECT m.prev, m.depth, m.body FROM agentkit_nodes m"
-		"  JOIN c ON m.hash = c.prev)"
-		" SELECT 0, NULL FROM agentkit_snapshots WHERE snapshot_id = $1"
-		" UNION ALL SELECT depth, body FROM c";
+	/* the row (depth 0), then its chain's nodes from the tail back; the
+	 * tail in the row since step 9, in its agentkit_states row before */
+#define TEXTS(TABLE) "WITH RECURSIVE c (prev, depth, body) AS (" \
+	" SELECT m.prev, m.depth, m.body FROM " TABLE " t" \
+	"  JOIN agentkit_nodes m ON m.hash = t.tail WHERE t.snapshot_id = $1" \
+	" UNION ALL SELECT m.prev, m.depth, m.body FROM agentkit_nodes m" \
+	"  JOIN c ON m.hash = c.prev)" \
+	" SELECT 0, NULL FROM agentkit_snapshots WHERE snapshot_id = $1" \
+	" UNION ALL SELECT depth, body FROM c"
+	struct pg_store *s = pg_store(h);
 	const char *p[1] = { snapshot_id };
 	const char **texts = NULL;
 	int *lens = NULL;
 	PGresult *r;
-	enum core_status st = pg_exec(pg_store(h), sql, 1, p, &r, "read messages", e);
+	enum core_status st = pg_exec(s, s->steps >= PG_STEP_ROW ? TEXTS("agentkit_snapshots")
+	                                                        : TEXTS("agentkit_states"),
+	                              1, p, &r, "read messages", e);
+#undef TEXTS
 	size_t found = 0;
 	int i, row = 0;
 	if (st)

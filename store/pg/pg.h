@@ -111,9 +111,12 @@
  * chain, and remembers the chain (pg_ref); a save with STORE_APPEND sends
  * only the new messages, hung from the base's chain (agentkit_put()'s
  * base and walk), from what the handle remembers of the base or else from
- * its stored state: reads and writes O(new).  A whole session with its
- * states (export) is one round trip: its rows without messages and every
- * node of their histories once, the rows' messages placed from those.
+ * its stored state: reads and writes O(new).  The history such a turn
+ * sends a model (store_message_texts()) is one query: the chain walked
+ * back from the tail, each node's body as it is stored, never parsed.  A
+ * whole session with its states (export) is one round trip: its rows
+ * without messages and every node of their histories once, the rows'
+ * messages placed from those.
  *
  * A status change of a stored row, or its deletion, sends NOTIFY on
  * PG_CHANNEL with the snapshot ID, at commit; heartbeats and new rows
