@@ -24,15 +24,16 @@
 #                     the run would fail),
 #                     system calls (strace -c) and page faults (perf stat),
 #                     each when the tool is installed
-#   turn_1, turn_100  one turn of a fresh session, and of a growing one (100
-#                     turns before, one more each round), in turn
-#   rss_10k           peak RSS of one turn on a 10,000-message session
+#   turn_1, turn_1000 one echo turn of 3.2 KB in a new session, and in a
+#                     session of 1,000 such turns (one more each round)
+#   turn_10k, rss_10k the same turn, and its peak RSS, after 10,000 turns'
+#                     history (33 MB, imported as one row)
 #   script_turn_1, script_turn_10k, script_rss_10k
 #                     the same for the script model (script/PATH), which
 #                     counts model messages: the rows record the count, so
 #                     its turns need not read the history either
 #   store_growth_*    bytes the store file grows per turn, early in a
-#                     session and on the 10,000-message session
+#                     session and on the 10,000-turn session
 set -eu
 top=$(cd "$(dirname "$0")/.." && pwd)
 . "$top/bench/lib.sh"
@@ -121,44 +122,61 @@ if [ -n "${insn_true:-}" ]; then
 	bench_row "durable echo turn: instructions" "$insn_durable_turn" "$insn_true" instructions - /bin/true
 fi
 
-"$bin/agent-run" --model echo --session grow -m "turn 0" >/dev/null
-for i in $(seq 99); do "$bin/agent-run" --model echo --session grow -m "turn $i" >/dev/null; done
-bench_pairs "$(( n / 6 + 1 ))" "$bin/agent-run --model echo -m hello" \
-	"$bin/agent-run --model echo --session grow -m again"
+# Long sessions (issue 31): turn N costs about turn 1.  Turns of 3.2 KB
+# (an echoed 1.6 KB message); turn 1 is the same message in a new session.
+msg=$(printf 'word%04d ' $(seq 178))
+"$bin/agent-run" --model echo --session grow -m "$msg" >/dev/null
+for i in $(seq 999); do "$bin/agent-run" --model echo --session grow -m "$msg" >/dev/null; done
+bench_expect '"finishReason":"stop"' "$bin/agent-run" --model echo --session grow -m "$msg"
+bench_pairs "$(( n / 6 + 1 ))" "$bin/agent-run --model echo -m \"$msg\"" \
+	"$bin/agent-run --model echo --session grow -m \"$msg\""
 echo "turn_1 ${bench_t[0]} us/turn"
-echo "turn_100 ${bench_t[1]} us/turn"
-bench_row "turn of a 100-turn session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us - "turn 1" \
-	"$(inv "${bench_r[1]}")"
+echo "turn_1000 ${bench_t[1]} us/turn"
+bench_row "echo turn 1,000 of a session of 3.2 KB turns vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us \
+	'<=1.5' "turn 1" "$(inv "${bench_r[1]}")"
 
-# Store growth per turn early in a session (turns 101-150 of "grow").
+# Store growth per turn (50 more turns of "grow").
 s0=$(size)
-for i in $(seq 50); do "$bin/agent-run" --model echo --session grow -m "more $i" >/dev/null; done
+for i in $(seq 50); do "$bin/agent-run" --model echo --session grow -m "$msg" >/dev/null; done
 s1=$(size)
-echo "store_growth_small $(( (s1 - s0) / 50 )) bytes/turn (session of ~200-300 messages)"
+echo "store_growth_1000 $(( (s1 - s0) / 50 )) bytes/turn (session of 1,000 3.2 KB turns)"
 
-# A 10,000-message session, imported as one completed row.
+# 10,000 turns' history (20,000 messages of 1.6 KB: 33 MB), imported as
+# one completed row.
 now=$(date -u +%Y-%m-%dT%H:%M:%SZ)
-jq -cn --arg now "$now" '{snapshotId: "big0", sessionId: "big", status: "completed",
+jq -cn --arg now "$now" --arg m "$msg" '{snapshotId: "big0", sessionId: "big", status: "completed",
 	createdAt: $now, updatedAt: $now, finishReason: "stop",
-	state: {sessionId: "big", messages: [range(5000) | ({role: "user", content: [{text: "question number \(.) about something"}]}, {role: "model", content: [{text: "answer number \(.) with a few more words in it"}]})]}}' \
-	| "$bin/agent-snap" import >/dev/null
+	state: {sessionId: "big", messages: [range(10000) | ({role: "user", content: [{text: "\(.) \($m)"}]}, {role: "model", content: [{text: "\(.) \($m)"}]})]}}' \
+	>"$work/big.json"
+history=$(jq -c .state.messages "$work/big.json" | wc -c)
+"$bin/agent-snap" import <"$work/big.json" >/dev/null
+rm -f "$work/big.json"
+echo "history_10k $history bytes"
 peak() { # CMD...: the peak RSS of CMD in KiB; fails the script when CMD does
 	/usr/bin/time -o "$work/time.txt" -f '%M' "$@" >/dev/null || bench_fail "$*: exit status $?"
 	tail -n 1 "$work/time.txt"
 }
-rss=$(peak "$bin/agent-run" --model echo --session big -m "one more")
+rss=$(peak "$bin/agent-run" --model echo --session big -m "$msg")
 echo "rss_10k $rss KiB"
+bench_row "echo turn 10,000: peak RSS / the history's bytes" "$(awk -v k="$rss" 'BEGIN { printf "%.1f", k / 1024 }')" \
+	"$(awk -v b="$history" 'BEGIN { printf "%.1f", b / 1048576 }')" MiB '<=1.5' "the history"
 rss_small=$(peak "$bin/agent-run" --model echo --no-store -m "tiny")
 echo "rss_small $rss_small KiB (one turn, no history, no store)"
 
 s0=$(size)
-for i in $(seq 20); do "$bin/agent-run" --model echo --session big -m "big $i" >/dev/null; done
+for i in $(seq 20); do "$bin/agent-run" --model echo --session big -m "$msg" >/dev/null; done
 s1=$(size)
-echo "store_growth_10k $(( (s1 - s0) / 20 )) bytes/turn (session of 10,000+ messages)"
-bench_pairs 20 "$bin/agent-run --model echo -m hello" "$bin/agent-run --model echo --session big -m big"
-echo "turn_10k ${bench_t[1]} us/turn (session of 10,000+ messages)"
-bench_row "turn of a 10,000-message session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us - "turn 1" \
+echo "store_growth_10k $(( (s1 - s0) / 20 )) bytes/turn (session of 10,000 turns)"
+bench_pairs 20 "$bin/agent-run --model echo -m \"$msg\"" "$bin/agent-run --model echo --session big -m \"$msg\""
+echo "turn_10k ${bench_t[1]} us/turn (session of 10,000 turns)"
+bench_row "echo turn 10,000 (33 MB of history) vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us '<=3' "turn 1" \
 	"$(inv "${bench_r[1]}")"
+figure echo_turn_1 "$bin/agent-run" --model echo -m "$msg"
+figure echo_turn_10k "$bin/agent-run" --model echo --session big -m "$msg"
+if [ -n "${insn_echo_turn_1:-}" ]; then
+	bench_row "echo turn 10,000: instructions vs turn 1" \
+		"$insn_echo_turn_10k" "$insn_echo_turn_1" instructions '<=3' "turn 1"
+fi
 
 # The script model on the same session: its first turn there reads the
 # history (the imported row records no model-message count), the rows it
@@ -169,15 +187,15 @@ sm="--model script/$work/script.ndjson"
 bench_expect '"finishReason":"stop"' "$bin/agent-run" $sm --session big -m first
 bench_pairs 20 "$bin/agent-run $sm -m hello" "$bin/agent-run $sm --session big -m big"
 echo "script_turn_1 ${bench_t[0]} us/turn"
-echo "script_turn_10k ${bench_t[1]} us/turn (session of 10,000+ messages)"
-bench_row "script-model turn of a 10,000-message session vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us \
+echo "script_turn_10k ${bench_t[1]} us/turn (session of 10,000 turns)"
+bench_row "script-model turn 10,000 vs turn 1" "${bench_t[1]}" "${bench_t[0]}" us \
 	'<=3' "turn 1" "$(inv "${bench_r[1]}")"
 rss=$(peak "$bin/agent-run" $sm --session big -m "one more")
 echo "script_rss_10k $rss KiB"
 figure script_turn_1 "$bin/agent-run" $sm -m hello
 figure script_turn_10k "$bin/agent-run" $sm --session big -m big
 if [ -n "${insn_script_turn_1:-}" ]; then
-	bench_row "script-model turn of a 10,000-message session: instructions vs turn 1" \
+	bench_row "script-model turn 10,000: instructions vs turn 1" \
 		"$insn_script_turn_10k" "$insn_script_turn_1" instructions '<=3' "turn 1"
 fi
 bench_done

@@ -562,28 +562,51 @@ static json_t *without_messages(const json_t *state, size_t *pos)
 }
 
 /*
+ * The messages a row's state is written with: an append's (STORE_APPEND)
+ * first off are the base's, taken by reference to its chain and never
+ * read (base_prefix()), so a turn of a long session does no work per
+ * message of its history; message i >= off is a[i - off].
+ */
+struct mlist {
+	const json_t *a;
+	size_t off;
+};
+
+static size_t ml_size(const struct mlist *m)
+{
+	return m->off + json_array_size(m->a);
+}
+
+static const json_t *ml_get(const struct mlist *m, size_t i)
+{
+	return i < m->off ? NULL : json_array_get(m->a, i - m->off);
+}
+
+/*
  * Node keys of the part of msgs already stored: from the save's base
  * without reading it (*based; only the last key is set), else from the
  * history the handle wrote last by comparing trees (*cached of them),
  * else from a stored chain (this row's old state, else its parent's) by
  * comparing bytes.  Only the rest is hashed.
  */
-static int known_prefix(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
+static int known_prefix(struct env *v, MDB_txn *t, struct wctx *w, const struct mlist *m,
                         const unsigned char *old_tail, const char *parent,
                         unsigned char *keys, size_t *matched, size_t *cached, int *based)
 {
 	int rc;
 	*cached = 0;
-	if ((rc = base_prefix(v, t, w, json_array_size(msgs), keys, matched)))
+	if ((rc = base_prefix(v, t, w, ml_size(m), keys, matched)))
 		return rc;
 	/* an append's kept messages are not the caller's to check: the
 	 * base's chain is taken by reference */
 	if ((*based = *matched > 0))
-		return w->s->verify && !w->append ? base_verify(w, msgs, *matched,
+		return w->s->verify && !w->append ? base_verify(w, m->a, *matched,
 		                                                keys + (*matched - 1) * NODE) : 0;
-	if ((*matched = *cached = cache_prefix(&w->s->mc, msgs, keys)))
+	if (m->off)             /* no base's chain: the caller reads its messages */
 		return 0;
-	return chain_prefix(v, t, old_tail, parent, msgs, keys, matched, w);
+	if ((*matched = *cached = cache_prefix(&w->s->mc, m->a, keys)))
+		return 0;
+	return chain_prefix(v, t, old_tail, parent, m->a, keys, matched, w);
 }
 
 /*
@@ -592,10 +615,10 @@ static int known_prefix(struct env *v, MDB_txn *t, struct wctx *w, const json_t 
  * SHA-256 over all but the seq.  Record i starts at recs[i - matched];
  * the last entry is the end.
  */
-static int hash_new(struct wctx *w, const json_t *msgs, size_t matched,
+static int hash_new(struct wctx *w, const struct mlist *m, size_t matched,
                     unsigned char *keys, size_t *recs)
 {
-	size_t i, n = json_array_size(msgs);
+	size_t i, n = ml_size(m);
 	core_buf_reset(&w->tmp);
 	for (i = matched; i < n; i++) {
 		size_t at = w->tmp.len;
@@ -603,7 +626,7 @@ static int hash_new(struct wctx *w, const json_t *msgs, size_t matched,
 		if (core_buf_add(&w->tmp, zero_node, 8) != CORE_OK ||
 		    core_buf_add(&w->tmp, i ? keys + (i - 1) * NODE : zero_node,
 		                 NODE) != CORE_OK ||
-		    jv_dump(json_array_get(msgs, i), &w->tmp) != CORE_OK)
+		    jv_dump(ml_get(m, i), &w->tmp) != CORE_OK)
 			return ENOMEM;
 		node_key(w->tmp.p + at + 8, w->tmp.len - at - 8, keys + i * NODE);
 	}
@@ -645,8 +668,8 @@ static int last_seq(struct env *v, MDB_txn *t, uint64_t *last)
 }
 
 /* Message i's msg record: hashed by hash_new(), or, below matched (a
- * cached prefix deleted since), rebuilt in w->tmp2. */
-static int record_of(struct wctx *w, const json_t *msgs, size_t i, size_t matched,
+ * cached prefix deleted since, never a base's), rebuilt in w->tmp2. */
+static int record_of(struct wctx *w, const struct mlist *m, size_t i, size_t matched,
                      const unsigned char *prev, const size_t *recs, MDB_val *d)
 {
 	if (i >= matched) {
@@ -657,7 +680,7 @@ static int record_of(struct wctx *w, const json_t *msgs, size_t i, size_t matche
 	core_buf_reset(&w->tmp2);
 	if (core_buf_add(&w->tmp2, zero_node, 8) != CORE_OK ||
 	    core_buf_add(&w->tmp2, prev, NODE) != CORE_OK ||
-	    jv_dump(json_array_get(msgs, i), &w->tmp2) != CORE_OK)
+	    jv_dump(ml_get(m, i), &w->tmp2) != CORE_OK)
 		return ENOMEM;
 	d->mv_data = w->tmp2.p;
 	d->mv_size = w->tmp2.len;
@@ -666,11 +689,11 @@ static int record_of(struct wctx *w, const json_t *msgs, size_t i, size_t matche
 
 /* Append the msg records and nodes of messages have.. on the stored
  * prefix, each node referencing its predecessor. */
-static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
+static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const struct mlist *m,
                         const unsigned char *keys, const size_t *recs, size_t matched,
                         size_t have)
 {
-	size_t i, n = json_array_size(msgs);
+	size_t i, n = ml_size(m);
 	uint64_t last, prev_seq = 0, sq_unused;
 	uint32_t refs;
 	int rc;
@@ -681,7 +704,7 @@ static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const json_t 
 		unsigned char sk[8], nv[12];
 		MDB_val mk = { 8, sk }, nk = { NODE, (void *)(keys + i * NODE) }, d;
 		const unsigned char *prev = i ? keys + (i - 1) * NODE : zero_node;
-		if ((rc = record_of(w, msgs, i, matched, prev, recs, &d)))
+		if ((rc = record_of(w, m, i, matched, prev, recs, &d)))
 			return rc;
 		put_be64(d.mv_data, prev_seq);
 		put_be64(sk, ++last);
@@ -700,38 +723,31 @@ static int append_nodes(struct env *v, MDB_txn *t, struct wctx *w, const json_t 
 }
 
 /*
- * An append's messages (STORE_APPEND): the base's first kept ones, then
- * msgs.  The kept ones are placeholders while the base's chain serves
- * (base_prefix(), which never reads them); *real says whether they are
- * the base's messages, read from its state record because its chain is
- * not one this handle knows, or was deleted since (then -1, in w->e).
+ * An append's messages whose base chain is not one this handle knows, or
+ * was deleted since: the base's first kept ones, read from its state
+ * record, then msgs (-1 when the base is gone, in w->e).
  */
 static int append_messages(struct env *v, MDB_txn *t, struct wctx *w, const json_t *msgs,
-                           int real, json_t **out)
+                           json_t **out)
 {
 	size_t kept = w->base->kept;
+	MDB_val k = { strlen(w->base->id), (void *)w->base->id }, d;
+	const unsigned char *h;
 	json_t *all = NULL;
-	if (real) {
-		MDB_val k = { strlen(w->base->id), (void *)w->base->id }, d;
-		const unsigned char *h;
-		int rc = mdb_get(t, v->dbi[DB_STATE], &k, &d);
-		if (rc && rc != MDB_NOTFOUND)
-			return rc;
-		h = d.mv_data;
-		if (rc || d.mv_size < STATE_HDR || !(h[1] & 1) || get_be32(h + 6) < kept) {
-			core_fail(w->e, CORE_ESYS, "the history of row '%s' this turn follows is gone "
-			          "(deleted meanwhile?)", w->base->id);
-			return -1;
-		}
-		if (read_messages(v, t, h + 10, get_be32(h + 6), 0, &all, w->e) != CORE_OK)
-			return -1;
-		while (json_array_size(all) > kept)
-			json_array_remove(all, json_array_size(all) - 1);
-	} else if ((all = json_array())) {
-		for (size_t i = 0; i < kept; i++)
-			json_array_append_new(all, json_null());
+	int rc = mdb_get(t, v->dbi[DB_STATE], &k, &d);
+	if (rc && rc != MDB_NOTFOUND)
+		return rc;
+	h = d.mv_data;
+	if (rc || d.mv_size < STATE_HDR || !(h[1] & 1) || get_be32(h + 6) < kept) {
+		core_fail(w->e, CORE_ESYS, "the history of row '%s' this turn follows is gone "
+		          "(deleted meanwhile?)", w->base->id);
+		return -1;
 	}
-	if (!all || json_array_extend(all, (json_t *)msgs)) {
+	if (read_messages(v, t, h + 10, get_be32(h + 6), 0, &all, w->e) != CORE_OK)
+		return -1;
+	while (json_array_size(all) > kept)
+		json_array_remove(all, json_array_size(all) - 1);
+	if (json_array_extend(all, (json_t *)msgs)) {
 		json_decref(all);
 		return ENOMEM;
 	}
@@ -746,32 +762,24 @@ static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *
                        const unsigned char *old_tail, const char *parent,
                        unsigned char *hdr, struct wctx *w)
 {
+	struct mlist m = { given, w->append ? w->base->kept : 0 };
 	json_t *all = NULL;
-	const json_t *msgs = given;
-	int rc, based;
-	if (w->append && (rc = append_messages(v, t, w, given, 0, &all)))
-		return rc;
-	if (all)
-		msgs = all;
-	size_t n = json_array_size(msgs), matched = 0, cached, have, *recs = NULL;
+	size_t n = ml_size(&m), matched = 0, cached, have, *recs = NULL;
 	unsigned char *keys = malloc(n ? n * NODE : 1);
 	uint64_t sq_unused;
 	uint32_t refs;
-	if (!keys) {
-		json_decref(all);
+	int rc, based;
+	if (!keys)
 		return ENOMEM;
-	}
-	if ((rc = known_prefix(v, t, w, msgs, old_tail, parent, keys, &matched, &cached,
+	if ((rc = known_prefix(v, t, w, &m, old_tail, parent, keys, &matched, &cached,
 	                       &based)))
 		goto out;
-	if (w->append && !based) {
-		/* the placeholders cannot stand: the base's messages themselves */
-		json_decref(all);
-		all = NULL;
-		if ((rc = append_messages(v, t, w, given, 1, &all)))
+	if (m.off && !based) {
+		/* the base's chain cannot serve: its messages themselves */
+		if ((rc = append_messages(v, t, w, given, &all)))
 			goto out;
-		msgs = all;
-		if ((rc = known_prefix(v, t, w, msgs, old_tail, parent, keys, &matched, &cached,
+		m = (struct mlist){ all, 0 };
+		if ((rc = known_prefix(v, t, w, &m, old_tail, parent, keys, &matched, &cached,
 		                       &based)))
 			goto out;
 	}
@@ -779,18 +787,18 @@ static int write_chain(struct env *v, MDB_txn *t, const char *id, const json_t *
 		rc = ENOMEM;
 		goto out;
 	}
-	if ((rc = hash_new(w, msgs, matched, keys, recs)))
+	if ((rc = hash_new(w, &m, matched, keys, recs)))
 		goto out;
 	if (based)
 		json_array_clear(w->s->mc.msgs);        /* now stale */
 	else
-		cache_keep(&w->s->mc, msgs, keys, cached);
+		cache_keep(&w->s->mc, m.a, keys, cached);
 	if (n)
 		ref_remember(w->s, id, keys + (n - 1) * NODE, (uint32_t)n);
 	else
 		ref_forget(w->s, id);
 	if ((rc = stored_prefix(v, t, keys, n, &have)) ||
-	    (have < n && (rc = append_nodes(v, t, w, msgs, keys, recs, matched, have))) ||
+	    (have < n && (rc = append_nodes(v, t, w, &m, keys, recs, matched, have))) ||
 	    (n && (rc = ref_add(v, t, keys + (n - 1) * NODE, 1, &refs, &sq_unused))))
 		goto out;
 	hdr[1] = 1;
