@@ -15,8 +15,9 @@
 #                     the ratios (issue 13's goal: durable at most 2x
 #                     /bin/true)
 #   libs_*            the same for a program that does nothing, linked with
-#                     agentkit's libraries with and without libpq: what
-#                     loading them costs every process (needs cc)
+#                     agentkit's libraries, and with libpq as well: what
+#                     loading them costs every process, and what loading
+#                     libpq at start would (needs cc)
 #   *_instructions, *_syscalls, *_page_faults
 #                     the figures that stay put on a loaded machine:
 #                     instructions (valgrind --tool=callgrind, with a 1 GiB
@@ -53,14 +54,16 @@ shm=$work
 [ -d /dev/shm ] && [ -w /dev/shm ] && shm=$(mktemp -d /dev/shm/agentkit-bench.XXXXXX) &&
 	trap 'rm -rf "$work" "$shm"' EXIT
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.1f", a / b }'; }
-# a do-nothing program linked as agentkit's binaries are, with and without
-# libpq (the libraries the PostgreSQL backend brings: libssl, libcrypto,
-# Kerberos, LDAP, GnuTLS, ...)
-libs_pq=$(cd "$top" && make --no-print-directory -s -p -n BUILD="$build" 2>/dev/null |
+# a do-nothing program linked as agentkit's binaries are, and the same
+# linked with libpq too (the libraries the PostgreSQL backend brings:
+# libssl, libcrypto, Kerberos, LDAP, GnuTLS, ...): what every process
+# would pay if agentkit linked libpq rather than loading it at the first
+# PostgreSQL open
+libs_nopq=$(cd "$top" && make --no-print-directory -s -p -n BUILD="$build" 2>/dev/null |
 	sed -n 's/^LDLIBS *:= *//p' | head -n 1)
-libs_nopq=$(sed "s/$(pkg-config --libs libpq 2>/dev/null || echo -lpq)//" <<<"$libs_pq")
+libs_pq="$libs_nopq $(pkg-config --libs libpq 2>/dev/null || echo -lpq)"
 have_cc=
-if [ -n "$libs_pq" ] && echo 'int main(void) { return 0; }' >"$work/nop.c" &&
+if [ -n "$libs_nopq" ] && echo 'int main(void) { return 0; }' >"$work/nop.c" &&
 	cc -o "$work/nop_pq" "$work/nop.c" -Wl,--no-as-needed $libs_pq 2>/dev/null &&
 	cc -o "$work/nop_nopq" "$work/nop.c" -Wl,--no-as-needed $libs_nopq 2>/dev/null; then
 	have_cc=1
@@ -81,7 +84,7 @@ if [ -n "$have_cc" ]; then
 	t_pq=${bench_t[1]} t_nopq=${bench_t[2]}
 	echo "libs_with_libpq $t_pq us ($(ratio "$t_pq" "$t_true")x /bin/true: $(ldd "$work/nop_pq" | wc -l) objects)"
 	echo "libs_without_libpq $t_nopq us ($(ratio "$t_nopq" "$t_true")x /bin/true: $(ldd "$work/nop_nopq" | wc -l) objects)"
-	bench_row "load agentkit's libraries with libpq" "$t_pq" "${bench_t[0]}" us - "/bin/true" "$(inv "${bench_r[1]}")"
+	bench_row "load agentkit's libraries and libpq" "$t_pq" "${bench_t[0]}" us - "/bin/true" "$(inv "${bench_r[1]}")"
 	bench_row "load agentkit's libraries without libpq" "$t_nopq" "${bench_t[0]}" us - "/bin/true" "$(inv "${bench_r[2]}")"
 fi
 # figure NAME CMD...: instructions, system calls and page faults of CMD
