@@ -705,21 +705,20 @@ static enum core_status show_lines(const json_t *row, const char *input, int tex
 
 /* ---- the delegation tree: log and show ---- */
 
-/* The sessions whose latest row names parent as the session that
- * delegated to them, by that row's createdAt. */
-struct subs_ctx {
-	const char *parent;
-	json_t *found;          /* [[createdAt, sessionId], ...] */
-};
-
-static enum core_status find_subs(const struct store_session_info *si, void *ctx)
+/* The sessions whose latest row names a parent session, the one that
+ * delegated to them: parent -> [[createdAt, sessionId], ...], found in
+ * one pass over the sessions whatever the tree's size. */
+static enum core_status find_delegations(const struct store_session_info *si, void *ctx)
 {
-	struct subs_ctx *c = ctx;
+	json_t *tree = ctx, *list;
 	const json_t *d = json_object_get(json_object_get(si->latest, STORE_INFO_KEY), "delegation");
 	const char *p = json_string_value(json_object_get(d, "parentSessionId"));
-	if (!p || strcmp(p, c->parent))
+	if (!p)
 		return CORE_OK;
-	return json_array_append_new(c->found, json_pack("[O, s]", json_object_get(si->latest,
+	if (!(list = json_object_get(tree, p)) &&
+	    (!(list = json_array()) || json_object_set_new(tree, p, list)))
+		return CORE_ENOMEM;
+	return json_array_append_new(list, json_pack("[O, s]", json_object_get(si->latest,
 	                             "createdAt"), si->session_id)) ? CORE_ENOMEM : CORE_OK;
 }
 
@@ -736,40 +735,45 @@ static int by_created(const void *a, const void *b)
 typedef enum core_status tree_visit_fn(struct snap *c, const char *sid, int depth, void *ctx);
 
 /* Session sid, then each sub-session its agent delegated to (oldest
- * first) and theirs, depth first, 32 levels at most (agents refuse cycles
- * and chains past their maxDepth; rows can be imported). */
-static enum core_status tree_walk(struct snap *c, const char *sid, int depth,
-                                  tree_visit_fn *visit, void *ctx)
+ * first; tree as find_delegations() made it) and theirs, depth first, 32
+ * levels at most (agents refuse cycles and chains past their maxDepth;
+ * rows can be imported). */
+static enum core_status tree_from(struct snap *c, const json_t *tree, const char *sid,
+                                  int depth, tree_visit_fn *visit, void *ctx)
+{
+	const json_t *found = depth < 32 ? json_object_get(tree, sid) : NULL;
+	size_t n = json_array_size(found);
+	enum core_status st = visit(c, sid, depth, ctx);
+	json_t **v;
+	if (st || !n)
+		return st;
+	if (!(v = malloc(n * sizeof *v))) {
+		struct core_err e = { 0 };
+		core_fail(&e, CORE_ENOMEM, "out of memory");
+		return cli_report(&e);
+	}
+	for (size_t i = 0; i < n; i++)
+		v[i] = json_array_get(found, i);
+	qsort(v, n, sizeof *v, by_created);
+	for (size_t i = 0; i < n && !st; i++)
+		st = tree_from(c, tree, json_string_value(json_array_get(v[i], 1)), depth + 1,
+		               visit, ctx);
+	free(v);
+	return st;
+}
+
+static enum core_status tree_walk(struct snap *c, const char *sid, tree_visit_fn *visit,
+                                  void *ctx)
 {
 	struct core_err e = { 0 };
-	struct subs_ctx sc = { sid, json_array() };
-	enum core_status st = sc.found ? visit(c, sid, depth, ctx)
-	                               : core_fail(&e, CORE_ENOMEM, "out of memory");
-	size_t n;
-	if (st) {
-		json_decref(sc.found);
-		return e.st ? cli_report(&e) : st;
-	}
-	if (depth < 32)
-		st = store_sessions(c->s, find_subs, &sc, &e);
-	if (!st && (n = json_array_size(sc.found))) {
-		json_t **v = malloc(n * sizeof *v);
-		if (!v) {
-			st = core_fail(&e, CORE_ENOMEM, "out of memory");
-		} else {
-			for (size_t i = 0; i < n; i++)
-				v[i] = json_array_get(sc.found, i);
-			qsort(v, n, sizeof *v, by_created);
-			for (size_t i = 0; i < n && !st; i++)
-				st = tree_walk(c, json_string_value(json_array_get(v[i], 1)), depth + 1,
-				               visit, ctx);
-			free(v);
-			json_decref(sc.found);
-			return st;
-		}
-	}
-	json_decref(sc.found);
-	return st == CORE_OK ? st : cli_report(&e);
+	json_t *tree = json_object();
+	enum core_status st = tree ? store_sessions(c->s, find_delegations, tree, &e)
+	                           : core_fail(&e, CORE_ENOMEM, "out of memory");
+	if (st == CORE_ENOMEM && !e.st)
+		core_fail(&e, st, "out of memory");
+	st = st ? cli_report(&e) : tree_from(c, tree, sid, 0, visit, ctx);
+	json_decref(tree);
+	return st;
 }
 
 /* A row as show prints it: *row shaped (and through -a's transform),
@@ -899,7 +903,7 @@ static enum core_status run_show(void *ctx, int argc, char **argv)
 		st = cli_report(&e);
 	}
 	if (!st)
-		st = tree_walk(c, sid ? sid : "", 0, show_visit, &t);
+		st = tree_walk(c, sid ? sid : "", show_visit, &t);
 	if (!st && c->o.json) {
 		if (json_array_size(t.subs))
 			json_object_set(t.view, "delegations", t.subs);
@@ -988,7 +992,7 @@ static enum core_status log_visit(struct snap *c, const char *sid, int depth, vo
 
 static enum core_status run_log(void *ctx, int argc, char **argv)
 {
-	return tree_walk(ctx, argv[0], 0, log_visit, NULL);
+	return tree_walk(ctx, argv[0], log_visit, NULL);
 }
 
 static enum core_status collect(const struct store_session_info *si, void *ctx)
